@@ -1,0 +1,127 @@
+# Makefile - builds dlhfs (the FUSE daemon) and dlh-train (the MPI trainer)
+#
+#   make            build everything into $(BUILD)/
+#   make deps       install the Debian packages that are missing (apt-get)
+#   make check      build, then run the whole test suite (unit + mount + MPI)
+#   make asan       the same suite built with AddressSanitizer/UBSan
+#   make bench      benchmarks (bench/), each printing a table with ratios
+#   make example    mount at /dlh and train examples/fashion-mnist-mlp.ini
+
+BUILD  ?= build
+CC     ?= cc
+OPT    ?= -O2 -g
+SAN    ?=
+
+DEPS_DEB = fuse3 libfuse3-dev libinih-dev openmpi-bin libopenmpi-dev \
+           libopenblas-dev zlib1g-dev dataset-fashion-mnist pkg-config \
+           make gcc procps util-linux psmisc
+
+STD      = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+WARN     = -Wall -Wextra -Werror
+ifeq ($(SAN),1)
+SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+BASE_CFLAGS = $(STD) $(WARN) $(OPT) $(SANFLAGS) -I.
+BASE_LDFLAGS = $(SANFLAGS)
+
+# Flags come from pkg-config; evaluated lazily so `make deps` works on a bare machine.
+FUSE_CFLAGS  = $(shell pkg-config --cflags fuse3) -DFUSE_USE_VERSION=31
+FUSE_LIBS    = $(shell pkg-config --libs fuse3)
+INIH_CFLAGS  = $(shell pkg-config --cflags inih)
+INIH_LIBS    = $(shell pkg-config --libs inih)
+MPI_CFLAGS   = $(shell pkg-config --cflags ompi-c)
+MPI_LIBS     = $(shell pkg-config --libs ompi-c)
+BLAS_CFLAGS  = $(shell pkg-config --cflags openblas)
+BLAS_LIBS    = $(shell pkg-config --libs openblas)
+ZLIB_CFLAGS  = $(shell pkg-config --cflags zlib)
+ZLIB_LIBS    = $(shell pkg-config --libs zlib)
+
+SCHEMA_SRC = $(wildcard schema/*.c)
+ENGINE_SRC = $(wildcard engine/*.c)
+FS_SRC     = $(wildcard fs/*.c)
+TRAIN_SRC  = $(wildcard engine/train/*.c)
+UNIT_SRC   = $(wildcard tests/unit/test_*.c)
+
+SCHEMA_OBJ = $(SCHEMA_SRC:%.c=$(BUILD)/obj/%.o)
+ENGINE_OBJ = $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o)
+FS_OBJ     = $(FS_SRC:%.c=$(BUILD)/obj/%.o)
+TRAIN_OBJ  = $(TRAIN_SRC:%.c=$(BUILD)/obj/%.o)
+TRAIN_LIB_OBJ = $(filter-out $(BUILD)/obj/engine/train/main.o,$(TRAIN_OBJ))
+UNIT_BIN   = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+LIBSCHEMA = $(BUILD)/libdlhschema.a
+LIBENGINE = $(BUILD)/libdlhengine.a
+LIBTRAIN  = $(BUILD)/libdlhtrain.a
+
+.PHONY: all deps check asan bench example clean
+all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(UNIT_BIN)
+
+$(BUILD)/obj/schema/%.o: schema/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(INIH_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/obj/engine/train/%.o: engine/train/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(ZLIB_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/obj/engine/%.o: engine/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/obj/fs/%.o: fs/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(FUSE_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/obj/tests/unit/%.o: tests/unit/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(ZLIB_CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIBSCHEMA): $(SCHEMA_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(LIBENGINE): $(ENGINE_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(LIBTRAIN): $(TRAIN_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/dlhfs: $(FS_OBJ) $(LIBENGINE) $(LIBSCHEMA)
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(INIH_LIBS) -lpthread
+$(BUILD)/dlh-train: $(TRAIN_OBJ)
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
+# Unit tests link only the module they cover: test_train* the trainer,
+# test_schema* the spec language, the rest the engine (and schema).
+UNIT_TRAIN  = $(filter $(BUILD)/tests/test_train%,$(UNIT_BIN))
+UNIT_SCHEMA = $(filter $(BUILD)/tests/test_schema%,$(UNIT_BIN))
+UNIT_ENGINE = $(filter-out $(UNIT_TRAIN) $(UNIT_SCHEMA),$(UNIT_BIN))
+$(UNIT_TRAIN): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBTRAIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
+$(UNIT_SCHEMA): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBSCHEMA)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) -lm
+$(UNIT_ENGINE): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBENGINE) $(LIBSCHEMA)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) -lpthread -lm
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+deps:
+	@missing=""; for p in $(DEPS_DEB); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else echo "all Debian packages present"; fi
+
+check: all
+	tests/run $(BUILD)
+
+asan:
+	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" check
+
+bench: all
+	bench/run $(BUILD)
+
+example: all
+	examples/run.sh $(BUILD)
+
+clean:
+	rm -rf build build-asan

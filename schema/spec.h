@@ -1,0 +1,78 @@
+/* spec.h - the job spec language: parse, defaults, validation, normalized text */
+#ifndef DLH_SPEC_H
+#define DLH_SPEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DLH_SPEC_MAX (64 * 1024)   /* largest spec accepted, in bytes */
+#define DLH_NAME_MAX 64            /* longest [job] name */
+#define DLH_PATH_MAX 1024          /* longest data path */
+#define DLH_COMMAND_MAX 1024       /* longest [job] command */
+#define DLH_LAYERS_MAX 16          /* most hidden layers in an MLP */
+#define DLH_ERR_MAX 4096           /* room for a parse error report */
+
+enum dlh_restart {
+	DLH_RESTART_NEVER = 0,      /* a failed run stays failed */
+	DLH_RESTART_ON_FAILURE,     /* relaunch from the newest checkpoint */
+};
+
+enum dlh_device {
+	DLH_DEVICE_CPU = 0,         /* one rank per CPU slot */
+	DLH_DEVICE_GPU,             /* one rank per GPU */
+};
+
+/* A validated job spec. Every field holds a value: the parser fills
+ * defaults for what the text leaves out. */
+struct dlh_spec {
+	/* [job] */
+	char name[DLH_NAME_MAX + 1];        /* "" = none; else [A-Za-z0-9._-], not all digits */
+	char command[DLH_COMMAND_MAX + 1];  /* "" = built-in trainer; else argv, split on blanks */
+	enum dlh_restart restart;           /* never | on-failure */
+	int max_restarts;                   /* 0..100, used with on-failure */
+
+	/* [data] */
+	char train[DLH_PATH_MAX + 1];        /* absolute path, readable */
+	char train_labels[DLH_PATH_MAX + 1]; /* absolute path, readable */
+	char test[DLH_PATH_MAX + 1];         /* absolute path, readable */
+	char test_labels[DLH_PATH_MAX + 1];  /* absolute path, readable */
+	char format[8];                      /* "idx" */
+	long train_limit;                    /* use the first N training images; 0 = all */
+	long test_limit;                     /* use the first N test images; 0 = all */
+
+	/* [model] */
+	char model_type[8];                  /* "mlp" */
+	int layers[DLH_LAYERS_MAX];          /* hidden layer widths */
+	int nlayers;                         /* how many of layers[] are used, >= 1 */
+
+	/* [train] */
+	int epochs;                          /* 1..10000 */
+	int batch_size;                      /* global batch, 1..1048576 */
+	double lr;                           /* > 0, <= 100 */
+	char optimizer[16];                  /* "sgd" */
+	double momentum;                     /* 0 <= m < 1 */
+	double weight_decay;                 /* 0 <= wd < 1 */
+	uint64_t seed;                       /* initial weights and shuffles */
+	int checkpoint_every;                /* steps between checkpoints; 0 = only at the end */
+
+	/* [resources] */
+	int ranks;                           /* 1..1024; 0 = auto (decided by the planner) */
+	enum dlh_device device;              /* cpu | gpu */
+};
+
+/* Fills s with the defaults of every key. */
+void dlh_spec_defaults(struct dlh_spec *s);
+
+/* Parses and validates spec text of len bytes (need not be NUL-terminated).
+ * Returns 0 with *s filled, or -EINVAL (any error in the text) or -EFBIG
+ * (len > DLH_SPEC_MAX) with err holding one line per problem, each of the
+ * form `spec:LINE: [section] key: message` and ending in a newline. */
+int dlh_spec_parse(const char *text, size_t len, struct dlh_spec *s,
+		   char *err, size_t errlen);
+
+/* Writes s as normalized INI text (every key, defaults included) into buf.
+ * Parsing that text gives back an equal spec. Returns the length written
+ * (without the NUL), or -ENOSPC when len is too small. */
+int dlh_spec_format(const struct dlh_spec *s, char *buf, size_t len);
+
+#endif
