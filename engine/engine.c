@@ -1,0 +1,851 @@
+/* engine.c - jobs, the queue, launching and supervising runs: the daemon's core
+ *
+ * Locking: one mutex (e->mu) guards the job table, the slot count and every
+ * job's fields. It is never held while waiting on a child (waiters block in
+ * waitpid without it). No other lock nests inside it. */
+#include "engine/engine.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/launch.h"
+#include "engine/plan.h"
+#include "engine/proc.h"
+#include "engine/util.h"
+
+struct dlh_engine {
+	pthread_mutex_t mu;          /* guards everything below */
+	pthread_cond_t changed;      /* a job changed state or a waiter ended */
+	pthread_cond_t timer_cv;     /* wakes the timer thread */
+	pthread_t timer;             /* sends SIGKILL when a grace period ends */
+	char state[2048];            /* state directory */
+	struct dlh_tools tools;      /* mpirun and dlh-train */
+	struct dlh_pool pool;        /* the machines */
+	double grace;                /* seconds from SIGTERM to SIGKILL */
+	struct dlh_job **jobs;       /* ascending ids */
+	size_t njobs, cap;           /* used and allocated entries */
+	long next_id;                /* next id to hand out */
+	int slots_used;              /* CPU slots held by running jobs */
+	int waiters;                 /* live waiter threads */
+	int stopping;                /* dlh_engine_close in progress */
+};
+
+struct waiter_arg {
+	struct dlh_engine *e;        /* owner */
+	struct dlh_job *job;         /* the job whose mpirun it waits for */
+	pid_t pid;                   /* that mpirun */
+};
+
+static void schedule(struct dlh_engine *e);
+
+/* ---- small helpers ---- */
+
+static void job_dir(const struct dlh_engine *e, long id, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/jobs/%ld", e->state, id);
+}
+
+static void job_file(const struct dlh_engine *e, long id, const char *name,
+		     char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/jobs/%ld/%s", e->state, id, name);
+}
+
+/* Appends a timestamped harness event to the job's log. */
+__attribute__((format(printf, 3, 4)))
+static void job_log(const struct dlh_engine *e, const struct dlh_job *j, const char *fmt, ...)
+{
+	char path[4096], when[32], msg[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	dlh_time_iso(dlh_now(), when, sizeof when);
+	char line[2200];
+	snprintf(line, sizeof line, "%s dlhfs: %s", when, msg);
+	job_file(e, j->id, "log", path, sizeof path);
+	dlh_append_line(path, line);
+}
+
+static void job_save(const struct dlh_engine *e, const struct dlh_job *j)
+{
+	char dir[4096];
+	job_dir(e, j->id, dir, sizeof dir);
+	int rc = dlh_job_save(j, dir);
+	if (rc)
+		fprintf(stderr, "dlhfs: cannot save job %ld: %s\n", j->id, strerror(-rc));
+}
+
+static struct dlh_job *find(const struct dlh_engine *e, long id)
+{
+	size_t lo = 0, hi = e->njobs;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (e->jobs[mid]->id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < e->njobs && e->jobs[lo]->id == id ? e->jobs[lo] : NULL;
+}
+
+/* Inserts j keeping ids ascending. Returns 0, or -ENOMEM. */
+static int insert(struct dlh_engine *e, struct dlh_job *j)
+{
+	if (e->njobs == e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 64;
+		struct dlh_job **p = realloc(e->jobs, cap * sizeof *p);
+		if (!p)
+			return -ENOMEM;
+		e->jobs = p;
+		e->cap = cap;
+	}
+	size_t i = e->njobs;
+	while (i > 0 && e->jobs[i - 1]->id > j->id) {
+		e->jobs[i] = e->jobs[i - 1];
+		i--;
+	}
+	e->jobs[i] = j;
+	e->njobs++;
+	return 0;
+}
+
+/* Finds the most telling line of a failed run in its log: a trainer error,
+ * mpirun's note about a rank that died, or an exec failure. */
+static void failure_reason(const struct dlh_engine *e, const struct dlh_job *j,
+			   char *out, size_t len)
+{
+	static const char *const marks[] = {
+		"noticed that process rank", "dlh-train: rank", "dlh-train:",
+		"cannot execute", "MPI_ABORT was invoked",
+	};
+	char path[4096];
+	char *text;
+	size_t n;
+	out[0] = '\0';
+	job_file(e, j->id, "log", path, sizeof path);
+	if (dlh_read_file(path, 64 << 20, &text, &n))
+		return;
+	for (size_t m = 0; m < sizeof marks / sizeof marks[0] && !out[0]; m++) {
+		char *hit = NULL;
+		for (char *p = strstr(text, marks[m]); p; p = strstr(p + 1, marks[m]))
+			hit = p;
+		if (!hit)
+			continue;
+		char *bol = hit;
+		while (bol > text && bol[-1] != '\n')
+			bol--;
+		size_t l = strcspn(bol, "\n");
+		if (l >= len)
+			l = len - 1;
+		memcpy(out, bol, l);
+		out[l] = '\0';
+	}
+	free(text);
+}
+
+static int file_exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* ---- running a job ---- */
+
+static void *waiter_main(void *arg);
+
+/* Plans and starts job j. Called with e->mu held. Returns 0, or -errno
+ * after marking the job failed with the reason. */
+static int job_launch(struct dlh_engine *e, struct dlh_job *j)
+{
+	char dir[4096], path[4096], err[1024];
+	job_dir(e, j->id, dir, sizeof dir);
+	struct dlh_plan *plan = malloc(sizeof *plan);
+	if (!plan)
+		return -ENOMEM;
+	j->status = DLH_PLANNING;
+	int rc = dlh_plan_make(&j->spec, &e->pool, &e->tools, dir, plan, err, sizeof err);
+	if (rc) {
+		err[strcspn(err, "\n")] = '\0';
+		goto fail;
+	}
+	struct dlh_buf text = {0};
+	job_file(e, j->id, "plan", path, sizeof path);
+	if ((rc = dlh_plan_format(plan, &text)) == 0)
+		rc = dlh_write_atomic(path, text.data, text.len);
+	dlh_buf_free(&text);
+	if (rc) {
+		snprintf(err, sizeof err, "cannot write the plan: %s", strerror(-rc));
+		goto fail;
+	}
+
+	char env_id[64], env_dir[4200], env_csv[4200], env_ckpt[4200], env_ranks[32];
+	snprintf(env_id, sizeof env_id, "DLH_JOB_ID=%ld", j->id);
+	snprintf(env_dir, sizeof env_dir, "DLH_JOB_DIR=%s", dir);
+	snprintf(env_csv, sizeof env_csv, "DLH_METRICS_CSV=%s/metrics.csv", dir);
+	snprintf(env_ckpt, sizeof env_ckpt, "DLH_CHECKPOINT_DIR=%s/checkpoints", dir);
+	snprintf(env_ranks, sizeof env_ranks, "DLH_RANKS=%d", plan->ranks);
+	char *extra[] = {
+		"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1",
+		env_id, env_dir, env_csv, env_ckpt, env_ranks,
+		/* mpirun refuses root without both */
+		geteuid() == 0 ? "OMPI_ALLOW_RUN_AS_ROOT=1" : NULL,
+		"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", NULL,
+	};
+	if (!extra[7])
+		extra[8] = NULL;
+	job_log(e, j, "launching %d rank%s on %s (restart %d)", plan->ranks,
+		plan->ranks == 1 ? "" : "s", plan->host, j->restarts);
+	job_file(e, j->id, "log", path, sizeof path);
+	pid_t pid;
+	rc = dlh_launch(plan->argv, extra, path, &pid);
+	if (rc) {
+		snprintf(err, sizeof err, "cannot start \"%s\": %s", plan->argv[0], strerror(-rc));
+		goto fail;
+	}
+	struct waiter_arg *wa = malloc(sizeof *wa);
+	if (!wa) {
+		kill(pid, SIGKILL);
+		rc = -ENOMEM;
+		snprintf(err, sizeof err, "out of memory");
+		goto fail;
+	}
+	j->pid = pid;
+	j->pid_start = dlh_proc_start(pid);
+	j->status = DLH_RUNNING;
+	j->reason[0] = '\0';
+	if (j->started == 0)
+		j->started = dlh_now();
+	j->finished = 0;
+	j->ranks = plan->ranks;
+	e->slots_used += plan->ranks;
+	job_save(e, j);
+	*wa = (struct waiter_arg){ .e = e, .job = j, .pid = pid };
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_t t;
+	e->waiters++;
+	if ((rc = pthread_create(&t, &attr, waiter_main, wa))) {
+		/* without a waiter nobody would reap it: stop it and say so */
+		e->waiters--;
+		dlh_proc_kill_session(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		e->slots_used -= plan->ranks;
+		j->pid = 0;
+		free(wa);
+		snprintf(err, sizeof err, "cannot start a supervisor thread: %s", strerror(rc));
+		rc = -rc;
+		pthread_attr_destroy(&attr);
+		goto fail;
+	}
+	pthread_attr_destroy(&attr);
+	free(plan);
+	pthread_cond_broadcast(&e->changed);
+	return 0;
+fail:
+	free(plan);
+	j->status = DLH_FAILED;
+	j->finished = dlh_now();
+	snprintf(j->reason, sizeof j->reason, "%s", err);
+	job_log(e, j, "failed: %s", err);
+	job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	return rc;
+}
+
+/* Handles the end of job j's mpirun (wstatus from waitpid). e->mu held. */
+static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
+{
+	char path[4096];
+	int leftover = dlh_proc_kill_session(j->pid, SIGKILL);
+	e->slots_used -= j->ranks;
+	j->pid = 0;
+	j->pid_start = 0;
+	j->kill_at = 0;
+	j->exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -WTERMSIG(wstatus);
+	if (leftover)
+		job_log(e, j, "killed %d leftover process%s of the run", leftover,
+			leftover == 1 ? "" : "es");
+	if (WIFEXITED(wstatus))
+		job_log(e, j, "mpirun exited with status %d", WEXITSTATUS(wstatus));
+	else
+		job_log(e, j, "mpirun killed by signal %d (%s)", WTERMSIG(wstatus),
+			strsignal(WTERMSIG(wstatus)));
+
+	job_file(e, j->id, "result", path, sizeof path);
+	if (e->stopping) {
+		j->status = DLH_QUEUED;
+		snprintf(j->reason, sizeof j->reason,
+			 "interrupted: dlhfs stopped while the job ran; it resumes from its newest checkpoint at the next mount");
+	} else if (j->cancelling) {
+		j->status = DLH_CANCELLED;
+		j->finished = dlh_now();
+	} else if (j->exit_code == 0 && (j->spec.command[0] || file_exists(path))) {
+		j->status = DLH_SUCCEEDED;
+		j->reason[0] = '\0';
+		j->finished = dlh_now();
+	} else {
+		char why[DLH_REASON_MAX - 64];
+		failure_reason(e, j, why, sizeof why);
+		if (!why[0]) {
+			if (j->exit_code == 0)
+				snprintf(why, sizeof why, "the trainer exited without writing a result");
+			else if (j->exit_code > 0)
+				snprintf(why, sizeof why, "mpirun exited with status %d", j->exit_code);
+			else
+				snprintf(why, sizeof why, "mpirun was killed by signal %d", -j->exit_code);
+		}
+		if (j->spec.restart == DLH_RESTART_ON_FAILURE && j->restarts < j->spec.max_restarts) {
+			j->restarts++;
+			j->status = DLH_QUEUED;
+			snprintf(j->reason, sizeof j->reason, "restarting (%d of %d) after: %s",
+				 j->restarts, j->spec.max_restarts, why);
+		} else {
+			j->status = DLH_FAILED;
+			j->finished = dlh_now();
+			snprintf(j->reason, sizeof j->reason, "%s", why);
+		}
+	}
+	j->cancelling = 0;
+	job_log(e, j, "%s%s%s", dlh_status_name(j->status), j->reason[0] ? ": " : "", j->reason);
+	job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	if (!e->stopping)
+		schedule(e);
+}
+
+static void *waiter_main(void *arg)
+{
+	struct waiter_arg *wa = arg;
+	int wstatus = 0;
+	while (waitpid(wa->pid, &wstatus, 0) < 0 && errno == EINTR)
+		;
+	struct dlh_engine *e = wa->e;
+	pthread_mutex_lock(&e->mu);
+	job_exited(e, wa->job, wstatus);
+	e->waiters--;
+	pthread_cond_broadcast(&e->changed);
+	pthread_mutex_unlock(&e->mu);
+	free(wa);
+	return NULL;
+}
+
+/* Starts queued jobs, oldest first, while their slots fit. e->mu held.
+ * Strict FIFO: a job that does not fit blocks the ones behind it. */
+static void schedule(struct dlh_engine *e)
+{
+	for (size_t i = 0; i < e->njobs; i++) {
+		struct dlh_job *j = e->jobs[i];
+		if (j->status != DLH_QUEUED)
+			continue;
+		int need = dlh_plan_slots(&j->spec, &e->pool);
+		int free_slots = e->pool.node.cpus - e->slots_used;
+		if (need > free_slots) {
+			if (!j->reason[0] || !strncmp(j->reason, "waiting", 7))
+				snprintf(j->reason, sizeof j->reason,
+					 "waiting for %d cpu slot%s; %d free", need,
+					 need == 1 ? "" : "s", free_slots);
+			return;
+		}
+		job_launch(e, j);
+	}
+}
+
+/* Sends SIGKILL to sessions whose grace period has ended. */
+static void *timer_main(void *arg)
+{
+	struct dlh_engine *e = arg;
+	pthread_mutex_lock(&e->mu);
+	while (!(e->stopping && e->waiters == 0)) {
+		double now = dlh_now(), next = 0;
+		for (size_t i = 0; i < e->njobs; i++) {
+			struct dlh_job *j = e->jobs[i];
+			if (!j->kill_at || !j->pid)
+				continue;
+			if (j->kill_at <= now) {
+				int n = dlh_proc_kill_session(j->pid, SIGKILL);
+				job_log(e, j, "grace period over: SIGKILL to %d process%s", n,
+					n == 1 ? "" : "es");
+				j->kill_at = 0;
+			} else if (!next || j->kill_at < next) {
+				next = j->kill_at;
+			}
+		}
+		if (!next) {
+			pthread_cond_wait(&e->timer_cv, &e->mu);
+		} else {
+			struct timespec ts;
+			ts.tv_sec = (time_t)next;
+			ts.tv_nsec = (long)((next - (double)ts.tv_sec) * 1e9);
+			pthread_cond_timedwait(&e->timer_cv, &e->mu, &ts);
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
+/* Sends SIGTERM to every process of j's run and arms the SIGKILL timer. */
+static void job_terminate(struct dlh_engine *e, struct dlh_job *j)
+{
+	dlh_proc_kill_session(j->pid, SIGTERM);
+	j->kill_at = dlh_now() + e->grace;
+	pthread_cond_signal(&e->timer_cv);
+}
+
+/* ---- opening: loading the state directory ---- */
+
+static int find_tool(const char *name, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	while (*path) {
+		size_t n = strcspn(path, ":");
+		snprintf(out, len, "%.*s/%s", (int)n, path, name);
+		if (n && access(out, X_OK) == 0)
+			return 0;
+		path += n + (path[n] == ':');
+	}
+	return -ENOENT;
+}
+
+/* dlh-train beside the running program (/proc/self/exe). */
+static int trainer_beside_self(char *out, size_t len)
+{
+	char self[2048];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n < 0)
+		return -errno;
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	snprintf(out, len, "%s/dlh-train", self);
+	return access(out, X_OK) ? -errno : 0;
+}
+
+/* A job found running in the state directory: its daemon is gone. Stops
+ * whatever is left of its session and requeues it. */
+static void recover(struct dlh_engine *e, struct dlh_job *j)
+{
+	if (j->pid && j->pid_start && dlh_proc_start(j->pid) == j->pid_start) {
+		dlh_proc_kill_session(j->pid, SIGTERM);
+		for (int i = 0; i < 100 && dlh_proc_count_session(j->pid); i++) {
+			struct timespec ts = { 0, 30 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+		dlh_proc_kill_session(j->pid, SIGKILL);
+	}
+	j->pid = 0;
+	j->pid_start = 0;
+	j->status = DLH_QUEUED;
+	snprintf(j->reason, sizeof j->reason,
+		 "interrupted: dlhfs stopped while the job ran; resuming from its newest checkpoint");
+	job_log(e, j, "found running after a restart of dlhfs; requeued");
+	job_save(e, j);
+}
+
+static int load_jobs(struct dlh_engine *e, char *err, size_t errlen)
+{
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s/jobs", e->state);
+	DIR *d = opendir(dir);
+	if (!d) {
+		snprintf(err, errlen, "cannot open \"%s\": %s", dir, strerror(errno));
+		return -errno;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char *end;
+		long id = strtol(de->d_name, &end, 10);
+		if (*end || id <= 0)
+			continue;
+		struct dlh_job *j = malloc(sizeof *j);
+		if (!j) {
+			closedir(d);
+			return -ENOMEM;
+		}
+		char jd[4096];
+		job_dir(e, id, jd, sizeof jd);
+		int rc = dlh_job_load(j, jd);
+		if (rc || j->id != id) {
+			fprintf(stderr, "dlhfs: skipping \"%s\": unreadable job record (%s)\n", jd,
+				strerror(rc ? -rc : EINVAL));
+			free(j);
+			if (id >= e->next_id)
+				e->next_id = id + 1;
+			continue;
+		}
+		if (insert(e, j)) {
+			free(j);
+			closedir(d);
+			return -ENOMEM;
+		}
+		if (id >= e->next_id)
+			e->next_id = id + 1;
+	}
+	closedir(d);
+	return 0;
+}
+
+int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
+		    char *err, size_t errlen)
+{
+	struct dlh_engine *e = calloc(1, sizeof *e);
+	if (!e)
+		return -ENOMEM;
+	int rc;
+	const char *state = o->state_dir ? o->state_dir : DLH_STATE_DEFAULT;
+	if (state[0] != '/') {
+		snprintf(err, errlen, "state directory must be an absolute path, got \"%s\"", state);
+		free(e);
+		return -EINVAL;
+	}
+	snprintf(e->state, sizeof e->state, "%s", state);
+	e->grace = o->kill_grace > 0 ? o->kill_grace : DLH_KILL_GRACE;
+	e->next_id = 1;
+	if (o->trainer)
+		snprintf(e->tools.trainer, sizeof e->tools.trainer, "%s", o->trainer);
+	else if ((rc = trainer_beside_self(e->tools.trainer, sizeof e->tools.trainer))) {
+		snprintf(err, errlen, "cannot find dlh-train beside this program: %s", strerror(-rc));
+		free(e);
+		return rc;
+	}
+	if (o->mpirun)
+		snprintf(e->tools.mpirun, sizeof e->tools.mpirun, "%s", o->mpirun);
+	else if (find_tool("mpirun", e->tools.mpirun, sizeof e->tools.mpirun)) {
+		snprintf(err, errlen, "mpirun not found on PATH (install openmpi-bin)");
+		free(e);
+		return -ENOENT;
+	}
+	dlh_pool_detect(&e->pool, o->cpus);
+
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s/jobs", e->state);
+	if ((rc = dlh_mkdir_p(dir, 0755))) {
+		snprintf(err, errlen, "cannot create \"%s\": %s", dir, strerror(-rc));
+		free(e);
+		return rc;
+	}
+	char path[4096], *text;
+	snprintf(path, sizeof path, "%s/next_id", e->state);
+	if (!dlh_read_file(path, 64, &text, NULL)) {
+		long n = strtol(text, NULL, 10);
+		if (n > e->next_id)
+			e->next_id = n;
+		free(text);
+	}
+	if ((rc = load_jobs(e, err, errlen))) {
+		free(e->jobs);
+		free(e);
+		return rc;
+	}
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->changed, NULL);
+	pthread_cond_init(&e->timer_cv, NULL);
+	if ((rc = pthread_create(&e->timer, NULL, timer_main, e))) {
+		snprintf(err, errlen, "cannot start the timer thread: %s", strerror(rc));
+		for (size_t i = 0; i < e->njobs; i++)
+			free(e->jobs[i]);
+		free(e->jobs);
+		free(e);
+		return -rc;
+	}
+	pthread_mutex_lock(&e->mu);
+	for (size_t i = 0; i < e->njobs; i++) {
+		struct dlh_job *j = e->jobs[i];
+		if (j->status == DLH_RUNNING || j->status == DLH_PLANNING)
+			recover(e, j);
+	}
+	schedule(e);
+	pthread_mutex_unlock(&e->mu);
+	*out = e;
+	return 0;
+}
+
+void dlh_engine_close(struct dlh_engine *e)
+{
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->stopping = 1;
+	for (size_t i = 0; i < e->njobs; i++)
+		if (e->jobs[i]->pid)
+			job_terminate(e, e->jobs[i]);
+	while (e->waiters > 0)
+		pthread_cond_wait(&e->changed, &e->mu);
+	pthread_cond_signal(&e->timer_cv);
+	pthread_mutex_unlock(&e->mu);
+	pthread_join(e->timer, NULL);
+	for (size_t i = 0; i < e->njobs; i++)
+		free(e->jobs[i]);
+	free(e->jobs);
+	pthread_cond_destroy(&e->changed);
+	pthread_cond_destroy(&e->timer_cv);
+	pthread_mutex_destroy(&e->mu);
+	free(e);
+}
+
+/* ---- the public verbs ---- */
+
+/* Appends each line of err to the errors log, prefixed with time and uid,
+ * keeping only the newest DLH_ERRORS_KEEP lines (rewritten atomically). */
+static void log_rejection(struct dlh_engine *e, uid_t uid, const char *err)
+{
+	char path[4096], when[32];
+	snprintf(path, sizeof path, "%s/errors", e->state);
+	dlh_time_iso(dlh_now(), when, sizeof when);
+	struct dlh_buf all = {0};
+	char *old = NULL;
+	size_t oldlen = 0;
+	if (!dlh_read_file(path, 1 << 20, &old, &oldlen))
+		dlh_buf_append(&all, old, oldlen);
+	free(old);
+	for (const char *l = err; *l;) {
+		size_t n = strcspn(l, "\n");
+		if (n)
+			dlh_buf_printf(&all, "%s uid=%u %.*s\n", when, (unsigned)uid, (int)n, l);
+		l += n + (l[n] == '\n');
+	}
+	if (!all.data)
+		return;
+	size_t lines = 0, from = 0;
+	for (size_t i = 0; i < all.len; i++)
+		lines += all.data[i] == '\n';
+	while (lines > DLH_ERRORS_KEEP && from < all.len) {
+		if (all.data[from++] == '\n')
+			lines--;
+	}
+	dlh_write_atomic(path, all.data + from, all.len - from);
+	dlh_buf_free(&all);
+}
+
+int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
+		      uid_t uid, long *id, char *err, size_t errlen)
+{
+	struct dlh_spec *spec = malloc(sizeof *spec);
+	struct dlh_plan *plan = malloc(sizeof *plan);
+	struct dlh_job *j = calloc(1, sizeof *j);
+	char *norm = malloc(DLH_SPEC_MAX * 2);
+	int rc = -ENOMEM;
+	if (!spec || !plan || !j || !norm) {
+		snprintf(err, errlen, "spec: out of memory\n");
+		goto out;
+	}
+	err[0] = '\0';
+	rc = dlh_spec_parse(text, len, spec, err, errlen);
+	if (!rc) /* the pool must be able to run it at all */
+		rc = dlh_plan_make(spec, &e->pool, &e->tools, "/", plan, err, errlen);
+	if (rc) {
+		log_rejection(e, uid, err);
+		goto out;
+	}
+	int n = dlh_spec_format(spec, norm, DLH_SPEC_MAX * 2);
+	if (n < 0) {
+		rc = -EINVAL;
+		snprintf(err, errlen, "spec: cannot normalize the spec\n");
+		goto out;
+	}
+
+	pthread_mutex_lock(&e->mu);
+	j->id = e->next_id;
+	j->uid = uid;
+	j->status = DLH_QUEUED;
+	j->submitted = dlh_now();
+	j->spec = *spec;
+	char dir[4096], path[4096], next[32];
+	job_dir(e, j->id, dir, sizeof dir);
+	snprintf(path, sizeof path, "%s/checkpoints", dir);
+	snprintf(next, sizeof next, "%ld\n", j->id + 1);
+	char np[4096];
+	snprintf(np, sizeof np, "%s/next_id", e->state);
+	/* the id is spent once next_id is on disk, even if the rest fails */
+	if ((rc = dlh_write_atomic(np, next, strlen(next))) || (rc = dlh_mkdir_p(path, 0755))) {
+		pthread_mutex_unlock(&e->mu);
+		snprintf(err, errlen, "spec: cannot create the job in \"%s\": %s\n", dir, strerror(-rc));
+		goto out;
+	}
+	e->next_id++;
+	job_file(e, j->id, "spec.ini", path, sizeof path);
+	if (!(rc = dlh_write_atomic(path, norm, (size_t)n))) {
+		job_file(e, j->id, "submitted.ini", path, sizeof path);
+		rc = dlh_write_atomic(path, text, len);
+	}
+	if (!rc)
+		rc = dlh_job_save(j, dir);
+	if (!rc)
+		rc = insert(e, j);
+	if (rc) {
+		pthread_mutex_unlock(&e->mu);
+		snprintf(err, errlen, "spec: cannot store the job in \"%s\": %s\n", dir, strerror(-rc));
+		goto out;
+	}
+	job_log(e, j, "submitted by uid %u", (unsigned)uid);
+	*id = j->id;
+	j = NULL; /* owned by the table now */
+	schedule(e);
+	pthread_mutex_unlock(&e->mu);
+	rc = 0;
+out:
+	free(spec);
+	free(plan);
+	free(j);
+	free(norm);
+	return rc;
+}
+
+int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *verb,
+		   char *err, size_t errlen)
+{
+	char word[64];
+	size_t n = strcspn(verb, " \t\n");
+	snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), verb);
+	pthread_mutex_lock(&e->mu);
+	struct dlh_job *j = find(e, id);
+	int rc = 0;
+	if (!j) {
+		snprintf(err, errlen, "no job %ld", id);
+		rc = -ENOENT;
+	} else if (uid != 0 && uid != j->uid) {
+		snprintf(err, errlen, "ctl: \"%s\": only uid %u or root may control job %ld",
+			 word, (unsigned)j->uid, id);
+		rc = -EPERM;
+	} else if (!strcmp(word, "cancel")) {
+		if (dlh_status_terminal(j->status)) {
+			snprintf(err, errlen, "ctl: \"cancel\": job %ld is already %s", id,
+				 dlh_status_name(j->status));
+			rc = -EBUSY;
+		} else if (j->pid) {
+			if (!j->cancelling) {
+				j->cancelling = 1;
+				snprintf(j->reason, sizeof j->reason, "cancelled by uid %u", (unsigned)uid);
+				job_log(e, j, "cancel requested by uid %u: SIGTERM to the run", (unsigned)uid);
+				job_terminate(e, j);
+			}
+		} else {
+			j->status = DLH_CANCELLED;
+			j->finished = dlh_now();
+			snprintf(j->reason, sizeof j->reason, "cancelled by uid %u before it ran",
+				 (unsigned)uid);
+			job_log(e, j, "%s", j->reason);
+			job_save(e, j);
+			pthread_cond_broadcast(&e->changed);
+			schedule(e);
+		}
+	} else {
+		snprintf(err, errlen, "ctl: unknown verb \"%s\" (expected: cancel)", word);
+		rc = -EINVAL;
+	}
+	if (rc && j)
+		job_log(e, j, "%s", err);
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+int dlh_engine_job(struct dlh_engine *e, long id, struct dlh_job *out)
+{
+	pthread_mutex_lock(&e->mu);
+	struct dlh_job *j = find(e, id);
+	if (j)
+		*out = *j;
+	pthread_mutex_unlock(&e->mu);
+	return j ? 0 : -ENOENT;
+}
+
+size_t dlh_engine_jobs(struct dlh_engine *e, long *ids, size_t max)
+{
+	pthread_mutex_lock(&e->mu);
+	size_t n = e->njobs;
+	for (size_t i = 0; i < n && i < max; i++)
+		ids[i] = e->jobs[i]->id;
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
+long dlh_engine_find_name(struct dlh_engine *e, const char *name)
+{
+	long id = -ENOENT;
+	pthread_mutex_lock(&e->mu);
+	for (size_t i = e->njobs; i-- > 0;)
+		if (!strcmp(e->jobs[i]->spec.name, name)) {
+			id = e->jobs[i]->id;
+			break;
+		}
+	pthread_mutex_unlock(&e->mu);
+	return id;
+}
+
+void dlh_engine_job_dir(struct dlh_engine *e, long id, char *buf, size_t len)
+{
+	job_dir(e, id, buf, len);
+}
+
+void dlh_engine_errors_path(struct dlh_engine *e, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/errors", e->state);
+}
+
+void dlh_engine_pool(struct dlh_engine *e, struct dlh_pool *pool, struct dlh_usage *use)
+{
+	pthread_mutex_lock(&e->mu);
+	if (pool)
+		*pool = e->pool;
+	if (use) {
+		memset(use, 0, sizeof *use);
+		use->slots_used = e->slots_used;
+		for (size_t i = 0; i < e->njobs; i++) {
+			use->running += e->jobs[i]->status == DLH_RUNNING;
+			use->queued += e->jobs[i]->status == DLH_QUEUED;
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+}
+
+size_t dlh_engine_running(struct dlh_engine *e, long *ids, int *ranks, size_t max)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&e->mu);
+	for (size_t i = 0; i < e->njobs; i++) {
+		if (e->jobs[i]->status != DLH_RUNNING)
+			continue;
+		if (n < max) {
+			ids[n] = e->jobs[i]->id;
+			ranks[n] = e->jobs[i]->ranks;
+		}
+		n++;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
+int dlh_engine_wait(struct dlh_engine *e, long id, double timeout)
+{
+	double until = dlh_now() + timeout;
+	pthread_mutex_lock(&e->mu);
+	struct dlh_job *j = find(e, id);
+	int rc = j ? 0 : -ENOENT;
+	while (j && !dlh_status_terminal(j->status)) {
+		struct timespec ts;
+		ts.tv_sec = (time_t)until;
+		ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+		if (pthread_cond_timedwait(&e->changed, &e->mu, &ts) == ETIMEDOUT &&
+		    !dlh_status_terminal(j->status)) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}

@@ -1,0 +1,85 @@
+/* engine.h - jobs, the queue, launching and supervising runs: the daemon's core
+ *
+ * Every function here is callable from plain C without a mount: fs/ is one
+ * client, the unit tests are another. All functions are thread-safe. */
+#ifndef DLH_ENGINE_H
+#define DLH_ENGINE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "engine/job.h"
+#include "engine/pool.h"
+
+#define DLH_STATE_DEFAULT "/var/lib/dlh"
+#define DLH_KILL_GRACE 3.0     /* seconds from SIGTERM to SIGKILL on cancel */
+#define DLH_ERRORS_KEEP 200    /* rejection lines kept in state/errors */
+
+struct dlh_engine;
+
+struct dlh_engine_opts {
+	const char *state_dir;  /* where jobs live; created if missing */
+	const char *trainer;    /* dlh-train; NULL = beside the running program */
+	const char *mpirun;     /* mpirun; NULL = found on PATH */
+	int cpus;               /* CPU slots; 0 = the online cores */
+	double kill_grace;      /* seconds; 0 = DLH_KILL_GRACE */
+};
+
+/* What the pool is doing right now. */
+struct dlh_usage {
+	int slots_used;         /* CPU slots held by running jobs */
+	int running;            /* running jobs */
+	int queued;             /* queued jobs */
+};
+
+/* Opens the state directory, loads every job in it, requeues jobs that were
+ * running when a previous daemon stopped, and starts the supervisor.
+ * Returns 0 with *out set, or -errno with err filled. */
+int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
+		    char *err, size_t errlen);
+
+/* Stops running jobs (they are requeued and resume from their newest
+ * checkpoint on the next open), waits for them, and frees the engine. */
+void dlh_engine_close(struct dlh_engine *e);
+
+/* Validates spec text and creates a job (queued, or running at once when
+ * the pool has room). Returns 0 with *id set, or -EINVAL/-EFBIG with err
+ * holding the reasons (`spec:LINE: ...` lines); a rejection is also
+ * appended to the errors log with time and uid. */
+int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
+		      uid_t uid, long *id, char *err, size_t errlen);
+
+/* Applies one ctl verb ("cancel") to job id. Returns 0, -ENOENT (no such
+ * job), -EINVAL (unknown verb or bad argument), -EBUSY (the verb does not
+ * apply in the job's state), -EPERM (not the owner); err says why and the
+ * job's log gets the same line. */
+int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *verb,
+		   char *err, size_t errlen);
+
+/* Copies job id into *out. Returns 0, or -ENOENT. */
+int dlh_engine_job(struct dlh_engine *e, long id, struct dlh_job *out);
+
+/* Writes up to max job ids, ascending, into ids. Returns how many jobs exist. */
+size_t dlh_engine_jobs(struct dlh_engine *e, long *ids, size_t max);
+
+/* The id of the newest job named name, or -ENOENT. */
+long dlh_engine_find_name(struct dlh_engine *e, const char *name);
+
+/* The job's state directory (STATE/jobs/ID). */
+void dlh_engine_job_dir(struct dlh_engine *e, long id, char *buf, size_t len);
+
+/* The file of recent rejections (STATE/errors). */
+void dlh_engine_errors_path(struct dlh_engine *e, char *buf, size_t len);
+
+/* The pool and its current use. */
+void dlh_engine_pool(struct dlh_engine *e, struct dlh_pool *pool, struct dlh_usage *use);
+
+/* Ids of the running jobs (up to max) and their ranks, for pool views.
+ * Returns how many are running. */
+size_t dlh_engine_running(struct dlh_engine *e, long *ids, int *ranks, size_t max);
+
+/* Blocks until job id is in a terminal state or timeout seconds pass.
+ * Returns 0 when terminal, -ETIMEDOUT, or -ENOENT. For tests and tools. */
+int dlh_engine_wait(struct dlh_engine *e, long id, double timeout);
+
+#endif

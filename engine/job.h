@@ -1,0 +1,59 @@
+/* job.h - one job's record: status, times, processes; stored as key=value */
+#ifndef DLH_JOB_H
+#define DLH_JOB_H
+
+#include <pthread.h>
+#include <sys/types.h>
+
+#include "schema/spec.h"
+
+#define DLH_REASON_MAX 512
+
+enum dlh_status {
+	DLH_QUEUED = 0,   /* waiting for free slots */
+	DLH_PLANNING,     /* being placed; transient */
+	DLH_RUNNING,      /* mpirun is alive */
+	DLH_SUCCEEDED,    /* the run ended with a result */
+	DLH_FAILED,       /* the run ended without one; reason says why */
+	DLH_CANCELLED,    /* stopped by a cancel verb */
+	DLH_SUSPENDED,    /* stopped at a checkpoint, can resume */
+};
+
+/* The persistent part of a job (the file `job` in its directory) plus the
+ * daemon's bookkeeping while it runs. */
+struct dlh_job {
+	long id;                     /* numeric id, never reused */
+	uid_t uid;                   /* who submitted it */
+	enum dlh_status status;      /* where it is in its life */
+	char reason[DLH_REASON_MAX]; /* why it is queued/failed/cancelled; "" if none */
+	double submitted;            /* epoch seconds */
+	double started;              /* first launch, 0 if never */
+	double finished;             /* end of the last run, 0 while not ended */
+	pid_t pid;                   /* mpirun (session leader), 0 when none */
+	unsigned long long pid_start;/* its start time in /proc ticks, to recognise it */
+	int ranks;                   /* ranks of the current plan, 0 before planning */
+	int restarts;                /* relaunches done under restart = on-failure */
+	int exit_code;               /* last exit: >= 0 status, < 0 minus the signal */
+	struct dlh_spec spec;        /* the validated spec */
+
+	/* daemon-only, not stored */
+	int cancelling;              /* a cancel was sent; ends as cancelled */
+	double kill_at;              /* when to SIGKILL the session, 0 = not due */
+	pthread_t waiter;            /* thread blocked in waitpid on pid */
+	int has_waiter;              /* waiter must be joined */
+};
+
+/* The lowercase word for a status ("running"). */
+const char *dlh_status_name(enum dlh_status s);
+
+/* 1 for succeeded, failed and cancelled. */
+int dlh_status_terminal(enum dlh_status s);
+
+/* Writes the record to DIR/job atomically. Returns 0, or -errno. */
+int dlh_job_save(const struct dlh_job *j, const char *dir);
+
+/* Loads DIR/job and DIR/spec.ini into j. Returns 0, or -errno
+ * (-EINVAL for a record or spec that does not parse). */
+int dlh_job_load(struct dlh_job *j, const char *dir);
+
+#endif

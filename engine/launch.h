@@ -1,0 +1,15 @@
+/* launch.h - starting a plan's argv in its own session, output to the log */
+#ifndef DLH_LAUNCH_H
+#define DLH_LAUNCH_H
+
+#include <sys/types.h>
+
+/* Starts argv[0] (an absolute path) with argv, the daemon's environment
+ * plus extra (NULL-terminated "K=V" strings, replacing same-named ones),
+ * in a new session (so its pid is also the session id that finds every
+ * rank), stdin from /dev/null, stdout and stderr appended to log_path.
+ * No shell is involved. Returns 0 with *pid set, or -errno; when the exec
+ * itself fails the child writes the reason to the log and exits 127. */
+int dlh_launch(char *const argv[], char *const extra[], const char *log_path, pid_t *pid);
+
+#endif

@@ -1,0 +1,41 @@
+/* metrics.h - reading what rank 0 appends: metrics.csv, run.info, result */
+#ifndef DLH_METRICS_H
+#define DLH_METRICS_H
+
+/* The newest training row and the newest evaluation row of metrics.csv.
+ * Columns: kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s */
+struct dlh_metrics {
+	int have_train;        /* a train row was found */
+	long step;             /* global step, 1-based */
+	int epoch;             /* 1-based */
+	double time_s;         /* seconds since the run first started */
+	double loss;           /* batch loss */
+	double accuracy;       /* batch accuracy */
+	double lr;             /* learning rate of that step */
+	double samples_per_s;  /* global throughput */
+	int have_eval;         /* an eval row was found */
+	long eval_step;        /* step of the evaluation */
+	int eval_epoch;        /* epoch it closed */
+	double eval_time_s;    /* when */
+	double test_loss;      /* mean test loss */
+	double test_accuracy;  /* fraction correct on the test set */
+};
+
+/* What the trainer says about the run before its first step (run.info). */
+struct dlh_run_info {
+	int valid;             /* run.info exists and parsed */
+	long steps_per_epoch;  /* optimizer steps per epoch */
+	long total_steps;      /* steps for the whole run */
+	long train_samples;    /* training images used */
+	long test_samples;     /* test images used */
+};
+
+/* Scans csv_path backwards for the newest train and eval rows. A partial
+ * last line (no newline yet) is ignored. Returns 0 (fields zero and have_*
+ * 0 when the file is missing or holds no rows), or -errno on a read error. */
+int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m);
+
+/* Parses DIR/run.info. Returns 0, or -errno (-ENOENT before the run starts). */
+int dlh_run_info_read(const char *dir, struct dlh_run_info *ri);
+
+#endif

@@ -1,0 +1,171 @@
+/* plan.c - placing a job: ranks, batch per rank, lr, the exact mpirun argv */
+#include "engine/plan.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/util.h"
+
+int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool)
+{
+	if (spec->ranks > 0)
+		return spec->ranks;
+	int n = pool->node.cpus;
+	return n < spec->batch_size ? n : spec->batch_size;
+}
+
+/* Appends one argument (printf-formatted) to plan->argv. Returns 0, or -E2BIG. */
+__attribute__((format(printf, 2, 3)))
+static int arg(struct dlh_plan *p, const char *fmt, ...)
+{
+	if (p->argc + 1 >= DLH_ARGV_MAX)
+		return -E2BIG;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(p->store + p->used, sizeof p->store - p->used, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof p->store - p->used)
+		return -E2BIG;
+	p->argv[p->argc++] = p->store + p->used;
+	p->argv[p->argc] = NULL;
+	p->used += (size_t)n + 1;
+	return 0;
+}
+
+/* Splits a user command on blanks (no quoting, no shell) into argv. */
+static int user_command(struct dlh_plan *p, const char *cmd)
+{
+	char word[DLH_COMMAND_MAX + 1];
+	const char *s = cmd;
+	int rc = 0, words = 0;
+	while (*s && !rc) {
+		while (*s == ' ' || *s == '\t')
+			s++;
+		size_t n = strcspn(s, " \t");
+		if (!n)
+			break;
+		memcpy(word, s, n);
+		word[n] = '\0';
+		rc = arg(p, "%s", word);
+		s += n;
+		words++;
+	}
+	return rc ? rc : words ? 0 : -EINVAL;
+}
+
+static void layers_text(const struct dlh_spec *s, char *out, size_t len)
+{
+	size_t used = 0;
+	out[0] = '\0';
+	for (int i = 0; i < s->nlayers && used < len; i++)
+		used += (size_t)snprintf(out + used, len - used, "%s%d", i ? "," : "", s->layers[i]);
+}
+
+int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
+		  const struct dlh_tools *tools, const char *job_dir,
+		  struct dlh_plan *p, char *err, size_t errlen)
+{
+	memset(p, 0, sizeof *p);
+	if (spec->device == DLH_DEVICE_GPU && pool->node.gpus == 0) {
+		snprintf(err, errlen, "spec: [resources] device: \"gpu\" asked for, the pool has no GPU\n");
+		return -EINVAL;
+	}
+	int ranks = dlh_plan_slots(spec, pool);
+	if (ranks > pool->node.cpus) {
+		snprintf(err, errlen, "spec: [resources] ranks: %d ranks need %d cpu slots, the pool has %d\n",
+			 ranks, ranks, pool->node.cpus);
+		return -EINVAL;
+	}
+	if (ranks > DLH_RANKS_MAX) {
+		snprintf(err, errlen, "spec: [resources] ranks: at most %d ranks\n", DLH_RANKS_MAX);
+		return -EINVAL;
+	}
+	p->ranks = ranks;
+	for (int r = 0; r < ranks; r++)
+		p->batch[r] = spec->batch_size / ranks + (r < spec->batch_size % ranks);
+	p->lr = spec->lr;
+	snprintf(p->host, sizeof p->host, "%s", pool->node.host);
+
+	int rc = 0;
+	rc |= arg(p, "%s", tools->mpirun);
+	rc |= arg(p, "-np");
+	rc |= arg(p, "%d", ranks);
+	rc |= arg(p, "--oversubscribe");
+	rc |= arg(p, "--bind-to");
+	rc |= arg(p, "none");
+	/* one node: shared memory only; skips probing the network (about 200 ms) */
+	rc |= arg(p, "--mca");
+	rc |= arg(p, "pml");
+	rc |= arg(p, "ob1");
+	rc |= arg(p, "--mca");
+	rc |= arg(p, "btl");
+	rc |= arg(p, "self,vader");
+	if (rc)
+		goto toolong;
+	if (spec->command[0]) {
+		rc = user_command(p, spec->command);
+		if (rc == -EINVAL) {
+			snprintf(err, errlen, "spec: [job] command: empty command\n");
+			return rc;
+		}
+		if (rc)
+			goto toolong;
+		return 0;
+	}
+	char layers[256];
+	layers_text(spec, layers, sizeof layers);
+	rc |= arg(p, "%s", tools->trainer);
+	rc |= arg(p, "--job-dir");
+	rc |= arg(p, "%s", job_dir);
+	rc |= arg(p, "--train-images");
+	rc |= arg(p, "%s", spec->train);
+	rc |= arg(p, "--train-labels");
+	rc |= arg(p, "%s", spec->train_labels);
+	rc |= arg(p, "--test-images");
+	rc |= arg(p, "%s", spec->test);
+	rc |= arg(p, "--test-labels");
+	rc |= arg(p, "%s", spec->test_labels);
+	rc |= arg(p, "--layers");
+	rc |= arg(p, "%s", layers);
+	rc |= arg(p, "--epochs");
+	rc |= arg(p, "%d", spec->epochs);
+	rc |= arg(p, "--batch");
+	rc |= arg(p, "%d", spec->batch_size);
+	rc |= arg(p, "--lr");
+	rc |= arg(p, "%.17g", p->lr);
+	rc |= arg(p, "--momentum");
+	rc |= arg(p, "%.17g", spec->momentum);
+	rc |= arg(p, "--weight-decay");
+	rc |= arg(p, "%.17g", spec->weight_decay);
+	rc |= arg(p, "--seed");
+	rc |= arg(p, "%llu", (unsigned long long)spec->seed);
+	rc |= arg(p, "--checkpoint-every");
+	rc |= arg(p, "%d", spec->checkpoint_every);
+	rc |= arg(p, "--train-limit");
+	rc |= arg(p, "%ld", spec->train_limit);
+	rc |= arg(p, "--test-limit");
+	rc |= arg(p, "%ld", spec->test_limit);
+	if (rc)
+		goto toolong;
+	return 0;
+toolong:
+	snprintf(err, errlen, "spec: the command line is longer than %d bytes\n", DLH_ARGV_BYTES);
+	return -E2BIG;
+}
+
+int dlh_plan_format(const struct dlh_plan *p, struct dlh_buf *out)
+{
+	int global = 0, rc = 0;
+	for (int r = 0; r < p->ranks; r++)
+		global += p->batch[r];
+	rc |= dlh_buf_printf(out, "ranks %d\nglobal_batch %d\nlr %.6g\n", p->ranks, global, p->lr);
+	for (int r = 0; r < p->ranks; r++)
+		rc |= dlh_buf_printf(out, "rank %d host %s device cpu batch %d\n", r, p->host, p->batch[r]);
+	rc |= dlh_buf_printf(out, "env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1\nargv");
+	for (int i = 0; i < p->argc; i++)
+		rc |= dlh_buf_printf(out, " %s", p->argv[i]);
+	rc |= dlh_buf_printf(out, "\n");
+	return rc ? -ENOMEM : 0;
+}

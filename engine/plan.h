@@ -1,0 +1,44 @@
+/* plan.h - placing a job: ranks, batch per rank, lr, the exact mpirun argv */
+#ifndef DLH_PLAN_H
+#define DLH_PLAN_H
+
+#include "engine/pool.h"
+#include "engine/util.h"
+#include "schema/spec.h"
+
+#define DLH_RANKS_MAX 1024
+#define DLH_ARGV_MAX 160
+#define DLH_ARGV_BYTES (16 * 1024)
+
+/* Where the programs the plan runs live. */
+struct dlh_tools {
+	char mpirun[1024];   /* absolute path of mpirun */
+	char trainer[1024];  /* absolute path of dlh-train */
+};
+
+struct dlh_plan {
+	int ranks;                      /* MPI ranks, one per CPU slot */
+	int batch[DLH_RANKS_MAX];       /* per-rank batch; sums to the global batch */
+	double lr;                      /* learning rate used */
+	char host[DLH_HOST_MAX + 1];    /* where every rank runs */
+	char *argv[DLH_ARGV_MAX];       /* the exact argv exec'd, NULL-terminated */
+	int argc;                       /* entries used in argv */
+	char store[DLH_ARGV_BYTES];     /* backing text for argv */
+	size_t used;                    /* bytes of store used */
+};
+
+/* Plans spec for job_dir on pool. ranks = auto takes every CPU slot (no
+ * more than the global batch). Returns 0, or -EINVAL with err naming the
+ * problem (e.g. more ranks than the pool has slots), -E2BIG when the
+ * command line does not fit. */
+int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
+		  const struct dlh_tools *tools, const char *job_dir,
+		  struct dlh_plan *plan, char *err, size_t errlen);
+
+/* The number of CPU slots spec needs on pool (ranks, or all for auto). */
+int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool);
+
+/* Appends the plan as the text of jobs/<id>/plan. Returns 0, or -ENOMEM. */
+int dlh_plan_format(const struct dlh_plan *plan, struct dlh_buf *out);
+
+#endif

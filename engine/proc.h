@@ -1,0 +1,19 @@
+/* proc.h - finding and signalling a job's processes through /proc */
+#ifndef DLH_PROC_H
+#define DLH_PROC_H
+
+#include <sys/types.h>
+
+/* The start time of pid (field 22 of /proc/PID/stat, clock ticks since
+ * boot), or 0 when the process does not exist. */
+unsigned long long dlh_proc_start(pid_t pid);
+
+/* Sends sig to every process whose session id is sid (the session a job's
+ * mpirun leads; Open MPI gives each rank its own process group but keeps
+ * it in this session). Returns how many processes were signalled. */
+int dlh_proc_kill_session(pid_t sid, int sig);
+
+/* Counts the live (not zombie) processes in session sid. */
+int dlh_proc_count_session(pid_t sid);
+
+#endif

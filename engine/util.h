@@ -1,0 +1,51 @@
+/* util.h - small file and text helpers shared by the engine */
+#ifndef DLH_UTIL_H
+#define DLH_UTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* A growable text buffer. len excludes the NUL that always follows data. */
+struct dlh_buf {
+	char *data;   /* NUL-terminated, or NULL before the first append */
+	size_t len;   /* bytes used */
+	size_t cap;   /* bytes allocated */
+};
+
+/* Appends printf-formatted text. Returns 0, or -ENOMEM. */
+int dlh_buf_printf(struct dlh_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Appends n bytes. Returns 0, or -ENOMEM. */
+int dlh_buf_append(struct dlh_buf *b, const void *p, size_t n);
+/* Frees the data and zeroes the buffer. */
+void dlh_buf_free(struct dlh_buf *b);
+
+/* Writes len bytes to path atomically: path.tmp, fsync, rename, fsync of
+ * the directory. Returns 0, or -errno. */
+int dlh_write_atomic(const char *path, const void *data, size_t len);
+
+/* Reads a whole file of at most max bytes into a NUL-terminated malloc'd
+ * buffer (*out, *len). Returns 0, -errno, or -EFBIG when larger than max. */
+int dlh_read_file(const char *path, size_t max, char **out, size_t *len);
+
+/* Appends one line (a newline is added when missing) with O_APPEND, so
+ * concurrent appenders never interleave within a line. Returns 0, or -errno. */
+int dlh_append_line(const char *path, const char *line);
+
+/* Creates dir and its parents with mode. Returns 0 (also when it exists), or -errno. */
+int dlh_mkdir_p(const char *dir, mode_t mode);
+
+/* Finds key in "key=value\n" text; copies the value (to end of line) into
+ * out. Returns 0, or -ENOENT when the key is absent. */
+int dlh_kv_get(const char *text, const char *key, char *out, size_t outlen);
+
+/* Formats t (seconds since the epoch) as UTC ISO 8601 "2026-11-21T15:04:05Z". */
+void dlh_time_iso(double t, char *out, size_t outlen);
+
+/* Formats seconds as "H:MM:SS" (or "M:SS" under an hour). */
+void dlh_duration(double seconds, char *out, size_t outlen);
+
+/* Seconds since the epoch, with sub-second precision. */
+double dlh_now(void);
+
+#endif
