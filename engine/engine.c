@@ -500,45 +500,67 @@ static int load_jobs(struct dlh_engine *e, char *err, size_t errlen)
 	return 0;
 }
 
+/* Resolves the state directory and the tools of o into e, creating
+ * STATE/jobs. Returns 0, or -errno with err filled. */
+static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *err, size_t errlen)
+{
+	int rc;
+	const char *state = o->state_dir ? o->state_dir : DLH_STATE_DEFAULT;
+	if (state[0] != '/') {
+		snprintf(err, errlen, "state directory must be an absolute path, got \"%s\"", state);
+		return -EINVAL;
+	}
+	snprintf(e->state, sizeof e->state, "%s", state);
+	if (o->trainer)
+		snprintf(e->tools.trainer, sizeof e->tools.trainer, "%s", o->trainer);
+	else if ((rc = trainer_beside_self(e->tools.trainer, sizeof e->tools.trainer))) {
+		snprintf(err, errlen, "cannot find dlh-train beside this program: %s", strerror(-rc));
+		return rc;
+	}
+	if (access(e->tools.trainer, X_OK)) {
+		snprintf(err, errlen, "cannot execute \"%s\": %s", e->tools.trainer, strerror(errno));
+		return -errno;
+	}
+	if (o->mpirun)
+		snprintf(e->tools.mpirun, sizeof e->tools.mpirun, "%s", o->mpirun);
+	else if (find_tool("mpirun", e->tools.mpirun, sizeof e->tools.mpirun)) {
+		snprintf(err, errlen, "mpirun not found on PATH (install openmpi-bin: make deps)");
+		return -ENOENT;
+	}
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s/jobs", e->state);
+	if ((rc = dlh_mkdir_p(dir, 0755)) || (access(dir, W_OK) && (rc = -errno))) {
+		snprintf(err, errlen, "cannot use state directory \"%s\": %s", e->state, strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+int dlh_engine_check(const struct dlh_engine_opts *o, char *err, size_t errlen)
+{
+	struct dlh_engine *e = calloc(1, sizeof *e);
+	if (!e)
+		return -ENOMEM;
+	int rc = setup(e, o, err, errlen);
+	free(e);
+	return rc;
+}
+
 int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		    char *err, size_t errlen)
 {
 	struct dlh_engine *e = calloc(1, sizeof *e);
 	if (!e)
 		return -ENOMEM;
-	int rc;
-	const char *state = o->state_dir ? o->state_dir : DLH_STATE_DEFAULT;
-	if (state[0] != '/') {
-		snprintf(err, errlen, "state directory must be an absolute path, got \"%s\"", state);
+	int rc = setup(e, o, err, errlen);
+	if (rc) {
 		free(e);
-		return -EINVAL;
+		return rc;
 	}
-	snprintf(e->state, sizeof e->state, "%s", state);
 	e->grace = o->kill_grace > 0 ? o->kill_grace : DLH_KILL_GRACE;
 	e->next_id = 1;
-	if (o->trainer)
-		snprintf(e->tools.trainer, sizeof e->tools.trainer, "%s", o->trainer);
-	else if ((rc = trainer_beside_self(e->tools.trainer, sizeof e->tools.trainer))) {
-		snprintf(err, errlen, "cannot find dlh-train beside this program: %s", strerror(-rc));
-		free(e);
-		return rc;
-	}
-	if (o->mpirun)
-		snprintf(e->tools.mpirun, sizeof e->tools.mpirun, "%s", o->mpirun);
-	else if (find_tool("mpirun", e->tools.mpirun, sizeof e->tools.mpirun)) {
-		snprintf(err, errlen, "mpirun not found on PATH (install openmpi-bin)");
-		free(e);
-		return -ENOENT;
-	}
 	dlh_pool_detect(&e->pool, o->cpus);
 
-	char dir[4096];
-	snprintf(dir, sizeof dir, "%s/jobs", e->state);
-	if ((rc = dlh_mkdir_p(dir, 0755))) {
-		snprintf(err, errlen, "cannot create \"%s\": %s", dir, strerror(-rc));
-		free(e);
-		return rc;
-	}
 	char path[4096], *text;
 	snprintf(path, sizeof path, "%s/next_id", e->state);
 	if (!dlh_read_file(path, 64, &text, NULL)) {
@@ -632,6 +654,13 @@ static void log_rejection(struct dlh_engine *e, uid_t uid, const char *err)
 	dlh_buf_free(&all);
 }
 
+void dlh_engine_reject(struct dlh_engine *e, uid_t uid, const char *err)
+{
+	pthread_mutex_lock(&e->mu);
+	log_rejection(e, uid, err);
+	pthread_mutex_unlock(&e->mu);
+}
+
 int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 		      uid_t uid, long *id, char *err, size_t errlen)
 {
@@ -649,7 +678,7 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 	if (!rc) /* the pool must be able to run it at all */
 		rc = dlh_plan_make(spec, &e->pool, &e->tools, "/", plan, err, errlen);
 	if (rc) {
-		log_rejection(e, uid, err);
+		dlh_engine_reject(e, uid, err);
 		goto out;
 	}
 	int n = dlh_spec_format(spec, norm, DLH_SPEC_MAX * 2);

@@ -32,6 +32,10 @@ struct dlh_usage {
 	int queued;             /* queued jobs */
 };
 
+/* Checks o without starting anything: the tools exist and the state
+ * directory can be created and written. Returns 0, or -errno with err filled. */
+int dlh_engine_check(const struct dlh_engine_opts *o, char *err, size_t errlen);
+
 /* Opens the state directory, loads every job in it, requeues jobs that were
  * running when a previous daemon stopped, and starts the supervisor.
  * Returns 0 with *out set, or -errno with err filled. */
@@ -48,6 +52,10 @@ void dlh_engine_close(struct dlh_engine *e);
  * appended to the errors log with time and uid. */
 int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 		      uid_t uid, long *id, char *err, size_t errlen);
+
+/* Records a rejection that never reached dlh_engine_submit (a spec too
+ * large to buffer): each line of err goes to the errors log. */
+void dlh_engine_reject(struct dlh_engine *e, uid_t uid, const char *err);
 
 /* Applies one ctl verb ("cancel") to job id. Returns 0, -ENOENT (no such
  * job), -EINVAL (unknown verb or bad argument), -EBUSY (the verb does not

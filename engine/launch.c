@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,11 @@ int dlh_launch(char *const argv[], char *const extra[], const char *log_path, pi
 	pid_t child = fork();
 	if (child == 0) {
 		/* async-signal-safe calls only from here to execve */
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL); /* FUSE threads block some */
+		struct sigaction dfl = { .sa_handler = SIG_DFL };
+		sigaction(SIGPIPE, &dfl, NULL);        /* libfuse ignores it */
 		setsid();
 		if (dup2(nullfd, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
 			_exit(127);

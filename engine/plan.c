@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/util.h"
@@ -53,6 +54,16 @@ static int user_command(struct dlh_plan *p, const char *cmd)
 		words++;
 	}
 	return rc ? rc : words ? 0 : -EINVAL;
+}
+
+/* Writes x in the shortest %g form that reads back as the same double. */
+static void num_text(double x, char *out, size_t len)
+{
+	for (int prec = 6; prec <= 17; prec++) {
+		snprintf(out, len, "%.*g", prec, x);
+		if (strtod(out, NULL) == x)
+			return;
+	}
 }
 
 static void layers_text(const struct dlh_spec *s, char *out, size_t len)
@@ -133,12 +144,16 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 	rc |= arg(p, "%d", spec->epochs);
 	rc |= arg(p, "--batch");
 	rc |= arg(p, "%d", spec->batch_size);
+	char lr[40], mom[40], wd[40];
+	num_text(p->lr, lr, sizeof lr);
+	num_text(spec->momentum, mom, sizeof mom);
+	num_text(spec->weight_decay, wd, sizeof wd);
 	rc |= arg(p, "--lr");
-	rc |= arg(p, "%.17g", p->lr);
+	rc |= arg(p, "%s", lr);
 	rc |= arg(p, "--momentum");
-	rc |= arg(p, "%.17g", spec->momentum);
+	rc |= arg(p, "%s", mom);
 	rc |= arg(p, "--weight-decay");
-	rc |= arg(p, "%.17g", spec->weight_decay);
+	rc |= arg(p, "%s", wd);
 	rc |= arg(p, "--seed");
 	rc |= arg(p, "%llu", (unsigned long long)spec->seed);
 	rc |= arg(p, "--checkpoint-every");

@@ -1,0 +1,30 @@
+/* plan.h - the data-parallel plan: shards, per-rank batches, steps */
+#ifndef DLT_PLAN_H
+#define DLT_PLAN_H
+
+#include <stddef.h>
+
+#define DLT_MAX_RANKS 1024     /* most MPI ranks */
+
+struct dlt_plan {
+	int ranks;                    /* MPI ranks, P */
+	int global_batch;             /* sum of batch[] */
+	int batch[DLT_MAX_RANKS];     /* per-rank batch: global/P, +1 on the first global%P ranks */
+	long train_n;                 /* training images used, all ranks */
+	long test_n;                  /* test images used, all ranks */
+	long steps_per_epoch;         /* min over ranks of floor(shard / batch) */
+	long total_steps;             /* steps_per_epoch * epochs */
+	int epochs;                   /* epochs to train */
+};
+
+/* Rank r of p takes items [r*n/p, (r+1)*n/p) of n. Cannot fail. */
+void dlt_plan_shard(long n, int p, int r, long *lo, long *hi);
+
+/* Fills p for train_n training and test_n test items over ranks ranks
+ * with the given global batch and epochs. Returns 0, or -EINVAL with a
+ * message in err (too many ranks, a batch smaller than the ranks, or a
+ * shard smaller than its batch). */
+int dlt_plan_make(struct dlt_plan *p, long train_n, long test_n, int ranks,
+		  int global_batch, int epochs, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,181 @@
+/* main.c - dlhfs: mount the harness, parse options, run the FUSE loop */
+#include <errno.h>
+#include <fuse.h>
+#include <fuse_lowlevel.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "engine/util.h"
+#include "fs/ops.h"
+
+#define DLH_VERSION "0.1.0"
+
+/* Options of our own, beside libfuse's. */
+struct dlh_options {
+	char *state;       /* -o state=DIR */
+	char *trainer;     /* -o trainer=PATH */
+	char *mpirun;      /* -o mpirun=PATH */
+	int cpus;          /* -o cpus=N */
+	int show_help;     /* --help */
+	int show_version;  /* --version */
+};
+
+#define OPTION(t, p) { t, offsetof(struct dlh_options, p), 1 }
+static const struct fuse_opt option_spec[] = {
+	OPTION("state=%s", state),
+	OPTION("trainer=%s", trainer),
+	OPTION("mpirun=%s", mpirun),
+	OPTION("cpus=%d", cpus),
+	OPTION("-h", show_help),
+	OPTION("--help", show_help),
+	OPTION("-V", show_version),
+	OPTION("--version", show_version),
+	FUSE_OPT_END
+};
+
+static void dlh_fs_destroy(void *data)
+{
+	(void)data;
+}
+
+static void *dlh_fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
+{
+	(void)conn;
+	/* live files: sizes and contents change under the reader, so attributes
+	 * are never cached; names are cached briefly (ids are never reused) */
+	cfg->attr_timeout = 0;
+	cfg->entry_timeout = 1.0;
+	cfg->negative_timeout = 0;
+	cfg->use_ino = 0;
+	return fuse_get_context()->private_data;
+}
+
+static const struct fuse_operations dlh_fs_ops = {
+	.init = dlh_fs_init,
+	.destroy = dlh_fs_destroy,
+	.getattr = dlh_fs_getattr,
+	.readlink = dlh_fs_readlink,
+	.readdir = dlh_fs_readdir,
+	.open = dlh_fs_open,
+	.read = dlh_fs_read,
+	.write = dlh_fs_write,
+	.flush = dlh_fs_flush,
+	.release = dlh_fs_release,
+	.truncate = dlh_fs_truncate,
+	.utimens = dlh_fs_utimens,
+	.create = dlh_fs_create,
+	.mkdir = dlh_fs_refuse_mkdir,
+	.unlink = dlh_fs_refuse,
+	.rmdir = dlh_fs_refuse,
+	.rename = dlh_fs_refuse_rename,
+	.chmod = dlh_fs_refuse_chmod,
+	.chown = dlh_fs_refuse_chown,
+	.symlink = dlh_fs_refuse_link,
+	.link = dlh_fs_refuse_link,
+};
+
+static void usage(const char *prog)
+{
+	printf("usage: %s [options] MOUNTPOINT\n"
+	       "\n"
+	       "Mounts the dlhfs deep-learning harness at MOUNTPOINT. Write a job spec\n"
+	       "into MOUNTPOINT/jobs/new to train; read MOUNTPOINT/README for the tree.\n"
+	       "\n"
+	       "dlhfs options:\n"
+	       "    -o state=DIR       where jobs, logs and checkpoints live (default %s)\n"
+	       "    -o cpus=N          CPU slots of the local node (default: online cores)\n"
+	       "    -o trainer=PATH    the dlh-train program (default: beside dlhfs)\n"
+	       "    -o mpirun=PATH     the mpirun program (default: from PATH)\n"
+	       "    -h, --help         this text, then libfuse's options\n"
+	       "    -V, --version      print the version\n"
+	       "\n"
+	       "Unmount with: fusermount3 -u MOUNTPOINT (running jobs are stopped and\n"
+	       "resume from their newest checkpoint at the next mount).\n"
+	       "\n", prog, DLH_STATE_DEFAULT);
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct dlh_options o = { 0 };
+	struct fuse_cmdline_opts c = { 0 };
+	struct dlh_fs fs = { 0 };
+	struct fuse *f = NULL;
+	char err[1024] = "";
+	int rc = 1;
+
+	if (fuse_opt_parse(&args, &o, option_spec, NULL) == -1)
+		return 1;
+	if (o.show_help) {
+		usage(argv[0]);
+		fuse_opt_add_arg(&args, "--help");
+		args.argv[0][0] = '\0';
+	}
+	if (fuse_parse_cmdline(&args, &c) != 0)
+		goto out_args;
+	if (o.show_help) {
+		fuse_cmdline_help();
+		fuse_lib_help(&args);
+		rc = 0;
+		goto out_args;
+	}
+	if (o.show_version) {
+		printf("dlhfs %s (libfuse %s)\n", DLH_VERSION, fuse_pkgversion());
+		rc = 0;
+		goto out_args;
+	}
+	if (!c.mountpoint) {
+		fprintf(stderr, "dlhfs: no mountpoint given (try --help)\n");
+		goto out_args;
+	}
+
+	struct dlh_engine_opts eo = {
+		.state_dir = o.state ? o.state : DLH_STATE_DEFAULT,
+		.trainer = o.trainer,
+		.mpirun = o.mpirun,
+		.cpus = o.cpus,
+	};
+	/* say what is wrong before detaching, while stderr still reaches the user */
+	if ((rc = dlh_engine_check(&eo, err, sizeof err))) {
+		fprintf(stderr, "dlhfs: %s\n", err);
+		rc = 1;
+		goto out_args;
+	}
+	rc = 1;
+	f = fuse_new(&args, &dlh_fs_ops, sizeof dlh_fs_ops, &fs);
+	if (!f)
+		goto out_args;
+	if (fuse_mount(f, c.mountpoint) != 0)
+		goto out_new;
+	if (fuse_daemonize(c.foreground) != 0)
+		goto out_mount;
+	/* threads and children start only now, after any fork of daemonizing */
+	if (dlh_engine_open(&fs.engine, &eo, err, sizeof err)) {
+		fprintf(stderr, "dlhfs: %s\n", err);
+		goto out_mount;
+	}
+	fs.mounted_at = dlh_now();
+	if (fuse_set_signal_handlers(fuse_get_session(f)) != 0)
+		goto out_engine;
+	rc = c.singlethread ? fuse_loop(f) : fuse_loop_mt(f, c.clone_fd);
+	rc = rc ? 1 : 0;
+	fuse_remove_signal_handlers(fuse_get_session(f));
+out_engine:
+	dlh_engine_close(fs.engine);
+out_mount:
+	fuse_unmount(f);
+out_new:
+	fuse_destroy(f);
+out_args:
+	free(c.mountpoint);
+	free(o.state);
+	free(o.trainer);
+	free(o.mpirun);
+	fuse_opt_free_args(&args);
+	return rc;
+}

@@ -1,0 +1,453 @@
+/* ops.c - the FUSE callbacks: attributes, listing, open/read/write/flush */
+#include "fs/ops.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/render.h"
+#include "fs/tree.h"
+
+/* Per-open state, kept in fi->fh. */
+struct fs_handle {
+	struct fs_node node;     /* what was opened */
+	struct dlh_buf buf;      /* snapshot (generated), spec text or answer (new) */
+	int fd;                  /* real file (passthrough), -1 otherwise */
+	int writable;            /* opened for writing */
+	uid_t uid;               /* who opened it */
+	pthread_mutex_t mu;      /* the handle may be used by several threads */
+	int committed;           /* jobs/new: the spec was submitted (or refused) */
+	int verdict;             /* jobs/new: 0, or -errno of the commit */
+	size_t attempted;        /* jobs/new: highest offset a write reached */
+};
+
+static struct dlh_engine *engine(void)
+{
+	return ((struct dlh_fs *)fuse_get_context()->private_data)->engine;
+}
+
+static struct dlh_fs *fs(void)
+{
+	return fuse_get_context()->private_data;
+}
+
+static mode_t mode_of(enum fs_kind k)
+{
+	switch (fs_source_of(k)) {
+	case FS_DIR: return S_IFDIR | 0555;
+	case FS_TRANSACTION: return S_IFREG | 0666;
+	case FS_CONTROL: return S_IFREG | 0644;
+	case FS_SYMLINK: return S_IFLNK | 0777;
+	default: return S_IFREG | 0444;
+	}
+}
+
+int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct dlh_engine *e = engine();
+	struct fs_node n;
+	int rc = fs_resolve(e, path, &n);
+	if (rc)
+		return rc;
+	memset(st, 0, sizeof *st);
+	st->st_mode = mode_of(n.kind);
+	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	time_t t = (time_t)fs()->mounted_at;
+	st->st_atime = st->st_mtime = st->st_ctime = t;
+
+	struct dlh_job job;
+	if (n.kind >= FS_JOB_LINK && !dlh_engine_job(e, n.id, &job)) {
+		st->st_uid = job.uid;
+		st->st_mtime = st->st_ctime = (time_t)job.submitted;
+	}
+	switch (fs_source_of(n.kind)) {
+	case FS_SYMLINK: {
+		char target[32];
+		st->st_size = snprintf(target, sizeof target, "%ld", n.id);
+		break;
+	}
+	case FS_PASSTHROUGH: {
+		char real[4400];
+		struct stat rs;
+		fs_real_path(e, &n, real, sizeof real);
+		if (!stat(real, &rs)) { /* a file not written yet reads as empty */
+			st->st_size = rs.st_size;
+			st->st_mtime = rs.st_mtime;
+			st->st_mtim = rs.st_mtim;
+		}
+		break;
+	}
+	case FS_GENERATED: {
+		struct dlh_buf b = {0};
+		if ((rc = fs_render(e, &n, &b))) {
+			dlh_buf_free(&b);
+			return rc;
+		}
+		st->st_size = (off_t)b.len;
+		st->st_mtime = time(NULL);
+		dlh_buf_free(&b);
+		break;
+	}
+	case FS_CONTROL:
+		st->st_size = (off_t)strlen(fs_ctl_help);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+int dlh_fs_readlink(const char *path, char *buf, size_t size)
+{
+	struct fs_node n;
+	int rc = fs_resolve(engine(), path, &n);
+	if (rc)
+		return rc;
+	if (n.kind != FS_JOB_LINK)
+		return -EINVAL;
+	snprintf(buf, size, "%ld", n.id);
+	return 0;
+}
+
+struct fill_ctx {
+	void *buf;                   /* libfuse's buffer */
+	fuse_fill_dir_t filler;      /* libfuse's filler */
+};
+
+static int fill_one(void *ctx, const char *name)
+{
+	struct fill_ctx *c = ctx;
+	return c->filler(c->buf, name, NULL, 0, 0);
+}
+
+int dlh_fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t off,
+		   struct fuse_file_info *fi, enum fuse_readdir_flags flags)
+{
+	(void)off;
+	(void)fi;
+	(void)flags;
+	struct fs_node n;
+	int rc = fs_resolve(engine(), path, &n);
+	if (rc)
+		return rc;
+	if (fs_source_of(n.kind) != FS_DIR)
+		return -ENOTDIR;
+	struct fill_ctx c = { buf, filler };
+	return fs_list(engine(), &n, fill_one, &c);
+}
+
+static void handle_free(struct fs_handle *h)
+{
+	if (!h)
+		return;
+	if (h->fd >= 0)
+		close(h->fd);
+	dlh_buf_free(&h->buf);
+	pthread_mutex_destroy(&h->mu);
+	free(h);
+}
+
+int dlh_fs_open(const char *path, struct fuse_file_info *fi)
+{
+	struct dlh_engine *e = engine();
+	struct fs_node n;
+	int rc = fs_resolve(e, path, &n);
+	if (rc)
+		return rc;
+	enum fs_source src = fs_source_of(n.kind);
+	int acc = fi->flags & O_ACCMODE;
+	if (src == FS_DIR)
+		return -EISDIR;
+	if (acc != O_RDONLY && src != FS_TRANSACTION && src != FS_CONTROL)
+		return -EACCES;
+	struct fs_handle *h = calloc(1, sizeof *h);
+	if (!h)
+		return -ENOMEM;
+	h->node = n;
+	h->fd = -1;
+	h->writable = acc != O_RDONLY;
+	h->uid = fuse_get_context()->uid;
+	pthread_mutex_init(&h->mu, NULL);
+	/* generated and growing files: every read comes here, sizes never truncate */
+	fi->direct_io = 1;
+	switch (src) {
+	case FS_GENERATED:
+		rc = fs_render(e, &n, &h->buf);
+		break;
+	case FS_PASSTHROUGH: {
+		char real[4400];
+		fs_real_path(e, &n, real, sizeof real);
+		h->fd = open(real, O_RDONLY | O_CLOEXEC);
+		if (h->fd < 0 && errno != ENOENT)
+			rc = -errno;
+		break;
+	}
+	case FS_CONTROL:
+		if (!h->writable)
+			rc = dlh_buf_append(&h->buf, fs_ctl_help, strlen(fs_ctl_help));
+		break;
+	default:
+		break;
+	}
+	if (rc) {
+		handle_free(h);
+		return rc;
+	}
+	fi->fh = (uint64_t)(uintptr_t)h;
+	return 0;
+}
+
+/* Submits the spec written to a jobs/new handle, once. h->mu held. */
+static void commit(struct fs_handle *h)
+{
+	if (h->committed)
+		return;
+	h->committed = 1;
+	char err[DLH_ERR_MAX];
+	long id = 0;
+	if (h->attempted > DLH_SPEC_MAX) {
+		snprintf(err, sizeof err, "spec: larger than %d bytes (got at least %zu)\n",
+			 DLH_SPEC_MAX, h->attempted);
+		dlh_engine_reject(engine(), h->uid, err);
+		h->verdict = -EFBIG;
+	} else {
+		h->verdict = dlh_engine_submit(engine(), h->buf.data ? h->buf.data : "", h->buf.len,
+					       h->uid, &id, err, sizeof err);
+	}
+	dlh_buf_free(&h->buf);
+	if (h->verdict == 0)
+		dlh_buf_printf(&h->buf, "%ld\n", id);
+	else
+		dlh_buf_printf(&h->buf, "%s", err);
+}
+
+static int read_buf(const struct dlh_buf *b, char *out, size_t size, off_t off)
+{
+	if (off < 0 || (size_t)off >= b->len)
+		return 0;
+	size_t n = b->len - (size_t)off;
+	if (n > size)
+		n = size;
+	memcpy(out, b->data + off, n);
+	return (int)n;
+}
+
+int dlh_fs_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)path;
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	int rc;
+	pthread_mutex_lock(&h->mu);
+	switch (fs_source_of(h->node.kind)) {
+	case FS_PASSTHROUGH:
+		if (h->fd < 0) {
+			rc = 0;
+			break;
+		}
+		rc = (int)pread(h->fd, buf, size, off);
+		if (rc < 0)
+			rc = -errno;
+		break;
+	case FS_TRANSACTION:
+		if (h->writable)
+			commit(h);
+		else
+			dlh_buf_free(&h->buf);
+		rc = read_buf(&h->buf, buf, size, off);
+		break;
+	default:
+		rc = read_buf(&h->buf, buf, size, off);
+		break;
+	}
+	pthread_mutex_unlock(&h->mu);
+	return rc;
+}
+
+/* Runs each verb line of a ctl write. Returns size, or -errno of the first
+ * verb that failed. */
+static int ctl_write(struct fs_handle *h, const char *data, size_t size)
+{
+	char line[256];
+	size_t pos = 0;
+	int verbs = 0;
+	while (pos < size) {
+		size_t n = 0;
+		while (pos + n < size && data[pos + n] != '\n')
+			n++;
+		if (n >= sizeof line)
+			return -EINVAL;
+		memcpy(line, data + pos, n);
+		line[n] = '\0';
+		pos += n + 1;
+		char *s = line;
+		while (*s == ' ' || *s == '\t')
+			s++;
+		size_t l = strlen(s);
+		while (l && (s[l - 1] == ' ' || s[l - 1] == '\t' || s[l - 1] == '\r'))
+			s[--l] = '\0';
+		if (!*s)
+			continue;
+		char err[512];
+		int rc = dlh_engine_ctl(engine(), h->node.id, h->uid, s, err, sizeof err);
+		if (rc)
+			return rc;
+		verbs++;
+	}
+	return verbs ? (int)size : -EINVAL;
+}
+
+int dlh_fs_write(const char *path, const char *data, size_t size, off_t off,
+		 struct fuse_file_info *fi)
+{
+	(void)path;
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	int rc;
+	pthread_mutex_lock(&h->mu);
+	if (fs_source_of(h->node.kind) == FS_CONTROL) {
+		rc = ctl_write(h, data, size);
+	} else if (h->committed) {
+		rc = -EINVAL; /* one spec per open: it was already submitted */
+	} else {
+		size_t end = (size_t)off + size;
+		if (end > h->attempted)
+			h->attempted = end;
+		if (end > DLH_SPEC_MAX) {
+			rc = -EFBIG;
+		} else {
+			if (h->buf.len < end) {
+				size_t grow = end - h->buf.len;
+				char zero[512] = {0};
+				rc = 0;
+				while (grow && !rc) {
+					size_t k = grow < sizeof zero ? grow : sizeof zero;
+					rc = dlh_buf_append(&h->buf, zero, k);
+					grow -= k;
+				}
+				if (rc) {
+					pthread_mutex_unlock(&h->mu);
+					return rc;
+				}
+			}
+			memcpy(h->buf.data + off, data, size);
+			rc = (int)size;
+		}
+	}
+	pthread_mutex_unlock(&h->mu);
+	return rc;
+}
+
+int dlh_fs_flush(const char *path, struct fuse_file_info *fi)
+{
+	(void)path;
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	if (fs_source_of(h->node.kind) != FS_TRANSACTION || !h->writable)
+		return 0;
+	pthread_mutex_lock(&h->mu);
+	commit(h);
+	int rc = h->verdict;
+	pthread_mutex_unlock(&h->mu);
+	return rc;
+}
+
+int dlh_fs_release(const char *path, struct fuse_file_info *fi)
+{
+	(void)path;
+	handle_free((struct fs_handle *)(uintptr_t)fi->fh);
+	return 0;
+}
+
+int dlh_fs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
+{
+	struct fs_node n;
+	int rc = fs_resolve(engine(), path, &n);
+	if (rc)
+		return rc;
+	enum fs_source src = fs_source_of(n.kind);
+	if (src == FS_DIR)
+		return -EISDIR;
+	if (src != FS_TRANSACTION && src != FS_CONTROL)
+		return -EACCES;
+	if (size != 0)
+		return -EINVAL;
+	if (fi && src == FS_TRANSACTION) {
+		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+		pthread_mutex_lock(&h->mu);
+		if (!h->committed)
+			h->buf.len = 0;
+		pthread_mutex_unlock(&h->mu);
+	}
+	return 0;
+}
+
+int dlh_fs_utimens(const char *path, const struct timespec tv[2], struct fuse_file_info *fi)
+{
+	(void)tv;
+	(void)fi;
+	struct fs_node n;
+	int rc = fs_resolve(engine(), path, &n);
+	if (rc)
+		return rc;
+	enum fs_source src = fs_source_of(n.kind);
+	return src == FS_TRANSACTION || src == FS_CONTROL ? 0 : -EACCES;
+}
+
+int dlh_fs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
+{
+	(void)mode;
+	(void)fi;
+	struct fs_node n;
+	int rc = fs_resolve(engine(), path, &n);
+	/* the kernel creates only what lookup did not find: nothing new may appear */
+	return rc == -ENOTDIR ? -ENOTDIR : -EACCES;
+}
+
+int dlh_fs_refuse(const char *path)
+{
+	struct fs_node n;
+	int rc = fs_resolve(engine(), path, &n);
+	return rc ? rc : -EACCES;
+}
+
+int dlh_fs_refuse_mkdir(const char *path, mode_t mode)
+{
+	(void)mode;
+	struct fs_node n;
+	int rc = fs_resolve(engine(), path, &n);
+	return rc == 0 ? -EEXIST : rc == -ENOTDIR ? rc : -EACCES;
+}
+
+int dlh_fs_refuse_rename(const char *from, const char *to, unsigned int flags)
+{
+	(void)to;
+	(void)flags;
+	return dlh_fs_refuse(from);
+}
+
+int dlh_fs_refuse_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
+{
+	(void)mode;
+	(void)fi;
+	return dlh_fs_refuse(path);
+}
+
+int dlh_fs_refuse_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
+{
+	(void)uid;
+	(void)gid;
+	(void)fi;
+	return dlh_fs_refuse(path);
+}
+
+int dlh_fs_refuse_link(const char *from, const char *to)
+{
+	(void)from;
+	return dlh_fs_refuse_mkdir(to, 0);
+}

@@ -1,0 +1,16 @@
+/* render.h - the text of generated files, rendered from engine state */
+#ifndef DLH_FS_RENDER_H
+#define DLH_FS_RENDER_H
+
+#include "engine/engine.h"
+#include "engine/util.h"
+#include "fs/tree.h"
+
+/* Appends the content of generated node n to out. Returns 0, or -errno
+ * (-ENOENT when the job is gone). */
+int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out);
+
+/* The text a read of ctl returns: the verbs it takes. */
+extern const char fs_ctl_help[];
+
+#endif

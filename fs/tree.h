@@ -1,0 +1,70 @@
+/* tree.h - the file tree of the mount: paths to nodes, and what each node is */
+#ifndef DLH_FS_TREE_H
+#define DLH_FS_TREE_H
+
+#include <sys/types.h>
+
+#include "engine/engine.h"
+
+enum fs_kind {
+	FS_ROOT,          /* / */
+	FS_README,        /* /README */
+	FS_POOL,          /* /pool */
+	FS_POOL_SUMMARY,  /* /pool/summary */
+	FS_POOL_NODES,    /* /pool/nodes */
+	FS_NODE,          /* /pool/nodes/<host> */
+	FS_NODE_CPUS,     /* .../cpus */
+	FS_NODE_USED,     /* .../cpus_used */
+	FS_NODE_MEMORY,   /* .../memory */
+	FS_NODE_MODEL,    /* .../cpu_model */
+	FS_NODE_JOBS,     /* .../jobs */
+	FS_NODE_GPUS,     /* .../gpus (a directory) */
+	FS_JOBS,          /* /jobs */
+	FS_JOBS_NEW,      /* /jobs/new */
+	FS_JOBS_ERRORS,   /* /jobs/errors */
+	FS_JOB_LINK,      /* /jobs/<name> -> <id> */
+	FS_JOB,           /* /jobs/<id> */
+	FS_JOB_SPEC,      /* spec */
+	FS_JOB_STATUS,    /* status */
+	FS_JOB_PROGRESS,  /* progress */
+	FS_JOB_METRICS,   /* metrics */
+	FS_JOB_CSV,       /* metrics.csv */
+	FS_JOB_PLAN,      /* plan */
+	FS_JOB_LOG,       /* log */
+	FS_JOB_RESULT,    /* result (once the job has ended) */
+	FS_JOB_CTL,       /* ctl */
+	FS_JOB_CKPTS,     /* checkpoints/ */
+	FS_JOB_CKPT,      /* checkpoints/<file> */
+};
+
+/* How a node's content comes to be. */
+enum fs_source {
+	FS_DIR,           /* a directory */
+	FS_GENERATED,     /* text rendered at open (a snapshot) */
+	FS_PASSTHROUGH,   /* a real file in the state directory, read as it grows */
+	FS_TRANSACTION,   /* jobs/new: write a spec, read the answer */
+	FS_CONTROL,       /* ctl: write verbs */
+	FS_SYMLINK,       /* jobs/<name> */
+};
+
+struct fs_node {
+	enum fs_kind kind;     /* what it is */
+	long id;               /* the job, for FS_JOB* kinds */
+	char name[256];        /* a checkpoint file or a host name */
+};
+
+/* Maps path to a node. Returns 0, -ENOENT, or -ENOTDIR (a file used as a
+ * directory in the middle of the path). */
+int fs_resolve(struct dlh_engine *e, const char *path, struct fs_node *n);
+
+/* How the node's content is produced. */
+enum fs_source fs_source_of(enum fs_kind k);
+
+/* The real file behind a FS_PASSTHROUGH node. */
+void fs_real_path(struct dlh_engine *e, const struct fs_node *n, char *buf, size_t len);
+
+/* Calls fill(ctx, name) for each entry of a directory node. Returns 0, or -errno. */
+int fs_list(struct dlh_engine *e, const struct fs_node *n,
+	    int (*fill)(void *ctx, const char *name), void *ctx);
+
+#endif
