@@ -248,6 +248,11 @@ int dlh_fs_read(const char *path, char *buf, size_t size, off_t off, struct fuse
 	pthread_mutex_lock(&h->mu);
 	switch (fs_source_of(h->node.kind)) {
 	case FS_PASSTHROUGH:
+		if (h->fd < 0) { /* opened before the file existed: it may now */
+			char real[4400];
+			fs_real_path(engine(), &h->node, real, sizeof real);
+			h->fd = open(real, O_RDONLY | O_CLOEXEC);
+		}
 		if (h->fd < 0) {
 			rc = 0;
 			break;
@@ -261,6 +266,10 @@ int dlh_fs_read(const char *path, char *buf, size_t size, off_t off, struct fuse
 			commit(h);
 		else
 			dlh_buf_free(&h->buf);
+		/* the answer starts at 0 and again just past the spec written, so
+		 * both pread(fd, .., 0) and a plain read() after the writes see it */
+		if (off >= (off_t)h->attempted)
+			off -= (off_t)h->attempted;
 		rc = read_buf(&h->buf, buf, size, off);
 		break;
 	default:

@@ -105,7 +105,10 @@ static int render_progress(struct dlh_engine *e, const struct dlh_job *j, struct
 	int epochs = j->spec.epochs;
 	double pct = total ? 100.0 * (double)m.step / (double)total : 0;
 	char eta[32], took[32];
-	double left = m.step > 0 ? m.time_s * (double)(total - m.step) / (double)m.step : 0;
+	/* from the current rate, not the average: start-up would skew an average */
+	double left = m.samples_per_s > 0
+		? (double)(total - m.step) * j->spec.batch_size / m.samples_per_s
+		: m.step > 0 ? m.time_s * (double)(total - m.step) / (double)m.step : 0;
 	dlh_duration(left, eta, sizeof eta);
 	dlh_duration(m.time_s, took, sizeof took);
 	if (j->status == DLH_RUNNING)

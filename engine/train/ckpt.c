@@ -18,6 +18,7 @@
 #define CRC_AT (DLT_CKPT_HEADER - 4)   /* offset of the checksum */
 #define CRC_CHUNK (1u << 30)           /* most bytes per crc32() call */
 
+/* Little-endian stores and loads of the header fields. */
 static void put32(unsigned char *b, uint32_t v)
 {
 	for (int i = 0; i < 4; i++)
@@ -65,7 +66,7 @@ static double getf64(const unsigned char *b)
 	return d;
 }
 
-/* crc32 continued over len bytes (any size). */
+/* Returns crc continued over len bytes (any size, crc32 takes uInt). */
 static uLong crc_more(uLong crc, const void *buf, size_t len)
 {
 	const Bytef *p = buf;
@@ -80,7 +81,7 @@ static uLong crc_more(uLong crc, const void *buf, size_t len)
 	return crc;
 }
 
-/* The checksum of a header's first CRC_AT bytes and the payload. */
+/* Returns the checksum of a header's first CRC_AT bytes and the payload. */
 static uint32_t ckpt_crc(const unsigned char *hdr, const float *params,
 			 const float *momentum, size_t n)
 {
@@ -237,6 +238,7 @@ static int parse_step_name(const char *name, uint64_t *step)
 	return errno == 0 && strcmp(end, ".ckpt") == 0;
 }
 
+/* qsort order of uint64_t: returns <0, 0 or >0. */
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

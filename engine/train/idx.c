@@ -39,6 +39,7 @@ static int read_exact(gzFile gz, const char *path, void *buf, size_t len,
 	return 0;
 }
 
+/* Returns the big-endian 32-bit number at b. */
 static uint32_t be32(const unsigned char *b)
 {
 	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];

@@ -48,6 +48,7 @@ struct run {
 
 static int g_rank;                    /* for die() */
 
+/* Returns the monotonic clock in seconds. */
 static double now(void)
 {
 	struct timespec ts;
@@ -85,6 +86,7 @@ static void logline(const struct run *R, const char *fmt, ...)
 	fflush(stdout);
 }
 
+/* Returns n bytes from malloc; dies when there are none. */
 static void *xmalloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);
@@ -94,7 +96,8 @@ static void *xmalloc(size_t n)
 	return p;
 }
 
-/* Checks an images/labels pair and returns how many items to use. */
+/* Checks the headers of an images/labels pair (dies on a bad one) and
+ * returns how many items to use: limit, or all when limit is 0 or larger. */
 static long probe_pair(const char *images, const char *labels, long limit, int *dim)
 {
 	struct dlt_idx_header hi, hl;
@@ -110,7 +113,8 @@ static long probe_pair(const char *images, const char *labels, long limit, int *
 	return limit > 0 && limit < hi.count ? limit : hi.count;
 }
 
-/* The largest label among the first n of a labels file. */
+/* Returns the largest label among the first n of a labels file; dies when
+ * it cannot be read. */
 static int max_label(const char *labels, long n)
 {
 	char err[DLT_ERR_MAX];
@@ -126,7 +130,9 @@ static int max_label(const char *labels, long n)
 	return mx;
 }
 
-/* Loads this rank's shards, lays out the model and allocates every buffer. */
+/* Loads this rank's shards, lays out the model, allocates every buffer
+ * (the only allocations of the run) and initialises the weights; dies on
+ * any error. */
 static void setup(struct run *R)
 {
 	const struct dlt_opts *o = &R->o;
@@ -197,6 +203,7 @@ static enum resume load_latest(struct run *R)
 					"--seed %" PRIu64 ", this run has %" PRIu64 "\n",
 					path, R->st.seed, R->o.seed);
 			kind = strcmp(name, DLT_CKPT_FINAL) == 0 ? RESUME_DONE : RESUME_STEP;
+			R->st.seed = R->o.seed;   /* later checkpoints record this run's seed */
 		}
 	}
 	MPI_Bcast(&kind, 1, MPI_INT, 0, MPI_COMM_WORLD);

@@ -13,8 +13,8 @@
 
 #define DLT_RUNINFO_MAX (64 * 1024)    /* run.info text, room for 1024 ranks */
 
-/* The step of a complete metrics row (kind,STEP,...), or -1 when the
- * line is not one. */
+/* Returns the step of a metrics row (kind,STEP,...) of len bytes, or -1
+ * when the line is not one. */
 static long row_step(const char *line, size_t len)
 {
 	const char *comma = memchr(line, ',', len);
@@ -30,8 +30,8 @@ static long row_step(const char *line, size_t len)
 	return step;
 }
 
-/* Offset just after the last line to keep: the header and the complete
- * rows with step <= keep_step, up to the first other line. */
+/* Returns the offset just after the last line to keep: the header and
+ * the complete rows with step <= keep_step, up to the first other line. */
 static size_t keep_length(const char *text, size_t len, long keep_step)
 {
 	size_t pos = 0;

@@ -10,10 +10,10 @@ struct dlt_sgd {
 	float weight_decay;  /* L2 coefficient, applied to every parameter */
 };
 
-/* One step over n parameters, as torch.optim.SGD (dampening 0, no
- * Nesterov): g += wd * w; v = mu * v + g; w -= lr * v. v starts as zeros,
- * which makes the first step v = g exactly like PyTorch. g is modified.
- * Cannot fail. */
-void dlt_sgd_step(const struct dlt_sgd *o, float *w, float *v, float *g, size_t n);
+/* One step over n parameters w with momentum buffers v and gradients g,
+ * as torch.optim.SGD (dampening 0, no Nesterov): g' = g + wd * w;
+ * v = mu * v + g'; w -= lr * v. v starts as zeros, which makes the first
+ * step v = g' exactly like PyTorch. g is left as it is. Cannot fail. */
+void dlt_sgd_step(const struct dlt_sgd *o, float *w, float *v, const float *g, size_t n);
 
 #endif

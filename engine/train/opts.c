@@ -18,6 +18,8 @@ const char dlt_opts_usage[] =
 	"saves only the final model; the limits use the first N images (0 = all).\n"
 	"Files in DIR: run.info, metrics.csv, checkpoints/, result.\n";
 
+#define DLT_MAX_COUNT_OPT 1e15   /* bound of --checkpoint-every and the limits */
+
 enum opt_kind { K_STR, K_LAYERS, K_INT, K_LONG, K_DOUBLE, K_U64 };
 
 struct opt_def {
@@ -44,9 +46,9 @@ static const struct opt_def defs[] = {
 	{ "momentum", K_DOUBLE, 0, 0, 1, 1, OFF(momentum) },
 	{ "weight-decay", K_DOUBLE, 0, 0, 1, 1, OFF(weight_decay) },
 	{ "seed", K_U64, 0, 0, 0, 0, OFF(seed) },
-	{ "checkpoint-every", K_LONG, 0, 0, 1e15, 0, OFF(checkpoint_every) },
-	{ "train-limit", K_LONG, 0, 0, 1e15, 0, OFF(train_limit) },
-	{ "test-limit", K_LONG, 0, 0, 1e15, 0, OFF(test_limit) },
+	{ "checkpoint-every", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(checkpoint_every) },
+	{ "train-limit", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(train_limit) },
+	{ "test-limit", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(test_limit) },
 };
 
 #define NDEFS (sizeof defs / sizeof defs[0])

@@ -29,6 +29,7 @@ void dlt_rng_seed(struct dlt_rng *r, uint64_t seed, uint64_t a, uint64_t b)
 	r->has_spare = 0;
 }
 
+/* Returns x rotated left by k bits, 0 < k < 64. */
 static inline uint64_t rotl(uint64_t x, int k)
 {
 	return (x << k) | (x >> (64 - k));

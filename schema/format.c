@@ -1,0 +1,128 @@
+/* format.c - dlh_spec_format: a spec as normalized INI text, every key in table order */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "schema/keys.h"
+
+/* Output position in the caller's buffer. */
+struct out {
+	char *buf;      /* the caller's buffer */
+	size_t len;     /* its size */
+	size_t pos;     /* bytes written so far */
+	int full;       /* 1 once something did not fit */
+};
+
+/* Appends printf-formatted text, or marks the output full. */
+static void emit(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(struct out *o, const char *fmt, ...)
+{
+	if (o->full)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(o->buf + o->pos, o->len - o->pos, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= o->len - o->pos)
+		o->full = 1;
+	else
+		o->pos += (size_t)n;
+}
+
+/* Writes x as "%g" when that reads back as x (the plain form for up to
+ * six digits: 100, 0.05, 1e-06), else with the fewest digits beyond six
+ * that strtod reads back as x. */
+static void shortest(char *buf, size_t n, double x)
+{
+	snprintf(buf, n, "%g", x);
+	for (int prec = 7; prec <= 17 && strtod(buf, NULL) != x; prec++)
+		snprintf(buf, n, "%.*g", prec, x);
+}
+
+/* Writes the normalized text of k's value in s into v (n bytes). */
+static void value_text(const struct dlh_key *k, const struct dlh_spec *s, char *v, size_t n)
+{
+	const char *field = (const char *)s + k->off;
+	int i;
+	long l;
+	uint64_t u;
+	double d;
+	v[0] = '\0';
+	switch (k->kind) {
+	case DLH_KIND_NAME:
+	case DLH_KIND_COMMAND:
+	case DLH_KIND_PATH:
+	case DLH_KIND_WORD:
+		snprintf(v, n, "%.*s", (int)k->size, field);
+		break;
+	case DLH_KIND_ENUM:
+		memcpy(&i, field, sizeof i);
+		for (int w = 0; k->words[w]; w++)
+			if (w == i)
+				snprintf(v, n, "%s", k->words[w]);
+		break;
+	case DLH_KIND_INT:
+		memcpy(&i, field, sizeof i);
+		snprintf(v, n, "%d", i);
+		break;
+	case DLH_KIND_RANKS:
+		memcpy(&i, field, sizeof i);
+		if (i == 0)
+			snprintf(v, n, "auto");
+		else
+			snprintf(v, n, "%d", i);
+		break;
+	case DLH_KIND_LONG:
+		memcpy(&l, field, sizeof l);
+		snprintf(v, n, "%ld", l);
+		break;
+	case DLH_KIND_U64:
+		memcpy(&u, field, sizeof u);
+		snprintf(v, n, "%" PRIu64, u);
+		break;
+	case DLH_KIND_DOUBLE:
+		memcpy(&d, field, sizeof d);
+		shortest(v, n, d);
+		break;
+	case DLH_KIND_LAYERS: {
+		size_t o = 0;
+		for (int j = 0; j < s->nlayers && j < DLH_LAYERS_MAX && o < n; j++) {
+			int w = snprintf(v + o, n - o, "%s%d", j ? ", " : "", s->layers[j]);
+			if (w < 0)
+				break;
+			o += (size_t)w;
+		}
+		break;
+	}
+	}
+}
+
+/* Writes s as normalized INI: "[section]" headers in table order, a blank
+ * line between sections, "key = value" (or "key =" for an empty value).
+ * The spec should come from dlh_spec_parse or dlh_spec_defaults; then
+ * parsing the text gives back an equal spec. Returns the length written
+ * (without the NUL), or -ENOSPC when len is too small. */
+int dlh_spec_format(const struct dlh_spec *s, char *buf, size_t len)
+{
+	struct out o = { buf, len, 0, len == 0 };
+	const char *section = NULL;
+	char v[DLH_PATH_MAX + DLH_COMMAND_MAX + 2];
+	for (int i = 0; i < dlh_spec_nkeys; i++) {
+		const struct dlh_key *k = &dlh_spec_keys[i];
+		if (!section || strcmp(section, k->section))
+			emit(&o, "%s[%s]\n", section ? "\n" : "", k->section);
+		section = k->section;
+		value_text(k, s, v, sizeof v);
+		emit(&o, "%s =%s%s\n", k->name, v[0] ? " " : "", v);
+	}
+	if (o.full) {
+		if (len)
+			buf[0] = '\0';
+		return -ENOSPC;
+	}
+	return (int)o.pos;
+}

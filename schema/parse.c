@@ -1,0 +1,336 @@
+/* parse.c - dlh_spec_parse: a line-counting reader feeding inih, the key handler, whole-spec checks */
+#include <errno.h>
+#include <ini.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "schema/keys.h"
+
+#define SEC_NONE (-1)     /* no section header seen yet */
+#define SEC_BAD (-2)      /* the last header was bad (and reported): skip its keys */
+#define SHOW_MAX 40       /* bytes of a bad line or name shown in a message */
+
+/* The state of one parse, shared by the reader and the handler. */
+struct ctx {
+	struct dlh_spec spec;                   /* being filled; defaults first */
+	struct dlh_spec_errors errs;            /* problems found so far */
+	const char *p, *end;                    /* text not yet handed to inih */
+	int lineno;                             /* line last handed to inih */
+	int stopped;                            /* binary data seen: hand no more lines */
+	int content;                            /* lines that are not blank or comments */
+	int section;                            /* index of the current section, or SEC_* */
+	char cur[INI_MAX_LINE];                 /* the current line as handed to inih */
+	int line_of[DLH_SPEC_KEYS_CAP];         /* line each key was given on, 0 = not given */
+	unsigned char bad[DLH_SPEC_KEYS_CAP];   /* 1 = the key's value did not parse */
+};
+
+/* inih's scan for the first of chars, or an inline comment (';' after
+ * whitespace), or the end: the same rule ini_parse_stream applies, so the
+ * reader classifies each line exactly as inih will. */
+static const char *find_chars_or_comment(const char *s, const char *chars)
+{
+	int was_space = 0;
+	while (*s && (!chars || !strchr(chars, *s)) && !(was_space && *s == ';')) {
+		was_space = *s == ' ' || *s == '\t';
+		s++;
+	}
+	return s;
+}
+
+/* Records the generic syntax error for line, showing its text. */
+static void syntax_error(struct ctx *c, int line, const char *text)
+{
+	char trimmed[INI_MAX_LINE], q[SHOW_MAX * 4 + 8];
+	size_t len = strlen(text);
+	while (len && (text[len - 1] == ' ' || text[len - 1] == '\t'))
+		len--;
+	memcpy(trimmed, text, len);
+	trimmed[len] = '\0';
+	dlh_spec_quote(q, sizeof q, trimmed, SHOW_MAX);
+	dlh_spec_error_add(&c->errs, line,
+			   "syntax error: expected \"[section]\" or \"key = value\", got %s", q);
+}
+
+/* A "[name]" line: known section, unknown one (with a suggestion), or
+ * malformed. Sets c->section. */
+static void section_line(struct ctx *c, const char *s)
+{
+	const char *close = find_chars_or_comment(s + 1, "]");
+	const char *rest = close + (*close == ']');
+	while (*rest == ' ' || *rest == '\t')
+		rest++;
+	if (*close != ']' || (*rest && *rest != ';' && *rest != '#')) {
+		syntax_error(c, c->lineno, s);
+		c->section = SEC_BAD;
+		return;
+	}
+	char name[INI_MAX_LINE];
+	size_t len = (size_t)(close - s - 1);
+	memcpy(name, s + 1, len);
+	name[len] = '\0';
+	c->section = dlh_spec_section_find(name);
+	if (c->section >= 0)
+		return;
+	c->section = SEC_BAD;
+	int n = 0;
+	while (dlh_spec_sections[n])
+		n++;
+	const char *hint = dlh_spec_suggest(name, dlh_spec_sections, n);
+	if (hint)
+		dlh_spec_error_add(&c->errs, c->lineno,
+				   "[%.*s]: unknown section (did you mean \"[%s]\"?)", SHOW_MAX, name, hint);
+	else
+		dlh_spec_error_add(&c->errs, c->lineno, "[%.*s]: unknown section", SHOW_MAX, name);
+}
+
+/* Classifies a line (leading blanks already gone) the way inih will:
+ * blank or comment, section header, key line, or a syntax error, which
+ * inih itself would only report for the first such line. */
+static void classify(struct ctx *c, const char *s)
+{
+	if (!*s || *s == ';' || *s == '#')
+		return;
+	c->content++;
+	if (*s == '[') {
+		section_line(c, s);
+		return;
+	}
+	const char *sep = find_chars_or_comment(s, "=:");
+	if (*sep != '=' && *sep != ':')
+		syntax_error(c, c->lineno, s);
+}
+
+/* The ini_reader: hands inih the next line of the len-bounded text without
+ * its line ending, with leading blanks (and a UTF-8 BOM on line 1)
+ * removed so inih never sees a continuation line. A line with a control
+ * character stops the parse; an over-long line is reported and handed
+ * over empty. Returns str, or NULL at the end. */
+static char *read_line(char *str, int num, void *stream)
+{
+	struct ctx *c = stream;
+	if (c->stopped || c->p >= c->end || num < 2)
+		return NULL;
+	const char *s = c->p;
+	const char *nl = memchr(s, '\n', (size_t)(c->end - s));
+	size_t len = (size_t)((nl ? nl : c->end) - s);
+	c->p = nl ? nl + 1 : c->end;
+	c->lineno++;
+	str[0] = '\0';
+	c->cur[0] = '\0';
+	if (len && s[len - 1] == '\r')
+		len--;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
+			dlh_spec_error_add(&c->errs, c->lineno,
+					   "binary data (byte 0x%02x at column %zu)", ch, i + 1);
+			c->stopped = 1;
+			c->content++;
+			return str;
+		}
+	}
+	size_t max = (size_t)num - 1;
+	if (max > DLH_SPEC_LINE_MAX)
+		max = DLH_SPEC_LINE_MAX;
+	if (len > max) {
+		dlh_spec_error_add(&c->errs, c->lineno, "line longer than %zu characters", max);
+		c->content++;
+		return str;
+	}
+	if (c->lineno == 1 && len >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3))
+		s += 3, len -= 3;
+	while (len && (*s == ' ' || *s == '\t'))
+		s++, len--;
+	memcpy(str, s, len);
+	str[len] = '\0';
+	memcpy(c->cur, str, len + 1);
+	classify(c, str);
+	return str;
+}
+
+/* The ini_handler for each key line. Problems are recorded, never
+ * returned, so inih's own error line is always a syntax error. */
+static int on_key(void *user, const char *section, const char *name, const char *value)
+{
+	struct ctx *c = user;
+	int line = c->lineno;
+	if (!name || !value || c->section == SEC_BAD)
+		return 1;
+	if (!*name) {
+		syntax_error(c, line, c->cur);
+		return 1;
+	}
+	if (c->section == SEC_NONE) {
+		int k = dlh_spec_key_find(NULL, name);
+		if (k >= 0)
+			dlh_spec_error_add(&c->errs, line,
+					   "\"%s\": key outside any section (put it under [%s])",
+					   name, dlh_spec_keys[k].section);
+		else
+			dlh_spec_error_add(&c->errs, line, "\"%.*s\": key outside any section",
+					   SHOW_MAX, name);
+		return 1;
+	}
+	int k = dlh_spec_key_find(section, name);
+	if (k < 0) {
+		const char *cands[DLH_SPEC_KEYS_CAP];
+		int n = 0, other = dlh_spec_key_find(NULL, name);
+		for (int i = 0; i < dlh_spec_nkeys; i++)
+			if (!strcmp(dlh_spec_keys[i].section, section))
+				cands[n++] = dlh_spec_keys[i].name;
+		const char *hint = dlh_spec_suggest(name, cands, n);
+		if (other >= 0)
+			dlh_spec_error_add(&c->errs, line, "[%s] %s: unknown key (it belongs under [%s])",
+					   section, name, dlh_spec_keys[other].section);
+		else if (hint)
+			dlh_spec_error_add(&c->errs, line, "[%s] %.*s: unknown key (did you mean \"%s\"?)",
+					   section, SHOW_MAX, name, hint);
+		else
+			dlh_spec_error_add(&c->errs, line, "[%s] %.*s: unknown key",
+					   section, SHOW_MAX, name);
+		return 1;
+	}
+	if (c->line_of[k]) {
+		dlh_spec_error_add(&c->errs, line, "[%s] %s: given twice (first on line %d)",
+				   section, name, c->line_of[k]);
+		return 1;
+	}
+	c->line_of[k] = line;
+	char msg[DLH_SPEC_MSG_MAX];
+	if (dlh_spec_set(&dlh_spec_keys[k], value, &c->spec, msg, sizeof msg)) {
+		c->bad[k] = 1;
+		dlh_spec_error_add(&c->errs, line, "[%s] %s: %s", section, name, msg);
+	}
+	return 1;
+}
+
+/* Copies line number lineno (1-based) of text into out, without its ending. */
+static void line_text(const char *text, size_t len, int lineno, char *out, size_t n)
+{
+	const char *p = text, *end = text + len;
+	for (int i = 1; i < lineno && p < end; i++) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		p = nl ? nl + 1 : end;
+	}
+	size_t l = 0;
+	while (p + l < end && p[l] != '\n' && p[l] != '\r' && l + 1 < n)
+		l++;
+	memcpy(out, p, l);
+	out[l] = '\0';
+}
+
+/* Index of a key the whole-spec checks use (they exist in the table). */
+static int key(const char *section, const char *name)
+{
+	int k = dlh_spec_key_find(section, name);
+	if (k < 0)
+		abort();
+	return k;
+}
+
+/* Every data path, given or default, must be a readable file. */
+static void check_paths(struct ctx *c)
+{
+	for (int k = 0; k < dlh_spec_nkeys; k++) {
+		const struct dlh_key *d = &dlh_spec_keys[k];
+		if (d->kind != DLH_KIND_PATH || c->bad[k])
+			continue;
+		const char *path = (const char *)&c->spec + d->off;
+		struct stat st;
+		int e = 0;
+		if (access(path, R_OK) != 0)
+			e = errno;
+		else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+			e = EISDIR;
+		if (!e)
+			continue;
+		char q[DLH_SPEC_LINE_MAX + 8], why[128];
+		dlh_spec_quote(q, sizeof q, path, DLH_SPEC_LINE_MAX);
+		if (strerror_r(e, why, sizeof why))
+			snprintf(why, sizeof why, "error %d", e);
+		dlh_spec_error_add(&c->errs, c->line_of[k], "[%s] %s: cannot read %s: %s",
+				   d->section, d->name, q, why);
+	}
+}
+
+/* The later of two keys' lines (0 when neither was given). */
+static int later(const struct ctx *c, int a, int b)
+{
+	return c->line_of[a] > c->line_of[b] ? c->line_of[a] : c->line_of[b];
+}
+
+/* Checks between keys, skipped where a value involved did not parse. */
+static void check_cross(struct ctx *c)
+{
+	const struct dlh_spec *s = &c->spec;
+	int batch = key("train", "batch_size"), ranks = key("resources", "ranks");
+	int limit = key("data", "train_limit");
+	if (!c->bad[batch] && !c->bad[ranks] && s->ranks > 0 && s->batch_size < s->ranks)
+		dlh_spec_error_add(&c->errs, later(c, batch, ranks),
+				   "[train] batch_size: %d is smaller than [resources] ranks (%d)",
+				   s->batch_size, s->ranks);
+	if (!c->bad[batch] && !c->bad[limit] && s->train_limit && s->train_limit < s->batch_size)
+		dlh_spec_error_add(&c->errs, later(c, batch, limit),
+				   "[data] train_limit: %ld is smaller than [train] batch_size (%d)",
+				   s->train_limit, s->batch_size);
+}
+
+/* See spec.h. Parses into a private copy (defaults first), so *s changes
+ * only on success. Returns 0, -EINVAL, -EFBIG, or -ENOMEM when the parse
+ * state cannot be allocated. */
+int dlh_spec_parse(const char *text, size_t len, struct dlh_spec *s,
+		   char *err, size_t errlen)
+{
+	if (err && errlen)
+		err[0] = '\0';
+	if (!text) {
+		text = "";
+		len = 0;
+	}
+	if (dlh_spec_nkeys > DLH_SPEC_KEYS_CAP)
+		abort();   /* raise DLH_SPEC_KEYS_CAP */
+	struct ctx *c = calloc(1, sizeof *c);
+	if (!c) {
+		if (err && errlen)
+			snprintf(err, errlen, "spec: out of memory\n");
+		return -ENOMEM;
+	}
+	int rc = -EINVAL;
+	if (len > DLH_SPEC_MAX) {
+		dlh_spec_error_add(&c->errs, 0, "larger than %d bytes (got %zu)", DLH_SPEC_MAX, len);
+		rc = -EFBIG;
+		goto out;
+	}
+	dlh_spec_defaults(&c->spec);
+	c->p = text;
+	c->end = text + len;
+	c->section = SEC_NONE;
+	int first = ini_parse_stream(read_line, c, on_key, c);
+	if (first > 0 && !dlh_spec_error_on_line(&c->errs, first)) {
+		char t[INI_MAX_LINE];
+		line_text(text, len, first, t, sizeof t);
+		syntax_error(c, first, t + strspn(t, " \t"));
+	} else if (first < 0) {
+		dlh_spec_error_add(&c->errs, 0, "cannot parse (inih error %d)", first);
+	}
+	if (c->stopped)
+		goto out;   /* binary: the rest was not read */
+	if (c->content == 0) {
+		dlh_spec_error_add(&c->errs, 0, "empty spec (nothing to run)");
+		goto out;
+	}
+	check_paths(c);
+	check_cross(c);
+	if (c->errs.n == 0 && c->errs.dropped == 0) {
+		*s = c->spec;
+		rc = 0;
+	}
+out:
+	if (rc)
+		dlh_spec_errors_render(&c->errs, err, errlen);
+	free(c);
+	return rc;
+}

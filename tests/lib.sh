@@ -1,0 +1,113 @@
+# tests/lib.sh - helpers for the mount tests: mount, wait for conditions, assert
+#
+# A test file defines functions named test_*; tests/run sources this file and
+# the test file, then runs each test_* in a subshell. A test passes when its
+# subshell exits 0; `die` fails it with a message; `skip` skips it.
+
+DLH_BUILD=${DLH_BUILD:-build}
+DLH_BIN=$(cd "$DLH_BUILD" && pwd)
+DLH_ROOT=$(pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+die() { echo "$*" >&2; exit 1; }
+skip() { echo "SKIPPED: $*" >&2; exit 77; }
+
+# wait_for SECONDS CMD...: runs CMD every 50 ms until it succeeds; 1 on timeout.
+wait_for() {
+	local limit=$1; shift
+	local end=$((SECONDS + limit))
+	until "$@" 2>/dev/null; do
+		[ "$SECONDS" -ge "$end" ] && return 1
+		sleep 0.05
+	done
+}
+
+# dlh_mount [STATE]: mounts dlhfs in the foreground on a fresh temp dir.
+# Sets MNT, STATE, DLH_PID. The trap unmounts whatever happens.
+dlh_mount() {
+	MNT=$(mktemp -d /tmp/dlh-mnt.XXXXXX)
+	STATE=${1:-$(mktemp -d /tmp/dlh-state.XXXXXX)}
+	DLH_STDERR=$(mktemp /tmp/dlh-stderr.XXXXXX)
+	"$DLH_BIN/dlhfs" -f -o "state=$STATE" "$MNT" 2>"$DLH_STDERR" &
+	DLH_PID=$!
+	trap dlh_cleanup EXIT
+	wait_for 10 mountpoint -q "$MNT" || die "dlhfs did not mount on $MNT: $(cat "$DLH_STDERR")"
+}
+
+# dlh_umount: unmounts, waits for the daemon, fails on unexpected stderr.
+dlh_umount() {
+	fusermount3 -u "$MNT" || die "fusermount3 -u $MNT failed"
+	wait "$DLH_PID" || die "dlhfs exited with status $?"
+	if [ -s "$DLH_STDERR" ]; then
+		die "dlhfs wrote to stderr: $(head -5 "$DLH_STDERR")"
+	fi
+	rmdir "$MNT"
+	MNT=
+}
+
+dlh_cleanup() {
+	# readers left running (tail -f) would keep the mount busy
+	local p
+	for p in $(jobs -p); do
+		[ "$p" != "${DLH_PID:-}" ] && kill "$p" 2>/dev/null
+	done
+	if [ -n "${MNT:-}" ] && mountpoint -q "$MNT" 2>/dev/null; then
+		fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null
+		wait "$DLH_PID" 2>/dev/null
+	fi
+	[ -n "${MNT:-}" ] && rmdir "$MNT" 2>/dev/null
+	rm -f "${DLH_STDERR:-}"
+	# a failed test must not leave ranks behind for the next one
+	[ -n "${STATE:-}" ] && pkill -KILL -f -- "--job-dir $STATE/" 2>/dev/null
+	[ -n "${STATE:-}" ] && rm -rf "$STATE"
+	return 0
+}
+
+# expect_eq GOT WANT WHAT
+expect_eq() { [ "$1" = "$2" ] || die "$3: got \"$1\", want \"$2\""; }
+
+# expect_errno ERRTEXT CMD...: CMD must fail and print ERRTEXT (strerror text).
+expect_errno() {
+	local want=$1; shift
+	local out
+	if out=$("$@" 2>&1); then
+		die "expected \"$*\" to fail with \"$want\", it succeeded"
+	fi
+	case $out in
+		*"$want"*) ;;
+		*) die "\"$*\": expected \"$want\", got: $out" ;;
+	esac
+}
+
+# status_is ID WORD
+status_is() { [ "$(cat "$MNT/jobs/$1/status")" = "$2" ]; }
+
+# job_terminal ID: status is succeeded, failed or cancelled
+job_terminal() {
+	case $(cat "$MNT/jobs/$1/status") in succeeded|failed|cancelled) return 0 ;; esac
+	return 1
+}
+
+# csv_rows ID KIND: rows of that kind in metrics.csv
+csv_rows() { grep -c "^$2," "$MNT/jobs/$1/metrics.csv" || true; }
+
+# rank_pids ID: pids of the job's dlh-train processes
+rank_pids() {
+	local p
+	for p in $(pgrep -x dlh-train); do
+		tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q -- "--job-dir $STATE/jobs/$1 " && echo "$p"
+	done
+	return 0
+}
+
+# no_ranks ID: no dlh-train process of the job is left
+no_ranks() { [ -z "$(rank_pids "$1")" ]; }
+
+# slice_spec NAME EPOCHS [EXTRA LINES...]: a spec training on a slice
+slice_spec() {
+	local name=$1 epochs=$2; shift 2
+	printf '[job]\nname = %s\n[data]\ntrain_limit = 4000\ntest_limit = 1000\n' "$name"
+	printf '[model]\nlayers = 64\n[train]\nepochs = %s\nbatch_size = 64\nlr = 0.05\ncheckpoint_every = 20\n' "$epochs"
+	printf '[resources]\nranks = 2\n'
+	for l in "$@"; do printf '%s\n' "$l"; done
+}

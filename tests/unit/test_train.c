@@ -1,0 +1,621 @@
+/* test_train.c - unit tests of the dlh-train modules (no MPI needed) */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "engine/train/ckpt.h"
+#include "engine/train/files.h"
+#include "engine/train/idx.h"
+#include "engine/train/metrics.h"
+#include "engine/train/mlp.h"
+#include "engine/train/optim.h"
+#include "engine/train/opts.h"
+#include "engine/train/plan.h"
+#include "engine/train/rng.h"
+#include "tests/unit/check.h"
+
+#define TMP_TEMPLATE "/tmp/dlh-test-train-XXXXXX"
+
+static char tmpdir[sizeof TMP_TEMPLATE];   /* this run's scratch directory */
+
+/* Removes path and, for a directory, everything under it. */
+static void rm_tree(const char *path)
+{
+	struct stat st;
+	DIR *d;
+	struct dirent *e;
+
+	if (lstat(path, &st) < 0)
+		return;
+	if (!S_ISDIR(st.st_mode)) {
+		unlink(path);
+		return;
+	}
+	d = opendir(path);
+	while (d && (e = readdir(d))) {
+		char sub[DLT_PATH_MAX];
+
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+		rm_tree(sub);
+	}
+	if (d)
+		closedir(d);
+	rmdir(path);
+}
+
+/* tmpdir/name into out. */
+static void tmp_path(char *out, size_t len, const char *name)
+{
+	snprintf(out, len, "%s/%s", tmpdir, name);
+}
+
+static void put_be32(unsigned char *b, uint32_t v)
+{
+	b[0] = (unsigned char)(v >> 24);
+	b[1] = (unsigned char)(v >> 16);
+	b[2] = (unsigned char)(v >> 8);
+	b[3] = (unsigned char)v;
+}
+
+/* Writes a gzip file of len bytes. Returns 0, or -1. */
+static int write_gz(const char *path, const void *data, size_t len)
+{
+	gzFile gz = gzopen(path, "wb");
+
+	if (!gz)
+		return -1;
+	int n = gzwrite(gz, data, (unsigned)len);
+
+	return gzclose(gz) == Z_OK && (size_t)n == len ? 0 : -1;
+}
+
+/* An IDX3 file of count images of rows x cols; pixel i of image k is
+ * (k * 31 + i * 7) mod 256; declared says how many the header claims. */
+static int write_images(const char *path, uint32_t magic, int declared, int count,
+			int rows, int cols)
+{
+	size_t dim = (size_t)rows * cols, len = 16 + (size_t)count * dim;
+	unsigned char *b = malloc(len);
+	int rc;
+
+	put_be32(b, magic);
+	put_be32(b + 4, (uint32_t)declared);
+	put_be32(b + 8, (uint32_t)rows);
+	put_be32(b + 12, (uint32_t)cols);
+	for (int k = 0; k < count; k++)
+		for (size_t i = 0; i < dim; i++)
+			b[16 + k * dim + i] = (unsigned char)((k * 31 + (int)i * 7) % 256);
+	rc = write_gz(path, b, len);
+	free(b);
+	return rc;
+}
+
+/* An IDX1 file of count labels, label k = k % 10. */
+static int write_labels(const char *path, int count)
+{
+	unsigned char b[8 + 64];
+
+	put_be32(b, DLT_IDX_MAGIC_LABELS);
+	put_be32(b + 4, (uint32_t)count);
+	for (int k = 0; k < count; k++)
+		b[8 + k] = (unsigned char)(k % 10);
+	return write_gz(path, b, 8 + (size_t)count);
+}
+
+TEST(idx_loads_gzip_shard)
+{
+	char img[DLT_PATH_MAX], lab[DLT_PATH_MAX], err[DLT_ERR_MAX];
+	struct dlt_idx_header h;
+	struct dlt_dataset d;
+
+	tmp_path(img, sizeof img, "img.gz");
+	tmp_path(lab, sizeof lab, "lab.gz");
+	CHECK(write_images(img, DLT_IDX_MAGIC_IMAGES, 5, 5, 2, 3) == 0);
+	CHECK(write_labels(lab, 5) == 0);
+	CHECK(dlt_idx_probe(img, DLT_IDX_MAGIC_IMAGES, &h, err, sizeof err) == 0);
+	CHECK(h.count == 5 && h.rows == 2 && h.cols == 3);
+	CHECK_MSG(dlt_dataset_load(&d, img, lab, 1, 4, err, sizeof err) == 0, "%s", err);
+	CHECK(d.n == 3 && d.dim == 6);
+	for (int k = 0; k < 3; k++) {
+		CHECK(d.y[k] == k + 1);
+		for (int i = 0; i < 6; i++) {
+			float p = (float)(((k + 1) * 31 + i * 7) % 256) / 255.0f;
+			float want = (p - DLT_IDX_MEAN) / DLT_IDX_STD;
+
+			CHECK_MSG(fabsf(d.x[k * 6 + i] - want) < 1e-6f, "x[%d][%d] = %g, want %g",
+				  k, i, d.x[k * 6 + i], want);
+		}
+	}
+	uint32_t idx[2] = { 2, 0 };
+	float bx[12];
+	uint8_t by[2];
+
+	dlt_dataset_gather(&d, idx, 2, bx, by);
+	CHECK(by[0] == 3 && by[1] == 1);
+	CHECK(memcmp(bx, d.x + 12, 6 * sizeof(float)) == 0);
+	dlt_dataset_free(&d);
+	CHECK(dlt_dataset_load(&d, img, lab, 3, 6, err, sizeof err) == -EINVAL);
+}
+
+TEST(idx_rejects_bad_magic)
+{
+	char img[DLT_PATH_MAX], err[DLT_ERR_MAX] = "";
+	float *x;
+	int dim;
+
+	tmp_path(img, sizeof img, "magic.gz");
+	CHECK(write_images(img, 0x00000802u, 2, 2, 2, 2) == 0);
+	CHECK(dlt_idx_load_images(img, 0, 2, &x, &dim, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "bad magic 0x00000802") && strstr(err, img), "%s", err);
+	/* a labels file where images are expected */
+	CHECK(write_labels(img, 3) == 0);
+	CHECK(dlt_idx_load_images(img, 0, 1, &x, &dim, err, sizeof err) < 0);
+}
+
+TEST(idx_rejects_truncated_file)
+{
+	char img[DLT_PATH_MAX], err[DLT_ERR_MAX] = "";
+	struct stat st;
+	float *x;
+	int dim;
+
+	tmp_path(img, sizeof img, "short.gz");
+	/* header promises 10 images, data holds 4 */
+	CHECK(write_images(img, DLT_IDX_MAGIC_IMAGES, 10, 4, 4, 4) == 0);
+	CHECK(dlt_idx_load_images(img, 0, 4, &x, &dim, err, sizeof err) == 0);
+	free(x);
+	CHECK(dlt_idx_load_images(img, 2, 10, &x, &dim, err, sizeof err) == -EIO);
+	CHECK_MSG(strstr(err, "truncated"), "%s", err);
+	/* a gzip stream cut in the middle */
+	CHECK(write_images(img, DLT_IDX_MAGIC_IMAGES, 400, 400, 16, 16) == 0);
+	CHECK(stat(img, &st) == 0 && truncate(img, st.st_size / 2) == 0);
+	err[0] = '\0';
+	CHECK(dlt_idx_load_images(img, 0, 400, &x, &dim, err, sizeof err) == -EIO);
+	CHECK_MSG(strstr(err, "truncated"), "%s", err);
+	/* missing file */
+	tmp_path(img, sizeof img, "absent.gz");
+	CHECK(dlt_idx_load_images(img, 0, 1, &x, &dim, err, sizeof err) == -ENOENT);
+	CHECK_MSG(strstr(err, "cannot open \"") && strstr(err, "No such file"), "%s", err);
+}
+
+/* Random data for the model tests: x ~ N(0,1), labels mod classes. */
+static void fill_batch(float *x, uint8_t *y, int n, int dim, int classes, uint64_t seed)
+{
+	struct dlt_rng r;
+
+	dlt_rng_seed(&r, seed, 1, 2);
+	for (int i = 0; i < n * dim; i++)
+		x[i] = (float)dlt_rng_normal(&r);
+	for (int i = 0; i < n; i++)
+		y[i] = (uint8_t)dlt_rng_below(&r, (uint64_t)classes);
+}
+
+TEST(mlp_backward_matches_finite_differences)
+{
+	enum { IN = 6, C = 3, N = 4 };
+	const int hidden[2] = { 5, 4 };
+	char err[DLT_ERR_MAX];
+	struct dlt_mlp m;
+	struct dlt_rng r;
+	float x[N * IN], *p, *g;
+	uint8_t y[N];
+	int checked = 0;
+
+	CHECK(dlt_mlp_create(&m, IN, hidden, 2, C, N, err, sizeof err) == 0);
+	CHECK(m.nparams == (size_t)(6 * 5 + 5 + 5 * 4 + 4 + 4 * 3 + 3));
+	p = malloc(m.nparams * sizeof *p);
+	g = malloc(m.nparams * sizeof *g);
+	dlt_mlp_init_params(&m, p, 7);
+	dlt_rng_seed(&r, 99, 0, 0);
+	for (int l = 1; l <= m.nlayers; l++)   /* nonzero biases, so theirs are tested too */
+		for (int j = 0; j < m.width[l]; j++)
+			p[m.b_off[l] + j] = (float)(0.1 * dlt_rng_normal(&r));
+	fill_batch(x, y, N, IN, C, 3);
+
+	double loss = 0;
+	long hits = 0;
+
+	dlt_mlp_train_batch(&m, p, x, y, N, 1.0f, g, &loss, &hits);
+	for (size_t i = 0; i < m.nparams; i++) {
+		const float eps = 1e-2f;
+		float keep = p[i];
+		double lp = 0, lm = 0;
+		long h = 0;
+
+		p[i] = keep + eps;
+		dlt_mlp_eval_batch(&m, p, x, y, N, &lp, &h);
+		p[i] = keep - eps;
+		dlt_mlp_eval_batch(&m, p, x, y, N, &lm, &h);
+		p[i] = keep;
+		double num = (lp - lm) / (2.0 * eps) / N;   /* of the mean loss */
+		double ana = g[i];
+		double big = fmax(fabs(num), fabs(ana));
+
+		if (big < 1e-3)
+			continue;   /* too small for a float relative error */
+		CHECK_MSG(fabs(num - ana) / big < 1e-2, "param %zu: analytic %g, numeric %g",
+			  i, ana, num);
+		checked++;
+	}
+	CHECK_MSG(checked > 40, "only %d entries large enough to check", checked);
+	free(p);
+	free(g);
+	dlt_mlp_destroy(&m);
+}
+
+TEST(mlp_init_depends_only_on_seed)
+{
+	const int hidden[2] = { 32, 16 };
+	char err[DLT_ERR_MAX];
+	struct dlt_mlp m;
+	float *a, *b, *c;
+
+	CHECK(dlt_mlp_create(&m, 50, hidden, 2, 10, 8, err, sizeof err) == 0);
+	a = malloc(m.nparams * sizeof *a);
+	b = malloc(m.nparams * sizeof *b);
+	c = malloc(m.nparams * sizeof *c);
+	dlt_mlp_init_params(&m, a, 42);
+	dlt_mlp_init_params(&m, b, 42);
+	dlt_mlp_init_params(&m, c, 43);
+	CHECK(memcmp(a, b, m.nparams * sizeof *a) == 0);
+	CHECK(memcmp(a, c, m.nparams * sizeof *a) != 0);
+
+	/* He-normal: layer 1 weights have variance near 2 / 50, biases 0 */
+	double s2 = 0;
+	size_t nw = 32 * 50;
+
+	for (size_t i = 0; i < nw; i++)
+		s2 += (double)a[m.w_off[1] + i] * a[m.w_off[1] + i];
+	CHECK_MSG(fabs(s2 / nw - 2.0 / 50) < 0.2 * 2.0 / 50, "variance %g", s2 / nw);
+	for (int j = 0; j < 32; j++)
+		CHECK(a[m.b_off[1] + j] == 0.0f);
+	free(a);
+	free(b);
+	free(c);
+	dlt_mlp_destroy(&m);
+}
+
+TEST(sgd_momentum_matches_hand_computation)
+{
+	const struct dlt_sgd o = { .lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f };
+	float w[2] = { 1.0f, -2.0f }, v[2] = { 0.5f, 0.0f }, g[2] = { 0.1f, 0.2f };
+
+	/* g = [0.11, 0.18]; v = [0.45 + 0.11, 0.18]; w = [1 - 0.056, -2 - 0.018] */
+	dlt_sgd_step(&o, w, v, g, 2);
+	CHECK(fabsf(v[0] - 0.56f) < 1e-6f && fabsf(v[1] - 0.18f) < 1e-6f);
+	CHECK(fabsf(w[0] - 0.944f) < 1e-6f && fabsf(w[1] + 2.018f) < 1e-6f);
+	/* zero gradient: only decay and momentum move w */
+	g[0] = g[1] = 0.0f;
+	dlt_sgd_step(&o, w, v, g, 2);
+	CHECK(fabsf(v[0] - 0.51344f) < 1e-6f && fabsf(v[1] - 0.14182f) < 1e-6f);
+	CHECK(fabsf(w[0] - 0.892656f) < 1e-6f && fabsf(w[1] + 2.032182f) < 1e-6f);
+}
+
+TEST(weighted_partial_gradients_sum_to_full_batch)
+{
+	enum { IN = 20, C = 4, N = 8, NA = 3 };   /* unequal parts: 3 + 5 */
+	const int hidden[1] = { 12 };
+	char err[DLT_ERR_MAX];
+	struct dlt_mlp m;
+	float x[N * IN], *p, *full, *ga, *gb;
+	uint8_t y[N];
+	double lf = 0, la = 0;
+	long hf = 0, ha = 0;
+
+	CHECK(dlt_mlp_create(&m, IN, hidden, 1, C, N, err, sizeof err) == 0);
+	p = malloc(m.nparams * sizeof *p);
+	full = malloc(m.nparams * sizeof *p);
+	ga = malloc(m.nparams * sizeof *p);
+	gb = malloc(m.nparams * sizeof *p);
+	dlt_mlp_init_params(&m, p, 5);
+	fill_batch(x, y, N, IN, C, 11);
+
+	dlt_mlp_train_batch(&m, p, x, y, N, 1.0f, full, &lf, &hf);
+	dlt_mlp_train_batch(&m, p, x, y, NA, (float)NA / N, ga, &la, &ha);
+	dlt_mlp_train_batch(&m, p, x + NA * IN, y + NA, N - NA, (float)(N - NA) / N,
+			    gb, &la, &ha);
+	CHECK(fabs(la - lf) < 1e-5 * fabs(lf) && ha == hf);
+	for (size_t i = 0; i < m.nparams; i++) {
+		float sum = ga[i] + gb[i];
+
+		CHECK_MSG(fabsf(sum - full[i]) <= 1e-5f + 1e-4f * fabsf(full[i]),
+			  "param %zu: parts %g, full %g", i, sum, full[i]);
+	}
+	free(p);
+	free(full);
+	free(ga);
+	free(gb);
+	dlt_mlp_destroy(&m);
+}
+
+/* Fills a checkpoint's arrays and metadata with recognisable values. */
+static void sample_ckpt(struct dlt_ckpt_meta *m, float *p, float *v, size_t n)
+{
+	memset(m, 0, sizeof *m);
+	m->nparams = n;
+	m->step = 500;
+	m->epoch = 3;
+	m->seed = 0x123456789abcdefULL;
+	m->elapsed_s = 12.5;
+	m->train_s = 10.25;
+	m->epoch_loss_sum = 33.0;
+	m->epoch_steps = 100;
+	m->test_loss = 0.4;
+	m->test_acc = 0.87;
+	m->eval_step = 468;
+	for (size_t i = 0; i < n; i++) {
+		p[i] = (float)i * 0.5f - 3.0f;
+		v[i] = -(float)i;
+	}
+}
+
+TEST(ckpt_round_trip)
+{
+	enum { N = 1000 };
+	char path[DLT_PATH_MAX], err[DLT_ERR_MAX];
+	struct dlt_ckpt_meta m, r;
+	static float p[N], v[N], p2[N], v2[N];
+
+	tmp_path(path, sizeof path, "rt.ckpt");
+	sample_ckpt(&m, p, v, N);
+	CHECK_MSG(dlt_ckpt_write(path, &m, p, v, err, sizeof err) == 0, "%s", err);
+	CHECK_MSG(dlt_ckpt_read(path, &r, N, p2, v2, err, sizeof err) == 0, "%s", err);
+	CHECK(memcmp(p, p2, sizeof p) == 0 && memcmp(v, v2, sizeof v) == 0);
+	CHECK(r.nparams == N && r.step == 500 && r.epoch == 3 && r.seed == m.seed);
+	CHECK(r.elapsed_s == 12.5 && r.train_s == 10.25 && r.epoch_loss_sum == 33.0);
+	CHECK(r.epoch_steps == 100 && r.test_loss == 0.4 && r.test_acc == 0.87);
+	CHECK(r.eval_step == 468);
+	/* another model size is refused by name */
+	CHECK(dlt_ckpt_read(path, &r, N + 1, p2, v2, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "1000 parameters") && strstr(err, "1001"), "%s", err);
+}
+
+TEST(ckpt_rejects_corrupt_files)
+{
+	enum { N = 64 };
+	char path[DLT_PATH_MAX], err[DLT_ERR_MAX];
+	struct dlt_ckpt_meta m, r;
+	float p[N], v[N], p2[N], v2[N];
+	unsigned char byte;
+	int fd;
+
+	tmp_path(path, sizeof path, "bad.ckpt");
+	sample_ckpt(&m, p, v, N);
+	CHECK(dlt_ckpt_write(path, &m, p, v, err, sizeof err) == 0);
+	/* one flipped payload bit */
+	fd = open(path, O_RDWR);
+	CHECK(fd >= 0);
+	CHECK(pread(fd, &byte, 1, DLT_CKPT_HEADER + 37) == 1);
+	byte ^= 0x10;
+	CHECK(pwrite(fd, &byte, 1, DLT_CKPT_HEADER + 37) == 1);
+	close(fd);
+	CHECK(dlt_ckpt_read(path, &r, N, p2, v2, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "checksum mismatch"), "%s", err);
+	/* truncated */
+	CHECK(dlt_ckpt_write(path, &m, p, v, err, sizeof err) == 0);
+	CHECK(truncate(path, DLT_CKPT_HEADER + 100) == 0);
+	CHECK(dlt_ckpt_read(path, &r, N, p2, v2, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "truncated"), "%s", err);
+	/* not a checkpoint at all */
+	CHECK(dlt_write_atomic_str(path, "hello, world\n", err, sizeof err) == 0);
+	CHECK(dlt_ckpt_read(path, &r, N, p2, v2, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "not a dlh-train checkpoint"), "%s", err);
+}
+
+TEST(ckpt_save_updates_latest_and_keeps_three)
+{
+	enum { N = 16 };
+	char dir[DLT_PATH_MAX], name[DLT_CKPT_NAME_MAX], err[DLT_ERR_MAX];
+	char path[DLT_PATH_MAX + DLT_CKPT_NAME_MAX];
+	struct dlt_ckpt_meta m;
+	float p[N], v[N];
+
+	tmp_path(dir, sizeof dir, "job/checkpoints");
+	CHECK_MSG(dlt_mkdirs(dir, err, sizeof err) == 0, "%s", err);
+	CHECK(dlt_ckpt_latest(dir, name, sizeof name, err, sizeof err) == -ENOENT);
+	sample_ckpt(&m, p, v, N);
+	for (uint64_t s = 100; s <= 500; s += 100) {
+		CHECK(dlt_ckpt_step_name(s, name, sizeof name) == 0);
+		m.step = s;
+		CHECK_MSG(dlt_ckpt_save(dir, name, &m, p, v, err, sizeof err) == 0, "%s", err);
+	}
+	CHECK(dlt_ckpt_latest(dir, name, sizeof name, err, sizeof err) == 0);
+	CHECK_MSG(strcmp(name, "step-00000500.ckpt") == 0, "latest is %s", name);
+	for (int s = 100; s <= 500; s += 100) {
+		snprintf(path, sizeof path, "%s/step-%08d.ckpt", dir, s);
+		CHECK_MSG((access(path, F_OK) == 0) == (s >= 300), "%s", path);
+	}
+	CHECK(dlt_ckpt_save(dir, DLT_CKPT_FINAL, &m, p, v, err, sizeof err) == 0);
+	CHECK(dlt_ckpt_latest(dir, name, sizeof name, err, sizeof err) == 0);
+	CHECK(strcmp(name, DLT_CKPT_FINAL) == 0);
+}
+
+/* Reads a whole small file into buf. Returns its length, or -1. */
+static long slurp(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n >= 0)
+		buf[n] = '\0';
+	return n;
+}
+
+TEST(metrics_resume_cuts_rows_after_checkpoint)
+{
+	char dir[DLT_PATH_MAX], path[DLT_PATH_MAX], err[DLT_ERR_MAX], buf[4096];
+	int fd;
+
+	tmp_path(dir, sizeof dir, "metrics");
+	CHECK(dlt_mkdirs(dir, err, sizeof err) == 0);
+	CHECK_MSG(dlt_metrics_open(dir, 0, &fd, err, sizeof err) == 0, "%s", err);
+	for (long s = 1; s <= 4; s++)
+		CHECK(dlt_metrics_train(fd, s, 1, 0.5 * s, 2.0 / s, 0.25, 0.1, 1000.0) == 0);
+	CHECK(dlt_metrics_eval(fd, 4, 1, 2.5, 0.75, 0.5) == 0);
+	CHECK(dlt_metrics_train(fd, 5, 2, 3.0, 0.4, 0.5, 0.1, 1000.0) == 0);
+	CHECK(write(fd, "train,6,2,3.5", 13) == 13);   /* a half-written row */
+	close(fd);
+
+	CHECK(dlt_metrics_open(dir, 4, &fd, err, sizeof err) == 0);
+	close(fd);
+	snprintf(path, sizeof path, "%s/%s", dir, DLT_METRICS_FILE);
+	CHECK(slurp(path, buf, sizeof buf) > 0);
+	CHECK_MSG(strcmp(buf, DLT_METRICS_HEADER
+			 "train,1,1,0.500,2,0.25,0.1,1000.0\n"
+			 "train,2,1,1.000,1,0.25,0.1,1000.0\n"
+			 "train,3,1,1.500,0.666667,0.25,0.1,1000.0\n"
+			 "train,4,1,2.000,0.5,0.25,0.1,1000.0\n"
+			 "eval,4,1,2.500,0.75,0.5,,\n") == 0, "got:\n%s", buf);
+	/* a fresh start keeps only the header */
+	CHECK(dlt_metrics_open(dir, 0, &fd, err, sizeof err) == 0);
+	close(fd);
+	CHECK(slurp(path, buf, sizeof buf) > 0 && strcmp(buf, DLT_METRICS_HEADER) == 0);
+}
+
+TEST(run_files_are_key_value_lines)
+{
+	char dir[DLT_PATH_MAX], path[DLT_PATH_MAX], err[DLT_ERR_MAX], buf[1024];
+	const int batch[2] = { 33, 32 };
+	const struct dlt_runinfo ri = {
+		.ranks = 2, .batch = batch, .train_samples = 60000, .test_samples = 10000,
+		.steps_per_epoch = 909, .total_steps = 9090, .params = 247766, .start_step = 0,
+	};
+	const struct dlt_result res = {
+		.test_accuracy = 0.8876, .test_loss = 0.3125, .train_loss = 0.25, .epochs = 10,
+		.steps = 9090, .samples_per_s = 41234.5, .train_time_s = 20.5,
+		.model = "checkpoints/final.ckpt",
+	};
+
+	tmp_path(dir, sizeof dir, "files");
+	CHECK(dlt_mkdirs(dir, err, sizeof err) == 0);
+	CHECK_MSG(dlt_runinfo_write(dir, &ri, err, sizeof err) == 0, "%s", err);
+	snprintf(path, sizeof path, "%s/%s", dir, DLT_RUNINFO_FILE);
+	CHECK(slurp(path, buf, sizeof buf) > 0);
+	CHECK_MSG(strcmp(buf, "ranks=2\nbatch_per_rank=33,32\ntrain_samples=60000\n"
+			 "test_samples=10000\nsteps_per_epoch=909\ntotal_steps=9090\n"
+			 "params=247766\nstart_step=0\n") == 0, "got:\n%s", buf);
+	CHECK(dlt_result_write(dir, &res, err, sizeof err) == 0);
+	snprintf(path, sizeof path, "%s/%s", dir, DLT_RESULT_FILE);
+	CHECK(slurp(path, buf, sizeof buf) > 0);
+	CHECK_MSG(strcmp(buf, "test_accuracy=0.8876\ntest_loss=0.3125\ntrain_loss=0.25\n"
+			 "epochs=10\nsteps=9090\nsamples_per_s=41234.5\ntrain_time_s=20.500\n"
+			 "model=checkpoints/final.ckpt\n") == 0, "got:\n%s", buf);
+	snprintf(path, sizeof path, "%s/.%s.tmp", dir, DLT_RESULT_FILE);
+	CHECK(access(path, F_OK) < 0);
+}
+
+TEST(plan_splits_batch_and_shards)
+{
+	static struct dlt_plan p;
+	char err[DLT_ERR_MAX];
+	long lo, hi;
+
+	CHECK(dlt_plan_make(&p, 60000, 10000, 2, 65, 3, err, sizeof err) == 0);
+	CHECK(p.batch[0] == 33 && p.batch[1] == 32 && p.global_batch == 65);
+	CHECK(p.steps_per_epoch == 30000 / 33 && p.total_steps == 3 * (30000 / 33));
+	dlt_plan_shard(10, 3, 0, &lo, &hi);
+	CHECK(lo == 0 && hi == 3);
+	dlt_plan_shard(10, 3, 2, &lo, &hi);
+	CHECK(lo == 6 && hi == 10);
+	/* the smallest shard decides: 10 over 3 = 3,3,4 with batch 2,1,1 */
+	CHECK(dlt_plan_make(&p, 10, 10, 3, 4, 1, err, sizeof err) == 0);
+	CHECK(p.steps_per_epoch == 1);
+	CHECK(dlt_plan_make(&p, 10, 10, 2, 1, 1, err, sizeof err) == -EINVAL);
+	CHECK(dlt_plan_make(&p, 10, 10, 2, 12, 1, err, sizeof err) == -EINVAL);
+}
+
+TEST(opts_parse_and_reject)
+{
+	char *good[] = { "dlh-train", "--job-dir", "/j", "--train-images", "a",
+		"--train-labels", "b", "--test-images", "c", "--test-labels", "d",
+		"--layers", "256,128,100", "--epochs", "5", "--batch=64", "--lr", "0.05",
+		"--momentum", "0.9", "--weight-decay", "0", "--seed", "18446744073709551615",
+		"--checkpoint-every", "0", "--train-limit", "4000" };
+	int ngood = (int)(sizeof good / sizeof good[0]);
+	char err[DLT_ERR_MAX];
+	struct dlt_opts o;
+
+	CHECK_MSG(dlt_opts_parse(ngood, good, &o, err, sizeof err) == 0, "%s", err);
+	CHECK(strcmp(o.job_dir, "/j") == 0 && o.nhidden == 3 && o.hidden[2] == 100);
+	CHECK(o.epochs == 5 && o.batch == 64 && o.lr == 0.05 && o.momentum == 0.9);
+	CHECK(o.seed == UINT64_MAX && o.train_limit == 4000 && o.test_limit == 0);
+
+	char *help[] = { "dlh-train", "--help" };
+	CHECK(dlt_opts_parse(2, help, &o, err, sizeof err) == 1);
+	char *unknown[] = { "dlh-train", "--bogus", "1" };
+	CHECK(dlt_opts_parse(3, unknown, &o, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "unknown option \"--bogus\""), "%s", err);
+	good[15] = "--batch=6x4";
+	CHECK(dlt_opts_parse(ngood, good, &o, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "--batch \"6x4\""), "%s", err);
+	good[15] = "--batch=64";
+	good[21] = "1.5";   /* --weight-decay out of range */
+	CHECK(dlt_opts_parse(ngood, good, &o, err, sizeof err) == -EINVAL);
+	good[21] = "0";
+	good[12] = "256,,100";
+	CHECK(dlt_opts_parse(ngood, good, &o, err, sizeof err) == -EINVAL);
+	good[12] = "256,128,100";
+	CHECK(dlt_opts_parse(ngood - 2, good, &o, err, sizeof err) == 0);
+	CHECK(dlt_opts_parse(3, good, &o, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "missing option"), "%s", err);
+}
+
+TEST(rng_permutation_is_deterministic)
+{
+	enum { N = 1000 };
+	static uint32_t a[N], b[N], c[N];
+	static unsigned char seen[N];
+	struct dlt_rng r;
+
+	dlt_rng_seed(&r, 1, 2, 0);
+	dlt_rng_permutation(&r, a, N);
+	dlt_rng_seed(&r, 1, 2, 0);
+	dlt_rng_permutation(&r, b, N);
+	dlt_rng_seed(&r, 1, 2, 1);   /* another rank */
+	dlt_rng_permutation(&r, c, N);
+	CHECK(memcmp(a, b, sizeof a) == 0 && memcmp(a, c, sizeof a) != 0);
+	for (int i = 0; i < N; i++) {
+		CHECK(a[i] < N && !seen[a[i]]);
+		seen[a[i]] = 1;
+	}
+}
+
+int main(void)
+{
+	strcpy(tmpdir, TMP_TEMPLATE);
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	RUN(idx_loads_gzip_shard);
+	RUN(idx_rejects_bad_magic);
+	RUN(idx_rejects_truncated_file);
+	RUN(mlp_backward_matches_finite_differences);
+	RUN(mlp_init_depends_only_on_seed);
+	RUN(sgd_momentum_matches_hand_computation);
+	RUN(weighted_partial_gradients_sum_to_full_batch);
+	RUN(ckpt_round_trip);
+	RUN(ckpt_rejects_corrupt_files);
+	RUN(ckpt_save_updates_latest_and_keeps_three);
+	RUN(metrics_resume_cuts_rows_after_checkpoint);
+	RUN(run_files_are_key_value_lines);
+	RUN(plan_splits_batch_and_shards);
+	RUN(opts_parse_and_reject);
+	RUN(rng_permutation_is_deterministic);
+	rm_tree(tmpdir);
+	return CHECK_EXIT();
+}
