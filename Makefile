@@ -119,7 +119,10 @@ check: all
 asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" check
 
-bench: all
+$(BUILD)/bench-launch: bench/launch.c $(LIBENGINE)
+	$(CC) $(BASE_CFLAGS) $(BASE_LDFLAGS) -o $@ $^ -lpthread
+
+bench: all $(BUILD)/bench-launch
 	bench/run $(BUILD)
 
 example: all

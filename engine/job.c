@@ -98,7 +98,7 @@ int dlh_job_load(struct dlh_job *j, const char *dir)
 	if (rc)
 		return rc;
 	char err[DLH_ERR_MAX];
-	rc = dlh_spec_parse(spec, speclen, &j->spec, err, sizeof err);
+	rc = dlh_spec_parse_flags(spec, speclen, &j->spec, err, sizeof err, DLH_SPEC_STORED);
 	free(spec);
 	return rc ? -EINVAL : 0;
 }

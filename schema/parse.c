@@ -278,11 +278,17 @@ static void check_cross(struct ctx *c)
 				   s->train_limit, s->batch_size);
 }
 
+int dlh_spec_parse(const char *text, size_t len, struct dlh_spec *s,
+		   char *err, size_t errlen)
+{
+	return dlh_spec_parse_flags(text, len, s, err, errlen, 0);
+}
+
 /* See spec.h. Parses into a private copy (defaults first), so *s changes
  * only on success. Returns 0, -EINVAL, -EFBIG, or -ENOMEM when the parse
  * state cannot be allocated. */
-int dlh_spec_parse(const char *text, size_t len, struct dlh_spec *s,
-		   char *err, size_t errlen)
+int dlh_spec_parse_flags(const char *text, size_t len, struct dlh_spec *s,
+			 char *err, size_t errlen, unsigned flags)
 {
 	if (err && errlen)
 		err[0] = '\0';
@@ -322,7 +328,8 @@ int dlh_spec_parse(const char *text, size_t len, struct dlh_spec *s,
 		dlh_spec_error_add(&c->errs, 0, "empty spec (nothing to run)");
 		goto out;
 	}
-	check_paths(c);
+	if (!(flags & DLH_SPEC_STORED))
+		check_paths(c);
 	check_cross(c);
 	if (c->errs.n == 0 && c->errs.dropped == 0) {
 		*s = c->spec;

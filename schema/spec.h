@@ -70,6 +70,14 @@ void dlh_spec_defaults(struct dlh_spec *s);
 int dlh_spec_parse(const char *text, size_t len, struct dlh_spec *s,
 		   char *err, size_t errlen);
 
+/* Flags of dlh_spec_parse_flags. */
+#define DLH_SPEC_STORED 0x1  /* a spec accepted earlier: skip the data-file checks */
+
+/* dlh_spec_parse with flags; DLH_SPEC_STORED reloads a job whose data
+ * files may have gone since it ran. */
+int dlh_spec_parse_flags(const char *text, size_t len, struct dlh_spec *s,
+			 char *err, size_t errlen, unsigned flags);
+
 /* Writes s as normalized INI text (every key, defaults included) into buf.
  * Parsing that text gives back an equal spec. Returns the length written
  * (without the NUL), or -ENOSPC when len is too small. */

@@ -326,26 +326,69 @@ static void end_epoch(struct run *R, long step, int epoch, double ep_samples, do
 		loss, acc, ep_time > 0 ? ep_samples / ep_time : 0.0, t);
 }
 
-/* The training loop, from the step after R->st.step to the last. */
+/* samples/s over a moving window of the last DLT_RATE_WINDOW steps,
+ * counting step time only (no evaluation or checkpoint time). */
+struct rate {
+	double dt[DLT_RATE_WINDOW];   /* durations of the last steps, a ring */
+	long n;                       /* steps pushed so far */
+};
+
+/* Adds a step of dt seconds that trained batch samples. Returns samples/s
+ * over the window. */
+static double rate_push(struct rate *w, double dt, int batch)
+{
+	long k = w->n < DLT_RATE_WINDOW ? w->n + 1 : DLT_RATE_WINDOW;
+	double sum = 0.0;
+
+	w->dt[w->n++ % DLT_RATE_WINDOW] = dt;
+	for (long i = 0; i < k; i++)
+		sum += w->dt[i];
+	return sum > 0.0 ? (double)k * batch / sum : 0.0;
+}
+
+/* One synchronous data-parallel step on local batch k of the epoch's
+ * order: forward and backward, ONE allreduce of gradients + loss sum +
+ * correct count, SGD. Sets *loss and *acc to the global batch's mean loss
+ * and accuracy. Returns the seconds it took. */
+static double step_once(struct run *R, long k, const struct dlt_sgd *sgd,
+			double *loss, double *acc)
+{
+	const int b = R->plan.batch[R->rank], global = R->plan.global_batch;
+	const size_t np = R->mlp.nparams;
+	double t0 = now(), loss_sum = 0.0;
+	long correct = 0;
+
+	dlt_dataset_gather(&R->train, R->perm + (size_t)k * (size_t)b, b, R->bx, R->by);
+	/* weight b / global: the sum over ranks is the global batch's mean gradient */
+	dlt_mlp_train_batch(&R->mlp, R->params, R->bx, R->by, b, (float)b / (float)global,
+			    R->grads, &loss_sum, &correct);
+	R->grads[np] = (float)loss_sum;
+	R->grads[np + 1] = (float)correct;
+	MPI_Allreduce(MPI_IN_PLACE, R->grads, (int)(np + 2), MPI_FLOAT, MPI_SUM,
+		      MPI_COMM_WORLD);
+	dlt_sgd_step(sgd, R->params, R->mom, R->grads, np);
+	*loss = R->grads[np] / (double)global;
+	*acc = R->grads[np + 1] / (double)global;
+	return now() - t0;
+}
+
+/* The training loop, from the step after R->st.step to the last; dies
+ * when the loss stops being finite or a file cannot be written. */
 static void train(struct run *R)
 {
 	const struct dlt_plan *p = &R->plan;
 	const long spe = p->steps_per_epoch;
-	const int b = p->batch[R->rank];
-	const float weight = (float)b / (float)p->global_batch;
-	const size_t np = R->mlp.nparams;
 	const struct dlt_sgd sgd = {
 		.lr = (float)R->o.lr, .momentum = (float)R->o.momentum,
 		.weight_decay = (float)R->o.weight_decay,
 	};
-	double win[DLT_RATE_WINDOW] = { 0 };   /* durations of the last steps */
-	double win_sum = 0.0, ep_time = 0.0, ep_samples = 0.0;
-	long perm_epoch = -1, nwin = 0;
+	struct rate rate = { .n = 0 };
+	double ep_time = 0.0, ep_samples = 0.0;
+	long perm_epoch = -1;
 
 	for (long step = (long)R->st.step + 1; step <= p->total_steps; step++) {
 		long e0 = (step - 1) / spe, k = (step - 1) % spe;
-		double loss_sum = 0.0, t0, dt, loss, acc;
-		long correct = 0;
+		double dt, loss, acc;
 
 		if (e0 != perm_epoch) {   /* the same order after a resume */
 			struct dlt_rng rng;
@@ -358,19 +401,7 @@ static void train(struct run *R)
 			R->st.epoch_loss_sum = 0.0;
 			R->st.epoch_steps = 0;
 		}
-		t0 = now();
-		dlt_dataset_gather(&R->train, R->perm + (size_t)k * (size_t)b, b, R->bx, R->by);
-		dlt_mlp_train_batch(&R->mlp, R->params, R->bx, R->by, b, weight,
-				    R->grads, &loss_sum, &correct);
-		R->grads[np] = (float)loss_sum;
-		R->grads[np + 1] = (float)correct;
-		MPI_Allreduce(MPI_IN_PLACE, R->grads, (int)(np + 2), MPI_FLOAT, MPI_SUM,
-			      MPI_COMM_WORLD);
-		dlt_sgd_step(&sgd, R->params, R->mom, R->grads, np);
-		dt = now() - t0;
-
-		loss = R->grads[np] / (double)p->global_batch;
-		acc = R->grads[np + 1] / (double)p->global_batch;
+		dt = step_once(R, k, &sgd, &loss, &acc);
 		if (!isfinite(loss))
 			die("training diverged: loss %g at step %ld (try a smaller --lr)", loss, step);
 		R->st.step = (uint64_t)step;
@@ -380,20 +411,10 @@ static void train(struct run *R)
 		R->st.epoch_steps++;
 		ep_time = k == 0 ? dt : ep_time + dt;
 		ep_samples = k == 0 ? p->global_batch : ep_samples + p->global_batch;
-
-		if (R->rank == 0) {
-			/* samples/s over a moving window of the last DLT_RATE_WINDOW
-			 * steps (step time only: no evaluation or checkpoint time) */
-			win_sum += dt - win[nwin % DLT_RATE_WINDOW];
-			win[nwin % DLT_RATE_WINDOW] = dt;
-			nwin++;
-			long w = nwin < DLT_RATE_WINDOW ? nwin : DLT_RATE_WINDOW;
-			double rate = win_sum > 0 ? (double)w * p->global_batch / win_sum : 0.0;
-
+		if (R->rank == 0)
 			append_check(R, dlt_metrics_train(R->mfd, step, (int)e0 + 1,
-							  now() - R->t_origin, loss, acc,
-							  R->o.lr, rate));
-		}
+					 now() - R->t_origin, loss, acc, R->o.lr,
+					 rate_push(&rate, dt, p->global_batch)));
 		/* evaluation comes before the checkpoint of the same step, so a
 		 * checkpoint at an epoch end always has its eval row on disk */
 		if (k == spe - 1)

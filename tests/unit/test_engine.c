@@ -1,0 +1,429 @@
+/* test_engine.c - the engine without a mount: records, plans, metrics, processes, jobs */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "engine/job.h"
+#include "engine/launch.h"
+#include "engine/metrics.h"
+#include "engine/plan.h"
+#include "engine/proc.h"
+#include "engine/util.h"
+#include "tests/unit/check.h"
+
+static char tmp_root[256];
+
+/* A fresh directory under the test's temp root. */
+static void fresh_dir(char *out, size_t len, const char *name)
+{
+	snprintf(out, len, "%s/%s", tmp_root, name);
+	dlh_mkdir_p(out, 0755);
+}
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	if (f) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+static const char slice_spec[] =
+	"[data]\ntrain_limit = 256\ntest_limit = 256\n[train]\nepochs = 1\n[resources]\nranks = 1\n";
+
+TEST(atomic_write_replaces_whole_file)
+{
+	char dir[512], path[600], *text;
+	fresh_dir(dir, sizeof dir, "atomic");
+	snprintf(path, sizeof path, "%s/f", dir);
+	CHECK(dlh_write_atomic(path, "first version\n", 14) == 0);
+	CHECK(dlh_write_atomic(path, "2\n", 2) == 0);
+	CHECK(dlh_read_file(path, 100, &text, NULL) == 0);
+	CHECK(strcmp(text, "2\n") == 0);
+	free(text);
+	char tmp[700];
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	CHECK(access(tmp, F_OK) != 0);
+}
+
+TEST(read_file_refuses_over_max)
+{
+	char dir[512], path[600], *text = NULL;
+	fresh_dir(dir, sizeof dir, "readmax");
+	snprintf(path, sizeof path, "%s/f", dir);
+	write_text(path, "0123456789");
+	CHECK(dlh_read_file(path, 9, &text, NULL) == -EFBIG);
+	CHECK(dlh_read_file(path, 10, &text, NULL) == 0);
+	free(text);
+	CHECK(dlh_read_file("/nonexistent/x", 10, &text, NULL) == -ENOENT);
+}
+
+TEST(kv_get_finds_exact_keys)
+{
+	char v[32];
+	const char *t = "steps=10\nsteps_per_epoch=5\nname=a b\n";
+	CHECK(dlh_kv_get(t, "steps_per_epoch", v, sizeof v) == 0 && !strcmp(v, "5"));
+	CHECK(dlh_kv_get(t, "steps", v, sizeof v) == 0 && !strcmp(v, "10"));
+	CHECK(dlh_kv_get(t, "name", v, sizeof v) == 0 && !strcmp(v, "a b"));
+	CHECK(dlh_kv_get(t, "step", v, sizeof v) == -ENOENT);
+}
+
+TEST(duration_formats)
+{
+	char b[32];
+	dlh_duration(41, b, sizeof b);
+	CHECK(!strcmp(b, "0:41"));
+	dlh_duration(3725, b, sizeof b);
+	CHECK(!strcmp(b, "1:02:05"));
+	dlh_duration(-3, b, sizeof b);
+	CHECK(!strcmp(b, "0:00"));
+}
+
+static struct dlh_spec parsed(const char *text)
+{
+	struct dlh_spec s;
+	char err[DLH_ERR_MAX];
+	if (dlh_spec_parse(text, strlen(text), &s, err, sizeof err))
+		dlh_spec_defaults(&s);
+	return s;
+}
+
+static const struct dlh_tools tools = { "/usr/bin/mpirun", "/opt/dlh-train" };
+
+TEST(plan_splits_batch_with_remainder_first)
+{
+	struct dlh_pool pool = { .node = { "n1", 4, 0, "", 0 } };
+	struct dlh_spec s = parsed("[train]\nbatch_size = 10\n[resources]\nranks = 4\n");
+	struct dlh_plan *p = malloc(sizeof *p);
+	char err[256];
+	CHECK(dlh_plan_make(&s, &pool, &tools, "/st/jobs/1", p, err, sizeof err) == 0);
+	CHECK_MSG(p->ranks == 4 && p->batch[0] == 3 && p->batch[1] == 3 && p->batch[2] == 2 &&
+		  p->batch[3] == 2, "batches %d %d %d %d", p->batch[0], p->batch[1], p->batch[2], p->batch[3]);
+	free(p);
+}
+
+TEST(plan_auto_ranks_take_every_slot)
+{
+	struct dlh_pool pool = { .node = { "n1", 3, 0, "", 0 } };
+	struct dlh_spec s = parsed("[train]\nbatch_size = 64\n");
+	CHECK(s.ranks == 0);
+	CHECK(dlh_plan_slots(&s, &pool) == 3);
+	s.batch_size = 2;
+	CHECK(dlh_plan_slots(&s, &pool) == 2);
+}
+
+TEST(plan_refuses_more_ranks_than_slots_and_missing_gpus)
+{
+	struct dlh_pool pool = { .node = { "n1", 2, 0, "", 0 } };
+	struct dlh_plan *p = malloc(sizeof *p);
+	char err[256];
+	struct dlh_spec s = parsed("[resources]\nranks = 3\n");
+	CHECK(dlh_plan_make(&s, &pool, &tools, "/d", p, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "3 ranks need 3 cpu slots, the pool has 2"), "err: %s", err);
+	s = parsed("[resources]\nranks = 1\ndevice = gpu\n");
+	CHECK(dlh_plan_make(&s, &pool, &tools, "/d", p, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "no GPU"), "err: %s", err);
+	free(p);
+}
+
+TEST(plan_argv_is_exact_words_without_a_shell)
+{
+	struct dlh_pool pool = { .node = { "n1", 2, 0, "", 0 } };
+	struct dlh_spec s = parsed("[resources]\nranks = 2\n[train]\nlr = 0.1\n");
+	struct dlh_plan *p = malloc(sizeof *p);
+	char err[256];
+	CHECK(dlh_plan_make(&s, &pool, &tools, "/st/jobs/1", p, err, sizeof err) == 0);
+	CHECK(!strcmp(p->argv[0], "/usr/bin/mpirun"));
+	CHECK(!strcmp(p->argv[1], "-np") && !strcmp(p->argv[2], "2"));
+	int at = -1;
+	for (int i = 0; i < p->argc; i++)
+		if (!strcmp(p->argv[i], "/opt/dlh-train"))
+			at = i;
+	CHECK(at > 0 && !strcmp(p->argv[at + 1], "--job-dir") && !strcmp(p->argv[at + 2], "/st/jobs/1"));
+	int lr = -1;
+	for (int i = 0; i < p->argc; i++)
+		if (!strcmp(p->argv[i], "--lr"))
+			lr = i;
+	CHECK_MSG(lr > 0 && !strcmp(p->argv[lr + 1], "0.1"), "lr printed as %s", p->argv[lr + 1]);
+	CHECK(p->argv[p->argc] == NULL);
+	free(p);
+}
+
+TEST(plan_user_command_is_split_on_blanks_only)
+{
+	struct dlh_pool pool = { .node = { "n1", 2, 0, "", 0 } };
+	struct dlh_spec s = parsed("[job]\ncommand = /bin/echo a;b  $(x)\n[resources]\nranks = 1\n");
+	struct dlh_plan *p = malloc(sizeof *p);
+	char err[256];
+	CHECK(dlh_plan_make(&s, &pool, &tools, "/d", p, err, sizeof err) == 0);
+	CHECK(!strcmp(p->argv[p->argc - 3], "/bin/echo"));
+	CHECK(!strcmp(p->argv[p->argc - 2], "a;b"));
+	CHECK(!strcmp(p->argv[p->argc - 1], "$(x)"));
+	free(p);
+}
+
+TEST(metrics_read_newest_rows_and_ignore_partial_line)
+{
+	char dir[512], path[600];
+	fresh_dir(dir, sizeof dir, "metrics");
+	snprintf(path, sizeof path, "%s/metrics.csv", dir);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	fprintf(f, "kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n");
+	for (int s = 1; s <= 3000; s++) {
+		fprintf(f, "train,%d,%d,%.3f,%.4f,0.5,0.05,1000\n", s, (s - 1) / 1000 + 1, s * 0.01, 3.0 / s);
+		if (s == 1000)
+			fprintf(f, "eval,1000,1,10.5,0.61,0.777,,\n");
+	}
+	fprintf(f, "train,3001,4,30.01,0.1"); /* being written */
+	fclose(f);
+	struct dlh_metrics m;
+	CHECK(dlh_metrics_read(path, &m) == 0);
+	CHECK(m.have_train && m.step == 3000 && m.epoch == 3);
+	CHECK(m.have_eval && m.eval_step == 1000 && m.test_accuracy > 0.776 && m.test_accuracy < 0.778);
+}
+
+TEST(metrics_missing_file_is_empty)
+{
+	struct dlh_metrics m;
+	CHECK(dlh_metrics_read("/nonexistent/metrics.csv", &m) == 0);
+	CHECK(!m.have_train && !m.have_eval);
+}
+
+TEST(job_record_round_trips)
+{
+	char dir[512], path[600];
+	fresh_dir(dir, sizeof dir, "job");
+	struct dlh_job j = { 0 }, k;
+	j.id = 42;
+	j.uid = 1000;
+	j.status = DLH_CANCELLED;
+	snprintf(j.reason, sizeof j.reason, "cancelled by uid 1000");
+	j.submitted = 1700000000.5;
+	j.pid = 1234;
+	j.pid_start = 987654321ULL;
+	j.ranks = 2;
+	j.exit_code = -9;
+	snprintf(path, sizeof path, "%s/spec.ini", dir);
+	write_text(path, "[job]\nname = keep\n[train]\ntrain_nope = 1\n");
+	CHECK(dlh_job_save(&j, dir) == 0);
+	CHECK(dlh_job_load(&k, dir) == -EINVAL); /* the spec does not parse */
+	write_text(path, "[job]\nname = keep\n[data]\ntrain = /nonexistent/gone.gz\n");
+	CHECK(dlh_job_load(&k, dir) == 0);       /* data files may be gone since */
+	CHECK(k.id == 42 && k.uid == 1000 && k.status == DLH_CANCELLED && k.pid == 1234);
+	CHECK(k.pid_start == 987654321ULL && k.ranks == 2 && k.exit_code == -9);
+	CHECK(!strcmp(k.reason, j.reason) && !strcmp(k.spec.name, "keep"));
+	CHECK(k.submitted > 1700000000.4 && k.submitted < 1700000000.6);
+}
+
+TEST(launch_runs_in_own_session_and_session_kill_reaches_all)
+{
+	char dir[512], log[600];
+	fresh_dir(dir, sizeof dir, "launch");
+	snprintf(log, sizeof log, "%s/log", dir);
+	/* a leader with a child that outlives nothing unless killed */
+	char *argv[] = { "/usr/bin/env", "sleep", "30", NULL };
+	char *extra[] = { "DLH_TEST=1", NULL };
+	pid_t pid;
+	CHECK(dlh_launch(argv, extra, log, &pid) == 0);
+	for (int i = 0; i < 100 && dlh_proc_count_session(pid) < 1; i++)
+		usleep(10000);
+	CHECK(getsid(pid) == pid);
+	CHECK(dlh_proc_start(pid) != 0);
+	CHECK(dlh_proc_kill_session(pid, SIGKILL) >= 1);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFSIGNALED(st));
+	CHECK(dlh_proc_count_session(pid) == 0);
+}
+
+TEST(launch_exec_failure_is_logged)
+{
+	char dir[512], log[600], *text;
+	fresh_dir(dir, sizeof dir, "launchfail");
+	snprintf(log, sizeof log, "%s/log", dir);
+	char *argv[] = { "/nonexistent/mpirun", NULL };
+	pid_t pid;
+	int st;
+	CHECK(dlh_launch(argv, NULL, log, &pid) == 0);
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 127);
+	CHECK(dlh_read_file(log, 4096, &text, NULL) == 0);
+	CHECK_MSG(strstr(text, "cannot execute \"/nonexistent/mpirun\""), "log: %s", text);
+	free(text);
+}
+
+/* An engine whose "mpirun" is a program of our choosing. */
+static struct dlh_engine *open_engine(const char *state, const char *mpirun, int cpus)
+{
+	struct dlh_engine_opts o = {
+		.state_dir = state, .trainer = "/bin/true", .mpirun = mpirun, .cpus = cpus,
+		.kill_grace = 0.5,
+	};
+	struct dlh_engine *e = NULL;
+	char err[512];
+	if (dlh_engine_open(&e, &o, err, sizeof err))
+		printf("# open: %s\n", err);
+	return e;
+}
+
+TEST(engine_rejection_goes_to_errors_log_and_makes_no_job)
+{
+	char state[512], path[700], *text;
+	fresh_dir(state, sizeof state, "eng-reject");
+	struct dlh_engine *e = open_engine(state, "/bin/false", 2);
+	CHECK(e != NULL);
+	long id = 0;
+	char err[DLH_ERR_MAX];
+	const char bad[] = "[train]\nepochs = 0\n";
+	CHECK(dlh_engine_submit(e, bad, sizeof bad - 1, 1234, &id, err, sizeof err) == -EINVAL);
+	CHECK(dlh_engine_jobs(e, NULL, 0) == 0);
+	dlh_engine_errors_path(e, path, sizeof path);
+	CHECK(dlh_read_file(path, 1 << 20, &text, NULL) == 0);
+	CHECK_MSG(strstr(text, " uid=1234 spec:2: [train] epochs:"), "errors: %s", text);
+	free(text);
+	dlh_engine_close(e);
+}
+
+TEST(engine_failed_run_gets_reason_and_ids_are_never_reused)
+{
+	char state[512];
+	fresh_dir(state, sizeof state, "eng-fail");
+	struct dlh_engine *e = open_engine(state, "/bin/false", 2);
+	CHECK(e != NULL);
+	long id1 = 0, id2 = 0;
+	char err[DLH_ERR_MAX];
+	CHECK(dlh_engine_submit(e, slice_spec, sizeof slice_spec - 1, 0, &id1, err, sizeof err) == 0);
+	CHECK(dlh_engine_wait(e, id1, 10) == 0);
+	struct dlh_job j;
+	CHECK(dlh_engine_job(e, id1, &j) == 0);
+	CHECK(j.status == DLH_FAILED);
+	CHECK_MSG(strstr(j.reason, "exited with status 1"), "reason: %s", j.reason);
+	dlh_engine_close(e);
+	/* a job directory lost from disk still spends its id */
+	char gone[700];
+	snprintf(gone, sizeof gone, "rm -rf %s/jobs/%ld", state, id1);
+	CHECK(system(gone) == 0);
+	e = open_engine(state, "/bin/false", 2);
+	CHECK(e != NULL);
+	CHECK(dlh_engine_submit(e, slice_spec, sizeof slice_spec - 1, 0, &id2, err, sizeof err) == 0);
+	CHECK_MSG(id2 == id1 + 1, "id %ld after %ld", id2, id1);
+	dlh_engine_wait(e, id2, 10);
+	dlh_engine_close(e);
+}
+
+TEST(engine_success_needs_a_result_file)
+{
+	char state[512];
+	fresh_dir(state, sizeof state, "eng-true");
+	struct dlh_engine *e = open_engine(state, "/bin/true", 2);
+	CHECK(e != NULL);
+	long id = 0;
+	char err[DLH_ERR_MAX];
+	CHECK(dlh_engine_submit(e, slice_spec, sizeof slice_spec - 1, 0, &id, err, sizeof err) == 0);
+	CHECK(dlh_engine_wait(e, id, 10) == 0);
+	struct dlh_job j;
+	CHECK(dlh_engine_job(e, id, &j) == 0);
+	CHECK_MSG(j.status == DLH_FAILED && strstr(j.reason, "without writing a result"), "%s: %s",
+		  dlh_status_name(j.status), j.reason);
+	dlh_engine_close(e);
+}
+
+TEST(engine_queue_is_fifo_and_cancel_of_queued_is_immediate)
+{
+	char state[512], sleeper[700];
+	fresh_dir(state, sizeof state, "eng-queue");
+	/* "mpirun" that sleeps: holds its slot until cancelled */
+	snprintf(sleeper, sizeof sleeper, "%s/sleeper", state);
+	write_text(sleeper, "#!/bin/sh\nexec sleep 30\n");
+	chmod(sleeper, 0755);
+	struct dlh_engine *e = open_engine(state, sleeper, 1);
+	CHECK(e != NULL);
+	long a = 0, b = 0;
+	char err[DLH_ERR_MAX];
+	CHECK(dlh_engine_submit(e, slice_spec, sizeof slice_spec - 1, 0, &a, err, sizeof err) == 0);
+	CHECK(dlh_engine_submit(e, slice_spec, sizeof slice_spec - 1, 0, &b, err, sizeof err) == 0);
+	struct dlh_job ja, jb;
+	dlh_engine_job(e, a, &ja);
+	dlh_engine_job(e, b, &jb);
+	CHECK(ja.status == DLH_RUNNING && jb.status == DLH_QUEUED);
+	CHECK_MSG(strstr(jb.reason, "waiting for 1 cpu slot; 0 free"), "reason: %s", jb.reason);
+	CHECK(dlh_engine_ctl(e, b, 0, "cancel", err, sizeof err) == 0);
+	dlh_engine_job(e, b, &jb);
+	CHECK(jb.status == DLH_CANCELLED);
+	CHECK(dlh_engine_ctl(e, b, 0, "cancel", err, sizeof err) == -EBUSY);
+	CHECK(dlh_engine_ctl(e, a, 77, "cancel", err, sizeof err) == -EPERM);
+	CHECK(dlh_engine_ctl(e, a, 0, "explode", err, sizeof err) == -EINVAL);
+	CHECK(dlh_engine_ctl(e, 999, 0, "cancel", err, sizeof err) == -ENOENT);
+	CHECK(dlh_engine_ctl(e, a, 0, "cancel", err, sizeof err) == 0);
+	CHECK(dlh_engine_wait(e, a, 10) == 0);
+	dlh_engine_job(e, a, &ja);
+	CHECK(ja.status == DLH_CANCELLED);
+	CHECK(dlh_proc_count_session(ja.pid) == 0);
+	dlh_engine_close(e);
+}
+
+TEST(engine_close_requeues_running_jobs)
+{
+	char state[512], sleeper[700];
+	fresh_dir(state, sizeof state, "eng-close");
+	snprintf(sleeper, sizeof sleeper, "%s/sleeper", state);
+	write_text(sleeper, "#!/bin/sh\nexec sleep 30\n");
+	chmod(sleeper, 0755);
+	struct dlh_engine *e = open_engine(state, sleeper, 1);
+	CHECK(e != NULL);
+	long a = 0;
+	char err[DLH_ERR_MAX];
+	CHECK(dlh_engine_submit(e, slice_spec, sizeof slice_spec - 1, 0, &a, err, sizeof err) == 0);
+	struct dlh_job j;
+	dlh_engine_job(e, a, &j);
+	pid_t pid = j.pid;
+	CHECK(j.status == DLH_RUNNING && pid > 0);
+	dlh_engine_close(e);
+	CHECK(dlh_proc_count_session(pid) == 0);
+	char dir[700];
+	snprintf(dir, sizeof dir, "%s/jobs/%ld", state, a);
+	CHECK(dlh_job_load(&j, dir) == 0);
+	CHECK_MSG(j.status == DLH_QUEUED && strstr(j.reason, "interrupted"), "%s: %s",
+		  dlh_status_name(j.status), j.reason);
+}
+
+int main(void)
+{
+	snprintf(tmp_root, sizeof tmp_root, "/tmp/dlh-unit-XXXXXX");
+	if (!mkdtemp(tmp_root)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	RUN(atomic_write_replaces_whole_file);
+	RUN(read_file_refuses_over_max);
+	RUN(kv_get_finds_exact_keys);
+	RUN(duration_formats);
+	RUN(plan_splits_batch_with_remainder_first);
+	RUN(plan_auto_ranks_take_every_slot);
+	RUN(plan_refuses_more_ranks_than_slots_and_missing_gpus);
+	RUN(plan_argv_is_exact_words_without_a_shell);
+	RUN(plan_user_command_is_split_on_blanks_only);
+	RUN(metrics_read_newest_rows_and_ignore_partial_line);
+	RUN(metrics_missing_file_is_empty);
+	RUN(job_record_round_trips);
+	RUN(launch_runs_in_own_session_and_session_kill_reaches_all);
+	RUN(launch_exec_failure_is_logged);
+	RUN(engine_rejection_goes_to_errors_log_and_makes_no_job);
+	RUN(engine_failed_run_gets_reason_and_ids_are_never_reused);
+	RUN(engine_success_needs_a_result_file);
+	RUN(engine_queue_is_fifo_and_cancel_of_queued_is_immediate);
+	RUN(engine_close_requeues_running_jobs);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
+	if (system(cmd) != 0)
+		printf("# could not remove %s\n", tmp_root);
+	return CHECK_EXIT();
+}
