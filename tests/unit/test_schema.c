@@ -267,7 +267,7 @@ TEST(defaults)
 	CHECK(!strcmp(s.format, "idx") && s.train_limit == 0 && s.test_limit == 0);
 	CHECK(!strcmp(s.model_type, "mlp"));
 	CHECK(s.nlayers == 3 && s.layers[0] == 256 && s.layers[1] == 128 && s.layers[2] == 100);
-	CHECK(s.epochs == 10 && s.batch_size == 64 && s.lr == 0.05);
+	CHECK(s.epochs == 10 && s.batch_size == 64 && s.lr == 0.01);
 	CHECK(!strcmp(s.optimizer, "sgd") && s.momentum == 0.9 && s.weight_decay == 0);
 	CHECK(s.seed == 1 && s.checkpoint_every == 500);
 	CHECK(s.ranks == 0 && s.device == DLH_DEVICE_CPU);

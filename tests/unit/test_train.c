@@ -457,7 +457,7 @@ static long slurp(const char *path, char *buf, size_t len)
 
 TEST(metrics_resume_cuts_rows_after_checkpoint)
 {
-	char dir[DLT_PATH_MAX], path[DLT_PATH_MAX], err[DLT_ERR_MAX], buf[4096];
+	char dir[DLT_PATH_MAX], path[DLT_PATH_MAX + 64], err[DLT_ERR_MAX], buf[4096];
 	int fd;
 
 	tmp_path(dir, sizeof dir, "metrics");
@@ -488,7 +488,7 @@ TEST(metrics_resume_cuts_rows_after_checkpoint)
 
 TEST(run_files_are_key_value_lines)
 {
-	char dir[DLT_PATH_MAX], path[DLT_PATH_MAX], err[DLT_ERR_MAX], buf[1024];
+	char dir[DLT_PATH_MAX], path[DLT_PATH_MAX + 64], err[DLT_ERR_MAX], buf[1024];
 	const int batch[2] = { 33, 32 };
 	const struct dlt_runinfo ri = {
 		.ranks = 2, .batch = batch, .train_samples = 60000, .test_samples = 10000,
