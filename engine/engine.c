@@ -126,8 +126,9 @@ static void failure_reason(const struct dlh_engine *e, const struct dlh_job *j,
 			   char *out, size_t len)
 {
 	static const char *const marks[] = {
-		"noticed that process rank", "dlh-train: rank", "dlh-train:",
-		"cannot execute", "MPI_ABORT was invoked",
+		"noticed that process rank", "dlh-train: rank", "ERROR: AddressSanitizer",
+		"ERROR: LeakSanitizer", "runtime error:", "cannot execute",
+		"MPI_ABORT was invoked",
 	};
 	char path[4096];
 	char *text;
