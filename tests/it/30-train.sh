@@ -108,3 +108,15 @@ test_progress_while_running_has_epoch_step_rate_eta() {
 	wait_for 20 job_terminal 1 || die "did not end"
 	dlh_umount
 }
+
+test_user_command_runs_under_mpirun_with_dlh_environment() {
+	dlh_mount
+	printf '[job]\nname = own\ncommand = /usr/bin/env\n[resources]\nranks = 2\n' > "$STATE/c.ini"
+	cp "$STATE/c.ini" "$MNT/jobs/new" || die "submit failed"
+	wait_for 60 job_terminal 1 || die "did not end"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(tail -3 "$MNT/jobs/1/log"))"
+	expect_eq "$(grep -c "^DLH_METRICS_CSV=$STATE/jobs/1/metrics.csv$" "$MNT/jobs/1/log")" 2 "one env dump per rank"
+	grep -q "^DLH_CHECKPOINT_DIR=$STATE/jobs/1/checkpoints$" "$MNT/jobs/1/log" || die "no DLH_CHECKPOINT_DIR"
+	grep -q '^argv .*mpirun -np 2 .* /usr/bin/env$' "$MNT/jobs/1/plan" || die "plan: $(cat "$MNT/jobs/1/plan")"
+	dlh_umount
+}

@@ -395,6 +395,55 @@ TEST(engine_close_requeues_running_jobs)
 		  dlh_status_name(j.status), j.reason);
 }
 
+TEST(engine_restart_on_failure_relaunches_up_to_max)
+{
+	char state[512], path[700], *log;
+	fresh_dir(state, sizeof state, "eng-restart");
+	struct dlh_engine *e = open_engine(state, "/bin/false", 2);
+	CHECK(e != NULL);
+	const char spec[] = "[job]\nrestart = on-failure\nmax_restarts = 2\n"
+			    "[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
+	long id = 0;
+	char err[DLH_ERR_MAX];
+	CHECK(dlh_engine_submit(e, spec, sizeof spec - 1, 0, &id, err, sizeof err) == 0);
+	CHECK(dlh_engine_wait(e, id, 10) == 0);
+	struct dlh_job j;
+	CHECK(dlh_engine_job(e, id, &j) == 0);
+	CHECK_MSG(j.status == DLH_FAILED && j.restarts == 2, "%s after %d restarts",
+		  dlh_status_name(j.status), j.restarts);
+	snprintf(path, sizeof path, "%s/jobs/%ld/log", state, id);
+	CHECK(dlh_read_file(path, 1 << 20, &log, NULL) == 0);
+	int launches = 0;
+	for (char *p = strstr(log, "launching"); p; p = strstr(p + 1, "launching"))
+		launches++;
+	CHECK_MSG(launches == 3, "%d launches", launches);
+	CHECK(strstr(log, "restarting (2 of 2)") != NULL);
+	free(log);
+	dlh_engine_close(e);
+}
+
+TEST(engine_user_command_succeeds_on_exit_zero)
+{
+	char state[512];
+	fresh_dir(state, sizeof state, "eng-command");
+	/* a stand-in for mpirun that drops mpirun's options and runs the command */
+	char runner[700];
+	snprintf(runner, sizeof runner, "%s/runner", state);
+	write_text(runner, "#!/bin/sh\nwhile [ \"$1\" != /bin/true ]; do shift; done\nexec \"$@\"\n");
+	chmod(runner, 0755);
+	struct dlh_engine *e = open_engine(state, runner, 2);
+	CHECK(e != NULL);
+	const char spec[] = "[job]\ncommand = /bin/true --flag\n[resources]\nranks = 1\n";
+	long id = 0;
+	char err[DLH_ERR_MAX];
+	CHECK(dlh_engine_submit(e, spec, sizeof spec - 1, 0, &id, err, sizeof err) == 0);
+	CHECK(dlh_engine_wait(e, id, 10) == 0);
+	struct dlh_job j;
+	CHECK(dlh_engine_job(e, id, &j) == 0);
+	CHECK_MSG(j.status == DLH_SUCCEEDED, "%s: %s", dlh_status_name(j.status), j.reason);
+	dlh_engine_close(e);
+}
+
 int main(void)
 {
 	snprintf(tmp_root, sizeof tmp_root, "/tmp/dlh-unit-XXXXXX");
@@ -421,6 +470,8 @@ int main(void)
 	RUN(engine_success_needs_a_result_file);
 	RUN(engine_queue_is_fifo_and_cancel_of_queued_is_immediate);
 	RUN(engine_close_requeues_running_jobs);
+	RUN(engine_restart_on_failure_relaunches_up_to_max);
+	RUN(engine_user_command_succeeds_on_exit_zero);
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
 	if (system(cmd) != 0)
