@@ -80,13 +80,14 @@ $(LIBSCHEMA): $(SCHEMA_OBJ)
 $(LIBENGINE): $(ENGINE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
-$(LIBTRAIN): $(TRAIN_LIB_OBJ)
+$(LIBTRAIN): $(TRAIN_LIB_OBJ) $(BUILD)/obj/engine/util.o
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/dlhfs: $(FS_OBJ) $(LIBENGINE) $(LIBSCHEMA)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(INIH_LIBS) -lpthread
-$(BUILD)/dlh-train: $(TRAIN_OBJ)
+# the trainer shares the engine's file helpers (atomic writes, mkdir -p)
+$(BUILD)/dlh-train: $(TRAIN_OBJ) $(BUILD)/obj/engine/util.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
 # Unit tests link only the module they cover: test_train* the trainer,
 # test_schema* the spec language, the rest the engine (and schema).

@@ -60,61 +60,74 @@ void dlh_buf_free(struct dlh_buf *b)
 	b->len = b->cap = 0;
 }
 
-static int fsync_dir_of(const char *path)
+int dlh_write_all(int fd, const void *buf, size_t len)
 {
-	char dir[4096];
-	snprintf(dir, sizeof dir, "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (!slash)
-		snprintf(dir, sizeof dir, ".");
-	else if (slash == dir)
-		dir[1] = '\0';
-	else
-		*slash = '\0';
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	int rc = fsync(fd) ? -errno : 0;
-	close(fd);
-	return rc;
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
 }
 
-int dlh_write_atomic(const char *path, const void *data, size_t len)
+/* Splits path into its directory (into dir) and the temporary name
+ * DIR/.BASE.tmp (into tmp). Returns 0, or -ENAMETOOLONG. */
+static int tmp_name(const char *path, char *dir, char *tmp, size_t len)
 {
-	char tmp[4096];
-	if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	size_t dlen = slash ? (size_t)(slash - path) : 1;
+	if (dlen >= len)
+		return -ENAMETOOLONG;
+	if (!slash)
+		snprintf(dir, len, ".");
+	else if (dlen == 0)
+		snprintf(dir, len, "/");
+	else
+		snprintf(dir, len, "%.*s", (int)dlen, path);
+	int n = snprintf(tmp, len, "%.*s.%s.tmp", (int)(base - path), path, base);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int dlh_write_atomic_iov(const char *path, const struct iovec *iov, int niov)
+{
+	char dir[4096], tmp[4096];
+	if (tmp_name(path, dir, tmp, sizeof tmp) < 0)
 		return -ENAMETOOLONG;
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	const char *p = data;
-	size_t left = len;
-	while (left) {
-		ssize_t n = write(fd, p, left);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			int e = -errno;
-			close(fd);
-			unlink(tmp);
-			return e;
-		}
-		p += n;
-		left -= (size_t)n;
+	int rc = 0;
+	for (int i = 0; i < niov && rc == 0; i++)
+		rc = dlh_write_all(fd, iov[i].iov_base, iov[i].iov_len);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		unlink(tmp);
+		return rc;
 	}
-	if (fsync(fd)) {
-		int e = -errno;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) { /* makes the rename durable; best effort */
+		fsync(fd);
 		close(fd);
-		unlink(tmp);
-		return e;
 	}
-	close(fd);
-	if (rename(tmp, path)) {
-		int e = -errno;
-		unlink(tmp);
-		return e;
-	}
-	return fsync_dir_of(path);
+	return 0;
+}
+
+int dlh_write_atomic(const char *path, const void *data, size_t len)
+{
+	struct iovec iov = { .iov_base = (void *)data, .iov_len = len };
+	return dlh_write_atomic_iov(path, &iov, 1);
 }
 
 int dlh_read_file(const char *path, size_t max, char **out, size_t *len)

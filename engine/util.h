@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 /* A growable text buffer. len excludes the NUL that always follows data. */
 struct dlh_buf {
@@ -20,8 +21,17 @@ int dlh_buf_append(struct dlh_buf *b, const void *p, size_t n);
 /* Frees the data and zeroes the buffer. */
 void dlh_buf_free(struct dlh_buf *b);
 
-/* Writes len bytes to path atomically: path.tmp, fsync, rename, fsync of
- * the directory. Returns 0, or -errno. */
+/* Writes all len bytes of buf to fd, retrying short writes and EINTR.
+ * Returns 0, or -errno. */
+int dlh_write_all(int fd, const void *buf, size_t len);
+
+/* Replaces path atomically with the concatenation of the niov buffers:
+ * writes DIR/.NAME.tmp, fsyncs it, renames it over path and fsyncs DIR, so a
+ * reader sees the old file or the whole new one. Returns 0, or -errno (the
+ * temporary file is removed on failure). */
+int dlh_write_atomic_iov(const char *path, const struct iovec *iov, int niov);
+
+/* dlh_write_atomic_iov of one buffer. Returns 0, or -errno. */
 int dlh_write_atomic(const char *path, const void *data, size_t len);
 
 /* Reads a whole file of at most max bytes into a NUL-terminated malloc'd

@@ -51,8 +51,14 @@ TEST(atomic_write_replaces_whole_file)
 	CHECK(strcmp(text, "2\n") == 0);
 	free(text);
 	char tmp[700];
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	snprintf(tmp, sizeof tmp, "%s/.f.tmp", dir);
 	CHECK(access(tmp, F_OK) != 0);
+	/* a write that cannot finish leaves the old file whole and no temporary */
+	char bad[700];
+	snprintf(bad, sizeof bad, "%s/missing-dir/f", dir);
+	CHECK(dlh_write_atomic(bad, "x", 1) == -ENOENT);
+	CHECK(dlh_read_file(path, 100, &text, NULL) == 0 && !strcmp(text, "2\n"));
+	free(text);
 }
 
 TEST(read_file_refuses_over_max)
