@@ -5,6 +5,7 @@
 #   make check      build, then run the whole test suite (unit + mount + MPI)
 #   make asan       the same suite built with AddressSanitizer/UBSan
 #   make bench      benchmarks (bench/), each printing a table with ratios
+#   make bench-deps what only the benchmarks need (python3-torch, hyperfine)
 #   make example    mount at /dlh and train examples/fashion-mnist-mlp.ini
 
 BUILD  ?= build
@@ -55,7 +56,7 @@ LIBSCHEMA = $(BUILD)/libdlhschema.a
 LIBENGINE = $(BUILD)/libdlhengine.a
 LIBTRAIN  = $(BUILD)/libdlhtrain.a
 
-.PHONY: all deps check asan bench example clean
+.PHONY: all deps check asan bench bench-deps example clean
 all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(UNIT_BIN)
 
 $(BUILD)/obj/schema/%.o: schema/%.c
@@ -125,6 +126,13 @@ $(BUILD)/bench-launch: bench/launch.c $(LIBENGINE)
 
 bench: all $(BUILD)/bench-launch
 	bench/run $(BUILD)
+
+# what only the benchmarks need: the PyTorch peer and hyperfine
+bench-deps:
+	@missing=""; for p in python3-torch hyperfine; do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
 example: all
 	examples/run.sh $(BUILD)
