@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -38,6 +39,7 @@ struct dlh_engine {
 	int slots_used;              /* CPU slots held by running jobs */
 	int waiters;                 /* live waiter threads */
 	int stopping;                /* dlh_engine_close in progress */
+	int lock_fd;                 /* STATE/lock, locked while the engine is open */
 };
 
 struct waiter_arg {
@@ -47,6 +49,9 @@ struct waiter_arg {
 };
 
 static void schedule(struct dlh_engine *e);
+
+#define FAILURE_SCAN (1 << 20)   /* bytes of log searched for why a run failed */
+#define LOCK_WAIT 5.0            /* seconds to wait for a state directory in use */
 
 /* ---- small helpers ---- */
 
@@ -127,24 +132,38 @@ static void failure_reason(const struct dlh_engine *e, const struct dlh_job *j,
 {
 	static const char *const marks[] = {
 		"noticed that process rank", "dlh-train: rank", "ERROR: AddressSanitizer",
-		"ERROR: LeakSanitizer", "runtime error:", "cannot execute",
-		"MPI_ABORT was invoked",
+		"ERROR: LeakSanitizer", "runtime error:", "MPI_ABORT was invoked",
 	};
 	char path[4096];
-	char *text;
-	size_t n;
 	out[0] = '\0';
 	job_file(e, j->id, "log", path, sizeof path);
-	if (dlh_read_file(path, 64 << 20, &text, &n))
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return;
+	struct stat st;
+	size_t want = 0;
+	if (!fstat(fd, &st))
+		want = st.st_size > FAILURE_SCAN ? FAILURE_SCAN : (size_t)st.st_size;
+	char *text = malloc(want + 1);
+	ssize_t n = text ? pread(fd, text, want, st.st_size - (off_t)want) : -1;
+	close(fd);
+	if (n < 0) {
+		free(text);
+		return;
+	}
+	text[n] = '\0';
+	/* only this run: from the last launch on */
+	char *from = text;
+	for (char *p = strstr(text, "dlhfs: launching"); p; p = strstr(p + 1, "dlhfs: launching"))
+		from = p;
 	for (size_t m = 0; m < sizeof marks / sizeof marks[0] && !out[0]; m++) {
 		char *hit = NULL;
-		for (char *p = strstr(text, marks[m]); p; p = strstr(p + 1, marks[m]))
+		for (char *p = strstr(from, marks[m]); p; p = strstr(p + 1, marks[m]))
 			hit = p;
 		if (!hit)
 			continue;
 		char *bol = hit;
-		while (bol > text && bol[-1] != '\n')
+		while (bol > from && bol[-1] != '\n')
 			bol--;
 		size_t l = strcspn(bol, "\n");
 		if (l >= len)
@@ -208,17 +227,17 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 	job_log(e, j, "launching %d rank%s on %s (restart %d)", plan->ranks,
 		plan->ranks == 1 ? "" : "s", plan->host, j->restarts);
 	job_file(e, j->id, "log", path, sizeof path);
+	struct waiter_arg *wa = malloc(sizeof *wa);
+	if (!wa) {
+		rc = -ENOMEM;
+		snprintf(err, sizeof err, "out of memory");
+		goto fail;
+	}
 	pid_t pid;
 	rc = dlh_launch(plan->argv, extra, path, &pid);
 	if (rc) {
+		free(wa);
 		snprintf(err, sizeof err, "cannot start \"%s\": %s", plan->argv[0], strerror(-rc));
-		goto fail;
-	}
-	struct waiter_arg *wa = malloc(sizeof *wa);
-	if (!wa) {
-		kill(pid, SIGKILL);
-		rc = -ENOMEM;
-		snprintf(err, sizeof err, "out of memory");
 		goto fail;
 	}
 	j->pid = pid;
@@ -240,6 +259,7 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 	if ((rc = pthread_create(&t, &attr, waiter_main, wa))) {
 		/* without a waiter nobody would reap it: stop it and say so */
 		e->waiters--;
+		kill(pid, SIGKILL); /* our unreaped child: its pid cannot be reused */
 		dlh_proc_kill_session(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		e->slots_used -= plan->ranks;
@@ -285,17 +305,17 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
 			strsignal(WTERMSIG(wstatus)));
 
 	job_file(e, j->id, "result", path, sizeof path);
-	if (e->stopping) {
-		j->status = DLH_QUEUED;
-		snprintf(j->reason, sizeof j->reason,
-			 "interrupted: dlhfs stopped while the job ran; it resumes from its newest checkpoint at the next mount");
-	} else if (j->cancelling) {
+	if (j->cancelling) {
 		j->status = DLH_CANCELLED;
 		j->finished = dlh_now();
 	} else if (j->exit_code == 0 && (j->spec.command[0] || file_exists(path))) {
 		j->status = DLH_SUCCEEDED;
 		j->reason[0] = '\0';
 		j->finished = dlh_now();
+	} else if (e->stopping) {
+		j->status = DLH_QUEUED;
+		snprintf(j->reason, sizeof j->reason,
+			 "interrupted: dlhfs stopped while the job ran; it resumes from its newest checkpoint at the next mount");
 	} else {
 		char why[DLH_REASON_MAX - 64];
 		failure_reason(e, j, why, sizeof why);
@@ -343,21 +363,32 @@ static void *waiter_main(void *arg)
 }
 
 /* Starts queued jobs, oldest first, while their slots fit. e->mu held.
- * Strict FIFO: a job that does not fit blocks the ones behind it. */
+ * Strict FIFO: a job that does not fit blocks the ones behind it; a job
+ * that could never fit (the pool shrank under it) fails with the reason. */
 static void schedule(struct dlh_engine *e)
 {
+	long blocker = 0;
 	for (size_t i = 0; i < e->njobs; i++) {
 		struct dlh_job *j = e->jobs[i];
 		if (j->status != DLH_QUEUED)
 			continue;
 		int need = dlh_plan_slots(&j->spec, &e->pool);
 		int free_slots = e->pool.node.cpus - e->slots_used;
+		if (blocker) {
+			if (strncmp(j->reason, "interrupted", 11) && strncmp(j->reason, "restarting", 10))
+				snprintf(j->reason, sizeof j->reason, "waiting behind job %ld", blocker);
+			continue;
+		}
+		if (need > e->pool.node.cpus) {
+			job_launch(e, j); /* planning refuses it, with the reason */
+			continue;
+		}
 		if (need > free_slots) {
-			if (!j->reason[0] || !strncmp(j->reason, "waiting", 7))
-				snprintf(j->reason, sizeof j->reason,
-					 "waiting for %d cpu slot%s; %d free", need,
-					 need == 1 ? "" : "s", free_slots);
-			return;
+			if (strncmp(j->reason, "interrupted", 11) && strncmp(j->reason, "restarting", 10))
+				snprintf(j->reason, sizeof j->reason, "waiting for %d cpu slot%s; %d free",
+					 need, need == 1 ? "" : "s", free_slots);
+			blocker = j->id;
+			continue;
 		}
 		job_launch(e, j);
 	}
@@ -369,7 +400,7 @@ static void *timer_main(void *arg)
 	struct dlh_engine *e = arg;
 	pthread_mutex_lock(&e->mu);
 	while (!(e->stopping && e->waiters == 0)) {
-		double now = dlh_now(), next = 0;
+		double now = dlh_mono(), next = 0;
 		for (size_t i = 0; i < e->njobs; i++) {
 			struct dlh_job *j = e->jobs[i];
 			if (!j->kill_at || !j->pid)
@@ -387,8 +418,7 @@ static void *timer_main(void *arg)
 			pthread_cond_wait(&e->timer_cv, &e->mu);
 		} else {
 			struct timespec ts;
-			ts.tv_sec = (time_t)next;
-			ts.tv_nsec = (long)((next - (double)ts.tv_sec) * 1e9);
+			dlh_mono_ts(next, &ts);
 			pthread_cond_timedwait(&e->timer_cv, &e->mu, &ts);
 		}
 	}
@@ -400,7 +430,7 @@ static void *timer_main(void *arg)
 static void job_terminate(struct dlh_engine *e, struct dlh_job *j)
 {
 	dlh_proc_kill_session(j->pid, SIGTERM);
-	j->kill_at = dlh_now() + e->grace;
+	j->kill_at = dlh_mono() + e->grace;
 	pthread_cond_signal(&e->timer_cv);
 }
 
@@ -438,23 +468,35 @@ static int trainer_beside_self(char *out, size_t len)
 }
 
 /* A job found running in the state directory: its daemon is gone. Stops
- * whatever is left of its session and requeues it. */
+ * whatever is left of its session (even when mpirun itself is gone: ranks
+ * started after it are recognised by session and start time), then marks
+ * it succeeded when the run finished meanwhile, else requeues it. */
 static void recover(struct dlh_engine *e, struct dlh_job *j)
 {
-	if (j->pid && j->pid_start && dlh_proc_start(j->pid) == j->pid_start) {
-		dlh_proc_kill_session(j->pid, SIGTERM);
-		for (int i = 0; i < 100 && dlh_proc_count_session(j->pid); i++) {
+	if (j->pid && j->pid_start) {
+		dlh_proc_kill_session_since(j->pid, j->pid_start, SIGTERM);
+		double until = dlh_mono() + e->grace;
+		while (dlh_proc_count_session_since(j->pid, j->pid_start) && dlh_mono() < until) {
 			struct timespec ts = { 0, 30 * 1000 * 1000 };
 			nanosleep(&ts, NULL);
 		}
-		dlh_proc_kill_session(j->pid, SIGKILL);
+		dlh_proc_kill_session_since(j->pid, j->pid_start, SIGKILL);
 	}
+	char path[4096];
+	job_file(e, j->id, "result", path, sizeof path);
 	j->pid = 0;
 	j->pid_start = 0;
-	j->status = DLH_QUEUED;
-	snprintf(j->reason, sizeof j->reason,
-		 "interrupted: dlhfs stopped while the job ran; resuming from its newest checkpoint");
-	job_log(e, j, "found running after a restart of dlhfs; requeued");
+	if (file_exists(path)) {
+		j->status = DLH_SUCCEEDED;
+		j->reason[0] = '\0';
+		j->finished = dlh_now();
+		job_log(e, j, "found finished after a restart of dlhfs");
+	} else {
+		j->status = DLH_QUEUED;
+		snprintf(j->reason, sizeof j->reason,
+			 "interrupted: dlhfs stopped while the job ran; resuming from its newest checkpoint");
+		job_log(e, j, "found running after a restart of dlhfs; requeued");
+	}
 	job_save(e, j);
 }
 
@@ -511,6 +553,12 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 		snprintf(err, errlen, "state directory must be an absolute path, got \"%s\"", state);
 		return -EINVAL;
 	}
+	if (strlen(state) >= sizeof e->state - 64 ||
+	    (o->trainer && strlen(o->trainer) >= sizeof e->tools.trainer) ||
+	    (o->mpirun && strlen(o->mpirun) >= sizeof e->tools.mpirun)) {
+		snprintf(err, errlen, "a path given is too long");
+		return -ENAMETOOLONG;
+	}
 	snprintf(e->state, sizeof e->state, "%s", state);
 	if (o->trainer)
 		snprintf(e->tools.trainer, sizeof e->tools.trainer, "%s", o->trainer);
@@ -537,12 +585,51 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 	return 0;
 }
 
+/* Takes the lock on STATE/lock, waiting up to wait seconds for another
+ * daemon to let go of it (an unmount returns before the old daemon has
+ * stopped its jobs). One daemon per state directory: ids and records
+ * must have one writer. Returns the locked descriptor, or -errno with err. */
+static int lock_state(const char *state, double wait, char *err, size_t errlen)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/lock", state);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(errno));
+		return -errno;
+	}
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	double until = dlh_mono() + wait;
+	while (fcntl(fd, F_SETLK, &fl) < 0) {
+		if ((errno != EAGAIN && errno != EACCES) || dlh_mono() >= until) {
+			struct flock who = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+			if (fcntl(fd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK)
+				snprintf(err, errlen, "state directory \"%s\" is in use by another dlhfs (pid %ld)",
+					 state, (long)who.l_pid);
+			else
+				snprintf(err, errlen, "cannot lock \"%s\": %s", path, strerror(errno));
+			close(fd);
+			return -EBUSY;
+		}
+		struct timespec ts = { 0, 50 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	return fd;
+}
+
 int dlh_engine_check(const struct dlh_engine_opts *o, char *err, size_t errlen)
 {
 	struct dlh_engine *e = calloc(1, sizeof *e);
 	if (!e)
 		return -ENOMEM;
 	int rc = setup(e, o, err, errlen);
+	if (!rc) {
+		int fd = lock_state(e->state, LOCK_WAIT, err, errlen);
+		if (fd < 0)
+			rc = fd;
+		else
+			close(fd); /* released: open takes it again after daemonizing */
+	}
 	free(e);
 	return rc;
 }
@@ -554,6 +641,8 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	if (!e)
 		return -ENOMEM;
 	int rc = setup(e, o, err, errlen);
+	if (!rc && (e->lock_fd = lock_state(e->state, LOCK_WAIT, err, errlen)) < 0)
+		rc = e->lock_fd;
 	if (rc) {
 		free(e);
 		return rc;
@@ -571,18 +660,26 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		free(text);
 	}
 	if ((rc = load_jobs(e, err, errlen))) {
+		for (size_t i = 0; i < e->njobs; i++)
+			free(e->jobs[i]);
 		free(e->jobs);
+		close(e->lock_fd);
 		free(e);
 		return rc;
 	}
 	pthread_mutex_init(&e->mu, NULL);
-	pthread_cond_init(&e->changed, NULL);
-	pthread_cond_init(&e->timer_cv, NULL);
+	pthread_condattr_t ca; /* deadlines on the monotonic clock */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->changed, &ca);
+	pthread_cond_init(&e->timer_cv, &ca);
+	pthread_condattr_destroy(&ca);
 	if ((rc = pthread_create(&e->timer, NULL, timer_main, e))) {
 		snprintf(err, errlen, "cannot start the timer thread: %s", strerror(rc));
 		for (size_t i = 0; i < e->njobs; i++)
 			free(e->jobs[i]);
 		free(e->jobs);
+		close(e->lock_fd);
 		free(e);
 		return -rc;
 	}
@@ -605,7 +702,7 @@ void dlh_engine_close(struct dlh_engine *e)
 	pthread_mutex_lock(&e->mu);
 	e->stopping = 1;
 	for (size_t i = 0; i < e->njobs; i++)
-		if (e->jobs[i]->pid)
+		if (e->jobs[i]->pid && !e->jobs[i]->kill_at)
 			job_terminate(e, e->jobs[i]);
 	while (e->waiters > 0)
 		pthread_cond_wait(&e->changed, &e->mu);
@@ -618,41 +715,49 @@ void dlh_engine_close(struct dlh_engine *e)
 	pthread_cond_destroy(&e->changed);
 	pthread_cond_destroy(&e->timer_cv);
 	pthread_mutex_destroy(&e->mu);
+	close(e->lock_fd); /* the next daemon may have the directory now */
 	free(e);
 }
 
 /* ---- the public verbs ---- */
 
-/* Appends each line of err to the errors log, prefixed with time and uid,
- * keeping only the newest DLH_ERRORS_KEEP lines (rewritten atomically). */
+/* Appends each line of err to the errors log, prefixed with time and uid
+ * (O_APPEND, so `tail -f jobs/errors` follows it). When the log has grown to
+ * twice DLH_ERRORS_KEEP lines it is rewritten atomically to the newest
+ * DLH_ERRORS_KEEP. */
 static void log_rejection(struct dlh_engine *e, uid_t uid, const char *err)
 {
 	char path[4096], when[32];
 	snprintf(path, sizeof path, "%s/errors", e->state);
 	dlh_time_iso(dlh_now(), when, sizeof when);
-	struct dlh_buf all = {0};
-	char *old = NULL;
-	size_t oldlen = 0;
-	if (!dlh_read_file(path, 1 << 20, &old, &oldlen))
-		dlh_buf_append(&all, old, oldlen);
-	free(old);
+	struct dlh_buf add = {0};
 	for (const char *l = err; *l;) {
 		size_t n = strcspn(l, "\n");
 		if (n)
-			dlh_buf_printf(&all, "%s uid=%u %.*s\n", when, (unsigned)uid, (int)n, l);
+			dlh_buf_printf(&add, "%s uid=%u %.*s\n", when, (unsigned)uid, (int)n, l);
 		l += n + (l[n] == '\n');
 	}
-	if (!all.data)
+	if (!add.data)
 		return;
-	size_t lines = 0, from = 0;
-	for (size_t i = 0; i < all.len; i++)
-		lines += all.data[i] == '\n';
-	while (lines > DLH_ERRORS_KEEP && from < all.len) {
-		if (all.data[from++] == '\n')
-			lines--;
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		dlh_write_all(fd, add.data, add.len);
+		close(fd);
 	}
-	dlh_write_atomic(path, all.data + from, all.len - from);
-	dlh_buf_free(&all);
+	dlh_buf_free(&add);
+	char *all = NULL;
+	size_t len = 0, lines = 0, from = 0;
+	if (dlh_read_file(path, 16 << 20, &all, &len))
+		return;
+	for (size_t i = 0; i < len; i++)
+		lines += all[i] == '\n';
+	if (lines > 2 * DLH_ERRORS_KEEP) {
+		while (lines > DLH_ERRORS_KEEP && from < len)
+			if (all[from++] == '\n')
+				lines--;
+		dlh_write_atomic(path, all + from, len - from);
+	}
+	free(all);
 }
 
 void dlh_engine_reject(struct dlh_engine *e, uid_t uid, const char *err)
@@ -686,6 +791,7 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 	if (n < 0) {
 		rc = -EINVAL;
 		snprintf(err, errlen, "spec: cannot normalize the spec\n");
+		dlh_engine_reject(e, uid, err);
 		goto out;
 	}
 
@@ -862,14 +968,13 @@ size_t dlh_engine_running(struct dlh_engine *e, long *ids, int *ranks, size_t ma
 
 int dlh_engine_wait(struct dlh_engine *e, long id, double timeout)
 {
-	double until = dlh_now() + timeout;
+	double until = dlh_mono() + timeout;
 	pthread_mutex_lock(&e->mu);
 	struct dlh_job *j = find(e, id);
 	int rc = j ? 0 : -ENOENT;
 	while (j && !dlh_status_terminal(j->status)) {
 		struct timespec ts;
-		ts.tv_sec = (time_t)until;
-		ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+		dlh_mono_ts(until, &ts);
 		if (pthread_cond_timedwait(&e->changed, &e->mu, &ts) == ETIMEDOUT &&
 		    !dlh_status_terminal(j->status)) {
 			rc = -ETIMEDOUT;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -38,31 +39,22 @@ static char **build_env(char *const extra[])
 	return env;
 }
 
-/* Writes s to fd, ignoring errors: used in the child after fork. */
-static void child_say(int fd, const char *s)
-{
-	ssize_t rc = write(fd, s, strlen(s));
-	(void)rc;
-}
-
 int dlh_launch(char *const argv[], char *const extra[], const char *log_path, pid_t *pid)
 {
 	int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (logfd < 0)
 		return -errno;
 	int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (nullfd < 0) {
-		int e = -errno;
-		close(logfd);
-		return e;
-	}
+	int status[2] = { -1, -1 };
 	char **env = build_env(extra);
-	if (!env) {
-		close(logfd);
-		close(nullfd);
-		return -ENOMEM;
-	}
-	pid_t child = fork();
+	int e = 0;
+	/* pipe + FD_CLOEXEC: launches are serialized by the engine's lock */
+	if (nullfd < 0 || pipe(status) || fcntl(status[0], F_SETFD, FD_CLOEXEC) ||
+	    fcntl(status[1], F_SETFD, FD_CLOEXEC))
+		e = -errno;
+	else if (!env)
+		e = -ENOMEM;
+	pid_t child = e ? -1 : fork();
 	if (child == 0) {
 		/* async-signal-safe calls only from here to execve */
 		sigset_t none;
@@ -71,20 +63,43 @@ int dlh_launch(char *const argv[], char *const extra[], const char *log_path, pi
 		struct sigaction dfl = { .sa_handler = SIG_DFL };
 		sigaction(SIGPIPE, &dfl, NULL);        /* libfuse ignores it */
 		setsid();
+		int err = 0;
 		if (dup2(nullfd, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
-			_exit(127);
-		execve(argv[0], argv, env);
-		child_say(2, "dlhfs: cannot execute \"");
-		child_say(2, argv[0]);
-		child_say(2, "\": ");
-		child_say(2, strerror(errno));
-		child_say(2, "\n");
+			err = errno;
+		else {
+			execve(argv[0], argv, env);
+			err = errno;
+		}
+		/* the pipe closes on a successful exec; on failure it carries errno */
+		ssize_t w = write(status[1], &err, sizeof err);
+		(void)w;
 		_exit(127);
 	}
-	int e = child < 0 ? -errno : 0;
+	if (child < 0 && !e)
+		e = -errno;
+	if (child > 0) {
+		/* wait for the exec (or its failure): the child is in its own
+		 * session from here on, so a cancel can always find it */
+		close(status[1]);
+		status[1] = -1;
+		int err = 0;
+		ssize_t n;
+		while ((n = read(status[0], &err, sizeof err)) < 0 && errno == EINTR)
+			;
+		if (n == (ssize_t)sizeof err) {
+			while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+				;
+			e = -err;
+		}
+	}
 	free(env);
 	close(logfd);
-	close(nullfd);
+	if (nullfd >= 0)
+		close(nullfd);
+	if (status[0] >= 0)
+		close(status[0]);
+	if (status[1] >= 0)
+		close(status[1]);
 	if (e)
 		return e;
 	*pid = child;

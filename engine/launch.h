@@ -8,8 +8,8 @@
  * plus extra (NULL-terminated "K=V" strings, replacing same-named ones),
  * in a new session (so its pid is also the session id that finds every
  * rank), stdin from /dev/null, stdout and stderr appended to log_path.
- * No shell is involved. Returns 0 with *pid set, or -errno; when the exec
- * itself fails the child writes the reason to the log and exits 127. */
+ * No shell is involved. Returns once the program runs: 0 with *pid set,
+ * or -errno (also when execve itself failed; the child is then reaped). */
 int dlh_launch(char *const argv[], char *const extra[], const char *log_path, pid_t *pid);
 
 #endif

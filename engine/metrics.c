@@ -82,6 +82,8 @@ int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
 			rc = -errno;
 			break;
 		}
+		if ((size_t)got < n)
+			partial_tail = 1; /* truncated under us (a resume): last line may be cut */
 		n = (size_t)got;
 		size_t stop = n;
 		if (partial_tail) {

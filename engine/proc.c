@@ -53,9 +53,12 @@ unsigned long long dlh_proc_start(pid_t pid)
 	return t;
 }
 
-/* Sends sig (0: none) to each live process of session sid; returns the count. */
-static int for_session(pid_t sid, int sig)
+/* Sends sig (0: none) to each live process of session sid that started
+ * at or after start; returns the count. */
+static int for_session(pid_t sid, unsigned long long start, int sig)
 {
+	if (sid <= 1)
+		return 0;
 	DIR *d = opendir("/proc");
 	if (!d)
 		return 0;
@@ -68,7 +71,8 @@ static int for_session(pid_t sid, int sig)
 			continue;
 		char st;
 		pid_t s;
-		if (read_stat((pid_t)pid, &st, &s, NULL) || s != sid || st == 'Z')
+		unsigned long long t;
+		if (read_stat((pid_t)pid, &st, &s, &t) || s != sid || st == 'Z' || t < start)
 			continue;
 		if (sig)
 			kill((pid_t)pid, sig);
@@ -80,14 +84,20 @@ static int for_session(pid_t sid, int sig)
 
 int dlh_proc_kill_session(pid_t sid, int sig)
 {
-	if (sid <= 1)
-		return 0;
-	return for_session(sid, sig);
+	return for_session(sid, 0, sig);
 }
 
 int dlh_proc_count_session(pid_t sid)
 {
-	if (sid <= 1)
-		return 0;
-	return for_session(sid, 0);
+	return for_session(sid, 0, 0);
+}
+
+int dlh_proc_kill_session_since(pid_t sid, unsigned long long start, int sig)
+{
+	return for_session(sid, start, sig);
+}
+
+int dlh_proc_count_session_since(pid_t sid, unsigned long long start)
+{
+	return for_session(sid, start, 0);
 }

@@ -16,4 +16,11 @@ int dlh_proc_kill_session(pid_t sid, int sig);
 /* Counts the live (not zombie) processes in session sid. */
 int dlh_proc_count_session(pid_t sid);
 
+/* As dlh_proc_kill_session and dlh_proc_count_session, but only processes
+ * that started at or after start (clock ticks since boot, as from
+ * dlh_proc_start): after the session leader is gone its id may be reused,
+ * and only processes of the original run are meant. */
+int dlh_proc_kill_session_since(pid_t sid, unsigned long long start, int sig);
+int dlh_proc_count_session_since(pid_t sid, unsigned long long start);
+
 #endif

@@ -254,3 +254,20 @@ double dlh_now(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
+
+double dlh_mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void dlh_mono_ts(double t, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)t;
+	ts->tv_nsec = (long)((t - (double)ts->tv_sec) * 1e9);
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}

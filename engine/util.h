@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 /* A growable text buffer. len excludes the NUL that always follows data. */
 struct dlh_buf {
@@ -57,5 +58,11 @@ void dlh_duration(double seconds, char *out, size_t outlen);
 
 /* Seconds since the epoch, with sub-second precision. */
 double dlh_now(void);
+
+/* Seconds on CLOCK_MONOTONIC: for deadlines, immune to clock changes. */
+double dlh_mono(void);
+
+/* Fills ts with the absolute CLOCK_MONOTONIC time t (seconds). */
+void dlh_mono_ts(double t, struct timespec *ts);
 
 #endif

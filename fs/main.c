@@ -134,6 +134,23 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 
+	/* the daemon works from "/" once detached: make given paths absolute */
+	char *given[] = { o.trainer, o.mpirun };
+	char *fixed[2] = { NULL, NULL };
+	for (int i = 0; i < 2; i++) {
+		if (given[i] && given[i][0] != '/' && !(fixed[i] = realpath(given[i], NULL))) {
+			fprintf(stderr, "dlhfs: cannot find \"%s\": %s\n", given[i], strerror(errno));
+			goto out_args;
+		}
+	}
+	if (fixed[0]) {
+		free(o.trainer);
+		o.trainer = fixed[0];
+	}
+	if (fixed[1]) {
+		free(o.mpirun);
+		o.mpirun = fixed[1];
+	}
 	struct dlh_engine_opts eo = {
 		.state_dir = o.state ? o.state : DLH_STATE_DEFAULT,
 		.trainer = o.trainer,

@@ -23,6 +23,7 @@ struct fs_handle {
 	pthread_mutex_t mu;      /* the handle may be used by several threads */
 	int committed;           /* jobs/new: the spec was submitted (or refused) */
 	int verdict;             /* jobs/new: 0, or -errno of the commit */
+	int wrote;               /* jobs/new: a write reached this handle */
 	size_t attempted;        /* jobs/new: highest offset a write reached */
 };
 
@@ -186,12 +187,14 @@ int dlh_fs_open(const char *path, struct fuse_file_info *fi)
 		char real[4400];
 		fs_real_path(e, &n, real, sizeof real);
 		h->fd = open(real, O_RDONLY | O_CLOEXEC);
-		if (h->fd < 0 && errno != ENOENT)
+		/* files a run has not written yet read as empty; a checkpoint
+		 * rotated away since lookup is gone */
+		if (h->fd < 0 && (errno != ENOENT || n.kind == FS_JOB_CKPT))
 			rc = -errno;
 		break;
 	}
 	case FS_CONTROL:
-		if (!h->writable)
+		if (acc != O_WRONLY)
 			rc = dlh_buf_append(&h->buf, fs_ctl_help, strlen(fs_ctl_help));
 		break;
 	default:
@@ -325,6 +328,10 @@ int dlh_fs_write(const char *path, const char *data, size_t size, off_t off,
 	} else if (h->committed) {
 		rc = -EINVAL; /* one spec per open: it was already submitted */
 	} else {
+		/* the kernel's append position is our reported size (0): use ours */
+		if (fi->flags & O_APPEND)
+			off = (off_t)h->buf.len;
+		h->wrote = 1;
 		size_t end = (size_t)off + size;
 		if (end > h->attempted)
 			h->attempted = end;
@@ -360,8 +367,18 @@ int dlh_fs_flush(const char *path, struct fuse_file_info *fi)
 	if (fs_source_of(h->node.kind) != FS_TRANSACTION || !h->writable)
 		return 0;
 	pthread_mutex_lock(&h->mu);
-	commit(h);
-	int rc = h->verdict;
+	int rc;
+	if (h->wrote || h->committed) {
+		commit(h);
+		rc = h->verdict;
+	} else {
+		/* Nothing written yet. Either the spec is empty (cp of an empty
+		 * file: close() must fail) or a shell is closing a duplicate
+		 * before it writes (`cat x > new` dups, then closes, the first
+		 * descriptor). Fail this close without submitting; a later write
+		 * still counts, and release submits what is there at the end. */
+		rc = -EINVAL;
+	}
 	pthread_mutex_unlock(&h->mu);
 	return rc;
 }
@@ -369,7 +386,10 @@ int dlh_fs_flush(const char *path, struct fuse_file_info *fi)
 int dlh_fs_release(const char *path, struct fuse_file_info *fi)
 {
 	(void)path;
-	handle_free((struct fs_handle *)(uintptr_t)fi->fh);
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	if (fs_source_of(h->node.kind) == FS_TRANSACTION && h->writable)
+		commit(h); /* an empty spec that nobody read back: record the refusal */
+	handle_free(h);
 	return 0;
 }
 
@@ -389,8 +409,10 @@ int dlh_fs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	if (fi && src == FS_TRANSACTION) {
 		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 		pthread_mutex_lock(&h->mu);
-		if (!h->committed)
+		if (!h->committed) {
 			h->buf.len = 0;
+			h->attempted = 0;
+		}
 		pthread_mutex_unlock(&h->mu);
 	}
 	return 0;

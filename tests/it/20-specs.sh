@@ -20,7 +20,7 @@ test_bad_corpus_each_fails_and_is_explained() {
 			"spec: larger than"*) submit_bad "$f" "File too large" ;;
 			*) submit_bad "$f" "Invalid argument" ;;
 		esac
-		grep -qF -- "$want" "$MNT/jobs/errors" || die "$(basename "$f"): jobs/errors lacks: $want"
+		wait_for 5 grep -qF -- "$want" "$MNT/jobs/errors" || die "$(basename "$f"): jobs/errors lacks: $want"
 		n=$((n + 1))
 	done
 	[ "$n" -ge 30 ] || die "only $n bad specs in the corpus"
@@ -48,7 +48,7 @@ test_empty_spec_is_refused() {
 	dlh_mount
 	: > "$STATE/empty.ini"
 	submit_bad "$STATE/empty.ini" "Invalid argument"
-	grep -q 'empty spec' "$MNT/jobs/errors" || die "errors: $(cat "$MNT/jobs/errors")"
+	wait_for 5 grep -q "empty spec" "$MNT/jobs/errors" || die "errors: $(cat "$MNT/jobs/errors")"
 	dlh_umount
 }
 
@@ -101,5 +101,44 @@ test_too_many_ranks_for_the_pool_is_refused() {
 	printf '[resources]\nranks = %d\n' $(( $(nproc) + 1 )) > "$STATE/r.ini"
 	submit_bad "$STATE/r.ini" "Invalid argument"
 	grep -q "cpu slots, the pool has $(nproc)" "$MNT/jobs/errors" || die "errors: $(cat "$MNT/jobs/errors")"
+	dlh_umount
+}
+
+test_shell_redirections_submit_whole_specs() {
+	dlh_mount
+	slice_spec redirected 1 > "$STATE/s.ini"
+	cat "$STATE/s.ini" > "$MNT/jobs/new" || die "cat > jobs/new failed"
+	[ -d "$MNT/jobs/1" ] || die "no job after cat >"
+	cmp -s "$STATE/s.ini" "$STATE/jobs/1/submitted.ini" || die "job 1 got a partial spec"
+	printf '[job]\nname = echoed\n[data]\ntrain_limit = 256\ntest_limit = 256\n[model]\nlayers = 16\n[train]\nepochs = 1\n[resources]\nranks = 1\n' > "$MNT/jobs/new" ||
+		die "printf > jobs/new failed"
+	expect_eq "$(readlink "$MNT/jobs/echoed")" 2 "job made by printf >"
+	tee "$MNT/jobs/new" < "$STATE/s.ini" > /dev/null || die "tee failed"
+	[ -d "$MNT/jobs/3" ] || die "no job after tee"
+	if cat "$STATE/s.ini" | sed 's/^epochs = 1$/epochs = zero/' > "$MNT/jobs/new" 2>/dev/null; then
+		: # a shell does not report close() errors of its redirections; jobs/errors does
+	fi
+	wait_for 5 grep -q 'epochs: expected' "$MNT/jobs/errors" || die "errors: $(cat "$MNT/jobs/errors")"
+	[ -d "$MNT/jobs/4" ] && die "a bad spec made job 4"
+	grep -c 'empty spec' "$MNT/jobs/errors" | grep -qx 0 || die "shell redirections logged empty specs: $(cat "$MNT/jobs/errors")"
+	local id
+	for id in 1 2 3; do
+		wait_for 120 job_terminal $id || die "job $id did not end"
+	done
+	dlh_umount
+}
+
+test_append_descriptor_keeps_every_write() {
+	dlh_mount
+	# O_APPEND with a stat between writes: the kernel would place the second
+	# write at the reported size (0) without the daemon's own append offset
+	perl -e 'open(my $f, ">>", $ARGV[0]) or die "open: $!";
+		syswrite($f, "[job]\nname = appended\n") or die "write: $!";
+		my @st = stat($ARGV[0]);
+		syswrite($f, "[data]\ntrain_limit = 256\ntest_limit = 256\n[model]\nlayers = 16\n[train]\nepochs = 1\n[resources]\nranks = 1\n") or die "write: $!";
+		close($f) or die "close: $!"' "$MNT/jobs/new" || die "perl append failed"
+	wait_for 5 test -L "$MNT/jobs/appended" || die "no job named appended: $(tail -3 "$MNT/jobs/errors")"
+	grep -q '^train_limit = 256$' "$MNT/jobs/appended/spec" || die "second write lost: $(cat "$MNT/jobs/appended/spec")"
+	wait_for 60 job_terminal 1 || die "job did not end"
 	dlh_umount
 }
