@@ -66,12 +66,23 @@ static void num_text(double x, char *out, size_t len)
 	}
 }
 
-static void layers_text(const struct dlh_spec *s, char *out, size_t len)
+/* Writes n integers as "a,b,c" (the trainer's list syntax). */
+static void ints_text(const int *v, int n, char *out, size_t len)
 {
 	size_t used = 0;
 	out[0] = '\0';
-	for (int i = 0; i < s->nlayers && used < len; i++)
-		used += (size_t)snprintf(out + used, len - used, "%s%d", i ? "," : "", s->layers[i]);
+	for (int i = 0; i < n && used < len; i++)
+		used += (size_t)snprintf(out + used, len - used, "%s%d", i ? "," : "", v[i]);
+}
+
+/* Writes a CNN's convolutions as "32:5,64:5". */
+static void conv_text(const struct dlh_spec *s, char *out, size_t len)
+{
+	size_t used = 0;
+	out[0] = '\0';
+	for (int i = 0; i < s->nconv && used < len; i++)
+		used += (size_t)snprintf(out + used, len - used, "%s%d:%d", i ? "," : "",
+					 s->conv_filters[i], s->conv_kernel[i]);
 }
 
 int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
@@ -125,11 +136,12 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 			goto toolong;
 		return 0;
 	}
-	char layers[256];
-	layers_text(spec, layers, sizeof layers);
+	char list[256], lr[40], num[40];
 	rc |= arg(p, "%s", tools->trainer);
 	rc |= arg(p, "--job-dir");
 	rc |= arg(p, "%s", job_dir);
+	rc |= arg(p, "--format");
+	rc |= arg(p, "%s", spec->format);
 	rc |= arg(p, "--train-images");
 	rc |= arg(p, "%s", spec->train);
 	rc |= arg(p, "--train-labels");
@@ -138,26 +150,67 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 	rc |= arg(p, "%s", spec->test);
 	rc |= arg(p, "--test-labels");
 	rc |= arg(p, "%s", spec->test_labels);
-	rc |= arg(p, "--layers");
-	rc |= arg(p, "%s", layers);
+	rc |= arg(p, "--model");
+	rc |= arg(p, "%s", spec->model_type);
+	if (!strcmp(spec->model_type, "cnn")) {
+		conv_text(spec, list, sizeof list);
+		rc |= arg(p, "--conv");
+		rc |= arg(p, "%s", list);
+		rc |= arg(p, "--pool");
+		rc |= arg(p, "%d", spec->pool);
+		ints_text(spec->dense, spec->ndense, list, sizeof list);
+		rc |= arg(p, "--dense");
+		rc |= arg(p, "%s", list);
+	} else {
+		ints_text(spec->layers, spec->nlayers, list, sizeof list);
+		rc |= arg(p, "--layers");
+		rc |= arg(p, "%s", list);
+	}
+	num_text(spec->dropout, num, sizeof num);
+	rc |= arg(p, "--dropout");
+	rc |= arg(p, "%s", num);
 	rc |= arg(p, "--epochs");
 	rc |= arg(p, "%d", spec->epochs);
 	rc |= arg(p, "--batch");
 	rc |= arg(p, "%d", spec->batch_size);
-	char lr[40], mom[40], wd[40];
 	num_text(p->lr, lr, sizeof lr);
-	num_text(spec->momentum, mom, sizeof mom);
-	num_text(spec->weight_decay, wd, sizeof wd);
 	rc |= arg(p, "--lr");
 	rc |= arg(p, "%s", lr);
-	rc |= arg(p, "--momentum");
-	rc |= arg(p, "%s", mom);
+	rc |= arg(p, "--optimizer");
+	rc |= arg(p, "%s", spec->optimizer);
+	if (!strcmp(spec->optimizer, "adam")) {
+		num_text(spec->beta1, num, sizeof num);
+		rc |= arg(p, "--beta1");
+		rc |= arg(p, "%s", num);
+		num_text(spec->beta2, num, sizeof num);
+		rc |= arg(p, "--beta2");
+		rc |= arg(p, "%s", num);
+	} else {
+		num_text(spec->momentum, num, sizeof num);
+		rc |= arg(p, "--momentum");
+		rc |= arg(p, "%s", num);
+	}
+	num_text(spec->weight_decay, num, sizeof num);
 	rc |= arg(p, "--weight-decay");
-	rc |= arg(p, "%s", wd);
+	rc |= arg(p, "%s", num);
+	rc |= arg(p, "--schedule");
+	rc |= arg(p, "%s", spec->schedule);
+	if (!strcmp(spec->schedule, "step")) {
+		rc |= arg(p, "--step-epochs");
+		rc |= arg(p, "%d", spec->step_epochs);
+		num_text(spec->gamma, num, sizeof num);
+		rc |= arg(p, "--gamma");
+		rc |= arg(p, "%s", num);
+	}
+	rc |= arg(p, "--warmup-steps");
+	rc |= arg(p, "%d", spec->warmup_steps);
 	rc |= arg(p, "--seed");
 	rc |= arg(p, "%llu", (unsigned long long)spec->seed);
 	rc |= arg(p, "--checkpoint-every");
 	rc |= arg(p, "%d", spec->checkpoint_every);
+	num_text(spec->bucket_mb, num, sizeof num);
+	rc |= arg(p, "--bucket-mb");
+	rc |= arg(p, "%s", num);
 	rc |= arg(p, "--train-limit");
 	rc |= arg(p, "%ld", spec->train_limit);
 	rc |= arg(p, "--test-limit");

@@ -89,12 +89,26 @@ static void value_text(const struct dlh_key *k, const struct dlh_spec *s, char *
 		shortest(v, n, d);
 		break;
 	case DLH_KIND_LAYERS: {
+		int count, w[DLH_LAYERS_MAX];
+		memcpy(&count, (const char *)s + k->count_off, sizeof count);
+		memcpy(w, field, sizeof w);
 		size_t o = 0;
-		for (int j = 0; j < s->nlayers && j < DLH_LAYERS_MAX && o < n; j++) {
-			int w = snprintf(v + o, n - o, "%s%d", j ? ", " : "", s->layers[j]);
-			if (w < 0)
+		for (int j = 0; j < count && j < DLH_LAYERS_MAX && o < n; j++) {
+			int m = snprintf(v + o, n - o, "%s%d", j ? ", " : "", w[j]);
+			if (m < 0)
 				break;
-			o += (size_t)w;
+			o += (size_t)m;
+		}
+		break;
+	}
+	case DLH_KIND_CONV: {
+		size_t o = 0;
+		for (int j = 0; j < s->nconv && j < DLH_CONV_MAX && o < n; j++) {
+			int m = snprintf(v + o, n - o, "%s%d:%d", j ? ", " : "", s->conv_filters[j],
+					 s->conv_kernel[j]);
+			if (m < 0)
+				break;
+			o += (size_t)m;
 		}
 		break;
 	}
@@ -113,6 +127,8 @@ int dlh_spec_format(const struct dlh_spec *s, char *buf, size_t len)
 	char v[DLH_PATH_MAX + DLH_COMMAND_MAX + 2];
 	for (int i = 0; i < dlh_spec_nkeys; i++) {
 		const struct dlh_key *k = &dlh_spec_keys[i];
+		if (dlh_spec_applies(s, i))
+			continue; /* e.g. conv of an mlp: not part of this spec */
 		if (!section || strcmp(section, k->section))
 			emit(&o, "%s[%s]\n", section ? "\n" : "", k->section);
 		section = k->section;

@@ -16,7 +16,7 @@
 #define DLH_SPEC_MSG_MAX 320
 
 /* Most keys the table may hold (parse.c keeps per-key state in arrays). */
-#define DLH_SPEC_KEYS_CAP 64
+#define DLH_SPEC_KEYS_CAP 96
 
 /* Most errors kept for one parse; more end the report with "too many". */
 #define DLH_SPEC_ERRORS_MAX 64
@@ -31,7 +31,8 @@ enum dlh_kind {
 	DLH_KIND_U64,      /* any uint64_t */
 	DLH_KIND_DOUBLE,   /* finite double within dlo..dhi (ends open per flags) */
 	DLH_KIND_PATH,     /* absolute path; readability is checked after parsing */
-	DLH_KIND_LAYERS,   /* 1..DLH_LAYERS_MAX comma-separated ints within lo..hi */
+	DLH_KIND_LAYERS,   /* comma-separated ints within lo..hi; count at count_off */
+	DLH_KIND_CONV,     /* "FILTERS:KERNEL, ..." into the conv_* fields */
 	DLH_KIND_RANKS,    /* int within lo..hi, or "auto" stored as 0 */
 };
 
@@ -48,11 +49,27 @@ struct dlh_key {
 	const char *const *words;       /* accepted words, NULL-terminated */
 	const char *const *later;       /* words known but not supported yet, NULL-terminated */
 	const char *def;                /* the default, as normalized text */
+	size_t count_off;               /* LAYERS: offsetof the int holding the count */
+	int min_count, max_count;       /* LAYERS: how many items are allowed */
 };
 
 extern const struct dlh_key dlh_spec_keys[];    /* in normalized order */
 extern const int dlh_spec_nkeys;                /* entries in dlh_spec_keys */
 extern const char *const dlh_spec_sections[];   /* in order, NULL-terminated */
+
+/* A key that only means something beside another key's value (conv for a
+ * cnn, beta1 for adam). Given where it does not apply it is an error, and
+ * the normalized text leaves it out. */
+struct dlh_applies {
+	const char *section, *name;     /* the key */
+	const char *on_section, *on;    /* the WORD key it depends on */
+	const char *const values[4];    /* the values of that key it applies to */
+	const char *hint;               /* what to use instead, or NULL */
+};
+
+/* The rule that key k breaks in s (it does not apply there), or NULL when
+ * k applies (or has no rule). */
+const struct dlh_applies *dlh_spec_applies(const struct dlh_spec *s, int k);
 
 /* Index of section in dlh_spec_sections, or -1 when unknown. */
 int dlh_spec_section_find(const char *section);

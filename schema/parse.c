@@ -262,6 +262,28 @@ static int later(const struct ctx *c, int a, int b)
 	return c->line_of[a] > c->line_of[b] ? c->line_of[a] : c->line_of[b];
 }
 
+/* Reports keys given where they do not apply (see dlh_spec_applies). */
+static void check_applies(struct ctx *c)
+{
+	for (int k = 0; k < dlh_spec_nkeys; k++) {
+		if (!c->line_of[k] || c->bad[k])
+			continue;
+		const struct dlh_applies *a = dlh_spec_applies(&c->spec, k);
+		if (!a || c->bad[key(a->on_section, a->on)])
+			continue;
+		const char *value = (const char *)&c->spec + dlh_spec_keys[key(a->on_section, a->on)].off;
+		char list[96] = "";
+		size_t used = 0;
+		for (int v = 0; v < 4 && a->values[v]; v++)
+			used += (size_t)snprintf(list + used, sizeof list - used, "%s%s = %s",
+						 v ? " or " : "", a->on, a->values[v]);
+		dlh_spec_error_add(&c->errs, c->line_of[k],
+				   "[%s] %s: only used with %s, not %s = %s%s%s%s",
+				   a->section, a->name, list, a->on, value,
+				   a->hint ? " (" : "", a->hint ? a->hint : "", a->hint ? ")" : "");
+	}
+}
+
 /* Checks between keys, skipped where a value involved did not parse. */
 static void check_cross(struct ctx *c)
 {
@@ -276,6 +298,7 @@ static void check_cross(struct ctx *c)
 		dlh_spec_error_add(&c->errs, later(c, batch, limit),
 				   "[data] train_limit: %ld is smaller than [train] batch_size (%d)",
 				   s->train_limit, s->batch_size);
+	check_applies(c);
 }
 
 int dlh_spec_parse(const char *text, size_t len, struct dlh_spec *s,

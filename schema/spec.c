@@ -15,12 +15,14 @@ _Static_assert(sizeof(enum dlh_device) == sizeof(int), "enum dlh_device is int-s
 
 static const char *const restart_words[] = { "never", "on-failure", NULL };
 static const char *const device_words[] = { "cpu", "gpu", NULL };
-static const char *const format_words[] = { "idx", NULL };
-static const char *const format_later[] = { "csv", "npy", "npz", "png", "jpeg", "tfrecord", "parquet", NULL };
-static const char *const model_words[] = { "mlp", NULL };
-static const char *const model_later[] = { "cnn", "rnn", "lstm", "transformer", "resnet", NULL };
-static const char *const optim_words[] = { "sgd", NULL };
-static const char *const optim_later[] = { "adam", "adamw", "rmsprop", "adagrad", "lamb", "lion", NULL };
+static const char *const format_words[] = { "idx", "csv", NULL };
+static const char *const format_later[] = { "npy", "npz", "png", "jpeg", "tfrecord", "parquet", NULL };
+static const char *const model_words[] = { "mlp", "cnn", NULL };
+static const char *const model_later[] = { "rnn", "lstm", "transformer", "resnet", NULL };
+static const char *const optim_words[] = { "sgd", "nesterov", "adam", NULL };
+static const char *const optim_later[] = { "adamw", "rmsprop", "adagrad", "lamb", "lion", NULL };
+static const char *const schedule_words[] = { "constant", "step", "cosine", NULL };
+static const char *const schedule_later[] = { "exponential", "linear", "onecycle", "plateau", NULL };
 
 const char *const dlh_spec_sections[] = { "job", "data", "model", "train", "resources", NULL };
 
@@ -39,22 +41,64 @@ const struct dlh_key dlh_spec_keys[] = {
 	{ "data", "test_limit", DLH_KIND_LONG, FIELD(test_limit), .lo = 0, .hi = 2147483647, .def = "0" },
 
 	{ "model", "type", DLH_KIND_WORD, FIELD(model_type), .words = model_words, .later = model_later, .def = "mlp" },
-	{ "model", "layers", DLH_KIND_LAYERS, FIELD(layers), .lo = 1, .hi = 65536, .def = "256, 128, 100" },
+	{ "model", "layers", DLH_KIND_LAYERS, FIELD(layers), .lo = 1, .hi = 65536, .def = "256, 128, 100",
+	  .count_off = offsetof(struct dlh_spec, nlayers), .min_count = 1, .max_count = DLH_LAYERS_MAX },
+	{ "model", "conv", DLH_KIND_CONV, FIELD(conv_filters), .lo = 1, .hi = 4096, .def = "32:5, 64:5" },
+	{ "model", "pool", DLH_KIND_INT, FIELD(pool), .lo = 1, .hi = 8, .def = "2" },
+	{ "model", "dense", DLH_KIND_LAYERS, FIELD(dense), .lo = 1, .hi = 65536, .def = "1024",
+	  .count_off = offsetof(struct dlh_spec, ndense), .min_count = 0, .max_count = DLH_LAYERS_MAX },
+	{ "model", "dropout", DLH_KIND_DOUBLE, FIELD(dropout), .dlo = 0, .dhi = 1, .hi_open = 1, .def = "0" },
 
 	{ "train", "epochs", DLH_KIND_INT, FIELD(epochs), .lo = 1, .hi = 10000, .def = "10" },
 	{ "train", "batch_size", DLH_KIND_INT, FIELD(batch_size), .lo = 1, .hi = 1048576, .def = "64" },
 	{ "train", "lr", DLH_KIND_DOUBLE, FIELD(lr), .dlo = 0, .lo_open = 1, .dhi = 100, .def = "0.01" },
 	{ "train", "optimizer", DLH_KIND_WORD, FIELD(optimizer), .words = optim_words, .later = optim_later, .def = "sgd" },
 	{ "train", "momentum", DLH_KIND_DOUBLE, FIELD(momentum), .dlo = 0, .dhi = 1, .hi_open = 1, .def = "0.9" },
+	{ "train", "beta1", DLH_KIND_DOUBLE, FIELD(beta1), .dlo = 0, .dhi = 1, .hi_open = 1, .def = "0.9" },
+	{ "train", "beta2", DLH_KIND_DOUBLE, FIELD(beta2), .dlo = 0, .dhi = 1, .hi_open = 1, .def = "0.999" },
 	{ "train", "weight_decay", DLH_KIND_DOUBLE, FIELD(weight_decay), .dlo = 0, .dhi = 1, .hi_open = 1, .def = "0" },
+	{ "train", "schedule", DLH_KIND_WORD, FIELD(schedule), .words = schedule_words, .later = schedule_later, .def = "constant" },
+	{ "train", "step_epochs", DLH_KIND_INT, FIELD(step_epochs), .lo = 1, .hi = 10000, .def = "10" },
+	{ "train", "gamma", DLH_KIND_DOUBLE, FIELD(gamma), .dlo = 0, .lo_open = 1, .dhi = 1, .def = "0.1" },
+	{ "train", "warmup_steps", DLH_KIND_INT, FIELD(warmup_steps), .lo = 0, .hi = 100000000, .def = "0" },
 	{ "train", "seed", DLH_KIND_U64, FIELD(seed), .def = "1" },
 	{ "train", "checkpoint_every", DLH_KIND_INT, FIELD(checkpoint_every), .lo = 0, .hi = 100000000, .def = "500" },
+	{ "train", "bucket_mb", DLH_KIND_DOUBLE, FIELD(bucket_mb), .dlo = 0, .dhi = 1024, .def = "1" },
 
 	{ "resources", "ranks", DLH_KIND_RANKS, FIELD(ranks), .lo = 1, .hi = 1024, .def = "auto" },
 	{ "resources", "device", DLH_KIND_ENUM, FIELD(device), .words = device_words, .def = "cpu" },
 };
 
 const int dlh_spec_nkeys = (int)(sizeof dlh_spec_keys / sizeof dlh_spec_keys[0]);
+
+static const struct dlh_applies applies_rules[] = {
+	{ "model", "layers", "model", "type", { "mlp" }, "a cnn uses conv, pool and dense" },
+	{ "model", "conv", "model", "type", { "cnn" }, "an mlp uses layers" },
+	{ "model", "pool", "model", "type", { "cnn" }, "an mlp uses layers" },
+	{ "model", "dense", "model", "type", { "cnn" }, "an mlp uses layers" },
+	{ "train", "momentum", "train", "optimizer", { "sgd", "nesterov" }, "adam uses beta1 and beta2" },
+	{ "train", "beta1", "train", "optimizer", { "adam" }, "sgd and nesterov use momentum" },
+	{ "train", "beta2", "train", "optimizer", { "adam" }, "sgd and nesterov use momentum" },
+	{ "train", "step_epochs", "train", "schedule", { "step" }, NULL },
+	{ "train", "gamma", "train", "schedule", { "step" }, NULL },
+};
+
+const struct dlh_applies *dlh_spec_applies(const struct dlh_spec *s, int k)
+{
+	const struct dlh_key *key = &dlh_spec_keys[k];
+	for (size_t r = 0; r < sizeof applies_rules / sizeof applies_rules[0]; r++) {
+		const struct dlh_applies *a = &applies_rules[r];
+		if (strcmp(a->section, key->section) || strcmp(a->name, key->name))
+			continue;
+		int on = dlh_spec_key_find(a->on_section, a->on);
+		const char *value = (const char *)s + dlh_spec_keys[on].off;
+		for (int v = 0; v < 4 && a->values[v]; v++)
+			if (!strcmp(value, a->values[v]))
+				return NULL;
+		return a;
+	}
+	return NULL;
+}
 
 /* Index of section in dlh_spec_sections, or -1 when unknown. */
 int dlh_spec_section_find(const char *section)

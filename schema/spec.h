@@ -9,7 +9,8 @@
 #define DLH_NAME_MAX 64            /* longest [job] name */
 #define DLH_PATH_MAX 1024          /* longest data path */
 #define DLH_COMMAND_MAX 1024       /* longest [job] command */
-#define DLH_LAYERS_MAX 16          /* most hidden layers in an MLP */
+#define DLH_LAYERS_MAX 16          /* most hidden layers in an MLP or a CNN's dense part */
+#define DLH_CONV_MAX 8             /* most convolution layers in a CNN */
 #define DLH_ERR_MAX 4096           /* room for a parse error report */
 
 enum dlh_restart {
@@ -36,24 +37,38 @@ struct dlh_spec {
 	char train_labels[DLH_PATH_MAX + 1]; /* absolute path, readable */
 	char test[DLH_PATH_MAX + 1];         /* absolute path, readable */
 	char test_labels[DLH_PATH_MAX + 1];  /* absolute path, readable */
-	char format[8];                      /* "idx" */
+	char format[8];                      /* "idx" | "csv" (label, then pixels, per line) */
 	long train_limit;                    /* use the first N training images; 0 = all */
 	long test_limit;                     /* use the first N test images; 0 = all */
 
 	/* [model] */
-	char model_type[8];                  /* "mlp" */
-	int layers[DLH_LAYERS_MAX];          /* hidden layer widths */
+	char model_type[8];                  /* "mlp" | "cnn" */
+	int layers[DLH_LAYERS_MAX];          /* mlp: hidden layer widths */
 	int nlayers;                         /* how many of layers[] are used, >= 1 */
+	int conv_filters[DLH_CONV_MAX];      /* cnn: output channels of each convolution */
+	int conv_kernel[DLH_CONV_MAX];       /* cnn: its odd square kernel size ("same" padding) */
+	int nconv;                           /* convolutions used, >= 1 */
+	int pool;                            /* cnn: max-pool size and stride after each conv; 1 = none */
+	int dense[DLH_LAYERS_MAX];           /* cnn: hidden dense widths after the convolutions */
+	int ndense;                          /* how many of dense[] are used, >= 0 */
+	double dropout;                      /* after each hidden dense layer, 0 <= p < 1 */
 
 	/* [train] */
 	int epochs;                          /* 1..10000 */
 	int batch_size;                      /* global batch, 1..1048576 */
 	double lr;                           /* > 0, <= 100 */
-	char optimizer[16];                  /* "sgd" */
-	double momentum;                     /* 0 <= m < 1 */
-	double weight_decay;                 /* 0 <= wd < 1 */
+	char optimizer[16];                  /* "sgd" | "nesterov" | "adam" */
+	double momentum;                     /* sgd, nesterov: 0 <= m < 1 */
+	double beta1;                        /* adam: 0 <= b1 < 1 */
+	double beta2;                        /* adam: 0 <= b2 < 1 */
+	double weight_decay;                 /* 0 <= wd < 1, added to the gradient */
+	char schedule[16];                   /* "constant" | "step" | "cosine" */
+	int step_epochs;                     /* step: epochs between lr drops */
+	double gamma;                        /* step: factor of each drop, 0 < g <= 1 */
+	int warmup_steps;                    /* linear warmup over this many steps; 0 = none */
 	uint64_t seed;                       /* initial weights and shuffles */
 	int checkpoint_every;                /* steps between checkpoints; 0 = only at the end */
+	double bucket_mb;                    /* gradient allreduce bucket; 0 = no overlap */
 
 	/* [resources] */
 	int ranks;                           /* 1..1024; 0 = auto (decided by the planner) */

@@ -247,26 +247,34 @@ static int set_double(const struct dlh_key *k, const char *v, double *field, cha
 	return 0;
 }
 
-/* [model] layers: 1..DLH_LAYERS_MAX comma-separated integers in lo..hi. */
+/* Parses one trimmed item of a comma list into out (a decimal integer).
+ * Returns 0, -1 (not a number) or -2 (out of range of long long). */
+static int list_item(const char *p, size_t len, long long *out)
+{
+	char item[DLH_SPEC_LINE_MAX + 1];
+	while (len && (*p == ' ' || *p == '\t'))
+		p++, len--;
+	while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+		len--;
+	if (!len || len >= sizeof item)
+		return -1;
+	memcpy(item, p, len);
+	item[len] = '\0';
+	return parse_ll(item, out);
+}
+
+/* A list of comma-separated integers in lo..hi, min_count..max_count of
+ * them, into the int array at k->off with the count at k->count_off. An
+ * empty value is the empty list (allowed when min_count is 0). */
 static int set_layers(const struct dlh_key *k, const char *v, struct dlh_spec *s, char *msg, size_t n)
 {
 	int w[DLH_LAYERS_MAX], count = 0, range = 0;
 	const char *p = v;
-	for (;;) {
-		char item[DLH_SPEC_LINE_MAX + 1];
+	while (*v && *p) {
 		const char *comma = strchr(p, ',');
 		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-		while (len && (*p == ' ' || *p == '\t'))
-			p++, len--;
-		while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
-			len--;
 		long long x;
-		int rc = len && len < sizeof item ? 0 : -1;
-		if (!rc) {
-			memcpy(item, p, len);
-			item[len] = '\0';
-			rc = parse_ll(item, &x);
-		}
+		int rc = list_item(p, len, &x);
 		if (rc == -1)
 			return fail(msg, n, v, "expected a comma-separated list of positive integers");
 		if (rc == -2 || x < k->lo || x > k->hi)
@@ -277,17 +285,61 @@ static int set_layers(const struct dlh_key *k, const char *v, struct dlh_spec *s
 		if (!comma)
 			break;
 		p = comma + 1;
+		if (!*p)
+			return fail(msg, n, v, "expected a comma-separated list of positive integers");
 	}
 	if (range)
 		return fail(msg, n, v, "expected each width from %lld to %lld", k->lo, k->hi);
-	if (count > DLH_LAYERS_MAX) {
+	if (count < k->min_count)
+		return fail(msg, n, v, "expected a comma-separated list of positive integers");
+	if (count > k->max_count) {
 		char q[QUOTE_MAX * 4 + 8];
 		dlh_spec_quote(q, sizeof q, v, QUOTE_MAX);
-		snprintf(msg, n, "expected at most %d layers, got %d in %s", DLH_LAYERS_MAX, count, q);
+		snprintf(msg, n, "expected at most %d layers, got %d in %s", k->max_count, count, q);
 		return -1;
 	}
-	memcpy(s->layers, w, (size_t)count * sizeof w[0]);
-	s->nlayers = count;
+	memcpy((char *)s + k->off, w, (size_t)count * sizeof w[0]);
+	memcpy((char *)s + k->count_off, &count, sizeof count);
+	return 0;
+}
+
+/* [model] conv: 1..DLH_CONV_MAX "FILTERS:KERNEL" items, filters in lo..hi,
+ * kernels odd from 1 to DLH_CONV_KERNEL_MAX. */
+#define DLH_CONV_KERNEL_MAX 15
+static int set_conv(const struct dlh_key *k, const char *v, struct dlh_spec *s, char *msg, size_t n)
+{
+	int f[DLH_CONV_MAX], kern[DLH_CONV_MAX], count = 0;
+	const char *p = v;
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		const char *colon = memchr(p, ':', len);
+		long long x, y;
+		if (!colon || list_item(p, (size_t)(colon - p), &x) ||
+		    list_item(colon + 1, len - (size_t)(colon + 1 - p), &y))
+			return fail(msg, n, v, "expected a comma-separated list of FILTERS:KERNEL, e.g. \"32:5, 64:5\"");
+		if (x < k->lo || x > k->hi)
+			return fail(msg, n, v, "expected filters from %lld to %lld", k->lo, k->hi);
+		if (y < 1 || y > DLH_CONV_KERNEL_MAX || y % 2 == 0)
+			return fail(msg, n, v, "expected an odd kernel size from 1 to %d", DLH_CONV_KERNEL_MAX);
+		if (count < DLH_CONV_MAX) {
+			f[count] = (int)x;
+			kern[count] = (int)y;
+		}
+		count++;
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	if (count > DLH_CONV_MAX) {
+		char q[QUOTE_MAX * 4 + 8];
+		dlh_spec_quote(q, sizeof q, v, QUOTE_MAX);
+		snprintf(msg, n, "expected at most %d convolutions, got %d in %s", DLH_CONV_MAX, count, q);
+		return -1;
+	}
+	memcpy(s->conv_filters, f, (size_t)count * sizeof f[0]);
+	memcpy(s->conv_kernel, kern, (size_t)count * sizeof kern[0]);
+	s->nconv = count;
 	return 0;
 }
 
@@ -338,6 +390,8 @@ int dlh_spec_set(const struct dlh_key *k, const char *v, struct dlh_spec *s,
 		return set_double(k, v, (double *)(void *)field, msg, n);
 	case DLH_KIND_LAYERS:
 		return set_layers(k, v, s, msg, n);
+	case DLH_KIND_CONV:
+		return set_conv(k, v, s, msg, n);
 	}
 	snprintf(msg, n, "internal error: unknown kind %d", (int)k->kind);
 	return -1;

@@ -83,22 +83,28 @@ static uLong crc_more(uLong crc, const void *buf, size_t len)
 
 /* Returns the checksum of a header's first CRC_AT bytes and the payload. */
 static uint32_t ckpt_crc(const unsigned char *hdr, const float *params,
-			 const float *momentum, size_t n)
+			 const float *state, size_t n, size_t nstate)
 {
 	uLong crc = crc32(0L, Z_NULL, 0);
 
 	crc = crc_more(crc, hdr, CRC_AT);
 	crc = crc_more(crc, params, n * sizeof *params);
-	crc = crc_more(crc, momentum, n * sizeof *momentum);
+	crc = crc_more(crc, state, nstate * n * sizeof *state);
 	return (uint32_t)crc;
 }
 
 int dlt_ckpt_write(const char *path, const struct dlt_ckpt_meta *m,
-		   const float *params, const float *momentum,
+		   const float *params, const float *state,
 		   char *err, size_t errlen)
 {
 	unsigned char h[DLT_CKPT_HEADER];
-	size_t n = (size_t)m->nparams;
+	size_t n = (size_t)m->nparams, ns = m->nstate ? m->nstate : 1;
+
+	if (ns > DLT_CKPT_MAX_STATE) {
+		snprintf(err, errlen, "\"%s\": %zu optimizer state arrays (at most %d)", path,
+			 ns, DLT_CKPT_MAX_STATE);
+		return -EINVAL;
+	}
 
 	memset(h, 0, sizeof h);
 	memcpy(h, DLT_CKPT_MAGIC, sizeof DLT_CKPT_MAGIC);
@@ -115,12 +121,14 @@ int dlt_ckpt_write(const char *path, const struct dlt_ckpt_meta *m,
 	putf64(h + 80, m->test_loss);
 	putf64(h + 88, m->test_acc);
 	put64(h + 96, m->eval_step);
-	put32(h + CRC_AT, ckpt_crc(h, params, momentum, n));
+	put32(h + 104, m->optimizer);
+	put32(h + 108, (uint32_t)ns);
+	put32(h + CRC_AT, ckpt_crc(h, params, state, n, ns));
 
 	struct iovec iov[3] = {
 		{ .iov_base = h, .iov_len = sizeof h },
 		{ .iov_base = (void *)params, .iov_len = n * sizeof *params },
-		{ .iov_base = (void *)momentum, .iov_len = n * sizeof *momentum },
+		{ .iov_base = (void *)state, .iov_len = ns * n * sizeof *state },
 	};
 	return dlt_write_atomic(path, iov, 3, err, errlen);
 }
@@ -146,7 +154,7 @@ static int read_all(int fd, void *buf, size_t len)
 }
 
 int dlt_ckpt_read(const char *path, struct dlt_ckpt_meta *m, size_t nparams,
-		  float *params, float *momentum, char *err, size_t errlen)
+		  int nstate, float *params, float *state, char *err, size_t errlen)
 {
 	unsigned char h[DLT_CKPT_HEADER];
 	struct stat st;
@@ -170,7 +178,8 @@ int dlt_ckpt_read(const char *path, struct dlt_ckpt_meta *m, size_t nparams,
 		goto out;
 	}
 	if (get32(h + 8) != DLT_CKPT_VERSION || get32(h + 12) != DLT_CKPT_HEADER) {
-		snprintf(err, errlen, "\"%s\": checkpoint version %u, this trainer reads %u",
+		snprintf(err, errlen, "\"%s\": checkpoint version %u, this trainer reads %u "
+			 "(start the job again in a new --job-dir)",
 			 path, (unsigned)get32(h + 8), DLT_CKPT_VERSION);
 		rc = -EINVAL;
 		goto out;
@@ -183,7 +192,16 @@ int dlt_ckpt_read(const char *path, struct dlt_ckpt_meta *m, size_t nparams,
 		rc = -EINVAL;
 		goto out;
 	}
-	want = (off_t)(DLT_CKPT_HEADER + 2 * nparams * sizeof(float));
+	m->optimizer = get32(h + 104);
+	m->nstate = get32(h + 108);
+	if (m->nstate != (uint32_t)nstate) {
+		snprintf(err, errlen, "\"%s\": checkpoint has %u optimizer state arrays, "
+			 "this run's optimizer keeps %d (different --optimizer?)",
+			 path, (unsigned)m->nstate, nstate);
+		rc = -EINVAL;
+		goto out;
+	}
+	want = (off_t)(DLT_CKPT_HEADER + (1 + (size_t)nstate) * nparams * sizeof(float));
 	if (st.st_size != want) {
 		snprintf(err, errlen, "\"%s\": %s checkpoint (%lld bytes, expected %lld)", path,
 			 st.st_size < want ? "truncated" : "oversized",
@@ -193,12 +211,12 @@ int dlt_ckpt_read(const char *path, struct dlt_ckpt_meta *m, size_t nparams,
 	}
 	rc = read_all(fd, params, nparams * sizeof *params);
 	if (rc == 0)
-		rc = read_all(fd, momentum, nparams * sizeof *momentum);
+		rc = read_all(fd, state, (size_t)nstate * nparams * sizeof *state);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot read \"%s\": %s", path, strerror(-rc));
 		goto out;
 	}
-	if (get32(h + CRC_AT) != ckpt_crc(h, params, momentum, nparams)) {
+	if (get32(h + CRC_AT) != ckpt_crc(h, params, state, nparams, (size_t)nstate)) {
 		snprintf(err, errlen, "\"%s\": checksum mismatch (corrupt checkpoint)", path);
 		rc = -EINVAL;
 		goto out;
@@ -215,6 +233,58 @@ int dlt_ckpt_read(const char *path, struct dlt_ckpt_meta *m, size_t nparams,
 	m->eval_step = get64(h + 96);
 out:
 	close(fd);
+	return rc;
+}
+
+int dlt_ckpt_same_payload(const char *a, const char *b, char *err, size_t errlen)
+{
+	const char *path[2] = { a, b };
+	unsigned char buf[2][DLT_CKPT_HEADER];
+	int fd[2] = { -1, -1 }, rc = 1;
+	long long off = DLT_CKPT_HEADER;
+
+	for (int i = 0; i < 2; i++) {
+		fd[i] = open(path[i], O_RDONLY | O_CLOEXEC);
+		if (fd[i] < 0 || read_all(fd[i], buf[i], DLT_CKPT_HEADER) < 0 ||
+		    memcmp(buf[i], DLT_CKPT_MAGIC, sizeof DLT_CKPT_MAGIC) != 0) {
+			rc = fd[i] < 0 ? -errno : -EINVAL;
+			snprintf(err, errlen, "\"%s\": %s", path[i],
+				 fd[i] < 0 ? strerror(-rc) : "not a dlh-train checkpoint");
+			goto out;
+		}
+	}
+	for (;;) {
+		ssize_t n[2];
+
+		for (int i = 0; i < 2; i++) {
+			do
+				n[i] = read(fd[i], buf[i], sizeof buf[i]);
+			while (n[i] < 0 && errno == EINTR);
+			if (n[i] < 0) {
+				rc = -errno;
+				snprintf(err, errlen, "cannot read \"%s\": %s", path[i], strerror(-rc));
+				goto out;
+			}
+		}
+		if (n[0] != n[1] || memcmp(buf[0], buf[1], (size_t)n[0]) != 0) {
+			ssize_t k = 0;
+
+			while (k < n[0] && k < n[1] && buf[0][k] == buf[1][k])
+				k++;
+			snprintf(err, errlen, "\"%s\" and \"%s\" differ at payload float %lld%s",
+				 a, b, (off + k - DLT_CKPT_HEADER) / (long long)sizeof(float),
+				 n[0] != n[1] ? " (sizes differ)" : "");
+			rc = 0;
+			goto out;
+		}
+		if (n[0] == 0)
+			break;
+		off += n[0];
+	}
+out:
+	for (int i = 0; i < 2; i++)
+		if (fd[i] >= 0)
+			close(fd[i]);
 	return rc;
 }
 
@@ -298,7 +368,7 @@ out:
 
 int dlt_ckpt_save(const char *dir, const char *name,
 		  const struct dlt_ckpt_meta *m, const float *params,
-		  const float *momentum, char *err, size_t errlen)
+		  const float *state, char *err, size_t errlen)
 {
 	char path[DLT_PATH_MAX], text[DLT_CKPT_NAME_MAX + 2];
 	int rc;
@@ -308,7 +378,7 @@ int dlt_ckpt_save(const char *dir, const char *name,
 		snprintf(err, errlen, "checkpoint path \"%s/%s\" too long", dir, name);
 		return -ENAMETOOLONG;
 	}
-	rc = dlt_ckpt_write(path, m, params, momentum, err, errlen);
+	rc = dlt_ckpt_write(path, m, params, state, err, errlen);
 	if (rc < 0)
 		return rc;
 	snprintf(text, sizeof text, "%s\n", name);

@@ -20,11 +20,17 @@
  *  80  f64      test_loss       last evaluation (NaN if none yet)
  *  88  f64      test_acc
  *  96  u64      eval_step       step of the last evaluation (0 if none)
- * 104  ...      zero
+ * 104  u32      optimizer       enum dlt_optim_kind (0 = unknown)        (v2)
+ * 108  u32      nstate          optimizer state arrays, 1 or 2           (v2)
+ * 112  ...      zero
  * 124  u32      crc32 of bytes [0, 124) and the payload
- * 128  f32[nparams] params, then f32[nparams] momentum buffers */
+ * 128  f32[nparams] params, then nstate x f32[nparams] optimizer state
+ *      (SGD/Nesterov: momentum buffers; Adam: m, then v)
+ * Version 1 had no optimizer fields and always one state array; it is
+ * refused (by version number) with a message. */
 #define DLT_CKPT_MAGIC "DLHCKPT"        /* 7 chars and the NUL */
-#define DLT_CKPT_VERSION 1u
+#define DLT_CKPT_VERSION 2u
+#define DLT_CKPT_MAX_STATE 2          /* most optimizer state arrays */
 #define DLT_CKPT_HEADER 128             /* header bytes */
 #define DLT_CKPT_KEEP 3                 /* step-* checkpoints kept */
 #define DLT_CKPT_NAME_MAX 64            /* longest checkpoint file name */
@@ -43,21 +49,32 @@ struct dlt_ckpt_meta {
 	double test_loss;        /* last evaluation, NaN if none */
 	double test_acc;         /* last evaluation, NaN if none */
 	uint64_t eval_step;      /* step of the last evaluation, 0 if none */
+	uint32_t optimizer;      /* enum dlt_optim_kind of the state, 0 = unknown */
+	uint32_t nstate;         /* state arrays of nparams floats, 1..DLT_CKPT_MAX_STATE */
 };
 
-/* Writes a checkpoint atomically (tmp + fsync + rename) to path.
- * Returns 0, or -errno with a message in err. */
+/* Writes a checkpoint atomically (tmp + fsync + rename) to path: params
+ * (m->nparams floats) and state (m->nstate x m->nparams floats; nstate 0
+ * counts as 1). Returns 0, or -errno with a message in err. */
 int dlt_ckpt_write(const char *path, const struct dlt_ckpt_meta *m,
-		   const float *params, const float *momentum,
+		   const float *params, const float *state,
 		   char *err, size_t errlen);
 
-/* Reads the checkpoint at path into *m, params and momentum (nparams
- * floats each), after checking the magic, version, size, that its
- * parameter count is nparams, and the checksum. Returns 0, or -errno
- * (-EINVAL: not a checkpoint, another model or corrupt) with a message in
- * err; params and momentum may then hold garbage. */
+/* Reads the checkpoint at path into *m, params (nparams floats) and state
+ * (nstate x nparams floats), after checking the magic, version, size, that
+ * its parameter count is nparams and its state count nstate, and the
+ * checksum. Returns 0, or -errno (-EINVAL: not a checkpoint, an older
+ * version, another model or optimizer, corrupt) with a message in err;
+ * params and state may then hold garbage. */
 int dlt_ckpt_read(const char *path, struct dlt_ckpt_meta *m, size_t nparams,
-		  float *params, float *momentum, char *err, size_t errlen);
+		  int nstate, float *params, float *state, char *err, size_t errlen);
+
+/* Compares the payloads (parameters and optimizer state) of checkpoints a
+ * and b, ignoring the header (whose timing fields differ between runs).
+ * Returns 1 when they are byte for byte the same, 0 when not (a message
+ * naming the first differing float goes in err), or -errno with a message
+ * when one cannot be read. */
+int dlt_ckpt_same_payload(const char *a, const char *b, char *err, size_t errlen);
 
 /* Writes the name of step's checkpoint ("step-00000500.ckpt") into out.
  * Returns 0, or -ENAMETOOLONG. */
@@ -68,7 +85,7 @@ int dlt_ckpt_step_name(uint64_t step, char *out, size_t len);
  * newest step-* checkpoints. Returns 0, or -errno with a message in err. */
 int dlt_ckpt_save(const char *dir, const char *name,
 		  const struct dlt_ckpt_meta *m, const float *params,
-		  const float *momentum, char *err, size_t errlen);
+		  const float *state, char *err, size_t errlen);
 
 /* Reads dir/latest into name (the file name alone). Returns 0, -ENOENT
  * when there is no latest file, or another -errno (-EINVAL: not a plain

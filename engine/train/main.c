@@ -11,19 +11,31 @@
 #include <unistd.h>
 
 #include "engine/train/ckpt.h"
+#include "engine/train/csv.h"
 #include "engine/train/files.h"
 #include "engine/train/idx.h"
 #include "engine/train/metrics.h"
-#include "engine/train/mlp.h"
+#include "engine/train/net.h"
 #include "engine/train/optim.h"
 #include "engine/train/opts.h"
 #include "engine/train/plan.h"
+#include "engine/train/prefetch.h"
 #include "engine/train/rng.h"
 
 #define DLT_EXIT_USAGE 2          /* exit status for a bad command line */
 #define DLT_EVAL_ROWS 512         /* fewest rows per evaluation batch */
 #define DLT_RATE_WINDOW 20        /* steps in the samples/s moving window */
 #define DLT_CKPT_DIR "checkpoints"
+#define DLT_CNN_EVAL_ROWS 64      /* fewest rows per evaluation batch of a conv model */
+#define DLT_MAX_BUCKETS DLT_NET_MAX_LAYERS   /* one bucket per layer at most */
+#define DLT_MB (1024.0 * 1024.0)  /* bytes in --bucket-mb's unit */
+
+/* A gradient bucket: floats [lo, hi) of the gradient array, allreduced as
+ * soon as backward has finished layer trigger (its lowest layer). */
+struct bucket {
+	size_t lo, hi;                    /* float range in grads */
+	int trigger;                      /* layer whose completion starts it */
+};
 
 enum resume { RESUME_NONE, RESUME_STEP, RESUME_DONE };
 
@@ -33,13 +45,20 @@ struct run {
 	struct dlt_opts o;                /* command line */
 	struct dlt_plan plan;             /* shards, batches, steps */
 	struct dlt_dataset train, test;   /* this rank's shards */
-	struct dlt_mlp mlp;               /* model layout and workspace */
+	struct dlt_net net;               /* model layout and workspace */
+	struct dlt_optim optim;           /* optimizer constants */
+	int nstate;                       /* optimizer state arrays */
+	struct dlt_sched sched;           /* learning-rate schedule */
+	struct bucket bucket[DLT_MAX_BUCKETS];    /* in launch order: last layers first */
+	int nbuckets;                     /* 0 = one blocking allreduce after backward */
+	MPI_Request req[DLT_MAX_BUCKETS]; /* outstanding Iallreduce of each bucket */
+	int launched;                     /* buckets started in this step */
+	double t_comm_wait;               /* seconds waiting for allreduce after backward */
+	double t_opt;                     /* seconds in the optimizer */
 	float *params;                    /* nparams */
-	float *mom;                       /* nparams momentum buffers */
+	float *mom;                       /* nstate x nparams optimizer state */
 	float *grads;                     /* nparams + 2: loss sum, correct count */
-	float *bx;                        /* batch images, batch x dim */
-	uint8_t *by;                      /* batch labels */
-	uint32_t *perm;                   /* shuffled shard indices, train.n */
+	struct dlt_prefetch pf;           /* batches, gathered by a helper thread */
 	char ckdir[DLT_PATH_MAX];         /* JOB/checkpoints */
 	int mfd;                          /* metrics.csv (rank 0), else -1 */
 	double t_origin;                  /* monotonic time of the run's first start */
@@ -97,8 +116,10 @@ static void *xmalloc(size_t n)
 }
 
 /* Checks the headers of an images/labels pair (dies on a bad one) and
- * returns how many items to use: limit, or all when limit is 0 or larger. */
-static long probe_pair(const char *images, const char *labels, long limit, int *dim)
+ * returns how many items to use: limit, or all when limit is 0 or larger;
+ * sets the image size. */
+static long probe_pair(const char *images, const char *labels, long limit, int *dim,
+		       int *rows, int *cols)
 {
 	struct dlt_idx_header hi, hl;
 	char err[DLT_ERR_MAX];
@@ -110,7 +131,21 @@ static long probe_pair(const char *images, const char *labels, long limit, int *
 		die("\"%s\" has %ld images but \"%s\" has %ld labels",
 		    images, hi.count, labels, hl.count);
 	*dim = hi.rows * hi.cols;
+	*rows = hi.rows;
+	*cols = hi.cols;
 	return limit > 0 && limit < hi.count ? limit : hi.count;
+}
+
+/* Counts the data lines of a CSV file (dies on a bad one) and returns how
+ * many to use, as probe_pair; sets *ymax to the largest label of the file. */
+static long probe_csv(const char *path, long limit, int *ymax)
+{
+	char err[DLT_ERR_MAX];
+	long n;
+
+	if (dlt_csv_probe(path, &n, ymax, err, sizeof err) < 0)
+		die("%s", err);
+	return limit > 0 && limit < n ? limit : n;
 }
 
 /* Returns the largest label among the first n of a labels file; dies when
@@ -130,6 +165,54 @@ static int max_label(const char *labels, long n)
 	return mx;
 }
 
+/* Splits the gradients (and the 2 loss floats after them) into buckets of
+ * about --bucket-mb, last layer first, each ending on a layer boundary. */
+static void make_buckets(struct run *R)
+{
+	const struct dlt_net *n = &R->net;
+	const double limit = R->o.bucket_mb * DLT_MB / sizeof(float);
+	size_t hi = n->nparams + 2;
+	int last = -1;
+
+	R->nbuckets = 0;
+	if (R->o.bucket_mb <= 0.0)
+		return;
+	for (int i = n->nlayers - 1; i >= 0; i--) {
+		const struct dlt_layer *l = &n->layer[i];
+
+		if (!l->nparams)
+			continue;
+		last = i;
+		if ((double)(hi - l->off) >= limit || l->off == 0) {
+			R->bucket[R->nbuckets++] = (struct bucket){ l->off, hi, i };
+			hi = l->off;
+		}
+	}
+	if (hi > 0 && last >= 0)   /* cannot happen: the first layer has off 0 */
+		R->bucket[R->nbuckets++] = (struct bucket){ 0, hi, last };
+}
+
+/* Fills spec with the model of the command line for rows x cols images. */
+static void model_spec(const struct dlt_opts *o, int rows, int cols, int classes,
+		       struct dlt_net_spec *spec)
+{
+	memset(spec, 0, sizeof *spec);
+	spec->in = (struct dlt_shape){ 1, rows, cols };
+	spec->classes = classes;
+	spec->dropout = (float)o->dropout;
+	spec->pool = o->pool;
+	if (o->model == DLT_MODEL_CNN) {
+		spec->nconv = o->nconv;
+		memcpy(spec->filters, o->conv_filters, sizeof spec->filters);
+		memcpy(spec->kernel, o->conv_kernel, sizeof spec->kernel);
+		spec->ndense = o->ndense;
+		memcpy(spec->dense, o->dense, sizeof spec->dense);
+	} else {
+		spec->ndense = o->nhidden;
+		memcpy(spec->dense, o->hidden, (size_t)o->nhidden * sizeof *o->hidden);
+	}
+}
+
 /* Loads this rank's shards, lays out the model, allocates every buffer
  * (the only allocations of the run) and initialises the weights; dies on
  * any error. */
@@ -137,46 +220,73 @@ static void setup(struct run *R)
 {
 	const struct dlt_opts *o = &R->o;
 	char err[DLT_ERR_MAX];
-	int dim, tdim, classes, rows;
+	int dim, tdim, classes, rows, ih, iw, th, tw;
 	long ntrain, ntest, lo, hi;
+	struct dlt_net_spec spec;
 
-	ntrain = probe_pair(o->train_images, o->train_labels, o->train_limit, &dim);
-	ntest = probe_pair(o->test_images, o->test_labels, o->test_limit, &tdim);
-	if (dim != tdim)
-		die("training images have %d pixels, test images %d", dim, tdim);
-	classes = max_label(o->train_labels, ntrain);
-	tdim = max_label(o->test_labels, ntest);
-	classes = 1 + (tdim > classes ? tdim : classes);
+	if (o->format == DLT_FORMAT_CSV) {
+		int ytrain, ytest;
+
+		ntrain = probe_csv(o->train_images, o->train_limit, &ytrain);
+		ntest = probe_csv(o->test_images, o->test_limit, &ytest);
+		ih = iw = o->image_size;
+		dim = ih * iw;
+		classes = 1 + (ytest > ytrain ? ytest : ytrain);
+	} else {
+		ntrain = probe_pair(o->train_images, o->train_labels, o->train_limit, &dim, &ih, &iw);
+		ntest = probe_pair(o->test_images, o->test_labels, o->test_limit, &tdim, &th, &tw);
+		if (dim != tdim || ih != th)
+			die("training images are %dx%d, test images %dx%d", ih, iw, th, tw);
+		classes = max_label(o->train_labels, ntrain);
+		tdim = max_label(o->test_labels, ntest);
+		classes = 1 + (tdim > classes ? tdim : classes);
+	}
 	if (dlt_plan_make(&R->plan, ntrain, ntest, R->ranks, o->batch, o->epochs,
 			  err, sizeof err) < 0)
 		die("%s", err);
 
 	dlt_plan_shard(ntrain, R->ranks, R->rank, &lo, &hi);
-	if (dlt_dataset_load(&R->train, o->train_images, o->train_labels, lo, hi,
-			     err, sizeof err) < 0)
+	if ((o->format == DLT_FORMAT_CSV ?
+	     dlt_csv_load(&R->train, o->train_images, dim, lo, hi, err, sizeof err) :
+	     dlt_dataset_load(&R->train, o->train_images, o->train_labels, lo, hi,
+			      err, sizeof err)) < 0)
 		die("%s", err);
 	dlt_plan_shard(ntest, R->ranks, R->rank, &lo, &hi);
-	if (dlt_dataset_load(&R->test, o->test_images, o->test_labels, lo, hi,
-			     err, sizeof err) < 0)
+	if ((o->format == DLT_FORMAT_CSV ?
+	     dlt_csv_load(&R->test, o->test_images, dim, lo, hi, err, sizeof err) :
+	     dlt_dataset_load(&R->test, o->test_images, o->test_labels, lo, hi,
+			      err, sizeof err)) < 0)
 		die("%s", err);
 
 	rows = R->plan.batch[R->rank];
-	if (rows < DLT_EVAL_ROWS)
-		rows = DLT_EVAL_ROWS;
-	if (dlt_mlp_create(&R->mlp, dim, o->hidden, o->nhidden, classes, rows,
-			   err, sizeof err) < 0)
+	if (o->model == DLT_MODEL_CNN ? rows < DLT_CNN_EVAL_ROWS : rows < DLT_EVAL_ROWS)
+		rows = o->model == DLT_MODEL_CNN ? DLT_CNN_EVAL_ROWS : DLT_EVAL_ROWS;
+	model_spec(o, ih, iw, classes, &spec);
+	if (dlt_net_create(&R->net, &spec, rows, o->seed, R->rank, err, sizeof err) < 0)
 		die("model: %s", err);
+	make_buckets(R);
 
-	size_t np = R->mlp.nparams;
+	size_t np = R->net.nparams;
 
+	R->optim = (struct dlt_optim){
+		.kind = (enum dlt_optim_kind)o->optimizer, .momentum = (float)o->momentum,
+		.weight_decay = (float)o->weight_decay, .beta1 = (float)o->beta1,
+		.beta2 = (float)o->beta2, .eps = (float)o->eps,
+	};
+	R->nstate = dlt_optim_nstate(R->optim.kind);
+	R->sched = (struct dlt_sched){
+		.kind = (enum dlt_sched_kind)o->schedule, .lr = o->lr, .gamma = o->gamma,
+		.step_epochs = o->step_epochs, .warmup_steps = o->warmup_steps,
+		.steps_per_epoch = R->plan.steps_per_epoch, .total_steps = R->plan.total_steps,
+	};
 	R->params = xmalloc(np * sizeof(float));
-	R->mom = xmalloc(np * sizeof(float));
+	R->mom = xmalloc((size_t)R->nstate * np * sizeof(float));
 	R->grads = xmalloc((np + 2) * sizeof(float));
-	R->bx = xmalloc((size_t)R->plan.batch[R->rank] * (size_t)dim * sizeof(float));
-	R->by = xmalloc((size_t)R->plan.batch[R->rank]);
-	R->perm = xmalloc((size_t)R->train.n * sizeof(uint32_t));
-	memset(R->mom, 0, np * sizeof(float));
-	dlt_mlp_init_params(&R->mlp, R->params, o->seed);
+	if (dlt_prefetch_start(&R->pf, &R->train, R->plan.batch[R->rank],
+			       R->plan.steps_per_epoch, o->seed, R->rank, err, sizeof err) < 0)
+		die("%s", err);
+	memset(R->mom, 0, (size_t)R->nstate * np * sizeof(float));
+	dlt_net_init_params(&R->net, R->params, o->seed);
 }
 
 /* Rank 0 looks for checkpoints/latest and loads it; every rank then gets
@@ -185,7 +295,7 @@ static enum resume load_latest(struct run *R)
 {
 	char err[DLT_ERR_MAX], name[DLT_CKPT_NAME_MAX], path[DLT_PATH_MAX];
 	int kind = RESUME_NONE;
-	size_t np = R->mlp.nparams;
+	size_t np = R->net.nparams;
 
 	if (R->rank == 0) {
 		int rc = dlt_ckpt_latest(R->ckdir, name, sizeof name, err, sizeof err);
@@ -195,9 +305,13 @@ static enum resume load_latest(struct run *R)
 		if (rc == 0) {
 			if (dlt_path_join(path, sizeof path, R->ckdir, name) < 0)
 				die("checkpoint path \"%s/%s\" too long", R->ckdir, name);
-			if (dlt_ckpt_read(path, &R->st, np, R->params, R->mom,
+			if (dlt_ckpt_read(path, &R->st, np, R->nstate, R->params, R->mom,
 					  err, sizeof err) < 0)
 				die("%s", err);
+			if (R->st.optimizer != (uint32_t)R->optim.kind)
+				die("\"%s\" holds the state of --optimizer %s, this run has %s",
+				    path, dlt_optim_name((enum dlt_optim_kind)R->st.optimizer),
+				    dlt_optim_name(R->optim.kind));
 			if (R->st.seed != R->o.seed)
 				fprintf(stderr, "dlh-train: rank 0: warning: \"%s\" was made with "
 					"--seed %" PRIu64 ", this run has %" PRIu64 "\n",
@@ -211,7 +325,8 @@ static enum resume load_latest(struct run *R)
 		return RESUME_NONE;
 	MPI_Bcast(&R->st, (int)sizeof R->st, MPI_BYTE, 0, MPI_COMM_WORLD);
 	MPI_Bcast(R->params, (int)np, MPI_FLOAT, 0, MPI_COMM_WORLD);
-	MPI_Bcast(R->mom, (int)np, MPI_FLOAT, 0, MPI_COMM_WORLD);
+	for (int k = 0; k < R->nstate; k++)
+		MPI_Bcast(R->mom + (size_t)k * np, (int)np, MPI_FLOAT, 0, MPI_COMM_WORLD);
 	return (enum resume)kind;
 }
 
@@ -223,10 +338,10 @@ static void evaluate(struct run *R, double *loss, double *acc)
 	double loss_sum = 0.0, s[3];
 	long correct = 0;
 
-	for (long i = 0; i < t->n; i += R->mlp.max_batch) {
-		long n = t->n - i < R->mlp.max_batch ? t->n - i : R->mlp.max_batch;
+	for (long i = 0; i < t->n; i += R->net.max_batch) {
+		long n = t->n - i < R->net.max_batch ? t->n - i : R->net.max_batch;
 
-		dlt_mlp_eval_batch(&R->mlp, R->params, t->x + (size_t)i * (size_t)t->dim,
+		dlt_net_eval_batch(&R->net, R->params, t->x + (size_t)i * (size_t)t->dim,
 				   t->y + i, (int)n, &loss_sum, &correct);
 	}
 	s[0] = loss_sum;
@@ -284,7 +399,7 @@ static void open_files(struct run *R)
 	struct dlt_runinfo ri = {
 		.ranks = p->ranks, .batch = p->batch, .train_samples = p->train_n,
 		.test_samples = p->test_n, .steps_per_epoch = p->steps_per_epoch,
-		.total_steps = p->total_steps, .params = R->mlp.nparams,
+		.total_steps = p->total_steps, .params = R->net.nparams,
 		.start_step = (long)R->st.step,
 	};
 	if (dlt_runinfo_write(R->o.job_dir, &ri, err, sizeof err) < 0)
@@ -295,7 +410,15 @@ static void open_files(struct run *R)
 	logline(R, "dlh-train: %d ranks, batch %d (%s per rank), %ld train / %ld test images, "
 		"%ld steps/epoch x %d epochs = %ld steps, %zu params, start step %" PRIu64,
 		p->ranks, p->global_batch, list, p->train_n, p->test_n,
-		p->steps_per_epoch, p->epochs, p->total_steps, R->mlp.nparams, R->st.step);
+		p->steps_per_epoch, p->epochs, p->total_steps, R->net.nparams, R->st.step);
+	{
+		char desc[DLT_ERR_MAX];
+
+		dlt_net_describe(&R->net, desc, sizeof desc);
+		logline(R, "dlh-train: model %s, optimizer %s, %d gradient bucket%s (--bucket-mb %g)",
+			desc, dlt_optim_name(R->optim.kind), R->nbuckets,
+			R->nbuckets == 1 ? "" : "s", R->o.bucket_mb);
+	}
 }
 
 /* Dies when rc, the result of a metrics.csv append, is an error. */
@@ -346,27 +469,61 @@ static double rate_push(struct rate *w, double dt, int batch)
 	return sum > 0.0 ? (double)k * batch / sum : 0.0;
 }
 
-/* One synchronous data-parallel step on local batch k of the epoch's
- * order: forward and backward, ONE allreduce of gradients + loss sum +
- * correct count, SGD. Sets *loss and *acc to the global batch's mean loss
- * and accuracy. Returns the seconds it took. */
-static double step_once(struct run *R, long k, const struct dlt_sgd *sgd,
+/* Backward hook: starts the allreduce of every bucket whose last layer
+ * is l, then lets MPI progress the outstanding ones. */
+static void on_layer(void *ctx, int l)
+{
+	struct run *R = ctx;
+	int flag;
+
+	while (R->launched < R->nbuckets && R->bucket[R->launched].trigger == l) {
+		const struct bucket *b = &R->bucket[R->launched];
+
+		MPI_Iallreduce(MPI_IN_PLACE, R->grads + b->lo, (int)(b->hi - b->lo), MPI_FLOAT,
+			       MPI_SUM, MPI_COMM_WORLD, &R->req[R->launched]);
+		R->launched++;
+	}
+	if (R->launched)
+		MPI_Testall(R->launched, R->req, &flag, MPI_STATUSES_IGNORE);
+}
+
+/* One synchronous data-parallel step (global step `step`, 1-based) on
+ * its batch (from the prefetcher) at learning rate lr: forward and
+ * backward, the allreduce of gradients + loss sum + correct count (one
+ * blocking call, or bucket by bucket during backward), the optimizer.
+ * Sets *loss and *acc to the global batch's mean loss and accuracy.
+ * Returns the seconds it took. */
+static double step_once(struct run *R, long step, float lr,
 			double *loss, double *acc)
 {
 	const int b = R->plan.batch[R->rank], global = R->plan.global_batch;
-	const size_t np = R->mlp.nparams;
-	double t0 = now(), loss_sum = 0.0;
+	const size_t np = R->net.nparams;
+	double t0 = now(), t1, loss_sum = 0.0;
 	long correct = 0;
+	const float *bx;
+	const uint8_t *by;
 
-	dlt_dataset_gather(&R->train, R->perm + (size_t)k * (size_t)b, b, R->bx, R->by);
+	dlt_prefetch_get(&R->pf, step, &bx, &by);
+	if (step < R->plan.total_steps)
+		dlt_prefetch_request(&R->pf, step + 1);
 	/* weight b / global: the sum over ranks is the global batch's mean gradient */
-	dlt_mlp_train_batch(&R->mlp, R->params, R->bx, R->by, b, (float)b / (float)global,
-			    R->grads, &loss_sum, &correct);
+	dlt_net_forward_loss(&R->net, R->params, bx, by, b, (float)b / (float)global,
+			     (uint64_t)step, &loss_sum, &correct);
 	R->grads[np] = (float)loss_sum;
 	R->grads[np + 1] = (float)correct;
-	MPI_Allreduce(MPI_IN_PLACE, R->grads, (int)(np + 2), MPI_FLOAT, MPI_SUM,
-		      MPI_COMM_WORLD);
-	dlt_sgd_step(sgd, R->params, R->mom, R->grads, np);
+	R->launched = 0;
+	dlt_net_backward(&R->net, R->params, bx, b, R->grads,
+			 R->nbuckets ? on_layer : NULL, R);
+	t1 = now();
+	if (R->nbuckets)
+		MPI_Waitall(R->launched, R->req, MPI_STATUSES_IGNORE);
+	else
+		MPI_Allreduce(MPI_IN_PLACE, R->grads, (int)(np + 2), MPI_FLOAT, MPI_SUM,
+			      MPI_COMM_WORLD);
+	R->t_comm_wait += now() - t1;
+	t1 = now();
+	dlt_optim_step(&R->optim, lr, (unsigned long)step, R->params, R->mom, R->grads, np);
+	R->t_opt += now() - t1;
 	*loss = R->grads[np] / (double)global;
 	*acc = R->grads[np + 1] / (double)global;
 	return now() - t0;
@@ -378,30 +535,18 @@ static void train(struct run *R)
 {
 	const struct dlt_plan *p = &R->plan;
 	const long spe = p->steps_per_epoch;
-	const struct dlt_sgd sgd = {
-		.lr = (float)R->o.lr, .momentum = (float)R->o.momentum,
-		.weight_decay = (float)R->o.weight_decay,
-	};
 	struct rate rate = { .n = 0 };
 	double ep_time = 0.0, ep_samples = 0.0;
-	long perm_epoch = -1;
 
 	for (long step = (long)R->st.step + 1; step <= p->total_steps; step++) {
 		long e0 = (step - 1) / spe, k = (step - 1) % spe;
-		double dt, loss, acc;
+		double dt, loss, acc, lr = dlt_sched_lr(&R->sched, step - 1);
 
-		if (e0 != perm_epoch) {   /* the same order after a resume */
-			struct dlt_rng rng;
-
-			dlt_rng_seed(&rng, R->o.seed, (uint64_t)e0, (uint64_t)R->rank);
-			dlt_rng_permutation(&rng, R->perm, (size_t)R->train.n);
-			perm_epoch = e0;
-		}
 		if (k == 0) {
 			R->st.epoch_loss_sum = 0.0;
 			R->st.epoch_steps = 0;
 		}
-		dt = step_once(R, k, &sgd, &loss, &acc);
+		dt = step_once(R, step, (float)lr, &loss, &acc);
 		if (!isfinite(loss))
 			die("training diverged: loss %g at step %ld (try a smaller --lr)", loss, step);
 		R->st.step = (uint64_t)step;
@@ -413,7 +558,7 @@ static void train(struct run *R)
 		ep_samples = k == 0 ? p->global_batch : ep_samples + p->global_batch;
 		if (R->rank == 0)
 			append_check(R, dlt_metrics_train(R->mfd, step, (int)e0 + 1,
-					 now() - R->t_origin, loss, acc, R->o.lr,
+					 now() - R->t_origin, loss, acc, lr,
 					 rate_push(&rate, dt, p->global_batch)));
 		/* evaluation comes before the checkpoint of the same step, so a
 		 * checkpoint at an epoch end always has its eval row on disk */
@@ -434,13 +579,11 @@ static void teardown(struct run *R)
 {
 	dlt_dataset_free(&R->train);
 	dlt_dataset_free(&R->test);
-	dlt_mlp_destroy(&R->mlp);
+	dlt_net_destroy(&R->net);
 	free(R->params);
 	free(R->mom);
 	free(R->grads);
-	free(R->bx);
-	free(R->by);
-	free(R->perm);
+	dlt_prefetch_stop(&R->pf);
 	if (R->mfd >= 0)
 		close(R->mfd);
 }
@@ -453,7 +596,20 @@ int main(int argc, char **argv)
 	enum resume kind;
 	int rc;
 
-	MPI_Init(&argc, &argv);
+	int provided;
+
+	if (argc == 4 && strcmp(argv[1], "--same-params") == 0) {
+		/* a check for the tests: payloads of two checkpoints, no MPI */
+		rc = dlt_ckpt_same_payload(argv[2], argv[3], err, sizeof err);
+		if (rc == 1)
+			printf("dlh-train: \"%s\" and \"%s\" hold the same parameters and state\n",
+			       argv[2], argv[3]);
+		else
+			fprintf(stderr, "dlh-train: %s\n", err);
+		return rc == 1 ? 0 : 1;
+	}
+	/* only the main thread calls MPI; the prefetch thread never does */
+	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
 	R->t_origin = now();
 	R->mfd = -1;
 	MPI_Comm_rank(MPI_COMM_WORLD, &R->rank);
@@ -477,7 +633,9 @@ int main(int argc, char **argv)
 		die("%s", err);
 
 	setup(R);
-	R->st.nparams = R->mlp.nparams;
+	R->st.nparams = R->net.nparams;
+	R->st.optimizer = (uint32_t)R->optim.kind;
+	R->st.nstate = (uint32_t)R->nstate;
 	R->st.seed = R->o.seed;
 	R->st.test_loss = NAN;
 	R->st.test_acc = NAN;
@@ -509,6 +667,9 @@ int main(int argc, char **argv)
 			R->st.step, R->st.test_acc, R->st.test_loss,
 			R->st.train_s > 0 ? (double)R->st.step * R->plan.global_batch /
 				R->st.train_s : 0.0, R->st.elapsed_s);
+		logline(R, "dlh-train: rank 0 time in this process: forward %.2f s (eval included), "
+			"backward %.2f s, allreduce wait %.2f s, optimizer %.2f s",
+			R->net.t_fwd, R->net.t_bwd, R->t_comm_wait, R->t_opt);
 	}
 	teardown(R);
 	MPI_Finalize();

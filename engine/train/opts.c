@@ -7,20 +7,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/train/optim.h"
+
 const char dlt_opts_usage[] =
 	"usage: dlh-train --job-dir DIR\n"
 	"                 --train-images F --train-labels F --test-images F --test-labels F\n"
 	"                 --layers W1,W2,...  --epochs N --batch GLOBAL --lr X\n"
-	"                 [--momentum X] [--weight-decay X] [--seed N]\n"
+	"                 [--model mlp|cnn] [--conv F:K,...] [--pool K] [--dense W1,...]\n"
+	"                 [--dropout P] [--optimizer sgd|nesterov|adam] [--momentum X]\n"
+	"                 [--beta1 X] [--beta2 X] [--eps X] [--weight-decay X]\n"
+	"                 [--schedule constant|step|cosine] [--gamma X] [--step-epochs N]\n"
+	"                 [--warmup-steps N] [--bucket-mb X] [--format idx|csv]\n"
+	"                 [--image-size N] [--seed N]\n"
 	"                 [--checkpoint-every STEPS] [--train-limit N] [--test-limit N] [--help]\n"
-	"Data-parallel MLP training under mpirun. --layers are the hidden widths;\n"
-	"--batch is the global batch, split over the ranks; --checkpoint-every 0\n"
-	"saves only the final model; the limits use the first N images (0 = all).\n"
+	"       dlh-train --same-params A.ckpt B.ckpt   (exit 0 when the payloads match)\n"
+	"Data-parallel training under mpirun. --model mlp (default): --layers are\n"
+	"the hidden widths; --model cnn: conv blocks --conv (default 32:5,64:5; each\n"
+	"conv -> ReLU -> max-pool --pool, default 2), then hidden dense layers --dense\n"
+	"(default 1024; each -> ReLU -> dropout), then the classes. --dropout (default 0)\n"
+	"follows every hidden dense layer of either model. --optimizer sgd (default),\n"
+	"nesterov or adam (--beta1 0.9 --beta2 0.999 --eps 1e-8); --schedule constant\n"
+	"(default), step (x --gamma 0.1 every --step-epochs 1) or cosine (to 0 at the\n"
+	"last step), after --warmup-steps 0 of linear warm-up. --bucket-mb 1: gradient\n"
+	"buckets allreduced while backward goes on (0 = one allreduce after backward).\n"
+	"--format idx (default) or csv (label then pixels per line, --image-size 28;\n"
+	"the --*-labels options are then not used). --batch is the global batch, split\n"
+	"over the ranks; --checkpoint-every 0 saves only the final model; the limits use\n"
+	"the first N images (0 = all).\n"
 	"Files in DIR: run.info, metrics.csv, checkpoints/, result.\n";
 
 #define DLT_MAX_COUNT_OPT 1e15   /* bound of --checkpoint-every and the limits */
 
-enum opt_kind { K_STR, K_LAYERS, K_INT, K_LONG, K_DOUBLE, K_U64 };
+enum opt_kind { K_STR, K_LAYERS, K_INT, K_LONG, K_DOUBLE, K_U64, K_CHOICE, K_CONV, K_DENSE };
+
+/* Words of the K_CHOICE options, NULL-terminated; the value stored is the
+ * matching entry of the parallel *_val array. */
+static const char *const model_words[] = { "mlp", "cnn", NULL };
+static const int model_vals[] = { DLT_MODEL_MLP, DLT_MODEL_CNN };
+static const char *const optim_words[] = { "sgd", "nesterov", "adam", NULL };
+static const int optim_vals[] = { DLT_OPTIM_SGD, DLT_OPTIM_NESTEROV, DLT_OPTIM_ADAM };
+static const char *const sched_words[] = { "constant", "step", "cosine", NULL };
+static const int sched_vals[] = { DLT_SCHED_CONSTANT, DLT_SCHED_STEP, DLT_SCHED_COSINE };
+static const char *const format_words[] = { "idx", "csv", NULL };
+static const int format_vals[] = { DLT_FORMAT_IDX, DLT_FORMAT_CSV };
 
 struct opt_def {
 	const char *name;      /* without the leading "--" */
@@ -29,26 +58,44 @@ struct opt_def {
 	double min, max;       /* range for numbers, inclusive */
 	int max_open;          /* 1 = max is exclusive */
 	size_t off;            /* field in struct dlt_opts */
+	const char *const *words;  /* K_CHOICE: the accepted words */
+	const int *vals;           /* K_CHOICE: the value of each word */
 };
 
 #define OFF(f) offsetof(struct dlt_opts, f)
 
 static const struct opt_def defs[] = {
-	{ "job-dir", K_STR, 1, 0, 0, 0, OFF(job_dir) },
-	{ "train-images", K_STR, 1, 0, 0, 0, OFF(train_images) },
-	{ "train-labels", K_STR, 1, 0, 0, 0, OFF(train_labels) },
-	{ "test-images", K_STR, 1, 0, 0, 0, OFF(test_images) },
-	{ "test-labels", K_STR, 1, 0, 0, 0, OFF(test_labels) },
-	{ "layers", K_LAYERS, 1, 0, 0, 0, OFF(hidden) },
-	{ "epochs", K_INT, 1, 1, DLT_MAX_EPOCHS, 0, OFF(epochs) },
-	{ "batch", K_INT, 1, 1, DLT_MAX_BATCH, 0, OFF(batch) },
-	{ "lr", K_DOUBLE, 1, 0, DLT_MAX_LR, 0, OFF(lr) },
-	{ "momentum", K_DOUBLE, 0, 0, 1, 1, OFF(momentum) },
-	{ "weight-decay", K_DOUBLE, 0, 0, 1, 1, OFF(weight_decay) },
-	{ "seed", K_U64, 0, 0, 0, 0, OFF(seed) },
-	{ "checkpoint-every", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(checkpoint_every) },
-	{ "train-limit", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(train_limit) },
-	{ "test-limit", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(test_limit) },
+	{ "job-dir", K_STR, 1, 0, 0, 0, OFF(job_dir), NULL, NULL },
+	{ "train-images", K_STR, 1, 0, 0, 0, OFF(train_images), NULL, NULL },
+	{ "train-labels", K_STR, 0, 0, 0, 0, OFF(train_labels), NULL, NULL },
+	{ "test-images", K_STR, 1, 0, 0, 0, OFF(test_images), NULL, NULL },
+	{ "test-labels", K_STR, 0, 0, 0, 0, OFF(test_labels), NULL, NULL },
+	{ "layers", K_LAYERS, 0, 0, 0, 0, OFF(hidden), NULL, NULL },
+	{ "model", K_CHOICE, 0, 0, 0, 0, OFF(model), model_words, model_vals },
+	{ "conv", K_CONV, 0, 0, 0, 0, OFF(conv_filters), NULL, NULL },
+	{ "pool", K_INT, 0, 1, DLT_LAYER_MAX_KERNEL, 0, OFF(pool), NULL, NULL },
+	{ "dense", K_DENSE, 0, 0, 0, 0, OFF(dense), NULL, NULL },
+	{ "dropout", K_DOUBLE, 0, 0, 1, 1, OFF(dropout), NULL, NULL },
+	{ "optimizer", K_CHOICE, 0, 0, 0, 0, OFF(optimizer), optim_words, optim_vals },
+	{ "beta1", K_DOUBLE, 0, 0, 1, 1, OFF(beta1), NULL, NULL },
+	{ "beta2", K_DOUBLE, 0, 0, 1, 1, OFF(beta2), NULL, NULL },
+	{ "eps", K_DOUBLE, 0, 0, 1, 0, OFF(eps), NULL, NULL },
+	{ "schedule", K_CHOICE, 0, 0, 0, 0, OFF(schedule), sched_words, sched_vals },
+	{ "gamma", K_DOUBLE, 0, 0, 1, 0, OFF(gamma), NULL, NULL },
+	{ "step-epochs", K_LONG, 0, 1, DLT_MAX_EPOCHS, 0, OFF(step_epochs), NULL, NULL },
+	{ "warmup-steps", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(warmup_steps), NULL, NULL },
+	{ "bucket-mb", K_DOUBLE, 0, 0, DLT_MAX_BUCKET_MB, 0, OFF(bucket_mb), NULL, NULL },
+	{ "format", K_CHOICE, 0, 0, 0, 0, OFF(format), format_words, format_vals },
+	{ "image-size", K_INT, 0, 1, DLT_MAX_IMAGE_SIZE, 0, OFF(image_size), NULL, NULL },
+	{ "epochs", K_INT, 1, 1, DLT_MAX_EPOCHS, 0, OFF(epochs), NULL, NULL },
+	{ "batch", K_INT, 1, 1, DLT_MAX_BATCH, 0, OFF(batch), NULL, NULL },
+	{ "lr", K_DOUBLE, 1, 0, DLT_MAX_LR, 0, OFF(lr), NULL, NULL },
+	{ "momentum", K_DOUBLE, 0, 0, 1, 1, OFF(momentum), NULL, NULL },
+	{ "weight-decay", K_DOUBLE, 0, 0, 1, 1, OFF(weight_decay), NULL, NULL },
+	{ "seed", K_U64, 0, 0, 0, 0, OFF(seed), NULL, NULL },
+	{ "checkpoint-every", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(checkpoint_every), NULL, NULL },
+	{ "train-limit", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(train_limit), NULL, NULL },
+	{ "test-limit", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(test_limit), NULL, NULL },
 };
 
 #define NDEFS (sizeof defs / sizeof defs[0])
@@ -68,6 +115,37 @@ int dlt_opts_layers(const char *s, int *hidden)
 		if (errno || w < 1 || w > DLT_MLP_MAX_WIDTH || n == DLT_MLP_MAX_HIDDEN)
 			return -EINVAL;
 		hidden[n++] = (int)w;
+		if (*end == '\0')
+			return n;
+		if (*end != ',')
+			return -EINVAL;
+		s = end + 1;
+	}
+}
+
+int dlt_opts_conv(const char *s, int *filters, int *kernel)
+{
+	int n = 0;
+
+	for (;;) {
+		char *end;
+		long f, k;
+
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		errno = 0;
+		f = strtol(s, &end, 10);
+		if (errno || f < 1 || f > DLT_LAYER_MAX_CHANNELS || *end != ':' ||
+		    n == DLT_NET_MAX_CONV)
+			return -EINVAL;
+		s = end + 1;
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		k = strtol(s, &end, 10);
+		if (errno || k < 1 || k > DLT_LAYER_MAX_KERNEL || k % 2 == 0)
+			return -EINVAL;
+		filters[n] = (int)f;
+		kernel[n++] = (int)k;
 		if (*end == '\0')
 			return n;
 		if (*end != ',')
@@ -100,6 +178,38 @@ static int set_value(struct dlt_opts *o, const struct opt_def *d, const char *v,
 		}
 		o->nhidden = n;
 		return 0;
+	}
+	if (d->kind == K_DENSE) {
+		int n = dlt_opts_layers(v, o->dense);
+
+		if (n < 0 || n > DLT_NET_MAX_DENSE) {
+			snprintf(err, errlen, "--dense \"%s\": expected 1..%d comma-separated widths of 1..%d",
+				 v, DLT_NET_MAX_DENSE, DLT_MLP_MAX_WIDTH);
+			return -EINVAL;
+		}
+		o->ndense = n;
+		return 0;
+	}
+	if (d->kind == K_CONV) {
+		int n = dlt_opts_conv(v, o->conv_filters, o->conv_kernel);
+
+		if (n < 0) {
+			snprintf(err, errlen, "--conv \"%s\": expected 1..%d comma-separated "
+				 "FILTERS:KERNEL pairs (odd kernel 1..%d)", v, DLT_NET_MAX_CONV,
+				 DLT_LAYER_MAX_KERNEL);
+			return -EINVAL;
+		}
+		o->nconv = n;
+		return 0;
+	}
+	if (d->kind == K_CHOICE) {
+		for (int k = 0; d->words[k]; k++)
+			if (strcmp(v, d->words[k]) == 0) {
+				*(int *)(void *)base = d->vals[k];
+				return 0;
+			}
+		snprintf(err, errlen, "--%s \"%s\": unknown value", d->name, v);
+		return -EINVAL;
 	}
 	if (d->kind == K_U64) {
 		unsigned long long u;
@@ -156,6 +266,21 @@ int dlt_opts_parse(int argc, char **argv, struct dlt_opts *o,
 	int seen[NDEFS] = { 0 };
 
 	memset(o, 0, sizeof *o);
+	o->model = DLT_MODEL_MLP;
+	o->nconv = dlt_opts_conv("32:5,64:5", o->conv_filters, o->conv_kernel);
+	o->pool = 2;
+	o->dense[0] = 1024;
+	o->ndense = 1;
+	o->optimizer = DLT_OPTIM_SGD;
+	o->beta1 = 0.9;
+	o->beta2 = 0.999;
+	o->eps = 1e-8;
+	o->schedule = DLT_SCHED_CONSTANT;
+	o->gamma = 0.1;
+	o->step_epochs = 1;
+	o->bucket_mb = 1.0;
+	o->format = DLT_FORMAT_IDX;
+	o->image_size = 28;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = NULL;
 		const struct opt_def *d = NULL;
@@ -193,5 +318,14 @@ int dlt_opts_parse(int argc, char **argv, struct dlt_opts *o,
 			snprintf(err, errlen, "missing option \"--%s\"", defs[k].name);
 			return -EINVAL;
 		}
+	if (o->model == DLT_MODEL_MLP && o->nhidden == 0) {
+		snprintf(err, errlen, "missing option \"--layers\" (needed by --model mlp)");
+		return -EINVAL;
+	}
+	if (o->format == DLT_FORMAT_IDX && (!o->train_labels || !o->test_labels)) {
+		snprintf(err, errlen, "missing option \"--%s\" (needed by --format idx)",
+			 o->train_labels ? "test-labels" : "train-labels");
+		return -EINVAL;
+	}
 	return 0;
 }

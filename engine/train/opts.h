@@ -6,20 +6,43 @@
 #include <stdint.h>
 
 #include "engine/train/mlp.h"
+#include "engine/train/net.h"
 
 #define DLT_MAX_EPOCHS 100000         /* most --epochs */
 #define DLT_MAX_BATCH 1048576         /* largest --batch */
 #define DLT_MAX_LR 100.0              /* largest --lr */
+#define DLT_MAX_BUCKET_MB 1024.0      /* largest --bucket-mb */
+#define DLT_MAX_IMAGE_SIZE 4096       /* largest --image-size */
+
+enum dlt_model_kind { DLT_MODEL_MLP = 0, DLT_MODEL_CNN = 1 };
+enum dlt_format { DLT_FORMAT_IDX = 0, DLT_FORMAT_CSV = 1 };
 
 /* The parsed command line. Strings point into argv. */
 struct dlt_opts {
 	const char *job_dir;                   /* --job-dir, created if missing */
 	const char *train_images;              /* --train-images, IDX3 (.gz or plain) */
-	const char *train_labels;              /* --train-labels, IDX1 */
+	const char *train_labels;              /* --train-labels, IDX1 (idx format only) */
 	const char *test_images;               /* --test-images */
-	const char *test_labels;               /* --test-labels */
-	int hidden[DLT_MLP_MAX_HIDDEN];        /* --layers, hidden widths */
-	int nhidden;                           /* entries of hidden used, >= 1 */
+	const char *test_labels;               /* --test-labels (idx format only) */
+	int hidden[DLT_MLP_MAX_HIDDEN];        /* --layers, hidden widths (mlp) */
+	int nhidden;                           /* entries of hidden used, >= 1 for mlp */
+	int model;                             /* --model, enum dlt_model_kind, default mlp */
+	int conv_filters[DLT_NET_MAX_CONV];    /* --conv F:K,..., default 32:5,64:5 */
+	int conv_kernel[DLT_NET_MAX_CONV];     /* kernel of each conv */
+	int nconv;                             /* conv layers (cnn) */
+	int pool;                              /* --pool, default 2, 1 = none */
+	int dense[DLT_NET_MAX_DENSE];          /* --dense, hidden widths after the convs, default 1024 */
+	int ndense;                            /* entries of dense used */
+	double dropout;                        /* --dropout, [0, 1), default 0 */
+	int optimizer;                         /* --optimizer, enum dlt_optim_kind, default sgd */
+	double beta1, beta2, eps;              /* --beta1 0.9 --beta2 0.999 --eps 1e-8 */
+	int schedule;                          /* --schedule, enum dlt_sched_kind, default constant */
+	double gamma;                          /* --gamma, default 0.1 */
+	long step_epochs;                      /* --step-epochs, default 1 */
+	long warmup_steps;                     /* --warmup-steps, default 0 */
+	double bucket_mb;                      /* --bucket-mb, default 1, 0 = one blocking allreduce */
+	int format;                            /* --format, enum dlt_format, default idx */
+	int image_size;                        /* --image-size, side of CSV images, default 28 */
 	int epochs;                            /* --epochs, 1..DLT_MAX_EPOCHS */
 	int batch;                             /* --batch, global, 1..DLT_MAX_BATCH */
 	double lr;                             /* --lr, (0, DLT_MAX_LR] */
@@ -44,5 +67,9 @@ int dlt_opts_parse(int argc, char **argv, struct dlt_opts *o,
 /* Parses a comma list of hidden widths ("256,128,100") into hidden.
  * Returns the count (1..DLT_MLP_MAX_HIDDEN), or -EINVAL. */
 int dlt_opts_layers(const char *s, int *hidden);
+
+/* Parses a comma list of FILTERS:KERNEL pairs ("32:5,64:5"). Returns the
+ * count (1..DLT_NET_MAX_CONV), or -EINVAL (kernels must be odd). */
+int dlt_opts_conv(const char *s, int *filters, int *kernel);
 
 #endif

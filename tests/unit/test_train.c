@@ -353,6 +353,8 @@ static void sample_ckpt(struct dlt_ckpt_meta *m, float *p, float *v, size_t n)
 	m->test_loss = 0.4;
 	m->test_acc = 0.87;
 	m->eval_step = 468;
+	m->optimizer = 1;
+	m->nstate = 1;
 	for (size_t i = 0; i < n; i++) {
 		p[i] = (float)i * 0.5f - 3.0f;
 		v[i] = -(float)i;
@@ -369,14 +371,14 @@ TEST(ckpt_round_trip)
 	tmp_path(path, sizeof path, "rt.ckpt");
 	sample_ckpt(&m, p, v, N);
 	CHECK_MSG(dlt_ckpt_write(path, &m, p, v, err, sizeof err) == 0, "%s", err);
-	CHECK_MSG(dlt_ckpt_read(path, &r, N, p2, v2, err, sizeof err) == 0, "%s", err);
+	CHECK_MSG(dlt_ckpt_read(path, &r, N, 1, p2, v2, err, sizeof err) == 0, "%s", err);
 	CHECK(memcmp(p, p2, sizeof p) == 0 && memcmp(v, v2, sizeof v) == 0);
 	CHECK(r.nparams == N && r.step == 500 && r.epoch == 3 && r.seed == m.seed);
 	CHECK(r.elapsed_s == 12.5 && r.train_s == 10.25 && r.epoch_loss_sum == 33.0);
 	CHECK(r.epoch_steps == 100 && r.test_loss == 0.4 && r.test_acc == 0.87);
 	CHECK(r.eval_step == 468);
 	/* another model size is refused by name */
-	CHECK(dlt_ckpt_read(path, &r, N + 1, p2, v2, err, sizeof err) == -EINVAL);
+	CHECK(dlt_ckpt_read(path, &r, N + 1, 1, p2, v2, err, sizeof err) == -EINVAL);
 	CHECK_MSG(strstr(err, "1000 parameters") && strstr(err, "1001"), "%s", err);
 }
 
@@ -399,16 +401,16 @@ TEST(ckpt_rejects_corrupt_files)
 	byte ^= 0x10;
 	CHECK(pwrite(fd, &byte, 1, DLT_CKPT_HEADER + 37) == 1);
 	close(fd);
-	CHECK(dlt_ckpt_read(path, &r, N, p2, v2, err, sizeof err) == -EINVAL);
+	CHECK(dlt_ckpt_read(path, &r, N, 1, p2, v2, err, sizeof err) == -EINVAL);
 	CHECK_MSG(strstr(err, "checksum mismatch"), "%s", err);
 	/* truncated */
 	CHECK(dlt_ckpt_write(path, &m, p, v, err, sizeof err) == 0);
 	CHECK(truncate(path, DLT_CKPT_HEADER + 100) == 0);
-	CHECK(dlt_ckpt_read(path, &r, N, p2, v2, err, sizeof err) == -EINVAL);
+	CHECK(dlt_ckpt_read(path, &r, N, 1, p2, v2, err, sizeof err) == -EINVAL);
 	CHECK_MSG(strstr(err, "truncated"), "%s", err);
 	/* not a checkpoint at all */
 	CHECK(dlt_write_atomic_str(path, "hello, world\n", err, sizeof err) == 0);
-	CHECK(dlt_ckpt_read(path, &r, N, p2, v2, err, sizeof err) == -EINVAL);
+	CHECK(dlt_ckpt_read(path, &r, N, 1, p2, v2, err, sizeof err) == -EINVAL);
 	CHECK_MSG(strstr(err, "not a dlh-train checkpoint"), "%s", err);
 }
 

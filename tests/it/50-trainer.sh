@@ -1,0 +1,158 @@
+# 50-trainer.sh - the trainer through the mount: CNN, optimizers, schedules, CSV,
+# determinism (same seed, overlap on/off, resume) on small slices
+
+# params_of CKPT: the parameter and optimizer bytes of a checkpoint (its
+# header, which records wall-clock times, is skipped by its own size field)
+params_of() {
+	local hdr; hdr=$(od -An -tu4 -j12 -N4 "$1" | tr -d ' ')
+	tail -c +$((hdr + 1)) "$1" | md5sum | cut -d' ' -f1
+}
+
+# final_params ID: params_of the job's final checkpoint
+final_params() { params_of "$STATE/jobs/$1/checkpoints/final.ckpt"; }
+
+# lr_of ID STEP: the lr column of that train row
+lr_of() { grep "^train,$2," "$MNT/jobs/$1/metrics.csv" | cut -d, -f7; }
+
+small_cnn() {
+	printf '[job]\nname = %s\n[data]\ntrain_limit = 2000\ntest_limit = 500\n' "$1"
+	printf '[model]\ntype = cnn\nconv = 8:5, 16:3\npool = 2\ndense = 64\ndropout = 0.25\n'
+	printf '[train]\nepochs = %d\nbatch_size = 64\noptimizer = adam\nlr = 0.002\ncheckpoint_every = 20\n' "${EPOCHS:-2}"
+	printf '[resources]\nranks = 2\n'
+	shift
+	for l in "$@"; do printf '%s\n' "$l"; done
+}
+
+submit() { cp "$1" "$MNT/jobs/new" || die "submit $1 failed: $(tail -3 "$MNT/jobs/errors")"; }
+
+expect_succeeded() {
+	wait_for "${2:-180}" job_terminal "$1" || die "job $1 did not end: $(cat "$MNT/jobs/$1/progress")"
+	expect_eq "$(cat "$MNT/jobs/$1/status")" succeeded "job $1 ($(grep 'dlh-train' "$MNT/jobs/$1/log" | tail -2))"
+}
+
+test_cnn_slice_trains_above_chance() {
+	dlh_mount
+	small_cnn cnn > "$STATE/c.ini"
+	submit "$STATE/c.ini"
+	expect_succeeded 1
+	local acc; acc=$(sed -n 's/^test_accuracy=//p' "$MNT/jobs/1/result")
+	awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || die "cnn test accuracy $acc"
+	grep -q -- '--model cnn --conv 8:5,16:3 --pool 2 --dense 64' "$MNT/jobs/1/plan" || die "plan: $(cat "$MNT/jobs/1/plan")"
+	dlh_umount
+}
+
+test_same_spec_and_seed_give_identical_weights() {
+	dlh_mount
+	small_cnn a > "$STATE/a.ini"
+	small_cnn b > "$STATE/b.ini"
+	submit "$STATE/a.ini"
+	submit "$STATE/b.ini"
+	expect_succeeded 1
+	expect_succeeded 2
+	expect_eq "$(final_params 2)" "$(final_params 1)" "weights of two runs with one seed"
+	small_cnn c '[train]' 'seed = 2' > "$STATE/c.ini"
+	submit "$STATE/c.ini"
+	expect_succeeded 3
+	[ "$(final_params 3)" != "$(final_params 1)" ] || die "another seed gave the same weights"
+	dlh_umount
+}
+
+test_overlapped_and_blocking_allreduce_give_identical_weights() {
+	dlh_mount
+	small_cnn blocking '[train]' 'bucket_mb = 0' > "$STATE/a.ini"
+	small_cnn buckets '[train]' 'bucket_mb = 0.01' > "$STATE/b.ini"
+	submit "$STATE/a.ini"
+	submit "$STATE/b.ini"
+	expect_succeeded 1
+	expect_succeeded 2
+	expect_eq "$(final_params 2)" "$(final_params 1)" "weights with and without overlap"
+	dlh_umount
+}
+
+test_resume_after_unmount_gives_identical_weights() {
+	dlh_mount
+	local state=$STATE
+	EPOCHS=3 small_cnn straight > "$STATE/a.ini"
+	EPOCHS=3 small_cnn resumed > "$STATE/b.ini"
+	submit "$STATE/a.ini"
+	expect_succeeded 1
+	submit "$STATE/b.ini"
+	wait_for 60 test -s "$MNT/jobs/2/checkpoints/latest" || die "no checkpoint to resume from"
+	dlh_umount   # stops the run; it is requeued
+	dlh_mount "$state"
+	expect_succeeded 2
+	grep -q 'resum' "$MNT/jobs/2/log" || die "job 2 did not resume: $(tail -5 "$MNT/jobs/2/log")"
+	expect_eq "$(final_params 2)" "$(final_params 1)" "weights after a resume"
+	local a b
+	a=$(grep '^train,' "$MNT/jobs/1/metrics.csv" | cut -d, -f1,2,3,5,6,7 | md5sum)
+	b=$(grep '^train,' "$MNT/jobs/2/metrics.csv" | cut -d, -f1,2,3,5,6,7 | md5sum)
+	expect_eq "$b" "$a" "metrics.csv rows (step, epoch, loss, accuracy, lr) after a resume"
+	dlh_umount
+}
+
+test_step_schedule_and_warmup_show_in_lr_column() {
+	dlh_mount
+	slice_spec sched 2 '[train]' 'schedule = step' 'step_epochs = 1' 'gamma = 0.5' 'warmup_steps = 10' > "$STATE/s.ini"
+	submit "$STATE/s.ini"
+	expect_succeeded 1
+	local spe; spe=$(sed -n 's/^steps_per_epoch=//p' "$STATE/jobs/1/run.info")
+	awk -v a="$(lr_of 1 1)" -v b="$(lr_of 1 5)" 'BEGIN { exit !(a < b) }' || die "warmup: lr at step 1 $(lr_of 1 1), step 5 $(lr_of 1 5)"
+	awk -v a="$(lr_of 1 $((spe)))" -v b="$(lr_of 1 $((spe + 1)))" 'BEGIN { exit !(b > 0.49 * a && b < 0.51 * a) }' ||
+		die "step: lr $(lr_of 1 $spe) then $(lr_of 1 $((spe + 1)))"
+	dlh_umount
+}
+
+test_cosine_schedule_ends_near_zero() {
+	dlh_mount
+	slice_spec cos 1 '[train]' 'schedule = cosine' > "$STATE/s.ini"
+	submit "$STATE/s.ini"
+	expect_succeeded 1
+	local last; last=$(grep '^train,' "$MNT/jobs/1/metrics.csv" | tail -1 | cut -d, -f7)
+	awk -v l="$last" 'BEGIN { exit !(l < 0.005) }' || die "last lr $last"
+	dlh_umount
+}
+
+test_nesterov_and_adam_train_mlp() {
+	dlh_mount
+	slice_spec nest 1 '[train]' 'optimizer = nesterov' > "$STATE/n.ini"
+	slice_spec adam 1 > "$STATE/a.ini"
+	sed -i 's/^lr = 0.05/lr = 0.002/; s/^\[train\]$/[train]\noptimizer = adam/' "$STATE/a.ini"
+	submit "$STATE/n.ini"
+	submit "$STATE/a.ini"
+	expect_succeeded 1
+	expect_succeeded 2
+	local id acc
+	for id in 1 2; do
+		acc=$(sed -n 's/^test_accuracy=//p' "$MNT/jobs/$id/result")
+		awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || die "job $id test accuracy $acc"
+	done
+	dlh_umount
+}
+
+# idx_to_csv IMAGES LABELS N OUT: the first N images as CSV with a header
+idx_to_csv() {
+	{
+		printf 'label'
+		seq 1 784 | sed 's/^/,pixel/' | tr -d '\n'
+		echo
+		paste -d, \
+			<(zcat "$2" | tail -c +9 | head -c "$3" | od -An -v -tu1 -w1 | tr -d ' ') \
+			<(zcat "$1" | tail -c +17 | head -c $(($3 * 784)) | od -An -v -tu1 -w784 |
+				sed 's/^ *//; s/ \+/,/g')
+	} > "$4"
+}
+
+test_csv_data_trains() {
+	dlh_mount
+	local d=/usr/share/datasets/fashion-mnist
+	idx_to_csv "$d/train-images-idx3-ubyte.gz" "$d/train-labels-idx1-ubyte.gz" 2000 "$STATE/train.csv"
+	idx_to_csv "$d/t10k-images-idx3-ubyte.gz" "$d/t10k-labels-idx1-ubyte.gz" 500 "$STATE/test.csv"
+	expect_eq "$(head -2 "$STATE/train.csv" | tail -1 | tr ',' '\n' | wc -l)" 785 "values per csv row"
+	printf '[data]\nformat = csv\ntrain = %s\ntest = %s\n[model]\nlayers = 64\n[train]\nepochs = 2\nlr = 0.05\n[resources]\nranks = 2\n' \
+		"$STATE/train.csv" "$STATE/test.csv" > "$STATE/c.ini"
+	submit "$STATE/c.ini"
+	expect_succeeded 1
+	local acc; acc=$(sed -n 's/^test_accuracy=//p' "$MNT/jobs/1/result")
+	awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || die "csv test accuracy $acc"
+	dlh_umount
+}
