@@ -35,6 +35,38 @@ static int arg(struct dlh_plan *p, const char *fmt, ...)
 	return 0;
 }
 
+/* Writes x in the shortest %g form that reads back as the same double. */
+static void num_text(double x, char *out, size_t len)
+{
+	for (int prec = 6; prec <= 17; prec++) {
+		snprintf(out, len, "%.*g", prec, x);
+		if (strtod(out, NULL) == x)
+			return;
+	}
+}
+
+/* Appends an option and its printf-formatted value. Returns 0, or -E2BIG. */
+__attribute__((format(printf, 3, 4)))
+static int opt(struct dlh_plan *p, const char *name, const char *fmt, ...)
+{
+	char value[DLH_PATH_MAX + 64];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(value, sizeof value, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof value)
+		return -E2BIG;
+	return arg(p, "%s", name) | arg(p, "%s", value);
+}
+
+/* Appends an option and x in the shortest form that reads back equal. */
+static int num_opt(struct dlh_plan *p, const char *name, double x)
+{
+	char v[40];
+	num_text(x, v, sizeof v);
+	return opt(p, name, "%s", v);
+}
+
 /* Splits a user command on blanks (no quoting, no shell) into argv. */
 static int user_command(struct dlh_plan *p, const char *cmd)
 {
@@ -54,16 +86,6 @@ static int user_command(struct dlh_plan *p, const char *cmd)
 		words++;
 	}
 	return rc ? rc : words ? 0 : -EINVAL;
-}
-
-/* Writes x in the shortest %g form that reads back as the same double. */
-static void num_text(double x, char *out, size_t len)
-{
-	for (int prec = 6; prec <= 17; prec++) {
-		snprintf(out, len, "%.*g", prec, x);
-		if (strtod(out, NULL) == x)
-			return;
-	}
 }
 
 /* Writes n integers as "a,b,c" (the trainer's list syntax). */
@@ -112,18 +134,12 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 
 	int rc = 0;
 	rc |= arg(p, "%s", tools->mpirun);
-	rc |= arg(p, "-np");
-	rc |= arg(p, "%d", ranks);
+	rc |= opt(p, "-np", "%d", ranks);
 	rc |= arg(p, "--oversubscribe");
-	rc |= arg(p, "--bind-to");
-	rc |= arg(p, "none");
+	rc |= opt(p, "--bind-to", "none");
 	/* one node: shared memory only; skips probing the network (about 200 ms) */
-	rc |= arg(p, "--mca");
-	rc |= arg(p, "pml");
-	rc |= arg(p, "ob1");
-	rc |= arg(p, "--mca");
-	rc |= arg(p, "btl");
-	rc |= arg(p, "self,vader");
+	rc |= opt(p, "--mca", "pml") | arg(p, "ob1");
+	rc |= opt(p, "--mca", "btl") | arg(p, "self,vader");
 	if (rc)
 		goto toolong;
 	if (spec->command[0]) {
@@ -136,85 +152,44 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 			goto toolong;
 		return 0;
 	}
-	char list[256], lr[40], num[40];
+	char list[256];
 	rc |= arg(p, "%s", tools->trainer);
-	rc |= arg(p, "--job-dir");
-	rc |= arg(p, "%s", job_dir);
-	rc |= arg(p, "--format");
-	rc |= arg(p, "%s", spec->format);
-	rc |= arg(p, "--train-images");
-	rc |= arg(p, "%s", spec->train);
-	rc |= arg(p, "--train-labels");
-	rc |= arg(p, "%s", spec->train_labels);
-	rc |= arg(p, "--test-images");
-	rc |= arg(p, "%s", spec->test);
-	rc |= arg(p, "--test-labels");
-	rc |= arg(p, "%s", spec->test_labels);
-	rc |= arg(p, "--model");
-	rc |= arg(p, "%s", spec->model_type);
+	rc |= opt(p, "--job-dir", "%s", job_dir);
+	rc |= opt(p, "--format", "%s", spec->format);
+	rc |= opt(p, "--train-images", "%s", spec->train);
+	rc |= opt(p, "--train-labels", "%s", spec->train_labels);
+	rc |= opt(p, "--test-images", "%s", spec->test);
+	rc |= opt(p, "--test-labels", "%s", spec->test_labels);
+	rc |= opt(p, "--model", "%s", spec->model_type);
 	if (!strcmp(spec->model_type, "cnn")) {
 		conv_text(spec, list, sizeof list);
-		rc |= arg(p, "--conv");
-		rc |= arg(p, "%s", list);
-		rc |= arg(p, "--pool");
-		rc |= arg(p, "%d", spec->pool);
+		rc |= opt(p, "--conv", "%s", list);
+		rc |= opt(p, "--pool", "%d", spec->pool);
 		ints_text(spec->dense, spec->ndense, list, sizeof list);
-		rc |= arg(p, "--dense");
-		rc |= arg(p, "%s", list);
+		rc |= opt(p, "--dense", "%s", list);
 	} else {
 		ints_text(spec->layers, spec->nlayers, list, sizeof list);
-		rc |= arg(p, "--layers");
-		rc |= arg(p, "%s", list);
+		rc |= opt(p, "--layers", "%s", list);
 	}
-	num_text(spec->dropout, num, sizeof num);
-	rc |= arg(p, "--dropout");
-	rc |= arg(p, "%s", num);
-	rc |= arg(p, "--epochs");
-	rc |= arg(p, "%d", spec->epochs);
-	rc |= arg(p, "--batch");
-	rc |= arg(p, "%d", spec->batch_size);
-	num_text(p->lr, lr, sizeof lr);
-	rc |= arg(p, "--lr");
-	rc |= arg(p, "%s", lr);
-	rc |= arg(p, "--optimizer");
-	rc |= arg(p, "%s", spec->optimizer);
-	if (!strcmp(spec->optimizer, "adam")) {
-		num_text(spec->beta1, num, sizeof num);
-		rc |= arg(p, "--beta1");
-		rc |= arg(p, "%s", num);
-		num_text(spec->beta2, num, sizeof num);
-		rc |= arg(p, "--beta2");
-		rc |= arg(p, "%s", num);
-	} else {
-		num_text(spec->momentum, num, sizeof num);
-		rc |= arg(p, "--momentum");
-		rc |= arg(p, "%s", num);
-	}
-	num_text(spec->weight_decay, num, sizeof num);
-	rc |= arg(p, "--weight-decay");
-	rc |= arg(p, "%s", num);
-	rc |= arg(p, "--schedule");
-	rc |= arg(p, "%s", spec->schedule);
-	if (!strcmp(spec->schedule, "step")) {
-		rc |= arg(p, "--step-epochs");
-		rc |= arg(p, "%d", spec->step_epochs);
-		num_text(spec->gamma, num, sizeof num);
-		rc |= arg(p, "--gamma");
-		rc |= arg(p, "%s", num);
-	}
-	rc |= arg(p, "--warmup-steps");
-	rc |= arg(p, "%d", spec->warmup_steps);
-	rc |= arg(p, "--seed");
-	rc |= arg(p, "%llu", (unsigned long long)spec->seed);
-	rc |= arg(p, "--checkpoint-every");
-	rc |= arg(p, "%d", spec->checkpoint_every);
-	num_text(spec->bucket_mb, num, sizeof num);
-	rc |= arg(p, "--bucket-mb");
-	rc |= arg(p, "%s", num);
-	rc |= arg(p, "--train-limit");
-	rc |= arg(p, "%ld", spec->train_limit);
-	rc |= arg(p, "--test-limit");
-	rc |= arg(p, "%ld", spec->test_limit);
+	rc |= num_opt(p, "--dropout", spec->dropout);
+	rc |= opt(p, "--epochs", "%d", spec->epochs);
+	rc |= opt(p, "--batch", "%d", spec->batch_size);
+	rc |= num_opt(p, "--lr", p->lr);
+	rc |= opt(p, "--optimizer", "%s", spec->optimizer);
+	if (!strcmp(spec->optimizer, "adam"))
+		rc |= num_opt(p, "--beta1", spec->beta1) | num_opt(p, "--beta2", spec->beta2);
+	else
+		rc |= num_opt(p, "--momentum", spec->momentum);
+	rc |= num_opt(p, "--weight-decay", spec->weight_decay);
+	rc |= opt(p, "--schedule", "%s", spec->schedule);
+	if (!strcmp(spec->schedule, "step"))
+		rc |= opt(p, "--step-epochs", "%d", spec->step_epochs) | num_opt(p, "--gamma", spec->gamma);
+	rc |= opt(p, "--warmup-steps", "%d", spec->warmup_steps);
+	rc |= opt(p, "--seed", "%llu", (unsigned long long)spec->seed);
+	rc |= opt(p, "--checkpoint-every", "%d", spec->checkpoint_every);
+	rc |= num_opt(p, "--bucket-mb", spec->bucket_mb);
+	rc |= opt(p, "--train-limit", "%ld", spec->train_limit);
+	rc |= opt(p, "--test-limit", "%ld", spec->test_limit);
 	if (rc)
 		goto toolong;
 	return 0;
