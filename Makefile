@@ -86,7 +86,7 @@ $(LIBTRAIN): $(TRAIN_LIB_OBJ) $(BUILD)/obj/engine/util.o
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/dlhfs: $(FS_OBJ) $(LIBENGINE) $(LIBSCHEMA)
-	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(INIH_LIBS) -lpthread
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(INIH_LIBS) -lpthread -lm
 # the trainer shares the engine's file helpers (atomic writes, mkdir -p)
 $(BUILD)/dlh-train: $(TRAIN_OBJ) $(BUILD)/obj/engine/util.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
@@ -122,7 +122,7 @@ asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" check
 
 $(BUILD)/bench-launch: bench/launch.c $(LIBENGINE)
-	$(CC) $(BASE_CFLAGS) $(BASE_LDFLAGS) -o $@ $^ -lpthread
+	$(CC) $(BASE_CFLAGS) $(BASE_LDFLAGS) -o $@ $^ -lpthread -lm
 
 bench: all $(BUILD)/bench-launch
 	bench/run $(BUILD)

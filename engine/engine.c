@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -54,6 +55,13 @@ static void schedule(struct dlh_engine *e);
 #define LOCK_WAIT 5.0            /* seconds to wait for a state directory in use */
 
 /* ---- small helpers ---- */
+
+/* Now, rounded to the millisecond: job records store times with %.3f, so
+ * what is rendered before and after a reload is the same. */
+static double stamp(void)
+{
+	return floor(dlh_now() * 1000.0 + 0.5) / 1000.0;
+}
 
 static void job_dir(const struct dlh_engine *e, long id, char *buf, size_t len)
 {
@@ -245,7 +253,7 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 	j->status = DLH_RUNNING;
 	j->reason[0] = '\0';
 	if (j->started == 0)
-		j->started = dlh_now();
+		j->started = stamp();
 	j->finished = 0;
 	j->ranks = plan->ranks;
 	e->slots_used += plan->ranks;
@@ -277,7 +285,7 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 fail:
 	free(plan);
 	j->status = DLH_FAILED;
-	j->finished = dlh_now();
+	j->finished = stamp();
 	snprintf(j->reason, sizeof j->reason, "%s", err);
 	job_log(e, j, "failed: %s", err);
 	job_save(e, j);
@@ -307,11 +315,11 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
 	job_file(e, j->id, "result", path, sizeof path);
 	if (j->cancelling) {
 		j->status = DLH_CANCELLED;
-		j->finished = dlh_now();
+		j->finished = stamp();
 	} else if (j->exit_code == 0 && (j->spec.command[0] || file_exists(path))) {
 		j->status = DLH_SUCCEEDED;
 		j->reason[0] = '\0';
-		j->finished = dlh_now();
+		j->finished = stamp();
 	} else if (e->stopping) {
 		j->status = DLH_QUEUED;
 		snprintf(j->reason, sizeof j->reason,
@@ -334,7 +342,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
 				 j->restarts, j->spec.max_restarts, why);
 		} else {
 			j->status = DLH_FAILED;
-			j->finished = dlh_now();
+			j->finished = stamp();
 			snprintf(j->reason, sizeof j->reason, "%s", why);
 		}
 	}
@@ -489,7 +497,7 @@ static void recover(struct dlh_engine *e, struct dlh_job *j)
 	if (file_exists(path)) {
 		j->status = DLH_SUCCEEDED;
 		j->reason[0] = '\0';
-		j->finished = dlh_now();
+		j->finished = stamp();
 		job_log(e, j, "found finished after a restart of dlhfs");
 	} else {
 		j->status = DLH_QUEUED;
@@ -799,7 +807,7 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 	j->id = e->next_id;
 	j->uid = uid;
 	j->status = DLH_QUEUED;
-	j->submitted = dlh_now();
+	j->submitted = stamp();
 	j->spec = *spec;
 	char dir[4096], path[4096], next[32];
 	job_dir(e, j->id, dir, sizeof dir);
@@ -872,7 +880,7 @@ int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *verb,
 			}
 		} else {
 			j->status = DLH_CANCELLED;
-			j->finished = dlh_now();
+			j->finished = stamp();
 			snprintf(j->reason, sizeof j->reason, "cancelled by uid %u before it ran",
 				 (unsigned)uid);
 			job_log(e, j, "%s", j->reason);
