@@ -348,7 +348,8 @@ static int prune(const char *dir, int keep, char *err, size_t errlen)
 		}
 		steps[n++] = step;
 	}
-	qsort(steps, n, sizeof *steps, cmp_u64);
+	if (n > 1)   /* qsort(NULL, 0, ...) is undefined */
+		qsort(steps, n, sizeof *steps, cmp_u64);
 	for (size_t i = 0; i + (size_t)keep < n; i++) {
 		char name[DLT_CKPT_NAME_MAX], path[DLT_PATH_MAX];
 

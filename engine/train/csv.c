@@ -42,6 +42,7 @@ static int reader_open(struct reader *r, const char *path, char *err, size_t err
 	return 0;
 }
 
+/* Closes r and frees its buffer. */
 static void reader_close(struct reader *r)
 {
 	if (r->gz)

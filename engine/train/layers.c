@@ -44,6 +44,7 @@ static void he_fill(float *w, size_t n, int fan_in, struct dlt_rng *r)
 		w[i] = (float)(sd * dlt_rng_normal(r));
 }
 
+/* ops->workspace / ops->saved_bytes of a layer that needs none: 0. */
 static size_t none_size(const struct dlt_layer *l, int max_batch)
 {
 	(void)l;
@@ -51,12 +52,14 @@ static size_t none_size(const struct dlt_layer *l, int max_batch)
 	return 0;
 }
 
+/* ops->param_count of a layer without parameters: 0. */
 static size_t no_params(const struct dlt_layer *l)
 {
 	(void)l;
 	return 0;
 }
 
+/* ops->init of a layer without parameters: nothing. */
 static void no_init(const struct dlt_layer *l, float *p, struct dlt_rng *r)
 {
 	(void)l;
@@ -73,6 +76,7 @@ static size_t dense_params(const struct dlt_layer *l)
 	return o * k + o;
 }
 
+/* Dense: He-normal weights (fan-in = inputs), zero biases. */
 static void dense_init(const struct dlt_layer *l, float *p, struct dlt_rng *r)
 {
 	size_t k = dlt_shape_size(l->in), o = (size_t)l->out.c;
@@ -81,6 +85,7 @@ static void dense_init(const struct dlt_layer *l, float *p, struct dlt_rng *r)
 	memset(p + o * k, 0, o * sizeof *p);
 }
 
+/* Dense: y = x W^T + b, one GEMM for the n rows. */
 static void dense_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			  const float *p, const float *x, float *y, int n)
 {
@@ -95,6 +100,7 @@ static void dense_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 		add_row(y + (size_t)i * (size_t)o, b, o);
 }
 
+/* Dense: dW = dY^T X, db = column sums of dY, dX = dY W (when dx). */
 static void dense_backward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			   const float *p, const float *x, const float *y,
 			   const float *dy, float *dx, float *g, int n)
@@ -138,6 +144,7 @@ static void relu_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 		y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
+/* ReLU: dx = dy where y > 0, else 0. */
 static void relu_backward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			  const float *p, const float *x, const float *restrict y,
 			  const float *restrict dy, float *restrict dx, float *g, int n)
@@ -177,11 +184,13 @@ static size_t conv_params(const struct dlt_layer *l)
 	return (size_t)l->out.c * r + (size_t)l->out.c;
 }
 
+/* Conv: the F x N GEMM output (forward) / dY in F x N order (backward). */
 static size_t conv_workspace(const struct dlt_layer *l, int max_batch)
 {
 	return (size_t)l->out.c * (size_t)max_batch * (size_t)l->in.h * (size_t)l->in.w;
 }
 
+/* Conv: the R x N im2col matrix of the batch. */
 static size_t conv_saved(const struct dlt_layer *l, int max_batch)
 {
 	size_t r = (size_t)l->in.c * (size_t)l->k * (size_t)l->k;
@@ -189,6 +198,7 @@ static size_t conv_saved(const struct dlt_layer *l, int max_batch)
 	return r * (size_t)max_batch * (size_t)l->in.h * (size_t)l->in.w * sizeof(float);
 }
 
+/* Conv: He-normal weights (fan-in = C k k), zero biases. */
 static void conv_init(const struct dlt_layer *l, float *p, struct dlt_rng *r)
 {
 	size_t fan = (size_t)l->in.c * (size_t)l->k * (size_t)l->k;
@@ -205,6 +215,7 @@ static void tap_range(int kx, int pad, int w, int *x0, int *x1)
 	*x1 = w + pad - kx < w ? w + pad - kx : w;
 }
 
+/* Fills col (R x N, see above) from the n images x with 'same' zero padding. */
 static void im2col(const struct dlt_layer *l, const float *x, float *col, int n)
 {
 	const int C = l->in.c, H = l->in.h, W = l->in.w, k = l->k, pad = k / 2;
@@ -269,6 +280,7 @@ static void col2im(const struct dlt_layer *l, const float *col, float *dx, int n
 			}
 }
 
+/* Conv: im2col, one GEMM W . col for the batch, scatter to NCHW plus bias. */
 static void conv_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			 const float *p, const float *x, float *y, int n)
 {
@@ -290,6 +302,7 @@ static void conv_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 		}
 }
 
+/* Conv: dY to F x N, dW = dT col^T, db = row sums, dcol = W^T dT, col2im. */
 static void conv_backward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			  const float *p, const float *x, const float *y,
 			  const float *dy, float *dx, float *g, int n)
@@ -330,6 +343,7 @@ static size_t pool_saved(const struct dlt_layer *l, int max_batch)
 	return (size_t)max_batch * dlt_shape_size(l->out) * sizeof(int32_t);
 }
 
+/* Pool: max of each k x k window (first maximum wins), argmax kept. */
 static void pool_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			 const float *p, const float *x, float *y, int n)
 {
@@ -364,6 +378,7 @@ static void pool_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 	}
 }
 
+/* Pool: dx = dy at each window's argmax, 0 elsewhere. */
 static void pool_backward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			  const float *p, const float *x, const float *y,
 			  const float *dy, float *dx, float *g, int n)
@@ -419,6 +434,7 @@ static uint64_t drop_threshold(float p)
 	return (uint64_t)((double)p * (double)(1u << DLT_DROPOUT_BITS));
 }
 
+/* 1 when element i of the mask keyed by key is kept (threshold thr). */
 static int keep_bit(uint64_t key, uint64_t i, uint64_t thr)
 {
 	return (mix64(key + i * 0x9e3779b97f4a7c15ULL) >> (64 - DLT_DROPOUT_BITS)) >= thr;
@@ -430,6 +446,7 @@ int dlt_dropout_keep(uint64_t seed, uint64_t step, int rank, int layer,
 	return keep_bit(mask_key(seed, step, rank, layer), i, drop_threshold(p));
 }
 
+/* Dropout: y = x / (1 - p) where kept, else 0; identity in inference. */
 static void dropout_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			    const float *p, const float *x, float *y, int n)
 {
@@ -447,6 +464,7 @@ static void dropout_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 		y[i] = keep_bit(key, i, thr) ? x[i] * scale : 0.0f;
 }
 
+/* Dropout: dx = dy / (1 - p) where kept (the same mask), else 0. */
 static void dropout_backward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			     const float *p, const float *x, const float *y,
 			     const float *dy, float *dx, float *g, int n)

@@ -396,11 +396,15 @@ static void open_files(struct run *R)
 		return;
 	if (dlt_metrics_open(R->o.job_dir, (long)R->st.step, &R->mfd, err, sizeof err) < 0)
 		die("%s", err);
+	char desc[DLT_ERR_MAX];
+
+	dlt_net_describe(&R->net, desc, sizeof desc);
 	struct dlt_runinfo ri = {
 		.ranks = p->ranks, .batch = p->batch, .train_samples = p->train_n,
 		.test_samples = p->test_n, .steps_per_epoch = p->steps_per_epoch,
 		.total_steps = p->total_steps, .params = R->net.nparams,
-		.start_step = (long)R->st.step,
+		.start_step = (long)R->st.step, .model = desc,
+		.optimizer = dlt_optim_name(R->optim.kind), .buckets = R->nbuckets,
 	};
 	if (dlt_runinfo_write(R->o.job_dir, &ri, err, sizeof err) < 0)
 		die("%s", err);
@@ -411,14 +415,9 @@ static void open_files(struct run *R)
 		"%ld steps/epoch x %d epochs = %ld steps, %zu params, start step %" PRIu64,
 		p->ranks, p->global_batch, list, p->train_n, p->test_n,
 		p->steps_per_epoch, p->epochs, p->total_steps, R->net.nparams, R->st.step);
-	{
-		char desc[DLT_ERR_MAX];
-
-		dlt_net_describe(&R->net, desc, sizeof desc);
-		logline(R, "dlh-train: model %s, optimizer %s, %d gradient bucket%s (--bucket-mb %g)",
-			desc, dlt_optim_name(R->optim.kind), R->nbuckets,
-			R->nbuckets == 1 ? "" : "s", R->o.bucket_mb);
-	}
+	logline(R, "dlh-train: model %s, optimizer %s, %d gradient bucket%s (--bucket-mb %g)",
+		desc, dlt_optim_name(R->optim.kind), R->nbuckets,
+		R->nbuckets == 1 ? "" : "s", R->o.bucket_mb);
 }
 
 /* Dies when rc, the result of a metrics.csv append, is an error. */

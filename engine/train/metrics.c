@@ -180,6 +180,10 @@ int dlt_runinfo_write(const char *dir, const struct dlt_runinfo *ri,
 				      ri->train_samples, ri->test_samples,
 				      ri->steps_per_epoch, ri->total_steps,
 				      ri->params, ri->start_step);
+	if (n < DLT_RUNINFO_MAX && ri->model)
+		n += (size_t)snprintf(text + n, DLT_RUNINFO_MAX - n,
+				      "model=%s\noptimizer=%s\ngradient_buckets=%d\n", ri->model,
+				      ri->optimizer ? ri->optimizer : "", ri->buckets);
 	if (n >= DLT_RUNINFO_MAX || dlt_path_join(path, sizeof path, dir, DLT_RUNINFO_FILE) < 0) {
 		snprintf(err, errlen, "cannot write \"%s/%s\": %s", dir, DLT_RUNINFO_FILE,
 			 strerror(EOVERFLOW));

@@ -20,6 +20,9 @@ struct dlt_runinfo {
 	long total_steps;         /* steps_per_epoch * epochs */
 	size_t params;            /* model parameters */
 	long start_step;          /* 0, or the checkpoint step resumed from */
+	const char *model;        /* layer stack description, NULL = not written */
+	const char *optimizer;    /* optimizer name, NULL = not written */
+	int buckets;              /* gradient buckets (0 = one allreduce), written with model */
 };
 
 /* What result says about a finished run. */

@@ -24,6 +24,7 @@ static void gather(struct dlt_prefetch *p, long step)
 			   p->x[step % 2], p->y[step % 2]);
 }
 
+/* The thread: gathers each requested step until told to quit. */
 static void *loop(void *arg)
 {
 	struct dlt_prefetch *p = arg;

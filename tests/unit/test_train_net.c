@@ -14,6 +14,7 @@
 #include "engine/train/mlp.h"
 #include "engine/train/net.h"
 #include "engine/train/optim.h"
+#include "engine/train/prefetch.h"
 #include "engine/train/opts.h"
 #include "engine/train/rng.h"
 #include "tests/unit/check.h"
@@ -391,6 +392,40 @@ TEST(ckpt_same_payload_ignores_header)
 	unlink(b);
 }
 
+TEST(prefetch_gives_the_seeded_batches_in_order)
+{
+	enum { N = 23, DIM = 3, B = 4, SPE = 5 };
+	static float x[N * DIM];
+	static uint8_t y[N];
+	struct dlt_dataset d = { .x = x, .y = y, .n = N, .dim = DIM };
+	struct dlt_prefetch pf;
+	char err[DLT_ERR_MAX];
+	uint32_t perm[N];
+	float want[B * DIM];
+	uint8_t wy[B];
+
+	for (int i = 0; i < N * DIM; i++)
+		x[i] = (float)i;
+	for (int i = 0; i < N; i++)
+		y[i] = (uint8_t)i;
+	CHECK(dlt_prefetch_start(&pf, &d, B, SPE, 42, 1, err, sizeof err) == 0);
+	/* from step 3 (as after a resume) across two epoch boundaries */
+	for (long s = 3; s <= 12; s++) {
+		const float *bx;
+		const uint8_t *by;
+		struct dlt_rng r;
+
+		dlt_prefetch_get(&pf, s, &bx, &by);
+		dlt_prefetch_request(&pf, s + 1);
+		dlt_rng_seed(&r, 42, (uint64_t)((s - 1) / SPE), 1);
+		dlt_rng_permutation(&r, perm, N);
+		dlt_dataset_gather(&d, perm + ((s - 1) % SPE) * B, B, want, wy);
+		CHECK_MSG(memcmp(bx, want, sizeof want) == 0 && memcmp(by, wy, sizeof wy) == 0,
+			  "step %ld", s);
+	}
+	dlt_prefetch_stop(&pf);
+}
+
 TEST(opts_parse_cnn_optimizer_schedule_flags)
 {
 	char *argv[] = { "dlh-train", "--job-dir", "/j", "--train-images", "a",
@@ -473,6 +508,7 @@ int main(void)
 	RUN(lr_schedules_and_warmup);
 	RUN(ckpt_v2_keeps_adam_state_and_refuses_mismatch);
 	RUN(ckpt_same_payload_ignores_header);
+	RUN(prefetch_gives_the_seeded_batches_in_order);
 	RUN(opts_parse_cnn_optimizer_schedule_flags);
 	RUN(csv_loads_shard_and_names_bad_line);
 	char path[DLT_PATH_MAX];
