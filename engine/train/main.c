@@ -166,7 +166,8 @@ static int max_label(const char *labels, long n)
 }
 
 /* Splits the gradients (and the 2 loss floats after them) into buckets of
- * about --bucket-mb, last layer first, each ending on a layer boundary. */
+ * about --bucket-mb, last layer first, each ending on a layer boundary;
+ * none (one blocking allreduce) for --bucket-mb 0 or a single bucket. */
 static void make_buckets(struct run *R)
 {
 	const struct dlt_net *n = &R->net;
@@ -190,6 +191,10 @@ static void make_buckets(struct run *R)
 	}
 	if (hi > 0 && last >= 0)   /* cannot happen: the first layer has off 0 */
 		R->bucket[R->nbuckets++] = (struct bucket){ 0, hi, last };
+	/* one bucket starts after the whole backward: nothing to overlap, and a
+	 * blocking MPI_Allreduce is cheaper than MPI_Iallreduce + wait */
+	if (R->nbuckets == 1)
+		R->nbuckets = 0;
 }
 
 /* Fills spec with the model of the command line for rows x cols images. */
@@ -282,9 +287,6 @@ static void setup(struct run *R)
 	R->params = xmalloc(np * sizeof(float));
 	R->mom = xmalloc((size_t)R->nstate * np * sizeof(float));
 	R->grads = xmalloc((np + 2) * sizeof(float));
-	if (dlt_prefetch_start(&R->pf, &R->train, R->plan.batch[R->rank],
-			       R->plan.steps_per_epoch, o->seed, R->rank, err, sizeof err) < 0)
-		die("%s", err);
 	memset(R->mom, 0, (size_t)R->nstate * np * sizeof(float));
 	dlt_net_init_params(&R->net, R->params, o->seed);
 }
@@ -503,8 +505,6 @@ static double step_once(struct run *R, long step, float lr,
 	const uint8_t *by;
 
 	dlt_prefetch_get(&R->pf, step, &bx, &by);
-	if (step < R->plan.total_steps)
-		dlt_prefetch_request(&R->pf, step + 1);
 	/* weight b / global: the sum over ranks is the global batch's mean gradient */
 	dlt_net_forward_loss(&R->net, R->params, bx, by, b, (float)b / (float)global,
 			     (uint64_t)step, &loss_sum, &correct);
@@ -535,8 +535,13 @@ static void train(struct run *R)
 	const struct dlt_plan *p = &R->plan;
 	const long spe = p->steps_per_epoch;
 	struct rate rate = { .n = 0 };
+	char err[DLT_ERR_MAX];
 	double ep_time = 0.0, ep_samples = 0.0;
 
+	if ((long)R->st.step < p->total_steps &&
+	    dlt_prefetch_start(&R->pf, &R->train, p->batch[R->rank], spe, R->o.seed, R->rank,
+			       (long)R->st.step + 1, p->total_steps, err, sizeof err) < 0)
+		die("%s", err);
 	for (long step = (long)R->st.step + 1; step <= p->total_steps; step++) {
 		long e0 = (step - 1) / spe, k = (step - 1) % spe;
 		double dt, loss, acc, lr = dlt_sched_lr(&R->sched, step - 1);

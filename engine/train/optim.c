@@ -6,6 +6,8 @@
 #include <immintrin.h>
 #endif
 
+#define DLT_MXCSR_FTZ 0x8000u   /* MXCSR flush-to-zero: denormal results become 0 */
+#define DLT_MXCSR_DAZ 0x0040u   /* MXCSR denormals-are-zero: denormal inputs read as 0 */
 #define DLT_SGD_BLOCK 8   /* power of two; the main loop runs a multiple of it, so -O2 vectorizes it */
 
 void dlt_sgd_step(const struct dlt_sgd *o, float *restrict w, float *restrict v,
@@ -113,6 +115,16 @@ static void adam_step(const struct dlt_optim *o, float lr, unsigned long t,
 void dlt_optim_step(const struct dlt_optim *o, float lr, unsigned long t,
 		    float *w, float *state, const float *g, size_t n)
 {
+#ifdef __SSE2__
+	/* Parameters that get no gradient (dead ReLU units) see their
+	 * momentum or first moment decay geometrically into denormals within
+	 * a few hundred steps, and denormal arithmetic is ~100x slower: the
+	 * optimizer took a fifth of a CNN step. Flush them to zero (FTZ, DAZ)
+	 * for the update only; the lost values are below 1e-38. */
+	const unsigned int csr = _mm_getcsr();
+
+	_mm_setcsr(csr | DLT_MXCSR_FTZ | DLT_MXCSR_DAZ);
+#endif
 	switch (o->kind) {
 	case DLT_OPTIM_SGD: {
 		const struct dlt_sgd s = { .lr = lr, .momentum = o->momentum,
@@ -128,6 +140,9 @@ void dlt_optim_step(const struct dlt_optim *o, float lr, unsigned long t,
 		adam_step(o, lr, t ? t : 1, w, state, state + n, g, n);
 		break;
 	}
+#ifdef __SSE2__
+	_mm_setcsr(csr);
+#endif
 }
 
 double dlt_sched_lr(const struct dlt_sched *sc, long s)

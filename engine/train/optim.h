@@ -46,7 +46,8 @@ const char *dlt_optim_name(enum dlt_optim_kind kind);
 /* One update of n parameters w with gradients g at learning rate lr;
  * state holds dlt_optim_nstate(kind) arrays of n floats, contiguous (m,
  * then v), zero before the first step; t is the 1-based number of this
- * step (Adam's bias correction). g is left as it is. Cannot fail.
+ * step (Adam's bias correction). g is left as it is. On x86 the update
+ * runs with denormals flushed to zero (see optim.c). Cannot fail.
  *   sgd:      g' = g + wd w; v = mu v + g'; w -= lr v
  *   nesterov: g' = g + wd w; v = mu v + g'; w -= lr (g' + mu v)
  *   adam:     g' = g + wd w; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;

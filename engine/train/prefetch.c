@@ -1,57 +1,67 @@
-/* prefetch.c - a helper thread that gathers the next training batch while the current one computes */
+/* prefetch.c - a helper thread that gathers the next training batches while the current one computes */
+#define _GNU_SOURCE   /* SCHED_IDLE */
 #include "engine/train/prefetch.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/train/rng.h"
 
-/* Gathers step's batch into its slot (thread side, no lock held). */
-static void gather(struct dlt_prefetch *p, long step)
+/* Gathers step's batch into its slot with permutation copy who (0 = the
+ * thread, 1 = the caller), no lock held. */
+static void gather(struct dlt_prefetch *p, long step, int who)
 {
 	long e = (step - 1) / p->steps_per_epoch, k = (step - 1) % p->steps_per_epoch;
+	int slot = (int)(step % DLT_PREFETCH_DEPTH);
 
-	if (e != p->perm_epoch) {
+	if (e != p->perm_epoch[who]) {
 		struct dlt_rng rng;
 
 		dlt_rng_seed(&rng, p->seed, (uint64_t)e, (uint64_t)p->rank);
-		dlt_rng_permutation(&rng, p->perm, (size_t)p->d->n);
-		p->perm_epoch = e;
+		dlt_rng_permutation(&rng, p->perm[who], (size_t)p->d->n);
+		p->perm_epoch[who] = e;
 	}
-	dlt_dataset_gather(p->d, p->perm + (size_t)k * (size_t)p->batch, p->batch,
-			   p->x[step % 2], p->y[step % 2]);
+	dlt_dataset_gather(p->d, p->perm[who] + (size_t)k * (size_t)p->batch, p->batch,
+			   p->x[slot], p->y[slot]);
 }
 
-/* The thread: gathers each requested step until told to quit. */
+/* The thread: fills the ring in step order until the last step or quit. */
 static void *loop(void *arg)
 {
 	struct dlt_prefetch *p = arg;
 
 	pthread_mutex_lock(&p->mu);
-	for (;;) {
-		while (!p->quit && p->req == p->done)
-			pthread_cond_wait(&p->cv, &p->mu);
-		if (p->quit)
-			break;
-		long step = p->req;
+	while (!p->quit && p->filled < p->last) {
+		long step = p->filled + 1;
 
+		if (step > p->released + DLT_PREFETCH_DEPTH - 1) {   /* ring full */
+			p->idle = 1;
+			pthread_cond_wait(&p->cv, &p->mu);
+			p->idle = 0;
+			continue;
+		}
+		p->busy = step;
 		pthread_mutex_unlock(&p->mu);
-		gather(p, step);
+		gather(p, step, 0);
 		pthread_mutex_lock(&p->mu);
-		p->done = step;
-		pthread_cond_broadcast(&p->cv);
+		p->busy = 0;
+		if (step > p->filled)
+			p->filled = step;
+		if (p->waiting)
+			pthread_cond_broadcast(&p->cv);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
 }
 
 int dlt_prefetch_start(struct dlt_prefetch *p, const struct dlt_dataset *d, int batch,
-		       long steps_per_epoch, uint64_t seed, int rank,
+		       long steps_per_epoch, uint64_t seed, int rank, long first, long last,
 		       char *err, size_t errlen)
 {
-	int rc;
+	int rc, ok = 1;
 
 	memset(p, 0, sizeof *p);
 	p->d = d;
@@ -59,13 +69,20 @@ int dlt_prefetch_start(struct dlt_prefetch *p, const struct dlt_dataset *d, int 
 	p->steps_per_epoch = steps_per_epoch > 0 ? steps_per_epoch : 1;
 	p->seed = seed;
 	p->rank = rank;
-	p->perm_epoch = -1;
-	p->perm = malloc((size_t)d->n * sizeof *p->perm + 1);
+	p->last = last;
+	p->filled = first - 1;
+	p->released = first - 1;
 	for (int i = 0; i < 2; i++) {
+		p->perm_epoch[i] = -1;
+		p->perm[i] = malloc((size_t)d->n * sizeof(uint32_t) + 1);
+		ok = ok && p->perm[i];
+	}
+	for (int i = 0; i < DLT_PREFETCH_DEPTH; i++) {
 		p->x[i] = malloc((size_t)batch * (size_t)d->dim * sizeof(float) + 1);
 		p->y[i] = malloc((size_t)batch + 1);
+		ok = ok && p->x[i] && p->y[i];
 	}
-	if (!p->perm || !p->x[0] || !p->x[1] || !p->y[0] || !p->y[1]) {
+	if (!ok) {
 		dlt_prefetch_stop(p);
 		snprintf(err, errlen, "cannot allocate the batch buffers");
 		return -ENOMEM;
@@ -80,39 +97,48 @@ int dlt_prefetch_start(struct dlt_prefetch *p, const struct dlt_dataset *d, int 
 		snprintf(err, errlen, "cannot start the prefetch thread: %s", strerror(rc));
 		return -rc;
 	}
+	/* Lowest CPU priority: with as many busy ranks as cores (MPI polls
+	 * while it waits) a helper that preempts a rank stalls both for a time
+	 * slice; as SCHED_IDLE it only uses a core nobody else wants, and the
+	 * caller gathers what it did not get to. Best effort. */
+#ifdef SCHED_IDLE
+	{
+		struct sched_param sp = { .sched_priority = 0 };
+
+		pthread_setschedparam(p->th, SCHED_IDLE, &sp);
+	}
+#endif
 	p->started = 1;
 	return 0;
-}
-
-void dlt_prefetch_request(struct dlt_prefetch *p, long step)
-{
-	pthread_mutex_lock(&p->mu);
-	while (p->req != p->done)   /* one request at a time */
-		pthread_cond_wait(&p->cv, &p->mu);
-	if (p->done != step) {
-		p->req = step;
-		pthread_cond_broadcast(&p->cv);
-	}
-	pthread_mutex_unlock(&p->mu);
 }
 
 void dlt_prefetch_get(struct dlt_prefetch *p, long step, const float **x,
 		      const uint8_t **y)
 {
+	int slot = (int)(step % DLT_PREFETCH_DEPTH);
+
 	pthread_mutex_lock(&p->mu);
-	if (p->req != step) {
-		while (p->req != p->done)
-			pthread_cond_wait(&p->cv, &p->mu);
-		if (p->done != step) {
-			p->req = step;
-			pthread_cond_broadcast(&p->cv);
-		}
+	p->released = step - 1;   /* the previous step's buffer is free again */
+	if (p->idle && p->released + DLT_PREFETCH_DEPTH - 1 - p->filled >= DLT_PREFETCH_DEPTH / 2)
+		pthread_cond_broadcast(&p->cv);
+	if (p->filled < step && p->busy != step) {
+		/* the thread has not started on it: gather it here, now */
+		p->filled = step;
+		p->stolen++;
+		pthread_mutex_unlock(&p->mu);
+		gather(p, step, 1);
+		*x = p->x[slot];
+		*y = p->y[slot];
+		return;
 	}
-	while (p->done != step)
+	while (p->filled < step) {   /* the thread is on it right now */
+		p->waiting = 1;
 		pthread_cond_wait(&p->cv, &p->mu);
+	}
+	p->waiting = 0;
 	pthread_mutex_unlock(&p->mu);
-	*x = p->x[step % 2];
-	*y = p->y[step % 2];
+	*x = p->x[slot];
+	*y = p->y[slot];
 }
 
 void dlt_prefetch_stop(struct dlt_prefetch *p)
@@ -126,8 +152,9 @@ void dlt_prefetch_stop(struct dlt_prefetch *p)
 		pthread_mutex_destroy(&p->mu);
 		pthread_cond_destroy(&p->cv);
 	}
-	free(p->perm);
-	for (int i = 0; i < 2; i++) {
+	free(p->perm[0]);
+	free(p->perm[1]);
+	for (int i = 0; i < DLT_PREFETCH_DEPTH; i++) {
 		free(p->x[i]);
 		free(p->y[i]);
 	}

@@ -1,4 +1,4 @@
-/* prefetch.h - a helper thread that gathers the next training batch while the current one computes */
+/* prefetch.h - a helper thread that gathers the next training batches while the current one computes */
 #ifndef DLT_PREFETCH_H
 #define DLT_PREFETCH_H
 
@@ -8,44 +8,49 @@
 
 #include "engine/train/idx.h"
 
-/* Double-buffered batches of one rank's shard. Step s (1-based, global)
- * uses local batch k = (s - 1) % steps_per_epoch of the permutation of
- * epoch e = (s - 1) / steps_per_epoch, drawn from the stream (seed, e,
- * rank): the same batches in the same order as without the thread, after
- * a resume too. Only the thread touches the permutation; a batch's buffer
- * is rewritten only after the caller asked for the step after the next. */
+#define DLT_PREFETCH_DEPTH 8   /* batch buffers in the ring (>= 2) */
+
+/* A ring of batch buffers filled in step order by a thread. Step s
+ * (1-based, global) uses local batch k = (s - 1) % steps_per_epoch of the
+ * permutation of epoch e = (s - 1) / steps_per_epoch, drawn from the stream
+ * (seed, e, rank): the same batches in the same order as without the
+ * thread, after a resume too. Only the thread touches the permutation. The
+ * thread runs up to DEPTH - 1 steps ahead and is woken only when half the
+ * ring is free (or the caller waits), so a step costs no system call. */
 struct dlt_prefetch {
 	const struct dlt_dataset *d;  /* the shard */
 	int batch;                    /* rows per batch */
 	long steps_per_epoch;         /* of the plan */
 	uint64_t seed;                /* --seed */
 	int rank;                     /* MPI rank */
-	uint32_t *perm;               /* permutation of perm_epoch, d->n entries */
-	long perm_epoch;              /* epoch of perm, -1 = none */
-	float *x[2];                  /* batch pixels, slot s % 2 holds step s */
-	uint8_t *y[2];                /* batch labels */
+	long last;                    /* last step to gather */
+	uint32_t *perm[2];            /* permutations of the thread [0] and the caller [1] */
+	long perm_epoch[2];           /* their epochs, -1 = none */
+	float *x[DLT_PREFETCH_DEPTH];    /* batch pixels, slot s % DEPTH holds step s */
+	uint8_t *y[DLT_PREFETCH_DEPTH];  /* batch labels */
 	pthread_t th;                 /* the gathering thread */
-	pthread_mutex_t mu;           /* guards req, done, quit */
+	pthread_mutex_t mu;           /* guards the fields below */
 	pthread_cond_t cv;            /* signals a change of them */
-	long req;                     /* step asked for, 0 = none */
-	long done;                    /* last step gathered, 0 = none */
+	long filled;                  /* steps <= filled are gathered (first - 1 before any) */
+	long busy;                    /* step the thread is gathering now, 0 = none */
+	long released;                /* steps <= released may be overwritten */
+	int idle;                     /* 1 while the thread waits for room */
+	int waiting;                  /* 1 while the caller waits for a step */
+	long stolen;                  /* steps the caller gathered itself */
 	int quit;                     /* 1 = the thread must exit */
 	int started;                  /* 1 while the thread runs */
 };
 
 /* Allocates the buffers of p for batches of `batch` rows of d and starts
- * the thread. Returns 0, or -errno with a message in err; p then holds
- * nothing. */
+ * the thread on steps first..last. Returns 0, or -errno with a message in
+ * err; p then holds nothing. */
 int dlt_prefetch_start(struct dlt_prefetch *p, const struct dlt_dataset *d, int batch,
-		       long steps_per_epoch, uint64_t seed, int rank,
+		       long steps_per_epoch, uint64_t seed, int rank, long first, long last,
 		       char *err, size_t errlen);
 
-/* Asks for step's batch in the background (no wait). Cannot fail. */
-void dlt_prefetch_request(struct dlt_prefetch *p, long step);
-
-/* Waits until step's batch is ready (asking for it first when it was not
- * the last request) and points *x and *y at it; they stay valid until the
- * request of step + 2. Cannot fail. */
+/* Waits until step's batch is ready and points *x and *y at it; they stay
+ * valid until the call for step + 1. Steps must come in order, each once,
+ * from first to at most last. Cannot fail. */
 void dlt_prefetch_get(struct dlt_prefetch *p, long step, const float **x,
 		      const uint8_t **y);
 

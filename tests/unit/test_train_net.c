@@ -408,15 +408,14 @@ TEST(prefetch_gives_the_seeded_batches_in_order)
 		x[i] = (float)i;
 	for (int i = 0; i < N; i++)
 		y[i] = (uint8_t)i;
-	CHECK(dlt_prefetch_start(&pf, &d, B, SPE, 42, 1, err, sizeof err) == 0);
-	/* from step 3 (as after a resume) across two epoch boundaries */
-	for (long s = 3; s <= 12; s++) {
+	CHECK(dlt_prefetch_start(&pf, &d, B, SPE, 42, 1, 3, 30, err, sizeof err) == 0);
+	/* from step 3 (as after a resume) across epoch boundaries, ring wraps */
+	for (long s = 3; s <= 30; s++) {
 		const float *bx;
 		const uint8_t *by;
 		struct dlt_rng r;
 
 		dlt_prefetch_get(&pf, s, &bx, &by);
-		dlt_prefetch_request(&pf, s + 1);
 		dlt_rng_seed(&r, 42, (uint64_t)((s - 1) / SPE), 1);
 		dlt_rng_permutation(&r, perm, N);
 		dlt_dataset_gather(&d, perm + ((s - 1) % SPE) * B, B, want, wy);
