@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""bench/torch_peer.py - the PyTorch peer of dlh-train (issue 3).
+
+The same MLP or CNN, data-parallel with DistributedDataParallel over gloo,
+run under `python3 -m torch.distributed.run --nproc_per_node=N`. It mirrors
+dlh-train: rank r trains on the contiguous shard [r*n/N, (r+1)*n/N) of the
+training set, shuffled each epoch, drop_last; the global batch is split over
+the ranks; pixels are (p/255 - 0.2860) / 0.3530; weights are He-normal and
+biases zero; SGD with momentum. After each epoch every rank evaluates its
+shard of the test set and the counts are summed (the full test set).
+
+Rank 0 prints machine-readable lines:
+  epoch=N test_acc=A test_loss=L time_s=T unix=U
+      T: seconds from the process start (/proc/self/stat) to the end of the
+      epoch's evaluation; U: the same moment as Unix time
+  samples_per_s=S window_steps=K warmup_steps=W
+      global samples per second over steps W+1 .. W+K of the run: wall time
+      from the end of step W to the end of step W+K, each step being batch
+      gather, forward, backward (DDP allreduce), optimizer step; no data
+      loading and no evaluation falls inside the window
+  peak_rss_kb=R (one per rank, R = VmHWM of that rank at exit: rank=I)
+  done=1 end_unix=U
+"""
+import argparse
+import gzip
+import os
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+MEAN, STD = 0.2860, 0.3530
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def process_start_unix():
+    """Unix time at which this process started (/proc/self/stat, clock ticks since boot)."""
+    with open("/proc/self/stat") as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        boot = time.time() - float(f.read().split()[0])
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+T_START = process_start_unix()
+
+
+def load_idx(path, lo, hi, images):
+    """Items [lo, hi) of a gzip IDX file: normalized float32 images or int64 labels."""
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    if images:
+        rows, cols = int.from_bytes(raw[8:12], "big"), int.from_bytes(raw[12:16], "big")
+        x = np.frombuffer(raw, np.uint8, offset=16).reshape(-1, rows * cols)[lo:hi]
+        x = (x.astype(np.float32) / 255.0 - MEAN) / STD
+        return torch.from_numpy(x)
+    return torch.from_numpy(np.frombuffer(raw, np.uint8, offset=8)[lo:hi].astype(np.int64))
+
+
+def count_idx(path):
+    """Items an IDX file declares."""
+    with gzip.open(path, "rb") as f:
+        return int.from_bytes(f.read(8)[4:8], "big")
+
+
+def shard(n, ranks, r):
+    """dlh-train's shard: [r*n/ranks, (r+1)*n/ranks)."""
+    return r * n // ranks, (r + 1) * n // ranks
+
+
+def mlp(layers):
+    mods, width = [], 784
+    for w in layers:
+        mods += [nn.Linear(width, w), nn.ReLU()]
+        width = w
+    mods.append(nn.Linear(width, 10))
+    return nn.Sequential(*mods)
+
+
+def cnn():
+    return nn.Sequential(
+        nn.Unflatten(1, (1, 28, 28)),
+        nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(7 * 7 * 64, 1024), nn.ReLU(), nn.Dropout(0.4),
+        nn.Linear(1024, 10))
+
+
+def he_init(model, seed):
+    """He-normal weights, zero biases, as dlh-train."""
+    g = torch.Generator().manual_seed(seed)
+    for m in model.modules():
+        if isinstance(m, (nn.Linear, nn.Conv2d)):
+            fan_in = m.weight[0].numel()
+            with torch.no_grad():
+                m.weight.normal_(0.0, (2.0 / fan_in) ** 0.5, generator=g)
+                m.bias.zero_()
+
+
+def evaluate(model, x, y, ranks):
+    """Global mean loss and accuracy over every rank's test shard."""
+    model.eval()
+    s = torch.zeros(3, dtype=torch.float64)
+    with torch.no_grad():
+        for i in range(0, len(x), 512):
+            out = model(x[i:i + 512])
+            s[0] += F.cross_entropy(out, y[i:i + 512], reduction="sum").item()
+            s[1] += (out.argmax(1) == y[i:i + 512]).sum().item()
+    s[2] = len(x)
+    if ranks > 1:
+        dist.all_reduce(s)
+    model.train()
+    return s[0].item() / s[2].item(), s[1].item() / s[2].item()
+
+
+def vmhwm_kb():
+    with open("/proc/self/status") as f:
+        return int(next(l.split()[1] for l in f if l.startswith("VmHWM:")))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    ap.add_argument("--layers", default="256,128,100", help="MLP hidden widths")
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=64, help="global batch")
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
+    ap.add_argument("--train-limit", type=int, default=0, help="first N training images (0: all)")
+    ap.add_argument("--test-limit", type=int, default=0, help="first N test images (0: all)")
+    ap.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: all epochs)")
+    ap.add_argument("--warmup", type=int, default=20, help="steps before the samples/s window")
+    ap.add_argument("--target-acc", type=float, default=0.0, help="stop after the first epoch reaching it")
+    ap.add_argument("--no-eval", action="store_true", help="skip evaluation (throughput runs)")
+    ap.add_argument("--data", default=DATA)
+    a = ap.parse_args()
+
+    torch.set_num_threads(a.threads)
+    ranks = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    dist.init_process_group("gloo")
+
+    p = lambda name: os.path.join(a.data, name)
+    ntrain = count_idx(p("train-labels-idx1-ubyte.gz"))
+    ntest = count_idx(p("t10k-labels-idx1-ubyte.gz"))
+    if a.train_limit:
+        ntrain = min(ntrain, a.train_limit)
+    if a.test_limit:
+        ntest = min(ntest, a.test_limit)
+    lo, hi = shard(ntrain, ranks, rank)
+    x = load_idx(p("train-images-idx3-ubyte.gz"), lo, hi, True)
+    y = load_idx(p("train-labels-idx1-ubyte.gz"), lo, hi, False)
+    lo, hi = shard(ntest, ranks, rank)
+    tx = load_idx(p("t10k-images-idx3-ubyte.gz"), lo, hi, True)
+    ty = load_idx(p("t10k-labels-idx1-ubyte.gz"), lo, hi, False)
+
+    b = a.batch // ranks
+    assert b * ranks == a.batch, "global batch must divide by the ranks"
+    spe = min((shard(ntrain, ranks, r)[1] - shard(ntrain, ranks, r)[0]) // b
+              for r in range(ranks))
+    model = mlp([int(w) for w in a.layers.split(",")]) if a.model == "mlp" else cnn()
+    he_init(model, a.seed)
+    model = DDP(model)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    if rank == 0:
+        nparams = sum(t.numel() for t in model.parameters())
+        print(f"peer: model={a.model} ranks={ranks} batch={a.batch} ({b} per rank) "
+              f"steps_per_epoch={spe} params={nparams} threads={a.threads} "
+              f"blas_threads={os.environ.get('OPENBLAS_NUM_THREADS', '?')}", flush=True)
+
+    step, t_warm, done = 0, None, False
+    g = torch.Generator().manual_seed(a.seed * 1000003 + rank)
+    for epoch in range(1, a.epochs + 1):
+        perm = torch.randperm(len(x), generator=g)
+        for k in range(spe):
+            idx = perm[k * b:(k + 1) * b]
+            out = model(x[idx])
+            loss = F.cross_entropy(out, y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            step += 1
+            if step == a.warmup:
+                t_warm = time.perf_counter()
+            if step == a.max_steps:
+                done = True
+                break
+        if step > a.warmup and t_warm is not None:
+            window = step - a.warmup
+            sps = window * a.batch / (time.perf_counter() - t_warm)
+            t_warm = None   # the window ends at the first epoch end (or max-steps)
+            if rank == 0:
+                print(f"samples_per_s={sps:.1f} window_steps={window} warmup_steps={a.warmup}",
+                      flush=True)
+        if not a.no_eval:
+            tl, acc = evaluate(model, tx, ty, ranks)
+            now = time.time()
+            if rank == 0:
+                print(f"epoch={epoch} test_acc={acc:.4f} test_loss={tl:.4f} "
+                      f"time_s={now - T_START:.3f} unix={now:.3f}", flush=True)
+            if a.target_acc and acc >= a.target_acc:
+                done = True
+        if done:
+            break
+
+    rss = torch.tensor([vmhwm_kb()], dtype=torch.int64)
+    all_rss = [torch.zeros_like(rss) for _ in range(ranks)]
+    dist.all_gather(all_rss, rss)
+    if rank == 0:
+        for r, v in enumerate(all_rss):
+            print(f"peak_rss_kb={v.item()} rank={r}")
+        print(f"done=1 end_unix={time.time():.3f}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
