@@ -361,15 +361,22 @@ TEST(engine_success_needs_a_result_file)
 	dlh_engine_close(e);
 }
 
-TEST(engine_queue_is_fifo_and_cancel_of_queued_is_immediate)
+/* An engine with one slot whose "mpirun" sleeps: it holds its slot until
+ * it is cancelled or the engine closes. */
+static struct dlh_engine *sleeper_engine(char *state, size_t len, const char *name)
 {
-	char state[512], sleeper[700];
-	fresh_dir(state, sizeof state, "eng-queue");
-	/* "mpirun" that sleeps: holds its slot until cancelled */
+	char sleeper[700];
+	fresh_dir(state, len, name);
 	snprintf(sleeper, sizeof sleeper, "%s/sleeper", state);
 	write_text(sleeper, "#!/bin/sh\nexec sleep 30\n");
 	chmod(sleeper, 0755);
-	struct dlh_engine *e = open_engine(state, sleeper, 1);
+	return open_engine(state, sleeper, 1);
+}
+
+TEST(engine_queue_is_fifo_and_cancel_of_queued_is_immediate)
+{
+	char state[512];
+	struct dlh_engine *e = sleeper_engine(state, sizeof state, "eng-queue");
 	CHECK(e != NULL);
 	long a = 0, b = 0;
 	char err[DLH_ERR_MAX];
@@ -379,6 +386,8 @@ TEST(engine_queue_is_fifo_and_cancel_of_queued_is_immediate)
 	dlh_engine_job(e, a, &ja);
 	dlh_engine_job(e, b, &jb);
 	CHECK(ja.status == DLH_RUNNING && jb.status == DLH_QUEUED);
+	pid_t run = ja.pid;
+	CHECK(run > 0 && dlh_proc_count_session(run) == 1);
 	CHECK_MSG(strstr(jb.reason, "waiting for 1 cpu slot; 0 free"), "reason: %s", jb.reason);
 	CHECK(dlh_engine_ctl(e, b, 0, "cancel", err, sizeof err) == 0);
 	dlh_engine_job(e, b, &jb);
@@ -391,18 +400,14 @@ TEST(engine_queue_is_fifo_and_cancel_of_queued_is_immediate)
 	CHECK(dlh_engine_wait(e, a, 10) == 0);
 	dlh_engine_job(e, a, &ja);
 	CHECK(ja.status == DLH_CANCELLED);
-	CHECK(dlh_proc_count_session(ja.pid) == 0);
+	CHECK(dlh_proc_count_session(run) == 0);
 	dlh_engine_close(e);
 }
 
 TEST(engine_close_requeues_running_jobs)
 {
-	char state[512], sleeper[700];
-	fresh_dir(state, sizeof state, "eng-close");
-	snprintf(sleeper, sizeof sleeper, "%s/sleeper", state);
-	write_text(sleeper, "#!/bin/sh\nexec sleep 30\n");
-	chmod(sleeper, 0755);
-	struct dlh_engine *e = open_engine(state, sleeper, 1);
+	char state[512];
+	struct dlh_engine *e = sleeper_engine(state, sizeof state, "eng-close");
 	CHECK(e != NULL);
 	long a = 0;
 	char err[DLH_ERR_MAX];
