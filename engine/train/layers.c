@@ -556,3 +556,30 @@ int dlt_layer_make(struct dlt_layer *l, enum dlt_layer_kind kind,
 	l->nparams = l->ops->param_count(l);
 	return 0;
 }
+
+/* Softmax cross-entropy of row z (c logits) against label y: returns the
+ * loss, sets *hit when the argmax is y, and when d is not NULL writes
+ * scale * (softmax - onehot) into d. */
+float dlt_softmax_xent(const float *restrict z, int c, int y, float scale,
+			  float *restrict d, int *hit)
+{
+	float mx = z[0], sum = 0.0f;
+	int arg = 0;
+
+	for (int j = 1; j < c; j++)
+		if (z[j] > mx) {
+			mx = z[j];
+			arg = j;
+		}
+	for (int j = 0; j < c; j++)
+		sum += expf(z[j] - mx);
+	*hit = arg == y;
+	if (d) {
+		float inv = scale / sum;
+
+		for (int j = 0; j < c; j++)
+			d[j] = expf(z[j] - mx) * inv;
+		d[y] -= scale;
+	}
+	return logf(sum) - (z[y] - mx);
+}

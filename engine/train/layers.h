@@ -90,4 +90,11 @@ int dlt_layer_make(struct dlt_layer *l, enum dlt_layer_kind kind,
 int dlt_dropout_keep(uint64_t seed, uint64_t step, int rank, int layer,
 		     uint64_t i, float p);
 
+/* Softmax cross-entropy of row z (c logits) against label y: returns the
+ * loss, sets *hit when the argmax is y, and when d is not NULL writes
+ * scale * (softmax - onehot) into d. Shared by the layer stack and the
+ * reference MLP the tests compare it with. */
+float dlt_softmax_xent(const float *restrict z, int c, int y, float scale,
+		       float *restrict d, int *hit);
+
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/train/layers.h"
 #include "engine/train/rng.h"
 
 int dlt_mlp_create(struct dlt_mlp *m, int inputs, const int *hidden,
@@ -165,33 +166,6 @@ void dlt_mlp_forward(struct dlt_mlp *m, const float *params, const float *x, int
 	}
 }
 
-/* Softmax cross-entropy of row z (c logits) against label y: returns the
- * loss, sets *hit when the argmax is y, and when d is not NULL writes
- * scale * (softmax - onehot) into d. */
-static float softmax_xent(const float *restrict z, int c, int y, float scale,
-			  float *restrict d, int *hit)
-{
-	float mx = z[0], sum = 0.0f;
-	int arg = 0;
-
-	for (int j = 1; j < c; j++)
-		if (z[j] > mx) {
-			mx = z[j];
-			arg = j;
-		}
-	for (int j = 0; j < c; j++)
-		sum += expf(z[j] - mx);
-	*hit = arg == y;
-	if (d) {
-		float inv = scale / sum;
-
-		for (int j = 0; j < c; j++)
-			d[j] = expf(z[j] - mx) * inv;
-		d[y] -= scale;
-	}
-	return logf(sum) - (z[y] - mx);
-}
-
 void dlt_mlp_eval_batch(struct dlt_mlp *m, const float *params,
 			const float *x, const uint8_t *y, int n,
 			double *loss_sum, long *correct)
@@ -205,7 +179,7 @@ void dlt_mlp_eval_batch(struct dlt_mlp *m, const float *params,
 	for (int i = 0; i < n; i++) {
 		int hit;
 
-		loss += softmax_xent(z + (size_t)i * c, c, y[i], 0.0f, NULL, &hit);
+		loss += dlt_softmax_xent(z + (size_t)i * c, c, y[i], 0.0f, NULL, &hit);
 		hits += hit;
 	}
 	*loss_sum += loss;
@@ -228,7 +202,7 @@ void dlt_mlp_train_batch(struct dlt_mlp *m, const float *params,
 	for (int i = 0; i < n; i++) {
 		int hit;
 
-		loss += softmax_xent(z + (size_t)i * c, c, y[i], scale,
+		loss += dlt_softmax_xent(z + (size_t)i * c, c, y[i], scale,
 				     d + (size_t)i * c, &hit);
 		hits += hit;
 	}

@@ -174,33 +174,6 @@ const float *dlt_net_forward(struct dlt_net *n, const float *params,
 	return in;
 }
 
-/* Softmax cross-entropy of row z (c logits) against label y: returns the
- * loss, sets *hit when the argmax is y, and when d is not NULL writes
- * scale * (softmax - onehot) into d. */
-static float softmax_xent(const float *restrict z, int c, int y, float scale,
-			  float *restrict d, int *hit)
-{
-	float mx = z[0], sum = 0.0f;
-	int arg = 0;
-
-	for (int j = 1; j < c; j++)
-		if (z[j] > mx) {
-			mx = z[j];
-			arg = j;
-		}
-	for (int j = 0; j < c; j++)
-		sum += expf(z[j] - mx);
-	*hit = arg == y;
-	if (d) {
-		float inv = scale / sum;
-
-		for (int j = 0; j < c; j++)
-			d[j] = expf(z[j] - mx) * inv;
-		d[y] -= scale;
-	}
-	return logf(sum) - (z[y] - mx);
-}
-
 void dlt_net_forward_loss(struct dlt_net *n, const float *params,
 			  const float *x, const uint8_t *y, int rows, float weight,
 			  uint64_t step, double *loss_sum, long *correct)
@@ -215,7 +188,7 @@ void dlt_net_forward_loss(struct dlt_net *n, const float *params,
 	for (int i = 0; i < rows; i++) {
 		int hit;
 
-		loss += softmax_xent(z + (size_t)i * c, c, y[i], scale, d + (size_t)i * c, &hit);
+		loss += dlt_softmax_xent(z + (size_t)i * c, c, y[i], scale, d + (size_t)i * c, &hit);
 		hits += hit;
 	}
 	*loss_sum += loss;
@@ -264,7 +237,7 @@ void dlt_net_eval_batch(struct dlt_net *n, const float *params,
 	for (int i = 0; i < rows; i++) {
 		int hit;
 
-		loss += softmax_xent(z + (size_t)i * c, c, y[i], 0.0f, NULL, &hit);
+		loss += dlt_softmax_xent(z + (size_t)i * c, c, y[i], 0.0f, NULL, &hit);
 		hits += hit;
 	}
 	*loss_sum += loss;
