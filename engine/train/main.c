@@ -21,6 +21,7 @@
 #include "engine/train/plan.h"
 #include "engine/train/prefetch.h"
 #include "engine/train/rng.h"
+#include "engine/train/shm.h"
 
 #define DLT_EXIT_USAGE 2          /* exit status for a bad command line */
 #define DLT_EVAL_ROWS 512         /* fewest rows per evaluation batch */
@@ -55,9 +56,11 @@ struct run {
 	int launched;                     /* buckets started in this step */
 	double t_comm_wait;               /* seconds waiting for allreduce after backward */
 	double t_opt;                     /* seconds in the optimizer */
-	float *params;                    /* nparams */
-	float *mom;                       /* nstate x nparams optimizer state */
-	float *grads;                     /* nparams + 2: loss sum, correct count */
+	float *params;                    /* nparams (in shm when shm_on) */
+	float *mom;                       /* nstate x nparams optimizer state (idem) */
+	float *grads;                     /* nparams + 2: loss sum, correct count (idem) */
+	int shm_on;                       /* 1 = gradients summed through shm */
+	struct dlt_shm shm;               /* the node's shared model, when shm_on */
 	struct dlt_prefetch pf;           /* batches, gathered by a helper thread */
 	char ckdir[DLT_PATH_MAX];         /* JOB/checkpoints */
 	int mfd;                          /* metrics.csv (rank 0), else -1 */
@@ -284,6 +287,22 @@ static void setup(struct run *R)
 		.step_epochs = o->step_epochs, .warmup_steps = o->warmup_steps,
 		.steps_per_epoch = R->plan.steps_per_epoch, .total_steps = R->plan.total_steps,
 	};
+	/* collective: every rank has the same --allreduce */
+	R->shm_on = o->allreduce != DLT_ALLREDUCE_MPI && dlt_shm_possible(MPI_COMM_WORLD);
+	if (o->allreduce == DLT_ALLREDUCE_SHM && !R->shm_on && R->ranks > 1)
+		die("--allreduce shm: the %d ranks are not all on one node", R->ranks);
+	if (R->shm_on) {
+		if (dlt_shm_create(&R->shm, MPI_COMM_WORLD, np, R->nstate, err, sizeof err) < 0)
+			die("%s", err);
+		R->params = R->shm.params;
+		R->mom = R->shm.state;
+		R->grads = R->shm.slot[R->rank];
+		R->nbuckets = 0;
+		if (R->rank == 0)
+			dlt_net_init_params(&R->net, R->params, o->seed);
+		dlt_shm_fence(&R->shm);
+		return;
+	}
 	R->params = xmalloc(np * sizeof(float));
 	R->mom = xmalloc((size_t)R->nstate * np * sizeof(float));
 	R->grads = xmalloc((np + 2) * sizeof(float));
@@ -326,6 +345,10 @@ static enum resume load_latest(struct run *R)
 	if (kind == RESUME_NONE)
 		return RESUME_NONE;
 	MPI_Bcast(&R->st, (int)sizeof R->st, MPI_BYTE, 0, MPI_COMM_WORLD);
+	if (R->shm_on) {   /* rank 0 read it into the one shared copy */
+		dlt_shm_fence(&R->shm);
+		return (enum resume)kind;
+	}
 	MPI_Bcast(R->params, (int)np, MPI_FLOAT, 0, MPI_COMM_WORLD);
 	for (int k = 0; k < R->nstate; k++)
 		MPI_Bcast(R->mom + (size_t)k * np, (int)np, MPI_FLOAT, 0, MPI_COMM_WORLD);
@@ -407,6 +430,7 @@ static void open_files(struct run *R)
 		.total_steps = p->total_steps, .params = R->net.nparams,
 		.start_step = (long)R->st.step, .model = desc,
 		.optimizer = dlt_optim_name(R->optim.kind), .buckets = R->nbuckets,
+		.allreduce = R->shm_on ? "shm" : R->ranks > 1 ? "mpi" : "none",
 	};
 	if (dlt_runinfo_write(R->o.job_dir, &ri, err, sizeof err) < 0)
 		die("%s", err);
@@ -417,9 +441,14 @@ static void open_files(struct run *R)
 		"%ld steps/epoch x %d epochs = %ld steps, %zu params, start step %" PRIu64,
 		p->ranks, p->global_batch, list, p->train_n, p->test_n,
 		p->steps_per_epoch, p->epochs, p->total_steps, R->net.nparams, R->st.step);
-	logline(R, "dlh-train: model %s, optimizer %s, %d gradient bucket%s (--bucket-mb %g)",
-		desc, dlt_optim_name(R->optim.kind), R->nbuckets,
-		R->nbuckets == 1 ? "" : "s", R->o.bucket_mb);
+	if (R->shm_on)
+		logline(R, "dlh-train: model %s, optimizer %s, gradients summed in shared memory "
+			"(each rank updates 1/%d of the model)", desc,
+			dlt_optim_name(R->optim.kind), R->ranks);
+	else
+		logline(R, "dlh-train: model %s, optimizer %s, %d gradient bucket%s (--bucket-mb %g)",
+			desc, dlt_optim_name(R->optim.kind), R->nbuckets,
+			R->nbuckets == 1 ? "" : "s", R->o.bucket_mb);
 }
 
 /* Dies when rc, the result of a metrics.csv append, is an error. */
@@ -514,6 +543,15 @@ static double step_once(struct run *R, long step, float lr,
 	dlt_net_backward(&R->net, R->params, bx, b, R->grads,
 			 R->nbuckets ? on_layer : NULL, R);
 	t1 = now();
+	if (R->shm_on) {   /* the sum and this rank's slice of the update */
+		double sums[2];
+
+		dlt_shm_step(&R->shm, &R->optim, lr, (unsigned long)step, sums);
+		R->t_comm_wait += now() - t1;
+		*loss = sums[0] / (double)global;
+		*acc = sums[1] / (double)global;
+		return now() - t0;
+	}
 	if (R->nbuckets)
 		MPI_Waitall(R->launched, R->req, MPI_STATUSES_IGNORE);
 	else
@@ -584,9 +622,13 @@ static void teardown(struct run *R)
 	dlt_dataset_free(&R->train);
 	dlt_dataset_free(&R->test);
 	dlt_net_destroy(&R->net);
-	free(R->params);
-	free(R->mom);
-	free(R->grads);
+	if (R->shm_on) {
+		dlt_shm_destroy(&R->shm);
+	} else {
+		free(R->params);
+		free(R->mom);
+		free(R->grads);
+	}
 	dlt_prefetch_stop(&R->pf);
 	if (R->mfd >= 0)
 		close(R->mfd);
@@ -672,7 +714,8 @@ int main(int argc, char **argv)
 			R->st.train_s > 0 ? (double)R->st.step * R->plan.global_batch /
 				R->st.train_s : 0.0, R->st.elapsed_s);
 		logline(R, "dlh-train: rank 0 time in this process: forward %.2f s (eval included), "
-			"backward %.2f s, allreduce wait %.2f s, optimizer %.2f s",
+			"backward %.2f s, allreduce wait %.2f s (shm: with the optimizer), "
+			"optimizer %.2f s",
 			R->net.t_fwd, R->net.t_bwd, R->t_comm_wait, R->t_opt);
 	}
 	teardown(R);

@@ -182,8 +182,9 @@ int dlt_runinfo_write(const char *dir, const struct dlt_runinfo *ri,
 				      ri->params, ri->start_step);
 	if (n < DLT_RUNINFO_MAX && ri->model)
 		n += (size_t)snprintf(text + n, DLT_RUNINFO_MAX - n,
-				      "model=%s\noptimizer=%s\ngradient_buckets=%d\n", ri->model,
-				      ri->optimizer ? ri->optimizer : "", ri->buckets);
+				      "model=%s\noptimizer=%s\ngradient_buckets=%d\nallreduce=%s\n",
+				      ri->model, ri->optimizer ? ri->optimizer : "", ri->buckets,
+				      ri->allreduce ? ri->allreduce : "");
 	if (n >= DLT_RUNINFO_MAX || dlt_path_join(path, sizeof path, dir, DLT_RUNINFO_FILE) < 0) {
 		snprintf(err, errlen, "cannot write \"%s/%s\": %s", dir, DLT_RUNINFO_FILE,
 			 strerror(EOVERFLOW));

@@ -23,6 +23,7 @@ struct dlt_runinfo {
 	const char *model;        /* layer stack description, NULL = not written */
 	const char *optimizer;    /* optimizer name, NULL = not written */
 	int buckets;              /* gradient buckets (0 = one allreduce), written with model */
+	const char *allreduce;    /* "shm", "mpi" or "none" (1 rank), written with model */
 };
 
 /* What result says about a finished run. */

@@ -115,6 +115,12 @@ static void adam_step(const struct dlt_optim *o, float lr, unsigned long t,
 void dlt_optim_step(const struct dlt_optim *o, float lr, unsigned long t,
 		    float *w, float *state, const float *g, size_t n)
 {
+	dlt_optim_step_strided(o, lr, t, w, state, n, g, n);
+}
+
+void dlt_optim_step_strided(const struct dlt_optim *o, float lr, unsigned long t,
+			    float *w, float *state, size_t stride, const float *g, size_t n)
+{
 #ifdef __SSE2__
 	/* Parameters that get no gradient (dead ReLU units) see their
 	 * momentum or first moment decay geometrically into denormals within
@@ -137,7 +143,7 @@ void dlt_optim_step(const struct dlt_optim *o, float lr, unsigned long t,
 		nesterov_step(lr, o->momentum, o->weight_decay, w, state, g, n);
 		break;
 	case DLT_OPTIM_ADAM:
-		adam_step(o, lr, t ? t : 1, w, state, state + n, g, n);
+		adam_step(o, lr, t ? t : 1, w, state, state + stride, g, n);
 		break;
 	}
 #ifdef __SSE2__

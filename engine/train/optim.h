@@ -55,6 +55,11 @@ const char *dlt_optim_name(enum dlt_optim_kind kind);
 void dlt_optim_step(const struct dlt_optim *o, float lr, unsigned long t,
 		    float *w, float *state, const float *g, size_t n);
 
+/* dlt_optim_step on a slice: w and g as there, but state array k starts
+ * at state + k * stride (a slice of arrays of stride floats). */
+void dlt_optim_step_strided(const struct dlt_optim *o, float lr, unsigned long t,
+			    float *w, float *state, size_t stride, const float *g, size_t n);
+
 /* A learning-rate schedule. */
 struct dlt_sched {
 	enum dlt_sched_kind kind;   /* shape after warm-up */

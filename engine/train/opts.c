@@ -17,7 +17,8 @@ const char dlt_opts_usage[] =
 	"                 [--dropout P] [--optimizer sgd|nesterov|adam] [--momentum X]\n"
 	"                 [--beta1 X] [--beta2 X] [--eps X] [--weight-decay X]\n"
 	"                 [--schedule constant|step|cosine] [--gamma X] [--step-epochs N]\n"
-	"                 [--warmup-steps N] [--bucket-mb X] [--format idx|csv]\n"
+	"                 [--warmup-steps N] [--allreduce auto|mpi|shm] [--bucket-mb X]\n"
+	"                 [--format idx|csv]"
 	"                 [--image-size N] [--seed N]\n"
 	"                 [--checkpoint-every STEPS] [--train-limit N] [--test-limit N] [--help]\n"
 	"       dlh-train --same-params A.ckpt B.ckpt   (exit 0 when the payloads match)\n"
@@ -28,8 +29,10 @@ const char dlt_opts_usage[] =
 	"follows every hidden dense layer of either model. --optimizer sgd (default),\n"
 	"nesterov or adam (--beta1 0.9 --beta2 0.999 --eps 1e-8); --schedule constant\n"
 	"(default), step (x --gamma 0.1 every --step-epochs 1) or cosine (to 0 at the\n"
-	"last step), after --warmup-steps 0 of linear warm-up. --bucket-mb 1: gradient\n"
-	"buckets allreduced while backward goes on (0 = one allreduce after backward).\n"
+	"last step), after --warmup-steps 0 of linear warm-up. --allreduce auto (default):\n"
+	"ranks that all share one node sum gradients in shared memory, each rank\n"
+	"updating its slice of one shared model (shm); otherwise (mpi) --bucket-mb 1:\n"
+	"gradient buckets allreduced while backward goes on (0 = one allreduce after it).\n"
 	"--format idx (default) or csv (label then pixels per line, --image-size 28;\n"
 	"the --*-labels options are then not used). --batch is the global batch, split\n"
 	"over the ranks; --checkpoint-every 0 saves only the final model; the limits use\n"
@@ -48,6 +51,8 @@ static const char *const optim_words[] = { "sgd", "nesterov", "adam", NULL };
 static const int optim_vals[] = { DLT_OPTIM_SGD, DLT_OPTIM_NESTEROV, DLT_OPTIM_ADAM };
 static const char *const sched_words[] = { "constant", "step", "cosine", NULL };
 static const int sched_vals[] = { DLT_SCHED_CONSTANT, DLT_SCHED_STEP, DLT_SCHED_COSINE };
+static const char *const allreduce_words[] = { "auto", "mpi", "shm", NULL };
+static const int allreduce_vals[] = { DLT_ALLREDUCE_AUTO, DLT_ALLREDUCE_MPI, DLT_ALLREDUCE_SHM };
 static const char *const format_words[] = { "idx", "csv", NULL };
 static const int format_vals[] = { DLT_FORMAT_IDX, DLT_FORMAT_CSV };
 
@@ -85,6 +90,7 @@ static const struct opt_def defs[] = {
 	{ "step-epochs", K_LONG, 0, 1, DLT_MAX_EPOCHS, 0, OFF(step_epochs), NULL, NULL },
 	{ "warmup-steps", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(warmup_steps), NULL, NULL },
 	{ "bucket-mb", K_DOUBLE, 0, 0, DLT_MAX_BUCKET_MB, 0, OFF(bucket_mb), NULL, NULL },
+	{ "allreduce", K_CHOICE, 0, 0, 0, 0, OFF(allreduce), allreduce_words, allreduce_vals },
 	{ "format", K_CHOICE, 0, 0, 0, 0, OFF(format), format_words, format_vals },
 	{ "image-size", K_INT, 0, 1, DLT_MAX_IMAGE_SIZE, 0, OFF(image_size), NULL, NULL },
 	{ "epochs", K_INT, 1, 1, DLT_MAX_EPOCHS, 0, OFF(epochs), NULL, NULL },

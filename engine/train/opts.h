@@ -16,6 +16,9 @@
 
 enum dlt_model_kind { DLT_MODEL_MLP = 0, DLT_MODEL_CNN = 1 };
 enum dlt_format { DLT_FORMAT_IDX = 0, DLT_FORMAT_CSV = 1 };
+/* How the ranks sum gradients: shared memory when they are all on one
+ * node (auto), or MPI allreduce in buckets (mpi), or insist on shm. */
+enum dlt_allreduce { DLT_ALLREDUCE_AUTO = 0, DLT_ALLREDUCE_MPI = 1, DLT_ALLREDUCE_SHM = 2 };
 
 /* The parsed command line. Strings point into argv. */
 struct dlt_opts {
@@ -41,6 +44,7 @@ struct dlt_opts {
 	long step_epochs;                      /* --step-epochs, default 1 */
 	long warmup_steps;                     /* --warmup-steps, default 0 */
 	double bucket_mb;                      /* --bucket-mb, default 1, 0 = one blocking allreduce */
+	int allreduce;                         /* --allreduce, enum dlt_allreduce, default auto */
 	int format;                            /* --format, enum dlt_format, default idx */
 	int image_size;                        /* --image-size, side of CSV images, default 28 */
 	int epochs;                            /* --epochs, 1..DLT_MAX_EPOCHS */

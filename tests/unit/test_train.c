@@ -20,6 +20,7 @@
 #include "engine/train/opts.h"
 #include "engine/train/plan.h"
 #include "engine/train/rng.h"
+#include "engine/train/shm.h"
 #include "tests/unit/check.h"
 
 #define TMP_TEMPLATE "/tmp/dlh-test-train-XXXXXX"
@@ -299,6 +300,60 @@ TEST(sgd_momentum_matches_hand_computation)
 	dlt_sgd_step(&o, w, v, g, 2);
 	CHECK(fabsf(v[0] - 0.51344f) < 1e-6f && fabsf(v[1] - 0.14182f) < 1e-6f);
 	CHECK(fabsf(w[0] - 0.892656f) < 1e-6f && fabsf(w[1] + 2.032182f) < 1e-6f);
+}
+
+/* The shared-memory step runs the optimizer on slices of arrays whose
+ * state is laid out for the whole model: slice by slice must give the
+ * whole-array update bit for bit, for every optimizer. */
+TEST(optimizer_on_slices_equals_whole_update)
+{
+	enum { N = 37 };
+	const enum dlt_optim_kind kinds[] = { DLT_OPTIM_SGD, DLT_OPTIM_NESTEROV, DLT_OPTIM_ADAM };
+
+	for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+		const struct dlt_optim o = { .kind = kinds[k], .momentum = 0.9f, .weight_decay = 0.01f,
+					     .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f };
+		float w1[N], w2[N], s1[2 * N] = { 0 }, s2[2 * N] = { 0 }, g[N];
+
+		for (int i = 0; i < N; i++) {
+			w1[i] = w2[i] = 0.1f * (float)(i - 18);
+			g[i] = 0.01f * (float)((i * 7) % 11) - 0.05f;
+		}
+		for (unsigned long t = 1; t <= 3; t++) {
+			dlt_optim_step(&o, 0.01f, t, w1, s1, g, N);
+			for (int r = 0; r < 3; r++) {   /* 3 unequal slices */
+				size_t lo, hi;
+
+				dlt_shm_slice(N, 3, r, &lo, &hi);
+				dlt_optim_step_strided(&o, 0.01f, t, w2 + lo, s2 + lo, N, g + lo, hi - lo);
+			}
+		}
+		CHECK_MSG(memcmp(w1, w2, sizeof w1) == 0, "%s: weights differ", dlt_optim_name(kinds[k]));
+		CHECK_MSG(memcmp(s1, s2, sizeof s1) == 0, "%s: state differs", dlt_optim_name(kinds[k]));
+	}
+}
+
+/* Slices cover [0, n) in order without overlap, on cache-line boundaries. */
+TEST(shm_slices_cover_and_align)
+{
+	const size_t ns[] = { 0, 1, 15, 16, 17, 1000, 247766 };
+
+	for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+		for (int k = 1; k <= 7; k++) {
+			size_t next = 0;
+
+			for (int r = 0; r < k; r++) {
+				size_t lo, hi;
+
+				dlt_shm_slice(ns[a], k, r, &lo, &hi);
+				CHECK_MSG(lo == next && hi >= lo && hi <= ns[a],
+					  "n %zu k %d r %d: [%zu, %zu) after %zu", ns[a], k, r, lo, hi, next);
+				CHECK_MSG(lo % 16 == 0 && (hi % 16 == 0 || hi == ns[a]),
+					  "n %zu k %d r %d: [%zu, %zu) not aligned", ns[a], k, r, lo, hi);
+				next = hi;
+			}
+			CHECK_MSG(next == ns[a], "n %zu k %d: slices end at %zu", ns[a], k, next);
+		}
 }
 
 TEST(weighted_partial_gradients_sum_to_full_batch)
@@ -609,6 +664,8 @@ int main(void)
 	RUN(mlp_backward_matches_finite_differences);
 	RUN(mlp_init_depends_only_on_seed);
 	RUN(sgd_momentum_matches_hand_computation);
+	RUN(optimizer_on_slices_equals_whole_update);
+	RUN(shm_slices_cover_and_align);
 	RUN(weighted_partial_gradients_sum_to_full_batch);
 	RUN(ckpt_round_trip);
 	RUN(ckpt_rejects_corrupt_files);

@@ -1,0 +1,155 @@
+/* shm.c - the gradient sum and optimizer step of ranks that share one node's memory */
+#include "engine/train/shm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define LINE_FLOATS 16   /* floats in a 64-byte cache line */
+
+/* n rounded up to whole cache lines of floats. */
+static size_t pad(size_t n)
+{
+	return (n + LINE_FLOATS - 1) / LINE_FLOATS * LINE_FLOATS;
+}
+
+void dlt_shm_slice(size_t n, int k, int r, size_t *lo, size_t *hi)
+{
+	size_t lines = pad(n) / LINE_FLOATS;
+	size_t a = lines * (size_t)r / (size_t)k, b = lines * (size_t)(r + 1) / (size_t)k;
+
+	*lo = a * LINE_FLOATS < n ? a * LINE_FLOATS : n;
+	*hi = b * LINE_FLOATS < n ? b * LINE_FLOATS : n;
+}
+
+int dlt_shm_possible(MPI_Comm comm)
+{
+	MPI_Comm node;
+	int size, nsize;
+
+	MPI_Comm_size(comm, &size);
+	if (size < 2 || size > DLT_SHM_MAX_RANKS)
+		return 0;
+	MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+	MPI_Comm_size(node, &nsize);
+	MPI_Comm_free(&node);
+	return nsize == size;
+}
+
+int dlt_shm_create(struct dlt_shm *s, MPI_Comm comm, size_t nparams, int nstate,
+		   char *err, size_t errlen)
+{
+	const size_t slot = pad(nparams + 2);
+	MPI_Aint bytes;
+	MPI_Info info;
+	float *base;
+	int rc;
+
+	memset(s, 0, sizeof *s);
+	s->comm = comm;
+	s->nparams = nparams;
+	s->nstate = nstate;
+	MPI_Comm_rank(comm, &s->rank);
+	MPI_Comm_size(comm, &s->ranks);
+	if (s->ranks > DLT_SHM_MAX_RANKS) {
+		snprintf(err, errlen, "shared-memory reduction: %d ranks on one node, at most %d",
+			 s->ranks, DLT_SHM_MAX_RANKS);
+		return -EINVAL;
+	}
+	/* rank 0's segment: params, state, its slot; the others' only their slot */
+	bytes = (MPI_Aint)((s->rank == 0 ? pad(nparams) + pad(nparams * (size_t)nstate) : 0) +
+			   slot) * (MPI_Aint)sizeof(float);
+	/* each rank's segment on its own pages, placed near the rank (first touch) */
+	MPI_Info_create(&info);
+	MPI_Info_set(info, "alloc_shared_noncontig", "true");
+	MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+	rc = MPI_Win_allocate_shared(bytes, (int)sizeof(float), info, comm, &base, &s->win);
+	MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL);
+	MPI_Info_free(&info);
+	if (rc != MPI_SUCCESS) {
+		snprintf(err, errlen, "shared-memory reduction: cannot allocate %ld bytes of "
+			 "shared memory (is /dev/shm full?)", (long)bytes);
+		return -ENOMEM;
+	}
+	for (int r = 0; r < s->ranks; r++) {
+		MPI_Aint size;
+		int unit;
+		float *p;
+
+		MPI_Win_shared_query(s->win, r, &size, &unit, &p);
+		if (r == 0) {
+			s->params = p;
+			s->state = p + pad(nparams);
+			p += pad(nparams) + pad(nparams * (size_t)nstate);
+		}
+		s->slot[r] = p;
+	}
+	dlt_shm_slice(nparams, s->ranks, s->rank, &s->lo, &s->hi);
+	/* one passive epoch for the whole run; MPI_Win_sync orders the stores */
+	MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win);
+	memset(s->slot[s->rank], 0, slot * sizeof(float));
+	if (s->rank == 0)
+		memset(s->state, 0, nparams * (size_t)nstate * sizeof(float));
+	dlt_shm_fence(s);
+	return 0;
+}
+
+void dlt_shm_destroy(struct dlt_shm *s)
+{
+	if (!s->params)
+		return;
+	dlt_shm_fence(s);
+	MPI_Win_unlock_all(s->win);
+	MPI_Win_free(&s->win);
+	memset(s, 0, sizeof *s);
+}
+
+void dlt_shm_fence(const struct dlt_shm *s)
+{
+	MPI_Win_sync(s->win);
+	MPI_Barrier(s->comm);
+	MPI_Win_sync(s->win);
+}
+
+/* d[i] = the sum over ranks of slot[r][i], in rank order, for i in [lo, hi). */
+static void sum_slice(const struct dlt_shm *s, float *restrict d, size_t lo, size_t hi)
+{
+	if (s->ranks == 2) {
+		const float *restrict a = s->slot[0], *restrict b = s->slot[1];
+
+		for (size_t i = lo; i < hi; i++)
+			d[i] = a[i] + b[i];
+		return;
+	}
+	for (size_t i = lo; i < hi; i++) {
+		float v = s->slot[0][i];
+
+		for (int r = 1; r < s->ranks; r++)
+			v += s->slot[r][i];
+		d[i] = v;
+	}
+}
+
+void dlt_shm_step(struct dlt_shm *s, const struct dlt_optim *o, float lr, unsigned long t,
+		  double sums[2])
+{
+	const size_t np = s->nparams, n = s->hi - s->lo;
+	float loss = 0.0f, correct = 0.0f;
+	/* the sum goes into this rank's own slot: no other rank reads lo..hi
+	 * of it after the fence below has let them all start reducing */
+	float *g = s->slot[s->rank];
+
+	dlt_shm_fence(s);
+	for (int r = 0; r < s->ranks; r++) {   /* in float and rank order, as MPI would */
+		loss = r ? loss + s->slot[r][np] : s->slot[r][np];
+		correct = r ? correct + s->slot[r][np + 1] : s->slot[r][np + 1];
+	}
+	sums[0] = loss;
+	sums[1] = correct;
+	if (n) {
+		sum_slice(s, g, s->lo, s->hi);
+		dlt_optim_step_strided(o, lr, t, s->params + s->lo, s->state + s->lo,
+				       np, g + s->lo, n);
+	}
+	dlt_shm_fence(s);
+}

@@ -1,0 +1,69 @@
+/* shm.h - the gradient sum and optimizer step of ranks that share one node's memory
+ *
+ * When every rank runs on one node, an allreduce through MPI copies each
+ * gradient into MPI's buffers, reduces it, and copies the sum back into
+ * every rank, which then all run the same optimizer step over all the
+ * parameters. Here the ranks instead share one MPI-3 window: each rank's
+ * backward writes its gradients into its own slot; after a barrier, rank r
+ * sums slice r of [0, nparams) over the slots in rank order and runs the
+ * optimizer on that slice of the one shared copy of the parameters and the
+ * optimizer state; a second barrier ends the step. Every rank reads each
+ * gradient once and updates 1/ranks of the model; nothing is copied back.
+ *
+ * The sum is taken in rank order in float, so with 2 ranks it is bit for
+ * bit MPI's (a + b is commutative); the update is the single-process update
+ * on the global batch, as with MPI. */
+#ifndef DLT_SHM_H
+#define DLT_SHM_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#include "engine/train/optim.h"
+
+#define DLT_SHM_MAX_RANKS 256   /* most ranks on one node */
+
+/* The shared window and this rank's view of it. */
+struct dlt_shm {
+	MPI_Comm comm;                        /* the ranks (a node's) */
+	MPI_Win win;                          /* the shared memory */
+	int rank, ranks;                      /* in comm */
+	size_t nparams;                       /* floats in params and each slot's gradients */
+	int nstate;                           /* optimizer state arrays */
+	float *params;                        /* nparams, one copy for the node */
+	float *state;                         /* nstate arrays of nparams, one after the other */
+	float *slot[DLT_SHM_MAX_RANKS];       /* rank r's gradients: nparams + 2 loss floats */
+	size_t lo, hi;                        /* this rank's slice of [0, nparams) */
+};
+
+/* Returns 1 when all ranks of comm (more than one) share this node's
+ * memory, so dlt_shm_create can serve them; else 0. Collective. */
+int dlt_shm_possible(MPI_Comm comm);
+
+/* Allocates the window for nparams parameters and nstate optimizer state
+ * arrays (zeroed) over the ranks of comm. Collective. Returns 0, or
+ * -ENOMEM / -EINVAL with a message in err. */
+int dlt_shm_create(struct dlt_shm *s, MPI_Comm comm, size_t nparams, int nstate,
+		   char *err, size_t errlen);
+
+/* Frees the window. Collective. */
+void dlt_shm_destroy(struct dlt_shm *s);
+
+/* A barrier that also makes every rank's stores to the window visible to
+ * all the others. Collective. */
+void dlt_shm_fence(const struct dlt_shm *s);
+
+/* The step after every rank wrote its gradients (and its loss sum and
+ * correct count in the 2 floats after them) into its slot: sums slice lo..hi
+ * of the gradients over the ranks, runs the optimizer (lr, 1-based step t)
+ * on that slice of params and state, and sets sums[0..1] to the global loss
+ * sum and correct count. Collective; on return every rank sees the whole
+ * updated model. */
+void dlt_shm_step(struct dlt_shm *s, const struct dlt_optim *o, float lr, unsigned long t,
+		  double sums[2]);
+
+/* Slice r of n floats over k ranks: cache-line aligned boundaries so two
+ * ranks never write the same line. Sets [*lo, *hi). */
+void dlt_shm_slice(size_t n, int k, int r, size_t *lo, size_t *hi);
+
+#endif
