@@ -15,7 +15,7 @@
 #include "engine/train/files.h"
 #include "engine/train/idx.h"
 #include "engine/train/metrics.h"
-#include "engine/train/mlp.h"
+#include "engine/train/net.h"
 #include "engine/train/optim.h"
 #include "engine/train/opts.h"
 #include "engine/train/plan.h"
@@ -201,32 +201,56 @@ static void fill_batch(float *x, uint8_t *y, int n, int dim, int classes, uint64
 		y[i] = (uint8_t)dlt_rng_below(&r, (uint64_t)classes);
 }
 
+/* Builds n, an MLP of in inputs, hidden widths and classes outputs for up
+ * to rows rows (dropout seed 1). Returns dlt_net_create's result. */
+static int make_mlp(struct dlt_net *n, int in, const int *hidden, int nh, int classes, int rows)
+{
+	struct dlt_net_spec spec = { .in = { 1, 1, in }, .classes = classes, .pool = 1,
+				     .ndense = nh };
+	char err[DLT_ERR_MAX];
+
+	memcpy(spec.dense, hidden, (size_t)nh * sizeof *hidden);
+	return dlt_net_create(n, &spec, rows, 1, 0, err, sizeof err);
+}
+
+/* Sets the biases of every dense layer of n in p to small random values. */
+static void random_biases(const struct dlt_net *n, float *p, uint64_t seed)
+{
+	struct dlt_rng r;
+
+	dlt_rng_seed(&r, seed, 0, 0);
+	for (int l = 0; l < n->nlayers; l++) {
+		const struct dlt_layer *L = &n->layer[l];
+		size_t units = (size_t)L->out.c;
+
+		if (L->kind != DLT_LAYER_DENSE)
+			continue;
+		for (size_t j = 0; j < units; j++)
+			p[L->off + L->nparams - units + j] = (float)(0.1 * dlt_rng_normal(&r));
+	}
+}
+
 TEST(mlp_backward_matches_finite_differences)
 {
 	enum { IN = 6, C = 3, N = 4 };
 	const int hidden[2] = { 5, 4 };
-	char err[DLT_ERR_MAX];
-	struct dlt_mlp m;
-	struct dlt_rng r;
+	struct dlt_net m;
 	float x[N * IN], *p, *g;
 	uint8_t y[N];
 	int checked = 0;
 
-	CHECK(dlt_mlp_create(&m, IN, hidden, 2, C, N, err, sizeof err) == 0);
+	CHECK(make_mlp(&m, IN, hidden, 2, C, N) == 0);
 	CHECK(m.nparams == (size_t)(6 * 5 + 5 + 5 * 4 + 4 + 4 * 3 + 3));
 	p = malloc(m.nparams * sizeof *p);
 	g = malloc(m.nparams * sizeof *g);
-	dlt_mlp_init_params(&m, p, 7);
-	dlt_rng_seed(&r, 99, 0, 0);
-	for (int l = 1; l <= m.nlayers; l++)   /* nonzero biases, so theirs are tested too */
-		for (int j = 0; j < m.width[l]; j++)
-			p[m.b_off[l] + j] = (float)(0.1 * dlt_rng_normal(&r));
+	dlt_net_init_params(&m, p, 7);
+	random_biases(&m, p, 99);   /* nonzero biases, so theirs are tested too */
 	fill_batch(x, y, N, IN, C, 3);
 
 	double loss = 0;
 	long hits = 0;
 
-	dlt_mlp_train_batch(&m, p, x, y, N, 1.0f, g, &loss, &hits);
+	dlt_net_train_batch(&m, p, x, y, N, 1.0f, 1, g, &loss, &hits);
 	for (size_t i = 0; i < m.nparams; i++) {
 		const float eps = 1e-2f;
 		float keep = p[i];
@@ -234,9 +258,9 @@ TEST(mlp_backward_matches_finite_differences)
 		long h = 0;
 
 		p[i] = keep + eps;
-		dlt_mlp_eval_batch(&m, p, x, y, N, &lp, &h);
+		dlt_net_eval_batch(&m, p, x, y, N, &lp, &h);
 		p[i] = keep - eps;
-		dlt_mlp_eval_batch(&m, p, x, y, N, &lm, &h);
+		dlt_net_eval_batch(&m, p, x, y, N, &lm, &h);
 		p[i] = keep;
 		double num = (lp - lm) / (2.0 * eps) / N;   /* of the mean loss */
 		double ana = g[i];
@@ -251,23 +275,22 @@ TEST(mlp_backward_matches_finite_differences)
 	CHECK_MSG(checked > 40, "only %d entries large enough to check", checked);
 	free(p);
 	free(g);
-	dlt_mlp_destroy(&m);
+	dlt_net_destroy(&m);
 }
 
 TEST(mlp_init_depends_only_on_seed)
 {
 	const int hidden[2] = { 32, 16 };
-	char err[DLT_ERR_MAX];
-	struct dlt_mlp m;
+	struct dlt_net m;
 	float *a, *b, *c;
 
-	CHECK(dlt_mlp_create(&m, 50, hidden, 2, 10, 8, err, sizeof err) == 0);
+	CHECK(make_mlp(&m, 50, hidden, 2, 10, 8) == 0);
 	a = malloc(m.nparams * sizeof *a);
 	b = malloc(m.nparams * sizeof *b);
 	c = malloc(m.nparams * sizeof *c);
-	dlt_mlp_init_params(&m, a, 42);
-	dlt_mlp_init_params(&m, b, 42);
-	dlt_mlp_init_params(&m, c, 43);
+	dlt_net_init_params(&m, a, 42);
+	dlt_net_init_params(&m, b, 42);
+	dlt_net_init_params(&m, c, 43);
 	CHECK(memcmp(a, b, m.nparams * sizeof *a) == 0);
 	CHECK(memcmp(a, c, m.nparams * sizeof *a) != 0);
 
@@ -275,15 +298,16 @@ TEST(mlp_init_depends_only_on_seed)
 	double s2 = 0;
 	size_t nw = 32 * 50;
 
+	CHECK(m.layer[0].kind == DLT_LAYER_DENSE && m.layer[0].off == 0);
 	for (size_t i = 0; i < nw; i++)
-		s2 += (double)a[m.w_off[1] + i] * a[m.w_off[1] + i];
+		s2 += (double)a[i] * a[i];
 	CHECK_MSG(fabs(s2 / nw - 2.0 / 50) < 0.2 * 2.0 / 50, "variance %g", s2 / nw);
 	for (int j = 0; j < 32; j++)
-		CHECK(a[m.b_off[1] + j] == 0.0f);
+		CHECK(a[nw + (size_t)j] == 0.0f);
 	free(a);
 	free(b);
 	free(c);
-	dlt_mlp_destroy(&m);
+	dlt_net_destroy(&m);
 }
 
 TEST(sgd_momentum_matches_hand_computation)
@@ -360,24 +384,23 @@ TEST(weighted_partial_gradients_sum_to_full_batch)
 {
 	enum { IN = 20, C = 4, N = 8, NA = 3 };   /* unequal parts: 3 + 5 */
 	const int hidden[1] = { 12 };
-	char err[DLT_ERR_MAX];
-	struct dlt_mlp m;
+	struct dlt_net m;
 	float x[N * IN], *p, *full, *ga, *gb;
 	uint8_t y[N];
 	double lf = 0, la = 0;
 	long hf = 0, ha = 0;
 
-	CHECK(dlt_mlp_create(&m, IN, hidden, 1, C, N, err, sizeof err) == 0);
+	CHECK(make_mlp(&m, IN, hidden, 1, C, N) == 0);
 	p = malloc(m.nparams * sizeof *p);
 	full = malloc(m.nparams * sizeof *p);
 	ga = malloc(m.nparams * sizeof *p);
 	gb = malloc(m.nparams * sizeof *p);
-	dlt_mlp_init_params(&m, p, 5);
+	dlt_net_init_params(&m, p, 5);
 	fill_batch(x, y, N, IN, C, 11);
 
-	dlt_mlp_train_batch(&m, p, x, y, N, 1.0f, full, &lf, &hf);
-	dlt_mlp_train_batch(&m, p, x, y, NA, (float)NA / N, ga, &la, &ha);
-	dlt_mlp_train_batch(&m, p, x + NA * IN, y + NA, N - NA, (float)(N - NA) / N,
+	dlt_net_train_batch(&m, p, x, y, N, 1.0f, 1, full, &lf, &hf);
+	dlt_net_train_batch(&m, p, x, y, NA, (float)NA / N, 1, ga, &la, &ha);
+	dlt_net_train_batch(&m, p, x + NA * IN, y + NA, N - NA, (float)(N - NA) / N, 1,
 			    gb, &la, &ha);
 	CHECK(fabs(la - lf) < 1e-5 * fabs(lf) && ha == hf);
 	for (size_t i = 0; i < m.nparams; i++) {
@@ -390,7 +413,7 @@ TEST(weighted_partial_gradients_sum_to_full_batch)
 	free(full);
 	free(ga);
 	free(gb);
-	dlt_mlp_destroy(&m);
+	dlt_net_destroy(&m);
 }
 
 /* Fills a checkpoint's arrays and metadata with recognisable values. */
