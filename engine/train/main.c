@@ -14,6 +14,7 @@
 #include "engine/train/csv.h"
 #include "engine/train/files.h"
 #include "engine/train/idx.h"
+#include "engine/train/lrfind.h"
 #include "engine/train/metrics.h"
 #include "engine/train/net.h"
 #include "engine/train/optim.h"
@@ -566,6 +567,77 @@ static double step_once(struct run *R, long step, float lr,
 	return now() - t0;
 }
 
+/* --lr auto: the range test. Trains the sweep's steps from the initial
+ * weights with the rate growing from 1e-6 to 10 (the same batches the run
+ * then starts with), picks the rate (lrfind.h), writes DIR/lr_finder, puts
+ * the weights and optimizer state back as they were, and sets the
+ * schedule's base rate. A run that restarts reuses the recorded choice.
+ * Dies when the loss never fell. */
+static void lr_find(struct run *R)
+{
+	const size_t np = R->net.nparams, ns = (size_t)R->nstate * np;
+	const int owner = !R->shm_on || R->rank == 0;   /* keeps and restores the copy */
+	const int steps = R->o.lr_find_steps;
+	char err[DLT_ERR_MAX], path[DLT_PATH_MAX], num[32];
+	struct dlt_lrfind f;
+	const char *why;
+	float *keep = NULL;
+	double lr = 0.0, steepest, t0 = now();
+
+	if (dlt_path_join(path, sizeof path, R->o.job_dir, DLT_LRFIND_FILE) < 0)
+		die("--job-dir \"%s\" too long", R->o.job_dir);
+	if (R->rank == 0)
+		lr = dlt_lrfind_read_choice(path);
+	MPI_Bcast(&lr, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+	if (lr > 0.0) {
+		logline(R, "dlh-train: --lr auto: %g, as the range test of an earlier start "
+			"chose (%s)", lr, path);
+		R->sched.lr = lr;
+		return;
+	}
+	if (dlt_lrfind_init(&f, steps) < 0)
+		die("cannot allocate the range test of %d steps", steps);
+	if (owner) {
+		keep = xmalloc((np + ns) * sizeof(float));
+		memcpy(keep, R->params, np * sizeof(float));
+		memcpy(keep + np, R->mom, ns * sizeof(float));
+	}
+	if (dlt_prefetch_start(&R->pf, &R->train, R->plan.batch[R->rank],
+			       R->plan.steps_per_epoch, R->o.seed, R->rank, 1, steps,
+			       err, sizeof err) < 0)
+		die("%s", err);
+	for (int i = 0;; i++) {   /* every rank sees the same global loss: same stop */
+		double loss, acc;
+
+		step_once(R, i + 1, (float)dlt_lrfind_rate(i, steps), &loss, &acc);
+		if (!dlt_lrfind_push(&f, loss))
+			break;
+	}
+	dlt_prefetch_stop(&R->pf);
+	if (owner) {
+		memcpy(R->params, keep, np * sizeof(float));
+		memcpy(R->mom, keep + np, ns * sizeof(float));
+		free(keep);
+	}
+	if (R->shm_on)
+		dlt_shm_fence(&R->shm);
+	lr = dlt_lrfind_pick(&f, &steepest, &why);
+	if (lr > DLT_MAX_LR)
+		lr = DLT_MAX_LR;
+	/* the rate to the 6 digits lr_finder shows: --lr with that number is this run */
+	snprintf(num, sizeof num, "%.6g", lr);
+	lr = strtod(num, NULL);
+	if (R->rank == 0 && dlt_lrfind_write(&f, path, lr, steepest, why, err, sizeof err) < 0)
+		die("%s", err);
+	if (lr <= 0.0)
+		die("--lr auto: the range test found no rate at which the loss falls (%s; "
+		    "%d steps, see %s); give --lr", why, f.n, path);
+	logline(R, "dlh-train: --lr auto: range test of %d steps (%.1f s) chose %g: %s",
+		f.n, now() - t0, lr, why);
+	R->sched.lr = lr;
+	dlt_lrfind_free(&f);
+}
+
 /* The training loop, from the step after R->st.step to the last; dies
  * when the loss stops being finite or a file cannot be written. */
 static void train(struct run *R)
@@ -693,6 +765,8 @@ int main(int argc, char **argv)
 		logline(R, "dlh-train: run already complete (%s), result rewritten: "
 			"test accuracy %.4f", DLT_CKPT_FINAL, R->st.test_acc);
 	} else {
+		if (R->o.lr_auto)
+			lr_find(R);
 		open_files(R);
 		train(R);
 		if (R->st.eval_step != R->st.step) {   /* e.g. resumed past the end */

@@ -7,19 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/train/lrfind.h"
 #include "engine/train/optim.h"
 
 const char dlt_opts_usage[] =
 	"usage: dlh-train --job-dir DIR\n"
 	"                 --train-images F --train-labels F --test-images F --test-labels F\n"
-	"                 --layers W1,W2,...  --epochs N --batch GLOBAL --lr X\n"
+	"                 --layers W1,W2,...  --epochs N --batch GLOBAL --lr X|auto\n"
 	"                 [--model mlp|cnn] [--conv F:K,...] [--pool K] [--dense W1,...]\n"
 	"                 [--dropout P] [--optimizer sgd|nesterov|adam] [--momentum X]\n"
 	"                 [--beta1 X] [--beta2 X] [--eps X] [--weight-decay X]\n"
 	"                 [--schedule constant|step|cosine] [--gamma X] [--step-epochs N]\n"
 	"                 [--warmup-steps N] [--allreduce auto|mpi|shm] [--bucket-mb X]\n"
 	"                 [--format idx|csv]"
-	"                 [--image-size N] [--seed N]\n"
+	"                 [--image-size N] [--seed N] [--lr-find-steps N]\n"
 	"                 [--checkpoint-every STEPS] [--train-limit N] [--test-limit N] [--help]\n"
 	"       dlh-train --same-params A.ckpt B.ckpt   (exit 0 when the payloads match)\n"
 	"Data-parallel training under mpirun. --model mlp (default): --layers are\n"
@@ -36,7 +37,9 @@ const char dlt_opts_usage[] =
 	"--format idx (default) or csv (label then pixels per line, --image-size 28;\n"
 	"the --*-labels options are then not used). --batch is the global batch, split\n"
 	"over the ranks; --checkpoint-every 0 saves only the final model; the limits use\n"
-	"the first N images (0 = all).\n"
+	"the first N images (0 = all). --lr auto: a range test first (--lr-find-steps\n"
+	"200 steps, the rate growing from 1e-6 to 10) picks the rate, written with the\n"
+	"sweep to DIR/lr_finder; the weights then start again from their initial values.\n"
 	"Files in DIR: run.info, metrics.csv, checkpoints/, result.\n";
 
 #define DLT_MAX_COUNT_OPT 1e15   /* bound of --checkpoint-every and the limits */
@@ -99,6 +102,7 @@ static const struct opt_def defs[] = {
 	{ "momentum", K_DOUBLE, 0, 0, 1, 1, OFF(momentum), NULL, NULL },
 	{ "weight-decay", K_DOUBLE, 0, 0, 1, 1, OFF(weight_decay), NULL, NULL },
 	{ "seed", K_U64, 0, 0, 0, 0, OFF(seed), NULL, NULL },
+	{ "lr-find-steps", K_INT, 0, 10, 100000, 0, OFF(lr_find_steps), NULL, NULL },
 	{ "checkpoint-every", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(checkpoint_every), NULL, NULL },
 	{ "train-limit", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(train_limit), NULL, NULL },
 	{ "test-limit", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(test_limit), NULL, NULL },
@@ -229,6 +233,11 @@ static int set_value(struct dlt_opts *o, const struct opt_def *d, const char *v,
 		*(uint64_t *)(void *)base = (uint64_t)u;
 		return 0;
 	}
+	if (d->kind == K_DOUBLE && d->off == OFF(lr) && strcmp(v, "auto") == 0) {
+		o->lr = 0.0;   /* chosen by the range test */
+		o->lr_auto = 1;
+		return 0;
+	}
 	if (d->kind == K_DOUBLE) {
 		errno = 0;
 		x = strtod(v, &end);
@@ -238,6 +247,8 @@ static int set_value(struct dlt_opts *o, const struct opt_def *d, const char *v,
 		    (d->off == OFF(lr) && x <= 0))
 			goto range;
 		*(double *)(void *)base = x;
+		if (d->off == OFF(lr))
+			o->lr_auto = 0;
 		return 0;
 	}
 	if ((*v < '0' || *v > '9') && *v != '-')
@@ -285,6 +296,7 @@ int dlt_opts_parse(int argc, char **argv, struct dlt_opts *o,
 	o->gamma = 0.1;
 	o->step_epochs = 1;
 	o->bucket_mb = 1.0;
+	o->lr_find_steps = DLT_LRFIND_STEPS;
 	o->format = DLT_FORMAT_IDX;
 	o->image_size = 28;
 	for (int i = 1; i < argc; i++) {

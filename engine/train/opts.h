@@ -49,7 +49,9 @@ struct dlt_opts {
 	int image_size;                        /* --image-size, side of CSV images, default 28 */
 	int epochs;                            /* --epochs, 1..DLT_MAX_EPOCHS */
 	int batch;                             /* --batch, global, 1..DLT_MAX_BATCH */
-	double lr;                             /* --lr, (0, DLT_MAX_LR] */
+	double lr;                             /* --lr, (0, DLT_MAX_LR]; 0 with lr_auto */
+	int lr_auto;                           /* --lr auto: the range test picks it */
+	int lr_find_steps;                     /* --lr-find-steps, default DLT_LRFIND_STEPS */
 	double momentum;                       /* --momentum, [0, 1), default 0 */
 	double weight_decay;                   /* --weight-decay, [0, 1), default 0 */
 	uint64_t seed;                         /* --seed, default 0 */

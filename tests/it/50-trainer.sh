@@ -96,6 +96,26 @@ test_shm_bucketed_and_blocking_allreduce_give_identical_weights() {
 	awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || die "3-rank shm test accuracy $acc"
 }
 
+# --lr auto: the range test writes its sweep and choice, puts the initial
+# weights back, and trains with the chosen rate: the run is the one that
+# --lr CHOSEN gives, bit for bit
+test_lr_auto_range_test_then_trains_with_its_choice() {
+	W=$(mktemp -d /tmp/dlh-direct.XXXXXX)
+	trap 'rm -rf "$W"' EXIT
+	local w=$W lr rows
+	train_direct "$w/auto" 2 --lr auto --lr-find-steps 60
+	lr=$(sed -n 's/^chosen_lr=//p' "$w/auto/lr_finder")
+	awk -v l="$lr" 'BEGIN { exit !(l > 1e-5 && l < 1) }' || die "chosen_lr '$lr': $(head -5 "$w/auto/lr_finder")"
+	grep -q '^step,lr,loss,smoothed_loss$' "$w/auto/lr_finder" || die "no table: $(head -8 "$w/auto/lr_finder")"
+	rows=$(grep -c '^[0-9]' "$w/auto/lr_finder")
+	[ "$rows" -ge 10 ] && [ "$rows" -le 60 ] || die "$rows sweep rows"
+	grep -q "chose $lr" "$w/auto.out" || die "log: $(grep 'lr auto' "$w/auto.out")"
+	expect_eq "$(grep '^train,1,' "$w/auto/metrics.csv" | cut -d, -f7)" "$lr" "lr column at step 1"
+	train_direct "$w/fixed" 2 --lr "$lr"
+	expect_eq "$(params_of "$w/fixed/checkpoints/final.ckpt")" \
+		"$(params_of "$w/auto/checkpoints/final.ckpt")" "weights of --lr auto and --lr $lr"
+}
+
 test_resume_after_unmount_gives_identical_weights() {
 	dlh_mount
 	local state=$STATE

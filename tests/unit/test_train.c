@@ -14,6 +14,7 @@
 #include "engine/train/ckpt.h"
 #include "engine/train/files.h"
 #include "engine/train/idx.h"
+#include "engine/train/lrfind.h"
 #include "engine/train/metrics.h"
 #include "engine/train/net.h"
 #include "engine/train/optim.h"
@@ -380,6 +381,53 @@ TEST(shm_slices_cover_and_align)
 		}
 }
 
+/* A loss curve over log10(rate): flat at 2.3, falling fastest at 1e-3 to
+ * a floor near 0.3 around 1e-1, then blowing up past 1. */
+static double toy_loss(double lr)
+{
+	double x = log10(lr);
+
+	return 2.3 - 2.0 / (1.0 + exp(-3.0 * (x + 3.0))) + (x > 0.0 ? 10.0 * x * x : 0.0) +
+	       (x > -1.0 ? 0.3 * (x + 1.0) * (x + 1.0) : 0.0);
+}
+
+TEST(lr_range_test_sweeps_smooths_and_picks)
+{
+	struct dlt_lrfind f;
+	char path[DLT_PATH_MAX], err[DLT_ERR_MAX];
+	const char *why;
+	double steep, lr;
+
+	CHECK(fabs(dlt_lrfind_rate(0, 200) - 1e-6) < 1e-12);
+	CHECK(fabs(dlt_lrfind_rate(199, 200) - 10.0) < 1e-9);
+	CHECK(fabs(dlt_lrfind_rate(100, 201) - sqrt(1e-6 * 10.0)) < 1e-9);
+	CHECK(dlt_lrfind_init(&f, 200) == 0);
+	while (dlt_lrfind_push(&f, toy_loss(dlt_lrfind_rate(f.n, f.steps))))
+		;
+	/* stops once the smoothed loss passes 4x its minimum, before 10 */
+	CHECK_MSG(f.stopped && f.n < 200 && f.lr[f.n - 1] > 1.0, "n %d stopped %d", f.n, f.stopped);
+	lr = dlt_lrfind_pick(&f, &steep, &why);
+	/* the smoothed minimum lags the true one (~0.15) a little */
+	CHECK_MSG(lr > 0.01 && lr < 0.05, "chose %g (%s)", lr, why);
+	CHECK_MSG(steep > 3e-4 && steep < 4e-3, "steepest %g", steep);
+	tmp_path(path, sizeof path, "lr_finder");
+	CHECK_MSG(dlt_lrfind_write(&f, path, lr, steep, why, err, sizeof err) == 0, "%s", err);
+	CHECK(fabs(dlt_lrfind_read_choice(path) - lr) < 1e-5 * lr);   /* %.6g */
+	dlt_lrfind_free(&f);
+	/* a loss that never falls chooses nothing; a NaN stops the sweep */
+	CHECK(dlt_lrfind_init(&f, 50) == 0);
+	for (int i = 0; i < 50; i++)
+		dlt_lrfind_push(&f, 2.0 + 0.01 * i);
+	CHECK(dlt_lrfind_pick(&f, &steep, &why) == 0.0 && strstr(why, "never fell"));
+	dlt_lrfind_free(&f);
+	CHECK(dlt_lrfind_init(&f, 50) == 0);
+	CHECK(dlt_lrfind_push(&f, 2.0) == 1 && dlt_lrfind_push(&f, NAN) == 0 && f.n == 1);
+	CHECK(dlt_lrfind_pick(&f, &steep, &why) == 0.0);
+	dlt_lrfind_free(&f);
+	tmp_path(path, sizeof path, "no-such-file");
+	CHECK(dlt_lrfind_read_choice(path) == 0.0);
+}
+
 TEST(weighted_partial_gradients_sum_to_full_batch)
 {
 	enum { IN = 20, C = 4, N = 8, NA = 3 };   /* unequal parts: 3 + 5 */
@@ -643,6 +691,13 @@ TEST(opts_parse_and_reject)
 	CHECK(dlt_opts_parse(ngood, good, &o, err, sizeof err) == -EINVAL);
 	CHECK_MSG(strstr(err, "--batch \"6x4\""), "%s", err);
 	good[15] = "--batch=64";
+	good[17] = "auto";   /* --lr auto: the range test */
+	CHECK_MSG(dlt_opts_parse(ngood, good, &o, err, sizeof err) == 0, "%s", err);
+	CHECK(o.lr_auto == 1 && o.lr == 0.0 && o.lr_find_steps == DLT_LRFIND_STEPS);
+	good[17] = "automatic";
+	CHECK(dlt_opts_parse(ngood, good, &o, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "--lr \"automatic\": malformed"), "%s", err);
+	good[17] = "0.05";
 	good[21] = "1.5";   /* --weight-decay out of range */
 	CHECK(dlt_opts_parse(ngood, good, &o, err, sizeof err) == -EINVAL);
 	good[21] = "0";
@@ -689,6 +744,7 @@ int main(void)
 	RUN(sgd_momentum_matches_hand_computation);
 	RUN(optimizer_on_slices_equals_whole_update);
 	RUN(shm_slices_cover_and_align);
+	RUN(lr_range_test_sweeps_smooths_and_picks);
 	RUN(weighted_partial_gradients_sum_to_full_batch);
 	RUN(ckpt_round_trip);
 	RUN(ckpt_rejects_corrupt_files);
