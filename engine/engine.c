@@ -34,6 +34,7 @@ struct dlh_engine {
 	struct dlh_tools tools;      /* mpirun and dlh-train */
 	struct dlh_pool pool;        /* the machines */
 	double grace;                /* seconds from SIGTERM to SIGKILL */
+	double suspend_grace;        /* seconds from SIGUSR2 to SIGTERM */
 	struct dlh_job **jobs;       /* ascending ids */
 	size_t njobs, cap;           /* used and allocated entries */
 	long next_id;                /* next id to hand out */
@@ -50,6 +51,7 @@ struct waiter_arg {
 };
 
 static void schedule(struct dlh_engine *e);
+static void job_terminate(struct dlh_engine *e, struct dlh_job *j);
 
 #define FAILURE_SCAN (1 << 20)   /* bytes of log searched for why a run failed */
 #define LOCK_WAIT 5.0            /* seconds to wait for a state directory in use */
@@ -302,6 +304,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
 	j->pid = 0;
 	j->pid_start = 0;
 	j->kill_at = 0;
+	j->term_at = 0;
 	j->exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -WTERMSIG(wstatus);
 	if (leftover)
 		job_log(e, j, "killed %d leftover process%s of the run", leftover,
@@ -320,6 +323,18 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
 		j->status = DLH_SUCCEEDED;
 		j->reason[0] = '\0';
 		j->finished = stamp();
+	} else if (j->exit_code == DLH_EXIT_SUSPENDED || j->suspending) {
+		/* stopped at a checkpoint (or, past the grace, stopped anyway):
+		 * not a failure; resume restarts from the newest checkpoint */
+		j->status = DLH_SUSPENDED;
+		j->suspends++;
+		if (!j->suspending)
+			snprintf(j->reason, sizeof j->reason,
+				 "the run stopped at a checkpoint by itself (exit status %d)",
+				 DLH_EXIT_SUSPENDED);
+		else if (j->exit_code != DLH_EXIT_SUSPENDED && strlen(j->reason) < 200)
+			snprintf(j->reason + strlen(j->reason), sizeof j->reason - strlen(j->reason),
+				 "; the run did not stop at a checkpoint, it resumes from its newest one");
 	} else if (e->stopping) {
 		j->status = DLH_QUEUED;
 		snprintf(j->reason, sizeof j->reason,
@@ -347,6 +362,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
 		}
 	}
 	j->cancelling = 0;
+	j->suspending = 0;
 	job_log(e, j, "%s%s%s", dlh_status_name(j->status), j->reason[0] ? ": " : "", j->reason);
 	job_save(e, j);
 	pthread_cond_broadcast(&e->changed);
@@ -411,6 +427,16 @@ static void *timer_main(void *arg)
 		double now = dlh_mono(), next = 0;
 		for (size_t i = 0; i < e->njobs; i++) {
 			struct dlh_job *j = e->jobs[i];
+			if (j->term_at && j->pid && !j->kill_at) {
+				if (j->term_at <= now) {
+					job_log(e, j, "the run did not suspend within %.0f s: SIGTERM",
+						e->suspend_grace);
+					j->term_at = 0;
+					job_terminate(e, j);
+				} else if (!next || j->term_at < next) {
+					next = j->term_at;
+				}
+			}
 			if (!j->kill_at || !j->pid)
 				continue;
 			if (j->kill_at <= now) {
@@ -656,6 +682,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		return rc;
 	}
 	e->grace = o->kill_grace > 0 ? o->kill_grace : DLH_KILL_GRACE;
+	e->suspend_grace = o->suspend_grace > 0 ? o->suspend_grace : DLH_SUSPEND_GRACE;
 	e->next_id = 1;
 	dlh_pool_detect(&e->pool, o->cpus);
 
@@ -850,12 +877,154 @@ out:
 	return rc;
 }
 
-int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *verb,
+/* ---- ctl verbs: each is called with e->mu held, the job found and the
+ * caller allowed; returns 0, or -EBUSY with err saying why ---- */
+
+#define CTL_VERBS "cancel, suspend, resume, checkpoint, priority N"
+
+/* The state a verb saw, for its refusal: "running", "being suspended"... */
+static const char *state_words(const struct dlh_job *j)
+{
+	if (j->cancelling)
+		return "being cancelled";
+	if (j->suspending)
+		return "being suspended";
+	return dlh_status_name(j->status);
+}
+
+static int ctl_cancel(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
+{
+	if (dlh_status_terminal(j->status)) {
+		snprintf(err, errlen, "ctl: \"cancel\": job %ld is already %s", j->id,
+			 dlh_status_name(j->status));
+		return -EBUSY;
+	}
+	if (j->pid) {
+		if (!j->cancelling) { /* cancel wins over a suspend in progress */
+			j->cancelling = 1;
+			j->suspending = 0;
+			j->term_at = 0;
+			snprintf(j->reason, sizeof j->reason, "cancelled by uid %u", (unsigned)uid);
+			job_log(e, j, "cancel requested by uid %u: SIGTERM to the run", (unsigned)uid);
+			job_terminate(e, j);
+		}
+		return 0;
+	}
+	j->status = DLH_CANCELLED;
+	j->finished = stamp();
+	snprintf(j->reason, sizeof j->reason, "cancelled by uid %u %s", (unsigned)uid,
+		 j->started ? "while it waited" : "before it ran");
+	job_log(e, j, "%s", j->reason);
+	job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	schedule(e);
+	return 0;
+}
+
+static int ctl_suspend(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
+{
+	if (j->status == DLH_QUEUED) { /* held: it waits until resumed */
+		j->status = DLH_SUSPENDED;
+		snprintf(j->reason, sizeof j->reason, "suspended by uid %u while queued", (unsigned)uid);
+		job_log(e, j, "%s", j->reason);
+		job_save(e, j);
+		pthread_cond_broadcast(&e->changed);
+		schedule(e);
+		return 0;
+	}
+	if (j->status != DLH_RUNNING || !j->pid || j->cancelling || j->suspending) {
+		snprintf(err, errlen, "ctl: \"suspend\": job %ld is %s (suspend applies to a running "
+			 "or queued job)", j->id, state_words(j));
+		return -EBUSY;
+	}
+	j->suspending = 1;
+	j->term_at = dlh_mono() + e->suspend_grace;
+	snprintf(j->reason, sizeof j->reason, "suspended by uid %u", (unsigned)uid);
+	job_log(e, j, "suspend requested by uid %u: SIGUSR2 to the run (checkpoint, then stop)",
+		(unsigned)uid);
+	kill(j->pid, SIGUSR2); /* mpirun forwards it to every rank */
+	pthread_cond_signal(&e->timer_cv);
+	return 0;
+}
+
+static int ctl_resume(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
+{
+	if (j->status != DLH_SUSPENDED) {
+		snprintf(err, errlen, "ctl: \"resume\": job %ld is %s (resume applies to a suspended job)",
+			 j->id, state_words(j));
+		return -EBUSY;
+	}
+	j->status = DLH_QUEUED;
+	snprintf(j->reason, sizeof j->reason, "resumed by uid %u", (unsigned)uid);
+	job_log(e, j, "resume requested by uid %u: queued; it restarts from its newest checkpoint",
+		(unsigned)uid);
+	job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	schedule(e);
+	return 0;
+}
+
+static int ctl_checkpoint(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
+{
+	if (j->status != DLH_RUNNING || !j->pid || j->cancelling || j->suspending) {
+		snprintf(err, errlen, "ctl: \"checkpoint\": job %ld is %s (checkpoint applies to a "
+			 "running job)", j->id, state_words(j));
+		return -EBUSY;
+	}
+	job_log(e, j, "checkpoint requested by uid %u: SIGUSR1 to the run", (unsigned)uid);
+	kill(j->pid, SIGUSR1); /* mpirun forwards it to every rank */
+	return 0;
+}
+
+static int ctl_priority(struct dlh_engine *e, struct dlh_job *j, uid_t uid, int prio,
+			char *err, size_t errlen)
+{
+	if (dlh_status_terminal(j->status)) {
+		snprintf(err, errlen, "ctl: \"priority\": job %ld is already %s", j->id,
+			 dlh_status_name(j->status));
+		return -EBUSY;
+	}
+	job_log(e, j, "priority %d -> %d by uid %u", j->priority, prio, (unsigned)uid);
+	j->priority = prio;
+	job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	schedule(e);
+	return 0;
+}
+
+/* Parses a priority argument: an integer in DLH_PRIORITY_MIN..MAX. */
+static int parse_priority(const char *arg, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	if (!*arg || *end || errno || v < DLH_PRIORITY_MIN || v > DLH_PRIORITY_MAX)
+		return -EINVAL;
+	*out = (int)v;
+	return 0;
+}
+
+int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *line,
 		   char *err, size_t errlen)
 {
-	char word[64];
-	size_t n = strcspn(verb, " \t\n");
-	snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), verb);
+	char word[64], arg[64];
+	while (*line == ' ' || *line == '\t')
+		line++;
+	size_t n = strcspn(line, " \t\n");
+	snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), line);
+	const char *a = line + n;
+	while (*a == ' ' || *a == '\t')
+		a++;
+	size_t m = strcspn(a, "\n");
+	while (m && (a[m - 1] == ' ' || a[m - 1] == '\t' || a[m - 1] == '\r'))
+		m--;
+	int arg_long = m >= sizeof arg;
+	snprintf(arg, sizeof arg, "%.*s", (int)(arg_long ? sizeof arg - 1 : m), a);
+	int takes_arg = !strcmp(word, "priority");
+	int known = takes_arg || !strcmp(word, "cancel") || !strcmp(word, "suspend") ||
+		    !strcmp(word, "resume") || !strcmp(word, "checkpoint");
+	int prio = 0;
+
 	pthread_mutex_lock(&e->mu);
 	struct dlh_job *j = find(e, id);
 	int rc = 0;
@@ -866,31 +1035,26 @@ int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *verb,
 		snprintf(err, errlen, "ctl: \"%s\": only uid %u or root may control job %ld",
 			 word, (unsigned)j->uid, id);
 		rc = -EPERM;
-	} else if (!strcmp(word, "cancel")) {
-		if (dlh_status_terminal(j->status)) {
-			snprintf(err, errlen, "ctl: \"cancel\": job %ld is already %s", id,
-				 dlh_status_name(j->status));
-			rc = -EBUSY;
-		} else if (j->pid) {
-			if (!j->cancelling) {
-				j->cancelling = 1;
-				snprintf(j->reason, sizeof j->reason, "cancelled by uid %u", (unsigned)uid);
-				job_log(e, j, "cancel requested by uid %u: SIGTERM to the run", (unsigned)uid);
-				job_terminate(e, j);
-			}
-		} else {
-			j->status = DLH_CANCELLED;
-			j->finished = stamp();
-			snprintf(j->reason, sizeof j->reason, "cancelled by uid %u before it ran",
-				 (unsigned)uid);
-			job_log(e, j, "%s", j->reason);
-			job_save(e, j);
-			pthread_cond_broadcast(&e->changed);
-			schedule(e);
-		}
-	} else {
-		snprintf(err, errlen, "ctl: unknown verb \"%s\" (expected: cancel)", word);
+	} else if (!known) {
+		snprintf(err, errlen, "ctl: unknown verb \"%s\" (expected: " CTL_VERBS ")", word);
 		rc = -EINVAL;
+	} else if (!takes_arg && arg[0]) {
+		snprintf(err, errlen, "ctl: \"%s\" takes no argument, got \"%s\"", word, arg);
+		rc = -EINVAL;
+	} else if (takes_arg && (arg_long || parse_priority(arg, &prio))) {
+		snprintf(err, errlen, "ctl: \"priority\": expected an integer from %d to %d, got \"%s\"",
+			 DLH_PRIORITY_MIN, DLH_PRIORITY_MAX, arg);
+		rc = -EINVAL;
+	} else if (!strcmp(word, "cancel")) {
+		rc = ctl_cancel(e, j, uid, err, errlen);
+	} else if (!strcmp(word, "suspend")) {
+		rc = ctl_suspend(e, j, uid, err, errlen);
+	} else if (!strcmp(word, "resume")) {
+		rc = ctl_resume(e, j, uid, err, errlen);
+	} else if (!strcmp(word, "checkpoint")) {
+		rc = ctl_checkpoint(e, j, uid, err, errlen);
+	} else {
+		rc = ctl_priority(e, j, uid, prio, err, errlen);
 	}
 	if (rc && j)
 		job_log(e, j, "%s", err);

@@ -14,6 +14,9 @@
 #define DLH_STATE_DEFAULT "/var/lib/dlh"
 #define DLH_KILL_GRACE 3.0     /* seconds from SIGTERM to SIGKILL on cancel */
 #define DLH_ERRORS_KEEP 200    /* rejection lines kept in state/errors */
+#define DLH_SUSPEND_GRACE 30.0 /* seconds from a suspend request to SIGTERM */
+#define DLH_EXIT_SUSPENDED 75  /* a run's exit status for "stopped at a checkpoint,
+				  resumable" (dlh-train's on SIGUSR2; a user command may use it) */
 
 struct dlh_engine;
 
@@ -23,6 +26,7 @@ struct dlh_engine_opts {
 	const char *mpirun;     /* mpirun; NULL = found on PATH */
 	int cpus;               /* CPU slots; 0 = the online cores */
 	double kill_grace;      /* seconds; 0 = DLH_KILL_GRACE */
+	double suspend_grace;   /* seconds; 0 = DLH_SUSPEND_GRACE */
 };
 
 /* What the pool is doing right now. */
@@ -57,11 +61,18 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
  * large to buffer): each line of err goes to the errors log. */
 void dlh_engine_reject(struct dlh_engine *e, uid_t uid, const char *err);
 
-/* Applies one ctl verb ("cancel") to job id. Returns 0, -ENOENT (no such
- * job), -EINVAL (unknown verb or bad argument), -EBUSY (the verb does not
- * apply in the job's state), -EPERM (not the owner); err says why and the
- * job's log gets the same line. */
-int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *verb,
+/* Applies one ctl line ("cancel", "suspend", "resume", "checkpoint",
+ * "priority N") to job id:
+ *   cancel      queued, suspended: cancelled now; running: SIGTERM, then cancelled
+ *   suspend     running: SIGUSR2 to the run (checkpoint, exit DLH_EXIT_SUSPENDED),
+ *               then suspended, its devices free; queued: suspended (held) now
+ *   resume      suspended: queued again; the run restarts from its newest checkpoint
+ *   checkpoint  running: SIGUSR1 to the run (a checkpoint at the next step)
+ *   priority N  any state but an ended one: N in DLH_PRIORITY_MIN..MAX
+ * Returns 0, -ENOENT (no such job), -EINVAL (unknown verb or bad argument),
+ * -EBUSY (the verb does not apply in the job's state; nothing changes),
+ * -EPERM (not the owner); err says why and the job's log gets the same line. */
+int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *line,
 		   char *err, size_t errlen);
 
 /* Copies job id into *out. Returns 0, or -ENOENT. */

@@ -10,7 +10,11 @@
 
 const char fs_ctl_help[] =
 	"# write one verb per line:\n"
-	"cancel\n";
+	"cancel\n"
+	"suspend\n"
+	"resume\n"
+	"checkpoint\n"
+	"priority N\n";
 
 static const char readme_text[] =
 	"dlhfs: a deep-learning harness driven with files\n"
@@ -23,7 +27,8 @@ static const char readme_text[] =
 	"                         descriptor (O_RDWR) for the new id or the error\n"
 	"jobs/errors              recent rejections: time, uid, spec:LINE: message\n"
 	"jobs/<id>/spec           the spec with every default filled in\n"
-	"jobs/<id>/status         queued planning running succeeded failed cancelled\n"
+	"jobs/<id>/status         queued planning running suspended succeeded failed\n"
+	"                         cancelled\n"
 	"jobs/<id>/progress       one line: epoch, step, %, samples/s, ETA\n"
 	"jobs/<id>/metrics        latest values, key=value\n"
 	"jobs/<id>/metrics.csv    one row per step and per evaluation; grows\n"
@@ -31,7 +36,8 @@ static const char readme_text[] =
 	"jobs/<id>/log            harness events and rank output; grows\n"
 	"jobs/<id>/checkpoints/   checkpoint files; `latest` names the newest\n"
 	"jobs/<id>/result         once ended: accuracy, loss, wall time, model\n"
-	"jobs/<id>/ctl            write a verb: cancel\n"
+	"jobs/<id>/ctl            write a verb: cancel suspend resume checkpoint\n"
+	"                         priority N\n"
 	"jobs/<name>              symlink to the newest job with that [job] name\n";
 
 static int render_summary(struct dlh_engine *e, struct dlh_buf *out)

@@ -12,6 +12,8 @@
 #define DLH_LAYERS_MAX 16          /* most hidden layers in an MLP or a CNN's dense part */
 #define DLH_CONV_MAX 8             /* most convolution layers in a CNN */
 #define DLH_ERR_MAX 4096           /* room for a parse error report */
+#define DLH_PRIORITY_MIN (-1000)   /* lowest [job] priority */
+#define DLH_PRIORITY_MAX 1000      /* highest [job] priority */
 
 enum dlh_restart {
 	DLH_RESTART_NEVER = 0,      /* a failed run stays failed */

@@ -474,6 +474,69 @@ TEST(engine_user_command_succeeds_on_exit_zero)
 	dlh_engine_close(e);
 }
 
+/* An engine with one slot whose "mpirun" checkpoints like dlh-train: it
+ * exits 75 on SIGUSR2 and notes SIGUSR1 in a file. */
+static struct dlh_engine *suspender_engine(char *state, size_t len, const char *name)
+{
+	char prog[700];
+	fresh_dir(state, len, name);
+	snprintf(prog, sizeof prog, "%s/suspender", state);
+	write_text(prog, "#!/bin/sh\n"
+		   "trap 'echo ckpt >> \"$DLH_JOB_DIR/usr1\"' USR1\n"
+		   "trap 'exit 75' USR2\n"
+		   "while :; do sleep 0.05; done\n");
+	chmod(prog, 0755);
+	return open_engine(state, prog, 1);
+}
+
+TEST(engine_suspend_exit_75_is_suspended_and_resume_requeues)
+{
+	char state[512], path[700];
+	struct dlh_engine *e = suspender_engine(state, sizeof state, "eng-suspend");
+	CHECK(e != NULL);
+	long a = 0;
+	char err[DLH_ERR_MAX];
+	struct dlh_job j;
+	CHECK(dlh_engine_submit(e, slice_spec, sizeof slice_spec - 1, 0, &a, err, sizeof err) == 0);
+	dlh_engine_job(e, a, &j);
+	CHECK(j.status == DLH_RUNNING);
+	CHECK(dlh_engine_ctl(e, a, 0, "resume", err, sizeof err) == -EBUSY);
+	usleep(200 * 1000); /* let the shell install its traps */
+	CHECK(dlh_engine_ctl(e, a, 0, "checkpoint", err, sizeof err) == 0);
+	snprintf(path, sizeof path, "%s/jobs/%ld/usr1", state, a);
+	for (int i = 0; i < 100 && access(path, F_OK); i++)
+		usleep(20 * 1000);
+	CHECK_MSG(access(path, F_OK) == 0, "SIGUSR1 did not reach the run");
+	CHECK(dlh_engine_ctl(e, a, 0, "suspend", err, sizeof err) == 0);
+	CHECK(dlh_engine_ctl(e, a, 0, "suspend", err, sizeof err) == -EBUSY);
+	CHECK(dlh_engine_ctl(e, a, 0, "checkpoint", err, sizeof err) == -EBUSY);
+	for (int i = 0; i < 200; i++) {
+		dlh_engine_job(e, a, &j);
+		if (j.status != DLH_RUNNING)
+			break;
+		usleep(20 * 1000);
+	}
+	CHECK_MSG(j.status == DLH_SUSPENDED && j.exit_code == DLH_EXIT_SUSPENDED && j.suspends == 1,
+		  "%s exit %d: %s", dlh_status_name(j.status), j.exit_code, j.reason);
+	struct dlh_usage use;
+	dlh_engine_pool(e, NULL, &use);
+	CHECK(use.slots_used == 0);
+	CHECK(dlh_engine_ctl(e, a, 0, "priority 1001", err, sizeof err) == -EINVAL);
+	CHECK(dlh_engine_ctl(e, a, 0, "priority -7", err, sizeof err) == 0);
+	CHECK(dlh_engine_ctl(e, a, 0, "resume now", err, sizeof err) == -EINVAL);
+	CHECK(dlh_engine_ctl(e, a, 0, "resume", err, sizeof err) == 0);
+	dlh_engine_job(e, a, &j);
+	CHECK_MSG(j.status == DLH_RUNNING && j.priority == -7, "%s prio %d", dlh_status_name(j.status),
+		  j.priority);
+	CHECK(dlh_engine_ctl(e, a, 0, "cancel", err, sizeof err) == 0);
+	CHECK(dlh_engine_wait(e, a, 10) == 0);
+	dlh_engine_close(e);
+	/* the record keeps the priority and the count of suspends */
+	snprintf(path, sizeof path, "%s/jobs/%ld", state, a);
+	CHECK(dlh_job_load(&j, path) == 0);
+	CHECK(j.priority == -7 && j.suspends == 1 && j.status == DLH_CANCELLED);
+}
+
 int main(void)
 {
 	snprintf(tmp_root, sizeof tmp_root, "/tmp/dlh-unit-XXXXXX");
@@ -503,6 +566,7 @@ int main(void)
 	RUN(engine_close_requeues_running_jobs);
 	RUN(engine_restart_on_failure_relaunches_up_to_max);
 	RUN(engine_user_command_succeeds_on_exit_zero);
+	RUN(engine_suspend_exit_75_is_suspended_and_resume_requeues);
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
 	if (system(cmd) != 0)
