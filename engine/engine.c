@@ -23,6 +23,7 @@
 #include "engine/launch.h"
 #include "engine/plan.h"
 #include "engine/proc.h"
+#include "engine/sched.h"
 #include "engine/util.h"
 
 struct dlh_engine {
@@ -39,6 +40,8 @@ struct dlh_engine {
 	size_t njobs, cap;           /* used and allocated entries */
 	long next_id;                /* next id to hand out */
 	int slots_used;              /* CPU slots held by running jobs */
+	long *holder;                /* pool.node.cpus entries: the job holding each slot, 0 = free */
+	int max_queued;              /* most jobs queued at once */
 	int waiters;                 /* live waiter threads */
 	int stopping;                /* dlh_engine_close in progress */
 	int lock_fd;                 /* STATE/lock, locked while the engine is open */
@@ -209,6 +212,16 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 		err[strcspn(err, "\n")] = '\0';
 		goto fail;
 	}
+	if (plan->ranks > e->pool.node.cpus - e->slots_used) {
+		snprintf(err, sizeof err, "internal error: %d cpu slots needed, %d free", plan->ranks,
+			 e->pool.node.cpus - e->slots_used);
+		rc = -EAGAIN;
+		goto fail;
+	}
+	/* the lowest free slots, one per rank */
+	for (int r = 0, s = 0; r < plan->ranks; s++)
+		if (!e->holder[s])
+			plan->slot[r++] = s;
 	struct dlh_buf text = {0};
 	job_file(e, j->id, "plan", path, sizeof path);
 	if ((rc = dlh_plan_format(plan, &text)) == 0)
@@ -258,7 +271,15 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 		j->started = stamp();
 	j->finished = 0;
 	j->ranks = plan->ranks;
+	for (int r = 0; r < plan->ranks; r++)
+		e->holder[plan->slot[r]] = j->id;
 	e->slots_used += plan->ranks;
+	j->run_started = stamp();
+	j->limit_at = j->spec.time_limit > 0 ? dlh_mono() + (double)j->spec.time_limit : 0;
+	j->timed_out = 0;
+	j->wait[0] = '\0';
+	if (j->limit_at)
+		pthread_cond_signal(&e->timer_cv);
 	job_save(e, j);
 	*wa = (struct waiter_arg){ .e = e, .job = j, .pid = pid };
 	pthread_attr_t attr;
@@ -273,6 +294,8 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 		dlh_proc_kill_session(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		e->slots_used -= plan->ranks;
+		for (int r = 0; r < plan->ranks; r++)
+			e->holder[plan->slot[r]] = 0;
 		j->pid = 0;
 		free(wa);
 		snprintf(err, sizeof err, "cannot start a supervisor thread: %s", strerror(rc));
@@ -301,6 +324,11 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
 	char path[4096];
 	int leftover = dlh_proc_kill_session(j->pid, SIGKILL);
 	e->slots_used -= j->ranks;
+	for (int s = 0; s < e->pool.node.cpus; s++)
+		if (e->holder[s] == j->id)
+			e->holder[s] = 0;
+	j->run_started = 0;
+	j->limit_at = 0;
 	j->pid = 0;
 	j->pid_start = 0;
 	j->kill_at = 0;
@@ -319,14 +347,21 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
 	if (j->cancelling) {
 		j->status = DLH_CANCELLED;
 		j->finished = stamp();
+	} else if (j->timed_out && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
+		char lim[32];
+		dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
+		j->status = DLH_FAILED;
+		j->finished = stamp();
+		snprintf(j->reason, sizeof j->reason, "time limit %s reached", lim);
 	} else if (j->exit_code == 0 && (j->spec.command[0] || file_exists(path))) {
 		j->status = DLH_SUCCEEDED;
 		j->reason[0] = '\0';
 		j->finished = stamp();
 	} else if (j->exit_code == DLH_EXIT_SUSPENDED || j->suspending) {
 		/* stopped at a checkpoint (or, past the grace, stopped anyway):
-		 * not a failure; resume restarts from the newest checkpoint */
-		j->status = DLH_SUSPENDED;
+		 * not a failure; resume restarts from the newest checkpoint. A
+		 * victim of preemption waits in the queue to resume by itself. */
+		j->status = j->preempted_by ? DLH_QUEUED : DLH_SUSPENDED;
 		j->suspends++;
 		if (!j->suspending)
 			snprintf(j->reason, sizeof j->reason,
@@ -363,6 +398,8 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
 	}
 	j->cancelling = 0;
 	j->suspending = 0;
+	j->preempted_by = 0;
+	j->timed_out = 0;
 	job_log(e, j, "%s%s%s", dlh_status_name(j->status), j->reason[0] ? ": " : "", j->reason);
 	job_save(e, j);
 	pthread_cond_broadcast(&e->changed);
@@ -386,36 +423,166 @@ static void *waiter_main(void *arg)
 	return NULL;
 }
 
-/* Starts queued jobs, oldest first, while their slots fit. e->mu held.
- * Strict FIFO: a job that does not fit blocks the ones behind it; a job
- * that could never fit (the pool shrank under it) fails with the reason. */
-static void schedule(struct dlh_engine *e)
+/* The wall-clock time t as "HH:MM:SS" (local time), for progress lines. */
+static void clock_text(double t, char *out, size_t len)
 {
-	long blocker = 0;
+	time_t tt = (time_t)ceil(t);
+	struct tm tm;
+	localtime_r(&tt, &tm);
+	strftime(out, len, "%H:%M:%S", &tm);
+}
+
+/* The queued jobs as scheduler input, in queue order, with their
+ * estimated starts planned against the running jobs. e->mu held. Returns
+ * the count, with *wout malloc'd (NULL and 0 when out of memory). */
+static size_t plan_queue(struct dlh_engine *e, double now, struct dlh_sched_wait **wout)
+{
+	size_t nw = 0, nr = 0;
+	struct dlh_sched_wait *w = malloc((e->njobs ? e->njobs : 1) * sizeof *w);
+	struct dlh_sched_run *r = malloc((e->njobs ? e->njobs : 1) * sizeof *r);
+	*wout = NULL;
+	if (!w || !r) {
+		free(w);
+		free(r);
+		return 0;
+	}
 	for (size_t i = 0; i < e->njobs; i++) {
 		struct dlh_job *j = e->jobs[i];
-		if (j->status != DLH_QUEUED)
+		if (j->pid) {
+			r[nr].cpus = j->ranks;
+			r[nr].end = j->spec.time_limit > 0 && j->run_started > 0
+				? j->run_started + (double)j->spec.time_limit : INFINITY;
+			nr++;
+		} else if (j->status == DLH_QUEUED) {
+			w[nw] = (struct dlh_sched_wait){
+				.id = j->id, .priority = j->priority, .submitted = j->submitted,
+				.cpus = dlh_plan_slots(&j->spec, &e->pool),
+				.duration = j->spec.time_limit > 0 ? (double)j->spec.time_limit : INFINITY,
+			};
+			nw++;
+		}
+	}
+	dlh_sched_order(w, nw);
+	dlh_sched_plan(e->pool.node.cpus, now, r, nr, w, nw);
+	free(r);
+	*wout = w;
+	return nw;
+}
+
+/* Asks a running job to checkpoint and stop (SIGUSR2 to mpirun, which
+ * forwards it to every rank), SIGTERM after the suspend grace. e->mu held. */
+static void job_suspend(struct dlh_engine *e, struct dlh_job *j)
+{
+	j->suspending = 1;
+	j->term_at = dlh_mono() + e->suspend_grace;
+	kill(j->pid, SIGUSR2);
+	pthread_cond_signal(&e->timer_cv);
+}
+
+static int cmp_victims(const void *pa, const void *pb)
+{
+	const struct dlh_job *a = *(struct dlh_job *const *)pa, *b = *(struct dlh_job *const *)pb;
+	if (a->priority != b->priority)
+		return a->priority < b->priority ? -1 : 1;
+	/* the youngest run loses the least work */
+	return (a->run_started < b->run_started) - (a->run_started > b->run_started);
+}
+
+/* Preemption: walks the waiting jobs in queue order; one that cannot start
+ * now and needs more slots than are free (or being freed by suspends under
+ * way) suspends the lowest-priority preemptible running jobs of lower
+ * priority than its own, youngest first, until enough would be free. It
+ * preempts nobody when even all of them would not be enough. The victims
+ * checkpoint, stop, and wait in the queue (see job_exited). e->mu held. */
+static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t nw, double now)
+{
+	int avail = e->pool.node.cpus - e->slots_used;
+	struct dlh_job **cand = malloc((e->njobs ? e->njobs : 1) * sizeof *cand);
+	if (!cand)
+		return;
+	for (size_t i = 0; i < e->njobs; i++)
+		if (e->jobs[i]->pid && e->jobs[i]->suspending)
+			avail += e->jobs[i]->ranks;
+	for (size_t k = 0; k < nw; k++) {
+		struct dlh_job *h = find(e, w[k].id);
+		if (!h || h->status != DLH_QUEUED || w[k].cpus > e->pool.node.cpus)
 			continue;
-		int need = dlh_plan_slots(&j->spec, &e->pool);
-		int free_slots = e->pool.node.cpus - e->slots_used;
-		if (blocker) {
-			if (strncmp(j->reason, "interrupted", 11) && strncmp(j->reason, "restarting", 10))
-				snprintf(j->reason, sizeof j->reason, "waiting behind job %ld", blocker);
+		if (w[k].start <= now || w[k].cpus <= avail) {
+			avail -= w[k].cpus < avail ? w[k].cpus : avail;
 			continue;
 		}
+		size_t nc = 0;
+		int could = avail;
+		for (size_t i = 0; i < e->njobs; i++) {
+			struct dlh_job *r = e->jobs[i];
+			if (r->pid && r->status == DLH_RUNNING && !r->suspending && !r->cancelling &&
+			    r->spec.preemptible && r->priority < h->priority) {
+				cand[nc++] = r;
+				could += r->ranks;
+			}
+		}
+		if (could < w[k].cpus)
+			continue;
+		qsort(cand, nc, sizeof *cand, cmp_victims);
+		for (size_t c = 0; c < nc && avail < w[k].cpus; c++) {
+			struct dlh_job *v = cand[c];
+			v->preempted_by = h->id;
+			snprintf(v->reason, sizeof v->reason, "preempted by job %ld (priority %d)", h->id,
+				 h->priority);
+			job_log(e, v, "preempted by job %ld (priority %d > %d): SIGUSR2 to the run "
+				"(checkpoint, then stop); it resumes when slots free", h->id, h->priority,
+				v->priority);
+			job_log(e, h, "preempting job %ld (priority %d) for %d cpu slot%s", v->id,
+				v->priority, v->ranks, v->ranks == 1 ? "" : "s");
+			job_suspend(e, v);
+			avail += v->ranks;
+		}
+		avail -= w[k].cpus;
+	}
+	free(cand);
+}
+
+/* Starts the queued jobs whose reservation is now (conservative backfill
+ * in priority order, see sched.h), and tells the others why they wait and
+ * when they are estimated to start. A job that could never fit (more
+ * slots than the pool has) fails with the reason. e->mu held. */
+static void schedule(struct dlh_engine *e)
+{
+	double now = dlh_now();
+	struct dlh_sched_wait *w;
+	size_t nw = plan_queue(e, now, &w);
+	for (size_t k = 0; k < nw; k++) {
+		struct dlh_job *j = find(e, w[k].id);
+		if (!j || j->status != DLH_QUEUED)
+			continue;
+		int need = w[k].cpus, free_slots = e->pool.node.cpus - e->slots_used;
 		if (need > e->pool.node.cpus) {
 			job_launch(e, j); /* planning refuses it, with the reason */
 			continue;
 		}
-		if (need > free_slots) {
-			if (strncmp(j->reason, "interrupted", 11) && strncmp(j->reason, "restarting", 10))
-				snprintf(j->reason, sizeof j->reason, "waiting for %d cpu slot%s; %d free",
-					 need, need == 1 ? "" : "s", free_slots);
-			blocker = j->id;
+		if (w[k].start <= now && need <= free_slots) {
+			job_launch(e, j);
 			continue;
 		}
-		job_launch(e, j);
+		char when[64];
+		j->est_start = w[k].start;
+		if (isinf(w[k].start))
+			snprintf(when, sizeof when, "est. start unknown (jobs ahead have no time_limit)");
+		else {
+			char hms[16];
+			clock_text(w[k].start, hms, sizeof hms);
+			snprintf(when, sizeof when, "est. start %s", hms);
+		}
+		if (need <= free_slots)
+			snprintf(j->wait, sizeof j->wait, "waiting for %d cpu slot%s; %d free but held "
+				 "for jobs ahead in the queue; %s", need, need == 1 ? "" : "s",
+				 free_slots, when);
+		else
+			snprintf(j->wait, sizeof j->wait, "waiting for %d cpu slot%s; %d free; %s",
+				 need, need == 1 ? "" : "s", free_slots, when);
 	}
+	preempt(e, w, nw, now);
+	free(w);
 }
 
 /* Sends SIGKILL to sessions whose grace period has ended. */
@@ -427,6 +594,18 @@ static void *timer_main(void *arg)
 		double now = dlh_mono(), next = 0;
 		for (size_t i = 0; i < e->njobs; i++) {
 			struct dlh_job *j = e->jobs[i];
+			if (j->limit_at && j->pid && !j->kill_at && !j->cancelling) {
+				if (j->limit_at <= now) {
+					char lim[32];
+					dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
+					job_log(e, j, "time limit %s reached: SIGTERM to the run", lim);
+					j->limit_at = 0;
+					j->timed_out = 1;
+					job_terminate(e, j);
+				} else if (!next || j->limit_at < next) {
+					next = j->limit_at;
+				}
+			}
 			if (j->term_at && j->pid && !j->kill_at) {
 				if (j->term_at <= now) {
 					job_log(e, j, "the run did not suspend within %.0f s: SIGTERM",
@@ -683,8 +862,15 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	}
 	e->grace = o->kill_grace > 0 ? o->kill_grace : DLH_KILL_GRACE;
 	e->suspend_grace = o->suspend_grace > 0 ? o->suspend_grace : DLH_SUSPEND_GRACE;
+	e->max_queued = o->max_queued > 0 ? o->max_queued : DLH_MAX_QUEUED;
 	e->next_id = 1;
 	dlh_pool_detect(&e->pool, o->cpus);
+	e->holder = calloc((size_t)e->pool.node.cpus, sizeof *e->holder);
+	if (!e->holder) {
+		close(e->lock_fd);
+		free(e);
+		return -ENOMEM;
+	}
 
 	char path[4096], *text;
 	snprintf(path, sizeof path, "%s/next_id", e->state);
@@ -698,6 +884,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		for (size_t i = 0; i < e->njobs; i++)
 			free(e->jobs[i]);
 		free(e->jobs);
+		free(e->holder);
 		close(e->lock_fd);
 		free(e);
 		return rc;
@@ -714,6 +901,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		for (size_t i = 0; i < e->njobs; i++)
 			free(e->jobs[i]);
 		free(e->jobs);
+		free(e->holder);
 		close(e->lock_fd);
 		free(e);
 		return -rc;
@@ -747,6 +935,7 @@ void dlh_engine_close(struct dlh_engine *e)
 	for (size_t i = 0; i < e->njobs; i++)
 		free(e->jobs[i]);
 	free(e->jobs);
+	free(e->holder);
 	pthread_cond_destroy(&e->changed);
 	pthread_cond_destroy(&e->timer_cv);
 	pthread_mutex_destroy(&e->mu);
@@ -831,11 +1020,23 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 	}
 
 	pthread_mutex_lock(&e->mu);
+	int queued = 0;
+	for (size_t i = 0; i < e->njobs; i++)
+		queued += e->jobs[i]->status == DLH_QUEUED;
+	if (queued >= e->max_queued) {
+		pthread_mutex_unlock(&e->mu);
+		snprintf(err, errlen, "spec: the queue is full: %d jobs queued (max_queued=%d); "
+			 "submit again when some have started\n", queued, e->max_queued);
+		dlh_engine_reject(e, uid, err);
+		rc = -EAGAIN;
+		goto out;
+	}
 	j->id = e->next_id;
 	j->uid = uid;
 	j->status = DLH_QUEUED;
 	j->submitted = stamp();
 	j->spec = *spec;
+	j->priority = spec->priority;
 	char dir[4096], path[4096], next[32];
 	job_dir(e, j->id, dir, sizeof dir);
 	snprintf(path, sizeof path, "%s/checkpoints", dir);
@@ -903,6 +1104,7 @@ static int ctl_cancel(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *
 		if (!j->cancelling) { /* cancel wins over a suspend in progress */
 			j->cancelling = 1;
 			j->suspending = 0;
+			j->preempted_by = 0;
 			j->term_at = 0;
 			snprintf(j->reason, sizeof j->reason, "cancelled by uid %u", (unsigned)uid);
 			job_log(e, j, "cancel requested by uid %u: SIGTERM to the run", (unsigned)uid);
@@ -937,13 +1139,10 @@ static int ctl_suspend(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char 
 			 "or queued job)", j->id, state_words(j));
 		return -EBUSY;
 	}
-	j->suspending = 1;
-	j->term_at = dlh_mono() + e->suspend_grace;
 	snprintf(j->reason, sizeof j->reason, "suspended by uid %u", (unsigned)uid);
 	job_log(e, j, "suspend requested by uid %u: SIGUSR2 to the run (checkpoint, then stop)",
 		(unsigned)uid);
-	kill(j->pid, SIGUSR2); /* mpirun forwards it to every rank */
-	pthread_cond_signal(&e->timer_cv);
+	job_suspend(e, j);
 	return 0;
 }
 
@@ -1116,6 +1315,7 @@ void dlh_engine_pool(struct dlh_engine *e, struct dlh_pool *pool, struct dlh_usa
 		for (size_t i = 0; i < e->njobs; i++) {
 			use->running += e->jobs[i]->status == DLH_RUNNING;
 			use->queued += e->jobs[i]->status == DLH_QUEUED;
+			use->suspended += e->jobs[i]->status == DLH_SUSPENDED;
 		}
 	}
 	pthread_mutex_unlock(&e->mu);
@@ -1134,6 +1334,36 @@ size_t dlh_engine_running(struct dlh_engine *e, long *ids, int *ranks, size_t ma
 		}
 		n++;
 	}
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
+size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_t max)
+{
+	pthread_mutex_lock(&e->mu);
+	struct dlh_sched_wait *w;
+	size_t nw = plan_queue(e, dlh_now(), &w);
+	for (size_t k = 0; k < nw && k < max; k++) {
+		const struct dlh_job *j = find(e, w[k].id);
+		out[k] = (struct dlh_queue_entry){
+			.id = w[k].id, .priority = w[k].priority, .cpus = w[k].cpus,
+			.submitted = w[k].submitted, .est_start = w[k].start,
+			.time_limit = j ? (double)j->spec.time_limit : 0,
+		};
+		if (j)
+			snprintf(out[k].name, sizeof out[k].name, "%s", j->spec.name);
+	}
+	free(w);
+	pthread_mutex_unlock(&e->mu);
+	return nw;
+}
+
+int dlh_engine_holders(struct dlh_engine *e, long *out, int max)
+{
+	pthread_mutex_lock(&e->mu);
+	int n = e->pool.node.cpus;
+	for (int s = 0; s < n && s < max; s++)
+		out[s] = e->holder[s];
 	pthread_mutex_unlock(&e->mu);
 	return n;
 }

@@ -41,8 +41,16 @@ struct dlh_job {
 	/* daemon-only, not stored */
 	int cancelling;              /* a cancel was sent; ends as cancelled */
 	int suspending;              /* a suspend was sent (SIGUSR2); ends as suspended */
+	long preempted_by;           /* the suspend was a preemption for that job: ends
+					queued, to resume on its own; 0 = not */
 	double term_at;              /* when to SIGTERM a run that ignores a suspend, 0 = not due */
 	double kill_at;              /* when to SIGKILL the session, 0 = not due */
+	double run_started;          /* when the current run was launched (epoch s), 0 = none */
+	double limit_at;             /* CLOCK_MONOTONIC end of [job] time_limit, 0 = none */
+	int timed_out;               /* the run was stopped at its time limit; ends as failed */
+	double est_start;            /* queued: the scheduler's estimated start (epoch s,
+					INFINITY = unknown) */
+	char wait[256];              /* queued: why it waits, from the scheduler */
 	pthread_t waiter;            /* thread blocked in waitpid on pid */
 	int has_waiter;              /* waiter must be joined */
 };

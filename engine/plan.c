@@ -205,7 +205,8 @@ int dlh_plan_format(const struct dlh_plan *p, struct dlh_buf *out)
 		global += p->batch[r];
 	rc |= dlh_buf_printf(out, "ranks %d\nglobal_batch %d\nlr %.6g\n", p->ranks, global, p->lr);
 	for (int r = 0; r < p->ranks; r++)
-		rc |= dlh_buf_printf(out, "rank %d host %s device cpu batch %d\n", r, p->host, p->batch[r]);
+		rc |= dlh_buf_printf(out, "rank %d host %s device cpu%d batch %d\n", r, p->host,
+				     p->slot[r], p->batch[r]);
 	rc |= dlh_buf_printf(out, "env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1\nargv");
 	for (int i = 0; i < p->argc; i++)
 		rc |= dlh_buf_printf(out, " %s", p->argv[i]);

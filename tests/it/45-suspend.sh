@@ -16,9 +16,10 @@ slow_spec() {
 	for l in "$@"; do printf '%s\n' "$l"; done
 }
 
-# cmd_spec NAME RANKS COMMAND...: a job running COMMAND under mpirun
+# cmd_spec NAME RANKS COMMAND...: a job running COMMAND under mpirun (not
+# preemptible: priorities set here must not move it)
 cmd_spec() {
-	printf '[job]\nname = %s\ncommand = %s\n[resources]\nranks = %s\n' "$1" "$3" "$2"
+	printf '[job]\nname = %s\ncommand = %s\npreemptible = false\n[resources]\nranks = %s\n' "$1" "$3" "$2"
 }
 
 submit() { cp "$1" "$MNT/jobs/new" || die "submit $1 failed: $(tail -3 "$MNT/jobs/errors")"; }

@@ -1,6 +1,7 @@
 /* test_engine.c - the engine without a mount: records, plans, metrics, processes, jobs */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "engine/metrics.h"
 #include "engine/plan.h"
 #include "engine/proc.h"
+#include "engine/sched.h"
 #include "engine/util.h"
 #include "tests/unit/check.h"
 
@@ -388,7 +390,8 @@ TEST(engine_queue_is_fifo_and_cancel_of_queued_is_immediate)
 	CHECK(ja.status == DLH_RUNNING && jb.status == DLH_QUEUED);
 	pid_t run = ja.pid;
 	CHECK(run > 0 && dlh_proc_count_session(run) == 1);
-	CHECK_MSG(strstr(jb.reason, "waiting for 1 cpu slot; 0 free"), "reason: %s", jb.reason);
+	CHECK_MSG(strstr(jb.wait, "waiting for 1 cpu slot; 0 free; est. start unknown"), "wait: %s",
+		  jb.wait);
 	CHECK(dlh_engine_ctl(e, b, 0, "cancel", err, sizeof err) == 0);
 	dlh_engine_job(e, b, &jb);
 	CHECK(jb.status == DLH_CANCELLED);
@@ -537,6 +540,93 @@ TEST(engine_suspend_exit_75_is_suspended_and_resume_requeues)
 	CHECK(j.priority == -7 && j.suspends == 1 && j.status == DLH_CANCELLED);
 }
 
+TEST(sched_order_is_priority_then_submission_then_id)
+{
+	struct dlh_sched_wait w[] = {
+		{ .id = 1, .priority = 0, .submitted = 10 }, { .id = 2, .priority = 5, .submitted = 30 },
+		{ .id = 3, .priority = 0, .submitted = 5 }, { .id = 4, .priority = 5, .submitted = 30 },
+		{ .id = 5, .priority = -1, .submitted = 1 },
+	};
+	dlh_sched_order(w, 5);
+	long want[] = { 2, 4, 3, 1, 5 };
+	for (int i = 0; i < 5; i++)
+		CHECK_MSG(w[i].id == want[i], "position %d: job %ld, want %ld", i, w[i].id, want[i]);
+}
+
+TEST(sched_backfills_only_what_ends_before_the_reservation)
+{
+	/* 2 slots; one held until t=100; the head needs both */
+	struct dlh_sched_run run[] = { { .cpus = 1, .end = 100 } };
+	struct dlh_sched_wait w[] = {
+		{ .id = 1, .cpus = 2, .duration = 50 },       /* head: reserved at 100 */
+		{ .id = 2, .cpus = 1, .duration = 60 },       /* ends at 60 < 100: now */
+		{ .id = 3, .cpus = 1, .duration = 200 },      /* would delay the head: after it */
+		{ .id = 4, .cpus = 1, .duration = INFINITY }, /* no limit: beside job 3 */
+		{ .id = 5, .cpus = 3, .duration = 1 },        /* never fits */
+	};
+	dlh_sched_plan(2, 0, run, 1, w, 5);
+	CHECK_MSG(w[0].start == 100, "head at %g", w[0].start);
+	CHECK_MSG(w[1].start == 0, "short job at %g", w[1].start);
+	CHECK_MSG(w[2].start == 150, "long job at %g", w[2].start);
+	CHECK_MSG(w[3].start == 150, "unlimited job at %g", w[3].start);
+	CHECK(isinf(w[4].start));
+}
+
+TEST(sched_unknown_ends_let_only_limited_jobs_pass)
+{
+	struct dlh_sched_run run[] = { { .cpus = 1, .end = INFINITY } };
+	struct dlh_sched_wait w[] = {
+		{ .id = 1, .cpus = 2, .duration = 50 },       /* start unknown */
+		{ .id = 2, .cpus = 1, .duration = 10 },       /* limited: may pass */
+		{ .id = 3, .cpus = 1, .duration = INFINITY }, /* unlimited: may not */
+	};
+	dlh_sched_plan(2, 1000, run, 1, w, 3);
+	CHECK(isinf(w[0].start));
+	CHECK_MSG(w[1].start == 1000, "limited job at %g", w[1].start);
+	CHECK(isinf(w[2].start));
+}
+
+TEST(engine_priority_orders_the_queue_and_max_queued_refuses)
+{
+	char state[512], sleeper[700];
+	fresh_dir(state, sizeof state, "eng-prio");
+	snprintf(sleeper, sizeof sleeper, "%s/sleeper", state);
+	write_text(sleeper, "#!/bin/sh\nexec sleep 30\n");
+	chmod(sleeper, 0755);
+	struct dlh_engine_opts o = {
+		.state_dir = state, .trainer = "/bin/true", .mpirun = sleeper, .cpus = 1,
+		.kill_grace = 0.5, .max_queued = 2,
+	};
+	struct dlh_engine *e = NULL;
+	char err[DLH_ERR_MAX];
+	CHECK(dlh_engine_open(&e, &o, err, sizeof err) == 0);
+	const char lo[] = "[job]\npriority = 1\n[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
+	const char hi[] = "[job]\npriority = 9\n[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
+	long a = 0, b = 0, c = 0, d = 0;
+	CHECK(dlh_engine_submit(e, lo, sizeof lo - 1, 0, &a, err, sizeof err) == 0); /* runs */
+	CHECK(dlh_engine_submit(e, lo, sizeof lo - 1, 0, &b, err, sizeof err) == 0);
+	CHECK(dlh_engine_submit(e, hi, sizeof hi - 1, 0, &c, err, sizeof err) == 0);
+	CHECK(dlh_engine_submit(e, hi, sizeof hi - 1, 0, &d, err, sizeof err) == -EAGAIN);
+	CHECK_MSG(strstr(err, "queue is full: 2 jobs queued (max_queued=2)"), "err: %s", err);
+	struct dlh_queue_entry q[4];
+	CHECK(dlh_engine_queue(e, q, 4) == 2);
+	CHECK_MSG(q[0].id == c && q[0].priority == 9 && q[1].id == b, "queue %ld %ld", q[0].id, q[1].id);
+	long h[2] = { 0, 0 };
+	CHECK(dlh_engine_holders(e, h, 2) == 1 && h[0] == a);
+	/* the higher priority starts first when the slot frees */
+	CHECK(dlh_engine_ctl(e, a, 0, "cancel", err, sizeof err) == 0);
+	CHECK(dlh_engine_wait(e, a, 10) == 0);
+	struct dlh_job jb, jc;
+	dlh_engine_job(e, b, &jb);
+	dlh_engine_job(e, c, &jc);
+	CHECK_MSG(jc.status == DLH_RUNNING && jb.status == DLH_QUEUED, "c %s, b %s",
+		  dlh_status_name(jc.status), dlh_status_name(jb.status));
+	/* a priority raised by ctl reorders */
+	CHECK(dlh_engine_ctl(e, b, 0, "priority 20", err, sizeof err) == 0);
+	CHECK(dlh_engine_queue(e, q, 4) == 1 && q[0].priority == 20);
+	dlh_engine_close(e);
+}
+
 int main(void)
 {
 	snprintf(tmp_root, sizeof tmp_root, "/tmp/dlh-unit-XXXXXX");
@@ -567,6 +657,10 @@ int main(void)
 	RUN(engine_restart_on_failure_relaunches_up_to_max);
 	RUN(engine_user_command_succeeds_on_exit_zero);
 	RUN(engine_suspend_exit_75_is_suspended_and_resume_requeues);
+	RUN(sched_order_is_priority_then_submission_then_id);
+	RUN(sched_backfills_only_what_ends_before_the_reservation);
+	RUN(sched_unknown_ends_let_only_limited_jobs_pass);
+	RUN(engine_priority_orders_the_queue_and_max_queued_refuses);
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
 	if (system(cmd) != 0)
