@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/cgroup.h"
 #include "engine/launch.h"
 #include "engine/plan.h"
 #include "engine/proc.h"
@@ -42,6 +43,8 @@ struct dlh_engine {
 	int slots_used;              /* CPU slots held by running jobs */
 	long *holder;                /* pool.node.cpus entries: the job holding each slot, 0 = free */
 	int max_queued;              /* most jobs queued at once */
+	struct dlh_cgroup_sys cg;    /* how runs are isolated */
+	unsigned long launches;      /* runs launched, to name their cgroups */
 	int waiters;                 /* live waiter threads */
 	int stopping;                /* dlh_engine_close in progress */
 	int lock_fd;                 /* STATE/lock, locked while the engine is open */
@@ -256,13 +259,40 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 		snprintf(err, sizeof err, "out of memory");
 		goto fail;
 	}
+	/* isolation: a cpuset of the run's slots and its memory limit */
+	struct dlh_cgroup cg;
+	int join[3] = { -1, -1, -1 };
+	memset(&cg, 0, sizeof cg);
+	if (e->cg.mode != DLH_CG_NONE) {
+		char name[64], why[512], lim[32] = "none";
+		snprintf(name, sizeof name, "%ld-%lu", j->id, ++e->launches);
+		int crc = dlh_cgroup_create(&e->cg, name, plan->slot, plan->ranks, j->spec.memory,
+					    &cg, why, sizeof why);
+		if (!crc && (crc = dlh_cgroup_join_fds(&cg, join))) {
+			snprintf(why, sizeof why, "cannot open cgroup.procs: %s", strerror(-crc));
+			dlh_cgroup_destroy(&cg);
+		}
+		if (j->spec.memory > 0)
+			dlh_size_text(j->spec.memory, lim, sizeof lim);
+		if (crc)
+			job_log(e, j, "isolation: none for this run: %s", why);
+		else
+			job_log(e, j, "isolation: cgroup v%d \"%s\", memory limit %s",
+				e->cg.mode == DLH_CG_V1 ? 1 : 2, cg.cpuset, lim);
+	} else if (j->spec.memory > 0) {
+		job_log(e, j, "isolation: none, the memory limit is not enforced: %s", e->cg.why);
+	}
 	pid_t pid;
-	rc = dlh_launch(plan->argv, extra, path, &pid);
+	rc = dlh_launch_in(plan->argv, extra, path, join, &pid);
+	for (int k = 0; join[k] >= 0; k++)
+		close(join[k]);
 	if (rc) {
 		free(wa);
+		dlh_cgroup_destroy(&cg);
 		snprintf(err, sizeof err, "cannot start \"%s\": %s", plan->argv[0], strerror(-rc));
 		goto fail;
 	}
+	j->cg = cg;
 	j->pid = pid;
 	j->pid_start = dlh_proc_start(pid);
 	j->status = DLH_RUNNING;
@@ -318,10 +348,13 @@ fail:
 	return rc;
 }
 
-/* Handles the end of job j's mpirun (wstatus from waitpid). e->mu held. */
-static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
+/* Handles the end of job j's mpirun (wstatus from waitpid); cg: the run's
+ * cgroups, taken off the job (the caller removes them). e->mu held. */
+static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus,
+		       const struct dlh_cgroup *cg)
 {
 	char path[4096];
+	int oom = dlh_cgroup_oom_kills(cg);
 	int leftover = dlh_proc_kill_session(j->pid, SIGKILL);
 	e->slots_used -= j->ranks;
 	for (int s = 0; s < e->pool.node.cpus; s++)
@@ -347,6 +380,14 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
 	if (j->cancelling) {
 		j->status = DLH_CANCELLED;
 		j->finished = stamp();
+	} else if (oom > 0 && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
+		char lim[32];
+		dlh_size_text(cg->limit, lim, sizeof lim);
+		job_log(e, j, "out of memory: the kernel killed %d process%s of the run in its cgroup "
+			"(limit %s)", oom, oom == 1 ? "" : "es", lim);
+		j->status = DLH_FAILED;
+		j->finished = stamp();
+		snprintf(j->reason, sizeof j->reason, "out of memory (limit %s)", lim);
 	} else if (j->timed_out && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
 		char lim[32];
 		dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
@@ -415,7 +456,12 @@ static void *waiter_main(void *arg)
 		;
 	struct dlh_engine *e = wa->e;
 	pthread_mutex_lock(&e->mu);
-	job_exited(e, wa->job, wstatus);
+	struct dlh_cgroup cg = wa->job->cg;
+	memset(&wa->job->cg, 0, sizeof wa->job->cg);
+	job_exited(e, wa->job, wstatus, &cg);
+	pthread_mutex_unlock(&e->mu);
+	dlh_cgroup_destroy(&cg); /* waits for stragglers: not under the lock */
+	pthread_mutex_lock(&e->mu);
 	e->waiters--;
 	pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->mu);
@@ -865,8 +911,13 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	e->max_queued = o->max_queued > 0 ? o->max_queued : DLH_MAX_QUEUED;
 	e->next_id = 1;
 	dlh_pool_detect(&e->pool, o->cpus);
+	if (!o->no_isolation)
+		dlh_cgroup_setup(&e->cg);
+	else
+		snprintf(e->cg.why, sizeof e->cg.why, "turned off (-o isolation=off)");
 	e->holder = calloc((size_t)e->pool.node.cpus, sizeof *e->holder);
 	if (!e->holder) {
+		dlh_cgroup_teardown(&e->cg);
 		close(e->lock_fd);
 		free(e);
 		return -ENOMEM;
@@ -885,6 +936,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 			free(e->jobs[i]);
 		free(e->jobs);
 		free(e->holder);
+		dlh_cgroup_teardown(&e->cg);
 		close(e->lock_fd);
 		free(e);
 		return rc;
@@ -902,6 +954,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 			free(e->jobs[i]);
 		free(e->jobs);
 		free(e->holder);
+		dlh_cgroup_teardown(&e->cg);
 		close(e->lock_fd);
 		free(e);
 		return -rc;
@@ -936,6 +989,7 @@ void dlh_engine_close(struct dlh_engine *e)
 		free(e->jobs[i]);
 	free(e->jobs);
 	free(e->holder);
+	dlh_cgroup_teardown(&e->cg);
 	pthread_cond_destroy(&e->changed);
 	pthread_cond_destroy(&e->timer_cv);
 	pthread_mutex_destroy(&e->mu);
@@ -1356,6 +1410,16 @@ size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_
 	free(w);
 	pthread_mutex_unlock(&e->mu);
 	return nw;
+}
+
+void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len)
+{
+	pthread_mutex_lock(&e->mu);
+	if (e->cg.mode == DLH_CG_NONE)
+		snprintf(buf, len, "none: %s", e->cg.why);
+	else
+		snprintf(buf, len, "cgroup v%d", e->cg.mode == DLH_CG_V1 ? 1 : 2);
+	pthread_mutex_unlock(&e->mu);
 }
 
 int dlh_engine_holders(struct dlh_engine *e, long *out, int max)

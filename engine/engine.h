@@ -29,6 +29,7 @@ struct dlh_engine_opts {
 	double kill_grace;      /* seconds; 0 = DLH_KILL_GRACE */
 	double suspend_grace;   /* seconds; 0 = DLH_SUSPEND_GRACE */
 	int max_queued;         /* most jobs queued at once; 0 = DLH_MAX_QUEUED */
+	int no_isolation;       /* 1: no cgroups (cpusets, memory limits) for runs */
 };
 
 /* One waiting job of the queue, in queue order (see dlh_engine_queue). */
@@ -119,6 +120,9 @@ size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_
 /* The holder of each CPU slot of the node: up to max job ids into out, 0
  * for a free slot. Returns the number of slots. */
 int dlh_engine_holders(struct dlh_engine *e, long *out, int max);
+
+/* How runs are isolated: "cgroup v1", "cgroup v2" or "none: WHY". */
+void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len);
 
 /* Blocks until job id is in a terminal state or timeout seconds pass.
  * Returns 0 when terminal, -ETIMEDOUT, or -ENOENT. For tests and tools. */

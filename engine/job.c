@@ -91,6 +91,7 @@ int dlh_job_load(struct dlh_job *j, const char *dir)
 	j->restarts = (int)kv_long(text, "restarts");
 	j->exit_code = (int)kv_long(text, "exit");
 	j->priority = (int)kv_long(text, "priority");
+	int has_priority = !dlh_kv_get(text, "priority", v, sizeof v);
 	j->suspends = (int)kv_long(text, "suspends");
 	free(text);
 	if ((int)j->status < 0 || j->id <= 0)
@@ -103,5 +104,7 @@ int dlh_job_load(struct dlh_job *j, const char *dir)
 	char err[DLH_ERR_MAX];
 	rc = dlh_spec_parse_flags(spec, speclen, &j->spec, err, sizeof err, DLH_SPEC_STORED);
 	free(spec);
+	if (!rc && !has_priority) /* a record from before priorities */
+		j->priority = j->spec.priority;
 	return rc ? -EINVAL : 0;
 }

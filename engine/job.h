@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sys/types.h>
 
+#include "engine/cgroup.h"
 #include "schema/spec.h"
 
 #define DLH_REASON_MAX 512
@@ -51,6 +52,7 @@ struct dlh_job {
 	double est_start;            /* queued: the scheduler's estimated start (epoch s,
 					INFINITY = unknown) */
 	char wait[256];              /* queued: why it waits, from the scheduler */
+	struct dlh_cgroup cg;        /* the current run's cgroups; empty paths = none */
 	pthread_t waiter;            /* thread blocked in waitpid on pid */
 	int has_waiter;              /* waiter must be joined */
 };

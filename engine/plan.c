@@ -116,6 +116,11 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 		snprintf(err, errlen, "spec: [resources] device: \"gpu\" asked for, the pool has no GPU\n");
 		return -EINVAL;
 	}
+	if (spec->memory > 0 && pool->node.mem_bytes > 0 && spec->memory > pool->node.mem_bytes) {
+		snprintf(err, errlen, "spec: [resources] memory: %lld MiB asked for, the node has %lld MiB\n",
+			 spec->memory >> 20, pool->node.mem_bytes >> 20);
+		return -EINVAL;
+	}
 	int ranks = dlh_plan_slots(spec, pool);
 	if (ranks > pool->node.cpus) {
 		snprintf(err, errlen, "spec: [resources] ranks: %d ranks need %d cpu slots, the pool has %d\n",

@@ -25,6 +25,7 @@ static const char readme_text[] =
 	"pool/nodes/<host>/       cpus, cpus_used, memory, cpu_model, jobs, gpus/\n"
 	"pool/nodes/<host>/devices  one line per device: cpu<i> and its holder job\n"
 	"pool/nodes/<host>/cpu/<i>/job  the job holding CPU slot i, or -\n"
+	"pool/nodes/<host>/isolation  cgroup v1, cgroup v2, or none: why\n"
 	"queue                    waiting jobs in start order: id, priority, cpus,\n"
 	"                         time limit, estimated start\n"
 	"jobs/new                 write a spec (INI) here; close() creates the job\n"
@@ -122,6 +123,11 @@ static int render_node(struct dlh_engine *e, const struct fs_node *n, struct dlh
 	case FS_NODE_DEVICES:
 	case FS_NODE_CPU_JOB:
 		return render_holders(e, n, out);
+	case FS_NODE_ISOLATION: {
+		char text[512];
+		dlh_engine_isolation(e, text, sizeof text);
+		return dlh_buf_printf(out, "%s\n", text);
+	}
 	case FS_NODE_JOBS: {
 		long ids[256];
 		int ranks[256];
@@ -237,7 +243,7 @@ int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out
 	case FS_POOL_SUMMARY:
 		return render_summary(e, out);
 	case FS_NODE_CPUS: case FS_NODE_USED: case FS_NODE_MEMORY: case FS_NODE_MODEL:
-	case FS_NODE_JOBS: case FS_NODE_DEVICES: case FS_NODE_CPU_JOB:
+	case FS_NODE_JOBS: case FS_NODE_DEVICES: case FS_NODE_CPU_JOB: case FS_NODE_ISOLATION:
 		return render_node(e, n, out);
 	case FS_QUEUE:
 		return render_queue(e, out);

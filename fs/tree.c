@@ -24,7 +24,8 @@ static const struct fs_entry pool_entries[] = {
 static const struct fs_entry node_entries[] = {
 	{ "cpus", FS_NODE_CPUS }, { "cpus_used", FS_NODE_USED }, { "memory", FS_NODE_MEMORY },
 	{ "cpu_model", FS_NODE_MODEL }, { "jobs", FS_NODE_JOBS }, { "gpus", FS_NODE_GPUS },
-	{ "devices", FS_NODE_DEVICES }, { "cpu", FS_NODE_CPU_DIR }, { NULL, 0 },
+	{ "devices", FS_NODE_DEVICES }, { "cpu", FS_NODE_CPU_DIR }, { "isolation", FS_NODE_ISOLATION },
+	{ NULL, 0 },
 };
 static const struct fs_entry cpu_entries[] = {
 	{ "job", FS_NODE_CPU_JOB }, { NULL, 0 },

@@ -20,6 +20,7 @@ enum fs_kind {
 	FS_NODE_JOBS,     /* .../jobs */
 	FS_NODE_GPUS,     /* .../gpus (a directory) */
 	FS_NODE_DEVICES,  /* .../devices: one line per device and its holder */
+	FS_NODE_ISOLATION,/* .../isolation: how runs are isolated (cgroup v1/v2, none) */
 	FS_NODE_CPU_DIR,  /* .../cpu (a directory of slots) */
 	FS_NODE_CPU,      /* .../cpu/<i> (a directory; id = the slot) */
 	FS_NODE_CPU_JOB,  /* .../cpu/<i>/job: the holder's id, or "-" */

@@ -129,11 +129,11 @@ test_twenty_jobs_share_two_slots_by_priority_and_backfill() {
 	local node="$MNT/pool/nodes/$(host)" samples=$STATE/samples.txt i
 	# 1 runs alone; 2 (priority 10, both slots) waits for it; 3 is short
 	# enough to run beside 1 before 2 could start: a backfill
-	tiny j1 1 0 60s > "$STATE/1.ini"
-	tiny j2 2 10 30s > "$STATE/2.ini"
-	tiny j3 1 0 10s > "$STATE/3.ini"
+	tiny j1 1 0 2m > "$STATE/1.ini"
+	tiny j2 2 10 1m > "$STATE/2.ini"
+	tiny j3 1 0 20s > "$STATE/3.ini"
 	for i in $(seq 4 20); do
-		tiny "j$i" $((i % 3 == 0 ? 2 : 1)) $(((i * 7) % 3 * 5)) "$((10 + (i * 13) % 5 * 20))s" > "$STATE/$i.ini"
+		tiny "j$i" $((i % 3 == 0 ? 2 : 1)) $(((i * 7) % 3 * 5)) "$((20 + (i * 13) % 5 * 20))s" > "$STATE/$i.ini"
 	done
 	sample() { # one consistent-enough view: summary and queue, then the time
 		local s q; s=$(cat "$MNT/pool/summary"); q=$(cat "$MNT/queue")
