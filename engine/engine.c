@@ -327,6 +327,7 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 		for (int r = 0; r < plan->ranks; r++)
 			e->holder[plan->slot[r]] = 0;
 		j->pid = 0;
+		dlh_cgroup_destroy(&j->cg);
 		free(wa);
 		snprintf(err, sizeof err, "cannot start a supervisor thread: %s", strerror(rc));
 		rc = -rc;

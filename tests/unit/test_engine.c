@@ -600,7 +600,9 @@ TEST(engine_priority_orders_the_queue_and_max_queued_refuses)
 	struct dlh_engine *e = NULL;
 	char err[DLH_ERR_MAX];
 	CHECK(dlh_engine_open(&e, &o, err, sizeof err) == 0);
-	const char lo[] = "[job]\npriority = 1\n[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
+	/* not preemptible: this is about order, not preemption */
+	const char lo[] = "[job]\npriority = 1\npreemptible = false\n[data]\ntrain_limit = 256\n"
+			  "[resources]\nranks = 1\n";
 	const char hi[] = "[job]\npriority = 9\n[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
 	long a = 0, b = 0, c = 0, d = 0;
 	CHECK(dlh_engine_submit(e, lo, sizeof lo - 1, 0, &a, err, sizeof err) == 0); /* runs */
@@ -624,6 +626,43 @@ TEST(engine_priority_orders_the_queue_and_max_queued_refuses)
 	/* a priority raised by ctl reorders */
 	CHECK(dlh_engine_ctl(e, b, 0, "priority 20", err, sizeof err) == 0);
 	CHECK(dlh_engine_queue(e, q, 4) == 1 && q[0].priority == 20);
+	dlh_engine_close(e);
+}
+
+/* Polls job id until its status is st or 4 s pass. Returns 1 when reached. */
+static int wait_status(struct dlh_engine *e, long id, enum dlh_status st)
+{
+	struct dlh_job j;
+	for (int i = 0; i < 200; i++) {
+		if (!dlh_engine_job(e, id, &j) && j.status == st)
+			return 1;
+		usleep(20 * 1000);
+	}
+	return 0;
+}
+
+TEST(engine_preemption_requeues_the_victim_and_resumes_it)
+{
+	char state[512];
+	struct dlh_engine *e = suspender_engine(state, sizeof state, "eng-preempt");
+	CHECK(e != NULL);
+	const char lo[] = "[job]\npriority = 0\n[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
+	const char hi[] = "[job]\npriority = 5\n[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
+	long a = 0, b = 0;
+	char err[DLH_ERR_MAX];
+	CHECK(dlh_engine_submit(e, lo, sizeof lo - 1, 0, &a, err, sizeof err) == 0);
+	usleep(200 * 1000); /* let the shell install its traps */
+	CHECK(dlh_engine_submit(e, hi, sizeof hi - 1, 0, &b, err, sizeof err) == 0);
+	CHECK_MSG(wait_status(e, b, DLH_RUNNING), "the higher priority did not start");
+	struct dlh_job j;
+	dlh_engine_job(e, a, &j);
+	CHECK_MSG(j.status == DLH_QUEUED && strstr(j.reason, "preempted by job") && j.suspends == 1,
+		  "victim %s: %s", dlh_status_name(j.status), j.reason);
+	/* it resumes by itself once the slot frees */
+	CHECK(dlh_engine_ctl(e, b, 0, "cancel", err, sizeof err) == 0);
+	CHECK_MSG(wait_status(e, a, DLH_RUNNING), "the victim did not resume");
+	CHECK(dlh_engine_ctl(e, a, 0, "cancel", err, sizeof err) == 0);
+	CHECK(dlh_engine_wait(e, a, 10) == 0);
 	dlh_engine_close(e);
 }
 
@@ -661,6 +700,7 @@ int main(void)
 	RUN(sched_backfills_only_what_ends_before_the_reservation);
 	RUN(sched_unknown_ends_let_only_limited_jobs_pass);
 	RUN(engine_priority_orders_the_queue_and_max_queued_refuses);
+	RUN(engine_preemption_requeues_the_victim_and_resumes_it);
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
 	if (system(cmd) != 0)
