@@ -1218,11 +1218,31 @@ static int ctl_resume(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *
 	return 0;
 }
 
+/* 1 when dlh-train of j's current run has written run.info (it does so
+ * after setting up, before its first step, its signal handlers long in
+ * place). */
+static int trainer_started(const struct dlh_engine *e, const struct dlh_job *j)
+{
+	char path[4096];
+	struct stat st;
+	job_file(e, j->id, "run.info", path, sizeof path);
+	if (stat(path, &st))
+		return 0;
+	double t = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
+	return t + 0.002 >= j->run_started;
+}
+
 static int ctl_checkpoint(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
 {
 	if (j->status != DLH_RUNNING || !j->pid || j->cancelling || j->suspending) {
 		snprintf(err, errlen, "ctl: \"checkpoint\": job %ld is %s (checkpoint applies to a "
 			 "running job)", j->id, state_words(j));
+		return -EBUSY;
+	}
+	if (!j->spec.command[0] && !trainer_started(e, j)) {
+		/* before its handlers are in place the signal would kill the run */
+		snprintf(err, errlen, "ctl: \"checkpoint\": job %ld is starting (no training step "
+			 "yet); checkpoint applies once it trains", j->id);
 		return -EBUSY;
 	}
 	job_log(e, j, "checkpoint requested by uid %u: SIGUSR1 to the run", (unsigned)uid);

@@ -487,6 +487,8 @@ static struct dlh_engine *suspender_engine(char *state, size_t len, const char *
 	write_text(prog, "#!/bin/sh\n"
 		   "trap 'echo ckpt >> \"$DLH_JOB_DIR/usr1\"' USR1\n"
 		   "trap 'exit 75' USR2\n"
+		   "sleep 0.5\n"
+		   ": > \"$DLH_JOB_DIR/run.info\"\n"
 		   "while :; do sleep 0.05; done\n");
 	chmod(prog, 0755);
 	return open_engine(state, prog, 1);
@@ -504,7 +506,12 @@ TEST(engine_suspend_exit_75_is_suspended_and_resume_requeues)
 	dlh_engine_job(e, a, &j);
 	CHECK(j.status == DLH_RUNNING);
 	CHECK(dlh_engine_ctl(e, a, 0, "resume", err, sizeof err) == -EBUSY);
-	usleep(200 * 1000); /* let the shell install its traps */
+	/* before the trainer has started (no run.info of this run) a signal could kill it */
+	CHECK(dlh_engine_ctl(e, a, 0, "checkpoint", err, sizeof err) == -EBUSY);
+	CHECK_MSG(strstr(err, "is starting"), "err: %s", err);
+	snprintf(path, sizeof path, "%s/jobs/%ld/run.info", state, a);
+	for (int i = 0; i < 200 && access(path, F_OK); i++)
+		usleep(20 * 1000);
 	CHECK(dlh_engine_ctl(e, a, 0, "checkpoint", err, sizeof err) == 0);
 	snprintf(path, sizeof path, "%s/jobs/%ld/usr1", state, a);
 	for (int i = 0; i < 100 && access(path, F_OK); i++)
@@ -651,7 +658,10 @@ TEST(engine_preemption_requeues_the_victim_and_resumes_it)
 	long a = 0, b = 0;
 	char err[DLH_ERR_MAX];
 	CHECK(dlh_engine_submit(e, lo, sizeof lo - 1, 0, &a, err, sizeof err) == 0);
-	usleep(200 * 1000); /* let the shell install its traps */
+	char path[700];
+	snprintf(path, sizeof path, "%s/jobs/%ld/run.info", state, a);
+	for (int i = 0; i < 200 && access(path, F_OK); i++) /* its traps are in place */
+		usleep(20 * 1000);
 	CHECK(dlh_engine_submit(e, hi, sizeof hi - 1, 0, &b, err, sizeof err) == 0);
 	CHECK_MSG(wait_status(e, b, DLH_RUNNING), "the higher priority did not start");
 	struct dlh_job j;
