@@ -20,9 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/cgroup.h"
 #include "engine/launch.h"
 #include "engine/plan.h"
 #include "engine/proc.h"
+#include "engine/sched.h"
 #include "engine/util.h"
 
 struct dlh_engine {
@@ -34,10 +36,15 @@ struct dlh_engine {
 	struct dlh_tools tools;      /* mpirun and dlh-train */
 	struct dlh_pool pool;        /* the machines */
 	double grace;                /* seconds from SIGTERM to SIGKILL */
+	double suspend_grace;        /* seconds from SIGUSR2 to SIGTERM */
 	struct dlh_job **jobs;       /* ascending ids */
 	size_t njobs, cap;           /* used and allocated entries */
 	long next_id;                /* next id to hand out */
 	int slots_used;              /* CPU slots held by running jobs */
+	long *holder;                /* pool.node.cpus entries: the job holding each slot, 0 = free */
+	int max_queued;              /* most jobs queued at once */
+	struct dlh_cgroup_sys cg;    /* how runs are isolated */
+	unsigned long launches;      /* runs launched, to name their cgroups */
 	int waiters;                 /* live waiter threads */
 	int stopping;                /* dlh_engine_close in progress */
 	int lock_fd;                 /* STATE/lock, locked while the engine is open */
@@ -50,6 +57,7 @@ struct waiter_arg {
 };
 
 static void schedule(struct dlh_engine *e);
+static void job_terminate(struct dlh_engine *e, struct dlh_job *j);
 
 #define FAILURE_SCAN (1 << 20)   /* bytes of log searched for why a run failed */
 #define LOCK_WAIT 5.0            /* seconds to wait for a state directory in use */
@@ -207,6 +215,16 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 		err[strcspn(err, "\n")] = '\0';
 		goto fail;
 	}
+	if (plan->ranks > e->pool.node.cpus - e->slots_used) {
+		snprintf(err, sizeof err, "internal error: %d cpu slots needed, %d free", plan->ranks,
+			 e->pool.node.cpus - e->slots_used);
+		rc = -EAGAIN;
+		goto fail;
+	}
+	/* the lowest free slots, one per rank */
+	for (int r = 0, s = 0; r < plan->ranks; s++)
+		if (!e->holder[s])
+			plan->slot[r++] = s;
 	struct dlh_buf text = {0};
 	job_file(e, j->id, "plan", path, sizeof path);
 	if ((rc = dlh_plan_format(plan, &text)) == 0)
@@ -241,13 +259,40 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 		snprintf(err, sizeof err, "out of memory");
 		goto fail;
 	}
+	/* isolation: a cpuset of the run's slots and its memory limit */
+	struct dlh_cgroup cg;
+	int join[3] = { -1, -1, -1 };
+	memset(&cg, 0, sizeof cg);
+	if (e->cg.mode != DLH_CG_NONE) {
+		char name[64], why[512], lim[32] = "none";
+		snprintf(name, sizeof name, "%ld-%lu", j->id, ++e->launches);
+		int crc = dlh_cgroup_create(&e->cg, name, plan->slot, plan->ranks, j->spec.memory,
+					    &cg, why, sizeof why);
+		if (!crc && (crc = dlh_cgroup_join_fds(&cg, join))) {
+			snprintf(why, sizeof why, "cannot open cgroup.procs: %s", strerror(-crc));
+			dlh_cgroup_destroy(&cg);
+		}
+		if (j->spec.memory > 0)
+			dlh_size_text(j->spec.memory, lim, sizeof lim);
+		if (crc)
+			job_log(e, j, "isolation: none for this run: %s", why);
+		else
+			job_log(e, j, "isolation: cgroup v%d \"%s\", memory limit %s",
+				e->cg.mode == DLH_CG_V1 ? 1 : 2, cg.cpuset, lim);
+	} else if (j->spec.memory > 0) {
+		job_log(e, j, "isolation: none, the memory limit is not enforced: %s", e->cg.why);
+	}
 	pid_t pid;
-	rc = dlh_launch(plan->argv, extra, path, &pid);
+	rc = dlh_launch_in(plan->argv, extra, path, join, &pid);
+	for (int k = 0; join[k] >= 0; k++)
+		close(join[k]);
 	if (rc) {
 		free(wa);
+		dlh_cgroup_destroy(&cg);
 		snprintf(err, sizeof err, "cannot start \"%s\": %s", plan->argv[0], strerror(-rc));
 		goto fail;
 	}
+	j->cg = cg;
 	j->pid = pid;
 	j->pid_start = dlh_proc_start(pid);
 	j->status = DLH_RUNNING;
@@ -256,7 +301,15 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 		j->started = stamp();
 	j->finished = 0;
 	j->ranks = plan->ranks;
+	for (int r = 0; r < plan->ranks; r++)
+		e->holder[plan->slot[r]] = j->id;
 	e->slots_used += plan->ranks;
+	j->run_started = stamp();
+	j->limit_at = j->spec.time_limit > 0 ? dlh_mono() + (double)j->spec.time_limit : 0;
+	j->timed_out = 0;
+	j->wait[0] = '\0';
+	if (j->limit_at)
+		pthread_cond_signal(&e->timer_cv);
 	job_save(e, j);
 	*wa = (struct waiter_arg){ .e = e, .job = j, .pid = pid };
 	pthread_attr_t attr;
@@ -271,7 +324,10 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 		dlh_proc_kill_session(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		e->slots_used -= plan->ranks;
+		for (int r = 0; r < plan->ranks; r++)
+			e->holder[plan->slot[r]] = 0;
 		j->pid = 0;
+		dlh_cgroup_destroy(&j->cg);
 		free(wa);
 		snprintf(err, sizeof err, "cannot start a supervisor thread: %s", strerror(rc));
 		rc = -rc;
@@ -293,15 +349,24 @@ fail:
 	return rc;
 }
 
-/* Handles the end of job j's mpirun (wstatus from waitpid). e->mu held. */
-static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
+/* Handles the end of job j's mpirun (wstatus from waitpid); cg: the run's
+ * cgroups, taken off the job (the caller removes them). e->mu held. */
+static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus,
+		       const struct dlh_cgroup *cg)
 {
 	char path[4096];
+	int oom = dlh_cgroup_oom_kills(cg);
 	int leftover = dlh_proc_kill_session(j->pid, SIGKILL);
 	e->slots_used -= j->ranks;
+	for (int s = 0; s < e->pool.node.cpus; s++)
+		if (e->holder[s] == j->id)
+			e->holder[s] = 0;
+	j->run_started = 0;
+	j->limit_at = 0;
 	j->pid = 0;
 	j->pid_start = 0;
 	j->kill_at = 0;
+	j->term_at = 0;
 	j->exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -WTERMSIG(wstatus);
 	if (leftover)
 		job_log(e, j, "killed %d leftover process%s of the run", leftover,
@@ -316,10 +381,37 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
 	if (j->cancelling) {
 		j->status = DLH_CANCELLED;
 		j->finished = stamp();
+	} else if (oom > 0 && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
+		char lim[32];
+		dlh_size_text(cg->limit, lim, sizeof lim);
+		job_log(e, j, "out of memory: the kernel killed %d process%s of the run in its cgroup "
+			"(limit %s)", oom, oom == 1 ? "" : "es", lim);
+		j->status = DLH_FAILED;
+		j->finished = stamp();
+		snprintf(j->reason, sizeof j->reason, "out of memory (limit %s)", lim);
+	} else if (j->timed_out && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
+		char lim[32];
+		dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
+		j->status = DLH_FAILED;
+		j->finished = stamp();
+		snprintf(j->reason, sizeof j->reason, "time limit %s reached", lim);
 	} else if (j->exit_code == 0 && (j->spec.command[0] || file_exists(path))) {
 		j->status = DLH_SUCCEEDED;
 		j->reason[0] = '\0';
 		j->finished = stamp();
+	} else if (j->exit_code == DLH_EXIT_SUSPENDED || j->suspending) {
+		/* stopped at a checkpoint (or, past the grace, stopped anyway):
+		 * not a failure; resume restarts from the newest checkpoint. A
+		 * victim of preemption waits in the queue to resume by itself. */
+		j->status = j->preempted_by ? DLH_QUEUED : DLH_SUSPENDED;
+		j->suspends++;
+		if (!j->suspending)
+			snprintf(j->reason, sizeof j->reason,
+				 "the run stopped at a checkpoint by itself (exit status %d)",
+				 DLH_EXIT_SUSPENDED);
+		else if (j->exit_code != DLH_EXIT_SUSPENDED && strlen(j->reason) < 200)
+			snprintf(j->reason + strlen(j->reason), sizeof j->reason - strlen(j->reason),
+				 "; the run did not stop at a checkpoint, it resumes from its newest one");
 	} else if (e->stopping) {
 		j->status = DLH_QUEUED;
 		snprintf(j->reason, sizeof j->reason,
@@ -347,6 +439,9 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus)
 		}
 	}
 	j->cancelling = 0;
+	j->suspending = 0;
+	j->preempted_by = 0;
+	j->timed_out = 0;
 	job_log(e, j, "%s%s%s", dlh_status_name(j->status), j->reason[0] ? ": " : "", j->reason);
 	job_save(e, j);
 	pthread_cond_broadcast(&e->changed);
@@ -362,7 +457,12 @@ static void *waiter_main(void *arg)
 		;
 	struct dlh_engine *e = wa->e;
 	pthread_mutex_lock(&e->mu);
-	job_exited(e, wa->job, wstatus);
+	struct dlh_cgroup cg = wa->job->cg;
+	memset(&wa->job->cg, 0, sizeof wa->job->cg);
+	job_exited(e, wa->job, wstatus, &cg);
+	pthread_mutex_unlock(&e->mu);
+	dlh_cgroup_destroy(&cg); /* waits for stragglers: not under the lock */
+	pthread_mutex_lock(&e->mu);
 	e->waiters--;
 	pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->mu);
@@ -370,36 +470,166 @@ static void *waiter_main(void *arg)
 	return NULL;
 }
 
-/* Starts queued jobs, oldest first, while their slots fit. e->mu held.
- * Strict FIFO: a job that does not fit blocks the ones behind it; a job
- * that could never fit (the pool shrank under it) fails with the reason. */
-static void schedule(struct dlh_engine *e)
+/* The wall-clock time t as "HH:MM:SS" (local time), for progress lines. */
+static void clock_text(double t, char *out, size_t len)
 {
-	long blocker = 0;
+	time_t tt = (time_t)ceil(t);
+	struct tm tm;
+	localtime_r(&tt, &tm);
+	strftime(out, len, "%H:%M:%S", &tm);
+}
+
+/* The queued jobs as scheduler input, in queue order, with their
+ * estimated starts planned against the running jobs. e->mu held. Returns
+ * the count, with *wout malloc'd (NULL and 0 when out of memory). */
+static size_t plan_queue(struct dlh_engine *e, double now, struct dlh_sched_wait **wout)
+{
+	size_t nw = 0, nr = 0;
+	struct dlh_sched_wait *w = malloc((e->njobs ? e->njobs : 1) * sizeof *w);
+	struct dlh_sched_run *r = malloc((e->njobs ? e->njobs : 1) * sizeof *r);
+	*wout = NULL;
+	if (!w || !r) {
+		free(w);
+		free(r);
+		return 0;
+	}
 	for (size_t i = 0; i < e->njobs; i++) {
 		struct dlh_job *j = e->jobs[i];
-		if (j->status != DLH_QUEUED)
+		if (j->pid) {
+			r[nr].cpus = j->ranks;
+			r[nr].end = j->spec.time_limit > 0 && j->run_started > 0
+				? j->run_started + (double)j->spec.time_limit : INFINITY;
+			nr++;
+		} else if (j->status == DLH_QUEUED) {
+			w[nw] = (struct dlh_sched_wait){
+				.id = j->id, .priority = j->priority, .submitted = j->submitted,
+				.cpus = dlh_plan_slots(&j->spec, &e->pool),
+				.duration = j->spec.time_limit > 0 ? (double)j->spec.time_limit : INFINITY,
+			};
+			nw++;
+		}
+	}
+	dlh_sched_order(w, nw);
+	dlh_sched_plan(e->pool.node.cpus, now, r, nr, w, nw);
+	free(r);
+	*wout = w;
+	return nw;
+}
+
+/* Asks a running job to checkpoint and stop (SIGUSR2 to mpirun, which
+ * forwards it to every rank), SIGTERM after the suspend grace. e->mu held. */
+static void job_suspend(struct dlh_engine *e, struct dlh_job *j)
+{
+	j->suspending = 1;
+	j->term_at = dlh_mono() + e->suspend_grace;
+	kill(j->pid, SIGUSR2);
+	pthread_cond_signal(&e->timer_cv);
+}
+
+static int cmp_victims(const void *pa, const void *pb)
+{
+	const struct dlh_job *a = *(struct dlh_job *const *)pa, *b = *(struct dlh_job *const *)pb;
+	if (a->priority != b->priority)
+		return a->priority < b->priority ? -1 : 1;
+	/* the youngest run loses the least work */
+	return (a->run_started < b->run_started) - (a->run_started > b->run_started);
+}
+
+/* Preemption: walks the waiting jobs in queue order; one that cannot start
+ * now and needs more slots than are free (or being freed by suspends under
+ * way) suspends the lowest-priority preemptible running jobs of lower
+ * priority than its own, youngest first, until enough would be free. It
+ * preempts nobody when even all of them would not be enough. The victims
+ * checkpoint, stop, and wait in the queue (see job_exited). e->mu held. */
+static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t nw, double now)
+{
+	int avail = e->pool.node.cpus - e->slots_used;
+	struct dlh_job **cand = malloc((e->njobs ? e->njobs : 1) * sizeof *cand);
+	if (!cand)
+		return;
+	for (size_t i = 0; i < e->njobs; i++)
+		if (e->jobs[i]->pid && e->jobs[i]->suspending)
+			avail += e->jobs[i]->ranks;
+	for (size_t k = 0; k < nw; k++) {
+		struct dlh_job *h = find(e, w[k].id);
+		if (!h || h->status != DLH_QUEUED || w[k].cpus > e->pool.node.cpus)
 			continue;
-		int need = dlh_plan_slots(&j->spec, &e->pool);
-		int free_slots = e->pool.node.cpus - e->slots_used;
-		if (blocker) {
-			if (strncmp(j->reason, "interrupted", 11) && strncmp(j->reason, "restarting", 10))
-				snprintf(j->reason, sizeof j->reason, "waiting behind job %ld", blocker);
+		if (w[k].start <= now || w[k].cpus <= avail) {
+			avail -= w[k].cpus < avail ? w[k].cpus : avail;
 			continue;
 		}
+		size_t nc = 0;
+		int could = avail;
+		for (size_t i = 0; i < e->njobs; i++) {
+			struct dlh_job *r = e->jobs[i];
+			if (r->pid && r->status == DLH_RUNNING && !r->suspending && !r->cancelling &&
+			    r->spec.preemptible && r->priority < h->priority) {
+				cand[nc++] = r;
+				could += r->ranks;
+			}
+		}
+		if (could < w[k].cpus)
+			continue;
+		qsort(cand, nc, sizeof *cand, cmp_victims);
+		for (size_t c = 0; c < nc && avail < w[k].cpus; c++) {
+			struct dlh_job *v = cand[c];
+			v->preempted_by = h->id;
+			snprintf(v->reason, sizeof v->reason, "preempted by job %ld (priority %d)", h->id,
+				 h->priority);
+			job_log(e, v, "preempted by job %ld (priority %d > %d): SIGUSR2 to the run "
+				"(checkpoint, then stop); it resumes when slots free", h->id, h->priority,
+				v->priority);
+			job_log(e, h, "preempting job %ld (priority %d) for %d cpu slot%s", v->id,
+				v->priority, v->ranks, v->ranks == 1 ? "" : "s");
+			job_suspend(e, v);
+			avail += v->ranks;
+		}
+		avail -= w[k].cpus;
+	}
+	free(cand);
+}
+
+/* Starts the queued jobs whose reservation is now (conservative backfill
+ * in priority order, see sched.h), and tells the others why they wait and
+ * when they are estimated to start. A job that could never fit (more
+ * slots than the pool has) fails with the reason. e->mu held. */
+static void schedule(struct dlh_engine *e)
+{
+	double now = dlh_now();
+	struct dlh_sched_wait *w;
+	size_t nw = plan_queue(e, now, &w);
+	for (size_t k = 0; k < nw; k++) {
+		struct dlh_job *j = find(e, w[k].id);
+		if (!j || j->status != DLH_QUEUED)
+			continue;
+		int need = w[k].cpus, free_slots = e->pool.node.cpus - e->slots_used;
 		if (need > e->pool.node.cpus) {
 			job_launch(e, j); /* planning refuses it, with the reason */
 			continue;
 		}
-		if (need > free_slots) {
-			if (strncmp(j->reason, "interrupted", 11) && strncmp(j->reason, "restarting", 10))
-				snprintf(j->reason, sizeof j->reason, "waiting for %d cpu slot%s; %d free",
-					 need, need == 1 ? "" : "s", free_slots);
-			blocker = j->id;
+		if (w[k].start <= now && need <= free_slots) {
+			job_launch(e, j);
 			continue;
 		}
-		job_launch(e, j);
+		char when[64];
+		j->est_start = w[k].start;
+		if (isinf(w[k].start))
+			snprintf(when, sizeof when, "est. start unknown (jobs ahead have no time_limit)");
+		else {
+			char hms[16];
+			clock_text(w[k].start, hms, sizeof hms);
+			snprintf(when, sizeof when, "est. start %s", hms);
+		}
+		if (need <= free_slots)
+			snprintf(j->wait, sizeof j->wait, "waiting for %d cpu slot%s; %d free but held "
+				 "for jobs ahead in the queue; %s", need, need == 1 ? "" : "s",
+				 free_slots, when);
+		else
+			snprintf(j->wait, sizeof j->wait, "waiting for %d cpu slot%s; %d free; %s",
+				 need, need == 1 ? "" : "s", free_slots, when);
 	}
+	preempt(e, w, nw, now);
+	free(w);
 }
 
 /* Sends SIGKILL to sessions whose grace period has ended. */
@@ -411,6 +641,28 @@ static void *timer_main(void *arg)
 		double now = dlh_mono(), next = 0;
 		for (size_t i = 0; i < e->njobs; i++) {
 			struct dlh_job *j = e->jobs[i];
+			if (j->limit_at && j->pid && !j->kill_at && !j->cancelling) {
+				if (j->limit_at <= now) {
+					char lim[32];
+					dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
+					job_log(e, j, "time limit %s reached: SIGTERM to the run", lim);
+					j->limit_at = 0;
+					j->timed_out = 1;
+					job_terminate(e, j);
+				} else if (!next || j->limit_at < next) {
+					next = j->limit_at;
+				}
+			}
+			if (j->term_at && j->pid && !j->kill_at) {
+				if (j->term_at <= now) {
+					job_log(e, j, "the run did not suspend within %.0f s: SIGTERM",
+						e->suspend_grace);
+					j->term_at = 0;
+					job_terminate(e, j);
+				} else if (!next || j->term_at < next) {
+					next = j->term_at;
+				}
+			}
 			if (!j->kill_at || !j->pid)
 				continue;
 			if (j->kill_at <= now) {
@@ -656,8 +908,21 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		return rc;
 	}
 	e->grace = o->kill_grace > 0 ? o->kill_grace : DLH_KILL_GRACE;
+	e->suspend_grace = o->suspend_grace > 0 ? o->suspend_grace : DLH_SUSPEND_GRACE;
+	e->max_queued = o->max_queued > 0 ? o->max_queued : DLH_MAX_QUEUED;
 	e->next_id = 1;
 	dlh_pool_detect(&e->pool, o->cpus);
+	if (!o->no_isolation)
+		dlh_cgroup_setup(&e->cg);
+	else
+		snprintf(e->cg.why, sizeof e->cg.why, "turned off (-o isolation=off)");
+	e->holder = calloc((size_t)e->pool.node.cpus, sizeof *e->holder);
+	if (!e->holder) {
+		dlh_cgroup_teardown(&e->cg);
+		close(e->lock_fd);
+		free(e);
+		return -ENOMEM;
+	}
 
 	char path[4096], *text;
 	snprintf(path, sizeof path, "%s/next_id", e->state);
@@ -671,6 +936,8 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		for (size_t i = 0; i < e->njobs; i++)
 			free(e->jobs[i]);
 		free(e->jobs);
+		free(e->holder);
+		dlh_cgroup_teardown(&e->cg);
 		close(e->lock_fd);
 		free(e);
 		return rc;
@@ -687,6 +954,8 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		for (size_t i = 0; i < e->njobs; i++)
 			free(e->jobs[i]);
 		free(e->jobs);
+		free(e->holder);
+		dlh_cgroup_teardown(&e->cg);
 		close(e->lock_fd);
 		free(e);
 		return -rc;
@@ -720,6 +989,8 @@ void dlh_engine_close(struct dlh_engine *e)
 	for (size_t i = 0; i < e->njobs; i++)
 		free(e->jobs[i]);
 	free(e->jobs);
+	free(e->holder);
+	dlh_cgroup_teardown(&e->cg);
 	pthread_cond_destroy(&e->changed);
 	pthread_cond_destroy(&e->timer_cv);
 	pthread_mutex_destroy(&e->mu);
@@ -804,11 +1075,23 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 	}
 
 	pthread_mutex_lock(&e->mu);
+	int queued = 0;
+	for (size_t i = 0; i < e->njobs; i++)
+		queued += e->jobs[i]->status == DLH_QUEUED;
+	if (queued >= e->max_queued) {
+		pthread_mutex_unlock(&e->mu);
+		snprintf(err, errlen, "spec: the queue is full: %d jobs queued (max_queued=%d); "
+			 "submit again when some have started\n", queued, e->max_queued);
+		dlh_engine_reject(e, uid, err);
+		rc = -EAGAIN;
+		goto out;
+	}
 	j->id = e->next_id;
 	j->uid = uid;
 	j->status = DLH_QUEUED;
 	j->submitted = stamp();
 	j->spec = *spec;
+	j->priority = spec->priority;
 	char dir[4096], path[4096], next[32];
 	job_dir(e, j->id, dir, sizeof dir);
 	snprintf(path, sizeof path, "%s/checkpoints", dir);
@@ -850,12 +1133,172 @@ out:
 	return rc;
 }
 
-int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *verb,
+/* ---- ctl verbs: each is called with e->mu held, the job found and the
+ * caller allowed; returns 0, or -EBUSY with err saying why ---- */
+
+#define CTL_VERBS "cancel, suspend, resume, checkpoint, priority N"
+
+/* The state a verb saw, for its refusal: "running", "being suspended"... */
+static const char *state_words(const struct dlh_job *j)
+{
+	if (j->cancelling)
+		return "being cancelled";
+	if (j->suspending)
+		return "being suspended";
+	return dlh_status_name(j->status);
+}
+
+static int ctl_cancel(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
+{
+	if (dlh_status_terminal(j->status)) {
+		snprintf(err, errlen, "ctl: \"cancel\": job %ld is already %s", j->id,
+			 dlh_status_name(j->status));
+		return -EBUSY;
+	}
+	if (j->pid) {
+		if (!j->cancelling) { /* cancel wins over a suspend in progress */
+			j->cancelling = 1;
+			j->suspending = 0;
+			j->preempted_by = 0;
+			j->term_at = 0;
+			snprintf(j->reason, sizeof j->reason, "cancelled by uid %u", (unsigned)uid);
+			job_log(e, j, "cancel requested by uid %u: SIGTERM to the run", (unsigned)uid);
+			job_terminate(e, j);
+		}
+		return 0;
+	}
+	j->status = DLH_CANCELLED;
+	j->finished = stamp();
+	snprintf(j->reason, sizeof j->reason, "cancelled by uid %u %s", (unsigned)uid,
+		 j->started ? "while it waited" : "before it ran");
+	job_log(e, j, "%s", j->reason);
+	job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	schedule(e);
+	return 0;
+}
+
+static int ctl_suspend(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
+{
+	if (j->status == DLH_QUEUED) { /* held: it waits until resumed */
+		j->status = DLH_SUSPENDED;
+		snprintf(j->reason, sizeof j->reason, "suspended by uid %u while queued", (unsigned)uid);
+		job_log(e, j, "%s", j->reason);
+		job_save(e, j);
+		pthread_cond_broadcast(&e->changed);
+		schedule(e);
+		return 0;
+	}
+	if (j->status != DLH_RUNNING || !j->pid || j->cancelling || j->suspending) {
+		snprintf(err, errlen, "ctl: \"suspend\": job %ld is %s (suspend applies to a running "
+			 "or queued job)", j->id, state_words(j));
+		return -EBUSY;
+	}
+	snprintf(j->reason, sizeof j->reason, "suspended by uid %u", (unsigned)uid);
+	job_log(e, j, "suspend requested by uid %u: SIGUSR2 to the run (checkpoint, then stop)",
+		(unsigned)uid);
+	job_suspend(e, j);
+	return 0;
+}
+
+static int ctl_resume(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
+{
+	if (j->status != DLH_SUSPENDED) {
+		snprintf(err, errlen, "ctl: \"resume\": job %ld is %s (resume applies to a suspended job)",
+			 j->id, state_words(j));
+		return -EBUSY;
+	}
+	j->status = DLH_QUEUED;
+	snprintf(j->reason, sizeof j->reason, "resumed by uid %u", (unsigned)uid);
+	job_log(e, j, "resume requested by uid %u: queued; it restarts from its newest checkpoint",
+		(unsigned)uid);
+	job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	schedule(e);
+	return 0;
+}
+
+/* 1 when dlh-train of j's current run has written run.info (it does so
+ * after setting up, before its first step, its signal handlers long in
+ * place). */
+static int trainer_started(const struct dlh_engine *e, const struct dlh_job *j)
+{
+	char path[4096];
+	struct stat st;
+	job_file(e, j->id, "run.info", path, sizeof path);
+	if (stat(path, &st))
+		return 0;
+	double t = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
+	return t + 0.002 >= j->run_started;
+}
+
+static int ctl_checkpoint(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
+{
+	if (j->status != DLH_RUNNING || !j->pid || j->cancelling || j->suspending) {
+		snprintf(err, errlen, "ctl: \"checkpoint\": job %ld is %s (checkpoint applies to a "
+			 "running job)", j->id, state_words(j));
+		return -EBUSY;
+	}
+	if (!j->spec.command[0] && !trainer_started(e, j)) {
+		/* before its handlers are in place the signal would kill the run */
+		snprintf(err, errlen, "ctl: \"checkpoint\": job %ld is starting (no training step "
+			 "yet); checkpoint applies once it trains", j->id);
+		return -EBUSY;
+	}
+	job_log(e, j, "checkpoint requested by uid %u: SIGUSR1 to the run", (unsigned)uid);
+	kill(j->pid, SIGUSR1); /* mpirun forwards it to every rank */
+	return 0;
+}
+
+static int ctl_priority(struct dlh_engine *e, struct dlh_job *j, uid_t uid, int prio,
+			char *err, size_t errlen)
+{
+	if (dlh_status_terminal(j->status)) {
+		snprintf(err, errlen, "ctl: \"priority\": job %ld is already %s", j->id,
+			 dlh_status_name(j->status));
+		return -EBUSY;
+	}
+	job_log(e, j, "priority %d -> %d by uid %u", j->priority, prio, (unsigned)uid);
+	j->priority = prio;
+	job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	schedule(e);
+	return 0;
+}
+
+/* Parses a priority argument: an integer in DLH_PRIORITY_MIN..MAX. */
+static int parse_priority(const char *arg, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	if (!*arg || *end || errno || v < DLH_PRIORITY_MIN || v > DLH_PRIORITY_MAX)
+		return -EINVAL;
+	*out = (int)v;
+	return 0;
+}
+
+int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *line,
 		   char *err, size_t errlen)
 {
-	char word[64];
-	size_t n = strcspn(verb, " \t\n");
-	snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), verb);
+	char word[64], arg[64];
+	while (*line == ' ' || *line == '\t')
+		line++;
+	size_t n = strcspn(line, " \t\n");
+	snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), line);
+	const char *a = line + n;
+	while (*a == ' ' || *a == '\t')
+		a++;
+	size_t m = strcspn(a, "\n");
+	while (m && (a[m - 1] == ' ' || a[m - 1] == '\t' || a[m - 1] == '\r'))
+		m--;
+	int arg_long = m >= sizeof arg;
+	snprintf(arg, sizeof arg, "%.*s", (int)(arg_long ? sizeof arg - 1 : m), a);
+	int takes_arg = !strcmp(word, "priority");
+	int known = takes_arg || !strcmp(word, "cancel") || !strcmp(word, "suspend") ||
+		    !strcmp(word, "resume") || !strcmp(word, "checkpoint");
+	int prio = 0;
+
 	pthread_mutex_lock(&e->mu);
 	struct dlh_job *j = find(e, id);
 	int rc = 0;
@@ -866,31 +1309,26 @@ int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *verb,
 		snprintf(err, errlen, "ctl: \"%s\": only uid %u or root may control job %ld",
 			 word, (unsigned)j->uid, id);
 		rc = -EPERM;
-	} else if (!strcmp(word, "cancel")) {
-		if (dlh_status_terminal(j->status)) {
-			snprintf(err, errlen, "ctl: \"cancel\": job %ld is already %s", id,
-				 dlh_status_name(j->status));
-			rc = -EBUSY;
-		} else if (j->pid) {
-			if (!j->cancelling) {
-				j->cancelling = 1;
-				snprintf(j->reason, sizeof j->reason, "cancelled by uid %u", (unsigned)uid);
-				job_log(e, j, "cancel requested by uid %u: SIGTERM to the run", (unsigned)uid);
-				job_terminate(e, j);
-			}
-		} else {
-			j->status = DLH_CANCELLED;
-			j->finished = stamp();
-			snprintf(j->reason, sizeof j->reason, "cancelled by uid %u before it ran",
-				 (unsigned)uid);
-			job_log(e, j, "%s", j->reason);
-			job_save(e, j);
-			pthread_cond_broadcast(&e->changed);
-			schedule(e);
-		}
-	} else {
-		snprintf(err, errlen, "ctl: unknown verb \"%s\" (expected: cancel)", word);
+	} else if (!known) {
+		snprintf(err, errlen, "ctl: unknown verb \"%s\" (expected: " CTL_VERBS ")", word);
 		rc = -EINVAL;
+	} else if (!takes_arg && arg[0]) {
+		snprintf(err, errlen, "ctl: \"%s\" takes no argument, got \"%s\"", word, arg);
+		rc = -EINVAL;
+	} else if (takes_arg && (arg_long || parse_priority(arg, &prio))) {
+		snprintf(err, errlen, "ctl: \"priority\": expected an integer from %d to %d, got \"%s\"",
+			 DLH_PRIORITY_MIN, DLH_PRIORITY_MAX, arg);
+		rc = -EINVAL;
+	} else if (!strcmp(word, "cancel")) {
+		rc = ctl_cancel(e, j, uid, err, errlen);
+	} else if (!strcmp(word, "suspend")) {
+		rc = ctl_suspend(e, j, uid, err, errlen);
+	} else if (!strcmp(word, "resume")) {
+		rc = ctl_resume(e, j, uid, err, errlen);
+	} else if (!strcmp(word, "checkpoint")) {
+		rc = ctl_checkpoint(e, j, uid, err, errlen);
+	} else {
+		rc = ctl_priority(e, j, uid, prio, err, errlen);
 	}
 	if (rc && j)
 		job_log(e, j, "%s", err);
@@ -952,6 +1390,7 @@ void dlh_engine_pool(struct dlh_engine *e, struct dlh_pool *pool, struct dlh_usa
 		for (size_t i = 0; i < e->njobs; i++) {
 			use->running += e->jobs[i]->status == DLH_RUNNING;
 			use->queued += e->jobs[i]->status == DLH_QUEUED;
+			use->suspended += e->jobs[i]->status == DLH_SUSPENDED;
 		}
 	}
 	pthread_mutex_unlock(&e->mu);
@@ -970,6 +1409,46 @@ size_t dlh_engine_running(struct dlh_engine *e, long *ids, int *ranks, size_t ma
 		}
 		n++;
 	}
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
+size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_t max)
+{
+	pthread_mutex_lock(&e->mu);
+	struct dlh_sched_wait *w;
+	size_t nw = plan_queue(e, dlh_now(), &w);
+	for (size_t k = 0; k < nw && k < max; k++) {
+		const struct dlh_job *j = find(e, w[k].id);
+		out[k] = (struct dlh_queue_entry){
+			.id = w[k].id, .priority = w[k].priority, .cpus = w[k].cpus,
+			.submitted = w[k].submitted, .est_start = w[k].start,
+			.time_limit = j ? (double)j->spec.time_limit : 0,
+		};
+		if (j)
+			snprintf(out[k].name, sizeof out[k].name, "%s", j->spec.name);
+	}
+	free(w);
+	pthread_mutex_unlock(&e->mu);
+	return nw;
+}
+
+void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len)
+{
+	pthread_mutex_lock(&e->mu);
+	if (e->cg.mode == DLH_CG_NONE)
+		snprintf(buf, len, "none: %s", e->cg.why);
+	else
+		snprintf(buf, len, "cgroup v%d", e->cg.mode == DLH_CG_V1 ? 1 : 2);
+	pthread_mutex_unlock(&e->mu);
+}
+
+int dlh_engine_holders(struct dlh_engine *e, long *out, int max)
+{
+	pthread_mutex_lock(&e->mu);
+	int n = e->pool.node.cpus;
+	for (int s = 0; s < n && s < max; s++)
+		out[s] = e->holder[s];
 	pthread_mutex_unlock(&e->mu);
 	return n;
 }

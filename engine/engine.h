@@ -14,6 +14,10 @@
 #define DLH_STATE_DEFAULT "/var/lib/dlh"
 #define DLH_KILL_GRACE 3.0     /* seconds from SIGTERM to SIGKILL on cancel */
 #define DLH_ERRORS_KEEP 200    /* rejection lines kept in state/errors */
+#define DLH_SUSPEND_GRACE 30.0 /* seconds from a suspend request to SIGTERM */
+#define DLH_MAX_QUEUED 1000    /* default most jobs queued at once */
+#define DLH_EXIT_SUSPENDED 75  /* a run's exit status for "stopped at a checkpoint,
+				  resumable" (dlh-train's on SIGUSR2; a user command may use it) */
 
 struct dlh_engine;
 
@@ -23,6 +27,20 @@ struct dlh_engine_opts {
 	const char *mpirun;     /* mpirun; NULL = found on PATH */
 	int cpus;               /* CPU slots; 0 = the online cores */
 	double kill_grace;      /* seconds; 0 = DLH_KILL_GRACE */
+	double suspend_grace;   /* seconds; 0 = DLH_SUSPEND_GRACE */
+	int max_queued;         /* most jobs queued at once; 0 = DLH_MAX_QUEUED */
+	int no_isolation;       /* 1: no cgroups (cpusets, memory limits) for runs */
+};
+
+/* One waiting job of the queue, in queue order (see dlh_engine_queue). */
+struct dlh_queue_entry {
+	long id;                /* the job */
+	int priority;           /* its priority */
+	int cpus;               /* CPU slots it needs */
+	double submitted;       /* epoch seconds */
+	double time_limit;      /* seconds, the estimate of its run; 0 = none */
+	double est_start;       /* estimated start, epoch seconds; INFINITY = unknown */
+	char name[DLH_NAME_MAX + 1]; /* [job] name, "" if none */
 };
 
 /* What the pool is doing right now. */
@@ -30,6 +48,7 @@ struct dlh_usage {
 	int slots_used;         /* CPU slots held by running jobs */
 	int running;            /* running jobs */
 	int queued;             /* queued jobs */
+	int suspended;          /* suspended jobs */
 };
 
 /* Checks o without starting anything: the tools exist and the state
@@ -48,8 +67,9 @@ void dlh_engine_close(struct dlh_engine *e);
 
 /* Validates spec text and creates a job (queued, or running at once when
  * the pool has room). Returns 0 with *id set, or -EINVAL/-EFBIG with err
- * holding the reasons (`spec:LINE: ...` lines); a rejection is also
- * appended to the errors log with time and uid. */
+ * holding the reasons (`spec:LINE: ...` lines), or -EAGAIN when max_queued
+ * jobs are queued already; a rejection is also appended to the errors log
+ * with time and uid. */
 int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 		      uid_t uid, long *id, char *err, size_t errlen);
 
@@ -57,11 +77,18 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
  * large to buffer): each line of err goes to the errors log. */
 void dlh_engine_reject(struct dlh_engine *e, uid_t uid, const char *err);
 
-/* Applies one ctl verb ("cancel") to job id. Returns 0, -ENOENT (no such
- * job), -EINVAL (unknown verb or bad argument), -EBUSY (the verb does not
- * apply in the job's state), -EPERM (not the owner); err says why and the
- * job's log gets the same line. */
-int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *verb,
+/* Applies one ctl line ("cancel", "suspend", "resume", "checkpoint",
+ * "priority N") to job id:
+ *   cancel      queued, suspended: cancelled now; running: SIGTERM, then cancelled
+ *   suspend     running: SIGUSR2 to the run (checkpoint, exit DLH_EXIT_SUSPENDED),
+ *               then suspended, its devices free; queued: suspended (held) now
+ *   resume      suspended: queued again; the run restarts from its newest checkpoint
+ *   checkpoint  running: SIGUSR1 to the run (a checkpoint at the next step)
+ *   priority N  any state but an ended one: N in DLH_PRIORITY_MIN..MAX
+ * Returns 0, -ENOENT (no such job), -EINVAL (unknown verb or bad argument),
+ * -EBUSY (the verb does not apply in the job's state; nothing changes),
+ * -EPERM (not the owner); err says why and the job's log gets the same line. */
+int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *line,
 		   char *err, size_t errlen);
 
 /* Copies job id into *out. Returns 0, or -ENOENT. */
@@ -85,6 +112,17 @@ void dlh_engine_pool(struct dlh_engine *e, struct dlh_pool *pool, struct dlh_usa
 /* Ids of the running jobs (up to max) and their ranks, for pool views.
  * Returns how many are running. */
 size_t dlh_engine_running(struct dlh_engine *e, long *ids, int *ranks, size_t max);
+
+/* The waiting jobs in queue order (priority, then submission) with the
+ * scheduler's estimated starts: up to max into out. Returns how many wait. */
+size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_t max);
+
+/* The holder of each CPU slot of the node: up to max job ids into out, 0
+ * for a free slot. Returns the number of slots. */
+int dlh_engine_holders(struct dlh_engine *e, long *out, int max);
+
+/* How runs are isolated: "cgroup v1", "cgroup v2" or "none: WHY". */
+void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len);
 
 /* Blocks until job id is in a terminal state or timeout seconds pass.
  * Returns 0 when terminal, -ETIMEDOUT, or -ENOENT. For tests and tools. */

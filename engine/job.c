@@ -36,10 +36,11 @@ int dlh_job_save(const struct dlh_job *j, const char *dir)
 	struct dlh_buf b = {0};
 	dlh_buf_printf(&b,
 		"id=%ld\nuid=%u\nstatus=%s\nreason=%s\nsubmitted=%.3f\nstarted=%.3f\n"
-		"finished=%.3f\npid=%ld\npid_start=%llu\nranks=%d\nrestarts=%d\nexit=%d\n",
+		"finished=%.3f\npid=%ld\npid_start=%llu\nranks=%d\nrestarts=%d\nexit=%d\n"
+		"priority=%d\nsuspends=%d\n",
 		j->id, (unsigned)j->uid, dlh_status_name(j->status), j->reason,
 		j->submitted, j->started, j->finished, (long)j->pid, j->pid_start,
-		j->ranks, j->restarts, j->exit_code);
+		j->ranks, j->restarts, j->exit_code, j->priority, j->suspends);
 	if (!b.data)
 		return -ENOMEM;
 	snprintf(path, sizeof path, "%s/job", dir);
@@ -89,6 +90,9 @@ int dlh_job_load(struct dlh_job *j, const char *dir)
 	j->ranks = (int)kv_long(text, "ranks");
 	j->restarts = (int)kv_long(text, "restarts");
 	j->exit_code = (int)kv_long(text, "exit");
+	j->priority = (int)kv_long(text, "priority");
+	int has_priority = !dlh_kv_get(text, "priority", v, sizeof v);
+	j->suspends = (int)kv_long(text, "suspends");
 	free(text);
 	if ((int)j->status < 0 || j->id <= 0)
 		return -EINVAL;
@@ -100,5 +104,7 @@ int dlh_job_load(struct dlh_job *j, const char *dir)
 	char err[DLH_ERR_MAX];
 	rc = dlh_spec_parse_flags(spec, speclen, &j->spec, err, sizeof err, DLH_SPEC_STORED);
 	free(spec);
+	if (!rc && !has_priority) /* a record from before priorities */
+		j->priority = j->spec.priority;
 	return rc ? -EINVAL : 0;
 }

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sys/types.h>
 
+#include "engine/cgroup.h"
 #include "schema/spec.h"
 
 #define DLH_REASON_MAX 512
@@ -16,7 +17,7 @@ enum dlh_status {
 	DLH_SUCCEEDED,    /* the run ended with a result */
 	DLH_FAILED,       /* the run ended without one; reason says why */
 	DLH_CANCELLED,    /* stopped by a cancel verb */
-	DLH_SUSPENDED,    /* stopped at a checkpoint, can resume */
+	DLH_SUSPENDED,    /* stopped at a checkpoint; ctl `resume` requeues it */
 };
 
 /* The persistent part of a job (the file `job` in its directory) plus the
@@ -34,11 +35,24 @@ struct dlh_job {
 	int ranks;                   /* ranks of the current plan, 0 before planning */
 	int restarts;                /* relaunches done under restart = on-failure */
 	int exit_code;               /* last exit: >= 0 status, < 0 minus the signal */
+	int priority;                /* higher starts first; [job] priority or ctl `priority N` */
+	int suspends;                /* times the job was suspended (by ctl or preemption) */
 	struct dlh_spec spec;        /* the validated spec */
 
 	/* daemon-only, not stored */
 	int cancelling;              /* a cancel was sent; ends as cancelled */
+	int suspending;              /* a suspend was sent (SIGUSR2); ends as suspended */
+	long preempted_by;           /* the suspend was a preemption for that job: ends
+					queued, to resume on its own; 0 = not */
+	double term_at;              /* when to SIGTERM a run that ignores a suspend, 0 = not due */
 	double kill_at;              /* when to SIGKILL the session, 0 = not due */
+	double run_started;          /* when the current run was launched (epoch s), 0 = none */
+	double limit_at;             /* CLOCK_MONOTONIC end of [job] time_limit, 0 = none */
+	int timed_out;               /* the run was stopped at its time limit; ends as failed */
+	double est_start;            /* queued: the scheduler's estimated start (epoch s,
+					INFINITY = unknown) */
+	char wait[256];              /* queued: why it waits, from the scheduler */
+	struct dlh_cgroup cg;        /* the current run's cgroups; empty paths = none */
 	pthread_t waiter;            /* thread blocked in waitpid on pid */
 	int has_waiter;              /* waiter must be joined */
 };
@@ -46,7 +60,7 @@ struct dlh_job {
 /* The lowercase word for a status ("running"). */
 const char *dlh_status_name(enum dlh_status s);
 
-/* 1 for succeeded, failed and cancelled. */
+/* 1 for succeeded, failed and cancelled (suspended is not: it can resume). */
 int dlh_status_terminal(enum dlh_status s);
 
 /* Writes the record to DIR/job atomically. Returns 0, or -errno. */

@@ -41,6 +41,28 @@ static char **build_env(char *const extra[])
 
 int dlh_launch(char *const argv[], char *const extra[], const char *log_path, pid_t *pid)
 {
+	return dlh_launch_in(argv, extra, log_path, NULL, pid);
+}
+
+/* Writes the calling process's pid in decimal to fd, async-signal-safely.
+ * Returns 0, or errno. */
+static int write_own_pid(int fd)
+{
+	char rev[24], text[24];
+	long v = (long)getpid();
+	int n = 0, m = 0;
+	do {
+		rev[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v && n < (int)sizeof rev);
+	while (n)
+		text[m++] = rev[--n];
+	return write(fd, text, (size_t)m) == (ssize_t)m ? 0 : errno ? errno : EIO;
+}
+
+int dlh_launch_in(char *const argv[], char *const extra[], const char *log_path,
+		  const int *join, pid_t *pid)
+{
 	int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (logfd < 0)
 		return -errno;
@@ -64,7 +86,11 @@ int dlh_launch(char *const argv[], char *const extra[], const char *log_path, pi
 		sigaction(SIGPIPE, &dfl, NULL);        /* libfuse ignores it */
 		setsid();
 		int err = 0;
-		if (dup2(nullfd, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
+		for (int i = 0; join && join[i] >= 0 && !err; i++)
+			err = write_own_pid(join[i]);
+		if (err)
+			;
+		else if (dup2(nullfd, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
 			err = errno;
 		else {
 			execve(argv[0], argv, env);

@@ -12,4 +12,10 @@
  * or -errno (also when execve itself failed; the child is then reaped). */
 int dlh_launch(char *const argv[], char *const extra[], const char *log_path, pid_t *pid);
 
+/* dlh_launch, and before exec the child writes its pid to each descriptor
+ * of join (cgroup.procs files, -1-terminated; NULL = none), so it and all it
+ * starts run in those cgroups. A failed write fails the launch (-errno). */
+int dlh_launch_in(char *const argv[], char *const extra[], const char *log_path,
+		  const int *join, pid_t *pid);
+
 #endif

@@ -116,6 +116,11 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 		snprintf(err, errlen, "spec: [resources] device: \"gpu\" asked for, the pool has no GPU\n");
 		return -EINVAL;
 	}
+	if (spec->memory > 0 && pool->node.mem_bytes > 0 && spec->memory > pool->node.mem_bytes) {
+		snprintf(err, errlen, "spec: [resources] memory: %lld MiB asked for, the node has %lld MiB\n",
+			 spec->memory >> 20, pool->node.mem_bytes >> 20);
+		return -EINVAL;
+	}
 	int ranks = dlh_plan_slots(spec, pool);
 	if (ranks > pool->node.cpus) {
 		snprintf(err, errlen, "spec: [resources] ranks: %d ranks need %d cpu slots, the pool has %d\n",
@@ -205,7 +210,8 @@ int dlh_plan_format(const struct dlh_plan *p, struct dlh_buf *out)
 		global += p->batch[r];
 	rc |= dlh_buf_printf(out, "ranks %d\nglobal_batch %d\nlr %.6g\n", p->ranks, global, p->lr);
 	for (int r = 0; r < p->ranks; r++)
-		rc |= dlh_buf_printf(out, "rank %d host %s device cpu batch %d\n", r, p->host, p->batch[r]);
+		rc |= dlh_buf_printf(out, "rank %d host %s device cpu%d batch %d\n", r, p->host,
+				     p->slot[r], p->batch[r]);
 	rc |= dlh_buf_printf(out, "env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1\nargv");
 	for (int i = 0; i < p->argc; i++)
 		rc |= dlh_buf_printf(out, " %s", p->argv[i]);

@@ -21,6 +21,8 @@ struct dlh_options {
 	char *trainer;     /* -o trainer=PATH */
 	char *mpirun;      /* -o mpirun=PATH */
 	int cpus;          /* -o cpus=N */
+	int max_queued;    /* -o max_queued=N */
+	char *isolation;   /* -o isolation=auto|off */
 	int show_help;     /* --help */
 	int show_version;  /* --version */
 };
@@ -31,6 +33,8 @@ static const struct fuse_opt option_spec[] = {
 	OPTION("trainer=%s", trainer),
 	OPTION("mpirun=%s", mpirun),
 	OPTION("cpus=%d", cpus),
+	OPTION("max_queued=%d", max_queued),
+	OPTION("isolation=%s", isolation),
 	OPTION("-h", show_help),
 	OPTION("--help", show_help),
 	OPTION("-V", show_version),
@@ -89,6 +93,9 @@ static void usage(const char *prog)
 	       "dlhfs options:\n"
 	       "    -o state=DIR       where jobs, logs and checkpoints live (default %s)\n"
 	       "    -o cpus=N          CPU slots of the local node (default: online cores)\n"
+	       "    -o max_queued=N    most jobs queued at once; more are refused (default %d)\n"
+	       "    -o isolation=off   no cgroups for runs (default auto: cpusets and memory\n"
+	       "                       limits where cgroup v1 or v2 is usable)\n"
 	       "    -o trainer=PATH    the dlh-train program (default: beside dlhfs)\n"
 	       "    -o mpirun=PATH     the mpirun program (default: from PATH)\n"
 	       "    -h, --help         this text, then libfuse's options\n"
@@ -96,7 +103,7 @@ static void usage(const char *prog)
 	       "\n"
 	       "Unmount with: fusermount3 -u MOUNTPOINT (running jobs are stopped and\n"
 	       "resume from their newest checkpoint at the next mount).\n"
-	       "\n", prog, DLH_STATE_DEFAULT);
+	       "\n", prog, DLH_STATE_DEFAULT, DLH_MAX_QUEUED);
 }
 
 int main(int argc, char *argv[])
@@ -156,7 +163,13 @@ int main(int argc, char *argv[])
 		.trainer = o.trainer,
 		.mpirun = o.mpirun,
 		.cpus = o.cpus,
+		.max_queued = o.max_queued,
+		.no_isolation = o.isolation && !strcmp(o.isolation, "off"),
 	};
+	if (o.isolation && strcmp(o.isolation, "off") && strcmp(o.isolation, "auto")) {
+		fprintf(stderr, "dlhfs: -o isolation: expected \"auto\" or \"off\", got \"%s\"\n", o.isolation);
+		goto out_args;
+	}
 	/* say what is wrong before detaching, while stderr still reaches the user */
 	if ((rc = dlh_engine_check(&eo, err, sizeof err))) {
 		fprintf(stderr, "dlhfs: %s\n", err);
@@ -193,6 +206,7 @@ out_args:
 	free(o.state);
 	free(o.trainer);
 	free(o.mpirun);
+	free(o.isolation);
 	fuse_opt_free_args(&args);
 	return rc;
 }

@@ -2,6 +2,7 @@
 #include "fs/render.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,20 +11,30 @@
 
 const char fs_ctl_help[] =
 	"# write one verb per line:\n"
-	"cancel\n";
+	"cancel\n"
+	"suspend\n"
+	"resume\n"
+	"checkpoint\n"
+	"priority N\n";
 
 static const char readme_text[] =
 	"dlhfs: a deep-learning harness driven with files\n"
 	"\n"
 	"README                   this text\n"
-	"pool/summary             cpu and gpu slots: total, used, free\n"
+	"pool/summary             cpu and gpu slots: total, held, free; job counts\n"
 	"pool/nodes/<host>/       cpus, cpus_used, memory, cpu_model, jobs, gpus/\n"
+	"pool/nodes/<host>/devices  one line per device: cpu<i> and its holder job\n"
+	"pool/nodes/<host>/cpu/<i>/job  the job holding CPU slot i, or -\n"
+	"pool/nodes/<host>/isolation  cgroup v1, cgroup v2, or none: why\n"
+	"queue                    waiting jobs in start order: id, priority, cpus,\n"
+	"                         time limit, estimated start\n"
 	"jobs/new                 write a spec (INI) here; close() creates the job\n"
 	"                         or fails with EINVAL/EFBIG; read it on the same\n"
 	"                         descriptor (O_RDWR) for the new id or the error\n"
 	"jobs/errors              recent rejections: time, uid, spec:LINE: message\n"
 	"jobs/<id>/spec           the spec with every default filled in\n"
-	"jobs/<id>/status         queued planning running succeeded failed cancelled\n"
+	"jobs/<id>/status         queued planning running suspended succeeded failed\n"
+	"                         cancelled\n"
 	"jobs/<id>/progress       one line: epoch, step, %, samples/s, ETA\n"
 	"jobs/<id>/metrics        latest values, key=value\n"
 	"jobs/<id>/metrics.csv    one row per step and per evaluation; grows\n"
@@ -31,7 +42,8 @@ static const char readme_text[] =
 	"jobs/<id>/log            harness events and rank output; grows\n"
 	"jobs/<id>/checkpoints/   checkpoint files; `latest` names the newest\n"
 	"jobs/<id>/result         once ended: accuracy, loss, wall time, model\n"
-	"jobs/<id>/ctl            write a verb: cancel\n"
+	"jobs/<id>/ctl            write a verb: cancel suspend resume checkpoint\n"
+	"                         priority N\n"
 	"jobs/<name>              symlink to the newest job with that [job] name\n";
 
 static int render_summary(struct dlh_engine *e, struct dlh_buf *out)
@@ -40,10 +52,57 @@ static int render_summary(struct dlh_engine *e, struct dlh_buf *out)
 	struct dlh_usage use;
 	dlh_engine_pool(e, &pool, &use);
 	int total = pool.node.cpus;
-	int rc = dlh_buf_printf(out, "cpu total %d used %d free %d\n", total, use.slots_used,
+	int rc = dlh_buf_printf(out, "cpu total %d held %d free %d\n", total, use.slots_used,
 				total - use.slots_used);
-	rc |= dlh_buf_printf(out, "gpu total %d used 0 free %d\n", pool.node.gpus, pool.node.gpus);
-	rc |= dlh_buf_printf(out, "jobs running %d queued %d\n", use.running, use.queued);
+	rc |= dlh_buf_printf(out, "gpu total %d held 0 free %d\n", pool.node.gpus, pool.node.gpus);
+	rc |= dlh_buf_printf(out, "jobs running %d queued %d suspended %d\n", use.running,
+			     use.queued, use.suspended);
+	return rc ? -ENOMEM : 0;
+}
+
+/* devices (every slot and its holder, "-" when free) or cpu/<i>/job (one). */
+static int render_holders(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out)
+{
+	int slots = dlh_engine_holders(e, NULL, 0), rc = 0;
+	long *h = calloc((size_t)slots + 1, sizeof *h);
+	if (!h)
+		return -ENOMEM;
+	slots = dlh_engine_holders(e, h, slots);
+	for (int s = 0; s < slots; s++) {
+		char who[32] = "-";
+		if (h[s])
+			snprintf(who, sizeof who, "%ld", h[s]);
+		if (n->kind == FS_NODE_CPU_JOB && s == n->id)
+			rc |= dlh_buf_printf(out, "%s\n", who);
+		else if (n->kind == FS_NODE_DEVICES)
+			rc |= dlh_buf_printf(out, "cpu%d %s\n", s, who);
+	}
+	free(h);
+	return rc ? -ENOMEM : 0;
+}
+
+/* The waiting jobs in queue order, one line each:
+ * `ID priority P cpus N limit H:MM:SS|none start ISO|unknown [name NAME]` */
+static int render_queue(struct dlh_engine *e, struct dlh_buf *out)
+{
+	size_t n = dlh_engine_queue(e, NULL, 0), rc = 0;
+	struct dlh_queue_entry *q = calloc(n + 1, sizeof *q);
+	if (!q)
+		return -ENOMEM;
+	size_t got = dlh_engine_queue(e, q, n);
+	if (got < n)
+		n = got;
+	for (size_t i = 0; i < n; i++) {
+		char lim[32] = "none", when[40] = "unknown";
+		if (q[i].time_limit > 0)
+			dlh_duration(q[i].time_limit, lim, sizeof lim);
+		if (!isinf(q[i].est_start))
+			dlh_time_iso(ceil(q[i].est_start), when, sizeof when);
+		rc |= (size_t)dlh_buf_printf(out, "%ld priority %d cpus %d limit %s start %s%s%s\n",
+					     q[i].id, q[i].priority, q[i].cpus, lim, when,
+					     q[i].name[0] ? " name " : "", q[i].name);
+	}
+	free(q);
 	return rc ? -ENOMEM : 0;
 }
 
@@ -61,6 +120,14 @@ static int render_node(struct dlh_engine *e, const struct fs_node *n, struct dlh
 		return dlh_buf_printf(out, "%lld\n", pool.node.mem_bytes);
 	case FS_NODE_MODEL:
 		return dlh_buf_printf(out, "%s\n", pool.node.cpu_model[0] ? pool.node.cpu_model : "unknown");
+	case FS_NODE_DEVICES:
+	case FS_NODE_CPU_JOB:
+		return render_holders(e, n, out);
+	case FS_NODE_ISOLATION: {
+		char text[512];
+		dlh_engine_isolation(e, text, sizeof text);
+		return dlh_buf_printf(out, "%s\n", text);
+	}
 	case FS_NODE_JOBS: {
 		long ids[256];
 		int ranks[256];
@@ -88,7 +155,8 @@ static int render_progress(struct dlh_engine *e, const struct dlh_job *j, struct
 
 	switch (j->status) {
 	case DLH_QUEUED:
-		return dlh_buf_printf(out, "queued: %s\n", j->reason[0] ? j->reason : "waiting to be planned");
+		return dlh_buf_printf(out, "queued: %s%s%s%s\n", j->wait[0] ? j->wait : "waiting to be planned",
+				      j->reason[0] ? " (" : "", j->reason, j->reason[0] ? ")" : "");
 	case DLH_PLANNING:
 		return dlh_buf_printf(out, "planning\n");
 	default:
@@ -175,8 +243,10 @@ int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out
 	case FS_POOL_SUMMARY:
 		return render_summary(e, out);
 	case FS_NODE_CPUS: case FS_NODE_USED: case FS_NODE_MEMORY: case FS_NODE_MODEL:
-	case FS_NODE_JOBS:
+	case FS_NODE_JOBS: case FS_NODE_DEVICES: case FS_NODE_CPU_JOB: case FS_NODE_ISOLATION:
 		return render_node(e, n, out);
+	case FS_QUEUE:
+		return render_queue(e, out);
 	default:
 		break;
 	}

@@ -15,7 +15,8 @@ struct fs_entry {
 };
 
 static const struct fs_entry root_entries[] = {
-	{ "README", FS_README }, { "pool", FS_POOL }, { "jobs", FS_JOBS }, { NULL, 0 },
+	{ "README", FS_README }, { "pool", FS_POOL }, { "jobs", FS_JOBS }, { "queue", FS_QUEUE },
+	{ NULL, 0 },
 };
 static const struct fs_entry pool_entries[] = {
 	{ "summary", FS_POOL_SUMMARY }, { "nodes", FS_POOL_NODES }, { NULL, 0 },
@@ -23,7 +24,11 @@ static const struct fs_entry pool_entries[] = {
 static const struct fs_entry node_entries[] = {
 	{ "cpus", FS_NODE_CPUS }, { "cpus_used", FS_NODE_USED }, { "memory", FS_NODE_MEMORY },
 	{ "cpu_model", FS_NODE_MODEL }, { "jobs", FS_NODE_JOBS }, { "gpus", FS_NODE_GPUS },
+	{ "devices", FS_NODE_DEVICES }, { "cpu", FS_NODE_CPU_DIR }, { "isolation", FS_NODE_ISOLATION },
 	{ NULL, 0 },
+};
+static const struct fs_entry cpu_entries[] = {
+	{ "job", FS_NODE_CPU_JOB }, { NULL, 0 },
 };
 static const struct fs_entry jobs_entries[] = {
 	{ "new", FS_JOBS_NEW }, { "errors", FS_JOBS_ERRORS }, { NULL, 0 },
@@ -45,7 +50,7 @@ enum fs_source fs_source_of(enum fs_kind k)
 {
 	switch (k) {
 	case FS_ROOT: case FS_POOL: case FS_POOL_NODES: case FS_NODE: case FS_NODE_GPUS:
-	case FS_JOBS: case FS_JOB: case FS_JOB_CKPTS:
+	case FS_NODE_CPU_DIR: case FS_NODE_CPU: case FS_JOBS: case FS_JOB: case FS_JOB_CKPTS:
 		return FS_DIR;
 	case FS_JOB_SPEC: case FS_JOB_CSV: case FS_JOB_PLAN: case FS_JOB_LOG:
 	case FS_JOB_CKPT: case FS_JOBS_ERRORS:
@@ -67,6 +72,7 @@ static const struct fs_entry *entries_of(enum fs_kind k)
 	case FS_ROOT: return root_entries;
 	case FS_POOL: return pool_entries;
 	case FS_NODE: return node_entries;
+	case FS_NODE_CPU: return cpu_entries;
 	case FS_JOBS: return jobs_entries;
 	case FS_JOB: return job_entries;
 	default: return NULL;
@@ -104,6 +110,15 @@ static int step(struct dlh_engine *e, struct fs_node *n, const char *name)
 		n->kind = FS_NODE;
 		snprintf(n->name, sizeof n->name, "%s", name);
 		return 0;
+	case FS_NODE_CPU_DIR: {
+		/* slot numbers: "0", or digits without a leading zero */
+		long slot = !strcmp(name, "0") ? 0 : parse_id(name);
+		if (slot < 0 || slot >= dlh_engine_holders(e, NULL, 0))
+			return -ENOENT;
+		n->kind = FS_NODE_CPU;
+		n->id = slot;
+		return 0;
+	}
 	case FS_JOBS: {
 		long id = parse_id(name);
 		if (id > 0) {
@@ -211,6 +226,14 @@ int fs_list(struct dlh_engine *e, const struct fs_node *n,
 		struct dlh_pool pool;
 		dlh_engine_pool(e, &pool, NULL);
 		fill(ctx, pool.node.host);
+	} else if (n->kind == FS_NODE_CPU_DIR) {
+		char name[32];
+		int slots = dlh_engine_holders(e, NULL, 0);
+		for (int s = 0; s < slots; s++) {
+			snprintf(name, sizeof name, "%d", s);
+			if (fill(ctx, name))
+				break;
+		}
 	} else if (n->kind == FS_JOBS) {
 		size_t count = dlh_engine_jobs(e, NULL, 0);
 		long *ids = malloc((count + 1) * sizeof *ids);

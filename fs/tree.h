@@ -19,6 +19,12 @@ enum fs_kind {
 	FS_NODE_MODEL,    /* .../cpu_model */
 	FS_NODE_JOBS,     /* .../jobs */
 	FS_NODE_GPUS,     /* .../gpus (a directory) */
+	FS_NODE_DEVICES,  /* .../devices: one line per device and its holder */
+	FS_NODE_ISOLATION,/* .../isolation: how runs are isolated (cgroup v1/v2, none) */
+	FS_NODE_CPU_DIR,  /* .../cpu (a directory of slots) */
+	FS_NODE_CPU,      /* .../cpu/<i> (a directory; id = the slot) */
+	FS_NODE_CPU_JOB,  /* .../cpu/<i>/job: the holder's id, or "-" */
+	FS_QUEUE,         /* /queue: the waiting jobs in order, with estimated starts */
 	FS_JOBS,          /* /jobs */
 	FS_JOBS_NEW,      /* /jobs/new */
 	FS_JOBS_ERRORS,   /* /jobs/errors */
@@ -49,7 +55,7 @@ enum fs_source {
 
 struct fs_node {
 	enum fs_kind kind;     /* what it is */
-	long id;               /* the job, for FS_JOB* kinds */
+	long id;               /* the job, for FS_JOB* kinds; the slot for FS_NODE_CPU* */
 	char name[256];        /* a checkpoint file or a host name */
 };
 

@@ -101,6 +101,24 @@ static void value_text(const struct dlh_key *k, const struct dlh_spec *s, char *
 		}
 		break;
 	}
+	case DLH_KIND_DURATION:
+		memcpy(&l, field, sizeof l);
+		if (l == 0)
+			snprintf(v, n, "0");
+		else
+			snprintf(v, n, "%ld:%02ld:%02ld", l / 3600, l / 60 % 60, l % 60);
+		break;
+	case DLH_KIND_SIZE: {
+		long long b;
+		int u = 0;
+		memcpy(&b, field, sizeof b);
+		while (b && b % 1024 == 0 && u < 4) {
+			b /= 1024;
+			u++;
+		}
+		snprintf(v, n, "%lld%s", b, u ? (const char *[]){ "", "K", "M", "G", "T" }[u] : "");
+		break;
+	}
 	case DLH_KIND_CONV: {
 		size_t o = 0;
 		for (int j = 0; j < s->nconv && j < DLH_CONV_MAX && o < n; j++) {

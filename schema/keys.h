@@ -34,6 +34,8 @@ enum dlh_kind {
 	DLH_KIND_LAYERS,   /* comma-separated ints within lo..hi; count at count_off */
 	DLH_KIND_CONV,     /* "FILTERS:KERNEL, ..." into the conv_* fields */
 	DLH_KIND_RANKS,    /* int within lo..hi, or "auto" stored as 0 */
+	DLH_KIND_DURATION, /* long seconds: "0" (none), "90s", "15m", "2h", "1d", "M:SS", "H:MM:SS" */
+	DLH_KIND_SIZE,     /* long long bytes: "0" (none), or an integer with K, M, G or T (x1024) */
 };
 
 /* One key of the language: where it lives, how it parses, its default. */

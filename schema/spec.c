@@ -15,6 +15,7 @@ _Static_assert(sizeof(enum dlh_device) == sizeof(int), "enum dlh_device is int-s
 
 static const char *const restart_words[] = { "never", "on-failure", NULL };
 static const char *const device_words[] = { "cpu", "gpu", NULL };
+static const char *const bool_words[] = { "false", "true", NULL };
 static const char *const format_words[] = { "idx", "csv", NULL };
 static const char *const format_later[] = { "npy", "npz", "png", "jpeg", "tfrecord", "parquet", NULL };
 static const char *const model_words[] = { "mlp", "cnn", NULL };
@@ -31,6 +32,9 @@ const struct dlh_key dlh_spec_keys[] = {
 	{ "job", "command", DLH_KIND_COMMAND, FIELD(command), .hi = DLH_COMMAND_MAX, .def = "" },
 	{ "job", "restart", DLH_KIND_ENUM, FIELD(restart), .words = restart_words, .def = "never" },
 	{ "job", "max_restarts", DLH_KIND_INT, FIELD(max_restarts), .lo = 0, .hi = 100, .def = "3" },
+	{ "job", "priority", DLH_KIND_INT, FIELD(priority), .lo = DLH_PRIORITY_MIN, .hi = DLH_PRIORITY_MAX, .def = "0" },
+	{ "job", "preemptible", DLH_KIND_ENUM, FIELD(preemptible), .words = bool_words, .def = "true" },
+	{ "job", "time_limit", DLH_KIND_DURATION, FIELD(time_limit), .lo = 0, .hi = DLH_TIME_LIMIT_MAX, .def = "0" },
 
 	{ "data", "train", DLH_KIND_PATH, FIELD(train), .hi = DLH_PATH_MAX, .def = DATA_DIR "train-images-idx3-ubyte.gz" },
 	{ "data", "train_labels", DLH_KIND_PATH, FIELD(train_labels), .hi = DLH_PATH_MAX, .def = DATA_DIR "train-labels-idx1-ubyte.gz" },
@@ -67,6 +71,7 @@ const struct dlh_key dlh_spec_keys[] = {
 
 	{ "resources", "ranks", DLH_KIND_RANKS, FIELD(ranks), .lo = 1, .hi = 1024, .def = "auto" },
 	{ "resources", "device", DLH_KIND_ENUM, FIELD(device), .words = device_words, .def = "cpu" },
+	{ "resources", "memory", DLH_KIND_SIZE, FIELD(memory), .lo = DLH_MEMORY_MIN, .hi = DLH_MEMORY_MAX, .def = "0" },
 };
 
 const int dlh_spec_nkeys = (int)(sizeof dlh_spec_keys / sizeof dlh_spec_keys[0]);

@@ -12,6 +12,11 @@
 #define DLH_LAYERS_MAX 16          /* most hidden layers in an MLP or a CNN's dense part */
 #define DLH_CONV_MAX 8             /* most convolution layers in a CNN */
 #define DLH_ERR_MAX 4096           /* room for a parse error report */
+#define DLH_PRIORITY_MIN (-1000)   /* lowest [job] priority */
+#define DLH_PRIORITY_MAX 1000      /* highest [job] priority */
+#define DLH_TIME_LIMIT_MAX (366L * 24 * 3600)   /* longest [job] time_limit, seconds */
+#define DLH_MEMORY_MIN (1LL << 20)              /* smallest [resources] memory but 0 */
+#define DLH_MEMORY_MAX (1LL << 50)              /* largest [resources] memory */
 
 enum dlh_restart {
 	DLH_RESTART_NEVER = 0,      /* a failed run stays failed */
@@ -31,6 +36,10 @@ struct dlh_spec {
 	char command[DLH_COMMAND_MAX + 1];  /* "" = built-in trainer; else argv, split on blanks */
 	enum dlh_restart restart;           /* never | on-failure */
 	int max_restarts;                   /* 0..100, used with on-failure */
+	int priority;                       /* DLH_PRIORITY_MIN..MAX; higher starts first */
+	int preemptible;                    /* 1: a waiting job of higher priority may suspend it */
+	long time_limit;                    /* seconds one run may take (and the scheduler's
+					       estimate); 0 = none */
 
 	/* [data] */
 	char train[DLH_PATH_MAX + 1];        /* absolute path, readable */
@@ -73,6 +82,7 @@ struct dlh_spec {
 	/* [resources] */
 	int ranks;                           /* 1..1024; 0 = auto (decided by the planner) */
 	enum dlh_device device;              /* cpu | gpu */
+	long long memory;                    /* bytes all ranks together may use; 0 = no limit */
 };
 
 /* Fills s with the defaults of every key. */

@@ -343,6 +343,75 @@ static int set_conv(const struct dlh_key *k, const char *v, struct dlh_spec *s, 
 	return 0;
 }
 
+/* A duration into a long of seconds: "0" (none), an integer with a unit
+ * (s, m, h, d), "M:SS" or "H:MM:SS" (minutes and seconds below 60); at
+ * most k->hi seconds. */
+static int set_duration(const struct dlh_key *k, const char *v, long *field, char *msg, size_t n)
+{
+	long long t = 0, part[3];
+	int parts = 0, ok = 1;
+	const char *p = v;
+	if (!strcmp(v, "0")) {
+		*field = 0;
+		return 0;
+	}
+	if (strchr(v, ':')) {
+		while (ok && parts < 3) {
+			size_t len = strcspn(p, ":");
+			if (!len || len > 9 || strspn(p, "0123456789") != len)
+				ok = 0;
+			else
+				part[parts++] = strtoll(p, NULL, 10);
+			if (p[len] != ':')
+				break;
+			p += len + 1;
+		}
+		if (!ok || parts < 2 || p[strcspn(p, ":")] == ':' ||
+		    part[parts - 1] >= 60 || (parts == 3 && part[1] >= 60))
+			ok = 0;
+		for (int i = 0; ok && i < parts; i++)
+			t = t * 60 + part[i];
+	} else {
+		size_t len = strspn(v, "0123456789");
+		static const char units[] = "smhd";
+		static const long long mult[] = { 1, 60, 3600, 86400 };
+		const char *u = len ? strchr(units, v[len]) : NULL;
+		if (!len || len > 9 || !u || !v[len] || v[len + 1])
+			ok = 0;
+		else
+			t = strtoll(v, NULL, 10) * mult[u - units];
+	}
+	if (!ok)
+		return fail(msg, n, v, "expected a duration such as \"90s\", \"15m\", \"2h\", \"1d\" "
+			    "or \"1:30:00\" (0 = none)");
+	if (t == 0 || t > k->hi)
+		return fail(msg, n, v, "expected a duration from 1s to %lldd (or 0 = none)", k->hi / 86400);
+	*field = (long)t;
+	return 0;
+}
+
+/* A size into a long long of bytes: "0" (none), or an integer followed by
+ * K, M, G or T (powers of 1024), from k->lo to k->hi. */
+static int set_size(const struct dlh_key *k, const char *v, long long *field, char *msg, size_t n)
+{
+	if (!strcmp(v, "0")) {
+		*field = 0;
+		return 0;
+	}
+	size_t len = strspn(v, "0123456789");
+	static const char units[] = "KMGT";
+	const char *u = len ? strchr(units, v[len]) : NULL;
+	if (!len || len > 12 || !u || !v[len] || v[len + 1])
+		return fail(msg, n, v, "expected a size such as \"512M\" or \"2G\" (K, M, G, T; 0 = no limit)");
+	long long x = strtoll(v, NULL, 10);
+	for (const char *w = units; w <= u; w++)
+		x = x > k->hi ? x : x * 1024;
+	if (x < k->lo || x > k->hi)
+		return fail(msg, n, v, "expected a size from 1M to %lldT (or 0 = no limit)", k->hi >> 40);
+	*field = x;
+	return 0;
+}
+
 /* See keys.h: dispatches on the key's kind. Returns 0, or -1 with msg. */
 int dlh_spec_set(const struct dlh_key *k, const char *v, struct dlh_spec *s,
 		 char *msg, size_t n)
@@ -392,6 +461,10 @@ int dlh_spec_set(const struct dlh_key *k, const char *v, struct dlh_spec *s,
 		return set_layers(k, v, s, msg, n);
 	case DLH_KIND_CONV:
 		return set_conv(k, v, s, msg, n);
+	case DLH_KIND_DURATION:
+		return set_duration(k, v, (long *)(void *)field, msg, n);
+	case DLH_KIND_SIZE:
+		return set_size(k, v, (long long *)(void *)field, msg, n);
 	}
 	snprintf(msg, n, "internal error: unknown kind %d", (int)k->kind);
 	return -1;

@@ -22,13 +22,15 @@ wait_for() {
 	done
 }
 
-# dlh_mount [STATE]: mounts dlhfs in the foreground on a fresh temp dir.
-# Sets MNT, STATE, DLH_PID. The trap unmounts whatever happens.
+# dlh_mount [STATE]: mounts dlhfs in the foreground on a fresh temp dir, with
+# the options in DLH_OPTS (e.g. "-o cpus=2"). Sets MNT, STATE, DLH_PID. The
+# trap unmounts whatever happens.
 dlh_mount() {
 	MNT=$(mktemp -d /tmp/dlh-mnt.XXXXXX)
 	STATE=${1:-$(mktemp -d /tmp/dlh-state.XXXXXX)}
 	DLH_STDERR=$(mktemp /tmp/dlh-stderr.XXXXXX)
-	"$DLH_BIN/dlhfs" -f -o "state=$STATE" "$MNT" 2>"$DLH_STDERR" &
+	# shellcheck disable=SC2086
+	"$DLH_BIN/dlhfs" -f -o "state=$STATE" ${DLH_OPTS:-} "$MNT" 2>"$DLH_STDERR" &
 	DLH_PID=$!
 	trap dlh_cleanup EXIT
 	wait_for 10 mountpoint -q "$MNT" || die "dlhfs did not mount on $MNT: $(cat "$DLH_STDERR")"

@@ -12,6 +12,7 @@
 
 #include "engine/train/ckpt.h"
 #include "engine/train/csv.h"
+#include "engine/train/ctl.h"
 #include "engine/train/files.h"
 #include "engine/train/idx.h"
 #include "engine/train/lrfind.h"
@@ -67,6 +68,7 @@ struct run {
 	int mfd;                          /* metrics.csv (rank 0), else -1 */
 	double t_origin;                  /* monotonic time of the run's first start */
 	struct dlt_ckpt_meta st;          /* progress, as a checkpoint records it */
+	int suspended;                    /* stopped at a checkpoint on request (SIGUSR2) */
 };
 
 static int g_rank;                    /* for die() */
@@ -685,6 +687,24 @@ static void train(struct run *R)
 			dlt_ckpt_step_name((uint64_t)step, name, sizeof name);
 			save(R, name);
 		}
+		/* the harness's requests (ctl.h), agreed by every rank */
+		if (step < p->total_steps) {
+			enum dlt_ctl_request req = dlt_ctl_poll();
+
+			if (req != DLT_CTL_NONE) {
+				char name[DLT_CKPT_NAME_MAX];
+
+				dlt_ckpt_step_name((uint64_t)step, name, sizeof name);
+				if (!(R->o.checkpoint_every > 0 && step % R->o.checkpoint_every == 0))
+					save(R, name);
+				logline(R, "dlh-train: checkpoint %s on request%s", name,
+					req == DLT_CTL_SUSPEND ? ", suspending" : "");
+				if (req == DLT_CTL_SUSPEND) {
+					R->suspended = 1;
+					break;
+				}
+			}
+		}
 	}
 }
 
@@ -716,6 +736,7 @@ int main(int argc, char **argv)
 
 	int provided;
 
+	dlt_ctl_install();   /* before MPI_Init: an early request waits, it does not kill */
 	if (argc == 4 && strcmp(argv[1], "--same-params") == 0) {
 		/* a check for the tests: payloads of two checkpoints, no MPI */
 		rc = dlt_ckpt_same_payload(argv[2], argv[3], err, sizeof err);
@@ -769,6 +790,11 @@ int main(int argc, char **argv)
 			lr_find(R);
 		open_files(R);
 		train(R);
+		if (R->suspended) {
+			teardown(R);
+			MPI_Finalize();
+			return DLT_EXIT_SUSPENDED;
+		}
 		if (R->st.eval_step != R->st.step) {   /* e.g. resumed past the end */
 			double loss, acc;
 

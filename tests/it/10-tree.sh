@@ -1,8 +1,8 @@
 # 10-tree.sh - the fixed tree: README, pool, jobs/, and the errno of every misuse
 
-test_root_lists_readme_pool_jobs() {
+test_root_lists_readme_pool_jobs_queue() {
 	dlh_mount
-	expect_eq "$(ls "$MNT" | tr '\n' ' ')" "README jobs pool " "ls /"
+	expect_eq "$(ls "$MNT" | tr '\n' ' ')" "README jobs pool queue " "ls /"
 	grep -q '^jobs/new' "$MNT/README" || die "README does not describe jobs/new"
 	dlh_umount
 }
@@ -15,7 +15,7 @@ test_pool_shows_local_node() {
 	expect_eq "$(cat "$MNT/pool/nodes/$host/cpus_used")" "0" "cpus_used"
 	local mem; mem=$(cat "$MNT/pool/nodes/$host/memory")
 	[ "$mem" -gt 100000000 ] || die "memory looks wrong: $mem"
-	grep -q "^cpu total $(nproc) used 0 free $(nproc)$" "$MNT/pool/summary" || die "summary: $(cat "$MNT/pool/summary")"
+	grep -q "^cpu total $(nproc) held 0 free $(nproc)$" "$MNT/pool/summary" || die "summary: $(cat "$MNT/pool/summary")"
 	[ -d "$MNT/pool/nodes/$host/gpus" ] || die "gpus/ missing"
 	dlh_umount
 }

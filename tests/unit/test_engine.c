@@ -1,6 +1,7 @@
 /* test_engine.c - the engine without a mount: records, plans, metrics, processes, jobs */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "engine/metrics.h"
 #include "engine/plan.h"
 #include "engine/proc.h"
+#include "engine/sched.h"
 #include "engine/util.h"
 #include "tests/unit/check.h"
 
@@ -388,7 +390,8 @@ TEST(engine_queue_is_fifo_and_cancel_of_queued_is_immediate)
 	CHECK(ja.status == DLH_RUNNING && jb.status == DLH_QUEUED);
 	pid_t run = ja.pid;
 	CHECK(run > 0 && dlh_proc_count_session(run) == 1);
-	CHECK_MSG(strstr(jb.reason, "waiting for 1 cpu slot; 0 free"), "reason: %s", jb.reason);
+	CHECK_MSG(strstr(jb.wait, "waiting for 1 cpu slot; 0 free; est. start unknown"), "wait: %s",
+		  jb.wait);
 	CHECK(dlh_engine_ctl(e, b, 0, "cancel", err, sizeof err) == 0);
 	dlh_engine_job(e, b, &jb);
 	CHECK(jb.status == DLH_CANCELLED);
@@ -474,6 +477,205 @@ TEST(engine_user_command_succeeds_on_exit_zero)
 	dlh_engine_close(e);
 }
 
+/* An engine with one slot whose "mpirun" checkpoints like dlh-train: it
+ * exits 75 on SIGUSR2 and notes SIGUSR1 in a file. */
+static struct dlh_engine *suspender_engine(char *state, size_t len, const char *name)
+{
+	char prog[700];
+	fresh_dir(state, len, name);
+	snprintf(prog, sizeof prog, "%s/suspender", state);
+	write_text(prog, "#!/bin/sh\n"
+		   "trap 'echo ckpt >> \"$DLH_JOB_DIR/usr1\"' USR1\n"
+		   "trap 'exit 75' USR2\n"
+		   "sleep 0.5\n"
+		   ": > \"$DLH_JOB_DIR/run.info\"\n"
+		   "while :; do sleep 0.05; done\n");
+	chmod(prog, 0755);
+	return open_engine(state, prog, 1);
+}
+
+TEST(engine_suspend_exit_75_is_suspended_and_resume_requeues)
+{
+	char state[512], path[700];
+	struct dlh_engine *e = suspender_engine(state, sizeof state, "eng-suspend");
+	CHECK(e != NULL);
+	long a = 0;
+	char err[DLH_ERR_MAX];
+	struct dlh_job j;
+	CHECK(dlh_engine_submit(e, slice_spec, sizeof slice_spec - 1, 0, &a, err, sizeof err) == 0);
+	dlh_engine_job(e, a, &j);
+	CHECK(j.status == DLH_RUNNING);
+	CHECK(dlh_engine_ctl(e, a, 0, "resume", err, sizeof err) == -EBUSY);
+	/* before the trainer has started (no run.info of this run) a signal could kill it */
+	CHECK(dlh_engine_ctl(e, a, 0, "checkpoint", err, sizeof err) == -EBUSY);
+	CHECK_MSG(strstr(err, "is starting"), "err: %s", err);
+	snprintf(path, sizeof path, "%s/jobs/%ld/run.info", state, a);
+	for (int i = 0; i < 200 && access(path, F_OK); i++)
+		usleep(20 * 1000);
+	CHECK(dlh_engine_ctl(e, a, 0, "checkpoint", err, sizeof err) == 0);
+	snprintf(path, sizeof path, "%s/jobs/%ld/usr1", state, a);
+	for (int i = 0; i < 100 && access(path, F_OK); i++)
+		usleep(20 * 1000);
+	CHECK_MSG(access(path, F_OK) == 0, "SIGUSR1 did not reach the run");
+	CHECK(dlh_engine_ctl(e, a, 0, "suspend", err, sizeof err) == 0);
+	CHECK(dlh_engine_ctl(e, a, 0, "suspend", err, sizeof err) == -EBUSY);
+	CHECK(dlh_engine_ctl(e, a, 0, "checkpoint", err, sizeof err) == -EBUSY);
+	for (int i = 0; i < 200; i++) {
+		dlh_engine_job(e, a, &j);
+		if (j.status != DLH_RUNNING)
+			break;
+		usleep(20 * 1000);
+	}
+	CHECK_MSG(j.status == DLH_SUSPENDED && j.exit_code == DLH_EXIT_SUSPENDED && j.suspends == 1,
+		  "%s exit %d: %s", dlh_status_name(j.status), j.exit_code, j.reason);
+	struct dlh_usage use;
+	dlh_engine_pool(e, NULL, &use);
+	CHECK(use.slots_used == 0);
+	CHECK(dlh_engine_ctl(e, a, 0, "priority 1001", err, sizeof err) == -EINVAL);
+	CHECK(dlh_engine_ctl(e, a, 0, "priority -7", err, sizeof err) == 0);
+	CHECK(dlh_engine_ctl(e, a, 0, "resume now", err, sizeof err) == -EINVAL);
+	CHECK(dlh_engine_ctl(e, a, 0, "resume", err, sizeof err) == 0);
+	dlh_engine_job(e, a, &j);
+	CHECK_MSG(j.status == DLH_RUNNING && j.priority == -7, "%s prio %d", dlh_status_name(j.status),
+		  j.priority);
+	CHECK(dlh_engine_ctl(e, a, 0, "cancel", err, sizeof err) == 0);
+	CHECK(dlh_engine_wait(e, a, 10) == 0);
+	dlh_engine_close(e);
+	/* the record keeps the priority and the count of suspends */
+	snprintf(path, sizeof path, "%s/jobs/%ld", state, a);
+	CHECK(dlh_job_load(&j, path) == 0);
+	CHECK(j.priority == -7 && j.suspends == 1 && j.status == DLH_CANCELLED);
+}
+
+TEST(sched_order_is_priority_then_submission_then_id)
+{
+	struct dlh_sched_wait w[] = {
+		{ .id = 1, .priority = 0, .submitted = 10 }, { .id = 2, .priority = 5, .submitted = 30 },
+		{ .id = 3, .priority = 0, .submitted = 5 }, { .id = 4, .priority = 5, .submitted = 30 },
+		{ .id = 5, .priority = -1, .submitted = 1 },
+	};
+	dlh_sched_order(w, 5);
+	long want[] = { 2, 4, 3, 1, 5 };
+	for (int i = 0; i < 5; i++)
+		CHECK_MSG(w[i].id == want[i], "position %d: job %ld, want %ld", i, w[i].id, want[i]);
+}
+
+TEST(sched_backfills_only_what_ends_before_the_reservation)
+{
+	/* 2 slots; one held until t=100; the head needs both */
+	struct dlh_sched_run run[] = { { .cpus = 1, .end = 100 } };
+	struct dlh_sched_wait w[] = {
+		{ .id = 1, .cpus = 2, .duration = 50 },       /* head: reserved at 100 */
+		{ .id = 2, .cpus = 1, .duration = 60 },       /* ends at 60 < 100: now */
+		{ .id = 3, .cpus = 1, .duration = 200 },      /* would delay the head: after it */
+		{ .id = 4, .cpus = 1, .duration = INFINITY }, /* no limit: beside job 3 */
+		{ .id = 5, .cpus = 3, .duration = 1 },        /* never fits */
+	};
+	dlh_sched_plan(2, 0, run, 1, w, 5);
+	CHECK_MSG(w[0].start == 100, "head at %g", w[0].start);
+	CHECK_MSG(w[1].start == 0, "short job at %g", w[1].start);
+	CHECK_MSG(w[2].start == 150, "long job at %g", w[2].start);
+	CHECK_MSG(w[3].start == 150, "unlimited job at %g", w[3].start);
+	CHECK(isinf(w[4].start));
+}
+
+TEST(sched_unknown_ends_let_only_limited_jobs_pass)
+{
+	struct dlh_sched_run run[] = { { .cpus = 1, .end = INFINITY } };
+	struct dlh_sched_wait w[] = {
+		{ .id = 1, .cpus = 2, .duration = 50 },       /* start unknown */
+		{ .id = 2, .cpus = 1, .duration = 10 },       /* limited: may pass */
+		{ .id = 3, .cpus = 1, .duration = INFINITY }, /* unlimited: may not */
+	};
+	dlh_sched_plan(2, 1000, run, 1, w, 3);
+	CHECK(isinf(w[0].start));
+	CHECK_MSG(w[1].start == 1000, "limited job at %g", w[1].start);
+	CHECK(isinf(w[2].start));
+}
+
+TEST(engine_priority_orders_the_queue_and_max_queued_refuses)
+{
+	char state[512], sleeper[700];
+	fresh_dir(state, sizeof state, "eng-prio");
+	snprintf(sleeper, sizeof sleeper, "%s/sleeper", state);
+	write_text(sleeper, "#!/bin/sh\nexec sleep 30\n");
+	chmod(sleeper, 0755);
+	struct dlh_engine_opts o = {
+		.state_dir = state, .trainer = "/bin/true", .mpirun = sleeper, .cpus = 1,
+		.kill_grace = 0.5, .max_queued = 2,
+	};
+	struct dlh_engine *e = NULL;
+	char err[DLH_ERR_MAX];
+	CHECK(dlh_engine_open(&e, &o, err, sizeof err) == 0);
+	/* not preemptible: this is about order, not preemption */
+	const char lo[] = "[job]\npriority = 1\npreemptible = false\n[data]\ntrain_limit = 256\n"
+			  "[resources]\nranks = 1\n";
+	const char hi[] = "[job]\npriority = 9\n[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
+	long a = 0, b = 0, c = 0, d = 0;
+	CHECK(dlh_engine_submit(e, lo, sizeof lo - 1, 0, &a, err, sizeof err) == 0); /* runs */
+	CHECK(dlh_engine_submit(e, lo, sizeof lo - 1, 0, &b, err, sizeof err) == 0);
+	CHECK(dlh_engine_submit(e, hi, sizeof hi - 1, 0, &c, err, sizeof err) == 0);
+	CHECK(dlh_engine_submit(e, hi, sizeof hi - 1, 0, &d, err, sizeof err) == -EAGAIN);
+	CHECK_MSG(strstr(err, "queue is full: 2 jobs queued (max_queued=2)"), "err: %s", err);
+	struct dlh_queue_entry q[4];
+	CHECK(dlh_engine_queue(e, q, 4) == 2);
+	CHECK_MSG(q[0].id == c && q[0].priority == 9 && q[1].id == b, "queue %ld %ld", q[0].id, q[1].id);
+	long h[2] = { 0, 0 };
+	CHECK(dlh_engine_holders(e, h, 2) == 1 && h[0] == a);
+	/* the higher priority starts first when the slot frees */
+	CHECK(dlh_engine_ctl(e, a, 0, "cancel", err, sizeof err) == 0);
+	CHECK(dlh_engine_wait(e, a, 10) == 0);
+	struct dlh_job jb, jc;
+	dlh_engine_job(e, b, &jb);
+	dlh_engine_job(e, c, &jc);
+	CHECK_MSG(jc.status == DLH_RUNNING && jb.status == DLH_QUEUED, "c %s, b %s",
+		  dlh_status_name(jc.status), dlh_status_name(jb.status));
+	/* a priority raised by ctl reorders */
+	CHECK(dlh_engine_ctl(e, b, 0, "priority 20", err, sizeof err) == 0);
+	CHECK(dlh_engine_queue(e, q, 4) == 1 && q[0].priority == 20);
+	dlh_engine_close(e);
+}
+
+/* Polls job id until its status is st or 4 s pass. Returns 1 when reached. */
+static int wait_status(struct dlh_engine *e, long id, enum dlh_status st)
+{
+	struct dlh_job j;
+	for (int i = 0; i < 200; i++) {
+		if (!dlh_engine_job(e, id, &j) && j.status == st)
+			return 1;
+		usleep(20 * 1000);
+	}
+	return 0;
+}
+
+TEST(engine_preemption_requeues_the_victim_and_resumes_it)
+{
+	char state[512];
+	struct dlh_engine *e = suspender_engine(state, sizeof state, "eng-preempt");
+	CHECK(e != NULL);
+	const char lo[] = "[job]\npriority = 0\n[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
+	const char hi[] = "[job]\npriority = 5\n[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
+	long a = 0, b = 0;
+	char err[DLH_ERR_MAX];
+	CHECK(dlh_engine_submit(e, lo, sizeof lo - 1, 0, &a, err, sizeof err) == 0);
+	char path[700];
+	snprintf(path, sizeof path, "%s/jobs/%ld/run.info", state, a);
+	for (int i = 0; i < 200 && access(path, F_OK); i++) /* its traps are in place */
+		usleep(20 * 1000);
+	CHECK(dlh_engine_submit(e, hi, sizeof hi - 1, 0, &b, err, sizeof err) == 0);
+	CHECK_MSG(wait_status(e, b, DLH_RUNNING), "the higher priority did not start");
+	struct dlh_job j;
+	dlh_engine_job(e, a, &j);
+	CHECK_MSG(j.status == DLH_QUEUED && strstr(j.reason, "preempted by job") && j.suspends == 1,
+		  "victim %s: %s", dlh_status_name(j.status), j.reason);
+	/* it resumes by itself once the slot frees */
+	CHECK(dlh_engine_ctl(e, b, 0, "cancel", err, sizeof err) == 0);
+	CHECK_MSG(wait_status(e, a, DLH_RUNNING), "the victim did not resume");
+	CHECK(dlh_engine_ctl(e, a, 0, "cancel", err, sizeof err) == 0);
+	CHECK(dlh_engine_wait(e, a, 10) == 0);
+	dlh_engine_close(e);
+}
+
 int main(void)
 {
 	snprintf(tmp_root, sizeof tmp_root, "/tmp/dlh-unit-XXXXXX");
@@ -503,6 +705,12 @@ int main(void)
 	RUN(engine_close_requeues_running_jobs);
 	RUN(engine_restart_on_failure_relaunches_up_to_max);
 	RUN(engine_user_command_succeeds_on_exit_zero);
+	RUN(engine_suspend_exit_75_is_suspended_and_resume_requeues);
+	RUN(sched_order_is_priority_then_submission_then_id);
+	RUN(sched_backfills_only_what_ends_before_the_reservation);
+	RUN(sched_unknown_ends_let_only_limited_jobs_pass);
+	RUN(engine_priority_orders_the_queue_and_max_queued_refuses);
+	RUN(engine_preemption_requeues_the_victim_and_resumes_it);
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
 	if (system(cmd) != 0)

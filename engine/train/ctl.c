@@ -1,0 +1,41 @@
+/* ctl.c - requests from the harness to a running trainer: checkpoint now, suspend */
+#include "engine/train/ctl.h"
+
+#include <mpi.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+
+/* One flag per request, set by the handler (on whichever thread the signal
+ * lands) and taken with an atomic exchange: none is ever lost in between. */
+static atomic_int want_checkpoint;
+static atomic_int want_suspend;
+
+static void on_signal(int sig)
+{
+	atomic_store(sig == SIGUSR2 ? &want_suspend : &want_checkpoint, 1);
+}
+
+void dlt_ctl_install(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
+}
+
+enum dlt_ctl_request dlt_ctl_poll(void)
+{
+	int mine = DLT_CTL_NONE, all = DLT_CTL_NONE;
+
+	if (atomic_exchange(&want_checkpoint, 0))
+		mine = DLT_CTL_CHECKPOINT;
+	if (atomic_exchange(&want_suspend, 0))
+		mine = DLT_CTL_SUSPEND;
+	MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	return (enum dlt_ctl_request)all;
+}

@@ -1,0 +1,29 @@
+/* ctl.h - requests from the harness to a running trainer: checkpoint now, suspend
+ *
+ * dlhfs signals mpirun, which forwards the signal to every rank:
+ *   SIGUSR1  write a checkpoint at the next step boundary, keep training
+ *   SIGUSR2  write a checkpoint at the next step boundary, then exit with
+ *            DLT_EXIT_SUSPENDED (the harness reads it as "suspended, not failed")
+ * A handler only records the request; the ranks agree on it at a step
+ * boundary (dlt_ctl_poll), so every rank stops after the same step. */
+#ifndef DLT_CTL_H
+#define DLT_CTL_H
+
+#define DLT_EXIT_SUSPENDED 75   /* EX_TEMPFAIL: stopped at a checkpoint, resumable */
+
+enum dlt_ctl_request {
+	DLT_CTL_NONE = 0,        /* keep training */
+	DLT_CTL_CHECKPOINT = 1,  /* write a checkpoint now, keep training */
+	DLT_CTL_SUSPEND = 2,     /* write a checkpoint now, then exit DLT_EXIT_SUSPENDED */
+};
+
+/* Installs the SIGUSR1 and SIGUSR2 handlers (SA_RESTART). Call first thing
+ * in main, before MPI_Init, so an early request is kept, not fatal. */
+void dlt_ctl_install(void);
+
+/* Collective over MPI_COMM_WORLD, called by every rank at each step
+ * boundary: takes this rank's pending request and returns the strongest
+ * request of any rank (suspend over checkpoint over none). */
+enum dlt_ctl_request dlt_ctl_poll(void);
+
+#endif

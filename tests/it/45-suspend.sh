@@ -1,0 +1,166 @@
+# 45-suspend.sh - ctl verbs: suspend/resume/checkpoint with bit-identical weights,
+# and every verb refused (with its errno, changing nothing) where it does not apply
+
+# params_of CKPT: the parameter and optimizer bytes of a checkpoint (header skipped)
+params_of() {
+	local hdr; hdr=$(od -An -tu4 -j12 -N4 "$1" | tr -d ' ')
+	tail -c +$((hdr + 1)) "$1" | md5sum | cut -d' ' -f1
+}
+
+# slow_spec NAME [EXTRA LINES...]: 500 steps of a wider MLP, a few seconds on 2 ranks
+slow_spec() {
+	local name=$1; shift
+	printf '[job]\nname = %s\n[data]\ntrain_limit = 4000\ntest_limit = 500\n' "$name"
+	printf '[model]\nlayers = 512, 256\n[train]\nepochs = 4\nbatch_size = 32\nlr = 0.02\n'
+	printf 'checkpoint_every = 0\n[resources]\nranks = 2\n'
+	for l in "$@"; do printf '%s\n' "$l"; done
+}
+
+# cmd_spec NAME RANKS COMMAND...: a job running COMMAND under mpirun (not
+# preemptible: priorities set here must not move it)
+cmd_spec() {
+	printf '[job]\nname = %s\ncommand = %s\npreemptible = false\n[resources]\nranks = %s\n' "$1" "$3" "$2"
+}
+
+submit() { cp "$1" "$MNT/jobs/new" || die "submit $1 failed: $(tail -3 "$MNT/jobs/errors")"; }
+
+# last_step ID: the step of the newest train row (0 when none)
+last_step() {
+	local s; s=$(grep '^train,' "$MNT/jobs/$1/metrics.csv" 2>/dev/null | tail -1 | cut -d, -f2)
+	echo "${s:-0}"
+}
+step_at_least() { [ "$(last_step "$1")" -ge "$2" ]; }
+
+# ctl ID VERB...: writes the verb line to the job's ctl
+ctl() { local id=$1; shift; echo "$*" > "$MNT/jobs/$id/ctl"; }
+
+cpus_used() { cat "$MNT/pool/nodes/$(hostname)/cpus_used"; }
+
+test_suspend_resume_twice_gives_identical_weights() {
+	dlh_mount
+	slow_spec paused > "$STATE/b.ini"
+	slow_spec straight > "$STATE/a.ini"
+	submit "$STATE/b.ini"
+	local round at
+	for round in 1 2; do
+		at=$((round * 150))
+		wait_for 60 status_is 1 running || die "round $round: not running: $(cat "$MNT/jobs/1/progress")"
+		wait_for 60 step_at_least 1 "$at" || die "round $round: no step $at: $(cat "$MNT/jobs/1/progress")"
+		ctl 1 suspend || die "round $round: suspend refused: $(tail -2 "$MNT/jobs/1/log")"
+		wait_for 30 status_is 1 suspended || die "round $round: status $(cat "$MNT/jobs/1/status")"
+		wait_for 5 no_ranks 1 || die "round $round: ranks left: $(rank_pids 1)"
+		expect_eq "$(cpus_used)" 0 "round $round: slots held while suspended"
+		grep -q 'on request, suspending' "$MNT/jobs/1/log" || die "round $round: no suspend checkpoint in the log"
+		grep -q "^step-0*$(last_step 1).ckpt\$" "$MNT/jobs/1/checkpoints/latest" ||
+			die "round $round: latest $(cat "$MNT/jobs/1/checkpoints/latest"), last row $(last_step 1)"
+		grep -q '^suspended' "$MNT/jobs/1/progress" || die "progress: $(cat "$MNT/jobs/1/progress")"
+		ctl 1 resume || die "round $round: resume refused"
+	done
+	wait_for 120 job_terminal 1 || die "did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "suspended job ($(grep dlh-train "$MNT/jobs/1/log" | tail -2))"
+	[ "$(grep -c 'start step [1-9]' "$MNT/jobs/1/log")" -eq 2 ] || die "expected two resumed starts: $(grep 'start step' "$MNT/jobs/1/log")"
+	grep -q '^suspends=2$' "$STATE/jobs/1/job" || die "record: $(grep suspends "$STATE/jobs/1/job")"
+	# every step exactly once, in order: no gaps, no duplicates
+	grep '^train,' "$MNT/jobs/1/metrics.csv" | cut -d, -f2 | cmp -s - <(seq 1 500) ||
+		die "train steps of metrics.csv are not 1..500 once each"
+	submit "$STATE/a.ini"
+	wait_for 120 job_terminal 2 || die "straight run did not end"
+	expect_eq "$(cat "$MNT/jobs/2/status")" succeeded "straight run"
+	expect_eq "$(params_of "$STATE/jobs/1/checkpoints/final.ckpt")" \
+		"$(params_of "$STATE/jobs/2/checkpoints/final.ckpt")" "weights after two suspends"
+	local a b
+	a=$(grep '^train,' "$MNT/jobs/2/metrics.csv" | cut -d, -f1,2,3,5,6,7 | md5sum)
+	b=$(grep '^train,' "$MNT/jobs/1/metrics.csv" | cut -d, -f1,2,3,5,6,7 | md5sum)
+	expect_eq "$b" "$a" "metrics.csv rows (step, epoch, loss, accuracy, lr) after two suspends"
+	dlh_umount
+}
+
+test_checkpoint_verb_writes_one_and_keeps_running() {
+	dlh_mount
+	slow_spec ckpt > "$STATE/a.ini"
+	submit "$STATE/a.ini"
+	wait_for 60 step_at_least 1 50 || die "no step 50: $(cat "$MNT/jobs/1/progress")"
+	[ -e "$MNT/jobs/1/checkpoints/latest" ] && die "a checkpoint before any was asked for"
+	ctl 1 checkpoint || die "checkpoint refused"
+	wait_for 20 test -e "$MNT/jobs/1/checkpoints/latest" || die "no checkpoint after the verb"
+	expect_eq "$(cat "$MNT/jobs/1/status")" running "status after checkpoint"
+	grep -q 'checkpoint requested by uid 0' "$MNT/jobs/1/log" || die "log lacks the request"
+	ctl 1 cancel
+	wait_for 10 status_is 1 cancelled || die "cancel: $(cat "$MNT/jobs/1/status")"
+	dlh_umount
+}
+
+# refused ERRNO_TEXT ID VERB...: the verb fails with that errno and changes
+# neither the job's status nor its record; the log names the reason
+refused() {
+	local want=$1 id=$2; shift 2
+	local before status
+	before=$(cat "$STATE/jobs/$id/job")
+	status=$(cat "$MNT/jobs/$id/status")
+	expect_errno "$want" bash -c "echo '$*' > '$MNT/jobs/$id/ctl'"
+	expect_eq "$(cat "$MNT/jobs/$id/status")" "$status" "status of job $id after \"$*\""
+	[ "$(cat "$STATE/jobs/$id/job")" = "$before" ] || die "record of job $id changed after \"$*\""
+	tail -1 "$MNT/jobs/$id/log" | grep -q "ctl: " || die "log of job $id lacks the reason for \"$*\""
+}
+
+test_every_verb_refused_where_it_does_not_apply() {
+	dlh_mount
+	cmd_spec ok 2 /bin/true > "$STATE/t.ini"
+	cmd_spec bad 2 /bin/false > "$STATE/f.ini"
+	cmd_spec sleeper 2 "/bin/sleep 120" > "$STATE/s.ini"
+	submit "$STATE/t.ini"
+	wait_for 30 status_is 1 succeeded || die "job 1: $(cat "$MNT/jobs/1/status")"
+	submit "$STATE/f.ini"
+	wait_for 30 status_is 2 failed || die "job 2: $(cat "$MNT/jobs/2/status")"
+	submit "$STATE/s.ini"   # 3: running
+	wait_for 30 status_is 3 running || die "job 3: $(cat "$MNT/jobs/3/status")"
+	submit "$STATE/s.ini"   # 4: queued
+	submit "$STATE/s.ini"   # 5: suspended while queued (held)
+	submit "$STATE/s.ini"   # 6: cancelled while queued
+	expect_eq "$(cat "$MNT/jobs/4/status")" queued "job 4"
+	ctl 5 suspend || die "suspend of a queued job refused"
+	expect_eq "$(cat "$MNT/jobs/5/status")" suspended "job 5 after suspend"
+	ctl 6 cancel || die "cancel of a queued job refused"
+	expect_eq "$(cat "$MNT/jobs/6/status")" cancelled "job 6 after cancel"
+
+	local busy="Device or resource busy" inval="Invalid argument" id v
+	# ended jobs: every verb is EBUSY
+	for id in 1 2 6; do
+		for v in cancel suspend resume checkpoint "priority 5"; do
+			refused "$busy" "$id" "$v"
+		done
+	done
+	refused "$busy" 3 resume        # running
+	refused "$busy" 4 resume        # queued
+	refused "$busy" 4 checkpoint
+	refused "$busy" 5 suspend       # suspended
+	refused "$busy" 5 checkpoint
+	# unknown verbs and bad arguments: EINVAL in every state
+	for id in 1 2 3 4 5 6; do
+		for v in frobnicate "cancel now" "resume 1" priority "priority x" "priority 1001" \
+			"priority -1001" "priority 5 6" "priority 2.5"; do
+			refused "$inval" "$id" "$v"
+		done
+	done
+	# nothing moved: the runner still runs, the queue still waits
+	expect_eq "$(cat "$MNT/jobs/3/status")" running "job 3 after the refusals"
+	expect_eq "$(cat "$MNT/jobs/4/status")" queued "job 4 after the refusals"
+
+	# where they apply, they work
+	ctl 4 priority 7 || die "priority of a queued job refused"
+	grep -q '^priority=7$' "$STATE/jobs/4/job" || die "priority not recorded"
+	ctl 5 priority -3 || die "priority of a suspended job refused"
+	ctl 3 priority 2 || die "priority of a running job refused"
+	ctl 5 resume || die "resume refused"
+	expect_eq "$(cat "$MNT/jobs/5/status")" queued "job 5 after resume"
+	# a program that does not handle SIGUSR2 dies of it: still suspended, not failed
+	ctl 3 suspend || die "suspend of a running job refused"
+	wait_for 30 status_is 3 suspended || die "job 3 after suspend: $(cat "$MNT/jobs/3/status")"
+	wait_for 10 status_is 4 running || die "job 4 did not take the freed slots: $(cat "$MNT/jobs/4/status")"
+	refused "$busy" 3 suspend
+	ctl 3 cancel || die "cancel of a suspended job refused"
+	expect_eq "$(cat "$MNT/jobs/3/status")" cancelled "job 3 after cancel"
+	ctl 4 cancel && ctl 5 cancel || die "final cancels refused"
+	wait_for 10 status_is 4 cancelled || die "job 4: $(cat "$MNT/jobs/4/status")"
+	dlh_umount
+}
