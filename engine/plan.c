@@ -179,7 +179,7 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 	rc |= num_opt(p, "--dropout", spec->dropout);
 	rc |= opt(p, "--epochs", "%d", spec->epochs);
 	rc |= opt(p, "--batch", "%d", spec->batch_size);
-	rc |= num_opt(p, "--lr", p->lr);
+	rc |= p->lr > 0.0 ? num_opt(p, "--lr", p->lr) : opt(p, "--lr", "%s", "auto");
 	rc |= opt(p, "--optimizer", "%s", spec->optimizer);
 	if (!strcmp(spec->optimizer, "adam"))
 		rc |= num_opt(p, "--beta1", spec->beta1) | num_opt(p, "--beta2", spec->beta2);
@@ -208,7 +208,11 @@ int dlh_plan_format(const struct dlh_plan *p, struct dlh_buf *out)
 	int global = 0, rc = 0;
 	for (int r = 0; r < p->ranks; r++)
 		global += p->batch[r];
-	rc |= dlh_buf_printf(out, "ranks %d\nglobal_batch %d\nlr %.6g\n", p->ranks, global, p->lr);
+	rc |= dlh_buf_printf(out, "ranks %d\nglobal_batch %d\n", p->ranks, global);
+	if (p->lr > 0.0)
+		rc |= dlh_buf_printf(out, "lr %.6g\n", p->lr);
+	else   /* the trainer's range test picks it: see lr_finder */
+		rc |= dlh_buf_printf(out, "lr auto (range test before training; see lr_finder)\n");
 	for (int r = 0; r < p->ranks; r++)
 		rc |= dlh_buf_printf(out, "rank %d host %s device cpu%d batch %d\n", r, p->host,
 				     p->slot[r], p->batch[r]);

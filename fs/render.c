@@ -42,6 +42,7 @@ static const char readme_text[] =
 	"jobs/<id>/log            harness events and rank output; grows\n"
 	"jobs/<id>/checkpoints/   checkpoint files; `latest` names the newest\n"
 	"jobs/<id>/result         once ended: accuracy, loss, wall time, model\n"
+	"jobs/<id>/lr_finder      lr = auto: the range test's sweep and chosen rate\n"
 	"jobs/<id>/ctl            write a verb: cancel suspend resume checkpoint\n"
 	"                         priority N\n"
 	"jobs/<name>              symlink to the newest job with that [job] name\n";

@@ -37,13 +37,13 @@ static const struct fs_entry job_entries[] = {
 	{ "spec", FS_JOB_SPEC }, { "status", FS_JOB_STATUS }, { "progress", FS_JOB_PROGRESS },
 	{ "metrics", FS_JOB_METRICS }, { "metrics.csv", FS_JOB_CSV }, { "plan", FS_JOB_PLAN },
 	{ "log", FS_JOB_LOG }, { "checkpoints", FS_JOB_CKPTS }, { "result", FS_JOB_RESULT },
-	{ "ctl", FS_JOB_CTL }, { NULL, 0 },
+	{ "lr_finder", FS_JOB_LRFIND }, { "ctl", FS_JOB_CTL }, { NULL, 0 },
 };
 
 /* Real files behind passthrough nodes, relative to the job's directory. */
 static const struct { enum fs_kind kind; const char *file; } real_files[] = {
 	{ FS_JOB_SPEC, "spec.ini" }, { FS_JOB_CSV, "metrics.csv" },
-	{ FS_JOB_PLAN, "plan" }, { FS_JOB_LOG, "log" },
+	{ FS_JOB_PLAN, "plan" }, { FS_JOB_LOG, "log" }, { FS_JOB_LRFIND, "lr_finder" },
 };
 
 enum fs_source fs_source_of(enum fs_kind k)
@@ -53,7 +53,7 @@ enum fs_source fs_source_of(enum fs_kind k)
 	case FS_NODE_CPU_DIR: case FS_NODE_CPU: case FS_JOBS: case FS_JOB: case FS_JOB_CKPTS:
 		return FS_DIR;
 	case FS_JOB_SPEC: case FS_JOB_CSV: case FS_JOB_PLAN: case FS_JOB_LOG:
-	case FS_JOB_CKPT: case FS_JOBS_ERRORS:
+	case FS_JOB_CKPT: case FS_JOBS_ERRORS: case FS_JOB_LRFIND:
 		return FS_PASSTHROUGH;
 	case FS_JOBS_NEW:
 		return FS_TRANSACTION;
@@ -88,6 +88,17 @@ static long parse_id(const char *s)
 		if (*p < '0' || *p > '9')
 			return -1;
 	return strtol(s, NULL, 10);
+}
+
+/* 1 when job id's trainer has written lr_finder (lr = auto). */
+static int lrfind_written(struct dlh_engine *e, long id)
+{
+	struct fs_node n = { .kind = FS_JOB_LRFIND, .id = id };
+	char path[4096];
+	struct stat st;
+
+	fs_real_path(e, &n, path, sizeof path);
+	return stat(path, &st) == 0;
 }
 
 /* Steps from node n into the child called name. Returns 0, or -ENOENT. */
@@ -184,6 +195,8 @@ int fs_resolve(struct dlh_engine *e, const char *path, struct fs_node *n)
 		if (dlh_engine_job(e, n->id, &job) || !dlh_status_terminal(job.status))
 			return -ENOENT;
 	}
+	if (n->kind == FS_JOB_LRFIND && !lrfind_written(e, n->id))
+		return -ENOENT;
 	return 0;
 }
 
@@ -217,7 +230,8 @@ int fs_list(struct dlh_engine *e, const struct fs_node *n,
 	int terminal = n->kind == FS_JOB && !dlh_engine_job(e, n->id, &job) &&
 		       dlh_status_terminal(job.status);
 	for (; ent && ent->name; ent++) {
-		if (ent->kind == FS_JOB_RESULT && !terminal)
+		if ((ent->kind == FS_JOB_RESULT && !terminal) ||
+		    (ent->kind == FS_JOB_LRFIND && !lrfind_written(e, n->id)))
 			continue;
 		if (fill(ctx, ent->name))
 			return 0;

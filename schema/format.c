@@ -88,6 +88,13 @@ static void value_text(const struct dlh_key *k, const struct dlh_spec *s, char *
 		memcpy(&d, field, sizeof d);
 		shortest(v, n, d);
 		break;
+	case DLH_KIND_RATE:
+		memcpy(&d, field, sizeof d);
+		if (d == 0.0)
+			snprintf(v, n, "auto");
+		else
+			shortest(v, n, d);
+		break;
 	case DLH_KIND_LAYERS: {
 		int count, w[DLH_LAYERS_MAX];
 		memcpy(&count, (const char *)s + k->count_off, sizeof count);

@@ -30,6 +30,7 @@ enum dlh_kind {
 	DLH_KIND_LONG,     /* long within lo..hi */
 	DLH_KIND_U64,      /* any uint64_t */
 	DLH_KIND_DOUBLE,   /* finite double within dlo..dhi (ends open per flags) */
+	DLH_KIND_RATE,     /* DOUBLE with an open lower bound of 0, or "auto" stored as 0 */
 	DLH_KIND_PATH,     /* absolute path; readability is checked after parsing */
 	DLH_KIND_LAYERS,   /* comma-separated ints within lo..hi; count at count_off */
 	DLH_KIND_CONV,     /* "FILTERS:KERNEL, ..." into the conv_* fields */

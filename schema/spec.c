@@ -55,7 +55,7 @@ const struct dlh_key dlh_spec_keys[] = {
 
 	{ "train", "epochs", DLH_KIND_INT, FIELD(epochs), .lo = 1, .hi = 10000, .def = "10" },
 	{ "train", "batch_size", DLH_KIND_INT, FIELD(batch_size), .lo = 1, .hi = 1048576, .def = "64" },
-	{ "train", "lr", DLH_KIND_DOUBLE, FIELD(lr), .dlo = 0, .lo_open = 1, .dhi = 100, .def = "0.01" },
+	{ "train", "lr", DLH_KIND_RATE, FIELD(lr), .dlo = 0, .lo_open = 1, .dhi = 100, .def = "0.01" },
 	{ "train", "optimizer", DLH_KIND_WORD, FIELD(optimizer), .words = optim_words, .later = optim_later, .def = "sgd" },
 	{ "train", "momentum", DLH_KIND_DOUBLE, FIELD(momentum), .dlo = 0, .dhi = 1, .hi_open = 1, .def = "0.9" },
 	{ "train", "beta1", DLH_KIND_DOUBLE, FIELD(beta1), .dlo = 0, .dhi = 1, .hi_open = 1, .def = "0.9" },

@@ -65,7 +65,7 @@ struct dlh_spec {
 	/* [train] */
 	int epochs;                          /* 1..10000 */
 	int batch_size;                      /* global batch, 1..1048576 */
-	double lr;                           /* > 0, <= 100 */
+	double lr;                           /* > 0, <= 100; 0 = auto (the range test) */
 	char optimizer[16];                  /* "sgd" | "nesterov" | "adam" */
 	double momentum;                     /* sgd, nesterov: 0 <= m < 1 */
 	double beta1;                        /* adam: 0 <= b1 < 1 */

@@ -237,12 +237,17 @@ static int set_double(const struct dlh_key *k, const char *v, double *field, cha
 {
 	double x = 0;
 	int rc = parse_double(v, &x);
+	const char *or_auto = k->kind == DLH_KIND_RATE ? " or \"auto\"" : "";
+	if (k->kind == DLH_KIND_RATE && !strcmp(v, "auto")) {
+		*field = 0.0;   /* the range test picks it */
+		return 0;
+	}
 	if (rc == -1)
-		return fail(msg, n, v, "expected a number");
+		return fail(msg, n, v, "expected a number%s", or_auto);
 	if (rc == -2 || (k->lo_open ? x <= k->dlo : x < k->dlo) ||
 	    (k->hi_open ? x >= k->dhi : x > k->dhi))
-		return fail(msg, n, v, "expected a number %s %g and %s %g",
-			    k->lo_open ? ">" : ">=", k->dlo, k->hi_open ? "<" : "<=", k->dhi);
+		return fail(msg, n, v, "expected a number %s %g and %s %g%s",
+			    k->lo_open ? ">" : ">=", k->dlo, k->hi_open ? "<" : "<=", k->dhi, or_auto);
 	*field = x;
 	return 0;
 }
@@ -456,6 +461,7 @@ int dlh_spec_set(const struct dlh_key *k, const char *v, struct dlh_spec *s,
 		return 0;
 	}
 	case DLH_KIND_DOUBLE:
+	case DLH_KIND_RATE:
 		return set_double(k, v, (double *)(void *)field, msg, n);
 	case DLH_KIND_LAYERS:
 		return set_layers(k, v, s, msg, n);

@@ -203,3 +203,49 @@ test_csv_data_trains() {
 	awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || die "csv test accuracy $acc"
 	dlh_umount
 }
+
+# lr = auto through the mount: the plan says so, the trainer gets --lr auto,
+# and lr_finder appears in the job's directory with the sweep and the choice
+test_lr_auto_through_the_mount_shows_lr_finder() {
+	dlh_mount
+	slice_spec auto 1 > "$STATE/a.ini"
+	sed -i 's/^lr = 0.05$/lr = auto/' "$STATE/a.ini"
+	submit "$STATE/a.ini"
+	expect_succeeded 1
+	grep -q '^lr auto' "$MNT/jobs/1/plan" || die "plan: $(head -4 "$MNT/jobs/1/plan")"
+	grep -q -- '--lr auto' "$MNT/jobs/1/plan" || die "argv: $(grep argv "$MNT/jobs/1/plan")"
+	ls "$MNT/jobs/1" | grep -qx lr_finder || die "not listed: $(ls "$MNT/jobs/1")"
+	local lr; lr=$(sed -n 's/^chosen_lr=//p' "$MNT/jobs/1/lr_finder")
+	awk -v l="$lr" 'BEGIN { exit !(l > 0) }' || die "lr_finder: $(head -5 "$MNT/jobs/1/lr_finder")"
+	grep -q '^rule=' "$MNT/jobs/1/lr_finder" || die "no rule line"
+	# a job with a fixed rate has no lr_finder
+	slice_spec fixed 1 > "$STATE/b.ini"
+	submit "$STATE/b.ini"
+	expect_succeeded 2
+	[ ! -e "$MNT/jobs/2/lr_finder" ] || die "lr_finder of a job with lr = 0.05"
+	ls "$MNT/jobs/2" | grep -qx lr_finder && die "lr_finder listed for job 2"
+	dlh_umount
+}
+
+# The bar of the range test: on the example MLP (all of Fashion-MNIST, 14
+# epochs), the rate it picks trains to within 1% test accuracy of the
+# hand-tuned lr = 0.01 of examples/fashion-mnist-mlp.ini
+test_lr_auto_trains_the_example_mlp_within_1pct_of_the_tuned_rate() {
+	dlh_mount
+	sed 's/^name = .*/name = tuned/; s/^checkpoint_every = .*/checkpoint_every = 0/' \
+		examples/fashion-mnist-mlp.ini > "$STATE/tuned.ini"
+	sed 's/^name = .*/name = auto/; s/^lr = .*/lr = auto/' "$STATE/tuned.ini" > "$STATE/auto.ini"
+	grep -q '^lr = 0.01$' "$STATE/tuned.ini" || die "the example's rate is not 0.01"
+	submit "$STATE/tuned.ini"
+	submit "$STATE/auto.ini"
+	expect_succeeded 1 400
+	expect_succeeded 2 400
+	local a b lr
+	a=$(sed -n 's/^test_accuracy=//p' "$MNT/jobs/1/result")
+	b=$(sed -n 's/^test_accuracy=//p' "$MNT/jobs/2/result")
+	lr=$(sed -n 's/^chosen_lr=//p' "$MNT/jobs/2/lr_finder")
+	echo "tuned lr 0.01: test accuracy $a; lr = auto chose $lr: $b"
+	awk -v a="$a" -v b="$b" 'BEGIN { exit !(b >= a - 0.01) }' ||
+		die "lr = auto ($lr) reached $b, the tuned rate $a"
+	dlh_umount
+}
