@@ -57,6 +57,7 @@ struct run {
 	MPI_Request req[DLT_MAX_BUCKETS]; /* outstanding Iallreduce of each bucket */
 	int launched;                     /* buckets started in this step */
 	double t_comm_wait;               /* seconds waiting for allreduce after backward */
+	double t_compute;                 /* seconds of training forward + backward */
 	double t_opt;                     /* seconds in the optimizer */
 	float *params;                    /* nparams (in shm when shm_on) */
 	float *mom;                       /* nstate x nparams optimizer state (idem) */
@@ -252,17 +253,19 @@ static void setup(struct run *R)
 		tdim = max_label(o->test_labels, ntest);
 		classes = 1 + (tdim > classes ? tdim : classes);
 	}
+	if (o->nrank_batches && o->nrank_batches != R->ranks)
+		die("--rank-batches gives %d batches for %d ranks", o->nrank_batches, R->ranks);
 	if (dlt_plan_make(&R->plan, ntrain, ntest, R->ranks, o->batch, o->epochs,
-			  err, sizeof err) < 0)
+			  o->nrank_batches ? o->rank_batches : NULL, err, sizeof err) < 0)
 		die("%s", err);
 
-	dlt_plan_shard(ntrain, R->ranks, R->rank, &lo, &hi);
+	dlt_plan_range(&R->plan, ntrain, R->rank, &lo, &hi);
 	if ((o->format == DLT_FORMAT_CSV ?
 	     dlt_csv_load(&R->train, o->train_images, dim, lo, hi, err, sizeof err) :
 	     dlt_dataset_load(&R->train, o->train_images, o->train_labels, lo, hi,
 			      err, sizeof err)) < 0)
 		die("%s", err);
-	dlt_plan_shard(ntest, R->ranks, R->rank, &lo, &hi);
+	dlt_plan_range(&R->plan, ntest, R->rank, &lo, &hi);
 	if ((o->format == DLT_FORMAT_CSV ?
 	     dlt_csv_load(&R->test, o->test_images, dim, lo, hi, err, sizeof err) :
 	     dlt_dataset_load(&R->test, o->test_images, o->test_labels, lo, hi,
@@ -295,7 +298,8 @@ static void setup(struct run *R)
 	if (o->allreduce == DLT_ALLREDUCE_SHM && !R->shm_on && R->ranks > 1)
 		die("--allreduce shm: the %d ranks are not all on one node", R->ranks);
 	if (R->shm_on) {
-		if (dlt_shm_create(&R->shm, MPI_COMM_WORLD, np, R->nstate, err, sizeof err) < 0)
+		if (dlt_shm_create(&R->shm, MPI_COMM_WORLD, np, R->nstate, R->plan.batch,
+				   err, sizeof err) < 0)
 			die("%s", err);
 		R->params = R->shm.params;
 		R->mom = R->shm.state;
@@ -546,6 +550,7 @@ static double step_once(struct run *R, long step, float lr,
 	dlt_net_backward(&R->net, R->params, bx, b, R->grads,
 			 R->nbuckets ? on_layer : NULL, R);
 	t1 = now();
+	R->t_compute += t1 - t0;
 	if (R->shm_on) {   /* the sum and this rank's slice of the update */
 		double sums[2];
 
@@ -640,6 +645,34 @@ static void lr_find(struct run *R)
 	dlt_lrfind_free(&f);
 }
 
+/* Rank 0 writes DIR/rank_times: per rank its batch, the seconds of
+ * training forward + backward, and the seconds it waited for the other
+ * ranks (shm: at the barrier before the sum; mpi: in the allreduce, its
+ * transfer included), over steps steps of this process. */
+static void write_rank_times(struct run *R, long steps)
+{
+	double mine[2] = { R->t_compute, R->shm_on ? R->shm.t_wait : R->t_comm_wait };
+	double *all = R->rank == 0 ? xmalloc((size_t)R->ranks * sizeof mine) : NULL;
+	char err[DLT_ERR_MAX], path[DLT_PATH_MAX];
+	size_t cap = 64 + (size_t)R->ranks * 80, n = 0;
+	char *text;
+
+	MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+	if (R->rank != 0)
+		return;
+	text = xmalloc(cap);
+	n += (size_t)snprintf(text, cap, "rank,batch,steps,compute_s,wait_s\n");
+	for (int r = 0; r < R->ranks && n < cap; r++)
+		n += (size_t)snprintf(text + n, cap - n, "%d,%d,%ld,%.4f,%.4f\n", r,
+				      R->plan.batch[r], steps, all[2 * r], all[2 * r + 1]);
+	if (dlt_path_join(path, sizeof path, R->o.job_dir, "rank_times") < 0 ||
+	    dlt_write_atomic_str(path, text, err, sizeof err) < 0)
+		fprintf(stderr, "dlh-train: rank 0: cannot write rank_times in \"%s\"\n",
+			R->o.job_dir);
+	free(text);
+	free(all);
+}
+
 /* The training loop, from the step after R->st.step to the last; dies
  * when the loss stops being finite or a file cannot be written. */
 static void train(struct run *R)
@@ -650,10 +683,13 @@ static void train(struct run *R)
 	char err[DLT_ERR_MAX];
 	double ep_time = 0.0, ep_samples = 0.0;
 
+	const long first = (long)R->st.step;
+
 	if ((long)R->st.step < p->total_steps &&
 	    dlt_prefetch_start(&R->pf, &R->train, p->batch[R->rank], spe, R->o.seed, R->rank,
 			       (long)R->st.step + 1, p->total_steps, err, sizeof err) < 0)
 		die("%s", err);
+	R->t_compute = R->t_comm_wait = R->shm.t_wait = 0.0;   /* not the range test's */
 	for (long step = (long)R->st.step + 1; step <= p->total_steps; step++) {
 		long e0 = (step - 1) / spe, k = (step - 1) % spe;
 		double dt, loss, acc, lr = dlt_sched_lr(&R->sched, step - 1);
@@ -706,6 +742,7 @@ static void train(struct run *R)
 			}
 		}
 	}
+	write_rank_times(R, (long)R->st.step - first);
 }
 
 /* Frees what setup() allocated. */

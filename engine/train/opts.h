@@ -7,6 +7,7 @@
 
 #include "engine/train/mlp.h"
 #include "engine/train/net.h"
+#include "engine/train/plan.h"
 
 #define DLT_MAX_EPOCHS 100000         /* most --epochs */
 #define DLT_MAX_BATCH 1048576         /* largest --batch */
@@ -49,6 +50,8 @@ struct dlt_opts {
 	int image_size;                        /* --image-size, side of CSV images, default 28 */
 	int epochs;                            /* --epochs, 1..DLT_MAX_EPOCHS */
 	int batch;                             /* --batch, global, 1..DLT_MAX_BATCH */
+	int rank_batches[DLT_MAX_RANKS];       /* --rank-batches, per-rank batches */
+	int nrank_batches;                     /* entries given, 0 = split evenly */
 	double lr;                             /* --lr, (0, DLT_MAX_LR]; 0 with lr_auto */
 	int lr_auto;                           /* --lr auto: the range test picks it */
 	int lr_find_steps;                     /* --lr-find-steps, default DLT_LRFIND_STEPS */

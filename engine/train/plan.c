@@ -11,8 +11,22 @@ void dlt_plan_shard(long n, int p, int r, long *lo, long *hi)
 	*hi = (long)((long long)(r + 1) * n / p);
 }
 
+void dlt_plan_range(const struct dlt_plan *p, long n, int r, long *lo, long *hi)
+{
+	long long before = 0;
+
+	if (!p->weighted) {
+		dlt_plan_shard(n, p->ranks, r, lo, hi);
+		return;
+	}
+	for (int i = 0; i < r; i++)
+		before += p->batch[i];
+	*lo = (long)(before * n / p->global_batch);
+	*hi = (long)((before + p->batch[r]) * n / p->global_batch);
+}
+
 int dlt_plan_make(struct dlt_plan *p, long train_n, long test_n, int ranks,
-		  int global_batch, int epochs, char *err, size_t errlen)
+		  int global_batch, int epochs, const int *rank_batch, char *err, size_t errlen)
 {
 	memset(p, 0, sizeof *p);
 	if (ranks < 1 || ranks > DLT_MAX_RANKS) {
@@ -30,11 +44,30 @@ int dlt_plan_make(struct dlt_plan *p, long train_n, long test_n, int ranks,
 	p->test_n = test_n;
 	p->epochs = epochs;
 	p->steps_per_epoch = -1;
+	p->weighted = rank_batch != NULL;
+	for (int r = 0; r < ranks; r++)
+		p->batch[r] = rank_batch ? rank_batch[r] : global_batch / ranks + (r < global_batch % ranks);
+	if (rank_batch) {
+		long sum = 0;
+
+		for (int r = 0; r < ranks; r++) {
+			if (rank_batch[r] < 1) {
+				snprintf(err, errlen, "rank %d's batch is %d (must be >= 1)", r,
+					 rank_batch[r]);
+				return -EINVAL;
+			}
+			sum += rank_batch[r];
+		}
+		if (sum != global_batch) {
+			snprintf(err, errlen, "the ranks' batches sum to %ld, the global batch is %d",
+				 sum, global_batch);
+			return -EINVAL;
+		}
+	}
 	for (int r = 0; r < ranks; r++) {
 		long lo, hi, steps;
 
-		p->batch[r] = global_batch / ranks + (r < global_batch % ranks);
-		dlt_plan_shard(train_n, ranks, r, &lo, &hi);
+		dlt_plan_range(p, train_n, r, &lo, &hi);
 		steps = (hi - lo) / p->batch[r];
 		if (p->steps_per_epoch < 0 || steps < p->steps_per_epoch)
 			p->steps_per_epoch = steps;

@@ -9,7 +9,9 @@
 struct dlt_plan {
 	int ranks;                    /* MPI ranks, P */
 	int global_batch;             /* sum of batch[] */
-	int batch[DLT_MAX_RANKS];     /* per-rank batch: global/P, +1 on the first global%P ranks */
+	int batch[DLT_MAX_RANKS];     /* per-rank batch: global/P, +1 on the first global%P ranks,
+				       * or as given (devices of different speeds) */
+	int weighted;                 /* 1 = batches were given: shards follow them */
 	long train_n;                 /* training images used, all ranks */
 	long test_n;                  /* test images used, all ranks */
 	long steps_per_epoch;         /* min over ranks of floor(shard / batch) */
@@ -21,10 +23,17 @@ struct dlt_plan {
 void dlt_plan_shard(long n, int p, int r, long *lo, long *hi);
 
 /* Fills p for train_n training and test_n test items over ranks ranks
- * with the given global batch and epochs. Returns 0, or -EINVAL with a
- * message in err (too many ranks, a batch smaller than the ranks, or a
- * shard smaller than its batch). */
+ * with the given global batch and epochs. rank_batch, when not NULL, gives
+ * each rank's batch (ranks of them, each >= 1, summing to global_batch);
+ * the shards then follow the batches, so every rank's shard lasts the same
+ * number of steps. Returns 0, or -EINVAL with a message in err (too many
+ * ranks, a batch smaller than the ranks, batches that do not sum to the
+ * global one, or a shard smaller than its batch). */
 int dlt_plan_make(struct dlt_plan *p, long train_n, long test_n, int ranks,
-		  int global_batch, int epochs, char *err, size_t errlen);
+		  int global_batch, int epochs, const int *rank_batch, char *err, size_t errlen);
+
+/* Rank r's items of n under p: dlt_plan_shard, or with given batches the
+ * range proportional to the ranks' batches. Cannot fail. */
+void dlt_plan_range(const struct dlt_plan *p, long n, int r, long *lo, long *hi);
 
 #endif

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define LINE_FLOATS 16   /* floats in a 64-byte cache line */
 
@@ -13,10 +14,18 @@ static size_t pad(size_t n)
 	return (n + LINE_FLOATS - 1) / LINE_FLOATS * LINE_FLOATS;
 }
 
-void dlt_shm_slice(size_t n, int k, int r, size_t *lo, size_t *hi)
+void dlt_shm_slice(size_t n, int k, const int *weight, int r, size_t *lo, size_t *hi)
 {
-	size_t lines = pad(n) / LINE_FLOATS;
-	size_t a = lines * (size_t)r / (size_t)k, b = lines * (size_t)(r + 1) / (size_t)k;
+	size_t lines = pad(n) / LINE_FLOATS, before = 0, total = 0, a, b;
+
+	for (int i = 0; i < k; i++) {
+		size_t w = weight ? (size_t)weight[i] : 1;
+
+		before += i < r ? w : 0;
+		total += w;
+	}
+	a = lines * before / total;
+	b = lines * (before + (weight ? (size_t)weight[r] : 1)) / total;
 
 	*lo = a * LINE_FLOATS < n ? a * LINE_FLOATS : n;
 	*hi = b * LINE_FLOATS < n ? b * LINE_FLOATS : n;
@@ -37,7 +46,7 @@ int dlt_shm_possible(MPI_Comm comm)
 }
 
 int dlt_shm_create(struct dlt_shm *s, MPI_Comm comm, size_t nparams, int nstate,
-		   char *err, size_t errlen)
+		   const int *weight, char *err, size_t errlen)
 {
 	const size_t slot = pad(nparams + 2);
 	MPI_Aint bytes;
@@ -84,7 +93,7 @@ int dlt_shm_create(struct dlt_shm *s, MPI_Comm comm, size_t nparams, int nstate,
 		}
 		s->slot[r] = p;
 	}
-	dlt_shm_slice(nparams, s->ranks, s->rank, &s->lo, &s->hi);
+	dlt_shm_slice(nparams, s->ranks, weight, s->rank, &s->lo, &s->hi);
 	/* one passive epoch for the whole run; MPI_Win_sync orders the stores */
 	MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win);
 	memset(s->slot[s->rank], 0, slot * sizeof(float));
@@ -109,6 +118,17 @@ void dlt_shm_fence(const struct dlt_shm *s)
 	MPI_Win_sync(s->win);
 	MPI_Barrier(s->comm);
 	MPI_Win_sync(s->win);
+}
+
+/* dlt_shm_fence, its seconds added to s->t_wait. */
+static void timed_fence(struct dlt_shm *s)
+{
+	struct timespec a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	dlt_shm_fence(s);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	s->t_wait += (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
 }
 
 /* d[i] = the sum over ranks of slot[r][i], in rank order, for i in [lo, hi). */
@@ -139,7 +159,7 @@ void dlt_shm_step(struct dlt_shm *s, const struct dlt_optim *o, float lr, unsign
 	 * of it after the fence below has let them all start reducing */
 	float *g = s->slot[s->rank];
 
-	dlt_shm_fence(s);
+	timed_fence(s);
 	for (int r = 0; r < s->ranks; r++) {   /* in float and rank order, as MPI would */
 		loss = r ? loss + s->slot[r][np] : s->slot[r][np];
 		correct = r ? correct + s->slot[r][np + 1] : s->slot[r][np + 1];
@@ -151,5 +171,5 @@ void dlt_shm_step(struct dlt_shm *s, const struct dlt_optim *o, float lr, unsign
 		dlt_optim_step_strided(o, lr, t, s->params + s->lo, s->state + s->lo,
 				       np, g + s->lo, n);
 	}
-	dlt_shm_fence(s);
+	timed_fence(s);
 }

@@ -34,6 +34,7 @@ struct dlt_shm {
 	float *state;                         /* nstate arrays of nparams, one after the other */
 	float *slot[DLT_SHM_MAX_RANKS];       /* rank r's gradients: nparams + 2 loss floats */
 	size_t lo, hi;                        /* this rank's slice of [0, nparams) */
+	double t_wait;                        /* seconds in dlt_shm_step's barriers (waiting) */
 };
 
 /* Returns 1 when all ranks of comm (more than one) share this node's
@@ -41,10 +42,12 @@ struct dlt_shm {
 int dlt_shm_possible(MPI_Comm comm);
 
 /* Allocates the window for nparams parameters and nstate optimizer state
- * arrays (zeroed) over the ranks of comm. Collective. Returns 0, or
+ * arrays (zeroed) over the ranks of comm; rank r sums and updates a slice
+ * proportional to weight[r] (NULL = equal slices; ranks on slower devices
+ * get smaller batches and so smaller slices). Collective. Returns 0, or
  * -ENOMEM / -EINVAL with a message in err. */
 int dlt_shm_create(struct dlt_shm *s, MPI_Comm comm, size_t nparams, int nstate,
-		   char *err, size_t errlen);
+		   const int *weight, char *err, size_t errlen);
 
 /* Frees the window. Collective. */
 void dlt_shm_destroy(struct dlt_shm *s);
@@ -62,8 +65,9 @@ void dlt_shm_fence(const struct dlt_shm *s);
 void dlt_shm_step(struct dlt_shm *s, const struct dlt_optim *o, float lr, unsigned long t,
 		  double sums[2]);
 
-/* Slice r of n floats over k ranks: cache-line aligned boundaries so two
- * ranks never write the same line. Sets [*lo, *hi). */
-void dlt_shm_slice(size_t n, int k, int r, size_t *lo, size_t *hi);
+/* Slice r of n floats over k ranks, proportional to weight (k entries, or
+ * NULL for equal): cache-line aligned boundaries so two ranks never write
+ * the same line. Sets [*lo, *hi). */
+void dlt_shm_slice(size_t n, int k, const int *weight, int r, size_t *lo, size_t *hi);
 
 #endif

@@ -349,7 +349,7 @@ TEST(optimizer_on_slices_equals_whole_update)
 			for (int r = 0; r < 3; r++) {   /* 3 unequal slices */
 				size_t lo, hi;
 
-				dlt_shm_slice(N, 3, r, &lo, &hi);
+				dlt_shm_slice(N, 3, NULL, r, &lo, &hi);
 				dlt_optim_step_strided(&o, 0.01f, t, w2 + lo, s2 + lo, N, g + lo, hi - lo);
 			}
 		}
@@ -362,6 +362,7 @@ TEST(optimizer_on_slices_equals_whole_update)
 TEST(shm_slices_cover_and_align)
 {
 	const size_t ns[] = { 0, 1, 15, 16, 17, 1000, 247766 };
+	const int w3[3] = { 44, 1, 19 };   /* by batch: ranks of different speeds */
 
 	for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
 		for (int k = 1; k <= 7; k++) {
@@ -370,7 +371,7 @@ TEST(shm_slices_cover_and_align)
 			for (int r = 0; r < k; r++) {
 				size_t lo, hi;
 
-				dlt_shm_slice(ns[a], k, r, &lo, &hi);
+				dlt_shm_slice(ns[a], k, k == 3 ? w3 : NULL, r, &lo, &hi);
 				CHECK_MSG(lo == next && hi >= lo && hi <= ns[a],
 					  "n %zu k %d r %d: [%zu, %zu) after %zu", ns[a], k, r, lo, hi, next);
 				CHECK_MSG(lo % 16 == 0 && (hi % 16 == 0 || hi == ns[a]),
@@ -379,6 +380,11 @@ TEST(shm_slices_cover_and_align)
 			}
 			CHECK_MSG(next == ns[a], "n %zu k %d: slices end at %zu", ns[a], k, next);
 		}
+	/* weighted: 44/64 of the model for the rank with 44 of the 64 rows */
+	size_t lo, hi;
+
+	dlt_shm_slice(247766, 3, w3, 0, &lo, &hi);
+	CHECK_MSG(lo == 0 && hi > 247766 * 44 / 64 - 16 && hi < 247766 * 44 / 64 + 16, "hi %zu", hi);
 }
 
 /* A loss curve over log10(rate): flat at 2.3, falling fastest at 1e-3 to
@@ -652,7 +658,7 @@ TEST(plan_splits_batch_and_shards)
 	char err[DLT_ERR_MAX];
 	long lo, hi;
 
-	CHECK(dlt_plan_make(&p, 60000, 10000, 2, 65, 3, err, sizeof err) == 0);
+	CHECK(dlt_plan_make(&p, 60000, 10000, 2, 65, 3, NULL, err, sizeof err) == 0);
 	CHECK(p.batch[0] == 33 && p.batch[1] == 32 && p.global_batch == 65);
 	CHECK(p.steps_per_epoch == 30000 / 33 && p.total_steps == 3 * (30000 / 33));
 	dlt_plan_shard(10, 3, 0, &lo, &hi);
@@ -660,10 +666,22 @@ TEST(plan_splits_batch_and_shards)
 	dlt_plan_shard(10, 3, 2, &lo, &hi);
 	CHECK(lo == 6 && hi == 10);
 	/* the smallest shard decides: 10 over 3 = 3,3,4 with batch 2,1,1 */
-	CHECK(dlt_plan_make(&p, 10, 10, 3, 4, 1, err, sizeof err) == 0);
+	CHECK(dlt_plan_make(&p, 10, 10, 3, 4, 1, NULL, err, sizeof err) == 0);
 	CHECK(p.steps_per_epoch == 1);
-	CHECK(dlt_plan_make(&p, 10, 10, 2, 1, 1, err, sizeof err) == -EINVAL);
-	CHECK(dlt_plan_make(&p, 10, 10, 2, 12, 1, err, sizeof err) == -EINVAL);
+	CHECK(dlt_plan_make(&p, 10, 10, 2, 1, 1, NULL, err, sizeof err) == -EINVAL);
+	CHECK(dlt_plan_make(&p, 10, 10, 2, 12, 1, NULL, err, sizeof err) == -EINVAL);
+	/* given batches (devices of different speeds): shards follow them */
+	const int given[2] = { 48, 16 };
+	CHECK_MSG(dlt_plan_make(&p, 60000, 10000, 2, 64, 2, given, err, sizeof err) == 0, "%s", err);
+	CHECK(p.batch[0] == 48 && p.batch[1] == 16 && p.steps_per_epoch == 937);
+	dlt_plan_range(&p, 60000, 0, &lo, &hi);
+	CHECK(lo == 0 && hi == 45000);
+	dlt_plan_range(&p, 60000, 1, &lo, &hi);
+	CHECK(lo == 45000 && hi == 60000);
+	const int bad_sum[2] = { 48, 20 }, zero[2] = { 64, 0 };
+	CHECK(dlt_plan_make(&p, 60000, 10000, 2, 64, 2, bad_sum, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "sum to 68"), "%s", err);
+	CHECK(dlt_plan_make(&p, 60000, 10000, 2, 64, 2, zero, err, sizeof err) == -EINVAL);
 }
 
 TEST(opts_parse_and_reject)
