@@ -116,6 +116,23 @@ test_lr_auto_range_test_then_trains_with_its_choice() {
 		"$(params_of "$w/auto/checkpoints/final.ckpt")" "weights of --lr auto and --lr $lr"
 }
 
+# --rank-batches: unequal per-rank batches (devices of different speeds)
+# train, are recorded per rank, and a wrong list is refused by name
+test_rank_batches_split_the_global_batch_unevenly() {
+	W=$(mktemp -d /tmp/dlh-direct.XXXXXX)
+	trap 'rm -rf "$W"' EXIT
+	local w=$W
+	train_direct "$w/uneven" 2 --rank-batches 48,16
+	grep -q '^batch_per_rank=48,16$' "$w/uneven/run.info" || die "run.info: $(cat "$w/uneven/run.info")"
+	expect_eq "$(cut -d, -f1,2 "$w/uneven/rank_times" | tr '\n' ' ')" "rank,batch 0,48 1,16 " "rank_times"
+	# 2000 images in shards of 1500 and 500: 31 steps of 48 and of 16 per epoch
+	grep -q '^steps_per_epoch=31$' "$w/uneven/run.info" || die "run.info: $(cat "$w/uneven/run.info")"
+	local acc; acc=$(sed -n 's/^test_accuracy=//p' "$w/uneven/result")
+	awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || die "test accuracy $acc"
+	( train_direct "$w/bad" 2 --rank-batches 40,20 ) 2>/dev/null && die "a split that sums to 60 of 64 ran"
+	grep -q 'sum to 60, the global batch is 64' "$w/bad.out" || die "message: $(cat "$w/bad.out")"
+}
+
 test_resume_after_unmount_gives_identical_weights() {
 	dlh_mount
 	local state=$STATE
