@@ -18,7 +18,7 @@ const char dlt_opts_usage[] =
 	"                 [--beta1 X] [--beta2 X] [--eps X] [--weight-decay X]\n"
 	"                 [--schedule constant|step|cosine] [--gamma X] [--step-epochs N]\n"
 	"                 [--warmup-steps N] [--bucket-mb X] [--format idx|csv]\n"
-	"                 [--image-size N] [--seed N]\n"
+	"                 [--image-size N] [--seed N] [--device cpu|gpu]\n"
 	"                 [--checkpoint-every STEPS] [--train-limit N] [--test-limit N] [--help]\n"
 	"       dlh-train --same-params A.ckpt B.ckpt   (exit 0 when the payloads match)\n"
 	"Data-parallel training under mpirun. --model mlp (default): --layers are\n"
@@ -34,6 +34,8 @@ const char dlt_opts_usage[] =
 	"the --*-labels options are then not used). --batch is the global batch, split\n"
 	"over the ranks; --checkpoint-every 0 saves only the final model; the limits use\n"
 	"the first N images (0 = all).\n"
+	"--device gpu: one GPU per rank (local rank modulo the GPUs), cuBLAS, gradients\n"
+	"averaged with ncclAllReduce (needs a build with CUDA: make GPU=1).\n"
 	"Files in DIR: run.info, metrics.csv, checkpoints/, result.\n";
 
 #define DLT_MAX_COUNT_OPT 1e15   /* bound of --checkpoint-every and the limits */
@@ -50,6 +52,8 @@ static const char *const sched_words[] = { "constant", "step", "cosine", NULL };
 static const int sched_vals[] = { DLT_SCHED_CONSTANT, DLT_SCHED_STEP, DLT_SCHED_COSINE };
 static const char *const format_words[] = { "idx", "csv", NULL };
 static const int format_vals[] = { DLT_FORMAT_IDX, DLT_FORMAT_CSV };
+static const char *const device_words[] = { "cpu", "gpu", NULL };
+static const int device_vals[] = { DLT_DEVICE_CPU, DLT_DEVICE_GPU };
 
 struct opt_def {
 	const char *name;      /* without the leading "--" */
@@ -96,6 +100,7 @@ static const struct opt_def defs[] = {
 	{ "checkpoint-every", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(checkpoint_every), NULL, NULL },
 	{ "train-limit", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(train_limit), NULL, NULL },
 	{ "test-limit", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(test_limit), NULL, NULL },
+	{ "device", K_CHOICE, 0, 0, 0, 0, OFF(device), device_words, device_vals },
 };
 
 #define NDEFS (sizeof defs / sizeof defs[0])

@@ -16,6 +16,7 @@
 
 enum dlt_model_kind { DLT_MODEL_MLP = 0, DLT_MODEL_CNN = 1 };
 enum dlt_format { DLT_FORMAT_IDX = 0, DLT_FORMAT_CSV = 1 };
+enum dlt_device { DLT_DEVICE_CPU = 0, DLT_DEVICE_GPU = 1 };
 
 /* The parsed command line. Strings point into argv. */
 struct dlt_opts {
@@ -52,6 +53,7 @@ struct dlt_opts {
 	long checkpoint_every;                 /* --checkpoint-every steps, 0 = final only */
 	long train_limit;                      /* --train-limit, 0 = all */
 	long test_limit;                       /* --test-limit, 0 = all */
+	int device;                            /* --device, enum dlt_device, default cpu */
 };
 
 /* The usage text printed by --help. */
