@@ -59,7 +59,7 @@ CUDA_CFLAGS = -isystem $(CUDA_HOME)/include
 GPU_OBJ  = $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard engine/train/cuda/*.cu))
 GPU_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas \
            -lcudart_static -ldl -lrt -lpthread -lstdc++
-GPU_BIN  = $(BUILD)/bench-nccl-bw $(BUILD)/tests/test_train_gpu_emu
+GPU_BIN  = $(BUILD)/bench-nccl-bw $(BUILD)/tests/test_train_gpu_emu $(BUILD)/dlh-train-gpuemu
 else
 GPU_OBJ  = $(BUILD)/obj/engine/train/cuda/stub.o
 GPU_LIBS =
@@ -143,10 +143,16 @@ CXX ?= g++
 $(BUILD)/obj/tests/unit/gpu_emu.o: engine/train/cuda/gpu.cu tests/unit/gpu_emu.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -x c++ $(OPT) $(SANFLAGS) -Wall -Wextra -Werror -Wno-format-truncation \
-		-DDLT_GPU_EMULATE -include tests/unit/gpu_emu.h -I. $(BLAS_CFLAGS) -MMD -MP -c $< -o $@
+		-DDLT_GPU_EMULATE -include tests/unit/gpu_emu.h -I. $(BLAS_CFLAGS) $(MPI_CFLAGS) \
+		-MMD -MP -c $< -o $@
 $(BUILD)/tests/test_train_gpu_emu: $(BUILD)/obj/tests/unit/test_train_gpu.o \
 		$(BUILD)/obj/tests/unit/gpu_emu.o $(LIBTRAIN)
 	@mkdir -p $(dir $@)
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lstdc++ -lm
+# dlh-train over the same emulation: --device gpu runs main.c's GPU path
+# (NCCL bootstrap, steps, eval, checkpoints) on the CPU (tests/it/60-gpu.sh)
+$(BUILD)/dlh-train-gpuemu: $(filter-out $(GPU_OBJ),$(TRAIN_OBJ)) $(BUILD)/obj/engine/util.o \
+		$(BUILD)/obj/tests/unit/gpu_emu.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lstdc++ -lm
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

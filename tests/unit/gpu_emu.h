@@ -3,7 +3,8 @@
  * Force-included (g++ -include) when gpu.cu is compiled as plain C++ with
  * -DDLT_GPU_EMULATE: the CUDA runtime, cuBLAS and NCCL calls the backend
  * makes become host calls (malloc, memcpy, cblas_sgemm in column-major
- * order with the very arguments given to cublasSgemm, a 1-rank allreduce),
+ * order with the very arguments given to cublasSgemm, ncclAllReduce by
+ * MPI_Allreduce over MPI_COMM_WORLD, or a copy when MPI is not running),
  * and a kernel launch runs every (block, thread) of its grid in turn. The
  * kernels that use __syncthreads are launched through LAUNCH_SYNC, which
  * runs them with one thread per block (they are written for any
@@ -15,6 +16,9 @@
 #define DLT_GPU_EMU_H
 
 #include <cblas.h>
+#define OMPI_SKIP_MPICXX 1   /* the C API only */
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +84,8 @@ static inline const char *cudaGetErrorName(cudaError_t e)
 	return e == cudaSuccess ? "cudaSuccess" : "cudaErrorMemoryAllocation";
 }
 static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-static inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
+#define EMU_DEVICES 8   /* devices the emulation reports: one per rank of a small mpirun */
+static inline cudaError_t cudaGetDeviceCount(int *n) { *n = EMU_DEVICES; return cudaSuccess; }
 static inline cudaError_t cudaSetDevice(int d) { (void)d; return cudaSuccess; }
 static inline cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
 {
@@ -180,7 +185,7 @@ static inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta,
 	return CUBLAS_STATUS_SUCCESS;
 }
 
-/* ---- NCCL: one rank ---- */
+/* ---- NCCL: one rank, or MPI_COMM_WORLD when MPI is running ---- */
 
 typedef enum { ncclSuccess = 0, ncclInvalidArgument = 4 } ncclResult_t;
 typedef enum { ncclFloat = 7 } ncclDataType_t;
@@ -199,11 +204,29 @@ static inline ncclResult_t ncclGetUniqueId(ncclUniqueId *u)
 	memset(u, 0x5a, sizeof *u);
 	return ncclSuccess;
 }
+
+/* 1 when MPI is initialised: then the communicator is MPI_COMM_WORLD. */
+static inline int emu_mpi(void)
+{
+	int up = 0;
+
+	MPI_Initialized(&up);
+	return up;
+}
+
 static inline ncclResult_t ncclCommInitRank(ncclComm_t *c, int n, ncclUniqueId u, int r)
 {
-	(void)u;
-	if (n != 1 || r != 0)
-		return ncclInvalidArgument;   /* the emulation has one rank */
+	int size = 1, rank = 0;
+
+	for (size_t i = 0; i < sizeof u.internal; i++)
+		if (u.internal[i] != 0x5a)
+			return ncclInvalidArgument;   /* not an id of ncclGetUniqueId */
+	if (emu_mpi()) {
+		MPI_Comm_size(MPI_COMM_WORLD, &size);
+		MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	}
+	if (n != size || r != rank)
+		return ncclInvalidArgument;
 	*c = &emu_handle;
 	return ncclSuccess;
 }
@@ -215,6 +238,9 @@ static inline ncclResult_t ncclAllReduce(const void *s, void *d, size_t n, ncclD
 	(void)op;
 	(void)c;
 	(void)st;
+	if (emu_mpi())
+		return MPI_Allreduce(s == d ? MPI_IN_PLACE : s, d, (int)n, MPI_FLOAT, MPI_SUM,
+				     MPI_COMM_WORLD) == MPI_SUCCESS ? ncclSuccess : ncclInvalidArgument;
 	if (s != d)
 		memmove(d, s, n * sizeof(float));
 	return ncclSuccess;
