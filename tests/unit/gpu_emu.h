@@ -154,8 +154,16 @@ typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
 typedef enum { CUBLAS_DEFAULT_MATH } cublasMath_t;
 typedef int *cublasHandle_t;
 
-static inline cublasStatus_t cublasCreate(cublasHandle_t *h) { *h = &emu_handle; return CUBLAS_STATUS_SUCCESS; }
-static inline cublasStatus_t cublasDestroy(cublasHandle_t h) { (void)h; return CUBLAS_STATUS_SUCCESS; }
+static inline cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+	*h = &emu_handle;
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasDestroy(cublasHandle_t h)
+{
+	(void)h;
+	return CUBLAS_STATUS_SUCCESS;
+}
 static inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
 {
 	(void)h;

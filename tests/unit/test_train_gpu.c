@@ -1,4 +1,4 @@
-/* test_train_gpu.c - the CUDA backend against the CPU layers: forward, backward, loss, optimizers, NCCL step
+/* test_train_gpu.c - the CUDA backend against the CPU layers: layers, loss, optimizers, NCCL step
  *
  * Every case that needs a GPU skips with the backend's reason ("no NVIDIA
  * GPU: ...") where there is none or the build has no CUDA. Parameters are

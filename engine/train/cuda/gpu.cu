@@ -706,7 +706,8 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 		int k = (int)dlt_shape_size(l->in), o = l->out.c;
 
 		TRY(gemm(g, 0, 1, n, o, k, x, k, p, k, y, o, err, errlen));
-		LAUNCH(k_add_bias_rows, blocks_for((size_t)n * o), GPU_THREADS, s, y, p + (size_t)o * (size_t)k, o, (size_t)n * (size_t)o);
+		LAUNCH(k_add_bias_rows, blocks_for((size_t)n * o), GPU_THREADS, s,
+			y, p + (size_t)o * (size_t)k, o, (size_t)n * (size_t)o);
 		KERNEL_CHECK("add_bias_rows");
 		break;
 	}
@@ -719,17 +720,20 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 		const size_t hw = (size_t)l->in.h * (size_t)l->in.w, N = (size_t)n * hw;
 		float *col = g->layer[li].col;
 
-		LAUNCH(k_im2col, blocks_for((size_t)R * N), GPU_THREADS, s, col, x, l->in.c, l->in.h, l->in.w, l->k, n);
+		LAUNCH(k_im2col, blocks_for((size_t)R * N), GPU_THREADS, s,
+			col, x, l->in.c, l->in.h, l->in.w, l->k, n);
 		KERNEL_CHECK("im2col");
 		TRY(gemm(g, 0, 0, F, (int)N, R, p, R, col, (int)N, g->ws, (int)N, err, errlen));
-		LAUNCH(k_conv_scatter, blocks_for((size_t)F * N), GPU_THREADS, s, y, g->ws, p + (size_t)F * (size_t)R, F, hw, n);
+		LAUNCH(k_conv_scatter, blocks_for((size_t)F * N), GPU_THREADS, s,
+			y, g->ws, p + (size_t)F * (size_t)R, F, hw, n);
 		KERNEL_CHECK("conv_scatter");
 		break;
 	}
 	case DLT_LAYER_POOL: {
 		const size_t planes = (size_t)n * (size_t)l->in.c;
 
-		LAUNCH(k_pool_fwd, blocks_for(planes * l->out.h * l->out.w), GPU_THREADS, s, y, g->layer[li].arg, x, l->k, l->in.h, l->in.w, l->out.h, l->out.w, planes);
+		LAUNCH(k_pool_fwd, blocks_for(planes * l->out.h * l->out.w), GPU_THREADS, s,
+			y, g->layer[li].arg, x, l->k, l->in.h, l->in.w, l->out.h, l->out.w, planes);
 		KERNEL_CHECK("pool_fwd");
 		break;
 	}
@@ -738,7 +742,8 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 			CUDA_CHECK(cudaMemcpyAsync(y, x, m * sizeof(float), cudaMemcpyDeviceToDevice, s));
 			break;
 		}
-		LAUNCH(k_dropout, blocks_for(m), GPU_THREADS, s, y, x, mask_key(g->seed, step, g->rank, l->index),
+		LAUNCH(k_dropout, blocks_for(m), GPU_THREADS, s,
+			y, x, mask_key(g->seed, step, g->rank, l->index),
 			(uint64_t)((double)l->p * (double)(1u << GPU_DROPOUT_BITS)),
 			1.0f / (1.0f - l->p), m);
 		KERNEL_CHECK("dropout");
@@ -763,7 +768,8 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, const float
 		int k = (int)dlt_shape_size(l->in), o = l->out.c;
 
 		TRY(gemm(g, 1, 0, o, k, n, dy, o, x, k, gr, k, err, errlen));
-		LAUNCH(k_col_sums, (o + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, s, gr + (size_t)o * (size_t)k, dy, n, o);
+		LAUNCH(k_col_sums, (o + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, s,
+			gr + (size_t)o * (size_t)k, dy, n, o);
 		KERNEL_CHECK("col_sums");
 		if (dx)
 			TRY(gemm(g, 0, 0, n, k, o, dy, o, p, k, dx, k, err, errlen));
@@ -801,7 +807,8 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, const float
 		if (!dx)
 			break;
 		CUDA_CHECK(cudaMemsetAsync(dx, 0, planes * ip * sizeof(float), s));
-		LAUNCH(k_pool_bwd, blocks_for(planes * op), GPU_THREADS, s, dx, g->layer[li].arg, dy, ip, op, planes);
+		LAUNCH(k_pool_bwd, blocks_for(planes * op), GPU_THREADS, s,
+			dx, g->layer[li].arg, dy, ip, op, planes);
 		KERNEL_CHECK("pool_bwd");
 		break;
 	}
@@ -812,7 +819,8 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, const float
 			CUDA_CHECK(cudaMemcpyAsync(dx, dy, m * sizeof(float), cudaMemcpyDeviceToDevice, s));
 			break;
 		}
-		LAUNCH(k_dropout, blocks_for(m), GPU_THREADS, s, dx, dy, mask_key(g->seed, step, g->rank, l->index),
+		LAUNCH(k_dropout, blocks_for(m), GPU_THREADS, s,
+			dx, dy, mask_key(g->seed, step, g->rank, l->index),
 			(uint64_t)((double)l->p * (double)(1u << GPU_DROPOUT_BITS)),
 			1.0f / (1.0f - l->p), m);
 		KERNEL_CHECK("dropout");
@@ -856,10 +864,12 @@ static int loss(struct dlt_gpu *g, int rows, int train, float weight, float *fou
 {
 	const float *z = g->layer[g->net.nlayers - 1].act;
 
-	LAUNCH(k_softmax_xent, (rows + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, g->stream, z, g->y, rows, g->net.classes, train ? weight / (float)rows : 0.0f,
+	LAUNCH(k_softmax_xent, (rows + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, g->stream,
+		z, g->y, rows, g->net.classes, train ? weight / (float)rows : 0.0f,
 		train ? g->delta[0] : NULL, g->row_loss, g->row_hit);
 	KERNEL_CHECK("softmax_xent");
-	LAUNCH_SYNC(k_batch_sums, 1, GPU_THREADS, g->stream, g->row_loss, g->row_hit, rows, g->dsum, fout);
+	LAUNCH_SYNC(k_batch_sums, 1, GPU_THREADS, g->stream,
+		g->row_loss, g->row_hit, rows, g->dsum, fout);
 	KERNEL_CHECK("batch_sums");
 	return 0;
 }
@@ -932,7 +942,8 @@ static int optim(struct dlt_gpu *g, const struct dlt_optim *o, float lr, unsigne
 	switch (o->kind) {
 	case DLT_OPTIM_SGD:
 	case DLT_OPTIM_NESTEROV:
-		LAUNCH(k_sgd, blocks_for(n), GPU_THREADS, g->stream, g->params, g->state, g->grads, lr, o->momentum, o->weight_decay,
+		LAUNCH(k_sgd, blocks_for(n), GPU_THREADS, g->stream,
+			g->params, g->state, g->grads, lr, o->momentum, o->weight_decay,
 			o->kind == DLT_OPTIM_NESTEROV, n);
 		KERNEL_CHECK("sgd");
 		return 0;
@@ -945,7 +956,8 @@ static int optim(struct dlt_gpu *g, const struct dlt_optim *o, float lr, unsigne
 		if (g->nstate < 2)
 			return fail(-EINVAL, err, errlen, "gpu: adam needs 2 state arrays, have %d",
 				    g->nstate);
-		LAUNCH(k_adam, blocks_for(n), GPU_THREADS, g->stream, g->params, g->state, g->state + n, g->grads, o->beta1, o->beta2, o->eps,
+		LAUNCH(k_adam, blocks_for(n), GPU_THREADS, g->stream,
+			g->params, g->state, g->state + n, g->grads, o->beta1, o->beta2, o->eps,
 			o->weight_decay, lr / bc1, 1.0f / bc2s, n);
 		KERNEL_CHECK("adam");
 		return 0;
