@@ -653,10 +653,14 @@ extern "C" int dlt_gpu_nccl_init(struct dlt_gpu *g, const unsigned char *id, int
 				 char *err, size_t errlen)
 {
 	ncclUniqueId u;
+	ncclComm_t comm;
 
+	if (g->comm)
+		return fail(-EINVAL, err, errlen, "gpu: the NCCL communicator is already set up");
 	memcpy(u.internal, id, DLT_GPU_ID_BYTES);
 	CUDA_CHECK(cudaSetDevice(g->device));
-	NCCL_CHECK(ncclCommInitRank(&g->comm, ranks, u, rank));
+	NCCL_CHECK(ncclCommInitRank(&comm, ranks, u, rank));
+	g->comm = comm;   /* only a communicator that exists: destroy frees it */
 	g->nccl_ranks = ranks;
 	return 0;
 }
