@@ -62,6 +62,15 @@ int dlt_gpu_nccl_id(unsigned char *id, char *err, size_t errlen);
 int dlt_gpu_nccl_init(struct dlt_gpu *g, const unsigned char *id, int rank, int ranks,
 		      char *err, size_t errlen);
 
+/* Adds a gradient bucket for dlt_gpu_step: floats [lo, hi) of the
+ * gradients (+ the 2 loss floats at nparams), allreduced as soon as
+ * backward has finished layer trigger. Buckets are added in launch order
+ * (triggers from the last layer down) and must cover the gradients with
+ * the loss floats exactly, as main.c's make_buckets makes them. Without
+ * buckets one allreduce follows backward. */
+int dlt_gpu_add_bucket(struct dlt_gpu *g, size_t lo, size_t hi, int trigger,
+		       char *err, size_t errlen);
+
 /* Copies the host parameters (nparams floats) and, when state is not
  * NULL, the optimizer state (nstate x nparams) to the GPU. */
 int dlt_gpu_upload(struct dlt_gpu *g, const float *params, const float *state,
@@ -94,7 +103,8 @@ int dlt_gpu_optim_step(struct dlt_gpu *g, const struct dlt_optim *o, float lr,
 
 /* One data-parallel step, main.c's step_once on the GPU: train_batch
  * (weight rows / global batch), ncclAllReduce (sum) of gradients + loss
- * sum + correct count over the communicator, the optimizer. Sets sums[0]
+ * sum + correct count over the communicator (per bucket during backward
+ * when buckets are set), the optimizer. Sets sums[0]
  * and sums[1] to the global batch's loss sum and correct count. Needs
  * dlt_gpu_nccl_init. */
 int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,

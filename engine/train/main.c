@@ -499,10 +499,10 @@ static void on_layer(void *ctx, int l)
 }
 
 /* --device gpu: puts this rank on a GPU (its rank among the ranks of its
- * node), joins the NCCL communicator whose id rank 0 makes and broadcasts
- * through MPI, and uploads the parameters and optimizer state (after
- * load_latest, so a resumed run goes on from its checkpoint). Dies on any
- * error, naming it. */
+ * node), gives it the gradient buckets (--bucket-mb), joins the NCCL
+ * communicator whose id rank 0 makes and broadcasts through MPI, and
+ * uploads the parameters and optimizer state (after load_latest, so a
+ * resumed run goes on from its checkpoint). Dies on any error, naming it. */
 static void gpu_start(struct run *R)
 {
 	char err[DLT_ERR_MAX], name[DLT_ERR_MAX];
@@ -522,6 +522,10 @@ static void gpu_start(struct run *R)
 	if (dlt_gpu_create(&R->gpu, &R->net, R->nstate, local, R->o.seed, R->rank,
 			   err, sizeof err) < 0)
 		die("--device gpu: %s", err);
+	for (int k = 0; k < R->nbuckets; k++)   /* the same buckets, allreduced by NCCL */
+		if (dlt_gpu_add_bucket(R->gpu, R->bucket[k].lo, R->bucket[k].hi, R->bucket[k].trigger,
+				       err, sizeof err) < 0)
+			die("--device gpu: %s", err);
 	if (R->rank == 0 && dlt_gpu_nccl_id(id, err, sizeof err) < 0)
 		die("--device gpu: %s", err);
 	MPI_Bcast(id, DLT_GPU_ID_BYTES, MPI_BYTE, 0, MPI_COMM_WORLD);

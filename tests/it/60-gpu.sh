@@ -91,14 +91,15 @@ test_gpu_device_refused_where_the_pool_has_none() {
 	dlh_umount
 }
 
-# emu_args DIR: a dlh-train command line on a small CNN with dropout and Adam
+# emu_args DIR: a dlh-train command line on a small CNN with dropout and Adam,
+# its gradients in 4 buckets (overlapped allreduce)
 emu_args() {
 	echo --job-dir "$1" --train-images "$FMNIST/train-images-idx3-ubyte.gz" \
 		--train-labels "$FMNIST/train-labels-idx1-ubyte.gz" \
 		--test-images "$FMNIST/t10k-images-idx3-ubyte.gz" \
 		--test-labels "$FMNIST/t10k-labels-idx1-ubyte.gz" --model cnn --conv 8:5,16:3 \
 		--dense 64 --dropout 0.25 --optimizer adam --lr 0.002 --epochs 2 --batch 64 \
-		--train-limit 1280 --test-limit 256 --checkpoint-every 10
+		--train-limit 1280 --test-limit 256 --checkpoint-every 10 --bucket-mb 0.05
 }
 
 test_gpu_path_on_the_host_emulation_matches_the_cpu_trainer() {

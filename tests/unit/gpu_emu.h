@@ -119,6 +119,20 @@ static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEve
 	return cudaSuccess;
 }
 static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { (void)e; return cudaSuccess; }
+#define cudaEventDisableTiming 2
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned f)
+{
+	(void)f;
+	*e = &emu_handle;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
+{
+	(void)s;
+	(void)e;
+	(void)f;
+	return cudaSuccess;
+}
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
 	*p = malloc(n);

@@ -188,10 +188,30 @@ out:
 	return bad;
 }
 
+/* Gives p's GPU side one gradient bucket per layer with parameters, last
+ * layer first (the first one also holds the 2 loss floats), as main.c's
+ * make_buckets does for a tiny --bucket-mb. Returns 0, or -1 with p->err. */
+static int add_layer_buckets(struct pair *p)
+{
+	size_t hi = p->net.nparams + 2;
+
+	for (int i = p->net.nlayers - 1; i >= 0; i--) {
+		const struct dlt_layer *l = &p->net.layer[i];
+
+		if (!l->nparams)
+			continue;
+		if (dlt_gpu_add_bucket(p->gpu, l->off, hi, i, p->err, sizeof p->err) < 0)
+			return -1;
+		hi = l->off;
+	}
+	return 0;
+}
+
 /* Runs steps optimizer steps of o on both sides (the CPU: train_batch and
  * dlt_optim_step; the GPU: train_batch and dlt_gpu_optim_step, or with
- * nccl, one dlt_gpu_step on a 1-rank communicator) and compares the
- * parameter updates. Returns NULL, or what differs. */
+ * nccl, one dlt_gpu_step on a 1-rank communicator, with one gradient
+ * bucket per layer when nccl is 2) and compares the parameter updates.
+ * Returns NULL, or what differs. */
 static const char *compare_steps(struct pair *p, const struct dlt_optim *o, int steps, int nccl,
 				 char *msg, size_t len)
 {
@@ -208,7 +228,8 @@ static const char *compare_steps(struct pair *p, const struct dlt_optim *o, int 
 	}
 	memcpy(w0, p->params, np * sizeof(float));
 	if (nccl && (dlt_gpu_nccl_id(id, p->err, sizeof p->err) < 0 ||
-		     dlt_gpu_nccl_init(p->gpu, id, 0, 1, p->err, sizeof p->err) < 0)) {
+		     dlt_gpu_nccl_init(p->gpu, id, 0, 1, p->err, sizeof p->err) < 0 ||
+		     (nccl == 2 && add_layer_buckets(p) < 0))) {
 		snprintf(msg, len, "%s", p->err);
 		bad = msg;
 		goto out;
@@ -427,6 +448,45 @@ TEST(gpu_nccl_step_on_one_rank_matches_cpu)
 	CHECK_MSG(!bad, "%s", bad);
 }
 
+TEST(gpu_bucketed_nccl_step_matches_cpu)
+{
+	const int f[1] = { 6 }, k[1] = { 3 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_NESTEROV, .momentum = 0.9f };
+	struct dlt_net_spec s;
+	struct pair p;
+	char msg[DLT_ERR_MAX];
+	const char *bad;
+
+	if (!have_gpu)
+		SKIP(why);
+	cnn_spec(&s, (struct dlt_shape){ 1, 12, 12 }, 1, f, k, 2, 20, 0.0f, 10);
+	CHECK_MSG(pair_open(&p, &s, 16, 1, 17) == 0, "%s", p.err);
+	bad = compare_steps(&p, &o, 3, 2, msg, sizeof msg);
+	pair_close(&p);
+	CHECK_MSG(!bad, "%s", bad);
+}
+
+TEST(gpu_refuses_buckets_that_do_not_tile_the_gradients)
+{
+	const int hidden[1] = { 4 };
+	struct dlt_net_spec s;
+	struct pair p;
+	size_t np;
+	int r1, r2, r3;
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 8, hidden, 1, 3);   /* dense 0 [0, 36), relu 1, dense 2 [36, 51) */
+	CHECK_MSG(pair_open(&p, &s, 2, 1, 1) == 0, "%s", p.err);
+	np = p.net.nparams;
+	r1 = dlt_gpu_add_bucket(p.gpu, 36, np, 2, p.err, sizeof p.err);      /* loss floats left out */
+	r2 = dlt_gpu_add_bucket(p.gpu, 36, np + 2, 2, p.err, sizeof p.err);
+	r3 = dlt_gpu_add_bucket(p.gpu, 0, 30, 0, p.err, sizeof p.err);       /* a gap */
+	pair_close(&p);
+	CHECK(np == 51);
+	CHECK(r1 == -EINVAL && r2 == 0 && r3 == -EINVAL);
+}
+
 TEST(gpu_rejects_a_batch_larger_than_max)
 {
 	const int hidden[1] = { 4 };
@@ -454,6 +514,8 @@ int main(void)
 	RUN(gpu_eval_batch_matches_cpu);
 	RUN(gpu_optimizer_steps_match_cpu);
 	RUN(gpu_nccl_step_on_one_rank_matches_cpu);
+	RUN(gpu_bucketed_nccl_step_matches_cpu);
+	RUN(gpu_refuses_buckets_that_do_not_tile_the_gradients);
 	RUN(gpu_rejects_a_batch_larger_than_max);
 	return CHECK_EXIT();
 }

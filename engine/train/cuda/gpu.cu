@@ -7,8 +7,13 @@
  * functions (expf, logf) may differ from the CPU by rounding. The file is
  * compiled with --fmad=false so that a * b + c rounds twice, as on the CPU.
  *
- * All work of one rank goes to one stream; the host waits only where a
- * result must come back (loss sums, downloads). */
+ * All work of one rank goes to one stream, except the gradient allreduce
+ * when buckets are set (dlt_gpu_add_bucket): then each bucket's
+ * ncclAllReduce is queued on a second stream as soon as backward has
+ * written its gradients (an event orders the two), so communication
+ * overlaps the rest of backward, and the optimizer waits for the last
+ * one. The host waits only where a result must come back (loss sums,
+ * downloads). */
 #ifndef DLT_GPU_EMULATE
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -36,6 +41,7 @@
 #define GPU_THREADS 256          /* threads per block of the elementwise kernels */
 #define GPU_MAX_BLOCKS 65535     /* grid cap; kernels loop grid-stride beyond it */
 #define GPU_DROPOUT_BITS 24      /* as DLT_DROPOUT_BITS in layers.c */
+#define GPU_MAX_BUCKETS DLT_NET_MAX_LAYERS   /* gradient buckets (one per layer at most) */
 
 /* Per-layer GPU buffers. */
 struct gpu_layer {
@@ -70,6 +76,14 @@ struct dlt_gpu {
 	double *host_sum;                        /* pinned copy of dsum */
 	float *host_gsum;                        /* pinned copy of grads[nparams..+2] */
 	cudaEvent_t ev[5];                       /* step phase boundaries */
+	cudaStream_t comm_stream;                /* the bucketed allreduces */
+	int nbuckets;                            /* 0: one allreduce after backward */
+	struct {
+		size_t lo, hi;                   /* float range of grads */
+		int trigger;                     /* layer whose backward completes it */
+		cudaEvent_t ready;               /* recorded after that layer's backward */
+	} bucket[GPU_MAX_BUCKETS];               /* in launch order (last layers first) */
+	cudaEvent_t comm_done;                   /* the last bucket's allreduce ended */
 	double t[4];                             /* forward, backward, allreduce, optimizer seconds */
 	char name[160];                          /* dlt_gpu_describe */
 };
@@ -497,6 +511,8 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 	cudaSetDevice(g->device);
 	if (g->stream)
 		cudaStreamSynchronize(g->stream);
+	if (g->comm_stream)
+		cudaStreamSynchronize(g->comm_stream);
 	if (g->comm)
 		ncclCommDestroy(g->comm);
 	if (g->blas)
@@ -522,6 +538,12 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 	for (int i = 0; i < 5; i++)
 		if (g->ev[i])
 			cudaEventDestroy(g->ev[i]);
+	for (int i = 0; i < g->nbuckets; i++)
+		cudaEventDestroy(g->bucket[i].ready);
+	if (g->comm_done)
+		cudaEventDestroy(g->comm_done);
+	if (g->comm_stream)
+		cudaStreamDestroy(g->comm_stream);
 	if (g->stream)
 		cudaStreamDestroy(g->stream);
 	free(g);
@@ -588,6 +610,8 @@ static int open_device(struct dlt_gpu *g, char *err, size_t errlen)
 	CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
 	for (int i = 0; i < 5; i++)
 		CUDA_CHECK(cudaEventCreate(&g->ev[i]));
+	CUDA_CHECK(cudaStreamCreateWithFlags(&g->comm_stream, cudaStreamNonBlocking));
+	CUDA_CHECK(cudaEventCreateWithFlags(&g->comm_done, cudaEventDisableTiming));
 	BLAS_CHECK(cublasCreate(&g->blas));
 	BLAS_CHECK(cublasSetStream(g->blas, g->stream));
 	/* plain FP32 GEMMs, as on the CPU: the default math mode uses no TF32 */
@@ -880,9 +904,10 @@ static int loss(struct dlt_gpu *g, int rows, int train, float weight, float *fou
 
 /* The backward pass from delta[0] (after loss with train) down to the
  * first layer, gradients into g->grads. */
-static int backward(struct dlt_gpu *g, int rows, uint64_t step, char *err, size_t errlen)
+static int backward(struct dlt_gpu *g, int rows, uint64_t step, int allreduce,
+		    char *err, size_t errlen)
 {
-	int cur = 0;
+	int cur = 0, next = 0;
 
 	for (int i = g->net.nlayers - 1; i >= 0; i--) {
 		const float *in = i > 0 ? g->layer[i - 1].act : g->x;
@@ -890,7 +915,41 @@ static int backward(struct dlt_gpu *g, int rows, uint64_t step, char *err, size_
 
 		TRY(layer_backward(g, i, in, g->delta[cur], dx, rows, 1, step, err, errlen));
 		cur = !cur;
+		/* start the allreduce of every bucket this layer completes */
+		while (allreduce && next < g->nbuckets && g->bucket[next].trigger == i) {
+			size_t lo = g->bucket[next].lo, n = g->bucket[next].hi - lo;
+
+			CUDA_CHECK(cudaEventRecord(g->bucket[next].ready, g->stream));
+			CUDA_CHECK(cudaStreamWaitEvent(g->comm_stream, g->bucket[next].ready, 0));
+			NCCL_CHECK(ncclAllReduce(g->grads + lo, g->grads + lo, n, ncclFloat, ncclSum,
+						 g->comm, g->comm_stream));
+			next++;
+		}
 	}
+	if (allreduce && next != g->nbuckets)
+		return fail(-EINVAL, err, errlen, "gpu: %d of %d gradient buckets started",
+			    next, g->nbuckets);
+	return 0;
+}
+
+extern "C" int dlt_gpu_add_bucket(struct dlt_gpu *g, size_t lo, size_t hi, int trigger,
+				  char *err, size_t errlen)
+{
+	/* contiguous from the top: the first ends at the loss floats, each
+	 * next one where the one before began */
+	size_t top = g->nbuckets ? g->bucket[g->nbuckets - 1].lo : g->nparams + 2;
+
+	if (g->nbuckets == GPU_MAX_BUCKETS || lo >= hi || hi != top ||
+	    trigger < 0 || trigger >= g->net.nlayers ||
+	    (g->nbuckets && trigger > g->bucket[g->nbuckets - 1].trigger))
+		return fail(-EINVAL, err, errlen, "gpu: bad gradient bucket [%zu, %zu) after layer %d",
+			    lo, hi, trigger);
+	CUDA_CHECK(cudaSetDevice(g->device));
+	CUDA_CHECK(cudaEventCreateWithFlags(&g->bucket[g->nbuckets].ready, cudaEventDisableTiming));
+	g->bucket[g->nbuckets].lo = lo;
+	g->bucket[g->nbuckets].hi = hi;
+	g->bucket[g->nbuckets].trigger = trigger;
+	g->nbuckets++;
 	return 0;
 }
 
@@ -928,7 +987,7 @@ extern "C" int dlt_gpu_train_batch(struct dlt_gpu *g, const float *x, const uint
 	TRY(put_batch(g, x, y, rows, err, errlen));
 	TRY(forward(g, rows, 1, step, err, errlen));
 	TRY(loss(g, rows, 1, weight, g->grads + g->nparams, err, errlen));
-	TRY(backward(g, rows, step, err, errlen));
+	TRY(backward(g, rows, step, 0, err, errlen));
 	if (grads)
 		CUDA_CHECK(cudaMemcpyAsync(grads, g->grads, g->nparams * sizeof(float),
 					   cudaMemcpyDeviceToHost, g->stream));
@@ -988,16 +1047,24 @@ extern "C" int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y,
 
 	if (!g->comm)
 		return fail(-EINVAL, err, errlen, "gpu: dlt_gpu_step before dlt_gpu_nccl_init");
+	if (g->nbuckets && g->bucket[g->nbuckets - 1].lo != 0)
+		return fail(-EINVAL, err, errlen, "gpu: the gradient buckets end at float %zu, not 0",
+			    g->bucket[g->nbuckets - 1].lo);
 	TRY(put_batch(g, x, y, rows, err, errlen));
 	CUDA_CHECK(cudaEventRecord(g->ev[0], s));
 	TRY(forward(g, rows, 1, step, err, errlen));
 	TRY(loss(g, rows, 1, weight, g->grads + g->nparams, err, errlen));
 	CUDA_CHECK(cudaEventRecord(g->ev[1], s));
-	TRY(backward(g, rows, step, err, errlen));
+	/* the weighted gradients of every rank sum to the global batch's mean:
+	 * bucket by bucket on comm_stream during backward, or in one call */
+	TRY(backward(g, rows, step, g->nbuckets > 0, err, errlen));
 	CUDA_CHECK(cudaEventRecord(g->ev[2], s));
-	/* the weighted gradients of every rank sum to the global batch's mean */
-	NCCL_CHECK(ncclAllReduce(g->grads, g->grads, g->nparams + 2, ncclFloat, ncclSum,
-				 g->comm, s));
+	if (g->nbuckets) {
+		CUDA_CHECK(cudaEventRecord(g->comm_done, g->comm_stream));
+		CUDA_CHECK(cudaStreamWaitEvent(s, g->comm_done, 0));
+	} else
+		NCCL_CHECK(ncclAllReduce(g->grads, g->grads, g->nparams + 2, ncclFloat, ncclSum,
+					 g->comm, s));
 	CUDA_CHECK(cudaEventRecord(g->ev[3], s));
 	CUDA_CHECK(cudaMemcpyAsync(g->host_gsum, g->grads + g->nparams, 2 * sizeof(float),
 				   cudaMemcpyDeviceToHost, s));
