@@ -7,6 +7,9 @@
 #   make bench      benchmarks (bench/), each printing a table with ratios
 #   make bench-deps what only the benchmarks need (python3-torch, hyperfine)
 #   make example    mount at /dlh and train examples/fashion-mnist-mlp.ini
+#   make GPU=1      also build dlh-train's CUDA backend (cuBLAS, NCCL) and
+#                   bench-nccl-bw; GPU=0 leaves them out; by default they are
+#                   built when nvcc is found (/usr/local/cuda/bin or PATH)
 
 BUILD  ?= build
 CC     ?= cc
@@ -15,7 +18,7 @@ SAN    ?=
 
 DEPS_DEB = fuse3 libfuse3-dev libinih-dev openmpi-bin libopenmpi-dev \
            libopenblas-dev zlib1g-dev dataset-fashion-mnist pkg-config \
-           make gcc procps util-linux
+           make gcc g++ procps util-linux
 
 STD      = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 # -Wformat-truncation guesses at snprintf into bounded buffers, which is how
@@ -39,6 +42,32 @@ BLAS_LIBS    = $(shell pkg-config --libs openblas)
 ZLIB_CFLAGS  = $(shell pkg-config --cflags zlib)
 ZLIB_LIBS    = $(shell pkg-config --libs zlib)
 
+# The CUDA backend (engine/train/cuda/gpu.cu) or, without CUDA, its stub.
+# .cu files are compiled by nvcc without sanitizers (make asan links them).
+NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+ifeq ($(origin GPU),undefined)
+GPU := $(if $(NVCC),1,0)
+endif
+# sm_90 (H100/H200) machine code, plus compute_90 PTX for later GPUs
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+ifeq ($(GPU),1)
+ifeq ($(NVCC),)
+$(error GPU=1: nvcc not found in /usr/local/cuda/bin or PATH (set NVCC=...))
+endif
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_CFLAGS = -isystem $(CUDA_HOME)/include
+GPU_OBJ  = $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard engine/train/cuda/*.cu))
+GPU_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas \
+           -lcudart_static -ldl -lrt -lpthread -lstdc++
+GPU_BIN  = $(BUILD)/bench-nccl-bw $(BUILD)/tests/test_train_gpu_emu $(BUILD)/dlh-train-gpuemu
+else
+GPU_OBJ  = $(BUILD)/obj/engine/train/cuda/stub.o
+GPU_LIBS =
+GPU_BIN  =
+endif
+NVCC_FLAGS = -std=c++17 $(OPT) --fmad=false $(CUDA_ARCH) -I. \
+             -Xcompiler -Wall,-Wextra,-Werror,-Wno-format-truncation
+
 SCHEMA_SRC = $(wildcard schema/*.c)
 ENGINE_SRC = $(wildcard engine/*.c)
 FS_SRC     = $(wildcard fs/*.c)
@@ -48,7 +77,7 @@ UNIT_SRC   = $(wildcard tests/unit/test_*.c)
 SCHEMA_OBJ = $(SCHEMA_SRC:%.c=$(BUILD)/obj/%.o)
 ENGINE_OBJ = $(ENGINE_SRC:%.c=$(BUILD)/obj/%.o)
 FS_OBJ     = $(FS_SRC:%.c=$(BUILD)/obj/%.o)
-TRAIN_OBJ  = $(TRAIN_SRC:%.c=$(BUILD)/obj/%.o)
+TRAIN_OBJ  = $(TRAIN_SRC:%.c=$(BUILD)/obj/%.o) $(GPU_OBJ)
 TRAIN_LIB_OBJ = $(filter-out $(BUILD)/obj/engine/train/main.o,$(TRAIN_OBJ))
 UNIT_BIN   = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
@@ -57,7 +86,7 @@ LIBENGINE = $(BUILD)/libdlhengine.a
 LIBTRAIN  = $(BUILD)/libdlhtrain.a
 
 .PHONY: all deps check asan bench bench-deps example clean
-all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(UNIT_BIN)
+all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(UNIT_BIN) $(GPU_BIN)
 
 $(BUILD)/obj/schema/%.o: schema/%.c
 	@mkdir -p $(dir $@)
@@ -65,6 +94,9 @@ $(BUILD)/obj/schema/%.o: schema/%.c
 $(BUILD)/obj/engine/train/%.o: engine/train/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(ZLIB_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/obj/engine/train/cuda/%.o: engine/train/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/obj/engine/%.o: engine/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -MMD -MP -c $< -o $@
@@ -89,7 +121,7 @@ $(BUILD)/dlhfs: $(FS_OBJ) $(LIBENGINE) $(LIBSCHEMA)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(INIH_LIBS) -lpthread -lm
 # the trainer shares the engine's file helpers (atomic writes, mkdir -p)
 $(BUILD)/dlh-train: $(TRAIN_OBJ) $(BUILD)/obj/engine/util.o
-	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
 # Unit tests link only the module they cover: test_train* the trainer,
 # test_schema* the spec language, the rest the engine (and schema).
 UNIT_TRAIN  = $(filter $(BUILD)/tests/test_train%,$(UNIT_BIN))
@@ -97,13 +129,31 @@ UNIT_SCHEMA = $(filter $(BUILD)/tests/test_schema%,$(UNIT_BIN))
 UNIT_ENGINE = $(filter-out $(UNIT_TRAIN) $(UNIT_SCHEMA),$(UNIT_BIN))
 $(UNIT_TRAIN): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBTRAIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lm
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
 $(UNIT_SCHEMA): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBSCHEMA)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) -lm
 $(UNIT_ENGINE): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBENGINE) $(LIBSCHEMA)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) -lpthread -lm
+
+# test_train_gpu again, against gpu.cu compiled as plain C++ over
+# tests/unit/gpu_emu.h (kernels run on the CPU; sanitizers apply to them)
+CXX ?= g++
+$(BUILD)/obj/tests/unit/gpu_emu.o: engine/train/cuda/gpu.cu tests/unit/gpu_emu.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -x c++ $(OPT) $(SANFLAGS) -Wall -Wextra -Werror -Wno-format-truncation \
+		-DDLT_GPU_EMULATE -include tests/unit/gpu_emu.h -I. $(BLAS_CFLAGS) $(MPI_CFLAGS) \
+		-MMD -MP -c $< -o $@
+$(BUILD)/tests/test_train_gpu_emu: $(BUILD)/obj/tests/unit/test_train_gpu.o \
+		$(BUILD)/obj/tests/unit/gpu_emu.o $(LIBTRAIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lstdc++ -lm
+# dlh-train over the same emulation: --device gpu runs main.c's GPU path
+# (NCCL bootstrap, steps, eval, checkpoints) on the CPU (tests/it/60-gpu.sh)
+$(BUILD)/dlh-train-gpuemu: $(filter-out $(GPU_OBJ),$(TRAIN_OBJ)) $(BUILD)/obj/engine/util.o \
+		$(BUILD)/obj/tests/unit/gpu_emu.o
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lstdc++ -lm
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
@@ -123,6 +173,11 @@ asan:
 
 $(BUILD)/bench-launch: bench/launch.c $(LIBENGINE)
 	$(CC) $(BASE_CFLAGS) $(BASE_LDFLAGS) -o $@ $^ -lpthread -lm
+
+# ncclAllReduce bus bandwidth, 1..256 MB (GPU builds; bench/nccl-bw runs it)
+$(BUILD)/bench-nccl-bw: bench/nccl_bw.c
+	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(CUDA_CFLAGS) $(BASE_LDFLAGS) -o $@ $< \
+		$(MPI_LIBS) $(GPU_LIBS) -lm
 
 bench: all $(BUILD)/bench-launch
 	bench/run $(BUILD)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """bench/torch_peer.py - the PyTorch peer of dlh-train (issue 3).
 
-The same MLP or CNN, data-parallel with DistributedDataParallel over gloo,
-run under `python3 -m torch.distributed.run --nproc_per_node=N`. It mirrors
+The same MLP or CNN, data-parallel with DistributedDataParallel over gloo
+(--device cuda: over NCCL, one GPU per rank, the data on the GPU), run under
+`python3 -m torch.distributed.run --nproc_per_node=N`. It mirrors
 dlh-train: rank r trains on the contiguous shard [r*n/N, (r+1)*n/N) of the
 training set, shuffled each epoch, drop_last; the global batch is split over
 the ranks; pixels are (p/255 - 0.2860) / 0.3530; weights are He-normal and
@@ -105,7 +106,7 @@ def he_init(model, seed):
 def evaluate(model, x, y, ranks):
     """Global mean loss and accuracy over every rank's test shard."""
     model.eval()
-    s = torch.zeros(3, dtype=torch.float64)
+    s = torch.zeros(3, dtype=torch.float64, device=x.device)
     with torch.no_grad():
         for i in range(0, len(x), 512):
             out = model(x[i:i + 512])
@@ -116,6 +117,12 @@ def evaluate(model, x, y, ranks):
         dist.all_reduce(s)
     model.train()
     return s[0].item() / s[2].item(), s[1].item() / s[2].item()
+
+
+def sync(dev):
+    """Waits for the GPU's queued work (timings of --device cuda)."""
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
 
 
 def vmhwm_kb():
@@ -140,12 +147,24 @@ def main():
     ap.add_argument("--target-acc", type=float, default=0.0, help="stop after the first epoch reaching it")
     ap.add_argument("--no-eval", action="store_true", help="skip evaluation (throughput runs)")
     ap.add_argument("--data", default=DATA)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: one GPU per rank (LOCAL_RANK), NCCL")
+    ap.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd",
+                    help="adam: torch.optim.Adam(lr) (--momentum unused)")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
     ranks = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
-    dist.init_process_group("gloo")
+    if a.device == "cuda":
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(dev)
+        # FP32 as dlh-train's cuBLAS GEMMs: no TF32 in matmuls or cuDNN convolutions
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    else:
+        dev = torch.device("cpu")
+    dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
 
     p = lambda name: os.path.join(a.data, name)
     ntrain = count_idx(p("train-labels-idx1-ubyte.gz"))
@@ -160,6 +179,7 @@ def main():
     lo, hi = shard(ntest, ranks, rank)
     tx = load_idx(p("t10k-images-idx3-ubyte.gz"), lo, hi, True)
     ty = load_idx(p("t10k-labels-idx1-ubyte.gz"), lo, hi, False)
+    x, y, tx, ty = x.to(dev), y.to(dev), tx.to(dev), ty.to(dev)
 
     b = a.batch // ranks
     assert b * ranks == a.batch, "global batch must divide by the ranks"
@@ -167,18 +187,23 @@ def main():
               for r in range(ranks))
     model = mlp([int(w) for w in a.layers.split(",")]) if a.model == "mlp" else cnn()
     he_init(model, a.seed)
-    model = DDP(model)
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    model = model.to(dev)
+    model = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+    if a.optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     if rank == 0:
         nparams = sum(t.numel() for t in model.parameters())
         print(f"peer: model={a.model} ranks={ranks} batch={a.batch} ({b} per rank) "
               f"steps_per_epoch={spe} params={nparams} threads={a.threads} "
-              f"blas_threads={os.environ.get('OPENBLAS_NUM_THREADS', '?')}", flush=True)
+              f"blas_threads={os.environ.get('OPENBLAS_NUM_THREADS', '?')} device={dev} "
+              f"optimizer={a.optimizer}", flush=True)
 
     step, t_warm, done = 0, None, False
     g = torch.Generator().manual_seed(a.seed * 1000003 + rank)
     for epoch in range(1, a.epochs + 1):
-        perm = torch.randperm(len(x), generator=g)
+        perm = torch.randperm(len(x), generator=g).to(dev)
         for k in range(spe):
             idx = perm[k * b:(k + 1) * b]
             out = model(x[idx])
@@ -188,12 +213,14 @@ def main():
             opt.step()
             step += 1
             if step == a.warmup:
+                sync(dev)
                 t_warm = time.perf_counter()
             if step == a.max_steps:
                 done = True
                 break
         if step > a.warmup and t_warm is not None:
             window = step - a.warmup
+            sync(dev)
             sps = window * a.batch / (time.perf_counter() - t_warm)
             t_warm = None   # the window ends at the first epoch end (or max-steps)
             if rank == 0:
@@ -210,7 +237,7 @@ def main():
         if done:
             break
 
-    rss = torch.tensor([vmhwm_kb()], dtype=torch.int64)
+    rss = torch.tensor([vmhwm_kb()], dtype=torch.int64, device=dev)
     all_rss = [torch.zeros_like(rss) for _ in range(ranks)]
     dist.all_gather(all_rss, rss)
     if rank == 0:

@@ -13,7 +13,7 @@ int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool)
 {
 	if (spec->ranks > 0)
 		return spec->ranks;
-	int n = pool->node.cpus;
+	int n = spec->device == DLH_DEVICE_GPU ? pool->node.gpus : pool->node.cpus;
 	return n < spec->batch_size ? n : spec->batch_size;
 }
 
@@ -122,6 +122,12 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 		return -EINVAL;
 	}
 	int ranks = dlh_plan_slots(spec, pool);
+	if (spec->device == DLH_DEVICE_GPU && ranks > pool->node.gpus) {
+		snprintf(err, errlen, "spec: [resources] ranks: %d ranks need %d GPUs (one each), the pool has %d\n",
+			 ranks, ranks, pool->node.gpus);
+		return -EINVAL;
+	}
+	p->gpu = spec->device == DLH_DEVICE_GPU;
 	if (ranks > pool->node.cpus) {
 		snprintf(err, errlen, "spec: [resources] ranks: %d ranks need %d cpu slots, the pool has %d\n",
 			 ranks, ranks, pool->node.cpus);
@@ -195,6 +201,8 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 	rc |= num_opt(p, "--bucket-mb", spec->bucket_mb);
 	rc |= opt(p, "--train-limit", "%ld", spec->train_limit);
 	rc |= opt(p, "--test-limit", "%ld", spec->test_limit);
+	if (p->gpu)
+		rc |= opt(p, "--device", "%s", "gpu");
 	if (rc)
 		goto toolong;
 	return 0;
@@ -214,8 +222,11 @@ int dlh_plan_format(const struct dlh_plan *p, struct dlh_buf *out)
 	else   /* the trainer's range test picks it: see lr_finder */
 		rc |= dlh_buf_printf(out, "lr auto (range test before training; see lr_finder)\n");
 	for (int r = 0; r < p->ranks; r++)
-		rc |= dlh_buf_printf(out, "rank %d host %s device cpu%d batch %d\n", r, p->host,
-				     p->slot[r], p->batch[r]);
+		rc |= p->gpu ?
+			dlh_buf_printf(out, "rank %d host %s device gpu%d batch %d\n", r, p->host, r,
+				       p->batch[r]) :
+			dlh_buf_printf(out, "rank %d host %s device cpu%d batch %d\n", r, p->host,
+				       p->slot[r], p->batch[r]);
 	rc |= dlh_buf_printf(out, "env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1\nargv");
 	for (int i = 0; i < p->argc; i++)
 		rc |= dlh_buf_printf(out, " %s", p->argv[i]);

@@ -17,7 +17,8 @@ struct dlh_tools {
 };
 
 struct dlh_plan {
-	int ranks;                      /* MPI ranks, one per CPU slot */
+	int ranks;                      /* MPI ranks, one per CPU slot (and per GPU) */
+	int gpu;                        /* 1: [resources] device = gpu, rank r on GPU r */
 	int batch[DLH_RANKS_MAX];       /* per-rank batch; sums to the global batch */
 	int slot[DLH_RANKS_MAX];        /* the CPU slot each rank holds (set by the engine) */
 	double lr;                      /* learning rate used */
@@ -28,8 +29,8 @@ struct dlh_plan {
 	size_t used;                    /* bytes of store used */
 };
 
-/* Plans spec for job_dir on pool. ranks = auto takes every CPU slot (no
- * more than the global batch). Returns 0, or -EINVAL with err naming the
+/* Plans spec for job_dir on pool. ranks = auto takes every CPU slot, or
+ * with device = gpu every GPU (no more than the global batch). Returns 0, or -EINVAL with err naming the
  * problem (e.g. more ranks than the pool has slots), -E2BIG when the
  * command line does not fit. */
 int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,

@@ -1,6 +1,7 @@
 /* pool.c - the resource pool: nodes, their CPUs, memory and GPUs */
 #include "engine/pool.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +45,25 @@ static long long read_mem_total(void)
 	return kb * 1024;
 }
 
+/* Counts the NVIDIA GPUs of this machine: the driver's /dev/nvidiaN
+ * device files (N a number; nvidiactl and nvidia-uvm are not GPUs).
+ * Returns 0 without the driver. */
+static int count_gpus(void)
+{
+	DIR *d = opendir("/dev");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, "nvidia", 6) && e->d_name[6] &&
+		    strspn(e->d_name + 6, "0123456789") == strlen(e->d_name + 6))
+			n++;
+	closedir(d);
+	return n;
+}
+
 int dlh_pool_detect(struct dlh_pool *p, int cpus_override)
 {
 	memset(p, 0, sizeof *p);
@@ -53,6 +73,6 @@ int dlh_pool_detect(struct dlh_pool *p, int cpus_override)
 	p->node.cpus = cpus_override > 0 ? cpus_override : n > 0 ? (int)n : 1;
 	p->node.mem_bytes = read_mem_total();
 	read_cpu_model(p->node.cpu_model, sizeof p->node.cpu_model);
-	p->node.gpus = 0;
+	p->node.gpus = count_gpus();
 	return 0;
 }

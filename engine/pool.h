@@ -10,7 +10,7 @@ struct dlh_node {
 	int cpus;                    /* CPU slots (online cores) */
 	long long mem_bytes;         /* physical memory */
 	char cpu_model[128];         /* from /proc/cpuinfo, "" if unknown */
-	int gpus;                    /* GPUs found; 0 without NVML */
+	int gpus;                    /* NVIDIA GPUs (/dev/nvidiaN); 0 without the driver */
 };
 
 struct dlh_pool {

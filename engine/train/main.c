@@ -14,6 +14,7 @@
 #include "engine/train/csv.h"
 #include "engine/train/ctl.h"
 #include "engine/train/files.h"
+#include "engine/train/gpu.h"
 #include "engine/train/idx.h"
 #include "engine/train/lrfind.h"
 #include "engine/train/metrics.h"
@@ -70,6 +71,7 @@ struct run {
 	double t_origin;                  /* monotonic time of the run's first start */
 	struct dlt_ckpt_meta st;          /* progress, as a checkpoint records it */
 	int suspended;                    /* stopped at a checkpoint on request (SIGUSR2) */
+	struct dlt_gpu *gpu;              /* --device gpu: the CUDA backend, else NULL */
 };
 
 static int g_rank;                    /* for die() */
@@ -294,7 +296,10 @@ static void setup(struct run *R)
 		.steps_per_epoch = R->plan.steps_per_epoch, .total_steps = R->plan.total_steps,
 	};
 	/* collective: every rank has the same --allreduce */
-	R->shm_on = o->allreduce != DLT_ALLREDUCE_MPI && dlt_shm_possible(MPI_COMM_WORLD);
+	R->shm_on = o->device != DLT_DEVICE_GPU && o->allreduce != DLT_ALLREDUCE_MPI &&
+		    dlt_shm_possible(MPI_COMM_WORLD);
+	if (o->allreduce == DLT_ALLREDUCE_SHM && o->device == DLT_DEVICE_GPU)
+		die("--allreduce shm: ranks on GPUs sum gradients with ncclAllReduce");
 	if (o->allreduce == DLT_ALLREDUCE_SHM && !R->shm_on && R->ranks > 1)
 		die("--allreduce shm: the %d ranks are not all on one node", R->ranks);
 	if (R->shm_on) {
@@ -373,8 +378,14 @@ static void evaluate(struct run *R, double *loss, double *acc)
 	for (long i = 0; i < t->n; i += R->net.max_batch) {
 		long n = t->n - i < R->net.max_batch ? t->n - i : R->net.max_batch;
 
-		dlt_net_eval_batch(&R->net, R->params, t->x + (size_t)i * (size_t)t->dim,
-				   t->y + i, (int)n, &loss_sum, &correct);
+		const float *x = t->x + (size_t)i * (size_t)t->dim;
+		char err[DLT_ERR_MAX];
+
+		if (!R->gpu)
+			dlt_net_eval_batch(&R->net, R->params, x, t->y + i, (int)n, &loss_sum, &correct);
+		else if (dlt_gpu_eval_batch(R->gpu, x, t->y + i, (int)n, &loss_sum, &correct,
+					    err, sizeof err) < 0)
+			die("%s", err);
 	}
 	s[0] = loss_sum;
 	s[1] = (double)correct;
@@ -392,6 +403,8 @@ static void save(struct run *R, const char *name)
 	if (R->rank != 0)
 		return;
 	R->st.elapsed_s = now() - R->t_origin;
+	if (R->gpu && dlt_gpu_download(R->gpu, R->params, R->mom, err, sizeof err) < 0)
+		die("%s", err);
 	if (dlt_ckpt_save(R->ckdir, name, &R->st, R->params, R->mom, err, sizeof err) < 0)
 		die("%s", err);
 }
@@ -524,6 +537,62 @@ static void on_layer(void *ctx, int l)
 		MPI_Testall(R->launched, R->req, &flag, MPI_STATUSES_IGNORE);
 }
 
+/* --device gpu: puts this rank on a GPU (its rank among the ranks of its
+ * node), gives it the gradient buckets (--bucket-mb), joins the NCCL
+ * communicator whose id rank 0 makes and broadcasts through MPI, and
+ * uploads the parameters and optimizer state (after load_latest, so a
+ * resumed run goes on from its checkpoint). Dies on any error, naming it. */
+static void gpu_start(struct run *R)
+{
+	char err[DLT_ERR_MAX], name[DLT_ERR_MAX];
+	unsigned char id[DLT_GPU_ID_BYTES];
+	MPI_Comm node;
+	int local, count;
+
+	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, R->rank, MPI_INFO_NULL, &node);
+	MPI_Comm_rank(node, &local);
+	MPI_Comm_free(&node);
+	count = dlt_gpu_count(err, sizeof err);
+	if (count < 0)
+		die("--device gpu: %s", err);
+	if (local >= count)
+		die("--device gpu: node rank %d has no GPU of its own (%d GPUs): one rank per GPU",
+		    local, count);
+	if (dlt_gpu_create(&R->gpu, &R->net, R->nstate, local, R->o.seed, R->rank,
+			   err, sizeof err) < 0)
+		die("--device gpu: %s", err);
+	for (int k = 0; k < R->nbuckets; k++)   /* the same buckets, allreduced by NCCL */
+		if (dlt_gpu_add_bucket(R->gpu, R->bucket[k].lo, R->bucket[k].hi, R->bucket[k].trigger,
+				       err, sizeof err) < 0)
+			die("--device gpu: %s", err);
+	if (R->rank == 0 && dlt_gpu_nccl_id(id, err, sizeof err) < 0)
+		die("--device gpu: %s", err);
+	MPI_Bcast(id, DLT_GPU_ID_BYTES, MPI_BYTE, 0, MPI_COMM_WORLD);
+	if (dlt_gpu_nccl_init(R->gpu, id, R->rank, R->ranks, err, sizeof err) < 0 ||
+	    dlt_gpu_upload(R->gpu, R->params, R->mom, err, sizeof err) < 0)
+		die("--device gpu: %s", err);
+	dlt_gpu_describe(R->gpu, name, sizeof name);
+	logline(R, "dlh-train: device gpu: rank 0 on %s; %d rank%s, gradients by ncclAllReduce",
+		name, R->ranks, R->ranks == 1 ? "" : "s");
+}
+
+/* step_once on the GPU (started at t0 with the batch bx, by): forward,
+ * backward, ncclAllReduce and the optimizer in the backend. */
+static double gpu_step(struct run *R, long step, float lr, const float *bx, const uint8_t *by,
+		       double t0, double *loss, double *acc)
+{
+	const int b = R->plan.batch[R->rank], global = R->plan.global_batch;
+	char err[DLT_ERR_MAX];
+	float sums[2];
+
+	if (dlt_gpu_step(R->gpu, bx, by, b, (float)b / (float)global, (uint64_t)step, &R->optim,
+			 lr, (unsigned long)step, sums, err, sizeof err) < 0)
+		die("%s", err);
+	*loss = sums[0] / (double)global;
+	*acc = sums[1] / (double)global;
+	return now() - t0;
+}
+
 /* One synchronous data-parallel step (global step `step`, 1-based) on
  * its batch (from the prefetcher) at learning rate lr: forward and
  * backward, the allreduce of gradients + loss sum + correct count (one
@@ -541,6 +610,8 @@ static double step_once(struct run *R, long step, float lr,
 	const uint8_t *by;
 
 	dlt_prefetch_get(&R->pf, step, &bx, &by);
+	if (R->gpu)
+		return gpu_step(R, step, lr, bx, by, t0, loss, acc);
 	/* weight b / global: the sum over ranks is the global batch's mean gradient */
 	dlt_net_forward_loss(&R->net, R->params, bx, by, b, (float)b / (float)global,
 			     (uint64_t)step, &loss_sum, &correct);
@@ -626,6 +697,9 @@ static void lr_find(struct run *R)
 		memcpy(R->mom, keep + np, ns * sizeof(float));
 		free(keep);
 	}
+	/* on a GPU the sweep moved the device's copy */
+	if (R->gpu && dlt_gpu_upload(R->gpu, R->params, R->mom, err, sizeof err) < 0)
+		die("--device gpu: %s", err);
 	if (R->shm_on)
 		dlt_shm_fence(&R->shm);
 	lr = dlt_lrfind_pick(&f, &steepest, &why);
@@ -751,6 +825,7 @@ static void teardown(struct run *R)
 	dlt_dataset_free(&R->train);
 	dlt_dataset_free(&R->test);
 	dlt_net_destroy(&R->net);
+	dlt_gpu_destroy(R->gpu);
 	if (R->shm_on) {
 		dlt_shm_destroy(&R->shm);
 	} else {
@@ -823,6 +898,8 @@ int main(int argc, char **argv)
 		logline(R, "dlh-train: run already complete (%s), result rewritten: "
 			"test accuracy %.4f", DLT_CKPT_FINAL, R->st.test_acc);
 	} else {
+		if (R->o.device == DLT_DEVICE_GPU)
+			gpu_start(R);
 		if (R->o.lr_auto)
 			lr_find(R);
 		open_files(R);
@@ -854,6 +931,14 @@ int main(int argc, char **argv)
 			"backward %.2f s, allreduce wait %.2f s (shm: with the optimizer), "
 			"optimizer %.2f s",
 			R->net.t_fwd, R->net.t_bwd, R->t_comm_wait, R->t_opt);
+		if (R->gpu) {
+			double t[4];
+
+			dlt_gpu_times(R->gpu, t);
+			logline(R, "dlh-train: rank 0 GPU time (CUDA events): forward %.2f s, "
+				"backward %.2f s, ncclAllReduce %.2f s, optimizer %.2f s",
+				t[0], t[1], t[2], t[3]);
+		}
 	}
 	teardown(R);
 	MPI_Finalize();

@@ -20,6 +20,7 @@ enum dlt_format { DLT_FORMAT_IDX = 0, DLT_FORMAT_CSV = 1 };
 /* How the ranks sum gradients: shared memory when they are all on one
  * node (auto), or MPI allreduce in buckets (mpi), or insist on shm. */
 enum dlt_allreduce { DLT_ALLREDUCE_AUTO = 0, DLT_ALLREDUCE_MPI = 1, DLT_ALLREDUCE_SHM = 2 };
+enum dlt_device { DLT_DEVICE_CPU = 0, DLT_DEVICE_GPU = 1 };
 
 /* The parsed command line. Strings point into argv. */
 struct dlt_opts {
@@ -61,6 +62,7 @@ struct dlt_opts {
 	long checkpoint_every;                 /* --checkpoint-every steps, 0 = final only */
 	long train_limit;                      /* --train-limit, 0 = all */
 	long test_limit;                       /* --test-limit, 0 = all */
+	int device;                            /* --device, enum dlt_device, default cpu */
 };
 
 /* The usage text printed by --help. */

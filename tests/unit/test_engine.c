@@ -143,6 +143,34 @@ TEST(plan_refuses_more_ranks_than_slots_and_missing_gpus)
 	free(p);
 }
 
+TEST(plan_gpu_takes_one_rank_per_gpu_and_passes_device)
+{
+	struct dlh_pool pool = { .node = { "n1", 16, 0, "", 2 } };
+	struct dlh_spec s = parsed("[resources]\ndevice = gpu\n");
+	struct dlh_plan *p = malloc(sizeof *p);
+	struct dlh_buf out = { 0 };
+	char err[256];
+	int dev = -1;
+	CHECK(dlh_plan_slots(&s, &pool) == 2);
+	CHECK_MSG(dlh_plan_make(&s, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
+	CHECK(p->ranks == 2 && p->gpu == 1);
+	for (int i = 0; i < p->argc; i++)
+		if (!strcmp(p->argv[i], "--device"))
+			dev = i;
+	CHECK(dev > 0 && !strcmp(p->argv[dev + 1], "gpu"));
+	CHECK(dlh_plan_format(p, &out) == 0);
+	CHECK_MSG(strstr(out.data, "rank 1 host n1 device gpu1 batch 32\n"), "plan: %s", out.data);
+	free(out.data);
+	s = parsed("[resources]\nranks = 3\ndevice = gpu\n");
+	CHECK(dlh_plan_make(&s, &pool, &tools, "/d", p, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "3 ranks need 3 GPUs (one each), the pool has 2"), "err: %s", err);
+	s = parsed("[resources]\nranks = 2\n");
+	CHECK(dlh_plan_make(&s, &pool, &tools, "/d", p, err, sizeof err) == 0);
+	for (int i = 0; i < p->argc; i++)
+		CHECK_MSG(strcmp(p->argv[i], "--device"), "a cpu plan passes --device");
+	free(p);
+}
+
 TEST(plan_argv_is_exact_words_without_a_shell)
 {
 	struct dlh_pool pool = { .node = { "n1", 2, 0, "", 0 } };
@@ -690,6 +718,7 @@ int main(void)
 	RUN(plan_splits_batch_with_remainder_first);
 	RUN(plan_auto_ranks_take_every_slot);
 	RUN(plan_refuses_more_ranks_than_slots_and_missing_gpus);
+	RUN(plan_gpu_takes_one_rank_per_gpu_and_passes_device);
 	RUN(plan_argv_is_exact_words_without_a_shell);
 	RUN(plan_user_command_is_split_on_blanks_only);
 	RUN(metrics_read_newest_rows_and_ignore_partial_line);

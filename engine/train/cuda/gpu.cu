@@ -1,0 +1,1095 @@
+/* gpu.cu - the trainer's CUDA backend (gpu.h): cuBLAS GEMMs, layer kernels, optimizer, NCCL
+ *
+ * Every kernel is the GPU form of a loop of layers.c / optim.c, written so
+ * that each output element is computed by one thread in the CPU's order of
+ * operations (no atomics, so results do not depend on scheduling). Only
+ * the GEMMs (cuBLAS, FP32 math mode: no TF32) and the transcendental
+ * functions (expf, logf) may differ from the CPU by rounding. The file is
+ * compiled with --fmad=false so that a * b + c rounds twice, as on the CPU.
+ *
+ * All work of one rank goes to one stream, except the gradient allreduce
+ * when buckets are set (dlt_gpu_add_bucket): then each bucket's
+ * ncclAllReduce is queued on a second stream as soon as backward has
+ * written its gradients (an event orders the two), so communication
+ * overlaps the rest of backward, and the optimizer waits for the last
+ * one. The host waits only where a result must come back (loss sums,
+ * downloads). */
+#ifndef DLT_GPU_EMULATE
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+/* kernel<<<blocks, threads, 0, stream>>>(args); LAUNCH_SYNC for kernels
+ * that use __syncthreads (tests/unit/gpu_emu.h runs those one thread per
+ * block) */
+#define LAUNCH(k, blocks, threads, stream, ...) k<<<(blocks), (threads), 0, (stream)>>>(__VA_ARGS__)
+#define LAUNCH_SYNC LAUNCH
+#endif
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define restrict __restrict__   /* the C headers use C99's restrict */
+#include "engine/train/gpu.h"
+#undef restrict
+
+#define GPU_THREADS 256          /* threads per block of the elementwise kernels */
+#define GPU_MAX_BLOCKS 65535     /* grid cap; kernels loop grid-stride beyond it */
+#define GPU_DROPOUT_BITS 24      /* as DLT_DROPOUT_BITS in layers.c */
+#define GPU_MAX_BUCKETS DLT_NET_MAX_LAYERS   /* gradient buckets (one per layer at most) */
+
+/* Per-layer GPU buffers. */
+struct gpu_layer {
+	float *act;      /* max_batch x out: the layer's output */
+	float *col;      /* conv: the R x N im2col matrix (layers.c's l->saved) */
+	int32_t *arg;    /* pool: argmax of each output (index in the input plane) */
+};
+
+struct dlt_gpu {
+	int device;                              /* CUDA ordinal */
+	cudaStream_t stream;                     /* all of this rank's work */
+	cublasHandle_t blas;                     /* bound to stream */
+	ncclComm_t comm;                         /* NULL until dlt_gpu_nccl_init */
+	int nccl_ranks;                          /* ranks in comm */
+	struct dlt_net net;                      /* the layout (host copy; its buffers unused) */
+	struct gpu_layer layer[DLT_NET_MAX_LAYERS];   /* device buffers per layer */
+	size_t nparams;                          /* floats in params and grads */
+	int nstate;                              /* optimizer state arrays */
+	int max_batch;                           /* rows per call at most */
+	uint64_t seed;                           /* dropout masks */
+	int rank;                                /* dropout masks */
+	float *params;                           /* nparams */
+	float *grads;                            /* nparams + 2 (loss sum, correct) */
+	float *state;                            /* nstate x nparams */
+	float *x;                                /* max_batch x input */
+	uint8_t *y;                              /* max_batch labels */
+	float *delta[2];                         /* backprop ping-pong, widest activation */
+	float *ws;                               /* conv scratch (layers.c's c->ws) */
+	float *row_loss;                         /* max_batch: per-row loss */
+	float *row_hit;                          /* max_batch: 1 when the row is correct */
+	double *dsum;                            /* 2 doubles: loss sum, hits of a batch */
+	double *host_sum;                        /* pinned copy of dsum */
+	float *host_gsum;                        /* pinned copy of grads[nparams..+2] */
+	cudaEvent_t ev[5];                       /* step phase boundaries */
+	cudaStream_t comm_stream;                /* the bucketed allreduces */
+	int nbuckets;                            /* 0: one allreduce after backward */
+	struct {
+		size_t lo, hi;                   /* float range of grads */
+		int trigger;                     /* layer whose backward completes it */
+		cudaEvent_t ready;               /* recorded after that layer's backward */
+	} bucket[GPU_MAX_BUCKETS];               /* in launch order (last layers first) */
+	cudaEvent_t comm_done;                   /* the last bucket's allreduce ended */
+	double t[4];                             /* forward, backward, allreduce, optimizer seconds */
+	char name[160];                          /* dlt_gpu_describe */
+};
+
+/* ---- errors ---- */
+
+/* Writes the printf message into err and returns rc. */
+static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* -ENOMEM for an allocation failure, else -EIO. */
+static int cuda_rc(cudaError_t e)
+{
+	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+}
+
+#define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) \
+	return fail(cuda_rc(e_), err, errlen, "cuda: %s: %s (%s)", #call, \
+		    cudaGetErrorString(e_), cudaGetErrorName(e_)); } while (0)
+
+/* Checks the launch of the kernel just started (bad configuration, no
+ * device code for this GPU, an earlier asynchronous fault). */
+#define KERNEL_CHECK(what) do { cudaError_t e_ = cudaGetLastError(); if (e_ != cudaSuccess) \
+	return fail(cuda_rc(e_), err, errlen, "cuda: kernel %s: %s (%s)", what, \
+		    cudaGetErrorString(e_), cudaGetErrorName(e_)); } while (0)
+
+/* Returns cuBLAS's name of status s. */
+static const char *blas_text(cublasStatus_t s)
+{
+	switch (s) {
+	case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+	case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+	case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+	case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+	case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+	case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+	case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+	case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+	case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+	case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+	default: return "unknown cuBLAS status";
+	}
+}
+
+#define BLAS_CHECK(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) \
+	return fail(s_ == CUBLAS_STATUS_ALLOC_FAILED ? -ENOMEM : -EIO, err, errlen, \
+		    "cublas: %s: %s", #call, blas_text(s_)); } while (0)
+
+#define NCCL_CHECK(call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) \
+	return fail(-EIO, err, errlen, "nccl: %s: %s", #call, ncclGetErrorString(r_)); } while (0)
+
+/* Propagates a helper's failure (its message is already in err). */
+#define TRY(call) do { int rc_ = (call); if (rc_ < 0) return rc_; } while (0)
+
+/* Blocks for n elements with GPU_THREADS threads, capped (grid-stride). */
+static unsigned blocks_for(size_t n)
+{
+	size_t b = (n + GPU_THREADS - 1) / GPU_THREADS;
+
+	return (unsigned)(b < 1 ? 1 : b > GPU_MAX_BLOCKS ? GPU_MAX_BLOCKS : b);
+}
+
+#define GRID_STRIDE(i, n) for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; \
+	i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+/* ---- kernels: dense, ReLU ---- */
+
+/* y[i][j] += b[j] for rows x o. */
+__global__ void k_add_bias_rows(float *y, const float *b, int o, size_t m)
+{
+	GRID_STRIDE(i, m)
+		y[i] += b[i % (size_t)o];
+}
+
+/* gb[j] = sum over rows i (in order) of dy[i][j]: the dense bias gradient. */
+__global__ void k_col_sums(float *gb, const float *dy, int rows, int o)
+{
+	int j = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j >= o)
+		return;
+	float s = 0.0f;
+
+	for (int i = 0; i < rows; i++)
+		s += dy[(size_t)i * (size_t)o + (size_t)j];
+	gb[j] = s;
+}
+
+__global__ void k_relu_fwd(float *y, const float *x, size_t m)
+{
+	GRID_STRIDE(i, m)
+		y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+__global__ void k_relu_bwd(float *dx, const float *y, const float *dy, size_t m)
+{
+	GRID_STRIDE(i, m)
+		dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+/* ---- kernels: conv (the im2col layout of layers.c) ---- */
+
+/* col[r][i*hw + y*W + x] for r = (c*k + ky)*k + kx: the input pixel
+ * (c, y + ky - pad, x + kx - pad) of image i, 0 outside the image. */
+__global__ void k_im2col(float *col, const float *x, int C, int H, int W, int k, int n)
+{
+	const int pad = k / 2;
+	const size_t hw = (size_t)H * (size_t)W, N = (size_t)n * hw;
+	const size_t total = (size_t)C * (size_t)k * (size_t)k * N;
+
+	GRID_STRIDE(e, total) {
+		size_t r = e / N, q = e % N;
+		int i = (int)(q / hw), p = (int)(q % hw), yy = p / W, xx = p % W;
+		int kx = (int)(r % (size_t)k), ky = (int)(r / (size_t)k % (size_t)k);
+		int c = (int)(r / ((size_t)k * (size_t)k));
+		int sy = yy + ky - pad, sx = xx + kx - pad;
+
+		col[e] = sy >= 0 && sy < H && sx >= 0 && sx < W ?
+			x[((size_t)i * (size_t)C + (size_t)c) * hw + (size_t)sy * (size_t)W + (size_t)sx] :
+			0.0f;
+	}
+}
+
+/* dx[i][c][sy][sx] = the sum of the col entries that read that pixel, taps
+ * in the order (ky, kx) of layers.c's col2im (a gather: no atomics). */
+__global__ void k_col2im(float *dx, const float *col, int C, int H, int W, int k, int n)
+{
+	const int pad = k / 2;
+	const size_t hw = (size_t)H * (size_t)W, N = (size_t)n * hw;
+	const size_t total = (size_t)n * (size_t)C * hw;
+
+	GRID_STRIDE(e, total) {
+		int i = (int)(e / ((size_t)C * hw)), c = (int)(e / hw % (size_t)C);
+		int p = (int)(e % hw), sy = p / W, sx = p % W;
+		float s = 0.0f;
+
+		for (int ky = 0; ky < k; ky++) {
+			int yy = sy - ky + pad;
+
+			if (yy < 0 || yy >= H)
+				continue;
+			for (int kx = 0; kx < k; kx++) {
+				int xx = sx - kx + pad;
+
+				if (xx < 0 || xx >= W)
+					continue;
+				size_t r = ((size_t)c * (size_t)k + (size_t)ky) * (size_t)k + (size_t)kx;
+
+				s += col[r * N + (size_t)i * hw + (size_t)yy * (size_t)W + (size_t)xx];
+			}
+		}
+		dx[e] = s;
+	}
+}
+
+/* y[i][f][j] = t[f][i*hw + j] + b[f]: F x N GEMM output to NCHW plus bias. */
+__global__ void k_conv_scatter(float *y, const float *t, const float *b, int F, size_t hw, int n)
+{
+	const size_t N = (size_t)n * hw, total = (size_t)F * N;
+
+	GRID_STRIDE(e, total) {
+		size_t i = e / ((size_t)F * hw), f = e / hw % (size_t)F, j = e % hw;
+
+		y[e] = t[f * N + i * hw + j] + b[f];
+	}
+}
+
+/* t[f][i*hw + j] = dy[i][f][j]: NCHW dY to F x N. */
+__global__ void k_conv_gather(float *t, const float *dy, int F, size_t hw, int n)
+{
+	const size_t N = (size_t)n * hw, total = (size_t)F * N;
+
+	GRID_STRIDE(e, total) {
+		size_t i = e / ((size_t)F * hw), f = e / hw % (size_t)F, j = e % hw;
+
+		t[f * N + i * hw + j] = dy[e];
+	}
+}
+
+/* gb[f] = sum of row f of t (F x N): one block per row, a tree in shared
+ * memory (blockDim.x == GPU_THREADS, a power of two). */
+__global__ void k_row_sums(float *gb, const float *t, size_t N)
+{
+	__shared__ float s[GPU_THREADS];
+	const float *row = t + (size_t)blockIdx.x * N;
+	float a = 0.0f;
+
+	for (size_t j = threadIdx.x; j < N; j += blockDim.x)
+		a += row[j];
+	s[threadIdx.x] = a;
+	__syncthreads();
+	for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {
+		if (threadIdx.x < w)
+			s[threadIdx.x] += s[threadIdx.x + w];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		gb[blockIdx.x] = s[0];
+}
+
+/* ---- kernels: max-pool k x k stride k ---- */
+
+/* One thread per output: the window's first maximum and its index. */
+__global__ void k_pool_fwd(float *y, int32_t *arg, const float *x, int k, int H, int W,
+			   int oh, int ow, size_t planes)
+{
+	const size_t op = (size_t)oh * (size_t)ow, total = planes * op;
+
+	GRID_STRIDE(e, total) {
+		size_t q = e / op;
+		int o = (int)(e % op), oy = o / ow, ox = o % ow;
+		const float *in = x + q * (size_t)H * (size_t)W;
+		int best = oy * k * W + ox * k;
+		float mx = in[best];
+
+		for (int dy = 0; dy < k; dy++)
+			for (int dx = 0; dx < k; dx++) {
+				int j = (oy * k + dy) * W + ox * k + dx;
+
+				if (in[j] > mx) {
+					mx = in[j];
+					best = j;
+				}
+			}
+		y[e] = mx;
+		arg[e] = best;
+	}
+}
+
+/* dx (zeroed before) at each window's argmax = dy; windows do not overlap. */
+__global__ void k_pool_bwd(float *dx, const int32_t *arg, const float *dy, size_t ip, size_t op,
+			   size_t planes)
+{
+	const size_t total = planes * op;
+
+	GRID_STRIDE(e, total)
+		dx[e / op * ip + (size_t)arg[e]] = dy[e];
+}
+
+/* ---- kernels: dropout (the counter-hashed masks of layers.c) ---- */
+
+__device__ __host__ static uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* layers.c's mask_key. */
+static uint64_t mask_key(uint64_t seed, uint64_t step, int rank, int layer)
+{
+	uint64_t k = mix64(seed + 0x9e3779b97f4a7c15ULL);
+
+	k = mix64(k ^ step);
+	k = mix64(k ^ ((uint64_t)(uint32_t)rank << 32 | (uint32_t)layer));
+	return k;
+}
+
+/* y = x * scale where element i is kept, else 0 (also the backward pass). */
+__global__ void k_dropout(float *y, const float *x, uint64_t key, uint64_t thr, float scale,
+			  size_t m)
+{
+	GRID_STRIDE(i, m) {
+		int keep = (mix64(key + (uint64_t)i * 0x9e3779b97f4a7c15ULL) >>
+			    (64 - GPU_DROPOUT_BITS)) >= thr;
+
+		y[i] = keep ? x[i] * scale : 0.0f;
+	}
+}
+
+/* ---- kernels: softmax cross-entropy, optimizer ---- */
+
+/* One thread per row: dlt_softmax_xent (layers.c) of row i. d may be NULL
+ * (evaluation). */
+__global__ void k_softmax_xent(const float *z, const uint8_t *y, int rows, int c, float scale,
+			       float *d, float *loss, float *hit)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= rows)
+		return;
+	const float *r = z + (size_t)i * (size_t)c;
+	float mx = r[0], sum = 0.0f;
+	int arg = 0, lab = y[i];
+
+	for (int j = 1; j < c; j++)
+		if (r[j] > mx) {
+			mx = r[j];
+			arg = j;
+		}
+	for (int j = 0; j < c; j++)
+		sum += expf(r[j] - mx);
+	if (d) {
+		float inv = scale / sum, *o = d + (size_t)i * (size_t)c;
+
+		for (int j = 0; j < c; j++)
+			o[j] = expf(r[j] - mx) * inv;
+		o[lab] -= scale;
+	}
+	loss[i] = logf(sum) - (r[lab] - mx);
+	hit[i] = arg == lab ? 1.0f : 0.0f;
+}
+
+/* out[0] = sum of loss[0..n), out[1] = sum of hit[0..n), in doubles; also
+ * as floats into fout[0..1] when fout is not NULL. One block of
+ * GPU_THREADS threads. */
+__global__ void k_batch_sums(const float *loss, const float *hit, int n, double *out, float *fout)
+{
+	__shared__ double s[GPU_THREADS], h[GPU_THREADS];
+	double a = 0.0, b = 0.0;
+
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		a += loss[i];
+		b += hit[i];
+	}
+	s[threadIdx.x] = a;
+	h[threadIdx.x] = b;
+	__syncthreads();
+	for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {
+		if (threadIdx.x < w) {
+			s[threadIdx.x] += s[threadIdx.x + w];
+			h[threadIdx.x] += h[threadIdx.x + w];
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) {
+		out[0] = s[0];
+		out[1] = h[0];
+		if (fout) {
+			fout[0] = (float)s[0];
+			fout[1] = (float)h[0];
+		}
+	}
+}
+
+/* optim.c's sgd (nesterov = 0) and nesterov updates. */
+__global__ void k_sgd(float *w, float *v, const float *g, float lr, float mu, float wd,
+		      int nesterov, size_t n)
+{
+	GRID_STRIDE(i, n) {
+		float gi = g[i] + wd * w[i], vi = mu * v[i] + gi;
+
+		v[i] = vi;
+		w[i] -= nesterov ? lr * (gi + mu * vi) : lr * vi;
+	}
+}
+
+/* optim.c's adam update; step = lr / (1 - b1^t), ib = 1 / sqrt(1 - b2^t). */
+__global__ void k_adam(float *w, float *m, float *v, const float *g, float b1, float b2,
+		       float eps, float wd, float step, float ib, size_t n)
+{
+	GRID_STRIDE(i, n) {
+		float gi = g[i] + wd * w[i];
+		float mi = b1 * m[i] + (1.0f - b1) * gi;
+		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+
+		m[i] = mi;
+		v[i] = vi;
+		w[i] -= step * mi / (sqrtf(vi) * ib + eps);
+	}
+}
+
+/* ---- host side ---- */
+
+/* C = op(A) op(B) for row-major matrices, as cblas_sgemm(CblasRowMajor,
+ * ...) with alpha 1, beta 0: cuBLAS is column-major, so it computes
+ * C^T = op(B)^T op(A)^T with the operands swapped (same flags, same
+ * leading dimensions). */
+static int gemm(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, const float *A,
+		int lda, const float *B, int ldb, float *C, int ldc, char *err, size_t errlen)
+{
+	const float one = 1.0f, zero = 0.0f;
+
+	BLAS_CHECK(cublasSgemm(g->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+			       ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &one, B, ldb,
+			       A, lda, &zero, C, ldc));
+	return 0;
+}
+
+/* cudaMalloc of n bytes into *p, named what in the message. */
+static int dalloc(void **p, size_t n, const char *what, char *err, size_t errlen)
+{
+	cudaError_t e = cudaMalloc(p, n ? n : 1);
+
+	if (e != cudaSuccess) {
+		*p = NULL;
+		return fail(cuda_rc(e), err, errlen, "cuda: cudaMalloc(%s, %zu bytes): %s",
+			    what, n, cudaGetErrorString(e));
+	}
+	return 0;
+}
+
+extern "C" int dlt_gpu_built(void)
+{
+	return 1;
+}
+
+extern "C" int dlt_gpu_count(char *err, size_t errlen)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+
+	if (e != cudaSuccess) {
+		cudaGetLastError();   /* leave no error behind for later calls */
+		return fail(-ENODEV, err, errlen, "no NVIDIA GPU: %scudaGetDeviceCount: %s (%s)",
+			    access("/dev/nvidiactl", F_OK) ? "no NVIDIA driver (/dev/nvidiactl); " : "",
+			    cudaGetErrorString(e), cudaGetErrorName(e));
+	}
+	if (n < 1)
+		return fail(-ENODEV, err, errlen, "no NVIDIA GPU: the CUDA driver sees no device");
+	return n;
+}
+
+extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
+{
+	if (!g)
+		return;
+	cudaSetDevice(g->device);
+	if (g->stream)
+		cudaStreamSynchronize(g->stream);
+	if (g->comm_stream)
+		cudaStreamSynchronize(g->comm_stream);
+	if (g->comm)
+		ncclCommDestroy(g->comm);
+	if (g->blas)
+		cublasDestroy(g->blas);
+	for (int i = 0; i < DLT_NET_MAX_LAYERS; i++) {
+		cudaFree(g->layer[i].act);
+		cudaFree(g->layer[i].col);
+		cudaFree(g->layer[i].arg);
+	}
+	cudaFree(g->params);
+	cudaFree(g->grads);
+	cudaFree(g->state);
+	cudaFree(g->x);
+	cudaFree(g->y);
+	cudaFree(g->delta[0]);
+	cudaFree(g->delta[1]);
+	cudaFree(g->ws);
+	cudaFree(g->row_loss);
+	cudaFree(g->row_hit);
+	cudaFree(g->dsum);
+	cudaFreeHost(g->host_sum);
+	cudaFreeHost(g->host_gsum);
+	for (int i = 0; i < 5; i++)
+		if (g->ev[i])
+			cudaEventDestroy(g->ev[i]);
+	for (int i = 0; i < g->nbuckets; i++)
+		cudaEventDestroy(g->bucket[i].ready);
+	if (g->comm_done)
+		cudaEventDestroy(g->comm_done);
+	if (g->comm_stream)
+		cudaStreamDestroy(g->comm_stream);
+	if (g->stream)
+		cudaStreamDestroy(g->stream);
+	free(g);
+}
+
+/* Allocates the buffers of g for its net; returns 0 or -errno. */
+static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
+{
+	const struct dlt_net *n = &g->net;
+	const size_t mb = (size_t)g->max_batch, np = g->nparams;
+	size_t widest = dlt_shape_size(n->in), ws = 1;
+
+	for (int i = 0; i < n->nlayers; i++) {
+		const struct dlt_layer *l = &n->layer[i];
+		size_t out = dlt_shape_size(l->out);
+
+		if (out > widest)
+			widest = out;
+		TRY(dalloc((void **)&g->layer[i].act, mb * out * sizeof(float), "activations",
+			   err, errlen));
+		if (l->kind == DLT_LAYER_CONV) {
+			size_t r = (size_t)l->in.c * (size_t)l->k * (size_t)l->k;
+			size_t N = mb * (size_t)l->in.h * (size_t)l->in.w;
+
+			TRY(dalloc((void **)&g->layer[i].col, r * N * sizeof(float), "im2col",
+				   err, errlen));
+			if ((size_t)l->out.c * N > ws)
+				ws = (size_t)l->out.c * N;
+		}
+		if (l->kind == DLT_LAYER_POOL)
+			TRY(dalloc((void **)&g->layer[i].arg, mb * out * sizeof(int32_t),
+				   "pool argmax", err, errlen));
+	}
+	TRY(dalloc((void **)&g->params, np * sizeof(float), "params", err, errlen));
+	TRY(dalloc((void **)&g->grads, (np + 2) * sizeof(float), "grads", err, errlen));
+	TRY(dalloc((void **)&g->state, (size_t)g->nstate * np * sizeof(float), "optimizer state",
+		   err, errlen));
+	TRY(dalloc((void **)&g->x, mb * dlt_shape_size(n->in) * sizeof(float), "input batch",
+		   err, errlen));
+	TRY(dalloc((void **)&g->y, mb, "labels", err, errlen));
+	TRY(dalloc((void **)&g->delta[0], mb * widest * sizeof(float), "deltas", err, errlen));
+	TRY(dalloc((void **)&g->delta[1], mb * widest * sizeof(float), "deltas", err, errlen));
+	TRY(dalloc((void **)&g->ws, ws * sizeof(float), "conv workspace", err, errlen));
+	TRY(dalloc((void **)&g->row_loss, mb * sizeof(float), "row losses", err, errlen));
+	TRY(dalloc((void **)&g->row_hit, mb * sizeof(float), "row hits", err, errlen));
+	TRY(dalloc((void **)&g->dsum, 2 * sizeof(double), "batch sums", err, errlen));
+	CUDA_CHECK(cudaMallocHost((void **)&g->host_sum, 2 * sizeof(double)));
+	CUDA_CHECK(cudaMallocHost((void **)&g->host_gsum, 2 * sizeof(float)));
+	CUDA_CHECK(cudaMemsetAsync(g->state, 0, (size_t)g->nstate * np * sizeof(float), g->stream));
+	CUDA_CHECK(cudaMemsetAsync(g->grads, 0, (np + 2) * sizeof(float), g->stream));
+	return 0;
+}
+
+/* Selects g->device and creates the stream, events and cuBLAS handle. */
+static int open_device(struct dlt_gpu *g, char *err, size_t errlen)
+{
+	struct cudaDeviceProp prop;
+
+	CUDA_CHECK(cudaSetDevice(g->device));
+	CUDA_CHECK(cudaGetDeviceProperties(&prop, g->device));
+	snprintf(g->name, sizeof g->name, "%s (device %d, sm_%d%d, %d SMs, %.0f GiB)",
+		 prop.name, g->device, prop.major, prop.minor, prop.multiProcessorCount,
+		 (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+	CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+	for (int i = 0; i < 5; i++)
+		CUDA_CHECK(cudaEventCreate(&g->ev[i]));
+	CUDA_CHECK(cudaStreamCreateWithFlags(&g->comm_stream, cudaStreamNonBlocking));
+	CUDA_CHECK(cudaEventCreateWithFlags(&g->comm_done, cudaEventDisableTiming));
+	BLAS_CHECK(cublasCreate(&g->blas));
+	BLAS_CHECK(cublasSetStream(g->blas, g->stream));
+	/* plain FP32 GEMMs, as on the CPU: the default math mode uses no TF32 */
+	BLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH));
+	return 0;
+}
+
+extern "C" int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int nstate,
+			      int device, uint64_t seed, int rank, char *err, size_t errlen)
+{
+	struct dlt_gpu *g;
+	int rc, count;
+
+	*out = NULL;
+	count = dlt_gpu_count(err, errlen);
+	if (count < 0)
+		return count;
+	if (device < 0 || device >= count)
+		return fail(-ENODEV, err, errlen, "no CUDA device %d (this process sees %d)",
+			    device, count);
+	g = (struct dlt_gpu *)calloc(1, sizeof *g);
+	if (!g)
+		return fail(-ENOMEM, err, errlen, "cannot allocate the GPU backend's state");
+	g->device = device;
+	g->net = *n;   /* the layout only: its host pointers are never used here */
+	for (int i = 0; i < DLT_NET_MAX_LAYERS; i++)
+		g->net.layer[i].saved = NULL;
+	memset(g->net.act, 0, sizeof g->net.act);
+	g->net.delta[0] = g->net.delta[1] = g->net.ws = NULL;
+	g->nparams = n->nparams;
+	g->nstate = nstate;
+	g->max_batch = n->max_batch;
+	g->seed = seed;
+	g->rank = rank;
+
+	rc = open_device(g, err, errlen);
+	if (rc == 0)
+		rc = alloc_all(g, err, errlen);
+	if (rc < 0) {
+		dlt_gpu_destroy(g);
+		return rc;
+	}
+	*out = g;
+	return 0;
+}
+
+extern "C" void dlt_gpu_describe(const struct dlt_gpu *g, char *out, size_t len)
+{
+	snprintf(out, len, "%s", g->name);
+}
+
+extern "C" int dlt_gpu_nccl_id(unsigned char *id, char *err, size_t errlen)
+{
+	ncclUniqueId u;
+
+	static_assert(sizeof u.internal == DLT_GPU_ID_BYTES, "NCCL_UNIQUE_ID_BYTES changed");
+	NCCL_CHECK(ncclGetUniqueId(&u));
+	memcpy(id, u.internal, DLT_GPU_ID_BYTES);
+	return 0;
+}
+
+extern "C" int dlt_gpu_nccl_init(struct dlt_gpu *g, const unsigned char *id, int rank, int ranks,
+				 char *err, size_t errlen)
+{
+	ncclUniqueId u;
+	ncclComm_t comm;
+
+	if (g->comm)
+		return fail(-EINVAL, err, errlen, "gpu: the NCCL communicator is already set up");
+	memcpy(u.internal, id, DLT_GPU_ID_BYTES);
+	CUDA_CHECK(cudaSetDevice(g->device));
+	NCCL_CHECK(ncclCommInitRank(&comm, ranks, u, rank));
+	g->comm = comm;   /* only a communicator that exists: destroy frees it */
+	g->nccl_ranks = ranks;
+	return 0;
+}
+
+extern "C" int dlt_gpu_upload(struct dlt_gpu *g, const float *params, const float *state,
+			      char *err, size_t errlen)
+{
+	const size_t np = g->nparams;
+
+	CUDA_CHECK(cudaSetDevice(g->device));
+	CUDA_CHECK(cudaMemcpyAsync(g->params, params, np * sizeof(float),
+				   cudaMemcpyHostToDevice, g->stream));
+	if (state)
+		CUDA_CHECK(cudaMemcpyAsync(g->state, state, (size_t)g->nstate * np * sizeof(float),
+					   cudaMemcpyHostToDevice, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	return 0;
+}
+
+extern "C" int dlt_gpu_download(struct dlt_gpu *g, float *params, float *state,
+				char *err, size_t errlen)
+{
+	const size_t np = g->nparams;
+
+	CUDA_CHECK(cudaSetDevice(g->device));
+	CUDA_CHECK(cudaMemcpyAsync(params, g->params, np * sizeof(float),
+				   cudaMemcpyDeviceToHost, g->stream));
+	if (state)
+		CUDA_CHECK(cudaMemcpyAsync(state, g->state, (size_t)g->nstate * np * sizeof(float),
+					   cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	return 0;
+}
+
+/* Layer l's forward pass on n rows from x into its activation. */
+static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int train,
+			 uint64_t step, char *err, size_t errlen)
+{
+	const struct dlt_layer *l = &g->net.layer[li];
+	const float *p = g->params + l->off;
+	float *y = g->layer[li].act;
+	const size_t m = (size_t)n * dlt_shape_size(l->in);
+	cudaStream_t s = g->stream;
+
+	switch (l->kind) {
+	case DLT_LAYER_DENSE: {
+		int k = (int)dlt_shape_size(l->in), o = l->out.c;
+
+		TRY(gemm(g, 0, 1, n, o, k, x, k, p, k, y, o, err, errlen));
+		LAUNCH(k_add_bias_rows, blocks_for((size_t)n * o), GPU_THREADS, s,
+			y, p + (size_t)o * (size_t)k, o, (size_t)n * (size_t)o);
+		KERNEL_CHECK("add_bias_rows");
+		break;
+	}
+	case DLT_LAYER_RELU:
+		LAUNCH(k_relu_fwd, blocks_for(m), GPU_THREADS, s, y, x, m);
+		KERNEL_CHECK("relu_fwd");
+		break;
+	case DLT_LAYER_CONV: {
+		const int F = l->out.c, R = l->in.c * l->k * l->k;
+		const size_t hw = (size_t)l->in.h * (size_t)l->in.w, N = (size_t)n * hw;
+		float *col = g->layer[li].col;
+
+		LAUNCH(k_im2col, blocks_for((size_t)R * N), GPU_THREADS, s,
+			col, x, l->in.c, l->in.h, l->in.w, l->k, n);
+		KERNEL_CHECK("im2col");
+		TRY(gemm(g, 0, 0, F, (int)N, R, p, R, col, (int)N, g->ws, (int)N, err, errlen));
+		LAUNCH(k_conv_scatter, blocks_for((size_t)F * N), GPU_THREADS, s,
+			y, g->ws, p + (size_t)F * (size_t)R, F, hw, n);
+		KERNEL_CHECK("conv_scatter");
+		break;
+	}
+	case DLT_LAYER_POOL: {
+		const size_t planes = (size_t)n * (size_t)l->in.c;
+
+		LAUNCH(k_pool_fwd, blocks_for(planes * l->out.h * l->out.w), GPU_THREADS, s,
+			y, g->layer[li].arg, x, l->k, l->in.h, l->in.w, l->out.h, l->out.w, planes);
+		KERNEL_CHECK("pool_fwd");
+		break;
+	}
+	case DLT_LAYER_DROPOUT:
+		if (!train || l->p <= 0.0f) {
+			CUDA_CHECK(cudaMemcpyAsync(y, x, m * sizeof(float), cudaMemcpyDeviceToDevice, s));
+			break;
+		}
+		LAUNCH(k_dropout, blocks_for(m), GPU_THREADS, s,
+			y, x, mask_key(g->seed, step, g->rank, l->index),
+			(uint64_t)((double)l->p * (double)(1u << GPU_DROPOUT_BITS)),
+			1.0f / (1.0f - l->p), m);
+		KERNEL_CHECK("dropout");
+		break;
+	}
+	return 0;
+}
+
+/* Layer l's backward pass: parameter gradients into g->grads + l->off
+ * and, when dx is not NULL, the input gradient. x is the layer's input. */
+static int layer_backward(struct dlt_gpu *g, int li, const float *x, const float *dy, float *dx,
+			  int n, int train, uint64_t step, char *err, size_t errlen)
+{
+	const struct dlt_layer *l = &g->net.layer[li];
+	const float *p = g->params + l->off, *y = g->layer[li].act;
+	float *gr = g->grads + l->off;
+	const size_t m = (size_t)n * dlt_shape_size(l->in);
+	cudaStream_t s = g->stream;
+
+	switch (l->kind) {
+	case DLT_LAYER_DENSE: {
+		int k = (int)dlt_shape_size(l->in), o = l->out.c;
+
+		TRY(gemm(g, 1, 0, o, k, n, dy, o, x, k, gr, k, err, errlen));
+		LAUNCH(k_col_sums, (o + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, s,
+			gr + (size_t)o * (size_t)k, dy, n, o);
+		KERNEL_CHECK("col_sums");
+		if (dx)
+			TRY(gemm(g, 0, 0, n, k, o, dy, o, p, k, dx, k, err, errlen));
+		break;
+	}
+	case DLT_LAYER_RELU:
+		if (dx) {
+			LAUNCH(k_relu_bwd, blocks_for(m), GPU_THREADS, s, dx, y, dy, m);
+			KERNEL_CHECK("relu_bwd");
+		}
+		break;
+	case DLT_LAYER_CONV: {
+		const int F = l->out.c, R = l->in.c * l->k * l->k;
+		const size_t hw = (size_t)l->in.h * (size_t)l->in.w, N = (size_t)n * hw;
+		float *col = g->layer[li].col, *t = g->ws;
+
+		LAUNCH(k_conv_gather, blocks_for((size_t)F * N), GPU_THREADS, s, t, dy, F, hw, n);
+		KERNEL_CHECK("conv_gather");
+		TRY(gemm(g, 0, 1, F, R, (int)N, t, (int)N, col, (int)N, gr, R, err, errlen));
+		LAUNCH_SYNC(k_row_sums, F, GPU_THREADS, s, gr + (size_t)F * (size_t)R, t, N);
+		KERNEL_CHECK("row_sums");
+		if (!dx)
+			break;
+		TRY(gemm(g, 1, 0, R, (int)N, F, p, R, t, (int)N, col, (int)N, err, errlen));
+		LAUNCH(k_col2im, blocks_for(m), GPU_THREADS, s, dx, col, l->in.c, l->in.h, l->in.w,
+							       l->k, n);
+		KERNEL_CHECK("col2im");
+		break;
+	}
+	case DLT_LAYER_POOL: {
+		const size_t ip = (size_t)l->in.h * (size_t)l->in.w;
+		const size_t op = (size_t)l->out.h * (size_t)l->out.w;
+		const size_t planes = (size_t)n * (size_t)l->in.c;
+
+		if (!dx)
+			break;
+		CUDA_CHECK(cudaMemsetAsync(dx, 0, planes * ip * sizeof(float), s));
+		LAUNCH(k_pool_bwd, blocks_for(planes * op), GPU_THREADS, s,
+			dx, g->layer[li].arg, dy, ip, op, planes);
+		KERNEL_CHECK("pool_bwd");
+		break;
+	}
+	case DLT_LAYER_DROPOUT:
+		if (!dx)
+			break;
+		if (!train || l->p <= 0.0f) {
+			CUDA_CHECK(cudaMemcpyAsync(dx, dy, m * sizeof(float), cudaMemcpyDeviceToDevice, s));
+			break;
+		}
+		LAUNCH(k_dropout, blocks_for(m), GPU_THREADS, s,
+			dx, dy, mask_key(g->seed, step, g->rank, l->index),
+			(uint64_t)((double)l->p * (double)(1u << GPU_DROPOUT_BITS)),
+			1.0f / (1.0f - l->p), m);
+		KERNEL_CHECK("dropout");
+		break;
+	}
+	return 0;
+}
+
+/* Checks rows and copies the host batch x (and labels y, when not NULL). */
+static int put_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
+		     char *err, size_t errlen)
+{
+	if (rows < 1 || rows > g->max_batch)
+		return fail(-EINVAL, err, errlen, "gpu: batch of %d rows (1..%d)", rows, g->max_batch);
+	CUDA_CHECK(cudaSetDevice(g->device));
+	CUDA_CHECK(cudaMemcpyAsync(g->x, x, (size_t)rows * dlt_shape_size(g->net.in) * sizeof(float),
+				   cudaMemcpyHostToDevice, g->stream));
+	if (y)
+		CUDA_CHECK(cudaMemcpyAsync(g->y, y, (size_t)rows, cudaMemcpyHostToDevice, g->stream));
+	return 0;
+}
+
+/* The forward pass on the batch already in g->x. */
+static int forward(struct dlt_gpu *g, int rows, int train, uint64_t step, char *err, size_t errlen)
+{
+	const float *in = g->x;
+
+	for (int i = 0; i < g->net.nlayers; i++) {
+		TRY(layer_forward(g, i, in, rows, train, step, err, errlen));
+		in = g->layer[i].act;
+	}
+	return 0;
+}
+
+/* Softmax cross-entropy of the last activation against g->y; the logits'
+ * gradient (scale = weight / rows) into delta[0] when train; the batch's
+ * loss sum and hits into g->dsum (doubles) and, when fout is not NULL,
+ * into fout (floats, e.g. grads + nparams). */
+static int loss(struct dlt_gpu *g, int rows, int train, float weight, float *fout,
+		char *err, size_t errlen)
+{
+	const float *z = g->layer[g->net.nlayers - 1].act;
+
+	LAUNCH(k_softmax_xent, (rows + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, g->stream,
+		z, g->y, rows, g->net.classes, train ? weight / (float)rows : 0.0f,
+		train ? g->delta[0] : NULL, g->row_loss, g->row_hit);
+	KERNEL_CHECK("softmax_xent");
+	LAUNCH_SYNC(k_batch_sums, 1, GPU_THREADS, g->stream,
+		g->row_loss, g->row_hit, rows, g->dsum, fout);
+	KERNEL_CHECK("batch_sums");
+	return 0;
+}
+
+/* The backward pass from delta[0] (after loss with train) down to the
+ * first layer, gradients into g->grads. */
+static int backward(struct dlt_gpu *g, int rows, uint64_t step, int allreduce,
+		    char *err, size_t errlen)
+{
+	int cur = 0, next = 0;
+
+	for (int i = g->net.nlayers - 1; i >= 0; i--) {
+		const float *in = i > 0 ? g->layer[i - 1].act : g->x;
+		float *dx = i > 0 ? g->delta[!cur] : NULL;
+
+		TRY(layer_backward(g, i, in, g->delta[cur], dx, rows, 1, step, err, errlen));
+		cur = !cur;
+		/* start the allreduce of every bucket this layer completes */
+		while (allreduce && next < g->nbuckets && g->bucket[next].trigger == i) {
+			size_t lo = g->bucket[next].lo, n = g->bucket[next].hi - lo;
+
+			CUDA_CHECK(cudaEventRecord(g->bucket[next].ready, g->stream));
+			CUDA_CHECK(cudaStreamWaitEvent(g->comm_stream, g->bucket[next].ready, 0));
+			NCCL_CHECK(ncclAllReduce(g->grads + lo, g->grads + lo, n, ncclFloat, ncclSum,
+						 g->comm, g->comm_stream));
+			next++;
+		}
+	}
+	if (allreduce && next != g->nbuckets)
+		return fail(-EINVAL, err, errlen, "gpu: %d of %d gradient buckets started",
+			    next, g->nbuckets);
+	return 0;
+}
+
+extern "C" int dlt_gpu_add_bucket(struct dlt_gpu *g, size_t lo, size_t hi, int trigger,
+				  char *err, size_t errlen)
+{
+	/* contiguous from the top: the first ends at the loss floats, each
+	 * next one where the one before began */
+	size_t top = g->nbuckets ? g->bucket[g->nbuckets - 1].lo : g->nparams + 2;
+
+	if (g->nbuckets == GPU_MAX_BUCKETS || lo >= hi || hi != top ||
+	    trigger < 0 || trigger >= g->net.nlayers ||
+	    (g->nbuckets && trigger > g->bucket[g->nbuckets - 1].trigger))
+		return fail(-EINVAL, err, errlen, "gpu: bad gradient bucket [%zu, %zu) after layer %d",
+			    lo, hi, trigger);
+	CUDA_CHECK(cudaSetDevice(g->device));
+	CUDA_CHECK(cudaEventCreateWithFlags(&g->bucket[g->nbuckets].ready, cudaEventDisableTiming));
+	g->bucket[g->nbuckets].lo = lo;
+	g->bucket[g->nbuckets].hi = hi;
+	g->bucket[g->nbuckets].trigger = trigger;
+	g->nbuckets++;
+	return 0;
+}
+
+/* Waits for the stream and adds the batch sums of g->dsum to the counters. */
+static int take_sums(struct dlt_gpu *g, double *loss_sum, long *correct, char *err, size_t errlen)
+{
+	CUDA_CHECK(cudaMemcpyAsync(g->host_sum, g->dsum, 2 * sizeof(double),
+				   cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	if (loss_sum)
+		*loss_sum += g->host_sum[0];
+	if (correct)
+		*correct += (long)(g->host_sum[1] + 0.5);
+	return 0;
+}
+
+extern "C" int dlt_gpu_forward(struct dlt_gpu *g, const float *x, int rows, int train,
+			       uint64_t step, float *logits, char *err, size_t errlen)
+{
+	TRY(put_batch(g, x, NULL, rows, err, errlen));
+	TRY(forward(g, rows, train, step, err, errlen));
+	if (logits) {
+		CUDA_CHECK(cudaMemcpyAsync(logits, g->layer[g->net.nlayers - 1].act,
+					   (size_t)rows * (size_t)g->net.classes * sizeof(float),
+					   cudaMemcpyDeviceToHost, g->stream));
+		CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	}
+	return 0;
+}
+
+extern "C" int dlt_gpu_train_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
+				   float weight, uint64_t step, float *grads, double *loss_sum,
+				   long *correct, char *err, size_t errlen)
+{
+	TRY(put_batch(g, x, y, rows, err, errlen));
+	TRY(forward(g, rows, 1, step, err, errlen));
+	TRY(loss(g, rows, 1, weight, g->grads + g->nparams, err, errlen));
+	TRY(backward(g, rows, step, 0, err, errlen));
+	if (grads)
+		CUDA_CHECK(cudaMemcpyAsync(grads, g->grads, g->nparams * sizeof(float),
+					   cudaMemcpyDeviceToHost, g->stream));
+	if (grads || loss_sum || correct)
+		TRY(take_sums(g, loss_sum, correct, err, errlen));
+	return 0;
+}
+
+/* Launches the optimizer update on the stream (no wait). */
+static int optim(struct dlt_gpu *g, const struct dlt_optim *o, float lr, unsigned long t,
+		 char *err, size_t errlen)
+{
+	const size_t n = g->nparams;
+
+	switch (o->kind) {
+	case DLT_OPTIM_SGD:
+	case DLT_OPTIM_NESTEROV:
+		LAUNCH(k_sgd, blocks_for(n), GPU_THREADS, g->stream,
+			g->params, g->state, g->grads, lr, o->momentum, o->weight_decay,
+			o->kind == DLT_OPTIM_NESTEROV, n);
+		KERNEL_CHECK("sgd");
+		return 0;
+	case DLT_OPTIM_ADAM: {
+		/* the constants exactly as optim.c computes them */
+		unsigned long tt = t ? t : 1;
+		const float bc1 = 1.0f - (float)pow(o->beta1, (double)tt);
+		const float bc2s = (float)sqrt(1.0 - pow(o->beta2, (double)tt));
+
+		if (g->nstate < 2)
+			return fail(-EINVAL, err, errlen, "gpu: adam needs 2 state arrays, have %d",
+				    g->nstate);
+		LAUNCH(k_adam, blocks_for(n), GPU_THREADS, g->stream,
+			g->params, g->state, g->state + n, g->grads, o->beta1, o->beta2, o->eps,
+			o->weight_decay, lr / bc1, 1.0f / bc2s, n);
+		KERNEL_CHECK("adam");
+		return 0;
+	}
+	}
+	return fail(-EINVAL, err, errlen, "gpu: unknown optimizer %d", (int)o->kind);
+}
+
+extern "C" int dlt_gpu_optim_step(struct dlt_gpu *g, const struct dlt_optim *o, float lr,
+				  unsigned long t, char *err, size_t errlen)
+{
+	CUDA_CHECK(cudaSetDevice(g->device));
+	TRY(optim(g, o, lr, t, err, errlen));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	return 0;
+}
+
+extern "C" int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
+			    float weight, uint64_t step, const struct dlt_optim *o, float lr,
+			    unsigned long t, float sums[2], char *err, size_t errlen)
+{
+	cudaStream_t s = g->stream;
+	float ms;
+
+	if (!g->comm)
+		return fail(-EINVAL, err, errlen, "gpu: dlt_gpu_step before dlt_gpu_nccl_init");
+	if (g->nbuckets && g->bucket[g->nbuckets - 1].lo != 0)
+		return fail(-EINVAL, err, errlen, "gpu: the gradient buckets end at float %zu, not 0",
+			    g->bucket[g->nbuckets - 1].lo);
+	TRY(put_batch(g, x, y, rows, err, errlen));
+	CUDA_CHECK(cudaEventRecord(g->ev[0], s));
+	TRY(forward(g, rows, 1, step, err, errlen));
+	TRY(loss(g, rows, 1, weight, g->grads + g->nparams, err, errlen));
+	CUDA_CHECK(cudaEventRecord(g->ev[1], s));
+	/* the weighted gradients of every rank sum to the global batch's mean:
+	 * bucket by bucket on comm_stream during backward, or in one call */
+	TRY(backward(g, rows, step, g->nbuckets > 0, err, errlen));
+	CUDA_CHECK(cudaEventRecord(g->ev[2], s));
+	if (g->nbuckets) {
+		CUDA_CHECK(cudaEventRecord(g->comm_done, g->comm_stream));
+		CUDA_CHECK(cudaStreamWaitEvent(s, g->comm_done, 0));
+	} else
+		NCCL_CHECK(ncclAllReduce(g->grads, g->grads, g->nparams + 2, ncclFloat, ncclSum,
+					 g->comm, s));
+	CUDA_CHECK(cudaEventRecord(g->ev[3], s));
+	CUDA_CHECK(cudaMemcpyAsync(g->host_gsum, g->grads + g->nparams, 2 * sizeof(float),
+				   cudaMemcpyDeviceToHost, s));
+	TRY(optim(g, o, lr, t, err, errlen));
+	CUDA_CHECK(cudaEventRecord(g->ev[4], s));
+	CUDA_CHECK(cudaStreamSynchronize(s));
+	for (int i = 0; i < 4; i++) {
+		CUDA_CHECK(cudaEventElapsedTime(&ms, g->ev[i], g->ev[i + 1]));
+		g->t[i] += 1e-3 * ms;
+	}
+	sums[0] = g->host_gsum[0];
+	sums[1] = g->host_gsum[1];
+	return 0;
+}
+
+extern "C" int dlt_gpu_eval_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
+				  double *loss_sum, long *correct, char *err, size_t errlen)
+{
+	TRY(put_batch(g, x, y, rows, err, errlen));
+	TRY(forward(g, rows, 0, 0, err, errlen));
+	TRY(loss(g, rows, 0, 0.0f, NULL, err, errlen));
+	return take_sums(g, loss_sum, correct, err, errlen);
+}
+
+extern "C" void dlt_gpu_times(const struct dlt_gpu *g, double t[4])
+{
+	memcpy(t, g->t, sizeof g->t);
+}

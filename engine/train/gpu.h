@@ -1,0 +1,128 @@
+/* gpu.h - the trainer's CUDA backend: the layer stack of net.h on one GPU, NCCL between ranks
+ *
+ * The backend keeps its own copy of a dlt_net's parameters, gradients and
+ * optimizer state in GPU memory, in exactly the host layout (net.h:
+ * layer by layer, weights then biases; the optimizer's state arrays one
+ * after the other), so the host arrays of main.c, the checkpoints and the
+ * CPU layers all read the same numbers. Weights are initialised on the host
+ * (dlt_net_init_params) and uploaded; GEMMs run in cuBLAS (FP32, no TF32),
+ * the other layers in small kernels that follow layers.c operation for
+ * operation; gradients are summed over ranks with ncclAllReduce.
+ *
+ * Built by `make GPU=1` (engine/train/cuda/gpu.cu); without CUDA every call
+ * fails with a message saying so (engine/train/cuda/stub.c). Every function
+ * that can fail returns 0, or a negative errno with a one-line message in
+ * err: -ENODEV (no usable GPU or driver), -ENOSYS (built without CUDA),
+ * -ENOMEM (GPU memory), -EIO (any other CUDA, cuBLAS or NCCL error; the
+ * message names the call and the library's error string). */
+#ifndef DLT_GPU_H
+#define DLT_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/train/net.h"
+#include "engine/train/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DLT_GPU_ID_BYTES 128   /* an NCCL unique id (NCCL_UNIQUE_ID_BYTES) */
+
+struct dlt_gpu;   /* opaque: one rank's device, buffers, cuBLAS and NCCL handles */
+
+/* 1 when this dlh-train was built with CUDA, else 0. */
+int dlt_gpu_built(void);
+
+/* Returns the number of CUDA devices this process can use (>= 1), or
+ * -ENODEV / -ENOSYS with the reason in err ("no NVIDIA GPU: ..."). */
+int dlt_gpu_count(char *err, size_t errlen);
+
+/* Opens device `device` for the stack n (its layers and max_batch; n is
+ * read here and not kept) and allocates every buffer: parameters,
+ * gradients (+ 2 floats: loss sum and correct count, as main.c's),
+ * nstate optimizer arrays, activations and workspace. Dropout masks are
+ * keyed by seed and rank exactly as on the CPU. Returns 0 with *out set. */
+int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int nstate,
+		   int device, uint64_t seed, int rank, char *err, size_t errlen);
+
+/* Frees everything of g (NULL is fine), the NCCL communicator included. */
+void dlt_gpu_destroy(struct dlt_gpu *g);
+
+/* A one-line name of g's device ("NVIDIA H100 80GB HBM3, 132 SMs, 79 GiB"). */
+void dlt_gpu_describe(const struct dlt_gpu *g, char *out, size_t len);
+
+/* Rank 0: makes a new NCCL unique id into id (DLT_GPU_ID_BYTES bytes), to
+ * be broadcast to the other ranks (main.c uses MPI_Bcast). */
+int dlt_gpu_nccl_id(unsigned char *id, char *err, size_t errlen);
+
+/* Joins the NCCL communicator of ranks ranks named by id as rank; blocks
+ * until every rank has joined. */
+int dlt_gpu_nccl_init(struct dlt_gpu *g, const unsigned char *id, int rank, int ranks,
+		      char *err, size_t errlen);
+
+/* Adds a gradient bucket for dlt_gpu_step: floats [lo, hi) of the
+ * gradients (+ the 2 loss floats at nparams), allreduced as soon as
+ * backward has finished layer trigger. Buckets are added in launch order
+ * (triggers from the last layer down) and must cover the gradients with
+ * the loss floats exactly, as main.c's make_buckets makes them. Without
+ * buckets one allreduce follows backward. */
+int dlt_gpu_add_bucket(struct dlt_gpu *g, size_t lo, size_t hi, int trigger,
+		       char *err, size_t errlen);
+
+/* Copies the host parameters (nparams floats) and, when state is not
+ * NULL, the optimizer state (nstate x nparams) to the GPU. */
+int dlt_gpu_upload(struct dlt_gpu *g, const float *params, const float *state,
+		   char *err, size_t errlen);
+
+/* Copies the GPU's parameters and, when state is not NULL, its optimizer
+ * state back into the host arrays (for checkpoints and the result). */
+int dlt_gpu_download(struct dlt_gpu *g, float *params, float *state,
+		     char *err, size_t errlen);
+
+/* Forward pass of rows <= max_batch host images x (rows x input floats);
+ * train enables dropout with the masks of global step step. When logits
+ * is not NULL, the rows x classes outputs are copied there. */
+int dlt_gpu_forward(struct dlt_gpu *g, const float *x, int rows, int train, uint64_t step,
+		    float *logits, char *err, size_t errlen);
+
+/* dlt_net_train_batch on the GPU: forward, softmax cross-entropy with
+ * weight (see dlt_net_forward_loss), backward into the GPU's gradients.
+ * When grads is not NULL they are copied there (nparams floats); the
+ * rows' loss sum and correct count are added to *loss_sum and *correct
+ * when those are not NULL (which waits for the GPU). */
+int dlt_gpu_train_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
+			float weight, uint64_t step, float *grads, double *loss_sum,
+			long *correct, char *err, size_t errlen);
+
+/* dlt_optim_step on the GPU's parameters, state and gradients (t is the
+ * 1-based step, for Adam). */
+int dlt_gpu_optim_step(struct dlt_gpu *g, const struct dlt_optim *o, float lr,
+		       unsigned long t, char *err, size_t errlen);
+
+/* One data-parallel step, main.c's step_once on the GPU: train_batch
+ * (weight rows / global batch), ncclAllReduce (sum) of gradients + loss
+ * sum + correct count over the communicator (per bucket during backward
+ * when buckets are set), the optimizer. Sets sums[0]
+ * and sums[1] to the global batch's loss sum and correct count. Needs
+ * dlt_gpu_nccl_init. */
+int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
+		 float weight, uint64_t step, const struct dlt_optim *o, float lr,
+		 unsigned long t, float sums[2], char *err, size_t errlen);
+
+/* dlt_net_eval_batch on the GPU: adds the rows' losses to *loss_sum and
+ * the correct rows to *correct. */
+int dlt_gpu_eval_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
+		       double *loss_sum, long *correct, char *err, size_t errlen);
+
+/* Seconds spent so far, measured on the host around the calls (the GPU
+ * work they wait for included): forward+loss, backward, allreduce,
+ * optimizer. */
+void dlt_gpu_times(const struct dlt_gpu *g, double t[4]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

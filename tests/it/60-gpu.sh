@@ -1,0 +1,134 @@
+# 60-gpu.sh - device = gpu: real GPU runs through the mount (skipped without an
+# NVIDIA GPU or a CUDA build), the refusal without one, and main.c's GPU path
+# over the host emulation (dlh-train-gpuemu) against the CPU trainer
+
+FMNIST=${DLH_FMNIST:-/usr/share/datasets/fashion-mnist}
+
+# need_gpu: skips unless this machine has an NVIDIA GPU, dlh-train was built
+# with CUDA and FUSE can mount here.
+need_gpu() {
+	[ -e /dev/nvidia0 ] || skip "no NVIDIA GPU: /dev/nvidia0 does not exist"
+	ldd "$DLH_BIN/dlh-train" | grep -q libnccl ||
+		skip "no NVIDIA GPU support: $DLH_BIN/dlh-train was built without CUDA (make GPU=1)"
+	ldd "$DLH_BIN/dlh-train" | grep -q 'not found' &&
+		skip "dlh-train's CUDA libraries are not found: $(ldd "$DLH_BIN/dlh-train" | grep 'not found' | head -2 | tr '\n' ' ')(bench/gpu-env sets LD_LIBRARY_PATH)"
+	[ -e /dev/fuse ] || skip "no /dev/fuse: the GPU runs go through a mount"
+	return 0
+}
+
+# gpu_count: the GPUs the pool sees (the /dev/nvidiaN files)
+gpu_count() { ls /dev | grep -c '^nvidia[0-9][0-9]*$'; }
+
+# fm_spec NAME DEVICE EPOCHS MODEL [TRAIN]: a Fashion-MNIST slice spec; MODEL
+# and TRAIN are extra lines of [model] and [train]; ranks = $RANKS (1)
+fm_spec() {
+	printf '[job]\nname = %s\n[data]\n' "$1"
+	printf 'train = %s/train-images-idx3-ubyte.gz\ntrain_labels = %s/train-labels-idx1-ubyte.gz\n' "$FMNIST" "$FMNIST"
+	printf 'test = %s/t10k-images-idx3-ubyte.gz\ntest_labels = %s/t10k-labels-idx1-ubyte.gz\n' "$FMNIST" "$FMNIST"
+	printf 'train_limit = 8000\ntest_limit = 2000\n[model]\n%s\n' "$4"
+	printf '[train]\nepochs = %s\nbatch_size = 64\ncheckpoint_every = 50\n%s\n' "$3" "${5:-}"
+	printf '[resources]\ndevice = %s\nranks = %s\n' "$2" "${RANKS:-1}"
+}
+
+# field ID KEY: a value of the job's result file
+field() { sed -n "s/^$2=//p" "$MNT/jobs/$1/result"; }
+
+# run_job SPECFILE ID: submits and waits for success
+run_job() {
+	cp "$1" "$MNT/jobs/new" || die "submit $1 failed: $(tail -2 "$MNT/jobs/errors")"
+	wait_for "${2:-300}" job_terminal "$3" || die "job $3 did not end: $(cat "$MNT/jobs/$3/progress")"
+	expect_eq "$(cat "$MNT/jobs/$3/status")" succeeded "job $3 ($(grep dlh-train "$MNT/jobs/$3/log" | tail -3))"
+}
+
+test_gpu_mlp_slice_trains_and_matches_the_cpu_run() {
+	need_gpu
+	# one rank per GPU, two at most (one on a single-GPU machine)
+	local n; n=$(gpu_count); [ "$n" -gt 2 ] && n=2
+	dlh_mount
+	grep -q "^gpu total $n\|^gpu total [2-9]" "$MNT/pool/summary" || die "pool: $(cat "$MNT/pool/summary")"
+	RANKS=$n fm_spec g gpu 2 'layers = 256, 128, 100' 'lr = 0.05' > "$STATE/g.ini"
+	RANKS=$n fm_spec c cpu 2 'layers = 256, 128, 100' 'lr = 0.05' > "$STATE/c.ini"
+	run_job "$STATE/g.ini" 300 1
+	run_job "$STATE/c.ini" 600 2
+	grep -q -- '--device gpu' "$MNT/jobs/1/plan" || die "plan: $(cat "$MNT/jobs/1/plan")"
+	grep -q "^rank 0 host .* device gpu0 batch" "$MNT/jobs/1/plan" || die "plan: $(cat "$MNT/jobs/1/plan")"
+	grep -q 'device gpu: rank 0 on' "$MNT/jobs/1/log" || die "log: $(grep dlh-train "$MNT/jobs/1/log")"
+	local ga gl ca cl
+	ga=$(field 1 test_accuracy); gl=$(field 1 test_loss)
+	ca=$(field 2 test_accuracy); cl=$(field 2 test_loss)
+	echo "gpu: test accuracy $ga loss $gl $(field 1 samples_per_s) samples/s; cpu: $ca $cl $(field 2 samples_per_s) samples/s"
+	awk -v a="$ga" 'BEGIN { exit !(a > 0.7) }' || die "gpu test accuracy $ga"
+	# same seed, same weights, same batches: only float rounding differs
+	awk -v a="$ga" -v b="$ca" 'BEGIN { d = a - b; exit !(d < 0.015 && d > -0.015) }' ||
+		die "gpu accuracy $ga vs cpu $ca"
+	awk -v a="$gl" -v b="$cl" 'BEGIN { exit !(a < 1.03 * b && b < 1.03 * a) }' ||
+		die "gpu loss $gl vs cpu $cl"
+	dlh_umount
+}
+
+test_gpu_cnn_slice_trains_with_dropout_and_adam() {
+	need_gpu
+	local n; n=$(gpu_count); [ "$n" -gt 2 ] && n=2
+	dlh_mount
+	RANKS=$n fm_spec cnn gpu 2 "$(printf 'type = cnn\nconv = 32:5, 64:5\ndense = 256\ndropout = 0.4')" \
+		"$(printf 'optimizer = adam\nlr = 0.001')" > "$STATE/g.ini"
+	run_job "$STATE/g.ini" 300 1
+	local acc; acc=$(field 1 test_accuracy)
+	echo "gpu cnn: test accuracy $acc, $(field 1 samples_per_s) samples/s"
+	awk -v a="$acc" 'BEGIN { exit !(a > 0.75) }' || die "cnn test accuracy $acc"
+	[ -f "$STATE/jobs/1/checkpoints/final.ckpt" ] || die "no final checkpoint"
+	dlh_umount
+}
+
+test_gpu_device_refused_where_the_pool_has_none() {
+	[ -e /dev/nvidia0 ] && skip "this machine has an NVIDIA GPU (the refusal needs none)"
+	dlh_mount
+	expect_eq "$(sed -n 's/^gpu total \([0-9]*\).*/\1/p' "$MNT/pool/summary")" 0 "gpus in pool/summary"
+	fm_spec g gpu 1 'layers = 32' > "$STATE/g.ini"
+	expect_errno "Invalid argument" cp "$STATE/g.ini" "$MNT/jobs/new"
+	grep -q 'device: "gpu" asked for, the pool has no GPU' "$MNT/jobs/errors" ||
+		die "errors: $(tail -2 "$MNT/jobs/errors")"
+	dlh_umount
+}
+
+# emu_args DIR: a dlh-train command line on a small CNN with dropout and Adam,
+# its gradients in 4 buckets (overlapped allreduce)
+emu_args() {
+	echo --job-dir "$1" --train-images "$FMNIST/train-images-idx3-ubyte.gz" \
+		--train-labels "$FMNIST/train-labels-idx1-ubyte.gz" \
+		--test-images "$FMNIST/t10k-images-idx3-ubyte.gz" \
+		--test-labels "$FMNIST/t10k-labels-idx1-ubyte.gz" --model cnn --conv 8:5,16:3 \
+		--dense 64 --dropout 0.25 --optimizer adam --lr 0.002 --epochs 2 --batch 64 \
+		--train-limit 1280 --test-limit 256 --checkpoint-every 10 --bucket-mb 0.05
+}
+
+test_gpu_path_on_the_host_emulation_matches_the_cpu_trainer() {
+	[ -x "$DLH_BIN/dlh-train-gpuemu" ] || skip "no $DLH_BIN/dlh-train-gpuemu (built with GPU=1)"
+	local d; d=$(mktemp -d /tmp/dlh-gpuemu.XXXXXX)
+	STATE=$d; trap dlh_cleanup EXIT
+	# shellcheck disable=SC2046
+	mpirun -np 2 --oversubscribe --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/g") --device gpu \
+		> "$d/g.out" 2>&1 || die "gpu path failed: $(tail -5 "$d/g.out")"
+	# shellcheck disable=SC2046
+	mpirun -np 2 --oversubscribe --bind-to none "$DLH_BIN/dlh-train" $(emu_args "$d/c") \
+		> "$d/c.out" 2>&1 || die "cpu run failed: $(tail -5 "$d/c.out")"
+	grep -q 'device gpu: rank 0 on host emulation' "$d/g.out" || die "log: $(head -5 "$d/g.out")"
+	local ga ca gl cl
+	ga=$(sed -n 's/^test_accuracy=//p' "$d/g/result"); ca=$(sed -n 's/^test_accuracy=//p' "$d/c/result")
+	gl=$(sed -n 's/^test_loss=//p' "$d/g/result"); cl=$(sed -n 's/^test_loss=//p' "$d/c/result")
+	echo "emulated gpu: accuracy $ga loss $gl; cpu: accuracy $ca loss $cl"
+	expect_eq "$ga" "$ca" "test accuracy"
+	awk -v a="$gl" -v b="$cl" 'BEGIN { exit !(a < 1.001 * b && b < 1.001 * a) }' || die "loss $gl vs $cl"
+	# resume from a step checkpoint of the GPU path (uploaded after loading):
+	# the emulation is deterministic, so the final weights are the same
+	cp "$d/g/checkpoints/final.ckpt" "$d/first.ckpt"
+	[ -f "$d/g/checkpoints/step-00000030.ckpt" ] || die "checkpoints: $(ls "$d/g/checkpoints")"
+	rm "$d/g/checkpoints/final.ckpt"
+	echo step-00000030.ckpt > "$d/g/checkpoints/latest"
+	# shellcheck disable=SC2046
+	mpirun -np 2 --oversubscribe --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/g") --device gpu \
+		> "$d/g2.out" 2>&1 || die "resumed run failed: $(tail -5 "$d/g2.out")"
+	grep -q 'start step 30' "$d/g2.out" || die "did not resume: $(head -3 "$d/g2.out")"
+	"$DLH_BIN/dlh-train" --same-params "$d/first.ckpt" "$d/g/checkpoints/final.ckpt" ||
+		die "the resumed run ended with other weights"
+}

@@ -1,0 +1,271 @@
+/* gpu_emu.h - runs engine/train/cuda/gpu.cu on the CPU, for machines without a GPU
+ *
+ * Force-included (g++ -include) when gpu.cu is compiled as plain C++ with
+ * -DDLT_GPU_EMULATE: the CUDA runtime, cuBLAS and NCCL calls the backend
+ * makes become host calls (malloc, memcpy, cblas_sgemm in column-major
+ * order with the very arguments given to cublasSgemm, ncclAllReduce by
+ * MPI_Allreduce over MPI_COMM_WORLD, or a copy when MPI is not running),
+ * and a kernel launch runs every (block, thread) of its grid in turn. The
+ * kernels that use __syncthreads are launched through LAUNCH_SYNC, which
+ * runs them with one thread per block (they are written for any
+ * power-of-two block size). So test_train_gpu checks the backend's
+ * indexing, GEMM operand mapping, loss and optimizer arithmetic here, and
+ * under `make asan` every out-of-bounds access of a kernel is reported.
+ * What it cannot check: races, launch limits, real CUDA/NCCL errors. */
+#ifndef DLT_GPU_EMU_H
+#define DLT_GPU_EMU_H
+
+#include <cblas.h>
+#define OMPI_SKIP_MPICXX 1   /* the C API only */
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define __global__ static
+#define __device__
+#define __host__
+#define __shared__ static
+
+struct emu_dim3 {
+	unsigned x, y, z;   /* as CUDA's uint3/dim3 */
+};
+
+static struct emu_dim3 blockIdx, threadIdx, blockDim, gridDim;   /* of the running "thread" */
+
+static inline void __syncthreads(void)
+{
+}
+
+/* Runs body once per (block, thread) of a blocks x threads grid, in order. */
+template <typename F>
+static void emu_launch(unsigned blocks, unsigned threads, F body)
+{
+	gridDim = { blocks, 1, 1 };
+	blockDim = { threads, 1, 1 };
+	for (unsigned b = 0; b < blocks; b++)
+		for (unsigned t = 0; t < threads; t++) {
+			blockIdx = { b, 0, 0 };
+			threadIdx = { t, 0, 0 };
+			body();
+		}
+}
+
+#define LAUNCH(k, blocks, threads, stream, ...) \
+	((void)(stream), emu_launch((blocks), (threads), [&]() { k(__VA_ARGS__); }))
+#define LAUNCH_SYNC(k, blocks, threads, stream, ...) \
+	((void)(stream), (void)(threads), emu_launch((blocks), 1, [&]() { k(__VA_ARGS__); }))
+
+/* ---- the CUDA runtime ---- */
+
+typedef enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 } cudaError_t;
+typedef enum {
+	cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice
+} cudaMemcpyKind;
+typedef int *cudaStream_t;
+typedef int *cudaEvent_t;
+#define cudaStreamNonBlocking 1
+
+struct cudaDeviceProp {
+	char name[256];
+	int major, minor, multiProcessorCount;
+	size_t totalGlobalMem;
+};
+
+static int emu_handle;   /* what the fake streams, events and handles point at */
+
+static inline const char *cudaGetErrorString(cudaError_t e)
+{
+	return e == cudaSuccess ? "no error" : "out of memory";
+}
+static inline const char *cudaGetErrorName(cudaError_t e)
+{
+	return e == cudaSuccess ? "cudaSuccess" : "cudaErrorMemoryAllocation";
+}
+static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+#define EMU_DEVICES 8   /* devices the emulation reports: one per rank of a small mpirun */
+static inline cudaError_t cudaGetDeviceCount(int *n) { *n = EMU_DEVICES; return cudaSuccess; }
+static inline cudaError_t cudaSetDevice(int d) { (void)d; return cudaSuccess; }
+static inline cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
+{
+	memset(p, 0, sizeof *p);
+	strcpy(p->name, "host emulation of the CUDA backend");
+	p->major = 9;
+	p->multiProcessorCount = 1;
+	(void)d;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
+{
+	(void)f;
+	*s = &emu_handle;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
+static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
+static inline cudaError_t cudaEventCreate(cudaEvent_t *e) { *e = &emu_handle; return cudaSuccess; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+	(void)e;
+	(void)s;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+	(void)a;
+	(void)b;
+	*ms = 0.0f;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { (void)e; return cudaSuccess; }
+#define cudaEventDisableTiming 2
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned f)
+{
+	(void)f;
+	*e = &emu_handle;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
+{
+	(void)s;
+	(void)e;
+	(void)f;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaMalloc(void **p, size_t n)
+{
+	*p = malloc(n);
+	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+static inline cudaError_t cudaMallocHost(void **p, size_t n) { return cudaMalloc(p, n); }
+static inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+static inline cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k,
+					  cudaStream_t st)
+{
+	(void)k;
+	(void)st;
+	memmove(d, s, n);
+	return cudaSuccess;
+}
+static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st)
+{
+	(void)st;
+	memset(d, v, n);
+	return cudaSuccess;
+}
+
+/* ---- cuBLAS ---- */
+
+typedef enum {
+	CUBLAS_STATUS_SUCCESS, CUBLAS_STATUS_NOT_INITIALIZED, CUBLAS_STATUS_ALLOC_FAILED,
+	CUBLAS_STATUS_INVALID_VALUE, CUBLAS_STATUS_ARCH_MISMATCH, CUBLAS_STATUS_MAPPING_ERROR,
+	CUBLAS_STATUS_EXECUTION_FAILED, CUBLAS_STATUS_INTERNAL_ERROR, CUBLAS_STATUS_NOT_SUPPORTED,
+	CUBLAS_STATUS_LICENSE_ERROR
+} cublasStatus_t;
+typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
+typedef enum { CUBLAS_DEFAULT_MATH } cublasMath_t;
+typedef int *cublasHandle_t;
+
+static inline cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+	*h = &emu_handle;
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasDestroy(cublasHandle_t h)
+{
+	(void)h;
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
+{
+	(void)h;
+	(void)s;
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m)
+{
+	(void)h;
+	(void)m;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* cublasSgemm's column-major contract, by the column-major CBLAS call. */
+static inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta,
+					 cublasOperation_t tb, int m, int n, int k,
+					 const float *alpha, const float *A, int lda,
+					 const float *B, int ldb, const float *beta, float *C, int ldc)
+{
+	(void)h;
+	if (m < 0 || n < 0 || k < 0 || lda < (ta == CUBLAS_OP_N ? (m > 1 ? m : 1) : (k > 1 ? k : 1)) ||
+	    ldb < (tb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) || ldc < (m > 1 ? m : 1))
+		return CUBLAS_STATUS_INVALID_VALUE;   /* cuBLAS's own argument checks */
+	cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
+		    tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, m, n, k, *alpha, A, lda,
+		    B, ldb, *beta, C, ldc);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- NCCL: one rank, or MPI_COMM_WORLD when MPI is running ---- */
+
+typedef enum { ncclSuccess = 0, ncclInvalidArgument = 4 } ncclResult_t;
+typedef enum { ncclFloat = 7 } ncclDataType_t;
+typedef enum { ncclSum = 0 } ncclRedOp_t;
+typedef int *ncclComm_t;
+typedef struct {
+	char internal[128];
+} ncclUniqueId;
+
+static inline const char *ncclGetErrorString(ncclResult_t r)
+{
+	return r == ncclSuccess ? "no error" : "invalid argument";
+}
+static inline ncclResult_t ncclGetUniqueId(ncclUniqueId *u)
+{
+	memset(u, 0x5a, sizeof *u);
+	return ncclSuccess;
+}
+
+/* 1 when MPI is initialised: then the communicator is MPI_COMM_WORLD. */
+static inline int emu_mpi(void)
+{
+	int up = 0;
+
+	MPI_Initialized(&up);
+	return up;
+}
+
+static inline ncclResult_t ncclCommInitRank(ncclComm_t *c, int n, ncclUniqueId u, int r)
+{
+	int size = 1, rank = 0;
+
+	for (size_t i = 0; i < sizeof u.internal; i++)
+		if (u.internal[i] != 0x5a)
+			return ncclInvalidArgument;   /* not an id of ncclGetUniqueId */
+	if (emu_mpi()) {
+		MPI_Comm_size(MPI_COMM_WORLD, &size);
+		MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	}
+	if (n != size || r != rank)
+		return ncclInvalidArgument;
+	*c = &emu_handle;
+	return ncclSuccess;
+}
+static inline ncclResult_t ncclCommDestroy(ncclComm_t c) { (void)c; return ncclSuccess; }
+static inline ncclResult_t ncclAllReduce(const void *s, void *d, size_t n, ncclDataType_t t,
+					 ncclRedOp_t op, ncclComm_t c, cudaStream_t st)
+{
+	(void)t;
+	(void)op;
+	(void)c;
+	(void)st;
+	if (emu_mpi())
+		return MPI_Allreduce(s == d ? MPI_IN_PLACE : s, d, (int)n, MPI_FLOAT, MPI_SUM,
+				     MPI_COMM_WORLD) == MPI_SUCCESS ? ncclSuccess : ncclInvalidArgument;
+	if (s != d)
+		memmove(d, s, n * sizeof(float));
+	return ncclSuccess;
+}
+
+#endif

@@ -1,0 +1,521 @@
+/* test_train_gpu.c - the CUDA backend against the CPU layers: layers, loss, optimizers, NCCL step
+ *
+ * Every case that needs a GPU skips with the backend's reason ("no NVIDIA
+ * GPU: ...") where there is none or the build has no CUDA. Parameters are
+ * initialised once on the host (dlt_net_init_params) and uploaded, so both
+ * sides start from the same numbers; results must agree to float
+ * tolerance (cuBLAS and OpenBLAS sum in different orders, expf/logf differ
+ * by an ulp): relative L2 error below TOL_GRAD for gradients and logits,
+ * TOL_STEP for the parameter updates of a few optimizer steps. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/train/files.h"
+#include "engine/train/gpu.h"
+#include "engine/train/net.h"
+#include "engine/train/optim.h"
+#include "engine/train/rng.h"
+#include "tests/unit/check.h"
+
+#define TOL_GRAD 1e-4    /* relative L2 error of gradients and logits */
+#define TOL_STEP 1e-3    /* relative L2 error of parameter updates after a few steps */
+#define TOL_LOSS 1e-5    /* relative error of a batch's loss sum */
+
+static char why[DLT_ERR_MAX];   /* the backend's reason when there is no GPU */
+static int have_gpu;            /* 1 when dlt_gpu_count found a device */
+
+/* Random data: x ~ N(0,1), labels below classes. */
+static void fill_batch(float *x, uint8_t *y, int n, int dim, int classes, uint64_t seed)
+{
+	struct dlt_rng r;
+
+	dlt_rng_seed(&r, seed, 1, 2);
+	for (int i = 0; i < n * dim; i++)
+		x[i] = (float)dlt_rng_normal(&r);
+	for (int i = 0; i < n; i++)
+		y[i] = (uint8_t)dlt_rng_below(&r, (uint64_t)classes);
+}
+
+/* Returns ||a - b|| / max(||b||, 1e-30) over n floats. */
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+	double d = 0.0, s = 0.0;
+
+	for (size_t i = 0; i < n; i++) {
+		double e = (double)a[i] - (double)b[i];
+
+		d += e * e;
+		s += (double)b[i] * (double)b[i];
+	}
+	return sqrt(d) / (s > 1e-60 ? sqrt(s) : 1e-30);
+}
+
+/* An MLP spec: in -> hidden... -> classes. */
+static void mlp_spec(struct dlt_net_spec *s, int in, const int *hidden, int nh, int classes)
+{
+	memset(s, 0, sizeof *s);
+	s->in = (struct dlt_shape){ 1, 1, in };
+	s->classes = classes;
+	s->pool = 1;
+	s->ndense = nh;
+	memcpy(s->dense, hidden, (size_t)nh * sizeof *hidden);
+}
+
+/* A CNN spec: c x h x w -> conv blocks -> dense -> [dropout] -> classes. */
+static void cnn_spec(struct dlt_net_spec *s, struct dlt_shape in, int nconv, const int *filters,
+		     const int *kernel, int pool, int dense, float dropout, int classes)
+{
+	memset(s, 0, sizeof *s);
+	s->in = in;
+	s->classes = classes;
+	s->nconv = nconv;
+	memcpy(s->filters, filters, (size_t)nconv * sizeof *filters);
+	memcpy(s->kernel, kernel, (size_t)nconv * sizeof *kernel);
+	s->pool = pool;
+	s->ndense = 1;
+	s->dense[0] = dense;
+	s->dropout = dropout;
+}
+
+/* Both sides of one comparison: the CPU stack and the GPU backend over the
+ * same initial parameters, plus a batch. */
+struct pair {
+	struct dlt_net net;      /* CPU */
+	struct dlt_gpu *gpu;     /* GPU */
+	float *params;           /* host parameters (the CPU side's) */
+	float *state;            /* host optimizer state */
+	float *x;                /* batch */
+	uint8_t *y;              /* labels */
+	int rows;                /* batch rows */
+	int nstate;              /* optimizer arrays */
+	char err[DLT_ERR_MAX];   /* the last failure */
+};
+
+/* Builds both sides of spec for rows rows with nstate optimizer arrays.
+ * Returns 0, or -1 with p->err set. */
+static int pair_open(struct pair *p, const struct dlt_net_spec *spec, int rows, int nstate,
+		     uint64_t seed)
+{
+	size_t dim = dlt_shape_size(spec->in);
+
+	memset(p, 0, sizeof *p);
+	p->rows = rows;
+	p->nstate = nstate;
+	if (dlt_net_create(&p->net, spec, rows, seed, 0, p->err, sizeof p->err) < 0)
+		return -1;
+	p->params = malloc(p->net.nparams * sizeof(float));
+	p->state = calloc((size_t)nstate * p->net.nparams, sizeof(float));
+	p->x = malloc((size_t)rows * dim * sizeof(float));
+	p->y = malloc((size_t)rows);
+	if (!p->params || !p->state || !p->x || !p->y) {
+		snprintf(p->err, sizeof p->err, "out of memory");
+		return -1;
+	}
+	dlt_net_init_params(&p->net, p->params, seed);
+	fill_batch(p->x, p->y, rows, (int)dim, spec->classes, seed + 1);
+	if (dlt_gpu_create(&p->gpu, &p->net, nstate, 0, seed, 0, p->err, sizeof p->err) < 0 ||
+	    dlt_gpu_upload(p->gpu, p->params, p->state, p->err, sizeof p->err) < 0)
+		return -1;
+	return 0;
+}
+
+static void pair_close(struct pair *p)
+{
+	dlt_gpu_destroy(p->gpu);
+	dlt_net_destroy(&p->net);
+	free(p->params);
+	free(p->state);
+	free(p->x);
+	free(p->y);
+}
+
+/* Compares one training batch (forward with dropout masks of step,
+ * loss, backward) of both sides: logits, loss sum, hits and gradients.
+ * Returns NULL, or what differs (in msg). */
+static const char *compare_batch(struct pair *p, uint64_t step, char *msg, size_t len)
+{
+	const size_t np = p->net.nparams;
+	const size_t nz = (size_t)p->rows * (size_t)p->net.classes;
+	float *gc = malloc(np * sizeof(float)), *gg = malloc(np * sizeof(float));
+	float *zg = malloc(nz * sizeof(float));
+	double lc = 0.0, lg = 0.0, e;
+	long hc = 0, hg = 0;
+	const char *bad = NULL;
+
+	if (!gc || !gg || !zg) {
+		snprintf(msg, len, "out of memory");
+		bad = msg;
+		goto out;
+	}
+	const float *zc = dlt_net_forward(&p->net, p->params, p->x, p->rows, 1, step);
+
+	if (dlt_gpu_forward(p->gpu, p->x, p->rows, 1, step, zg, p->err, sizeof p->err) < 0) {
+		snprintf(msg, len, "%s", p->err);
+		bad = msg;
+		goto out;
+	}
+	e = rel_l2(zg, zc, nz);
+	if (!(e < TOL_GRAD)) {
+		snprintf(msg, len, "logits differ: relative L2 %g", e);
+		bad = msg;
+		goto out;
+	}
+	dlt_net_train_batch(&p->net, p->params, p->x, p->y, p->rows, 0.5f, step, gc, &lc, &hc);
+	if (dlt_gpu_train_batch(p->gpu, p->x, p->y, p->rows, 0.5f, step, gg, &lg, &hg,
+				p->err, sizeof p->err) < 0) {
+		snprintf(msg, len, "%s", p->err);
+		bad = msg;
+		goto out;
+	}
+	if (!(fabs(lg - lc) <= TOL_LOSS * fabs(lc)) || hg != hc) {
+		snprintf(msg, len, "loss sum %.9g vs cpu %.9g, hits %ld vs %ld", lg, lc, hg, hc);
+		bad = msg;
+		goto out;
+	}
+	e = rel_l2(gg, gc, np);
+	if (!(e < TOL_GRAD)) {
+		snprintf(msg, len, "gradients differ: relative L2 %g", e);
+		bad = msg;
+	}
+out:
+	free(gc);
+	free(gg);
+	free(zg);
+	return bad;
+}
+
+/* Gives p's GPU side one gradient bucket per layer with parameters, last
+ * layer first (the first one also holds the 2 loss floats), as main.c's
+ * make_buckets does for a tiny --bucket-mb. Returns 0, or -1 with p->err. */
+static int add_layer_buckets(struct pair *p)
+{
+	size_t hi = p->net.nparams + 2;
+
+	for (int i = p->net.nlayers - 1; i >= 0; i--) {
+		const struct dlt_layer *l = &p->net.layer[i];
+
+		if (!l->nparams)
+			continue;
+		if (dlt_gpu_add_bucket(p->gpu, l->off, hi, i, p->err, sizeof p->err) < 0)
+			return -1;
+		hi = l->off;
+	}
+	return 0;
+}
+
+/* Runs steps optimizer steps of o on both sides (the CPU: train_batch and
+ * dlt_optim_step; the GPU: train_batch and dlt_gpu_optim_step, or with
+ * nccl, one dlt_gpu_step on a 1-rank communicator, with one gradient
+ * bucket per layer when nccl is 2) and compares the parameter updates.
+ * Returns NULL, or what differs. */
+static const char *compare_steps(struct pair *p, const struct dlt_optim *o, int steps, int nccl,
+				 char *msg, size_t len)
+{
+	const size_t np = p->net.nparams;
+	float *g = malloc((np + 2) * sizeof(float)), *w0 = malloc(np * sizeof(float));
+	float *wg = malloc(np * sizeof(float));
+	const char *bad = NULL;
+	unsigned char id[DLT_GPU_ID_BYTES];
+
+	if (!g || !w0 || !wg) {
+		snprintf(msg, len, "out of memory");
+		bad = msg;
+		goto out;
+	}
+	memcpy(w0, p->params, np * sizeof(float));
+	if (nccl && (dlt_gpu_nccl_id(id, p->err, sizeof p->err) < 0 ||
+		     dlt_gpu_nccl_init(p->gpu, id, 0, 1, p->err, sizeof p->err) < 0 ||
+		     (nccl == 2 && add_layer_buckets(p) < 0))) {
+		snprintf(msg, len, "%s", p->err);
+		bad = msg;
+		goto out;
+	}
+	for (int s = 1; s <= steps; s++) {
+		double l = 0.0;
+		long h = 0;
+		float lr = 0.01f, sums[2];
+		int rc;
+
+		dlt_net_train_batch(&p->net, p->params, p->x, p->y, p->rows, 1.0f, (uint64_t)s,
+				    g, &l, &h);
+		dlt_optim_step(o, lr, (unsigned long)s, p->params, p->state, g, np);
+		if (nccl) {
+			rc = dlt_gpu_step(p->gpu, p->x, p->y, p->rows, 1.0f, (uint64_t)s, o, lr,
+					  (unsigned long)s, sums, p->err, sizeof p->err);
+			if (rc == 0 && !(fabs(sums[0] - l) <= TOL_LOSS * fabs(l) + 1e-6)) {
+				snprintf(msg, len, "step %d: allreduced loss sum %g vs cpu %g", s,
+					 (double)sums[0], l);
+				bad = msg;
+				goto out;
+			}
+		} else {
+			rc = dlt_gpu_train_batch(p->gpu, p->x, p->y, p->rows, 1.0f, (uint64_t)s,
+						 NULL, NULL, NULL, p->err, sizeof p->err);
+			if (rc == 0)
+				rc = dlt_gpu_optim_step(p->gpu, o, lr, (unsigned long)s,
+							p->err, sizeof p->err);
+		}
+		if (rc < 0) {
+			snprintf(msg, len, "step %d: %s", s, p->err);
+			bad = msg;
+			goto out;
+		}
+	}
+	if (dlt_gpu_download(p->gpu, wg, NULL, p->err, sizeof p->err) < 0) {
+		snprintf(msg, len, "%s", p->err);
+		bad = msg;
+		goto out;
+	}
+	/* compare the updates w - w0, not w: the updates are what can go wrong */
+	for (size_t i = 0; i < np; i++) {
+		wg[i] -= w0[i];
+		g[i] = p->params[i] - w0[i];
+	}
+	double e = rel_l2(wg, g, np);
+
+	if (!(e < TOL_STEP)) {
+		snprintf(msg, len, "%s: parameter updates after %d steps differ: relative L2 %g",
+			 dlt_optim_name(o->kind), steps, e);
+		bad = msg;
+	}
+out:
+	free(g);
+	free(w0);
+	free(wg);
+	return bad;
+}
+
+TEST(gpu_count_or_a_reason)
+{
+	char err[DLT_ERR_MAX] = "";
+	int n = dlt_gpu_count(err, sizeof err);
+
+	if (n >= 1) {
+		have_gpu = 1;
+		return;
+	}
+	CHECK(n == -ENODEV || n == -ENOSYS);
+	CHECK(strncmp(err, "no NVIDIA GPU: ", 15) == 0);
+	CHECK(n == -ENOSYS ? !dlt_gpu_built() : dlt_gpu_built());
+	snprintf(why, sizeof why, "%s", err);
+}
+
+TEST(gpu_mlp_batch_matches_cpu)
+{
+	const int hidden[3] = { 256, 128, 100 };
+	struct dlt_net_spec s;
+	struct pair p;
+	char msg[DLT_ERR_MAX];
+	const char *bad;
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 784, hidden, 3, 10);
+	CHECK_MSG(pair_open(&p, &s, 64, 1, 7) == 0, "%s", p.err);
+	bad = compare_batch(&p, 1, msg, sizeof msg);
+	pair_close(&p);
+	CHECK_MSG(!bad, "%s", bad);
+}
+
+TEST(gpu_odd_sizes_mlp_batch_matches_cpu)
+{
+	const int hidden[2] = { 17, 3 };
+	struct dlt_net_spec s;
+	struct pair p;
+	char msg[DLT_ERR_MAX];
+	const char *bad;
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 29, hidden, 2, 5);
+	CHECK_MSG(pair_open(&p, &s, 3, 1, 11) == 0, "%s", p.err);
+	bad = compare_batch(&p, 1, msg, sizeof msg);
+	pair_close(&p);
+	CHECK_MSG(!bad, "%s", bad);
+}
+
+TEST(gpu_cnn_with_dropout_batch_matches_cpu)
+{
+	/* the example's CNN at a smaller width: 1x28x28, conv 8:5 and 16:5,
+	 * pool 2, dense 64 with dropout, 10 classes */
+	const int f[2] = { 8, 16 }, k[2] = { 5, 5 };
+	struct dlt_net_spec s;
+	struct pair p;
+	char msg[DLT_ERR_MAX];
+	const char *bad;
+
+	if (!have_gpu)
+		SKIP(why);
+	cnn_spec(&s, (struct dlt_shape){ 1, 28, 28 }, 2, f, k, 2, 64, 0.4f, 10);
+	CHECK_MSG(pair_open(&p, &s, 16, 1, 3) == 0, "%s", p.err);
+	bad = compare_batch(&p, 5, msg, sizeof msg);
+	pair_close(&p);
+	CHECK_MSG(!bad, "%s", bad);
+}
+
+TEST(gpu_cnn_odd_shapes_batch_matches_cpu)
+{
+	/* 2x7x9 input, kernels 3 and 1, pool 3 (floors 7x9 to 2x3), no dropout */
+	const int f[2] = { 3, 4 }, k[2] = { 3, 1 };
+	struct dlt_net_spec s;
+	struct pair p;
+	char msg[DLT_ERR_MAX];
+	const char *bad;
+
+	if (!have_gpu)
+		SKIP(why);
+	cnn_spec(&s, (struct dlt_shape){ 2, 7, 9 }, 2, f, k, 3, 5, 0.0f, 3);
+	s.pool = 1;   /* first without pooling ... */
+	CHECK_MSG(pair_open(&p, &s, 5, 1, 9) == 0, "%s", p.err);
+	bad = compare_batch(&p, 1, msg, sizeof msg);
+	pair_close(&p);
+	CHECK_MSG(!bad, "no pool: %s", bad);
+	s.nconv = 1;  /* ... then one conv and a 3x3 pool that floors */
+	s.pool = 3;
+	CHECK_MSG(pair_open(&p, &s, 5, 1, 9) == 0, "%s", p.err);
+	bad = compare_batch(&p, 1, msg, sizeof msg);
+	pair_close(&p);
+	CHECK_MSG(!bad, "pool 3: %s", bad);
+}
+
+TEST(gpu_eval_batch_matches_cpu)
+{
+	const int f[1] = { 6 }, k[1] = { 3 };
+	struct dlt_net_spec s;
+	struct pair p;
+	double lc = 0.0, lg = 0.0;
+	long hc = 0, hg = 0;
+	int rc;
+
+	if (!have_gpu)
+		SKIP(why);
+	cnn_spec(&s, (struct dlt_shape){ 1, 12, 12 }, 1, f, k, 2, 32, 0.5f, 10);
+	CHECK_MSG(pair_open(&p, &s, 40, 1, 5) == 0, "%s", p.err);
+	dlt_net_eval_batch(&p.net, p.params, p.x, p.y, p.rows, &lc, &hc);
+	rc = dlt_gpu_eval_batch(p.gpu, p.x, p.y, p.rows, &lg, &hg, p.err, sizeof p.err);
+	pair_close(&p);
+	CHECK_MSG(rc == 0, "%s", p.err);
+	CHECK_MSG(fabs(lg - lc) <= TOL_LOSS * fabs(lc) && hg == hc,
+		  "eval loss %.9g vs cpu %.9g, hits %ld vs %ld", lg, lc, hg, hc);
+}
+
+TEST(gpu_optimizer_steps_match_cpu)
+{
+	const int hidden[2] = { 64, 32 };
+	const struct dlt_optim opts[3] = {
+		{ .kind = DLT_OPTIM_SGD, .momentum = 0.9f, .weight_decay = 1e-4f },
+		{ .kind = DLT_OPTIM_NESTEROV, .momentum = 0.9f, .weight_decay = 0.0f },
+		{ .kind = DLT_OPTIM_ADAM, .weight_decay = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f,
+		  .eps = 1e-8f },
+	};
+	struct dlt_net_spec s;
+	char msg[DLT_ERR_MAX];
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 100, hidden, 2, 10);
+	for (int i = 0; i < 3; i++) {
+		struct pair p;
+		const char *bad;
+
+		CHECK_MSG(pair_open(&p, &s, 32, dlt_optim_nstate(opts[i].kind), 21) == 0, "%s", p.err);
+		bad = compare_steps(&p, &opts[i], 4, 0, msg, sizeof msg);
+		pair_close(&p);
+		CHECK_MSG(!bad, "%s", bad);
+	}
+}
+
+TEST(gpu_nccl_step_on_one_rank_matches_cpu)
+{
+	const int f[1] = { 4 }, k[1] = { 5 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_ADAM, .beta1 = 0.9f, .beta2 = 0.999f,
+				     .eps = 1e-8f };
+	struct dlt_net_spec s;
+	struct pair p;
+	char msg[DLT_ERR_MAX];
+	const char *bad;
+
+	if (!have_gpu)
+		SKIP(why);
+	cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 1, f, k, 2, 16, 0.25f, 10);
+	CHECK_MSG(pair_open(&p, &s, 24, 2, 13) == 0, "%s", p.err);
+	bad = compare_steps(&p, &o, 3, 1, msg, sizeof msg);
+	pair_close(&p);
+	CHECK_MSG(!bad, "%s", bad);
+}
+
+TEST(gpu_bucketed_nccl_step_matches_cpu)
+{
+	const int f[1] = { 6 }, k[1] = { 3 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_NESTEROV, .momentum = 0.9f };
+	struct dlt_net_spec s;
+	struct pair p;
+	char msg[DLT_ERR_MAX];
+	const char *bad;
+
+	if (!have_gpu)
+		SKIP(why);
+	cnn_spec(&s, (struct dlt_shape){ 1, 12, 12 }, 1, f, k, 2, 20, 0.0f, 10);
+	CHECK_MSG(pair_open(&p, &s, 16, 1, 17) == 0, "%s", p.err);
+	bad = compare_steps(&p, &o, 3, 2, msg, sizeof msg);
+	pair_close(&p);
+	CHECK_MSG(!bad, "%s", bad);
+}
+
+TEST(gpu_refuses_buckets_that_do_not_tile_the_gradients)
+{
+	const int hidden[1] = { 4 };
+	struct dlt_net_spec s;
+	struct pair p;
+	size_t np;
+	int r1, r2, r3;
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 8, hidden, 1, 3);   /* dense 0 [0, 36), relu 1, dense 2 [36, 51) */
+	CHECK_MSG(pair_open(&p, &s, 2, 1, 1) == 0, "%s", p.err);
+	np = p.net.nparams;
+	r1 = dlt_gpu_add_bucket(p.gpu, 36, np, 2, p.err, sizeof p.err);      /* loss floats left out */
+	r2 = dlt_gpu_add_bucket(p.gpu, 36, np + 2, 2, p.err, sizeof p.err);
+	r3 = dlt_gpu_add_bucket(p.gpu, 0, 30, 0, p.err, sizeof p.err);       /* a gap */
+	pair_close(&p);
+	CHECK(np == 51);
+	CHECK(r1 == -EINVAL && r2 == 0 && r3 == -EINVAL);
+}
+
+TEST(gpu_rejects_a_batch_larger_than_max)
+{
+	const int hidden[1] = { 4 };
+	struct dlt_net_spec s;
+	struct pair p;
+	int rc;
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 8, hidden, 1, 3);
+	CHECK_MSG(pair_open(&p, &s, 2, 1, 1) == 0, "%s", p.err);
+	rc = dlt_gpu_forward(p.gpu, p.x, 3, 0, 0, NULL, p.err, sizeof p.err);
+	pair_close(&p);
+	CHECK(rc == -EINVAL);
+	CHECK_MSG(strstr(p.err, "batch of 3 rows") != NULL, "%s", p.err);
+}
+
+int main(void)
+{
+	RUN(gpu_count_or_a_reason);
+	RUN(gpu_mlp_batch_matches_cpu);
+	RUN(gpu_odd_sizes_mlp_batch_matches_cpu);
+	RUN(gpu_cnn_with_dropout_batch_matches_cpu);
+	RUN(gpu_cnn_odd_shapes_batch_matches_cpu);
+	RUN(gpu_eval_batch_matches_cpu);
+	RUN(gpu_optimizer_steps_match_cpu);
+	RUN(gpu_nccl_step_on_one_rank_matches_cpu);
+	RUN(gpu_bucketed_nccl_step_matches_cpu);
+	RUN(gpu_refuses_buckets_that_do_not_tile_the_gradients);
+	RUN(gpu_rejects_a_batch_larger_than_max);
+	return CHECK_EXIT();
+}
