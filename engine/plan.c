@@ -135,6 +135,7 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 	for (int r = 0; r < ranks; r++)
 		p->batch[r] = spec->batch_size / ranks + (r < spec->batch_size % ranks);
 	p->lr = spec->lr;
+	p->memory = spec->memory;
 	snprintf(p->host, sizeof p->host, "%s", pool->node.host);
 
 	int rc = 0;
@@ -209,6 +210,13 @@ int dlh_plan_format(const struct dlh_plan *p, struct dlh_buf *out)
 	for (int r = 0; r < p->ranks; r++)
 		global += p->batch[r];
 	rc |= dlh_buf_printf(out, "ranks %d\nglobal_batch %d\nlr %.6g\n", p->ranks, global, p->lr);
+	if (p->memory > 0) {
+		char mem[32];
+		dlh_size_text(p->memory, mem, sizeof mem);
+		rc |= dlh_buf_printf(out, "memory %s\n", mem);
+	} else {
+		rc |= dlh_buf_printf(out, "memory none\n");
+	}
 	for (int r = 0; r < p->ranks; r++)
 		rc |= dlh_buf_printf(out, "rank %d host %s device cpu%d batch %d\n", r, p->host,
 				     p->slot[r], p->batch[r]);
