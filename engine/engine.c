@@ -275,14 +275,14 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 	j->pid_start = dlh_proc_start(pid);
 	j->status = DLH_RUNNING;
 	j->reason[0] = '\0';
+	j->run_started = eng_stamp();
 	if (j->started == 0)
-		j->started = eng_stamp();
+		j->started = j->run_started;
 	j->finished = 0;
 	j->ranks = plan->ranks;
 	for (int r = 0; r < plan->ranks; r++)
 		e->holder[plan->slot[r]] = j->id;
 	e->slots_used += plan->ranks;
-	j->run_started = eng_stamp();
 	j->limit_at = j->spec.time_limit > 0 ? dlh_mono() + (double)j->spec.time_limit : 0;
 	j->timed_out = 0;
 	j->wait[0] = '\0';
