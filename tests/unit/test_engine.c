@@ -611,7 +611,8 @@ TEST(engine_priority_orders_the_queue_and_max_queued_refuses)
 	/* not preemptible: this is about order, not preemption */
 	const char lo[] = "[job]\npriority = 1\npreemptible = false\n[data]\ntrain_limit = 256\n"
 			  "[resources]\nranks = 1\n";
-	const char hi[] = "[job]\npriority = 9\n[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
+	const char hi[] = "[job]\npriority = 9\npreemptible = false\n[data]\ntrain_limit = 256\n"
+			  "[resources]\nranks = 1\n";
 	long a = 0, b = 0, c = 0, d = 0;
 	CHECK(dlh_engine_submit(e, lo, sizeof lo - 1, 0, &a, err, sizeof err) == 0); /* runs */
 	CHECK(dlh_engine_submit(e, lo, sizeof lo - 1, 0, &b, err, sizeof err) == 0);
