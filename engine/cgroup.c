@@ -258,17 +258,6 @@ void dlh_cgroup_teardown(struct dlh_cgroup_sys *s)
 	s->mode = DLH_CG_NONE;
 }
 
-void dlh_size_text(long long bytes, char *out, size_t len)
-{
-	static const char *const unit[] = { "", "K", "M", "G", "T" };
-	int u = 0;
-	while (bytes && bytes % 1024 == 0 && u < 4) {
-		bytes /= 1024;
-		u++;
-	}
-	snprintf(out, len, "%lld%s", bytes, unit[u]);
-}
-
 int dlh_cgroup_create(const struct dlh_cgroup_sys *s, const char *name, const int *slots,
 		      int nslots, long long limit, struct dlh_cgroup *cg, char *err, size_t errlen)
 {

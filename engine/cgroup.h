@@ -65,7 +65,4 @@ int dlh_cgroup_oom_kills(const struct dlh_cgroup *cg);
  * removes it. */
 void dlh_cgroup_destroy(struct dlh_cgroup *cg);
 
-/* Writes a byte count the way specs write sizes ("64M", "1536K"). */
-void dlh_size_text(long long bytes, char *out, size_t len);
-
 #endif

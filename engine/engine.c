@@ -1,9 +1,13 @@
-/* engine.c - jobs, the queue, launching and supervising runs: the daemon's core
+/* engine.c - jobs, launching and supervising runs, the state directory: the daemon's core
+ *
+ * The queue (order, backfill, preemption) is queue.c, the ctl verbs ctl.c;
+ * core.h is what they share.
  *
  * Locking: one mutex (e->mu) guards the job table, the slot count and every
  * job's fields. It is never held while waiting on a child (waiters block in
- * waitpid without it). No other lock nests inside it. */
+ * waitpid without it) or removing a run's cgroup. No other lock nests inside it. */
 #include "engine/engine.h"
+#include "engine/core.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,31 +28,7 @@
 #include "engine/launch.h"
 #include "engine/plan.h"
 #include "engine/proc.h"
-#include "engine/sched.h"
 #include "engine/util.h"
-
-struct dlh_engine {
-	pthread_mutex_t mu;          /* guards everything below */
-	pthread_cond_t changed;      /* a job changed state or a waiter ended */
-	pthread_cond_t timer_cv;     /* wakes the timer thread */
-	pthread_t timer;             /* sends SIGKILL when a grace period ends */
-	char state[2048];            /* state directory */
-	struct dlh_tools tools;      /* mpirun and dlh-train */
-	struct dlh_pool pool;        /* the machines */
-	double grace;                /* seconds from SIGTERM to SIGKILL */
-	double suspend_grace;        /* seconds from SIGUSR2 to SIGTERM */
-	struct dlh_job **jobs;       /* ascending ids */
-	size_t njobs, cap;           /* used and allocated entries */
-	long next_id;                /* next id to hand out */
-	int slots_used;              /* CPU slots held by running jobs */
-	long *holder;                /* pool.node.cpus entries: the job holding each slot, 0 = free */
-	int max_queued;              /* most jobs queued at once */
-	struct dlh_cgroup_sys cg;    /* how runs are isolated */
-	unsigned long launches;      /* runs launched, to name their cgroups */
-	int waiters;                 /* live waiter threads */
-	int stopping;                /* dlh_engine_close in progress */
-	int lock_fd;                 /* STATE/lock, locked while the engine is open */
-};
 
 struct waiter_arg {
 	struct dlh_engine *e;        /* owner */
@@ -56,8 +36,6 @@ struct waiter_arg {
 	pid_t pid;                   /* that mpirun */
 };
 
-static void schedule(struct dlh_engine *e);
-static void job_terminate(struct dlh_engine *e, struct dlh_job *j);
 
 #define FAILURE_SCAN (1 << 20)   /* bytes of log searched for why a run failed */
 #define LOCK_WAIT 5.0            /* seconds to wait for a state directory in use */
@@ -66,17 +44,17 @@ static void job_terminate(struct dlh_engine *e, struct dlh_job *j);
 
 /* Now, rounded to the millisecond: job records store times with %.3f, so
  * what is rendered before and after a reload is the same. */
-static double stamp(void)
+double eng_stamp(void)
 {
 	return floor(dlh_now() * 1000.0 + 0.5) / 1000.0;
 }
 
-static void job_dir(const struct dlh_engine *e, long id, char *buf, size_t len)
+void eng_job_dir(const struct dlh_engine *e, long id, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/jobs/%ld", e->state, id);
 }
 
-static void job_file(const struct dlh_engine *e, long id, const char *name,
+void eng_job_file(const struct dlh_engine *e, long id, const char *name,
 		     char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/jobs/%ld/%s", e->state, id, name);
@@ -84,7 +62,7 @@ static void job_file(const struct dlh_engine *e, long id, const char *name,
 
 /* Appends a timestamped harness event to the job's log. */
 __attribute__((format(printf, 3, 4)))
-static void job_log(const struct dlh_engine *e, const struct dlh_job *j, const char *fmt, ...)
+void eng_job_log(const struct dlh_engine *e, const struct dlh_job *j, const char *fmt, ...)
 {
 	char path[4096], when[32], msg[2048];
 	va_list ap;
@@ -94,20 +72,20 @@ static void job_log(const struct dlh_engine *e, const struct dlh_job *j, const c
 	dlh_time_iso(dlh_now(), when, sizeof when);
 	char line[2200];
 	snprintf(line, sizeof line, "%s dlhfs: %s", when, msg);
-	job_file(e, j->id, "log", path, sizeof path);
+	eng_job_file(e, j->id, "log", path, sizeof path);
 	dlh_append_line(path, line);
 }
 
-static void job_save(const struct dlh_engine *e, const struct dlh_job *j)
+void eng_job_save(const struct dlh_engine *e, const struct dlh_job *j)
 {
 	char dir[4096];
-	job_dir(e, j->id, dir, sizeof dir);
+	eng_job_dir(e, j->id, dir, sizeof dir);
 	int rc = dlh_job_save(j, dir);
 	if (rc)
 		fprintf(stderr, "dlhfs: cannot save job %ld: %s\n", j->id, strerror(-rc));
 }
 
-static struct dlh_job *find(const struct dlh_engine *e, long id)
+struct dlh_job *eng_find(const struct dlh_engine *e, long id)
 {
 	size_t lo = 0, hi = e->njobs;
 	while (lo < hi) {
@@ -152,7 +130,7 @@ static void failure_reason(const struct dlh_engine *e, const struct dlh_job *j,
 	};
 	char path[4096];
 	out[0] = '\0';
-	job_file(e, j->id, "log", path, sizeof path);
+	eng_job_file(e, j->id, "log", path, sizeof path);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -202,10 +180,10 @@ static void *waiter_main(void *arg);
 
 /* Plans and starts job j. Called with e->mu held. Returns 0, or -errno
  * after marking the job failed with the reason. */
-static int job_launch(struct dlh_engine *e, struct dlh_job *j)
+int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 {
 	char dir[4096], path[4096], err[1024];
-	job_dir(e, j->id, dir, sizeof dir);
+	eng_job_dir(e, j->id, dir, sizeof dir);
 	struct dlh_plan *plan = malloc(sizeof *plan);
 	if (!plan)
 		return -ENOMEM;
@@ -226,7 +204,7 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 		if (!e->holder[s])
 			plan->slot[r++] = s;
 	struct dlh_buf text = {0};
-	job_file(e, j->id, "plan", path, sizeof path);
+	eng_job_file(e, j->id, "plan", path, sizeof path);
 	if ((rc = dlh_plan_format(plan, &text)) == 0)
 		rc = dlh_write_atomic(path, text.data, text.len);
 	dlh_buf_free(&text);
@@ -250,9 +228,9 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 	};
 	if (!extra[7])
 		extra[8] = NULL;
-	job_log(e, j, "launching %d rank%s on %s (restart %d)", plan->ranks,
+	eng_job_log(e, j, "launching %d rank%s on %s (restart %d)", plan->ranks,
 		plan->ranks == 1 ? "" : "s", plan->host, j->restarts);
-	job_file(e, j->id, "log", path, sizeof path);
+	eng_job_file(e, j->id, "log", path, sizeof path);
 	struct waiter_arg *wa = malloc(sizeof *wa);
 	if (!wa) {
 		rc = -ENOMEM;
@@ -275,12 +253,12 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 		if (j->spec.memory > 0)
 			dlh_size_text(j->spec.memory, lim, sizeof lim);
 		if (crc)
-			job_log(e, j, "isolation: none for this run: %s", why);
+			eng_job_log(e, j, "isolation: none for this run: %s", why);
 		else
-			job_log(e, j, "isolation: cgroup v%d \"%s\", memory limit %s",
+			eng_job_log(e, j, "isolation: cgroup v%d \"%s\", memory limit %s",
 				e->cg.mode == DLH_CG_V1 ? 1 : 2, cg.cpuset, lim);
 	} else if (j->spec.memory > 0) {
-		job_log(e, j, "isolation: none, the memory limit is not enforced: %s", e->cg.why);
+		eng_job_log(e, j, "isolation: none, the memory limit is not enforced: %s", e->cg.why);
 	}
 	pid_t pid;
 	rc = dlh_launch_in(plan->argv, extra, path, join, &pid);
@@ -297,20 +275,20 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 	j->pid_start = dlh_proc_start(pid);
 	j->status = DLH_RUNNING;
 	j->reason[0] = '\0';
+	j->run_started = eng_stamp();
 	if (j->started == 0)
-		j->started = stamp();
+		j->started = j->run_started;
 	j->finished = 0;
 	j->ranks = plan->ranks;
 	for (int r = 0; r < plan->ranks; r++)
 		e->holder[plan->slot[r]] = j->id;
 	e->slots_used += plan->ranks;
-	j->run_started = stamp();
 	j->limit_at = j->spec.time_limit > 0 ? dlh_mono() + (double)j->spec.time_limit : 0;
 	j->timed_out = 0;
 	j->wait[0] = '\0';
 	if (j->limit_at)
 		pthread_cond_signal(&e->timer_cv);
-	job_save(e, j);
+	eng_job_save(e, j);
 	*wa = (struct waiter_arg){ .e = e, .job = j, .pid = pid };
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
@@ -341,10 +319,10 @@ static int job_launch(struct dlh_engine *e, struct dlh_job *j)
 fail:
 	free(plan);
 	j->status = DLH_FAILED;
-	j->finished = stamp();
+	j->finished = eng_stamp();
 	snprintf(j->reason, sizeof j->reason, "%s", err);
-	job_log(e, j, "failed: %s", err);
-	job_save(e, j);
+	eng_job_log(e, j, "failed: %s", err);
+	eng_job_save(e, j);
 	pthread_cond_broadcast(&e->changed);
 	return rc;
 }
@@ -369,36 +347,36 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus,
 	j->term_at = 0;
 	j->exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -WTERMSIG(wstatus);
 	if (leftover)
-		job_log(e, j, "killed %d leftover process%s of the run", leftover,
+		eng_job_log(e, j, "killed %d leftover process%s of the run", leftover,
 			leftover == 1 ? "" : "es");
 	if (WIFEXITED(wstatus))
-		job_log(e, j, "mpirun exited with status %d", WEXITSTATUS(wstatus));
+		eng_job_log(e, j, "mpirun exited with status %d", WEXITSTATUS(wstatus));
 	else
-		job_log(e, j, "mpirun killed by signal %d (%s)", WTERMSIG(wstatus),
+		eng_job_log(e, j, "mpirun killed by signal %d (%s)", WTERMSIG(wstatus),
 			strsignal(WTERMSIG(wstatus)));
 
-	job_file(e, j->id, "result", path, sizeof path);
+	eng_job_file(e, j->id, "result", path, sizeof path);
 	if (j->cancelling) {
 		j->status = DLH_CANCELLED;
-		j->finished = stamp();
+		j->finished = eng_stamp();
 	} else if (oom > 0 && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
 		char lim[32];
 		dlh_size_text(cg->limit, lim, sizeof lim);
-		job_log(e, j, "out of memory: the kernel killed %d process%s of the run in its cgroup "
+		eng_job_log(e, j, "out of memory: the kernel killed %d process%s of the run in its cgroup "
 			"(limit %s)", oom, oom == 1 ? "" : "es", lim);
 		j->status = DLH_FAILED;
-		j->finished = stamp();
+		j->finished = eng_stamp();
 		snprintf(j->reason, sizeof j->reason, "out of memory (limit %s)", lim);
 	} else if (j->timed_out && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
 		char lim[32];
 		dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
 		j->status = DLH_FAILED;
-		j->finished = stamp();
+		j->finished = eng_stamp();
 		snprintf(j->reason, sizeof j->reason, "time limit %s reached", lim);
 	} else if (j->exit_code == 0 && (j->spec.command[0] || file_exists(path))) {
 		j->status = DLH_SUCCEEDED;
 		j->reason[0] = '\0';
-		j->finished = stamp();
+		j->finished = eng_stamp();
 	} else if (j->exit_code == DLH_EXIT_SUSPENDED || j->suspending) {
 		/* stopped at a checkpoint (or, past the grace, stopped anyway):
 		 * not a failure; resume restarts from the newest checkpoint. A
@@ -434,7 +412,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus,
 				 j->restarts, j->spec.max_restarts, why);
 		} else {
 			j->status = DLH_FAILED;
-			j->finished = stamp();
+			j->finished = eng_stamp();
 			snprintf(j->reason, sizeof j->reason, "%s", why);
 		}
 	}
@@ -442,11 +420,11 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus,
 	j->suspending = 0;
 	j->preempted_by = 0;
 	j->timed_out = 0;
-	job_log(e, j, "%s%s%s", dlh_status_name(j->status), j->reason[0] ? ": " : "", j->reason);
-	job_save(e, j);
+	eng_job_log(e, j, "%s%s%s", dlh_status_name(j->status), j->reason[0] ? ": " : "", j->reason);
+	eng_job_save(e, j);
 	pthread_cond_broadcast(&e->changed);
 	if (!e->stopping)
-		schedule(e);
+		eng_schedule(e);
 }
 
 static void *waiter_main(void *arg)
@@ -470,168 +448,6 @@ static void *waiter_main(void *arg)
 	return NULL;
 }
 
-/* The wall-clock time t as "HH:MM:SS" (local time), for progress lines. */
-static void clock_text(double t, char *out, size_t len)
-{
-	time_t tt = (time_t)ceil(t);
-	struct tm tm;
-	localtime_r(&tt, &tm);
-	strftime(out, len, "%H:%M:%S", &tm);
-}
-
-/* The queued jobs as scheduler input, in queue order, with their
- * estimated starts planned against the running jobs. e->mu held. Returns
- * the count, with *wout malloc'd (NULL and 0 when out of memory). */
-static size_t plan_queue(struct dlh_engine *e, double now, struct dlh_sched_wait **wout)
-{
-	size_t nw = 0, nr = 0;
-	struct dlh_sched_wait *w = malloc((e->njobs ? e->njobs : 1) * sizeof *w);
-	struct dlh_sched_run *r = malloc((e->njobs ? e->njobs : 1) * sizeof *r);
-	*wout = NULL;
-	if (!w || !r) {
-		free(w);
-		free(r);
-		return 0;
-	}
-	for (size_t i = 0; i < e->njobs; i++) {
-		struct dlh_job *j = e->jobs[i];
-		if (j->pid) {
-			r[nr].cpus = j->ranks;
-			r[nr].end = j->spec.time_limit > 0 && j->run_started > 0
-				? j->run_started + (double)j->spec.time_limit : INFINITY;
-			nr++;
-		} else if (j->status == DLH_QUEUED) {
-			w[nw] = (struct dlh_sched_wait){
-				.id = j->id, .priority = j->priority, .submitted = j->submitted,
-				.cpus = dlh_plan_slots(&j->spec, &e->pool),
-				.duration = j->spec.time_limit > 0 ? (double)j->spec.time_limit : INFINITY,
-			};
-			nw++;
-		}
-	}
-	dlh_sched_order(w, nw);
-	dlh_sched_plan(e->pool.node.cpus, now, r, nr, w, nw);
-	free(r);
-	*wout = w;
-	return nw;
-}
-
-/* Asks a running job to checkpoint and stop (SIGUSR2 to mpirun, which
- * forwards it to every rank), SIGTERM after the suspend grace. e->mu held. */
-static void job_suspend(struct dlh_engine *e, struct dlh_job *j)
-{
-	j->suspending = 1;
-	j->term_at = dlh_mono() + e->suspend_grace;
-	kill(j->pid, SIGUSR2);
-	pthread_cond_signal(&e->timer_cv);
-}
-
-static int cmp_victims(const void *pa, const void *pb)
-{
-	const struct dlh_job *a = *(struct dlh_job *const *)pa, *b = *(struct dlh_job *const *)pb;
-	if (a->priority != b->priority)
-		return a->priority < b->priority ? -1 : 1;
-	/* the youngest run loses the least work */
-	return (a->run_started < b->run_started) - (a->run_started > b->run_started);
-}
-
-/* Preemption: walks the waiting jobs in queue order; one that cannot start
- * now and needs more slots than are free (or being freed by suspends under
- * way) suspends the lowest-priority preemptible running jobs of lower
- * priority than its own, youngest first, until enough would be free. It
- * preempts nobody when even all of them would not be enough. The victims
- * checkpoint, stop, and wait in the queue (see job_exited). e->mu held. */
-static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t nw, double now)
-{
-	int avail = e->pool.node.cpus - e->slots_used;
-	struct dlh_job **cand = malloc((e->njobs ? e->njobs : 1) * sizeof *cand);
-	if (!cand)
-		return;
-	for (size_t i = 0; i < e->njobs; i++)
-		if (e->jobs[i]->pid && e->jobs[i]->suspending)
-			avail += e->jobs[i]->ranks;
-	for (size_t k = 0; k < nw; k++) {
-		struct dlh_job *h = find(e, w[k].id);
-		if (!h || h->status != DLH_QUEUED || w[k].cpus > e->pool.node.cpus)
-			continue;
-		if (w[k].start <= now || w[k].cpus <= avail) {
-			avail -= w[k].cpus < avail ? w[k].cpus : avail;
-			continue;
-		}
-		size_t nc = 0;
-		int could = avail;
-		for (size_t i = 0; i < e->njobs; i++) {
-			struct dlh_job *r = e->jobs[i];
-			if (r->pid && r->status == DLH_RUNNING && !r->suspending && !r->cancelling &&
-			    r->spec.preemptible && r->priority < h->priority) {
-				cand[nc++] = r;
-				could += r->ranks;
-			}
-		}
-		if (could < w[k].cpus)
-			continue;
-		qsort(cand, nc, sizeof *cand, cmp_victims);
-		for (size_t c = 0; c < nc && avail < w[k].cpus; c++) {
-			struct dlh_job *v = cand[c];
-			v->preempted_by = h->id;
-			snprintf(v->reason, sizeof v->reason, "preempted by job %ld (priority %d)", h->id,
-				 h->priority);
-			job_log(e, v, "preempted by job %ld (priority %d > %d): SIGUSR2 to the run "
-				"(checkpoint, then stop); it resumes when slots free", h->id, h->priority,
-				v->priority);
-			job_log(e, h, "preempting job %ld (priority %d) for %d cpu slot%s", v->id,
-				v->priority, v->ranks, v->ranks == 1 ? "" : "s");
-			job_suspend(e, v);
-			avail += v->ranks;
-		}
-		avail -= w[k].cpus;
-	}
-	free(cand);
-}
-
-/* Starts the queued jobs whose reservation is now (conservative backfill
- * in priority order, see sched.h), and tells the others why they wait and
- * when they are estimated to start. A job that could never fit (more
- * slots than the pool has) fails with the reason. e->mu held. */
-static void schedule(struct dlh_engine *e)
-{
-	double now = dlh_now();
-	struct dlh_sched_wait *w;
-	size_t nw = plan_queue(e, now, &w);
-	for (size_t k = 0; k < nw; k++) {
-		struct dlh_job *j = find(e, w[k].id);
-		if (!j || j->status != DLH_QUEUED)
-			continue;
-		int need = w[k].cpus, free_slots = e->pool.node.cpus - e->slots_used;
-		if (need > e->pool.node.cpus) {
-			job_launch(e, j); /* planning refuses it, with the reason */
-			continue;
-		}
-		if (w[k].start <= now && need <= free_slots) {
-			job_launch(e, j);
-			continue;
-		}
-		char when[64];
-		j->est_start = w[k].start;
-		if (isinf(w[k].start))
-			snprintf(when, sizeof when, "est. start unknown (jobs ahead have no time_limit)");
-		else {
-			char hms[16];
-			clock_text(w[k].start, hms, sizeof hms);
-			snprintf(when, sizeof when, "est. start %s", hms);
-		}
-		if (need <= free_slots)
-			snprintf(j->wait, sizeof j->wait, "waiting for %d cpu slot%s; %d free but held "
-				 "for jobs ahead in the queue; %s", need, need == 1 ? "" : "s",
-				 free_slots, when);
-		else
-			snprintf(j->wait, sizeof j->wait, "waiting for %d cpu slot%s; %d free; %s",
-				 need, need == 1 ? "" : "s", free_slots, when);
-	}
-	preempt(e, w, nw, now);
-	free(w);
-}
-
 /* Sends SIGKILL to sessions whose grace period has ended. */
 static void *timer_main(void *arg)
 {
@@ -645,20 +461,20 @@ static void *timer_main(void *arg)
 				if (j->limit_at <= now) {
 					char lim[32];
 					dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
-					job_log(e, j, "time limit %s reached: SIGTERM to the run", lim);
+					eng_job_log(e, j, "time limit %s reached: SIGTERM to the run", lim);
 					j->limit_at = 0;
 					j->timed_out = 1;
-					job_terminate(e, j);
+					eng_job_terminate(e, j);
 				} else if (!next || j->limit_at < next) {
 					next = j->limit_at;
 				}
 			}
 			if (j->term_at && j->pid && !j->kill_at) {
 				if (j->term_at <= now) {
-					job_log(e, j, "the run did not suspend within %.0f s: SIGTERM",
+					eng_job_log(e, j, "the run did not suspend within %.0f s: SIGTERM",
 						e->suspend_grace);
 					j->term_at = 0;
-					job_terminate(e, j);
+					eng_job_terminate(e, j);
 				} else if (!next || j->term_at < next) {
 					next = j->term_at;
 				}
@@ -667,7 +483,7 @@ static void *timer_main(void *arg)
 				continue;
 			if (j->kill_at <= now) {
 				int n = dlh_proc_kill_session(j->pid, SIGKILL);
-				job_log(e, j, "grace period over: SIGKILL to %d process%s", n,
+				eng_job_log(e, j, "grace period over: SIGKILL to %d process%s", n,
 					n == 1 ? "" : "es");
 				j->kill_at = 0;
 			} else if (!next || j->kill_at < next) {
@@ -687,10 +503,20 @@ static void *timer_main(void *arg)
 }
 
 /* Sends SIGTERM to every process of j's run and arms the SIGKILL timer. */
-static void job_terminate(struct dlh_engine *e, struct dlh_job *j)
+void eng_job_terminate(struct dlh_engine *e, struct dlh_job *j)
 {
 	dlh_proc_kill_session(j->pid, SIGTERM);
 	j->kill_at = dlh_mono() + e->grace;
+	pthread_cond_signal(&e->timer_cv);
+}
+
+/* Asks a running job to checkpoint and stop (SIGUSR2 to mpirun, which
+ * forwards it to every rank), SIGTERM after the suspend grace. e->mu held. */
+void eng_job_suspend(struct dlh_engine *e, struct dlh_job *j)
+{
+	j->suspending = 1;
+	j->term_at = dlh_mono() + e->suspend_grace;
+	kill(j->pid, SIGUSR2);
 	pthread_cond_signal(&e->timer_cv);
 }
 
@@ -743,21 +569,21 @@ static void recover(struct dlh_engine *e, struct dlh_job *j)
 		dlh_proc_kill_session_since(j->pid, j->pid_start, SIGKILL);
 	}
 	char path[4096];
-	job_file(e, j->id, "result", path, sizeof path);
+	eng_job_file(e, j->id, "result", path, sizeof path);
 	j->pid = 0;
 	j->pid_start = 0;
 	if (file_exists(path)) {
 		j->status = DLH_SUCCEEDED;
 		j->reason[0] = '\0';
-		j->finished = stamp();
-		job_log(e, j, "found finished after a restart of dlhfs");
+		j->finished = eng_stamp();
+		eng_job_log(e, j, "found finished after a restart of dlhfs");
 	} else {
 		j->status = DLH_QUEUED;
 		snprintf(j->reason, sizeof j->reason,
 			 "interrupted: dlhfs stopped while the job ran; resuming from its newest checkpoint");
-		job_log(e, j, "found running after a restart of dlhfs; requeued");
+		eng_job_log(e, j, "found running after a restart of dlhfs; requeued");
 	}
-	job_save(e, j);
+	eng_job_save(e, j);
 }
 
 static int load_jobs(struct dlh_engine *e, char *err, size_t errlen)
@@ -781,7 +607,7 @@ static int load_jobs(struct dlh_engine *e, char *err, size_t errlen)
 			return -ENOMEM;
 		}
 		char jd[4096];
-		job_dir(e, id, jd, sizeof jd);
+		eng_job_dir(e, id, jd, sizeof jd);
 		int rc = dlh_job_load(j, jd);
 		if (rc || j->id != id) {
 			fprintf(stderr, "dlhfs: skipping \"%s\": unreadable job record (%s)\n", jd,
@@ -966,7 +792,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		if (j->status == DLH_RUNNING || j->status == DLH_PLANNING)
 			recover(e, j);
 	}
-	schedule(e);
+	eng_schedule(e);
 	pthread_mutex_unlock(&e->mu);
 	*out = e;
 	return 0;
@@ -980,7 +806,7 @@ void dlh_engine_close(struct dlh_engine *e)
 	e->stopping = 1;
 	for (size_t i = 0; i < e->njobs; i++)
 		if (e->jobs[i]->pid && !e->jobs[i]->kill_at)
-			job_terminate(e, e->jobs[i]);
+			eng_job_terminate(e, e->jobs[i]);
 	while (e->waiters > 0)
 		pthread_cond_wait(&e->changed, &e->mu);
 	pthread_cond_signal(&e->timer_cv);
@@ -1089,11 +915,11 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 	j->id = e->next_id;
 	j->uid = uid;
 	j->status = DLH_QUEUED;
-	j->submitted = stamp();
+	j->submitted = eng_stamp();
 	j->spec = *spec;
 	j->priority = spec->priority;
 	char dir[4096], path[4096], next[32];
-	job_dir(e, j->id, dir, sizeof dir);
+	eng_job_dir(e, j->id, dir, sizeof dir);
 	snprintf(path, sizeof path, "%s/checkpoints", dir);
 	snprintf(next, sizeof next, "%ld\n", j->id + 1);
 	char np[4096];
@@ -1105,9 +931,9 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 		goto out;
 	}
 	e->next_id++;
-	job_file(e, j->id, "spec.ini", path, sizeof path);
+	eng_job_file(e, j->id, "spec.ini", path, sizeof path);
 	if (!(rc = dlh_write_atomic(path, norm, (size_t)n))) {
-		job_file(e, j->id, "submitted.ini", path, sizeof path);
+		eng_job_file(e, j->id, "submitted.ini", path, sizeof path);
 		rc = dlh_write_atomic(path, text, len);
 	}
 	if (!rc)
@@ -1119,10 +945,10 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 		snprintf(err, errlen, "spec: cannot store the job in \"%s\": %s\n", dir, strerror(-rc));
 		goto out;
 	}
-	job_log(e, j, "submitted by uid %u", (unsigned)uid);
+	eng_job_log(e, j, "submitted by uid %u", (unsigned)uid);
 	*id = j->id;
 	j = NULL; /* owned by the table now */
-	schedule(e);
+	eng_schedule(e);
 	pthread_mutex_unlock(&e->mu);
 	rc = 0;
 out:
@@ -1133,213 +959,10 @@ out:
 	return rc;
 }
 
-/* ---- ctl verbs: each is called with e->mu held, the job found and the
- * caller allowed; returns 0, or -EBUSY with err saying why ---- */
-
-#define CTL_VERBS "cancel, suspend, resume, checkpoint, priority N"
-
-/* The state a verb saw, for its refusal: "running", "being suspended"... */
-static const char *state_words(const struct dlh_job *j)
-{
-	if (j->cancelling)
-		return "being cancelled";
-	if (j->suspending)
-		return "being suspended";
-	return dlh_status_name(j->status);
-}
-
-static int ctl_cancel(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
-{
-	if (dlh_status_terminal(j->status)) {
-		snprintf(err, errlen, "ctl: \"cancel\": job %ld is already %s", j->id,
-			 dlh_status_name(j->status));
-		return -EBUSY;
-	}
-	if (j->pid) {
-		if (!j->cancelling) { /* cancel wins over a suspend in progress */
-			j->cancelling = 1;
-			j->suspending = 0;
-			j->preempted_by = 0;
-			j->term_at = 0;
-			snprintf(j->reason, sizeof j->reason, "cancelled by uid %u", (unsigned)uid);
-			job_log(e, j, "cancel requested by uid %u: SIGTERM to the run", (unsigned)uid);
-			job_terminate(e, j);
-		}
-		return 0;
-	}
-	j->status = DLH_CANCELLED;
-	j->finished = stamp();
-	snprintf(j->reason, sizeof j->reason, "cancelled by uid %u %s", (unsigned)uid,
-		 j->started ? "while it waited" : "before it ran");
-	job_log(e, j, "%s", j->reason);
-	job_save(e, j);
-	pthread_cond_broadcast(&e->changed);
-	schedule(e);
-	return 0;
-}
-
-static int ctl_suspend(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
-{
-	if (j->status == DLH_QUEUED) { /* held: it waits until resumed */
-		j->status = DLH_SUSPENDED;
-		snprintf(j->reason, sizeof j->reason, "suspended by uid %u while queued", (unsigned)uid);
-		job_log(e, j, "%s", j->reason);
-		job_save(e, j);
-		pthread_cond_broadcast(&e->changed);
-		schedule(e);
-		return 0;
-	}
-	if (j->status != DLH_RUNNING || !j->pid || j->cancelling || j->suspending) {
-		snprintf(err, errlen, "ctl: \"suspend\": job %ld is %s (suspend applies to a running "
-			 "or queued job)", j->id, state_words(j));
-		return -EBUSY;
-	}
-	snprintf(j->reason, sizeof j->reason, "suspended by uid %u", (unsigned)uid);
-	job_log(e, j, "suspend requested by uid %u: SIGUSR2 to the run (checkpoint, then stop)",
-		(unsigned)uid);
-	job_suspend(e, j);
-	return 0;
-}
-
-static int ctl_resume(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
-{
-	if (j->status != DLH_SUSPENDED) {
-		snprintf(err, errlen, "ctl: \"resume\": job %ld is %s (resume applies to a suspended job)",
-			 j->id, state_words(j));
-		return -EBUSY;
-	}
-	j->status = DLH_QUEUED;
-	snprintf(j->reason, sizeof j->reason, "resumed by uid %u", (unsigned)uid);
-	job_log(e, j, "resume requested by uid %u: queued; it restarts from its newest checkpoint",
-		(unsigned)uid);
-	job_save(e, j);
-	pthread_cond_broadcast(&e->changed);
-	schedule(e);
-	return 0;
-}
-
-/* 1 when dlh-train of j's current run has written run.info (it does so
- * after setting up, before its first step, its signal handlers long in
- * place). */
-static int trainer_started(const struct dlh_engine *e, const struct dlh_job *j)
-{
-	char path[4096];
-	struct stat st;
-	job_file(e, j->id, "run.info", path, sizeof path);
-	if (stat(path, &st))
-		return 0;
-	double t = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
-	return t + 0.002 >= j->run_started;
-}
-
-static int ctl_checkpoint(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
-{
-	if (j->status != DLH_RUNNING || !j->pid || j->cancelling || j->suspending) {
-		snprintf(err, errlen, "ctl: \"checkpoint\": job %ld is %s (checkpoint applies to a "
-			 "running job)", j->id, state_words(j));
-		return -EBUSY;
-	}
-	if (!j->spec.command[0] && !trainer_started(e, j)) {
-		/* before its handlers are in place the signal would kill the run */
-		snprintf(err, errlen, "ctl: \"checkpoint\": job %ld is starting (no training step "
-			 "yet); checkpoint applies once it trains", j->id);
-		return -EBUSY;
-	}
-	job_log(e, j, "checkpoint requested by uid %u: SIGUSR1 to the run", (unsigned)uid);
-	kill(j->pid, SIGUSR1); /* mpirun forwards it to every rank */
-	return 0;
-}
-
-static int ctl_priority(struct dlh_engine *e, struct dlh_job *j, uid_t uid, int prio,
-			char *err, size_t errlen)
-{
-	if (dlh_status_terminal(j->status)) {
-		snprintf(err, errlen, "ctl: \"priority\": job %ld is already %s", j->id,
-			 dlh_status_name(j->status));
-		return -EBUSY;
-	}
-	job_log(e, j, "priority %d -> %d by uid %u", j->priority, prio, (unsigned)uid);
-	j->priority = prio;
-	job_save(e, j);
-	pthread_cond_broadcast(&e->changed);
-	schedule(e);
-	return 0;
-}
-
-/* Parses a priority argument: an integer in DLH_PRIORITY_MIN..MAX. */
-static int parse_priority(const char *arg, int *out)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(arg, &end, 10);
-	if (!*arg || *end || errno || v < DLH_PRIORITY_MIN || v > DLH_PRIORITY_MAX)
-		return -EINVAL;
-	*out = (int)v;
-	return 0;
-}
-
-int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *line,
-		   char *err, size_t errlen)
-{
-	char word[64], arg[64];
-	while (*line == ' ' || *line == '\t')
-		line++;
-	size_t n = strcspn(line, " \t\n");
-	snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), line);
-	const char *a = line + n;
-	while (*a == ' ' || *a == '\t')
-		a++;
-	size_t m = strcspn(a, "\n");
-	while (m && (a[m - 1] == ' ' || a[m - 1] == '\t' || a[m - 1] == '\r'))
-		m--;
-	int arg_long = m >= sizeof arg;
-	snprintf(arg, sizeof arg, "%.*s", (int)(arg_long ? sizeof arg - 1 : m), a);
-	int takes_arg = !strcmp(word, "priority");
-	int known = takes_arg || !strcmp(word, "cancel") || !strcmp(word, "suspend") ||
-		    !strcmp(word, "resume") || !strcmp(word, "checkpoint");
-	int prio = 0;
-
-	pthread_mutex_lock(&e->mu);
-	struct dlh_job *j = find(e, id);
-	int rc = 0;
-	if (!j) {
-		snprintf(err, errlen, "no job %ld", id);
-		rc = -ENOENT;
-	} else if (uid != 0 && uid != j->uid) {
-		snprintf(err, errlen, "ctl: \"%s\": only uid %u or root may control job %ld",
-			 word, (unsigned)j->uid, id);
-		rc = -EPERM;
-	} else if (!known) {
-		snprintf(err, errlen, "ctl: unknown verb \"%s\" (expected: " CTL_VERBS ")", word);
-		rc = -EINVAL;
-	} else if (!takes_arg && arg[0]) {
-		snprintf(err, errlen, "ctl: \"%s\" takes no argument, got \"%s\"", word, arg);
-		rc = -EINVAL;
-	} else if (takes_arg && (arg_long || parse_priority(arg, &prio))) {
-		snprintf(err, errlen, "ctl: \"priority\": expected an integer from %d to %d, got \"%s\"",
-			 DLH_PRIORITY_MIN, DLH_PRIORITY_MAX, arg);
-		rc = -EINVAL;
-	} else if (!strcmp(word, "cancel")) {
-		rc = ctl_cancel(e, j, uid, err, errlen);
-	} else if (!strcmp(word, "suspend")) {
-		rc = ctl_suspend(e, j, uid, err, errlen);
-	} else if (!strcmp(word, "resume")) {
-		rc = ctl_resume(e, j, uid, err, errlen);
-	} else if (!strcmp(word, "checkpoint")) {
-		rc = ctl_checkpoint(e, j, uid, err, errlen);
-	} else {
-		rc = ctl_priority(e, j, uid, prio, err, errlen);
-	}
-	if (rc && j)
-		job_log(e, j, "%s", err);
-	pthread_mutex_unlock(&e->mu);
-	return rc;
-}
-
 int dlh_engine_job(struct dlh_engine *e, long id, struct dlh_job *out)
 {
 	pthread_mutex_lock(&e->mu);
-	struct dlh_job *j = find(e, id);
+	struct dlh_job *j = eng_find(e, id);
 	if (j)
 		*out = *j;
 	pthread_mutex_unlock(&e->mu);
@@ -1371,7 +994,7 @@ long dlh_engine_find_name(struct dlh_engine *e, const char *name)
 
 void dlh_engine_job_dir(struct dlh_engine *e, long id, char *buf, size_t len)
 {
-	job_dir(e, id, buf, len);
+	eng_job_dir(e, id, buf, len);
 }
 
 void dlh_engine_errors_path(struct dlh_engine *e, char *buf, size_t len)
@@ -1413,26 +1036,6 @@ size_t dlh_engine_running(struct dlh_engine *e, long *ids, int *ranks, size_t ma
 	return n;
 }
 
-size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_t max)
-{
-	pthread_mutex_lock(&e->mu);
-	struct dlh_sched_wait *w;
-	size_t nw = plan_queue(e, dlh_now(), &w);
-	for (size_t k = 0; k < nw && k < max; k++) {
-		const struct dlh_job *j = find(e, w[k].id);
-		out[k] = (struct dlh_queue_entry){
-			.id = w[k].id, .priority = w[k].priority, .cpus = w[k].cpus,
-			.submitted = w[k].submitted, .est_start = w[k].start,
-			.time_limit = j ? (double)j->spec.time_limit : 0,
-		};
-		if (j)
-			snprintf(out[k].name, sizeof out[k].name, "%s", j->spec.name);
-	}
-	free(w);
-	pthread_mutex_unlock(&e->mu);
-	return nw;
-}
-
 void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len)
 {
 	pthread_mutex_lock(&e->mu);
@@ -1443,21 +1046,11 @@ void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len)
 	pthread_mutex_unlock(&e->mu);
 }
 
-int dlh_engine_holders(struct dlh_engine *e, long *out, int max)
-{
-	pthread_mutex_lock(&e->mu);
-	int n = e->pool.node.cpus;
-	for (int s = 0; s < n && s < max; s++)
-		out[s] = e->holder[s];
-	pthread_mutex_unlock(&e->mu);
-	return n;
-}
-
 int dlh_engine_wait(struct dlh_engine *e, long id, double timeout)
 {
 	double until = dlh_mono() + timeout;
 	pthread_mutex_lock(&e->mu);
-	struct dlh_job *j = find(e, id);
+	struct dlh_job *j = eng_find(e, id);
 	int rc = j ? 0 : -ENOENT;
 	while (j && !dlh_status_terminal(j->status)) {
 		struct timespec ts;

@@ -141,6 +141,7 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 	for (int r = 0; r < ranks; r++)
 		p->batch[r] = spec->batch_size / ranks + (r < spec->batch_size % ranks);
 	p->lr = spec->lr;
+	p->memory = spec->memory;
 	snprintf(p->host, sizeof p->host, "%s", pool->node.host);
 
 	int rc = 0;
@@ -221,6 +222,13 @@ int dlh_plan_format(const struct dlh_plan *p, struct dlh_buf *out)
 		rc |= dlh_buf_printf(out, "lr %.6g\n", p->lr);
 	else   /* the trainer's range test picks it: see lr_finder */
 		rc |= dlh_buf_printf(out, "lr auto (range test before training; see lr_finder)\n");
+	if (p->memory > 0) {
+		char mem[32];
+		dlh_size_text(p->memory, mem, sizeof mem);
+		rc |= dlh_buf_printf(out, "memory %s\n", mem);
+	} else {
+		rc |= dlh_buf_printf(out, "memory none\n");
+	}
 	for (int r = 0; r < p->ranks; r++)
 		rc |= p->gpu ?
 			dlh_buf_printf(out, "rank %d host %s device gpu%d batch %d\n", r, p->host, r,

@@ -22,6 +22,7 @@ struct dlh_plan {
 	int batch[DLH_RANKS_MAX];       /* per-rank batch; sums to the global batch */
 	int slot[DLH_RANKS_MAX];        /* the CPU slot each rank holds (set by the engine) */
 	double lr;                      /* learning rate used */
+	long long memory;               /* memory limit of all ranks together, bytes; 0 = none */
 	char host[DLH_HOST_MAX + 1];    /* where every rank runs */
 	char *argv[DLH_ARGV_MAX];       /* the exact argv exec'd, NULL-terminated */
 	int argc;                       /* entries used in argv */

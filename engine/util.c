@@ -271,3 +271,14 @@ void dlh_mono_ts(double t, struct timespec *ts)
 		ts->tv_nsec -= 1000000000L;
 	}
 }
+
+void dlh_size_text(long long bytes, char *out, size_t len)
+{
+	static const char *const unit[] = { "", "K", "M", "G", "T" };
+	int u = 0;
+	while (bytes && bytes % 1024 == 0 && u < 4) {
+		bytes /= 1024;
+		u++;
+	}
+	snprintf(out, len, "%lld%s", bytes, unit[u]);
+}

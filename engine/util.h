@@ -56,6 +56,10 @@ void dlh_time_iso(double t, char *out, size_t outlen);
 /* Formats seconds as "H:MM:SS" (or "M:SS" under an hour). */
 void dlh_duration(double seconds, char *out, size_t outlen);
 
+/* Writes a byte count the way specs write sizes: the largest of K, M, G, T
+ * (powers of 1024) that divides it ("64M", "1536K", "100"). */
+void dlh_size_text(long long bytes, char *out, size_t len);
+
 /* Seconds since the epoch, with sub-second precision. */
 double dlh_now(void);
 

@@ -361,6 +361,10 @@ static int set_duration(const struct dlh_key *k, const char *v, long *field, cha
 		return 0;
 	}
 	if (strchr(v, ':')) {
+		int colons = 0;
+		for (const char *c = v; *c; c++)
+			colons += *c == ':';
+		ok = colons <= 2;
 		while (ok && parts < 3) {
 			size_t len = strcspn(p, ":");
 			if (!len || len > 9 || strspn(p, "0123456789") != len)

@@ -31,6 +31,7 @@ test_ranks_run_in_a_cpuset_of_their_slots() {
 		[ -n "$dir" ] || die "job $id log names no cgroup: $(grep isolation "$MNT/jobs/$id/log")"
 		wait_for 5 sh -c "[ \$(wc -l < '$dir/cgroup.procs') -ge 2 ]" || die "job $id: nothing in $dir"
 		expect_eq "$(cat "$dir/cpuset.cpus")" $((id - 1)) "cpuset of job $id"
+		grep -q '^memory 256M$' "$MNT/jobs/$id/plan" || die "plan: $(head -4 "$MNT/jobs/$id/plan")"
 		n=0
 		for p in $(cat "$dir/cgroup.procs"); do
 			grep -q "^Cpus_allowed_list:.*\b$((id - 1))$" "/proc/$p/status" ||

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/cgroup.h"
 #include "engine/engine.h"
 #include "engine/job.h"
 #include "engine/launch.h"
@@ -638,7 +639,8 @@ TEST(engine_priority_orders_the_queue_and_max_queued_refuses)
 	/* not preemptible: this is about order, not preemption */
 	const char lo[] = "[job]\npriority = 1\npreemptible = false\n[data]\ntrain_limit = 256\n"
 			  "[resources]\nranks = 1\n";
-	const char hi[] = "[job]\npriority = 9\n[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
+	const char hi[] = "[job]\npriority = 9\npreemptible = false\n[data]\ntrain_limit = 256\n"
+			  "[resources]\nranks = 1\n";
 	long a = 0, b = 0, c = 0, d = 0;
 	CHECK(dlh_engine_submit(e, lo, sizeof lo - 1, 0, &a, err, sizeof err) == 0); /* runs */
 	CHECK(dlh_engine_submit(e, lo, sizeof lo - 1, 0, &b, err, sizeof err) == 0);
@@ -704,6 +706,69 @@ TEST(engine_preemption_requeues_the_victim_and_resumes_it)
 	dlh_engine_close(e);
 }
 
+TEST(size_text_uses_the_largest_exact_unit)
+{
+	char t[32];
+	dlh_size_text(64LL << 20, t, sizeof t);
+	CHECK(!strcmp(t, "64M"));
+	dlh_size_text(1536LL << 10, t, sizeof t);
+	CHECK(!strcmp(t, "1536K"));
+	dlh_size_text(3LL << 40, t, sizeof t);
+	CHECK(!strcmp(t, "3T"));
+	dlh_size_text(1000, t, sizeof t);
+	CHECK(!strcmp(t, "1000"));
+}
+
+TEST(cgroup_run_group_has_cpuset_limit_and_its_process)
+{
+	struct dlh_cgroup_sys sys;
+	dlh_cgroup_setup(&sys);
+	if (sys.mode == DLH_CG_NONE)
+		SKIP(sys.why);
+	struct dlh_cgroup cg;
+	char err[512], path[DLH_CG_PATH_MAX + 64], *text;
+	int slots[] = { 0 };
+	CHECK_MSG(dlh_cgroup_create(&sys, "unit-1", slots, 1, 64LL << 20, &cg, err, sizeof err) == 0,
+		  "create: %s", err);
+	snprintf(path, sizeof path, "%s/cpuset.cpus", cg.cpuset);
+	CHECK(dlh_read_file(path, 4096, &text, NULL) == 0);
+	char want[16];
+	snprintf(want, sizeof want, "%d\n", sys.cpu[0]);
+	CHECK_MSG(!strcmp(text, want), "cpuset.cpus: %s", text);
+	free(text);
+	snprintf(path, sizeof path, "%s/%s", cg.memory,
+		 sys.mode == DLH_CG_V1 ? "memory.limit_in_bytes" : "memory.max");
+	CHECK(dlh_read_file(path, 4096, &text, NULL) == 0);
+	CHECK_MSG(!strcmp(text, "67108864\n"), "limit: %s", text);
+	free(text);
+	/* a launched program is inside before it runs */
+	int join[3];
+	CHECK(dlh_cgroup_join_fds(&cg, join) == 0);
+	char log[700], dir[512];
+	fresh_dir(dir, sizeof dir, "cgroup");
+	snprintf(log, sizeof log, "%s/log", dir);
+	char *argv[] = { "/bin/sh", "-c", "cat /proc/self/cgroup; exec sleep 30", NULL };
+	pid_t pid;
+	int rc = dlh_launch_in(argv, NULL, log, join, &pid);
+	for (int k = 0; join[k] >= 0; k++)
+		close(join[k]);
+	CHECK(rc == 0);
+	snprintf(path, sizeof path, "%s/cgroup.procs", cg.cpuset);
+	CHECK(dlh_read_file(path, 4096, &text, NULL) == 0);
+	char me[32];
+	snprintf(me, sizeof me, "%ld\n", (long)pid);
+	int inside = strstr(text, me) != NULL;
+	free(text);
+	CHECK(dlh_cgroup_oom_kills(&cg) == 0);
+	char dirpath[DLH_CG_PATH_MAX];
+	snprintf(dirpath, sizeof dirpath, "%s", cg.cpuset);
+	dlh_cgroup_destroy(&cg); /* kills what is left */
+	waitpid(pid, NULL, 0);
+	CHECK_MSG(inside, "pid %ld is not in its group", (long)pid);
+	CHECK_MSG(access(dirpath, F_OK) != 0, "%s left behind", dirpath);
+	dlh_cgroup_teardown(&sys);
+}
+
 int main(void)
 {
 	snprintf(tmp_root, sizeof tmp_root, "/tmp/dlh-unit-XXXXXX");
@@ -740,6 +805,8 @@ int main(void)
 	RUN(sched_unknown_ends_let_only_limited_jobs_pass);
 	RUN(engine_priority_orders_the_queue_and_max_queued_refuses);
 	RUN(engine_preemption_requeues_the_victim_and_resumes_it);
+	RUN(size_text_uses_the_largest_exact_unit);
+	RUN(cgroup_run_group_has_cpuset_limit_and_its_process);
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
 	if (system(cmd) != 0)
