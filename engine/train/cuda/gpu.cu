@@ -36,11 +36,11 @@
 
 #define restrict __restrict__   /* the C headers use C99's restrict */
 #include "engine/train/gpu.h"
+#include "engine/train/mask.h"
 #undef restrict
 
 #define GPU_THREADS 256          /* threads per block of the elementwise kernels */
 #define GPU_MAX_BLOCKS 65535     /* grid cap; kernels loop grid-stride beyond it */
-#define GPU_DROPOUT_BITS 24      /* as DLT_DROPOUT_BITS in layers.c */
 #define GPU_MAX_BUCKETS DLT_NET_MAX_LAYERS   /* gradient buckets (one per layer at most) */
 
 /* Per-layer GPU buffers. */
@@ -332,32 +332,12 @@ __global__ void k_pool_bwd(float *dx, const int32_t *arg, const float *dy, size_
 
 /* ---- kernels: dropout (the counter-hashed masks of layers.c) ---- */
 
-__device__ __host__ static uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-/* layers.c's mask_key. */
-static uint64_t mask_key(uint64_t seed, uint64_t step, int rank, int layer)
-{
-	uint64_t k = mix64(seed + 0x9e3779b97f4a7c15ULL);
-
-	k = mix64(k ^ step);
-	k = mix64(k ^ ((uint64_t)(uint32_t)rank << 32 | (uint32_t)layer));
-	return k;
-}
-
 /* y = x * scale where element i is kept, else 0 (also the backward pass). */
 __global__ void k_dropout(float *y, const float *x, uint64_t key, uint64_t thr, float scale,
 			  size_t m)
 {
 	GRID_STRIDE(i, m) {
-		int keep = (mix64(key + (uint64_t)i * 0x9e3779b97f4a7c15ULL) >>
-			    (64 - GPU_DROPOUT_BITS)) >= thr;
-
-		y[i] = keep ? x[i] * scale : 0.0f;
+		y[i] = dlt_keep_bit(key, (uint64_t)i, thr) ? x[i] * scale : 0.0f;
 	}
 }
 
@@ -771,8 +751,8 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 			break;
 		}
 		LAUNCH(k_dropout, blocks_for(m), GPU_THREADS, s,
-			y, x, mask_key(g->seed, step, g->rank, l->index),
-			(uint64_t)((double)l->p * (double)(1u << GPU_DROPOUT_BITS)),
+			y, x, dlt_mask_key(g->seed, step, g->rank, l->index),
+			dlt_drop_threshold(l->p),
 			1.0f / (1.0f - l->p), m);
 		KERNEL_CHECK("dropout");
 		break;
@@ -848,8 +828,8 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, const float
 			break;
 		}
 		LAUNCH(k_dropout, blocks_for(m), GPU_THREADS, s,
-			dx, dy, mask_key(g->seed, step, g->rank, l->index),
-			(uint64_t)((double)l->p * (double)(1u << GPU_DROPOUT_BITS)),
+			dx, dy, dlt_mask_key(g->seed, step, g->rank, l->index),
+			dlt_drop_threshold(l->p),
 			1.0f / (1.0f - l->p), m);
 		KERNEL_CHECK("dropout");
 		break;
