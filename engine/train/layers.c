@@ -263,17 +263,17 @@ static struct tap tap_of(int H, int W, int k, int ky, int kx)
 	return t;
 }
 
-/* Zeroes the wrapped columns of t's rows in row (one col row, H x W). */
+/* Zeroes the wrapped columns of t's rows in row (one col row, H x W):
+ * column by column, strided, so that the compiler does not turn the one
+ * or two floats per row into memset calls. */
 static void zero_wrapped(float *row, const struct tap *t, int W)
 {
-	for (int y = t->y0; y < t->y1; y++) {
-		float *r = row + (size_t)y * (size_t)W;
-
-		for (int x = 0; x < t->xl; x++)
-			r[x] = 0.0f;
-		for (int x = t->xr; x < W; x++)
-			r[x] = 0.0f;
-	}
+	for (int x = 0; x < t->xl; x++)
+		for (int y = t->y0; y < t->y1; y++)
+			row[(size_t)y * (size_t)W + (size_t)x] = 0.0f;
+	for (int x = t->xr; x < W; x++)
+		for (int y = t->y0; y < t->y1; y++)
+			row[(size_t)y * (size_t)W + (size_t)x] = 0.0f;
 }
 
 /* Fills col (R x HW) from image x (C x H x W) with 'same' zero padding:
@@ -325,52 +325,89 @@ static void col2im(const struct dlt_layer *l, float *col, float *dx)
 		}
 }
 
-/* y[0..n) = max(x, 0), in place allowed. */
-static void relu_rows(float *y, const float *x, size_t n)
+/* The F planes of hw floats of t get bias b[f] added, then the ReLU when
+ * relu is set, in place. */
+static void bias_relu(float *t, const float *b, int F, size_t hw, int relu)
 {
-	size_t nb = n & ~(size_t)(DLT_LAYER_BLOCK - 1), i;
+	size_t hb = hw & ~(size_t)(DLT_LAYER_BLOCK - 1), j;
 
-	for (i = 0; i < nb; i++)
-		y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-	for (; i < n; i++)
-		y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+	for (int f = 0; f < F; f++) {
+		float *d = t + (size_t)f * hw, bf = b[f];
+
+		if (relu) {
+			for (j = 0; j < hb; j++)
+				d[j] = d[j] + bf > 0.0f ? d[j] + bf : 0.0f;
+			for (; j < hw; j++)
+				d[j] = d[j] + bf > 0.0f ? d[j] + bf : 0.0f;
+		} else {
+			for (j = 0; j < hb; j++)
+				d[j] += bf;
+			for (; j < hw; j++)
+				d[j] += bf;
+		}
+	}
 }
 
-/* ReLU then k x k max-pool of the F planes H x W of t into y (F x H/k x
- * W/k), argmax (index in the plane, first maximum wins, -1 where the
- * maximum is not positive) into arg: the same numbers as relu_forward then
- * pool_forward. Selects rather than branches (the maxima are random). */
-static void relu_pool(const float *t, float *y, int32_t *arg, int F, int H, int W, int k)
+/* Bias, ReLU, then k x k max-pool of the F planes H x W of t into y (F x
+ * H/k x W/k), argmax (index in the plane, first maximum wins, -1 where the
+ * maximum is not positive) into arg: the same numbers as bias_relu then
+ * pool_forward. Selects rather than branches (the maxima are random);
+ * k = 2 as a tree of three compares. */
+static void bias_relu_pool(const float *t, const float *b, float *y, int32_t *arg,
+			   int F, int H, int W, int k)
 {
 	const int oh = H / k, ow = W / k;
 
 	for (int f = 0; f < F; f++) {
-		const float *in = t + (size_t)f * (size_t)H * (size_t)W;
+		const float *in = t + (size_t)f * (size_t)H * (size_t)W, bf = b[f];
 		float *out = y + (size_t)f * (size_t)oh * (size_t)ow;
 		int32_t *a = arg + (size_t)f * (size_t)oh * (size_t)ow;
 
-		for (int oy = 0; oy < oh; oy++)
+		for (int oy = 0; oy < oh; oy++) {
+			float *o = out + (size_t)oy * (size_t)ow;
+			int32_t *ao = a + (size_t)oy * (size_t)ow;
+
+			if (k == 2) {
+				const float *r0 = in + (size_t)(2 * oy) * (size_t)W, *r1 = r0 + W;
+
+				for (int ox = 0; ox < ow; ox++) {
+					int j = 2 * oy * W + 2 * ox;
+					float v0 = r0[2 * ox] + bf, v1 = r0[2 * ox + 1] + bf;
+					float v2 = r1[2 * ox] + bf, v3 = r1[2 * ox + 1] + bf;
+					int g01 = v1 > v0, g23 = v3 > v2;
+					float m01 = g01 ? v1 : v0, m23 = g23 ? v3 : v2;
+					int i01 = j + g01, i23 = j + W + g23;
+					int g = m23 > m01;
+					float mx = g ? m23 : m01;
+					int best = g ? i23 : i01;
+
+					o[ox] = mx > 0.0f ? mx : 0.0f;
+					ao[ox] = mx > 0.0f ? best : -1;
+				}
+				continue;
+			}
 			for (int ox = 0; ox < ow; ox++) {
 				int best = oy * k * W + ox * k;
-				float mx = in[best];
+				float mx = in[best] + bf;
 
 				for (int dy = 0; dy < k; dy++)
 					for (int dx = 0; dx < k; dx++) {
 						int j = (oy * k + dy) * W + ox * k + dx;
-						float v = in[j];
+						float v = in[j] + bf;
 						int gt = v > mx;
 
 						best = gt ? j : best;
 						mx = gt ? v : mx;
 					}
-				out[oy * ow + ox] = mx > 0.0f ? mx : 0.0f;
-				a[oy * ow + ox] = mx > 0.0f ? best : -1;
+				o[ox] = mx > 0.0f ? mx : 0.0f;
+				ao[ox] = mx > 0.0f ? best : -1;
 			}
+		}
 	}
 }
 
-/* Conv: per image, im2col and out = b + W . col, then the fused ReLU
- * (in place) or ReLU and max-pool (from t). */
+/* Conv: per image, im2col, out = W . col, then the bias with the fused
+ * ReLU (in place) or ReLU and max-pool (from t). */
 static void conv_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			 const float *p, const float *x, float *y, int n)
 {
@@ -388,23 +425,14 @@ static void conv_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			im2col(l, xi, col);
 			ci = col;
 		}
-		for (int f = 0; f < F; f++) {
-			float *d = out + (size_t)f * (size_t)HW, bf = b[f];
-			int hb = HW & ~(DLT_LAYER_BLOCK - 1), j;
-
-			for (j = 0; j < hb; j++)
-				d[j] = bf;
-			for (; j < HW; j++)
-				d[j] = bf;
-		}
-		/* out (F x HW) += W (F x R) . col (R x HW) */
+		/* out (F x HW) = W (F x R) . col (R x HW) */
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, F, HW, R,
-			    1.0f, p, R, ci, HW, 1.0f, out, HW);
-		if (l->fused == 1)
-			relu_rows(out, out, ys);
-		else if (l->fused == 2)
-			relu_pool(t, y + (size_t)i * ps, (int32_t *)l->saved + (size_t)i * ps,
-				  F, l->in.h, l->in.w, l->pool);
+			    1.0f, p, R, ci, HW, 0.0f, out, HW);
+		if (l->fused == 2)
+			bias_relu_pool(t, b, y + (size_t)i * ps, (int32_t *)l->saved + (size_t)i * ps,
+				       F, l->in.h, l->in.w, l->pool);
+		else
+			bias_relu(out, b, F, (size_t)HW, l->fused == 1);
 	}
 }
 
