@@ -92,6 +92,20 @@ static void dense_init(const struct dlt_layer *l, float *p, struct dlt_rng *r)
 	memset(p + o * k, 0, o * sizeof *p);
 }
 
+/* Dense: dX^T (inputs x n), see dense_backward. */
+static size_t dense_workspace(const struct dlt_layer *l, int max_batch)
+{
+	return dlt_shape_size(l->in) * (size_t)max_batch;
+}
+
+/* d (n x m) = s^T for s (m x n): reads s a few rows at a time. */
+static void transpose(float *restrict d, const float *restrict s, int m, int n)
+{
+	for (int r = 0; r < m; r++)
+		for (int i = 0; i < n; i++)
+			d[(size_t)i * (size_t)m + (size_t)r] = s[(size_t)r * (size_t)n + (size_t)i];
+}
+
 /* Dense: y = x W^T + b, one GEMM for the n rows. */
 static void dense_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			  const float *p, const float *x, float *y, int n)
@@ -107,7 +121,7 @@ static void dense_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 		add_row(y + (size_t)i * (size_t)o, b, o);
 }
 
-/* Dense: dW = dY^T X, db = column sums of dY, dX = dY W (when dx). */
+/* Dense: dW = dY^T X, db = column sums of dY, dX = (W^T dY^T)^T (when dx). */
 static void dense_backward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			   const float *p, const float *x, const float *y,
 			   const float *dy, float *dx, float *g, int n)
@@ -115,7 +129,6 @@ static void dense_backward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 	int k = (int)dlt_shape_size(l->in), o = l->out.c;
 	float *gb = g + (size_t)o * (size_t)k;
 
-	(void)c;
 	(void)y;
 	/* dW = dY^T (o x n) . X (n x k) */
 	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o, k, n,
@@ -123,14 +136,18 @@ static void dense_backward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 	memset(gb, 0, (size_t)o * sizeof *gb);
 	for (int i = 0; i < n; i++)
 		add_row(gb, dy + (size_t)i * (size_t)o, o);
-	/* dX = dY (n x o) . W (o x k) */
-	if (dx)
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, k, o,
-			    1.0f, dy, o, p, k, 0.0f, dx, k);
+	if (!dx)
+		return;
+	/* dX^T (k x n) = W^T (k x o) . dY^T (o x n): with the large side as
+	 * the GEMM's M this runs about 40% faster than dY W at 32 rows (the
+	 * per-rank batch on 2 ranks), the same at 64 */
+	cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, k, n, o,
+		    1.0f, p, k, dy, o, 0.0f, c->ws, n);
+	transpose(dx, c->ws, k, n);
 }
 
 static const struct dlt_layer_ops dense_ops = {
-	.name = "dense", .param_count = dense_params, .workspace = none_size,
+	.name = "dense", .param_count = dense_params, .workspace = dense_workspace,
 	.saved_bytes = none_size, .init = dense_init, .forward = dense_forward,
 	.backward = dense_backward,
 };
