@@ -263,14 +263,17 @@ static struct tap tap_of(int H, int W, int k, int ky, int kx)
 	long ja, jb;
 
 	t.off = (long)(ky - p) * W + (kx - p);
-	t.y0 = p - ky > 0 ? p - ky : 0;
+	/* clamped for kernels whose radius exceeds the image */
+	t.y0 = p - ky > 0 ? (p - ky < H ? p - ky : H) : 0;
 	t.y1 = H + p - ky < H ? H + p - ky : H;
+	if (t.y1 < t.y0)
+		t.y1 = t.y0;
 	t.xl = p - kx > 0 ? (p - kx < W ? p - kx : W) : 0;
-	t.xr = W + p - kx < W ? (W + p - kx > 0 ? W + p - kx : 0) : W;
+	t.xr = W + p - kx < W ? (W + p - kx > t.xl ? W + p - kx : t.xl) : W;
 	ja = (long)t.y0 * W;
 	jb = (long)t.y1 * W;
 	if (ja + t.off < 0)
-		ja = -t.off;
+		ja = -t.off < hw ? -t.off : hw;
 	if (jb + t.off > hw)
 		jb = hw - t.off;
 	if (jb < ja)

@@ -221,6 +221,8 @@ TEST(conv_matches_direct_convolution)
 		{ 5, 3, 5, 9, 2, 7, 0, 1, 0 },    /* kernel wider than the image */
 		{ 3, 2, 8, 8, 5, 3, 1, 1, 0 },
 		{ 4, 3, 7, 7, 3, 5, 1, 1, 0 },    /* odd batch, odd planes */
+		{ 2, 2, 3, 4, 3, 9, 0, 1, 0 },    /* kernel radius beyond the image */
+		{ 3, 3, 2, 2, 2, 7, 1, 1, 0 },
 	};
 
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
