@@ -11,6 +11,7 @@
  * a loop GCC -O2 vectorizes (no scalar epilogue needed), then the rest. */
 #define DLT_LAYER_BLOCK 8            /* a power of two */
 #define DLT_DROPOUT_BITS 24          /* random bits per keep decision */
+#define DLT_DENSE_DW_ROWS 128        /* rows of a dense dW per GEMM call */
 
 /* ---- shared helpers ---- */
 
@@ -130,9 +131,15 @@ static void dense_backward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 	float *gb = g + (size_t)o * (size_t)k;
 
 	(void)y;
-	/* dW = dY^T (o x n) . X (n x k) */
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o, k, n,
-		    1.0f, dy, o, x, k, 0.0f, g, k);
+	/* dW = dY^T (o x n) . X (n x k), DLT_DENSE_DW_ROWS rows of dW at a
+	 * time: OpenBLAS zeroes C (beta 0) before it accumulates, and a block
+	 * that fits L2 is zeroed and written there, not twice in memory */
+	for (int r = 0; r < o; r += DLT_DENSE_DW_ROWS) {
+		int m = o - r < DLT_DENSE_DW_ROWS ? o - r : DLT_DENSE_DW_ROWS;
+
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, k, n,
+			    1.0f, dy + r, o, x, k, 0.0f, g + (size_t)r * (size_t)k, k);
+	}
 	memset(gb, 0, (size_t)o * sizeof *gb);
 	for (int i = 0; i < n; i++)
 		add_row(gb, dy + (size_t)i * (size_t)o, o);
