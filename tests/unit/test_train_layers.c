@@ -1,4 +1,4 @@
-/* test_train_layers.c - unit tests of the conv layer (plain, fused ReLU, fused ReLU + max-pool) against a direct convolution */
+/* test_train_layers.c - unit tests of the conv layer (plain, fused ReLU, fused ReLU + max-pool) against a direct convolution, and of big dense layers */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/train/layers.h"
+#include "engine/train/mlp.h"
 #include "engine/train/net.h"
 #include "engine/train/rng.h"
 #include "tests/unit/check.h"
@@ -331,11 +332,66 @@ TEST(conv_pool_ties_go_to_the_first_maximum)
 	}
 }
 
+/* A dense layer of over DLT_DENSE_BIG weights (1100 -> 1000, not the
+ * first, so it computes dX) takes the blocked dW and, at 32 rows or fewer,
+ * the transposed dX: its gradients match the reference MLP's. */
+TEST(big_dense_layer_matches_reference_mlp)
+{
+	enum { IN = 40, C = 5, MAXN = 40 };
+	const int hidden[2] = { 1100, 1000 }, rows[2] = { 20, 40 };
+	char err[128];
+	struct dlt_mlp m;
+	struct dlt_net n;
+	struct dlt_net_spec s;
+	struct dlt_rng r;
+
+	memset(&s, 0, sizeof s);
+	s.in = (struct dlt_shape){ 1, 1, IN };
+	s.classes = C;
+	s.pool = 1;
+	s.ndense = 2;
+	memcpy(s.dense, hidden, sizeof hidden);
+	CHECK(dlt_mlp_create(&m, IN, hidden, 2, C, MAXN, err, sizeof err) == 0);
+	CHECK_MSG(dlt_net_create(&n, &s, MAXN, 1, 0, err, sizeof err) == 0, "%s", err);
+
+	float *p = malloc(n.nparams * sizeof *p), *g1 = malloc(n.nparams * sizeof *g1);
+	float *g2 = malloc(n.nparams * sizeof *g2), x[MAXN * IN];
+	uint8_t y[MAXN];
+
+	dlt_mlp_init_params(&m, p, 9);
+	dlt_rng_seed(&r, 12, 0, 0);
+	fill(x, MAXN * IN, 1.0, &r);
+	for (int i = 0; i < MAXN; i++)
+		y[i] = (uint8_t)dlt_rng_below(&r, C);
+	for (int t = 0; t < 2; t++) {
+		double l1 = 0, l2 = 0, worst = 0;
+		long h1 = 0, h2 = 0;
+
+		dlt_mlp_train_batch(&m, p, x, y, rows[t], 1.0f, g1, &l1, &h1);
+		dlt_net_train_batch(&n, p, x, y, rows[t], 1.0f, 1, g2, &l2, &h2);
+		for (size_t i = 0; i < n.nparams; i++) {
+			double d = fabs((double)g1[i] - g2[i]) / (1e-3 + fabs((double)g1[i]));
+
+			if (d > worst)
+				worst = d;
+		}
+		CHECK_MSG(fabs(l1 - l2) < 1e-4 * fabs(l1) && h1 == h2, "%d rows: loss %g vs %g",
+			  rows[t], l1, l2);
+		CHECK_MSG(worst < 1e-3, "%d rows: gradients differ by %g", rows[t], worst);
+	}
+	free(p);
+	free(g1);
+	free(g2);
+	dlt_mlp_destroy(&m);
+	dlt_net_destroy(&n);
+}
+
 int main(void)
 {
 	RUN(conv_matches_direct_convolution);
 	RUN(conv_fused_relu_pool_matches_direct);
 	RUN(conv_pool_ties_go_to_the_first_maximum);
 	RUN(net_fused_and_unfused_conv_agree_bit_for_bit);
+	RUN(big_dense_layer_matches_reference_mlp);
 	return CHECK_EXIT();
 }
