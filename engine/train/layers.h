@@ -64,6 +64,9 @@ struct dlt_layer {
 	struct dlt_shape in, out;          /* per-image input and output shapes */
 	int k;                             /* conv kernel side, pool size */
 	float p;                           /* dropout probability */
+	int fused;                         /* conv: layers after it that it computes too:
+					    * 0, 1 (the ReLU) or 2 (ReLU and max-pool) */
+	int pool;                          /* conv: the fused max-pool size, 1 = none */
 	size_t off;                        /* first parameter in the stack's array */
 	size_t nparams;                    /* ops->param_count */
 	void *saved;                       /* ops->saved_bytes, owned by the stack */
@@ -84,6 +87,14 @@ static inline size_t dlt_shape_size(struct dlt_shape s)
 int dlt_layer_make(struct dlt_layer *l, enum dlt_layer_kind kind,
 		   struct dlt_shape in, int units, int k, float p,
 		   char *err, size_t errlen);
+
+/* Lets conv layer l also compute the ReLU layer after it and, when pool
+ * is above 1, the max-pool of size pool after that (fused: one pass per
+ * image while its output is in cache, no full-size pre-activation kept).
+ * Its forward then writes the last fused layer's output, and its backward
+ * takes that layer's output and gradient. Call before sizing the
+ * workspace and saved bytes. */
+void dlt_layer_fuse(struct dlt_layer *l, int pool);
 
 /* The dropout keep decision of element i of a batch under (seed, step,
  * rank, layer): 1 = kept. Pure function of its arguments. */

@@ -19,6 +19,16 @@ static double now(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Returns the first layer of the fused group whose last layer is last
+ * (last itself when it is not fused into an earlier one). */
+static int group_head(const struct dlt_net *n, int last)
+{
+	for (int h = last - 1; h >= 0 && h >= last - 2; h--)
+		if (h + n->layer[h].fused == last)
+			return h;
+	return last;
+}
+
 /* Appends a layer of kind to n. Returns 0, or -EINVAL with a message. */
 static int push(struct dlt_net *n, enum dlt_layer_kind kind, int units, int k,
 		float p, char *err, size_t errlen)
@@ -62,11 +72,15 @@ static int build(struct dlt_net *n, const struct dlt_net_spec *s, char *err, siz
 	n->in = s->in;
 	n->classes = s->classes;
 	for (int i = 0; i < s->nconv; i++) {
+		int conv = n->nlayers;
+
 		if (push(n, DLT_LAYER_CONV, s->filters[i], s->kernel[i], 0, err, errlen) < 0 ||
 		    push(n, DLT_LAYER_RELU, 0, 0, 0, err, errlen) < 0)
 			return -EINVAL;
 		if (s->pool != 1 && push(n, DLT_LAYER_POOL, 0, s->pool, 0, err, errlen) < 0)
 			return -EINVAL;
+		if (!s->unfused)
+			dlt_layer_fuse(&n->layer[conv], s->pool);
 	}
 	for (int i = 0; i < s->ndense; i++) {
 		if (s->dense[i] < 1 || s->dense[i] > DLT_NET_MAX_WIDTH) {
@@ -101,21 +115,24 @@ int dlt_net_create(struct dlt_net *n, const struct dlt_net_spec *spec,
 	n->max_batch = max_batch;
 	for (int i = 0; i < n->nlayers; i++) {
 		struct dlt_layer *l = &n->layer[i];
-		size_t out = dlt_shape_size(l->out), w = l->ops->workspace(l, max_batch);
+		size_t w = l->ops->workspace(l, max_batch);
 		size_t sb = l->ops->saved_bytes(l, max_batch);
+		int last = i + l->fused;
+		size_t out = dlt_shape_size(n->layer[last].out);
 
 		if (out > widest)
 			widest = out;
 		if (w > ws)
 			ws = w;
-		n->act[i] = malloc((size_t)max_batch * out * sizeof(float));
-		if (!n->act[i])
+		n->act[last] = malloc((size_t)max_batch * out * sizeof(float));
+		if (!n->act[last])
 			goto nomem;
 		if (sb) {
 			l->saved = malloc(sb);
 			if (!l->saved)
 				goto nomem;
 		}
+		i = last;
 	}
 	for (int i = 0; i < 2; i++) {
 		n->delta[i] = malloc((size_t)max_batch * widest * sizeof(float));
@@ -164,11 +181,13 @@ const float *dlt_net_forward(struct dlt_net *n, const float *params,
 	n->ctx.step = step;
 	for (int i = 0; i < n->nlayers; i++) {
 		struct dlt_layer *l = &n->layer[i];
+		int last = i + l->fused;
 		double t = now();
 
-		l->ops->forward(l, &n->ctx, params + l->off, in, n->act[i], rows);
+		l->ops->forward(l, &n->ctx, params + l->off, in, n->act[last], rows);
 		n->t_layer_fwd[i] += now() - t;
-		in = n->act[i];
+		in = n->act[last];
+		i = last;
 	}
 	n->t_fwd += now() - t0;
 	return in;
@@ -201,18 +220,20 @@ void dlt_net_backward(struct dlt_net *n, const float *params, const float *x,
 	int cur = 0;
 	double t0 = now();
 
-	for (int i = n->nlayers - 1; i >= 0; i--) {
+	for (int last = n->nlayers - 1; last >= 0; last--) {
+		int i = group_head(n, last);
 		struct dlt_layer *l = &n->layer[i];
 		const float *in = i > 0 ? n->act[i - 1] : x;
 		float *dx = i > 0 ? n->delta[!cur] : NULL;
 		double t = now();
 
-		l->ops->backward(l, &n->ctx, params + l->off, in, n->act[i], n->delta[cur],
+		l->ops->backward(l, &n->ctx, params + l->off, in, n->act[last], n->delta[cur],
 				 dx, grads + l->off, rows);
 		n->t_layer_bwd[i] += now() - t;
 		if (hook && l->nparams)
 			hook(ctx, i);
 		cur = !cur;
+		last = i;
 	}
 	n->t_bwd += now() - t0;
 }

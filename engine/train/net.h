@@ -28,6 +28,8 @@ struct dlt_net_spec {
 	int ndense;                         /* hidden dense layers */
 	int dense[DLT_NET_MAX_DENSE];       /* their widths */
 	float dropout;                      /* after each hidden dense layer */
+	int unfused;                        /* 1: conv, ReLU, pool run as separate
+					     * layers (tests; 0 fuses them) */
 };
 
 /* Called by dlt_net_backward after layer l's parameter gradients are
@@ -44,12 +46,14 @@ struct dlt_net {
 	int classes;                                /* outputs of the last layer */
 	size_t nparams;                             /* floats in params and grads */
 	int max_batch;                              /* most rows one call may take */
-	float *act[DLT_NET_MAX_LAYERS];             /* act[l]: output of layer l */
+	float *act[DLT_NET_MAX_LAYERS];             /* act[l]: output of layer l (NULL
+						     * inside a fused group but its last) */
 	float *delta[2];                            /* backprop ping-pong, widest activation */
 	float *ws;                                  /* shared layer scratch */
 	struct dlt_layer_ctx ctx;                   /* seed/rank/step of dropout, ws */
 	double t_fwd, t_bwd;                        /* seconds spent in forward/backward so far */
-	double t_layer_fwd[DLT_NET_MAX_LAYERS];     /* of which in each layer's forward */
+	double t_layer_fwd[DLT_NET_MAX_LAYERS];     /* of which in each layer's forward
+						     * (a fused group's in its first) */
 	double t_layer_bwd[DLT_NET_MAX_LAYERS];     /* and backward */
 };
 
