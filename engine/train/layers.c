@@ -7,10 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/train/mask.h"
+
 /* Elementwise loops run their first n - n % DLT_LAYER_BLOCK iterations in
  * a loop GCC -O2 vectorizes (no scalar epilogue needed), then the rest. */
 #define DLT_LAYER_BLOCK 8            /* a power of two */
-#define DLT_DROPOUT_BITS 24          /* random bits per keep decision */
 #define DLT_DENSE_BIG (1 << 20)      /* weights from which a dense layer's dW
 				      * and dX take the paths for big layers */
 #define DLT_DENSE_DW_ROWS 128        /* rows of a big dense dW per GEMM call */
@@ -634,41 +635,10 @@ static const struct dlt_layer_ops pool_ops = {
 
 /* ---- dropout: keep with probability 1 - p, kept values scaled by 1 / (1 - p) ---- */
 
-/* The splitmix64 finalizer: a bijective 64-bit mix. */
-static uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-/* The key of a (seed, step, rank, layer) mask. */
-static uint64_t mask_key(uint64_t seed, uint64_t step, int rank, int layer)
-{
-	uint64_t k = mix64(seed + 0x9e3779b97f4a7c15ULL);
-
-	k = mix64(k ^ step);
-	k = mix64(k ^ ((uint64_t)(uint32_t)rank << 32 | (uint32_t)layer));
-	return k;
-}
-
-/* Drop threshold: an element is dropped when its DLT_DROPOUT_BITS random
- * bits are below it. */
-static uint64_t drop_threshold(float p)
-{
-	return (uint64_t)((double)p * (double)(1u << DLT_DROPOUT_BITS));
-}
-
-/* 1 when element i of the mask keyed by key is kept (threshold thr). */
-static int keep_bit(uint64_t key, uint64_t i, uint64_t thr)
-{
-	return (mix64(key + i * 0x9e3779b97f4a7c15ULL) >> (64 - DLT_DROPOUT_BITS)) >= thr;
-}
-
 int dlt_dropout_keep(uint64_t seed, uint64_t step, int rank, int layer,
 		     uint64_t i, float p)
 {
-	return keep_bit(mask_key(seed, step, rank, layer), i, drop_threshold(p));
+	return dlt_keep_bit(dlt_mask_key(seed, step, rank, layer), i, dlt_drop_threshold(p));
 }
 
 /* Dropout: y = x / (1 - p) where kept, else 0; identity in inference. */
@@ -676,7 +646,7 @@ static void dropout_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			    const float *p, const float *x, float *y, int n)
 {
 	size_t m = (size_t)n * dlt_shape_size(l->in);
-	uint64_t key, thr = drop_threshold(l->p);
+	uint64_t key, thr = dlt_drop_threshold(l->p);
 	float scale = 1.0f / (1.0f - l->p);
 
 	(void)p;
@@ -684,9 +654,9 @@ static void dropout_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 		memcpy(y, x, m * sizeof *y);
 		return;
 	}
-	key = mask_key(c->seed, c->step, c->rank, l->index);
+	key = dlt_mask_key(c->seed, c->step, c->rank, l->index);
 	for (size_t i = 0; i < m; i++)
-		y[i] = keep_bit(key, i, thr) ? x[i] * scale : 0.0f;
+		y[i] = dlt_keep_bit(key, i, thr) ? x[i] * scale : 0.0f;
 }
 
 /* Dropout: dx = dy / (1 - p) where kept (the same mask), else 0. */
@@ -695,7 +665,7 @@ static void dropout_backward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			     const float *dy, float *dx, float *g, int n)
 {
 	size_t m = (size_t)n * dlt_shape_size(l->in);
-	uint64_t key, thr = drop_threshold(l->p);
+	uint64_t key, thr = dlt_drop_threshold(l->p);
 	float scale = 1.0f / (1.0f - l->p);
 
 	(void)p;
@@ -708,9 +678,9 @@ static void dropout_backward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 		memcpy(dx, dy, m * sizeof *dx);
 		return;
 	}
-	key = mask_key(c->seed, c->step, c->rank, l->index);
+	key = dlt_mask_key(c->seed, c->step, c->rank, l->index);
 	for (size_t i = 0; i < m; i++)
-		dx[i] = keep_bit(key, i, thr) ? dy[i] * scale : 0.0f;
+		dx[i] = dlt_keep_bit(key, i, thr) ? dy[i] * scale : 0.0f;
 }
 
 static const struct dlt_layer_ops dropout_ops = {
