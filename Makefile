@@ -43,7 +43,10 @@ ZLIB_CFLAGS  = $(shell pkg-config --cflags zlib)
 ZLIB_LIBS    = $(shell pkg-config --libs zlib)
 
 # The CUDA backend (engine/train/cuda/gpu.cu) or, without CUDA, its stub.
-# .cu files are compiled by nvcc without sanitizers (make asan links them).
+# With CUDA, gpu.cu becomes $(BUILD)/dlh-train-cuda.so, which dlh-train opens
+# (cuda/load.c) only when a GPU is asked for: linked in, cuBLAS, NCCL and the
+# CUDA runtime cost a CPU run ~150 MB of resident memory per rank.
+# .cu files are compiled by nvcc without sanitizers (make asan loads them).
 NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 ifeq ($(origin GPU),undefined)
 GPU := $(if $(NVCC),1,0)
@@ -56,10 +59,12 @@ $(error GPU=1: nvcc not found in /usr/local/cuda/bin or PATH (set NVCC=...))
 endif
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_CFLAGS = -isystem $(CUDA_HOME)/include
-GPU_OBJ  = $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard engine/train/cuda/*.cu))
-GPU_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas \
+GPU_OBJ  = $(BUILD)/obj/engine/train/cuda/load.o
+GPU_LIBS = -ldl
+CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas \
            -lcudart_static -ldl -lrt -lpthread -lstdc++
-GPU_BIN  = $(BUILD)/bench-nccl-bw $(BUILD)/tests/test_train_gpu_emu $(BUILD)/dlh-train-gpuemu
+GPU_BIN  = $(BUILD)/dlh-train-cuda.so $(BUILD)/bench-nccl-bw \
+           $(BUILD)/tests/test_train_gpu_emu $(BUILD)/dlh-train-gpuemu
 else
 GPU_OBJ  = $(BUILD)/obj/engine/train/cuda/stub.o
 GPU_LIBS =
@@ -94,9 +99,12 @@ $(BUILD)/obj/schema/%.o: schema/%.c
 $(BUILD)/obj/engine/train/%.o: engine/train/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(ZLIB_CFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/obj/engine/train/cuda/%.o: engine/train/cuda/%.cu
+$(BUILD)/obj/engine/train/cuda/%.pic.o: engine/train/cuda/%.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_FLAGS) -MMD -MP -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fPIC -MMD -MP -c $< -o $@
+$(BUILD)/dlh-train-cuda.so: $(BUILD)/obj/engine/train/cuda/gpu.pic.o
+	$(NVCC) $(CUDA_ARCH) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 \
+		-lnccl -lcublas
 $(BUILD)/obj/engine/%.o: engine/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -MMD -MP -c $< -o $@
@@ -177,7 +185,7 @@ $(BUILD)/bench-launch: bench/launch.c $(LIBENGINE)
 # ncclAllReduce bus bandwidth, 1..256 MB (GPU builds; bench/nccl-bw runs it)
 $(BUILD)/bench-nccl-bw: bench/nccl_bw.c
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(CUDA_CFLAGS) $(BASE_LDFLAGS) -o $@ $< \
-		$(MPI_LIBS) $(GPU_LIBS) -lm
+		$(MPI_LIBS) $(CUDA_LIBS) -lm
 
 bench: all $(BUILD)/bench-launch
 	bench/run $(BUILD)

@@ -8,10 +8,10 @@ FMNIST=${DLH_FMNIST:-/usr/share/datasets/fashion-mnist}
 # with CUDA and FUSE can mount here.
 need_gpu() {
 	[ -e /dev/nvidia0 ] || skip "no NVIDIA GPU: /dev/nvidia0 does not exist"
-	ldd "$DLH_BIN/dlh-train" | grep -q libnccl ||
+	[ -f "$DLH_BIN/dlh-train-cuda.so" ] ||
 		skip "no NVIDIA GPU support: $DLH_BIN/dlh-train was built without CUDA (make GPU=1)"
-	ldd "$DLH_BIN/dlh-train" | grep -q 'not found' &&
-		skip "dlh-train's CUDA libraries are not found: $(ldd "$DLH_BIN/dlh-train" | grep 'not found' | head -2 | tr '\n' ' ')(bench/gpu-env sets LD_LIBRARY_PATH)"
+	ldd "$DLH_BIN/dlh-train-cuda.so" | grep -q 'not found' &&
+		skip "dlh-train's CUDA libraries are not found: $(ldd "$DLH_BIN/dlh-train-cuda.so" | grep 'not found' | head -2 | tr '\n' ' ')(bench/gpu-env sets LD_LIBRARY_PATH)"
 	[ -e /dev/fuse ] || skip "no /dev/fuse: the GPU runs go through a mount"
 	return 0
 }
