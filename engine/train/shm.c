@@ -7,6 +7,7 @@
 #include <time.h>
 
 #define LINE_FLOATS 16   /* floats in a 64-byte cache line */
+#define SUM_BLOCK 2048   /* floats summed, then updated, at a time (8 KiB) */
 
 /* n rounded up to whole cache lines of floats. */
 static size_t pad(size_t n)
@@ -153,7 +154,7 @@ static void sum_slice(const struct dlt_shm *s, float *restrict d, size_t lo, siz
 void dlt_shm_step(struct dlt_shm *s, const struct dlt_optim *o, float lr, unsigned long t,
 		  double sums[2])
 {
-	const size_t np = s->nparams, n = s->hi - s->lo;
+	const size_t np = s->nparams;
 	float loss = 0.0f, correct = 0.0f;
 	/* the sum goes into this rank's own slot: no other rank reads lo..hi
 	 * of it after the fence below has let them all start reducing */
@@ -166,10 +167,13 @@ void dlt_shm_step(struct dlt_shm *s, const struct dlt_optim *o, float lr, unsign
 	}
 	sums[0] = loss;
 	sums[1] = correct;
-	if (n) {
-		sum_slice(s, g, s->lo, s->hi);
-		dlt_optim_step_strided(o, lr, t, s->params + s->lo, s->state + s->lo,
-				       np, g + s->lo, n);
+	/* block by block, so each block's sum is still in L1 when the optimizer
+	 * reads it (the update is elementwise: blocks change no result) */
+	for (size_t lo = s->lo; lo < s->hi; lo += SUM_BLOCK) {
+		size_t hi = lo + SUM_BLOCK < s->hi ? lo + SUM_BLOCK : s->hi;
+
+		sum_slice(s, g, lo, hi);
+		dlt_optim_step_strided(o, lr, t, s->params + lo, s->state + lo, np, g + lo, hi - lo);
 	}
 	timed_fence(s);
 }
