@@ -929,8 +929,8 @@ int main(int argc, char **argv)
 				R->st.train_s : 0.0, R->st.elapsed_s);
 		logline(R, "dlh-train: rank 0 time in this process: forward %.2f s (eval included), "
 			"backward %.2f s, allreduce wait %.2f s (shm: with the optimizer), "
-			"optimizer %.2f s",
-			R->net.t_fwd, R->net.t_bwd, R->t_comm_wait, R->t_opt);
+			"optimizer %.2f s; %ld batches gathered by the trainer, not the prefetch thread",
+			R->net.t_fwd, R->net.t_bwd, R->t_comm_wait, R->t_opt, R->pf.stolen);
 		if (R->gpu) {
 			double t[4];
 
