@@ -22,6 +22,7 @@
 #include "engine/train/plan.h"
 #include "engine/train/rng.h"
 #include "engine/train/shm.h"
+#include "tests/unit/batch.h"
 #include "tests/unit/check.h"
 
 #define TMP_TEMPLATE "/tmp/dlh-test-train-XXXXXX"
@@ -188,18 +189,6 @@ TEST(idx_rejects_truncated_file)
 	tmp_path(img, sizeof img, "absent.gz");
 	CHECK(dlt_idx_load_images(img, 0, 1, &x, &dim, err, sizeof err) == -ENOENT);
 	CHECK_MSG(strstr(err, "cannot open \"") && strstr(err, "No such file"), "%s", err);
-}
-
-/* Random data for the model tests: x ~ N(0,1), labels mod classes. */
-static void fill_batch(float *x, uint8_t *y, int n, int dim, int classes, uint64_t seed)
-{
-	struct dlt_rng r;
-
-	dlt_rng_seed(&r, seed, 1, 2);
-	for (int i = 0; i < n * dim; i++)
-		x[i] = (float)dlt_rng_normal(&r);
-	for (int i = 0; i < n; i++)
-		y[i] = (uint8_t)dlt_rng_below(&r, (uint64_t)classes);
 }
 
 /* Builds n, an MLP of in inputs, hidden widths and classes outputs for up

@@ -19,6 +19,7 @@
 #include "engine/train/net.h"
 #include "engine/train/optim.h"
 #include "engine/train/rng.h"
+#include "tests/unit/batch.h"
 #include "tests/unit/check.h"
 
 #define TOL_GRAD 1e-4    /* relative L2 error of gradients and logits */
@@ -27,18 +28,6 @@
 
 static char why[DLT_ERR_MAX];   /* the backend's reason when there is no GPU */
 static int have_gpu;            /* 1 when dlt_gpu_count found a device */
-
-/* Random data: x ~ N(0,1), labels below classes. */
-static void fill_batch(float *x, uint8_t *y, int n, int dim, int classes, uint64_t seed)
-{
-	struct dlt_rng r;
-
-	dlt_rng_seed(&r, seed, 1, 2);
-	for (int i = 0; i < n * dim; i++)
-		x[i] = (float)dlt_rng_normal(&r);
-	for (int i = 0; i < n; i++)
-		y[i] = (uint8_t)dlt_rng_below(&r, (uint64_t)classes);
-}
 
 /* Returns ||a - b|| / max(||b||, 1e-30) over n floats. */
 static double rel_l2(const float *a, const float *b, size_t n)

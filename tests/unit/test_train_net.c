@@ -17,23 +17,12 @@
 #include "engine/train/prefetch.h"
 #include "engine/train/opts.h"
 #include "engine/train/rng.h"
+#include "tests/unit/batch.h"
 #include "tests/unit/check.h"
 
 #define TMP_TEMPLATE "/tmp/dlh-test-train-net-XXXXXX"
 
 static char tmpdir[sizeof TMP_TEMPLATE];   /* this run's scratch directory */
-
-/* Random data: x ~ N(0,1), labels below classes. */
-static void fill_batch(float *x, uint8_t *y, int n, int dim, int classes, uint64_t seed)
-{
-	struct dlt_rng r;
-
-	dlt_rng_seed(&r, seed, 1, 2);
-	for (int i = 0; i < n * dim; i++)
-		x[i] = (float)dlt_rng_normal(&r);
-	for (int i = 0; i < n; i++)
-		y[i] = (uint8_t)dlt_rng_below(&r, (uint64_t)classes);
-}
 
 /* A small CNN: 2x6x6 -> conv3(k3) -> relu -> pool2 -> conv4(k5) -> relu ->
  * pool2 (3x3 floors to 1x1) -> dense 5 -> relu -> [dropout] -> dense 3. */
