@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/train/mask.h"
+#include "engine/train/elem.h"
 
 /* Elementwise loops run their first n - n % DLT_LAYER_BLOCK iterations in
  * a loop GCC -O2 vectorizes (no scalar epilogue needed), then the rest. */
@@ -586,19 +586,9 @@ static void pool_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 
 		for (int oy = 0; oy < oh; oy++)
 			for (int ox = 0; ox < ow; ox++) {
-				int best = oy * k * W + ox * k;
-				float mx = in[best];
+				int best;
 
-				for (int dy = 0; dy < k; dy++)
-					for (int dx = 0; dx < k; dx++) {
-						int j = (oy * k + dy) * W + ox * k + dx;
-
-						if (in[j] > mx) {
-							mx = in[j];
-							best = j;
-						}
-					}
-				out[oy * ow + ox] = mx;
+				out[oy * ow + ox] = dlt_pool_window(in, W, k, oy, ox, &best);
 				a[oy * ow + ox] = best;
 			}
 	}

@@ -6,6 +6,8 @@
 #include <immintrin.h>
 #endif
 
+#include "engine/train/elem.h"
+
 #define DLT_MXCSR_FTZ 0x8000u   /* MXCSR flush-to-zero: denormal results become 0 */
 #define DLT_MXCSR_DAZ 0x0040u   /* MXCSR denormals-are-zero: denormal inputs read as 0 */
 #define DLT_SGD_BLOCK 8   /* power of two; the main loop runs a multiple of it, so -O2 vectorizes it */
@@ -101,15 +103,8 @@ static void adam_step(const struct dlt_optim *o, float lr, unsigned long t,
 		_mm_storeu_ps(w + i, _mm_sub_ps(wi, _mm_div_ps(_mm_mul_ps(vstep, mi), den)));
 	}
 #endif
-	for (; i < n; i++) {
-		float gi = g[i] + wd * w[i];
-		float mi = b1 * m[i] + (1.0f - b1) * gi;
-		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-
-		m[i] = mi;
-		v[i] = vi;
-		w[i] -= step * mi / (sqrtf(vi) * ib + eps);
-	}
+	for (; i < n; i++)
+		dlt_adam_elem(w + i, m + i, v + i, g[i], b1, b2, eps, wd, step, ib);
 }
 
 void dlt_optim_step(const struct dlt_optim *o, float lr, unsigned long t,

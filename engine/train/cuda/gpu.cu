@@ -36,7 +36,7 @@
 
 #define restrict __restrict__   /* the C headers use C99's restrict */
 #include "engine/train/gpu.h"
-#include "engine/train/mask.h"
+#include "engine/train/elem.h"
 #undef restrict
 
 #define GPU_THREADS 256          /* threads per block of the elementwise kernels */
@@ -302,20 +302,9 @@ __global__ void k_pool_fwd(float *y, int32_t *arg, const float *x, int k, int H,
 	GRID_STRIDE(e, total) {
 		size_t q = e / op;
 		int o = (int)(e % op), oy = o / ow, ox = o % ow;
-		const float *in = x + q * (size_t)H * (size_t)W;
-		int best = oy * k * W + ox * k;
-		float mx = in[best];
+		int best;
 
-		for (int dy = 0; dy < k; dy++)
-			for (int dx = 0; dx < k; dx++) {
-				int j = (oy * k + dy) * W + ox * k + dx;
-
-				if (in[j] > mx) {
-					mx = in[j];
-					best = j;
-				}
-			}
-		y[e] = mx;
+		y[e] = dlt_pool_window(x + q * (size_t)H * (size_t)W, W, k, oy, ox, &best);
 		arg[e] = best;
 	}
 }
@@ -422,15 +411,8 @@ __global__ void k_sgd(float *w, float *v, const float *g, float lr, float mu, fl
 __global__ void k_adam(float *w, float *m, float *v, const float *g, float b1, float b2,
 		       float eps, float wd, float step, float ib, size_t n)
 {
-	GRID_STRIDE(i, n) {
-		float gi = g[i] + wd * w[i];
-		float mi = b1 * m[i] + (1.0f - b1) * gi;
-		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-
-		m[i] = mi;
-		v[i] = vi;
-		w[i] -= step * mi / (sqrtf(vi) * ib + eps);
-	}
+	GRID_STRIDE(i, n)
+		dlt_adam_elem(w + i, m + i, v + i, g[i], b1, b2, eps, wd, step, ib);
 }
 
 /* ---- host side ---- */
