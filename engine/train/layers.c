@@ -631,22 +631,30 @@ int dlt_dropout_keep(uint64_t seed, uint64_t step, int rank, int layer,
 	return dlt_keep_bit(dlt_mask_key(seed, step, rank, layer), i, dlt_drop_threshold(p));
 }
 
-/* Dropout: y = x / (1 - p) where kept, else 0; identity in inference. */
-static void dropout_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
-			    const float *p, const float *x, float *y, int n)
+/* out = in / (1 - p) where this step's mask keeps the element, else 0; a
+ * plain copy in inference or with p = 0. Forward and backward both. */
+static void dropout_apply(const struct dlt_layer *l, const struct dlt_layer_ctx *c,
+			  const float *in, float *out, int n)
 {
 	size_t m = (size_t)n * dlt_shape_size(l->in);
 	uint64_t key, thr = dlt_drop_threshold(l->p);
 	float scale = 1.0f / (1.0f - l->p);
 
-	(void)p;
 	if (!c->train || l->p <= 0.0f) {
-		memcpy(y, x, m * sizeof *y);
+		memcpy(out, in, m * sizeof *out);
 		return;
 	}
 	key = dlt_mask_key(c->seed, c->step, c->rank, l->index);
 	for (size_t i = 0; i < m; i++)
-		y[i] = dlt_keep_bit(key, i, thr) ? x[i] * scale : 0.0f;
+		out[i] = dlt_keep_bit(key, i, thr) ? in[i] * scale : 0.0f;
+}
+
+/* Dropout: y = x / (1 - p) where kept, else 0; identity in inference. */
+static void dropout_forward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
+			    const float *p, const float *x, float *y, int n)
+{
+	(void)p;
+	dropout_apply(l, c, x, y, n);
 }
 
 /* Dropout: dx = dy / (1 - p) where kept (the same mask), else 0. */
@@ -654,23 +662,12 @@ static void dropout_backward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 			     const float *p, const float *x, const float *y,
 			     const float *dy, float *dx, float *g, int n)
 {
-	size_t m = (size_t)n * dlt_shape_size(l->in);
-	uint64_t key, thr = dlt_drop_threshold(l->p);
-	float scale = 1.0f / (1.0f - l->p);
-
 	(void)p;
 	(void)x;
 	(void)y;
 	(void)g;
-	if (!dx)
-		return;
-	if (!c->train || l->p <= 0.0f) {
-		memcpy(dx, dy, m * sizeof *dx);
-		return;
-	}
-	key = dlt_mask_key(c->seed, c->step, c->rank, l->index);
-	for (size_t i = 0; i < m; i++)
-		dx[i] = dlt_keep_bit(key, i, thr) ? dy[i] * scale : 0.0f;
+	if (dx)
+		dropout_apply(l, c, dy, dx, n);
 }
 
 static const struct dlt_layer_ops dropout_ops = {
