@@ -195,11 +195,10 @@ TEST(idx_rejects_truncated_file)
  * to rows rows (dropout seed 1). Returns dlt_net_create's result. */
 static int make_mlp(struct dlt_net *n, int in, const int *hidden, int nh, int classes, int rows)
 {
-	struct dlt_net_spec spec = { .in = { 1, 1, in }, .classes = classes, .pool = 1,
-				     .ndense = nh };
+	struct dlt_net_spec spec;
 	char err[DLT_ERR_MAX];
 
-	memcpy(spec.dense, hidden, (size_t)nh * sizeof *hidden);
+	mlp_spec(&spec, in, hidden, nh, classes);
 	return dlt_net_create(n, &spec, rows, 1, 0, err, sizeof err);
 }
 

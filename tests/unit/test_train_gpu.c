@@ -43,17 +43,6 @@ static double rel_l2(const float *a, const float *b, size_t n)
 	return sqrt(d) / (s > 1e-60 ? sqrt(s) : 1e-30);
 }
 
-/* An MLP spec: in -> hidden... -> classes. */
-static void mlp_spec(struct dlt_net_spec *s, int in, const int *hidden, int nh, int classes)
-{
-	memset(s, 0, sizeof *s);
-	s->in = (struct dlt_shape){ 1, 1, in };
-	s->classes = classes;
-	s->pool = 1;
-	s->ndense = nh;
-	memcpy(s->dense, hidden, (size_t)nh * sizeof *hidden);
-}
-
 /* A CNN spec: c x h x w -> conv blocks -> dense -> [dropout] -> classes. */
 static void cnn_spec(struct dlt_net_spec *s, struct dlt_shape in, int nconv, const int *filters,
 		     const int *kernel, int pool, int dense, float dropout, int classes)

@@ -42,17 +42,6 @@ static void small_cnn(struct dlt_net_spec *s, float dropout)
 	s->dropout = dropout;
 }
 
-/* An MLP spec: in -> hidden... -> classes. */
-static void small_mlp(struct dlt_net_spec *s, int in, const int *hidden, int nh, int classes)
-{
-	memset(s, 0, sizeof *s);
-	s->in = (struct dlt_shape){ 1, 1, in };
-	s->classes = classes;
-	s->pool = 1;
-	s->ndense = nh;
-	memcpy(s->dense, hidden, (size_t)nh * sizeof *hidden);
-}
-
 TEST(net_mlp_matches_mlp_bit_for_bit)
 {
 	enum { IN = 30, C = 4, N = 9 };
@@ -66,7 +55,7 @@ TEST(net_mlp_matches_mlp_bit_for_bit)
 	double l1 = 0, l2 = 0;
 	long h1 = 0, h2 = 0;
 
-	small_mlp(&s, IN, hidden, 2, C);
+	mlp_spec(&s, IN, hidden, 2, C);
 	CHECK(dlt_mlp_create(&m, IN, hidden, 2, C, N, err, sizeof err) == 0);
 	CHECK_MSG(dlt_net_create(&n, &s, N, 1, 0, err, sizeof err) == 0, "%s", err);
 	CHECK(n.nparams == m.nparams);
@@ -174,7 +163,7 @@ TEST(dropout_layer_scales_kept_and_is_identity_in_eval)
 	uint8_t y[N];
 	int zeros = 0;
 
-	small_mlp(&s, IN, hidden, 1, 3);
+	mlp_spec(&s, IN, hidden, 1, 3);
 	s.dropout = 0.5f;
 	CHECK(dlt_net_create(&n, &s, N, 4, 0, err, sizeof err) == 0);
 	CHECK(n.nlayers == 4 && n.layer[2].kind == DLT_LAYER_DROPOUT);
@@ -258,7 +247,7 @@ TEST(shard_step_equals_global_step_all_optimizers)
 	const enum dlt_optim_kind kinds[3] = { DLT_OPTIM_SGD, DLT_OPTIM_NESTEROV, DLT_OPTIM_ADAM };
 	struct dlt_net_spec mlp, cnn;
 
-	small_mlp(&mlp, 24, hidden, 2, 5);
+	mlp_spec(&mlp, 24, hidden, 2, 5);
 	small_cnn(&cnn, 0.0f);
 	for (int k = 0; k < 3; k++) {
 		double dm = shard_vs_global(&mlp, 24, kinds[k]);
