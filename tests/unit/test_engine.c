@@ -106,6 +106,16 @@ static struct dlh_spec parsed(const char *text)
 	return s;
 }
 
+/* The index of the last argv word of p equal to word, or -1. */
+static int argv_index(const struct dlh_plan *p, const char *word)
+{
+	int at = -1;
+	for (int i = 0; i < p->argc; i++)
+		if (!strcmp(p->argv[i], word))
+			at = i;
+	return at;
+}
+
 static const struct dlh_tools tools = { "/usr/bin/mpirun", "/opt/dlh-train" };
 
 TEST(plan_splits_batch_with_remainder_first)
@@ -151,13 +161,11 @@ TEST(plan_gpu_takes_one_rank_per_gpu_and_passes_device)
 	struct dlh_plan *p = malloc(sizeof *p);
 	struct dlh_buf out = { 0 };
 	char err[256];
-	int dev = -1;
+	int dev;
 	CHECK(dlh_plan_slots(&s, &pool) == 2);
 	CHECK_MSG(dlh_plan_make(&s, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
 	CHECK(p->ranks == 2 && p->gpu == 1);
-	for (int i = 0; i < p->argc; i++)
-		if (!strcmp(p->argv[i], "--device"))
-			dev = i;
+	dev = argv_index(p, "--device");
 	CHECK(dev > 0 && !strcmp(p->argv[dev + 1], "gpu"));
 	CHECK(dlh_plan_format(p, &out) == 0);
 	CHECK_MSG(strstr(out.data, "rank 1 host n1 device gpu1 batch 32\n"), "plan: %s", out.data);
@@ -167,8 +175,7 @@ TEST(plan_gpu_takes_one_rank_per_gpu_and_passes_device)
 	CHECK_MSG(strstr(err, "3 ranks need 3 GPUs (one each), the pool has 2"), "err: %s", err);
 	s = parsed("[resources]\nranks = 2\n");
 	CHECK(dlh_plan_make(&s, &pool, &tools, "/d", p, err, sizeof err) == 0);
-	for (int i = 0; i < p->argc; i++)
-		CHECK_MSG(strcmp(p->argv[i], "--device"), "a cpu plan passes --device");
+	CHECK_MSG(argv_index(p, "--device") < 0, "a cpu plan passes --device");
 	free(p);
 }
 
@@ -181,15 +188,9 @@ TEST(plan_argv_is_exact_words_without_a_shell)
 	CHECK(dlh_plan_make(&s, &pool, &tools, "/st/jobs/1", p, err, sizeof err) == 0);
 	CHECK(!strcmp(p->argv[0], "/usr/bin/mpirun"));
 	CHECK(!strcmp(p->argv[1], "-np") && !strcmp(p->argv[2], "2"));
-	int at = -1;
-	for (int i = 0; i < p->argc; i++)
-		if (!strcmp(p->argv[i], "/opt/dlh-train"))
-			at = i;
+	int at = argv_index(p, "/opt/dlh-train");
 	CHECK(at > 0 && !strcmp(p->argv[at + 1], "--job-dir") && !strcmp(p->argv[at + 2], "/st/jobs/1"));
-	int lr = -1;
-	for (int i = 0; i < p->argc; i++)
-		if (!strcmp(p->argv[i], "--lr"))
-			lr = i;
+	int lr = argv_index(p, "--lr");
 	CHECK_MSG(lr > 0 && !strcmp(p->argv[lr + 1], "0.1"), "lr printed as %s", p->argv[lr + 1]);
 	CHECK(p->argv[p->argc] == NULL);
 	free(p);
