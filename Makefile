@@ -91,7 +91,7 @@ LIBENGINE = $(BUILD)/libdlhengine.a
 LIBTRAIN  = $(BUILD)/libdlhtrain.a
 
 .PHONY: all deps check asan bench bench-deps example clean
-all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(UNIT_BIN) $(GPU_BIN)
+all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(UNIT_BIN) $(GPU_BIN)
 
 $(BUILD)/obj/schema/%.o: schema/%.c
 	@mkdir -p $(dir $@)
@@ -105,6 +105,9 @@ $(BUILD)/obj/engine/train/cuda/%.pic.o: engine/train/cuda/%.cu
 $(BUILD)/dlh-train-cuda.so: $(BUILD)/obj/engine/train/cuda/gpu.pic.o
 	$(NVCC) $(CUDA_ARCH) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 \
 		-lnccl -lcublas
+$(BUILD)/obj/engine/calib/%.o: engine/calib/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(ZLIB_CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/obj/engine/%.o: engine/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -MMD -MP -c $< -o $@
@@ -131,6 +134,10 @@ $(BUILD)/dlhfs: $(FS_OBJ) $(LIBENGINE) $(LIBSCHEMA)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 # the trainer shares the engine's file helpers (atomic writes, mkdir -p)
 $(BUILD)/dlh-train: $(TRAIN_OBJ) $(BUILD)/obj/engine/util.o
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
+# the calibration microbenchmarks (engine/calib.c runs them under mpirun);
+# they time the trainer's own loader and initialisation
+$(BUILD)/dlh-calib: $(BUILD)/obj/engine/calib/main.o $(LIBTRAIN)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
 # Unit tests link only the module they cover: test_train* the trainer,
 # test_schema* the spec language, the rest the engine (and schema).
