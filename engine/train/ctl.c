@@ -28,14 +28,33 @@ void dlt_ctl_install(void)
 	sigaction(SIGUSR2, &sa, NULL);
 }
 
-enum dlt_ctl_request dlt_ctl_poll(void)
+enum dlt_ctl_request dlt_ctl_take(void)
 {
-	int mine = DLT_CTL_NONE, all = DLT_CTL_NONE;
+	enum dlt_ctl_request mine = DLT_CTL_NONE;
 
 	if (atomic_exchange(&want_checkpoint, 0))
 		mine = DLT_CTL_CHECKPOINT;
 	if (atomic_exchange(&want_suspend, 0))
 		mine = DLT_CTL_SUSPEND;
+	return mine;
+}
+
+void dlt_ctl_encode(enum dlt_ctl_request r, float f[2])
+{
+	f[0] = r == DLT_CTL_CHECKPOINT;
+	f[1] = r == DLT_CTL_SUSPEND;
+}
+
+enum dlt_ctl_request dlt_ctl_decode(const double sum[2])
+{
+	/* counts of ranks: exact in float up to 2^24 ranks */
+	return sum[1] > 0.5 ? DLT_CTL_SUSPEND : sum[0] > 0.5 ? DLT_CTL_CHECKPOINT : DLT_CTL_NONE;
+}
+
+enum dlt_ctl_request dlt_ctl_poll(void)
+{
+	int mine = (int)dlt_ctl_take(), all = DLT_CTL_NONE;
+
 	MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 	return (enum dlt_ctl_request)all;
 }

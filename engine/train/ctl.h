@@ -21,6 +21,17 @@ enum dlt_ctl_request {
  * in main, before MPI_Init, so an early request is kept, not fatal. */
 void dlt_ctl_install(void);
 
+/* Takes this rank's pending request (DLT_CTL_NONE when there is none). */
+enum dlt_ctl_request dlt_ctl_take(void);
+
+/* Puts request r of this rank as two floats (checkpoint, suspend: 0 or 1)
+ * into f, to be summed over the ranks with the step's gradients. */
+void dlt_ctl_encode(enum dlt_ctl_request r, float f[2]);
+
+/* The strongest request of any rank from those floats summed over the
+ * ranks (suspend over checkpoint over none). */
+enum dlt_ctl_request dlt_ctl_decode(const double sum[2]);
+
 /* Collective over MPI_COMM_WORLD, called by every rank at each step
  * boundary: takes this rank's pending request and returns the strongest
  * request of any rank (suspend over checkpoint over none). */

@@ -62,7 +62,9 @@ struct run {
 	double t_opt;                     /* seconds in the optimizer */
 	float *params;                    /* nparams (in shm when shm_on) */
 	float *mom;                       /* nstate x nparams optimizer state (idem) */
-	float *grads;                     /* nparams + 2: loss sum, correct count (idem) */
+	float *grads;                     /* nparams + DLT_GRAD_EXTRA: loss sum, correct
+					     count, requests (shm.h) (idem) */
+	enum dlt_ctl_request agreed;      /* the ranks' requests summed with the last step */
 	int shm_on;                       /* 1 = gradients summed through shm */
 	struct dlt_shm shm;               /* the node's shared model, when shm_on */
 	struct dlt_prefetch pf;           /* batches, gathered by a helper thread */
@@ -174,14 +176,16 @@ static int max_label(const char *labels, long n)
 	return mx;
 }
 
-/* Splits the gradients (and the 2 loss floats after them) into buckets of
+/* Splits the gradients (and the extra floats after them) into buckets of
  * about --bucket-mb, last layer first, each ending on a layer boundary;
  * none (one blocking allreduce) for --bucket-mb 0 or a single bucket. */
 static void make_buckets(struct run *R)
 {
 	const struct dlt_net *n = &R->net;
 	const double limit = R->o.bucket_mb * DLT_MB / sizeof(float);
-	size_t hi = n->nparams + 2;
+	/* on GPUs the loss and correct count follow the gradients; requests
+	 * are agreed apart (dlt_ctl_poll) */
+	size_t hi = n->nparams + (R->o.device == DLT_DEVICE_GPU ? 2 : DLT_GRAD_EXTRA);
 	int last = -1;
 
 	R->nbuckets = 0;
@@ -317,7 +321,7 @@ static void setup(struct run *R)
 	}
 	R->params = xmalloc(np * sizeof(float));
 	R->mom = xmalloc((size_t)R->nstate * np * sizeof(float));
-	R->grads = xmalloc((np + 2) * sizeof(float));
+	R->grads = xmalloc((np + DLT_GRAD_EXTRA) * sizeof(float));
 	memset(R->mom, 0, (size_t)R->nstate * np * sizeof(float));
 	dlt_net_init_params(&R->net, R->params, o->seed);
 }
@@ -597,9 +601,11 @@ static double gpu_step(struct run *R, long step, float lr, const float *bx, cons
  * its batch (from the prefetcher) at learning rate lr: forward and
  * backward, the allreduce of gradients + loss sum + correct count (one
  * blocking call, or bucket by bucket during backward), the optimizer.
- * Sets *loss and *acc to the global batch's mean loss and accuracy.
+ * Sets *loss and *acc to the global batch's mean loss and accuracy. With
+ * take_ctl the harness's pending request of this rank rides along and
+ * R->agreed is what the ranks agreed (the GPU path: dlt_ctl_poll after).
  * Returns the seconds it took. */
-static double step_once(struct run *R, long step, float lr,
+static double step_once(struct run *R, long step, float lr, int take_ctl,
 			double *loss, double *acc)
 {
 	const int b = R->plan.batch[R->rank], global = R->plan.global_batch;
@@ -617,24 +623,26 @@ static double step_once(struct run *R, long step, float lr,
 			     (uint64_t)step, &loss_sum, &correct);
 	R->grads[np] = (float)loss_sum;
 	R->grads[np + 1] = (float)correct;
+	dlt_ctl_encode(take_ctl ? dlt_ctl_take() : DLT_CTL_NONE, R->grads + np + 2);
 	R->launched = 0;
 	dlt_net_backward(&R->net, R->params, bx, b, R->grads,
 			 R->nbuckets ? on_layer : NULL, R);
 	t1 = now();
 	R->t_compute += t1 - t0;
 	if (R->shm_on) {   /* the sum and this rank's slice of the update */
-		double sums[2];
+		double sums[DLT_GRAD_EXTRA];
 
 		dlt_shm_step(&R->shm, &R->optim, lr, (unsigned long)step, sums);
 		R->t_comm_wait += now() - t1;
 		*loss = sums[0] / (double)global;
 		*acc = sums[1] / (double)global;
+		R->agreed = dlt_ctl_decode(sums + 2);
 		return now() - t0;
 	}
 	if (R->nbuckets)
 		MPI_Waitall(R->launched, R->req, MPI_STATUSES_IGNORE);
 	else
-		MPI_Allreduce(MPI_IN_PLACE, R->grads, (int)(np + 2), MPI_FLOAT, MPI_SUM,
+		MPI_Allreduce(MPI_IN_PLACE, R->grads, (int)(np + DLT_GRAD_EXTRA), MPI_FLOAT, MPI_SUM,
 			      MPI_COMM_WORLD);
 	R->t_comm_wait += now() - t1;
 	t1 = now();
@@ -642,6 +650,7 @@ static double step_once(struct run *R, long step, float lr,
 	R->t_opt += now() - t1;
 	*loss = R->grads[np] / (double)global;
 	*acc = R->grads[np + 1] / (double)global;
+	R->agreed = dlt_ctl_decode((const double[2]){ R->grads[np + 2], R->grads[np + 3] });
 	return now() - t0;
 }
 
@@ -687,7 +696,8 @@ static void lr_find(struct run *R)
 	for (int i = 0;; i++) {   /* every rank sees the same global loss: same stop */
 		double loss, acc;
 
-		step_once(R, i + 1, (float)dlt_lrfind_rate(i, steps), &loss, &acc);
+		/* requests wait for the training steps */
+		step_once(R, i + 1, (float)dlt_lrfind_rate(i, steps), 0, &loss, &acc);
 		if (!dlt_lrfind_push(&f, loss))
 			break;
 	}
@@ -772,7 +782,7 @@ static void train(struct run *R)
 			R->st.epoch_loss_sum = 0.0;
 			R->st.epoch_steps = 0;
 		}
-		dt = step_once(R, step, (float)lr, &loss, &acc);
+		dt = step_once(R, step, (float)lr, 1, &loss, &acc);
 		if (!isfinite(loss))
 			die("training diverged: loss %g at step %ld (try a smaller --lr)", loss, step);
 		R->st.step = (uint64_t)step;
@@ -797,9 +807,10 @@ static void train(struct run *R)
 			dlt_ckpt_step_name((uint64_t)step, name, sizeof name);
 			save(R, name);
 		}
-		/* the harness's requests (ctl.h), agreed by every rank */
+		/* the harness's requests (ctl.h), agreed by every rank in the
+		 * step's gradient sum (on GPUs, by a collective of their own) */
 		if (step < p->total_steps) {
-			enum dlt_ctl_request req = dlt_ctl_poll();
+			enum dlt_ctl_request req = R->gpu ? dlt_ctl_poll() : R->agreed;
 
 			if (req != DLT_CTL_NONE) {
 				char name[DLT_CKPT_NAME_MAX];

@@ -49,7 +49,7 @@ int dlt_shm_possible(MPI_Comm comm)
 int dlt_shm_create(struct dlt_shm *s, MPI_Comm comm, size_t nparams, int nstate,
 		   const int *weight, char *err, size_t errlen)
 {
-	const size_t slot = pad(nparams + 2);
+	const size_t slot = pad(nparams + DLT_GRAD_EXTRA);
 	MPI_Aint bytes;
 	MPI_Info info;
 	float *base;
@@ -152,21 +152,21 @@ static void sum_slice(const struct dlt_shm *s, float *restrict d, size_t lo, siz
 }
 
 void dlt_shm_step(struct dlt_shm *s, const struct dlt_optim *o, float lr, unsigned long t,
-		  double sums[2])
+		  double sums[DLT_GRAD_EXTRA])
 {
 	const size_t np = s->nparams;
-	float loss = 0.0f, correct = 0.0f;
 	/* the sum goes into this rank's own slot: no other rank reads lo..hi
 	 * of it after the fence below has let them all start reducing */
 	float *g = s->slot[s->rank];
 
 	timed_fence(s);
-	for (int r = 0; r < s->ranks; r++) {   /* in float and rank order, as MPI would */
-		loss = r ? loss + s->slot[r][np] : s->slot[r][np];
-		correct = r ? correct + s->slot[r][np + 1] : s->slot[r][np + 1];
+	for (int k = 0; k < DLT_GRAD_EXTRA; k++) {
+		float v = s->slot[0][np + k];
+
+		for (int r = 1; r < s->ranks; r++)   /* in float and rank order, as MPI would */
+			v += s->slot[r][np + k];
+		sums[k] = v;
 	}
-	sums[0] = loss;
-	sums[1] = correct;
 	/* block by block, so each block's sum is still in L1 when the optimizer
 	 * reads it (the update is elementwise: blocks change no result) */
 	for (size_t lo = s->lo; lo < s->hi; lo += SUM_BLOCK) {

@@ -23,6 +23,12 @@
 
 #define DLT_SHM_MAX_RANKS 256   /* most ranks on one node */
 
+/* Floats after each rank's gradients that are summed with them: the loss
+ * sum, the correct count, and the harness's two requests (checkpoint,
+ * suspend: ctl.h), so that agreeing on them costs no synchronisation of
+ * its own. The MPI paths carry the same floats. */
+#define DLT_GRAD_EXTRA 4
+
 /* The shared window and this rank's view of it. */
 struct dlt_shm {
 	MPI_Comm comm;                        /* the ranks (a node's) */
@@ -32,7 +38,7 @@ struct dlt_shm {
 	int nstate;                           /* optimizer state arrays */
 	float *params;                        /* nparams, one copy for the node */
 	float *state;                         /* nstate arrays of nparams, one after the other */
-	float *slot[DLT_SHM_MAX_RANKS];       /* rank r's gradients: nparams + 2 loss floats */
+	float *slot[DLT_SHM_MAX_RANKS];       /* rank r's gradients, then DLT_GRAD_EXTRA floats */
 	size_t lo, hi;                        /* this rank's slice of [0, nparams) */
 	double t_wait;                        /* seconds in dlt_shm_step's barriers (waiting) */
 };
@@ -57,13 +63,13 @@ void dlt_shm_destroy(struct dlt_shm *s);
 void dlt_shm_fence(const struct dlt_shm *s);
 
 /* The step after every rank wrote its gradients (and its loss sum and
- * correct count in the 2 floats after them) into its slot: sums slice lo..hi
- * of the gradients over the ranks, runs the optimizer (lr, 1-based step t)
- * on that slice of params and state, and sets sums[0..1] to the global loss
- * sum and correct count. Collective; on return every rank sees the whole
+ * DLT_GRAD_EXTRA floats after them) into its slot: sums slice lo..hi of the
+ * gradients over the ranks, runs the optimizer (lr, 1-based step t) on that
+ * slice of params and state, and sets sums[] to the sums of the extra
+ * floats over the ranks. Collective; on return every rank sees the whole
  * updated model. */
 void dlt_shm_step(struct dlt_shm *s, const struct dlt_optim *o, float lr, unsigned long t,
-		  double sums[2]);
+		  double sums[DLT_GRAD_EXTRA]);
 
 /* Slice r of n floats over k ranks, proportional to weight (k entries, or
  * NULL for equal): cache-line aligned boundaries so two ranks never write
