@@ -23,8 +23,9 @@
 
 /* Copy bandwidth is measured over these working sets (bytes read plus
  * written), from inside L2 to well past the last-level cache. */
-#define DLH_CALIB_BW_N 4
-#define DLH_CALIB_BW_SIZES { 64L << 10, 512L << 10, 4L << 20, 64L << 20 }
+#define DLH_CALIB_BW_N 5
+#define DLH_CALIB_BW_SIZES { 64L << 10, 512L << 10, 4L << 20, 32L << 20, \
+			     256L << 20 }
 
 /* One device type's measured speeds (a "cpu" device is one core). The
  * estimator owns which shapes and terms are measured: fields may grow. */
