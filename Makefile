@@ -121,7 +121,9 @@ $(BUILD)/obj/tests/unit/%.o: tests/unit/%.c
 $(LIBSCHEMA): $(SCHEMA_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
-$(LIBENGINE): $(ENGINE_OBJ)
+# the daemon reads data headers (engine/dataset.c) with the trainer's readers
+ENGINE_DATA_OBJ = $(BUILD)/obj/engine/train/idx.o $(BUILD)/obj/engine/train/csv.o
+$(LIBENGINE): $(ENGINE_OBJ) $(ENGINE_DATA_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 $(LIBTRAIN): $(TRAIN_LIB_OBJ) $(BUILD)/obj/engine/util.o
@@ -129,7 +131,7 @@ $(LIBTRAIN): $(TRAIN_LIB_OBJ) $(BUILD)/obj/engine/util.o
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/dlhfs: $(FS_OBJ) $(LIBENGINE) $(LIBSCHEMA)
-	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(INIH_LIBS) -lpthread -lm
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 # the trainer shares the engine's file helpers (atomic writes, mkdir -p)
 $(BUILD)/dlh-train: $(TRAIN_OBJ) $(BUILD)/obj/engine/util.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
@@ -150,7 +152,7 @@ $(UNIT_SCHEMA): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBSCHEMA)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) -lm
 $(UNIT_ENGINE): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBENGINE) $(LIBSCHEMA)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) -lpthread -lm
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 
 # test_train_gpu again, against gpu.cu compiled as plain C++ over
 # tests/unit/gpu_emu.h (kernels run on the CPU; sanitizers apply to them)
@@ -187,7 +189,7 @@ asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" check
 
 $(BUILD)/bench-launch: bench/launch.c $(LIBENGINE)
-	$(CC) $(BASE_CFLAGS) $(BASE_LDFLAGS) -o $@ $^ -lpthread -lm
+	$(CC) $(BASE_CFLAGS) $(BASE_LDFLAGS) -o $@ $^ $(ZLIB_LIBS) -lpthread -lm
 
 # the estimator without a mount: calibrate, estimate a spec, run it, compare
 $(BUILD)/bench-estimate: bench/estimate_tool.c $(LIBENGINE) $(LIBSCHEMA)

@@ -66,6 +66,11 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 int dlh_estimate_format(const struct dlh_estimate *pred, const struct dlh_estimate *act,
 			struct dlh_buf *out);
 
+/* Reads the predicted values back from the text dlh_estimate_format wrote
+ * (the actual_ and error_ lines are skipped). Returns 0, or -EINVAL when a
+ * predicted key is missing. */
+int dlh_estimate_parse(const char *text, struct dlh_estimate *pred);
+
 /* Reads what a finished run measured from its job directory (metrics.csv,
  * rank_times, result) and its wall time into act; fields it cannot know stay
  * negative. Returns 0, or -errno (-ENOENT: the run left no metrics). */
