@@ -282,6 +282,28 @@ TEST(format_has_one_key_per_line_and_errors_after_a_run)
 	dlh_buf_free(&b);
 }
 
+TEST(parse_reads_back_what_format_wrote)
+{
+	struct dlh_calib c;
+	struct dlh_estimate e, back, act = { .step_s = 1, .compute_s = -1, .comm_s = -1,
+					     .epoch_s = -1, .startup_s = -1, .total_s = 9,
+					     .joules = -1, .mem_bytes = -1, .comm_bytes = -1 };
+	struct dlh_buf b = { 0 };
+
+	real_calib(&c);
+	mlp(&c, 256, 128, 2, "cpu");
+	CHECK(est(&c, NULL, &e) == 0);
+	CHECK(dlh_estimate_format(&e, &act, &b) == 0);
+	int rc = dlh_estimate_parse(b.data, &back);
+	dlh_buf_free(&b);
+	CHECK(rc == 0);
+	CHECK(back.steps == e.steps);
+	CHECK(fabs(back.total_s - e.total_s) <= 1e-5 * e.total_s);   /* not actual_total_s */
+	CHECK(fabs(back.raw_compute - e.raw_compute) <= 1e-5 * e.raw_compute);
+	CHECK(fabs(back.raw_startup - e.raw_startup) <= 1e-5 * e.raw_startup);
+	CHECK(dlh_estimate_parse("step_s=1\n", &back) == -EINVAL);
+}
+
 /* Writes text to DIR/name. */
 static int put(const char *dir, const char *name, const char *text)
 {
@@ -425,6 +447,7 @@ int main(void)
 	RUN(a_cnn_costs_more_than_its_dense_part);
 	RUN(errors_name_the_problem);
 	RUN(format_has_one_key_per_line_and_errors_after_a_run);
+	RUN(parse_reads_back_what_format_wrote);
 	RUN(actual_reads_metrics_rank_times_and_result);
 	RUN(actual_without_metrics_is_enoent);
 	RUN(history_fit_recovers_known_factors);
