@@ -191,9 +191,9 @@ asan:
 $(BUILD)/bench-launch: bench/launch.c $(LIBENGINE)
 	$(CC) $(BASE_CFLAGS) $(BASE_LDFLAGS) -o $@ $^ $(ZLIB_LIBS) -lpthread -lm
 
-# the estimator without a mount: calibrate, estimate a spec, run it, compare
+# leave-one-out refits of a state dir's history (bench/estimate's second column)
 $(BUILD)/bench-estimate: bench/estimate_tool.c $(LIBENGINE) $(LIBSCHEMA)
-	$(CC) $(BASE_CFLAGS) $(ZLIB_CFLAGS) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
+	$(CC) $(BASE_CFLAGS) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 
 # ncclAllReduce bus bandwidth, 1..256 MB (GPU builds; bench/nccl-bw runs it)
 $(BUILD)/bench-nccl-bw: bench/nccl_bw.c
