@@ -8,13 +8,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/launch.h"
+#include "engine/proc.h"
 
 #define CALIB_TEXT_MAX (64 * 1024)   /* largest cache or dlh-calib output */
 #define CALIB_KEY_MAX 64             /* longest key */
+#define CALIB_PHASE_MAX_S 60.0       /* a phase that runs longer is stuck: killed */
+#define CALIB_POLL_NS 10000000L      /* waitpid polling while a phase runs (10 ms) */
 
 static const int gemm_dims[DLH_CALIB_GEMM_N] = DLH_CALIB_GEMM_DIMS;
 static const long bw_sizes[DLH_CALIB_BW_N] = DLH_CALIB_BW_SIZES;
@@ -333,6 +338,31 @@ int dlh_calib_save(const char *state_dir, const struct dlh_calib *c)
 	return rc;
 }
 
+/* Waits for the phase started as pid (a session leader) to exit; one that
+ * runs past CALIB_PHASE_MAX_S is stuck (a hung mpirun must not hold the
+ * calibration, and the jobs waiting for it, for ever): its session is
+ * killed. Polls, since the daemon's other children must not be reaped
+ * here. Returns 0 with *status set, -ETIMEDOUT, or -errno. */
+static int wait_phase(pid_t pid, int *status)
+{
+	const double end = dlh_mono() + CALIB_PHASE_MAX_S;
+	const struct timespec tick = { 0, CALIB_POLL_NS };
+	for (;;) {
+		pid_t w = waitpid(pid, status, WNOHANG);
+		if (w == pid)
+			return 0;
+		if (w < 0 && errno != EINTR)
+			return -errno;
+		if (dlh_mono() > end) {
+			dlh_proc_kill_session(pid, SIGKILL);
+			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+				;
+			return -ETIMEDOUT;
+		}
+		nanosleep(&tick, NULL);
+	}
+}
+
 /* Runs dlh-calib --phase phase on ranks ranks under mpirun, its output in
  * out_path; parses it into c and sets the seconds from the fork to its
  * MPI_Init (*launch) and from its MPI_Finalize to mpirun's exit (*fin).
@@ -383,12 +413,16 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 		snprintf(err, errlen, "cannot start \"%s\": %s", o->mpirun, strerror(-rc));
 		return rc;
 	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR) {
-			rc = -errno;
-			snprintf(err, errlen, "waiting for dlh-calib: %s", strerror(-rc));
-			return rc;
-		}
+	rc = wait_phase(pid, &status);
+	if (rc) {
+		if (rc == -ETIMEDOUT)
+			snprintf(err, errlen, "dlh-calib --phase %s on %d ranks ran past %.0f s: killed",
+				 phase, ranks, CALIB_PHASE_MAX_S);
+		else
+			snprintf(err, errlen, "waiting for dlh-calib --phase %s on %d ranks: %s", phase,
+				 ranks, strerror(-rc));
+		return rc;
+	}
 	double t1 = dlh_now();
 	rc = dlh_read_file(out_path, CALIB_TEXT_MAX, &text, &len);
 	if (rc) {
