@@ -432,8 +432,12 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
 	    dlh_kv_get(text, "#t_init", v, sizeof v) < 0 || (t_init = strtod(v, NULL)) <= 0 ||
 	    dlh_kv_get(text, "#t_fin", v, sizeof v) < 0 || (t_fin = strtod(v, NULL)) <= 0) {
-		snprintf(err, errlen, "dlh-calib --phase %s on %d ranks failed (status %d): %.200s",
-			 phase, ranks, status, len ? text : "no output");
+		/* its last words (stderr comes after the numbers) */
+		const char *tail = len > 200 ? text + len - 200 : text;
+		snprintf(err, errlen, "dlh-calib --phase %s on %d ranks failed (%s %d): %s", phase,
+			 ranks, WIFEXITED(status) ? "exit status" : "signal",
+			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+			 len ? tail : "no output");
 		free(text);
 		return -EIO;
 	}
@@ -462,8 +466,10 @@ int dlh_calib_measure(const struct dlh_calib_opts *o, struct dlh_calib *c,
 		memset(c, 0, sizeof *c);
 		return rc;
 	}
-	c->launch_s = l1;
-	c->finalize_s = o->cpus > 1 ? (f1 + fn) / 2 : f1;
+	/* both phases time a launch and an exit: the other load of a shared
+	 * machine only ever adds to them, so the lesser of each */
+	c->launch_s = o->cpus > 1 && ln < l1 ? ln : l1;
+	c->finalize_s = o->cpus > 1 && fn < f1 ? fn : f1;
 	c->launch_rank_s = o->cpus > 1 && ln > l1 ? (ln - l1) / (o->cpus - 1) : 0.0;
 	for (int i = 0; i < c->ndev; i++) {   /* one core: the node's ranks never overlap */
 		struct dlh_calib_dev *d = &c->dev[i];

@@ -279,8 +279,9 @@ static void synth_pair(const char *dir, char *images, char *labels, size_t len)
 		}
 		y[i] = (uint8_t)(i % 10);
 	}
-	snprintf(images, len, "%s/.calib-images.gz", dir);
-	snprintf(labels, len, "%s/.calib-labels.gz", dir);
+	/* the pid: calibrations of several daemons may share dir (/tmp) */
+	snprintf(images, len, "%s/.calib-images.%d.gz", dir, (int)getpid());
+	snprintf(labels, len, "%s/.calib-labels.%d.gz", dir, (int)getpid());
 	write_idx(images, 0x803, 3, dims, x, (size_t)SYNTH_IMAGES * 784);
 	write_idx(labels, 0x801, 1, ldims, y, SYNTH_IMAGES);
 	free(x);
@@ -353,7 +354,7 @@ static void write_times(const char *dir)
 	double small = INFINITY, large = INFINITY;
 
 	memset(buf, 0x5a, WRITE_BIG);
-	snprintf(path, sizeof path, "%s/.calib-write", dir);
+	snprintf(path, sizeof path, "%s/.calib-write.%d", dir, (int)getpid());
 	for (int r = 0; r < 3; r++) {
 		double t0 = dlh_mono();
 
