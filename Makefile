@@ -90,7 +90,7 @@ LIBSCHEMA = $(BUILD)/libdlhschema.a
 LIBENGINE = $(BUILD)/libdlhengine.a
 LIBTRAIN  = $(BUILD)/libdlhtrain.a
 
-.PHONY: all deps check asan bench bench-deps example clean
+.PHONY: all deps check asan bench bench-estimate bench-deps example clean
 all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(UNIT_BIN) $(GPU_BIN)
 
 $(BUILD)/obj/schema/%.o: schema/%.c
@@ -191,13 +191,21 @@ asan:
 $(BUILD)/bench-launch: bench/launch.c $(LIBENGINE)
 	$(CC) $(BASE_CFLAGS) $(BASE_LDFLAGS) -o $@ $^ $(ZLIB_LIBS) -lpthread -lm
 
+# leave-one-out refits of a state dir's history (bench/estimate's second column)
+$(BUILD)/bench-estimate: bench/estimate_tool.c $(LIBENGINE) $(LIBSCHEMA)
+	$(CC) $(BASE_CFLAGS) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
+
 # ncclAllReduce bus bandwidth, 1..256 MB (GPU builds; bench/nccl-bw runs it)
 $(BUILD)/bench-nccl-bw: bench/nccl_bw.c
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(CUDA_CFLAGS) $(BASE_LDFLAGS) -o $@ $< \
 		$(MPI_LIBS) $(CUDA_LIBS) -lm
 
-bench: all $(BUILD)/bench-launch
+bench: all $(BUILD)/bench-launch $(BUILD)/bench-estimate
 	bench/run $(BUILD)
+
+# predicted vs actual wall time of a dozen real runs (bench/estimate)
+bench-estimate: all $(BUILD)/bench-estimate
+	bench/estimate $(BUILD)
 
 # what only the benchmarks need: the PyTorch peer and hyperfine
 bench-deps:

@@ -8,16 +8,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/launch.h"
+#include "engine/proc.h"
 
 #define CALIB_TEXT_MAX (64 * 1024)   /* largest cache or dlh-calib output */
 #define CALIB_KEY_MAX 64             /* longest key */
+#define CALIB_PHASE_MAX_S 60.0       /* a phase that runs longer is stuck: killed */
+#define CALIB_POLL_NS 10000000L      /* waitpid polling while a phase runs (10 ms) */
 
 static const int gemm_dims[DLH_CALIB_GEMM_N] = DLH_CALIB_GEMM_DIMS;
 static const long bw_sizes[DLH_CALIB_BW_N] = DLH_CALIB_BW_SIZES;
+static const long opt_sizes[DLH_CALIB_OPT_N] = DLH_CALIB_OPT_SIZES;
 
 /* A number of the cache: its key and where it lives. */
 struct field {
@@ -38,6 +44,25 @@ static const struct field calib_fields[] = {
 	{ "write_s", offsetof(struct dlh_calib, write_s) },
 	{ "write_bw", offsetof(struct dlh_calib, write_bw) },
 	{ "base_rss", offsetof(struct dlh_calib, base_rss) },
+	{ "shm_ranks", offsetof(struct dlh_calib, shm_ranks) },
+};
+
+/* A series of numbers measured at sizes, each as KEY_SIZE. */
+struct series {
+	const char *key;
+	size_t off;           /* of the double[n] in the struct */
+	const long *sizes;
+	int n;
+};
+
+static const struct series calib_series[] = {
+	{ "shm", offsetof(struct dlh_calib, shm_s), opt_sizes, DLH_CALIB_OPT_N },
+};
+
+static const struct series dev_series[] = {
+	{ "bw", offsetof(struct dlh_calib_dev, bw), bw_sizes, DLH_CALIB_BW_N },
+	{ "sgd", offsetof(struct dlh_calib_dev, sgd_s), opt_sizes, DLH_CALIB_OPT_N },
+	{ "adam", offsetof(struct dlh_calib_dev, adam_s), opt_sizes, DLH_CALIB_OPT_N },
 };
 
 /* A device type's numbers, each as TYPE.KEY. */
@@ -46,6 +71,9 @@ static const struct field dev_fields[] = {
 	{ "gemm_all", offsetof(struct dlh_calib_dev, gemm_all) },
 	{ "mem_bw", offsetof(struct dlh_calib_dev, mem_bw) },
 	{ "mem_bw_all", offsetof(struct dlh_calib_dev, mem_bw_all) },
+	{ "gemm_nt", offsetof(struct dlh_calib_dev, gemm_nt) },
+	{ "gemm_tn", offsetof(struct dlh_calib_dev, gemm_tn) },
+	{ "gemm_tt", offsetof(struct dlh_calib_dev, gemm_tt) },
 };
 
 #define NFIELDS(t) ((int)(sizeof(t) / sizeof((t)[0])))
@@ -102,7 +130,7 @@ static int set_field(const struct field *t, int n, void *base, const char *key,
 	return -ENOENT;
 }
 
-/* The index of x in the grid list v of n, or -1. */
+/* The index of x in the list v of n, or -1. */
 static int grid_index(long x, const long *v, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -111,8 +139,45 @@ static int grid_index(long x, const long *v, int n)
 	return -1;
 }
 
-/* TYPE.gemm_MxN=K values; TYPE.bw_SIZE=value. Returns 0, -ENOENT, -EINVAL. */
-static int set_dev_table(struct dlh_calib_dev *d, const char *key, const char *value)
+/* Sets KEY_SIZE of one of the t series in base. Returns 0, -ENOENT, -EINVAL. */
+static int set_series(const struct series *t, int nt, void *base, const char *key,
+		      const char *value)
+{
+	for (int k = 0; k < nt; k++) {
+		size_t len = strlen(t[k].key);
+		char tail;
+		long size;
+		if (strncmp(key, t[k].key, len) || key[len] != '_' ||
+		    sscanf(key + len + 1, "%ld%c", &size, &tail) != 1)
+			continue;
+		int i = grid_index(size, t[k].sizes, t[k].n);
+		if (i < 0)
+			return -ENOENT;
+		double *v = (double *)((char *)base + t[k].off) + i;
+		const char *e;
+		return number(value, v, &e) < 0 || *e ? -EINVAL : 0;
+	}
+	return -ENOENT;
+}
+
+/* Appends KEY_SIZE=value lines of the measured (> 0) numbers of the t
+ * series in base, each key after prefix. Returns 0, or -ENOMEM. */
+static int format_series(const struct series *t, int nt, const void *base, const char *prefix,
+			 struct dlh_buf *out)
+{
+	int rc = 0;
+	for (int k = 0; k < nt; k++)
+		for (int i = 0; i < t[k].n; i++) {
+			double v = ((const double *)((const char *)base + t[k].off))[i];
+			if (v > 0)
+				rc |= dlh_buf_printf(out, "%s%s_%ld=%.6g\n", prefix, t[k].key,
+						     t[k].sizes[i], v);
+		}
+	return rc;
+}
+
+/* TYPE.gemm_MxN=K values. Returns 0, -ENOENT, -EINVAL. */
+static int set_gemm_row(struct dlh_calib_dev *d, const char *key, const char *value)
 {
 	long dims[DLH_CALIB_GEMM_N], m, n;
 	const char *p = value;
@@ -120,12 +185,6 @@ static int set_dev_table(struct dlh_calib_dev *d, const char *key, const char *v
 	double v;
 	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
 		dims[i] = gemm_dims[i];
-	if (sscanf(key, "bw_%ld%c", &m, &tail) == 1) {
-		int i = grid_index(m, bw_sizes, DLH_CALIB_BW_N);
-		if (i < 0)
-			return -ENOENT;
-		return number(value, &d->bw[i], &p) < 0 || *p ? -EINVAL : 0;
-	}
 	if (sscanf(key, "gemm_%ldx%ld%c", &m, &n, &tail) != 2)
 		return -ENOENT;
 	int i = grid_index(m, dims, DLH_CALIB_GEMM_N), j = grid_index(n, dims, DLH_CALIB_GEMM_N);
@@ -158,13 +217,17 @@ static int set_key(struct dlh_calib *c, const char *key, const char *value)
 			return number(value, &c->when, &end) < 0 || *end ? -EINVAL : 0;
 		if (!strcmp(key, "device"))
 			return dev_get(c, value, strlen(value)) ? 0 : -ENOSPC;
-		return set_field(calib_fields, NFIELDS(calib_fields), c, key, value);
+		int rc = set_field(calib_fields, NFIELDS(calib_fields), c, key, value);
+		return rc == -ENOENT ? set_series(calib_series, NFIELDS(calib_series), c, key, value)
+				     : rc;
 	}
 	struct dlh_calib_dev *d = dev_get(c, key, (size_t)(dot - key));
 	if (!d)
 		return -ENOSPC;
 	int rc = set_field(dev_fields, NFIELDS(dev_fields), d, dot + 1, value);
-	return rc == -ENOENT ? set_dev_table(d, dot + 1, value) : rc;
+	if (rc == -ENOENT)
+		rc = set_series(dev_series, NFIELDS(dev_series), d, dot + 1, value);
+	return rc == -ENOENT ? set_gemm_row(d, dot + 1, value) : rc;
 }
 
 int dlh_calib_parse(const char *text, struct dlh_calib *c, char *err, size_t errlen)
@@ -237,16 +300,16 @@ int dlh_calib_format(const struct dlh_calib *c, struct dlh_buf *out)
 	for (int i = 0; i < NFIELDS(calib_fields); i++)
 		rc |= dlh_buf_printf(out, "%s=%.6g\n", calib_fields[i].key,
 				     *(const double *)((const char *)c + calib_fields[i].off));
+	rc |= format_series(calib_series, NFIELDS(calib_series), c, "", out);
 	for (int k = 0; k < c->ndev; k++) {
 		const struct dlh_calib_dev *d = &c->dev[k];
 		rc |= dlh_buf_printf(out, "device=%s\n", d->type);
 		for (int i = 0; i < NFIELDS(dev_fields); i++)
 			rc |= dlh_buf_printf(out, "%s.%s=%.6g\n", d->type, dev_fields[i].key,
 					     *(const double *)((const char *)d + dev_fields[i].off));
-		for (int i = 0; i < DLH_CALIB_BW_N; i++)
-			if (d->bw[i] > 0)
-				rc |= dlh_buf_printf(out, "%s.bw_%ld=%.6g\n", d->type, bw_sizes[i],
-						     d->bw[i]);
+		char prefix[DLH_CALIB_TYPE_NAME + 1];
+		snprintf(prefix, sizeof prefix, "%s.", d->type);
+		rc |= format_series(dev_series, NFIELDS(dev_series), d, prefix, out);
 		for (int i = 0; d->grid && i < DLH_CALIB_GEMM_N; i++)
 			for (int j = 0; j < DLH_CALIB_GEMM_N; j++) {
 				rc |= dlh_buf_printf(out, "%s.gemm_%dx%d=", d->type, gemm_dims[i],
@@ -273,6 +336,31 @@ int dlh_calib_save(const char *state_dir, const struct dlh_calib *c)
 		rc = dlh_write_atomic(path, b.data, b.len);
 	dlh_buf_free(&b);
 	return rc;
+}
+
+/* Waits for the phase started as pid (a session leader) to exit; one that
+ * runs past CALIB_PHASE_MAX_S is stuck (a hung mpirun must not hold the
+ * calibration, and the jobs waiting for it, for ever): its session is
+ * killed. Polls, since the daemon's other children must not be reaped
+ * here. Returns 0 with *status set, -ETIMEDOUT, or -errno. */
+static int wait_phase(pid_t pid, int *status)
+{
+	const double end = dlh_mono() + CALIB_PHASE_MAX_S;
+	const struct timespec tick = { 0, CALIB_POLL_NS };
+	for (;;) {
+		pid_t w = waitpid(pid, status, WNOHANG);
+		if (w == pid)
+			return 0;
+		if (w < 0 && errno != EINTR)
+			return -errno;
+		if (dlh_mono() > end) {
+			dlh_proc_kill_session(pid, SIGKILL);
+			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+				;
+			return -ETIMEDOUT;
+		}
+		nanosleep(&tick, NULL);
+	}
 }
 
 /* Runs dlh-calib --phase phase on ranks ranks under mpirun, its output in
@@ -325,12 +413,16 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 		snprintf(err, errlen, "cannot start \"%s\": %s", o->mpirun, strerror(-rc));
 		return rc;
 	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR) {
-			rc = -errno;
-			snprintf(err, errlen, "waiting for dlh-calib: %s", strerror(-rc));
-			return rc;
-		}
+	rc = wait_phase(pid, &status);
+	if (rc) {
+		if (rc == -ETIMEDOUT)
+			snprintf(err, errlen, "dlh-calib --phase %s on %d ranks ran past %.0f s: killed",
+				 phase, ranks, CALIB_PHASE_MAX_S);
+		else
+			snprintf(err, errlen, "waiting for dlh-calib --phase %s on %d ranks: %s", phase,
+				 ranks, strerror(-rc));
+		return rc;
+	}
 	double t1 = dlh_now();
 	rc = dlh_read_file(out_path, CALIB_TEXT_MAX, &text, &len);
 	if (rc) {
@@ -340,8 +432,12 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
 	    dlh_kv_get(text, "#t_init", v, sizeof v) < 0 || (t_init = strtod(v, NULL)) <= 0 ||
 	    dlh_kv_get(text, "#t_fin", v, sizeof v) < 0 || (t_fin = strtod(v, NULL)) <= 0) {
-		snprintf(err, errlen, "dlh-calib --phase %s on %d ranks failed (status %d): %.200s",
-			 phase, ranks, status, len ? text : "no output");
+		/* its last words (stderr comes after the numbers) */
+		const char *tail = len > 200 ? text + len - 200 : text;
+		snprintf(err, errlen, "dlh-calib --phase %s on %d ranks failed (%s %d): %s", phase,
+			 ranks, WIFEXITED(status) ? "exit status" : "signal",
+			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+			 len ? tail : "no output");
 		free(text);
 		return -EIO;
 	}
@@ -370,8 +466,10 @@ int dlh_calib_measure(const struct dlh_calib_opts *o, struct dlh_calib *c,
 		memset(c, 0, sizeof *c);
 		return rc;
 	}
-	c->launch_s = l1;
-	c->finalize_s = o->cpus > 1 ? (f1 + fn) / 2 : f1;
+	/* both phases time a launch and an exit: the other load of a shared
+	 * machine only ever adds to them, so the lesser of each */
+	c->launch_s = o->cpus > 1 && ln < l1 ? ln : l1;
+	c->finalize_s = o->cpus > 1 && fn < f1 ? fn : f1;
 	c->launch_rank_s = o->cpus > 1 && ln > l1 ? (ln - l1) / (o->cpus - 1) : 0.0;
 	for (int i = 0; i < c->ndev; i++) {   /* one core: the node's ranks never overlap */
 		struct dlh_calib_dev *d = &c->dev[i];

@@ -23,8 +23,15 @@
 
 /* Copy bandwidth is measured over these working sets (bytes read plus
  * written), from inside L2 to well past the last-level cache. */
-#define DLH_CALIB_BW_N 4
-#define DLH_CALIB_BW_SIZES { 64L << 10, 512L << 10, 4L << 20, 64L << 20 }
+#define DLH_CALIB_BW_N 5
+#define DLH_CALIB_BW_SIZES { 64L << 10, 512L << 10, 4L << 20, 32L << 20, \
+			     256L << 20 }
+
+/* Optimizer updates and the shared-memory gradient sum are timed at these
+ * model sizes (parameters); the estimator interpolates linearly between
+ * them and extends the end segments. */
+#define DLH_CALIB_OPT_N 3
+#define DLH_CALIB_OPT_SIZES { 1L << 16, 1L << 20, 1L << 23 }
 
 /* One device type's measured speeds (a "cpu" device is one core). The
  * estimator owns which shapes and terms are measured: fields may grow. */
@@ -37,6 +44,11 @@ struct dlh_calib_dev {
 					     (0: not measured; mem_bw serves) */
 	double gemm_all;                  /* GEMM speed with every device busy, as a
 					     fraction of gemm_flops' (shared caches) */
+	double gemm_nt, gemm_tn, gemm_tt; /* speed of sgemm with B, A, both transposed,
+					     as a fraction of the untransposed (0: 1) */
+	double sgd_s[DLH_CALIB_OPT_N];    /* seconds of one SGD-momentum update of
+					     each size (0: not measured) */
+	double adam_s[DLH_CALIB_OPT_N];   /* and of one Adam update */
 	int grid;                         /* 1: gemm[][][] was measured */
 	float gemm[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
 					  /* sgemm FLOP/s at [m][n][k] of the grid */
@@ -59,6 +71,10 @@ struct dlh_calib {
 	double write_s;                   /* an atomic small-file write (fsync, rename) */
 	double write_bw;                  /* bytes/s of a large atomic write */
 	double base_rss;                  /* bytes a rank holds after MPI_Init */
+	double shm_s[DLH_CALIB_OPT_N];    /* seconds of dlh-train's shared-memory step
+					     (barriers, gradient sum, SGD update of its
+					     slice) of each size on shm_ranks ranks */
+	double shm_ranks;                 /* ranks shm_s was measured on (0: none) */
 };
 
 /* Correction factors the history refits (identity: all 1). */

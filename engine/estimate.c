@@ -85,12 +85,17 @@ static double gemm_rate(const struct dlh_calib_dev *d, double m, double n, doubl
 	return rate > 0 ? rate : d->gemm_flops;
 }
 
-/* Seconds of an m x n x k sgemm on rd. */
-static double gemm_s(const struct rdev *rd, double m, double n, double k)
+/* Which operands of a GEMM are transposed (row-major, as dlh-train calls them). */
+enum trans { NN, NT, TN, TT };
+
+/* Seconds of an m x n x k sgemm of form t on rd. */
+static double gemm_s(const struct rdev *rd, enum trans t, double m, double n, double k)
 {
+	const double f[4] = { 1.0, rd->d->gemm_nt, rd->d->gemm_tn, rd->d->gemm_tt };
 	if (m < 1 || n < 1 || k < 1)
 		return 0.0;
-	return 2.0 * m * n * k / (gemm_rate(rd->d, m, n, k) * rd->gemm_share);
+	return 2.0 * m * n * k /
+	       (gemm_rate(rd->d, m, n, k) * rd->gemm_share * (f[t] > 0 ? f[t] : 1.0));
 }
 
 /* Bytes/s of a pass over a working set of ws bytes: interpolated in
@@ -156,10 +161,10 @@ static double fwd_s(const struct rdev *rd, const struct lshape *s, const struct 
 		    double n)
 {
 	if (!strcmp(s->kind, "dense"))
-		return gemm_s(rd, n, s->o, s->k) + elem_s(rd, n * s->o, 1);
+		return gemm_s(rd, NT, n, s->o, s->k) + elem_s(rd, n * s->o, 1);
 	if (!strcmp(s->kind, "conv")) {
 		double col = s->ksize > 1 ? elem_s(rd, s->R * s->HW, 1) : 0.0;
-		return n * (col + gemm_s(rd, s->F, s->HW, s->R) + elem_s(rd, s->F * s->HW, 1));
+		return n * (col + gemm_s(rd, NN, s->F, s->HW, s->R) + elem_s(rd, s->F * s->HW, 1));
 	}
 	if (prev && !strcmp(prev->kind, "conv"))
 		return 0.0;
@@ -177,22 +182,22 @@ static double bwd_s(const struct rdev *rd, const struct lshape *s, const struct 
 		double t = 0.0;
 		if (big)
 			for (double r = 0; r < s->o; r += EST_DENSE_DW_ROWS)
-				t += gemm_s(rd, fmin(EST_DENSE_DW_ROWS, s->o - r), s->k, n);
+				t += gemm_s(rd, TN, fmin(EST_DENSE_DW_ROWS, s->o - r), s->k, n);
 		else
-			t += gemm_s(rd, s->o, s->k, n);
+			t += gemm_s(rd, TN, s->o, s->k, n);
 		t += elem_s(rd, n * s->o, 0);   /* bias gradient: column sums */
 		if (s->first)
 			return t;
 		if (!big || n > EST_DENSE_TRANS_ROWS)
-			return t + gemm_s(rd, n, s->k, s->o);
-		return t + gemm_s(rd, s->k, n, s->o) + elem_s(rd, s->k * n, 1);
+			return t + gemm_s(rd, NN, n, s->k, s->o);
+		return t + gemm_s(rd, TT, s->k, n, s->o) + elem_s(rd, s->k * n, 1);
 	}
 	if (!strcmp(s->kind, "conv")) {
 		double fhw = s->F * s->HW, col = s->ksize > 1 ? elem_s(rd, s->R * s->HW, 1) : 0.0;
 		double t = elem_s(rd, fhw, 1) + elem_s(rd, fhw, 0) + col +
-			   gemm_s(rd, s->R, s->F, s->HW);
+			   gemm_s(rd, NT, s->R, s->F, s->HW);
 		if (!s->first)
-			t += gemm_s(rd, s->R, s->HW, s->F) + col;
+			t += gemm_s(rd, TN, s->R, s->HW, s->F) + col;
 		return n * t;
 	}
 	if (prev && !strcmp(prev->kind, "conv"))
@@ -221,12 +226,42 @@ static double pass_s(const struct rdev *rd, const struct lshape *s, int nl, doub
 	return t + b + elem_s(rd, n * s[nl - 1].out, 2);   /* softmax, cross-entropy */
 }
 
+/* The value at x of a series v measured at sizes (DLH_CALIB_OPT_SIZES):
+ * piecewise linear, the end segments extended (the first down to a
+ * non-negative intercept at 0). 0 when the series was not measured. */
+static double series_at(const double *v, double x)
+{
+	static const long sizes[DLH_CALIB_OPT_N] = DLH_CALIB_OPT_SIZES;
+	int i = 0;
+	for (int k = 0; k < DLH_CALIB_OPT_N; k++)
+		if (v[k] <= 0)
+			return 0.0;
+	while (i < DLH_CALIB_OPT_N - 2 && x > sizes[i + 1])
+		i++;
+	double slope = (v[i + 1] - v[i]) / (double)(sizes[i + 1] - sizes[i]);
+	if (x < sizes[0]) {
+		double at0 = fmax(0.0, v[0] - slope * sizes[0]);
+		return at0 + (v[0] - at0) * x / sizes[0];
+	}
+	return fmax(0.0, v[i] + slope * (x - sizes[i]));
+}
+
 /* Bytes an optimizer update moves per parameter: params and state read
  * and written, the gradient read. */
 static double update_bytes(const struct dlh_spec *spec, int *nstate)
 {
 	*nstate = strcmp(spec->optimizer, "adam") ? 1 : 2;
 	return F4 * (2.0 + 2.0 * *nstate + 1.0);
+}
+
+/* Seconds of the optimizer's update of n parameters on rd: the trainer's
+ * own update as calibrated, else its memory traffic. */
+static double update_s(const struct rdev *rd, const struct dlh_spec *spec, double n)
+{
+	int nstate;
+	double bytes = update_bytes(spec, &nstate) * n;
+	double t = series_at(strcmp(spec->optimizer, "adam") ? rd->d->sgd_s : rd->d->adam_s, n);
+	return t > 0 ? t : move_s(rd, bytes, bytes);
 }
 
 /* The trainer's equal split (dlt_plan_shard) or, when the batches are not
@@ -248,6 +283,21 @@ static void shard(const struct dlh_estimate_in *in, long n, int r, long *lo, lon
 	}
 	*lo = (long)(before * n / global);
 	*hi = (long)((before + in->batch[r]) * n / global);
+}
+
+/* Seconds of dlh-train's shared-memory gradient sum of n parameters over
+ * ranks on one node: its two barriers and each rank's sum of its slice
+ * over the ranks' slots (the slice's update is update_s). The calibrated
+ * step less a local update of the slice when it was measured on as many
+ * ranks; else barriers and the slots' memory traffic. */
+static double shm_sum_s(const struct rdev *rd, const struct dlh_calib *cal, double n, int ranks)
+{
+	double slice = n / ranks;
+	double step = (int)cal->shm_ranks == ranks ? series_at(cal->shm_s, n) : 0.0;
+	double local = series_at(rd->d->sgd_s, slice);
+	if (step > 0 && local > 0)
+		return fmax(2.0 * cal->sync_s, step - local);
+	return 2.0 * cal->sync_s + move_s(rd, slice * F4 * (ranks + 1), slice * F4 * (ranks + 1));
 }
 
 /* Checks in and cal. Returns 0, or -EINVAL with err naming the problem. */
@@ -342,7 +392,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		return rc;
 	int nl = shapes(spec, &mc, s);
 	const double np = (double)mc.params, grad_bytes = (np + 2) * F4;
-	const double upd = update_bytes(spec, &nstate);
+	update_bytes(spec, &nstate);
 	const int cnn = !strcmp(spec->model_type, "cnn");
 	const int shm = in->nodes == 1 && in->ranks > 1 && in->dev[0]->grid;   /* CPU, one node */
 	per_node = (in->ranks + in->nodes - 1) / in->nodes;
@@ -364,6 +414,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 
 	/* per rank: forward + backward, update, evaluation; the slowest sets the step */
 	double comp_max = 0.0, upd_max = 0.0, eval_max = 0.0, bwd_overlap = 0.0, mem = 0.0;
+	double shm_sum = 0.0;
 	double busy[DLH_EST_RANKS];
 	for (int r = 0; r < in->ranks; r++) {
 		struct rdev rd = { in->dev[r], 1.0, 1.0 };
@@ -379,9 +430,9 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 			      move_s(&rd, 2 * b * mc.in * F4, (double)in->train_n * mc.in * F4);
 		double bwd = comp - pass_s(&rd, s, nl, b, 0, NULL);
 		/* shm: each rank sums and updates its slice; else all of it */
-		double slice = shm ? np / in->ranks : np;
-		double u = move_s(&rd, slice * upd, slice * upd) +
-			   (shm ? move_s(&rd, slice * F4 * (in->ranks + 1), slice * F4 * (in->ranks + 1)) : 0.0);
+		double u = update_s(&rd, spec, shm ? np / in->ranks : np);
+		if (shm)
+			shm_sum = fmax(shm_sum, shm_sum_s(&rd, cal, np, in->ranks));
 		shard(in, in->test_n, r, &tlo, &thi);
 		double ev = 0.0;
 		for (double i = 0; i < thi - tlo; i += rows)
@@ -399,7 +450,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	 * nodes a ring allreduce, bucket by bucket behind backward */
 	double comm = 0.0;
 	if (shm) {
-		comm = 2.0 * cal->sync_s;
+		comm = shm_sum;
 	} else if (in->ranks > 1) {
 		double ar = ring_s(cal, in->ranks, grad_bytes);
 		double last = ring_s(cal, in->ranks, (double)mc.layer[0].params * F4);

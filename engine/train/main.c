@@ -729,26 +729,43 @@ static void lr_find(struct run *R)
 	dlt_lrfind_free(&f);
 }
 
+/* This process's peak resident memory (VmHWM), in bytes; 0 when unknown. */
+static double peak_rss(void)
+{
+	char line[256];
+	double kb = 0.0;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof line, f))
+		if (!strncmp(line, "VmHWM:", 6))
+			kb = strtod(line + 6, NULL);
+	if (f)
+		fclose(f);
+	return kb * 1024.0;
+}
+
 /* Rank 0 writes DIR/rank_times: per rank its batch, the seconds of
- * training forward + backward, and the seconds it waited for the other
+ * training forward + backward, the seconds it waited for the other
  * ranks (shm: at the barrier before the sum; mpi: in the allreduce, its
- * transfer included), over steps steps of this process. */
+ * transfer included), over steps steps of this process, and its peak
+ * resident memory (what the estimator predicts per device). */
 static void write_rank_times(struct run *R, long steps)
 {
-	double mine[2] = { R->t_compute, R->shm_on ? R->shm.t_wait : R->t_comm_wait };
+	double mine[3] = { R->t_compute, R->shm_on ? R->shm.t_wait : R->t_comm_wait, peak_rss() };
 	double *all = R->rank == 0 ? xmalloc((size_t)R->ranks * sizeof mine) : NULL;
 	char err[DLT_ERR_MAX], path[DLT_PATH_MAX];
-	size_t cap = 64 + (size_t)R->ranks * 80, n = 0;
+	size_t cap = 64 + (size_t)R->ranks * 96, n = 0;
 	char *text;
 
-	MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+	MPI_Gather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 	if (R->rank != 0)
 		return;
 	text = xmalloc(cap);
-	n += (size_t)snprintf(text, cap, "rank,batch,steps,compute_s,wait_s\n");
+	n += (size_t)snprintf(text, cap, "rank,batch,steps,compute_s,wait_s,peak_rss_bytes\n");
 	for (int r = 0; r < R->ranks && n < cap; r++)
-		n += (size_t)snprintf(text + n, cap - n, "%d,%d,%ld,%.4f,%.4f\n", r,
-				      R->plan.batch[r], steps, all[2 * r], all[2 * r + 1]);
+		n += (size_t)snprintf(text + n, cap - n, "%d,%d,%ld,%.4f,%.4f,%.0f\n", r,
+				      R->plan.batch[r], steps, all[3 * r], all[3 * r + 1],
+				      all[3 * r + 2]);
 	if (dlt_path_join(path, sizeof path, R->o.job_dir, "rank_times") < 0 ||
 	    dlt_write_atomic_str(path, text, err, sizeof err) < 0)
 		fprintf(stderr, "dlh-train: rank 0: cannot write rank_times in \"%s\"\n",

@@ -1,0 +1,207 @@
+/* test_calib.c - the calibration cache (format, parse, save, load, its
+ * errors) and one real measurement by dlh-calib under mpirun */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/calib.h"
+#include "tests/unit/check.h"
+
+/* A calibration with every field set to a distinct value. */
+static void sample(struct dlh_calib *c)
+{
+	memset(c, 0, sizeof *c);
+	c->when = 1795000000.5;
+	c->ar_alpha = 2.5e-6;
+	c->ar_beta = 1.75e-10;
+	c->sync_s = 4e-7;
+	c->launch_s = 0.125;
+	c->launch_rank_s = 0.01;
+	c->finalize_s = 0.05;
+	c->decode_bw = 1.5e8;
+	c->init_rate = 6.5e7;
+	c->write_s = 0.001;
+	c->write_bw = 1.25e9;
+	c->base_rss = 1.6e7;
+	c->ndev = 2;
+	for (int d = 0; d < 2; d++) {
+		struct dlh_calib_dev *v = &c->dev[d];
+		snprintf(v->type, sizeof v->type, "%s", d ? "H100" : "cpu");
+		v->gemm_flops = d ? 5e14 : 1.5e11;
+		v->mem_bw = d ? 3e12 : 1e10;
+		v->mem_bw_all = d ? 3e12 : 9e9;
+		v->gemm_all = d ? 1.0 : 0.875;
+		if (d)
+			continue;   /* a GPU type from the pool config: no grid */
+		v->grid = 1;
+		for (int i = 0; i < DLH_CALIB_BW_N; i++)
+			v->bw[i] = 3e10 - 4e9 * i;
+		for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
+			for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
+				for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
+					v->gemm[i][j][l] = (float)(1e10 * (1 + i + 2 * j + 3 * l));
+	}
+}
+
+/* 1 when a and b agree to the 6 digits the cache keeps. */
+static int near(double a, double b)
+{
+	double d = a - b;
+	return (d < 0 ? -d : d) <= 1e-5 * (a < 0 ? -a : a) + 1e-300;
+}
+
+TEST(format_then_parse_gives_the_same_numbers)
+{
+	struct dlh_calib c, back;
+	struct dlh_buf b = { 0 };
+	char err[256];
+
+	sample(&c);
+	CHECK(dlh_calib_format(&c, &b) == 0);
+	CHECK(strstr(b.data, "date=2026-"));   /* 1795000000 s */
+	memset(&back, 0, sizeof back);
+	int rc = dlh_calib_parse(b.data, &back, err, sizeof err);
+	dlh_buf_free(&b);
+	CHECK_MSG(rc == 0, "%s", err);
+	CHECK(near(back.when, c.when) && near(back.ar_alpha, c.ar_alpha));
+	CHECK(near(back.base_rss, c.base_rss) && near(back.launch_rank_s, c.launch_rank_s));
+	CHECK(back.ndev == 2);
+	const struct dlh_calib_dev *cpu = dlh_calib_dev(&back, "cpu");
+	const struct dlh_calib_dev *gpu = dlh_calib_dev(&back, "H100");
+	CHECK(cpu && gpu && cpu->grid && !gpu->grid);
+	CHECK(near(cpu->gemm_all, 0.875) && near(gpu->gemm_flops, 5e14));
+	CHECK(near(cpu->bw[DLH_CALIB_BW_N - 1], c.dev[0].bw[DLH_CALIB_BW_N - 1]));
+	CHECK(near(cpu->gemm[4][3][2], c.dev[0].gemm[4][3][2]));
+	CHECK(near(cpu->gemm[0][0][0], 1e10));
+}
+
+TEST(save_then_load_round_trips)
+{
+	char dir[] = "/tmp/dlh-test-calib.XXXXXX", err[256], path[256];
+	struct dlh_calib c, back;
+
+	CHECK(mkdtemp(dir));
+	sample(&c);
+	CHECK(dlh_calib_save(dir, &c) == 0);
+	int rc = dlh_calib_load(dir, &back, err, sizeof err);
+	snprintf(path, sizeof path, "%s/%s", dir, DLH_CALIB_FILE);
+	unlink(path);
+	rmdir(dir);
+	CHECK_MSG(rc == 0, "%s", err);
+	CHECK(near(back.decode_bw, c.decode_bw) && near(back.dev[0].mem_bw, c.dev[0].mem_bw));
+}
+
+TEST(load_without_a_cache_is_enoent)
+{
+	struct dlh_calib c;
+	char err[256];
+
+	CHECK(dlh_calib_load("/nonexistent-dlh-dir", &c, err, sizeof err) == -ENOENT);
+	CHECK(c.when == 0);
+}
+
+/* Parses text; returns the error message (or "" when it parsed). */
+static const char *parse_err(const char *text)
+{
+	static char err[256];
+	struct dlh_calib c;
+
+	memset(&c, 0, sizeof c);
+	err[0] = '\0';
+	dlh_calib_parse(text, &c, err, sizeof err);
+	return err;
+}
+
+TEST(bad_cache_lines_are_named)
+{
+	CHECK(!strcmp(parse_err("when=1\n# note\n\nsync_s=1e-6\n"), ""));
+	CHECK(!strcmp(parse_err("when=1\nsync_s=1\nspeed=3\n"),
+		      "calibration:3: unknown key \"speed\""));
+	CHECK(!strcmp(parse_err("when=1\nsync_s=fast\n"),
+		      "calibration:2: sync_s: expected non-negative numbers, got \"fast\""));
+	CHECK(strstr(parse_err("sync_s=-1\n"), "calibration:1: sync_s: expected non-negative"));
+	CHECK(!strcmp(parse_err("when\n"), "calibration:1: expected key=value, got \"when\""));
+	CHECK(strstr(parse_err("cpu.gemm_8x8=1 2 3\n"), "calibration:1: cpu.gemm_8x8: expected"));
+	CHECK(strstr(parse_err("cpu.gemm_8x9=1 2 3 4 5\n"), "unknown key \"cpu.gemm_8x9\""));
+	CHECK(strstr(parse_err("cpu.bw_100=1\n"), "unknown key \"cpu.bw_100\""));
+	CHECK(strstr(parse_err("a.x=1\n"), "unknown key \"a.x\""));
+	CHECK(strstr(parse_err("device=a\ndevice=b\ndevice=c\ndevice=d\ndevice=e\ndevice=f\n"
+			       "device=g\ndevice=h\ndevice=i\n"), "calibration:9:"));
+}
+
+TEST(load_names_a_missing_date)
+{
+	char dir[] = "/tmp/dlh-test-calib.XXXXXX", err[256] = "", path[256];
+	struct dlh_calib c;
+
+	CHECK(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/%s", dir, DLH_CALIB_FILE);
+	FILE *f = fopen(path, "w");
+	CHECK(f);
+	fputs("sync_s=1e-6\n", f);
+	fclose(f);
+	int rc = dlh_calib_load(dir, &c, err, sizeof err);
+	unlink(path);
+	rmdir(dir);
+	CHECK(rc == -EINVAL);
+	CHECK(strstr(err, "\"when\""));
+}
+
+/* The absolute path of prog on PATH, or NULL. */
+static const char *which(const char *prog, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+	char dirs[4096];
+
+	snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
+	for (char *save, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		snprintf(out, len, "%s/%s", d, prog);
+		if (access(out, X_OK) == 0)
+			return out;
+	}
+	return NULL;
+}
+
+TEST(measure_runs_dlh_calib_and_fills_every_term)
+{
+	const char *build = getenv("DLH_BUILD");
+	char mpirun[1024], prog[1024], cwd[1024], dir[] = "/tmp/dlh-test-calib.XXXXXX", err[1024];
+	struct dlh_calib c;
+
+	if (!which("mpirun", mpirun, sizeof mpirun))
+		SKIP("no mpirun on PATH");
+	if (!getcwd(cwd, sizeof cwd))
+		SKIP("no working directory");
+	snprintf(prog, sizeof prog, "%s/%s/dlh-calib", cwd, build ? build : "build");
+	if (access(prog, X_OK))
+		SKIP("dlh-calib not built");
+	CHECK(mkdtemp(dir));
+	struct dlh_calib_opts o = { .mpirun = mpirun, .program = prog, .cpus = 2, .dir = dir };
+	double t0 = dlh_now();
+	int rc = dlh_calib_measure(&o, &c, err, sizeof err);
+	double took = dlh_now() - t0;
+	rmdir(dir);   /* fails, and the test with it, when dlh-calib left files */
+	CHECK_MSG(rc == 0, "%s", err);
+	printf("    measure took %.1f s\n", took);
+	const struct dlh_calib_dev *cpu = dlh_calib_dev(&c, "cpu");
+	CHECK(cpu && cpu->grid);
+	CHECK(cpu->gemm_flops > 1e9 && cpu->mem_bw > 1e8 && cpu->mem_bw_all > 1e8);
+	CHECK(cpu->gemm[2][2][2] > 0 && cpu->bw[0] > 0 && cpu->gemm_all > 0);
+	CHECK(c.launch_s > 0 && c.finalize_s > 0 && c.sync_s > 0 && c.ar_alpha > 0);
+	CHECK(c.decode_bw > 0 && c.init_rate > 0 && c.write_s > 0 && c.write_bw > 0);
+	CHECK(c.base_rss > 1e6 && c.when > 0);
+	CHECK(access(dir, F_OK) != 0);
+}
+
+int main(void)
+{
+	RUN(format_then_parse_gives_the_same_numbers);
+	RUN(save_then_load_round_trips);
+	RUN(load_without_a_cache_is_enoent);
+	RUN(bad_cache_lines_are_named);
+	RUN(load_names_a_missing_date);
+	RUN(measure_runs_dlh_calib_and_fills_every_term);
+	return CHECK_EXIT();
+}

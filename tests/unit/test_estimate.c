@@ -1,0 +1,460 @@
+/* test_estimate.c - the estimator's properties on synthetic calibrations,
+ * a case computed by hand, the estimate file, actuals read from a
+ * fabricated job dir, and the history's least-squares refit */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/cost.h"
+#include "engine/estimate.h"
+#include "tests/unit/check.h"
+
+#define HUGE_BW 1e30   /* bandwidth that makes every memory term vanish */
+
+static struct dlh_spec spec;
+static struct dlh_estimate_in in;
+
+/* A calibration of flat speeds: GEMM at flops on every shape, every copy
+ * at bw, the other terms as given by the machine-wide numbers. */
+static void flat_calib(struct dlh_calib *c, double flops, double bw)
+{
+	memset(c, 0, sizeof *c);
+	c->when = 1;
+	c->ndev = 2;
+	for (int d = 0; d < 2; d++) {
+		struct dlh_calib_dev *v = &c->dev[d];
+		snprintf(v->type, sizeof v->type, "%s", d ? "slow" : "cpu");
+		v->gemm_flops = d ? flops / 2 : flops;
+		v->mem_bw = v->mem_bw_all = bw;
+		v->gemm_all = 1.0;
+		v->grid = 1;
+		for (int i = 0; i < DLH_CALIB_BW_N; i++)
+			v->bw[i] = bw;
+		for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
+			for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
+				for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
+					v->gemm[i][j][l] = (float)v->gemm_flops;
+	}
+	c->write_bw = HUGE_BW;
+}
+
+/* A realistic calibration (this machine's figures, rounded). */
+static void real_calib(struct dlh_calib *c)
+{
+	flat_calib(c, 1.2e11, 2e10);
+	c->ar_alpha = 2e-6;
+	c->ar_beta = 2e-10;
+	c->sync_s = 5e-7;
+	c->launch_s = 0.1;
+	c->finalize_s = 0.05;
+	c->decode_bw = 1.6e8;
+	c->init_rate = 6e7;
+	c->write_s = 1e-3;
+	c->write_bw = 1.2e9;
+	c->base_rss = 1.6e7;
+	c->dev[0].mem_bw = 1e10;
+	c->dev[0].mem_bw_all = 9e9;
+	c->dev[0].gemm_all = 0.9;
+}
+
+/* An MLP of one hidden layer of width on ranks ranks of device dev,
+ * global batch split equally. */
+static void mlp(const struct dlh_calib *c, int width, int batch, int ranks, const char *dev)
+{
+	dlh_spec_defaults(&spec);
+	snprintf(spec.model_type, sizeof spec.model_type, "mlp");
+	spec.layers[0] = width;
+	spec.nlayers = 1;
+	spec.epochs = 2;
+	spec.batch_size = batch;
+	spec.lr = 0.01;
+	spec.checkpoint_every = 0;
+	memset(&in, 0, sizeof in);
+	in.spec = &spec;
+	in.train_n = 1000;
+	in.test_n = 200;
+	in.c = 1;
+	in.h = in.w = 28;
+	in.classes = 10;
+	in.ranks = ranks;
+	in.nodes = 1;
+	for (int r = 0; r < ranks; r++) {
+		in.batch[r] = batch / ranks + (r < batch % ranks);
+		in.dev[r] = dlh_calib_dev(c, dev);
+		in.watts_busy[r] = 10;
+		in.watts_idle[r] = 2;
+	}
+}
+
+/* dlh_estimate that must succeed. */
+static int est(const struct dlh_calib *c, const struct dlh_correction *k, struct dlh_estimate *e)
+{
+	char err[256];
+	int rc = dlh_estimate(&in, c, k, e, err, sizeof err);
+	if (rc)
+		printf("    %s\n", err);
+	return rc;
+}
+
+TEST(hand_computed_case_on_flat_speeds)
+{
+	struct dlh_calib c;
+	struct dlh_estimate e;
+	struct dlh_model_cost mc;
+	char err[256];
+
+	flat_calib(&c, 1e10, HUGE_BW);   /* no memory, launch, decode, write terms */
+	mlp(&c, 16, 50, 1, "cpu");
+	CHECK(est(&c, NULL, &e) == 0);
+	CHECK(dlh_model_cost(&spec, 1, 28, 28, 10, &mc, err, sizeof err) == 0);
+	/* 1000 images / 50 = 20 steps an epoch, 2 epochs; a step is the
+	 * forward and backward FLOPs of 50 images; the evaluation one forward
+	 * pass over the 200 test images (one batch of 200 <= 512 rows) */
+	double step = mc.train_flops * 50 / 1e10;
+	double eval = 2.0 * mc.macs * 200 / 1e10;
+	CHECK(e.steps == 40);
+	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g", e.step_s, step);
+	CHECK(fabs(e.compute_s - step) < 1e-12 && e.comm_s == 0);
+	CHECK_MSG(fabs(e.total_s - 2 * (20 * step + eval)) < 1e-12, "total %g, by hand %g",
+		  e.total_s, 2 * (20 * step + eval));
+	CHECK(fabs(e.epoch_s - (20 * step + eval)) < 1e-12);
+	/* busy the whole run: 10 W */
+	CHECK(fabs(e.joules - 10 * e.total_s) < 1e-9);
+}
+
+/* The 784-256-10 MLP, global batch 128, on 1 and on 2 ranks of this
+ * machine's calibration c. Returns 0, or -1 when an estimate failed. */
+static int one_and_two(struct dlh_calib *c, struct dlh_estimate *one, struct dlh_estimate *two)
+{
+	real_calib(c);
+	mlp(c, 256, 128, 1, "cpu");
+	if (est(c, NULL, one))
+		return -1;
+	mlp(c, 256, 128, 2, "cpu");
+	return est(c, NULL, two) ? -1 : 0;
+}
+
+TEST(more_ranks_mean_less_compute_per_step)
+{
+	struct dlh_calib c;
+	struct dlh_estimate one, two;
+
+	CHECK(one_and_two(&c, &one, &two) == 0);
+	CHECK(two.compute_s < one.compute_s);
+	CHECK(two.step_s < one.step_s);
+	CHECK(two.steps == one.steps);
+}
+
+TEST(comm_is_zero_on_one_rank_only)
+{
+	struct dlh_calib c;
+	struct dlh_estimate one, two;
+
+	CHECK(one_and_two(&c, &one, &two) == 0);
+	CHECK(one.comm_s == 0 && one.comm_bytes == 0);
+	CHECK(two.comm_s > 0 && two.comm_bytes > 0);
+	/* across nodes: a ring allreduce, costlier than two barriers */
+	in.nodes = 2;
+	struct dlh_estimate ring;
+	CHECK(est(&c, NULL, &ring) == 0);
+	CHECK(ring.comm_s > two.comm_s);
+}
+
+TEST(the_slowest_rank_sets_the_step)
+{
+	struct dlh_calib c;
+	struct dlh_estimate even, uneven, slow, fast;
+
+	real_calib(&c);
+	mlp(&c, 256, 128, 2, "cpu");
+	CHECK(est(&c, NULL, &even) == 0);
+	in.batch[0] = 96;
+	in.batch[1] = 32;
+	CHECK(est(&c, NULL, &uneven) == 0);
+	CHECK(uneven.step_s > even.step_s && uneven.compute_s > even.compute_s);
+	/* rank 1 on a device at half the speed: slower than both on fast ones */
+	mlp(&c, 256, 128, 2, "cpu");
+	in.dev[1] = dlh_calib_dev(&c, "slow");
+	CHECK(est(&c, NULL, &slow) == 0);
+	CHECK(slow.step_s > even.step_s);
+	/* and the planned split (3:1 towards the fast one) wins it back */
+	in.batch[0] = 86;
+	in.batch[1] = 42;
+	CHECK(est(&c, NULL, &fast) == 0);
+	CHECK(fast.step_s < slow.step_s);
+}
+
+TEST(memory_grows_with_the_batch)
+{
+	struct dlh_calib c;
+	struct dlh_estimate small, big;
+
+	real_calib(&c);
+	mlp(&c, 1024, 32, 1, "cpu");
+	in.train_n = 10000;
+	CHECK(est(&c, NULL, &small) == 0);
+	mlp(&c, 1024, 4096, 1, "cpu");
+	in.train_n = 10000;
+	CHECK(est(&c, NULL, &big) == 0);
+	CHECK(big.mem_bytes > small.mem_bytes);
+	/* at least the weights, gradients, momentum and the decoded shard */
+	CHECK(small.mem_bytes > c.base_rss + 3.0 * 4 * 784 * 1024 + 10000.0 * 784 * 4);
+}
+
+TEST(correction_factors_scale_their_terms)
+{
+	struct dlh_calib c;
+	struct dlh_estimate plain, scaled;
+	struct dlh_correction k = { 2.0, 1.0, 3.0, 10 };
+
+	real_calib(&c);
+	mlp(&c, 256, 128, 2, "cpu");
+	CHECK(est(&c, NULL, &plain) == 0);
+	CHECK(est(&c, &k, &scaled) == 0);
+	CHECK(fabs(scaled.compute_s - 2 * plain.compute_s) < 1e-12);
+	CHECK(fabs(scaled.comm_s - plain.comm_s) < 1e-15);
+	CHECK(fabs(scaled.startup_s - 3 * plain.startup_s) < 1e-12);
+	/* the raw terms stay uncorrected: the history fits on them */
+	CHECK(scaled.raw_compute == plain.raw_compute && scaled.raw_startup == plain.raw_startup);
+	CHECK(fabs(plain.raw_compute + plain.raw_comm + plain.raw_startup - plain.total_s) <
+	      1e-9 * plain.total_s);
+}
+
+TEST(a_cnn_costs_more_than_its_dense_part)
+{
+	struct dlh_calib c;
+	struct dlh_estimate m, n;
+
+	real_calib(&c);
+	mlp(&c, 64, 64, 1, "cpu");
+	CHECK(est(&c, NULL, &m) == 0);
+	snprintf(spec.model_type, sizeof spec.model_type, "cnn");
+	spec.conv_filters[0] = 8;
+	spec.conv_kernel[0] = 3;
+	spec.nconv = 1;
+	spec.pool = 2;
+	spec.dense[0] = 64;
+	spec.ndense = 1;
+	CHECK(est(&c, NULL, &n) == 0);
+	CHECK(n.compute_s > m.compute_s);
+}
+
+TEST(errors_name_the_problem)
+{
+	struct dlh_calib c;
+	struct dlh_estimate e;
+	char err[256];
+
+	real_calib(&c);
+	mlp(&c, 64, 64, 2, "cpu");
+	in.dev[1] = dlh_calib_dev(&c, "tpu");
+	CHECK(dlh_estimate(&in, &c, NULL, &e, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "rank 1") && strstr(err, "no calibration"), "%s", err);
+	mlp(&c, 64, 64, 2, "cpu");
+	in.train_n = 10;
+	CHECK(dlh_estimate(&in, &c, NULL, &e, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "cannot fill one batch"), "%s", err);
+	mlp(&c, 64, 64, 1, "cpu");
+	c.when = 0;
+	CHECK(dlh_estimate(&in, &c, NULL, &e, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "no calibration"), "%s", err);
+}
+
+TEST(format_has_one_key_per_line_and_errors_after_a_run)
+{
+	struct dlh_estimate p = { .step_s = 0.01, .total_s = 100, .steps = 5, .mem_bytes = 1 << 20 };
+	struct dlh_estimate a;
+	struct dlh_buf b = { 0 };
+
+	/* what a run measures: step, total and steps; the rest unknown */
+	a = (struct dlh_estimate){ .step_s = 0.01, .compute_s = -1, .comm_s = -1, .epoch_s = -1,
+				   .startup_s = -1, .total_s = 80, .joules = -1, .mem_bytes = -1,
+				   .comm_bytes = -1, .steps = 5 };
+	CHECK(dlh_estimate_format(&p, NULL, &b) == 0);
+	CHECK(strstr(b.data, "step_s=0.01\n") && strstr(b.data, "total_s=100\n"));
+	CHECK(!strstr(b.data, "actual_"));
+	for (char *l = b.data; *l; l = strchr(l, '\n') + 1)
+		CHECK(strchr(l, '=') && strchr(l, '=') < strchr(l, '\n'));
+	dlh_buf_free(&b);
+	CHECK(dlh_estimate_format(&p, &a, &b) == 0);
+	CHECK(strstr(b.data, "actual_total_s=80\nerror_total_s=-25.0\n"));
+	CHECK(strstr(b.data, "error_step_s=0.0\n"));
+	CHECK(!strstr(b.data, "actual_joules"));   /* not measured */
+	dlh_buf_free(&b);
+}
+
+TEST(parse_reads_back_what_format_wrote)
+{
+	struct dlh_calib c;
+	struct dlh_estimate e, back, act = { .step_s = 1, .compute_s = -1, .comm_s = -1,
+					     .epoch_s = -1, .startup_s = -1, .total_s = 9,
+					     .joules = -1, .mem_bytes = -1, .comm_bytes = -1 };
+	struct dlh_buf b = { 0 };
+
+	real_calib(&c);
+	mlp(&c, 256, 128, 2, "cpu");
+	CHECK(est(&c, NULL, &e) == 0);
+	CHECK(dlh_estimate_format(&e, &act, &b) == 0);
+	int rc = dlh_estimate_parse(b.data, &back);
+	dlh_buf_free(&b);
+	CHECK(rc == 0);
+	CHECK(back.steps == e.steps);
+	CHECK(fabs(back.total_s - e.total_s) <= 1e-5 * e.total_s);   /* not actual_total_s */
+	CHECK(fabs(back.raw_compute - e.raw_compute) <= 1e-5 * e.raw_compute);
+	CHECK(fabs(back.raw_startup - e.raw_startup) <= 1e-5 * e.raw_startup);
+	CHECK(dlh_estimate_parse("step_s=1\n", &back) == -EINVAL);
+}
+
+/* Writes text to DIR/name. */
+static int put(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fputs(text, f);
+	return fclose(f);
+}
+
+/* Removes the fabricated job dir. */
+static void rm_job(const char *dir)
+{
+	const char *names[] = { "metrics.csv", "rank_times", "result" };
+	char path[512];
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+TEST(actual_reads_metrics_rank_times_and_result)
+{
+	char dir[] = "/tmp/dlh-test-est.XXXXXX";
+	struct dlh_estimate a;
+
+	CHECK(mkdtemp(dir));
+	/* 2 epochs of 3 steps, 0.1 s a step, evaluations of 0.5 s */
+	put(dir, "metrics.csv", "kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n"
+	    "train,1,1,1.000,2.3,0.1,0.01,100\n"
+	    "train,2,1,1.100,2.2,0.1,0.01,100\n"
+	    "train,3,1,1.200,2.1,0.1,0.01,100\n"
+	    "eval,3,1,1.700,2.0,0.2\n"
+	    "train,4,2,1.800,1.9,0.3,0.01,100\n"
+	    "train,5,2,1.900,1.8,0.3,0.01,100\n"
+	    "train,6,2,2.000,1.7,0.3,0.01,100\n"
+	    "eval,6,2,2.500,1.6,0.4\n");
+	put(dir, "rank_times", "rank,batch,steps,compute_s,wait_s,peak_rss_bytes\n"
+	    "0,32,6,0.48,0.06,50000000\n1,32,6,0.42,0.12,60000000\n");
+	put(dir, "result", "test_accuracy=0.4\nsteps=6\ntrain_time_s=2.5\n");
+	int rc = dlh_estimate_actual(dir, 4.0, &a);
+	rm_job(dir);
+	CHECK(rc == 0);
+	CHECK(a.steps == 6);
+	CHECK_MSG(fabs(a.step_s - 0.1) < 1e-9, "step %g", a.step_s);
+	CHECK_MSG(fabs(a.epoch_s - 0.8) < 1e-9, "epoch %g", a.epoch_s);
+	CHECK(fabs(a.compute_s - 0.08) < 1e-9);   /* the slowest rank */
+	CHECK(fabs(a.comm_s - 0.01) < 1e-9);      /* the least wait */
+	CHECK(a.mem_bytes == 60000000);
+	CHECK(a.total_s == 4.0);
+	/* outside the loop: 4 s of wall, the loop from 1.0 - 0.1 to 2.5 */
+	CHECK_MSG(fabs(a.startup_s - 2.4) < 1e-9, "startup %g", a.startup_s);
+	CHECK(a.joules < 0 && a.comm_bytes < 0);
+}
+
+TEST(actual_without_metrics_is_enoent)
+{
+	struct dlh_estimate a;
+	char dir[] = "/tmp/dlh-test-est.XXXXXX";
+
+	CHECK(dlh_estimate_actual("/nonexistent-dlh-job", 1.0, &a) == -ENOENT);
+	CHECK(mkdtemp(dir));
+	put(dir, "metrics.csv", "kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n");
+	int rc = dlh_estimate_actual(dir, 1.0, &a);
+	rm_job(dir);
+	CHECK(rc == -ENOENT);
+}
+
+/* Removes STATE/history and STATE. */
+static void rm_state(const char *dir)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/history", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
+TEST(history_fit_recovers_known_factors)
+{
+	char dir[] = "/tmp/dlh-test-hist.XXXXXX";
+	struct dlh_correction k;
+	unsigned s = 7;
+
+	CHECK(mkdtemp(dir));
+	CHECK(dlh_history_fit(dir, &k) == 0);   /* no history yet: identity */
+	CHECK(k.compute == 1 && k.comm == 1 && k.startup == 1 && k.runs == 0);
+	for (int i = 0; i < 20; i++) {
+		struct dlh_estimate p = { .steps = 1 }, a = { .steps = 1 };
+		s = s * 1103515245u + 12345u;
+		p.raw_compute = 1 + (s >> 16) % 100;
+		s = s * 1103515245u + 12345u;
+		p.raw_comm = (s >> 16) % 30;
+		s = s * 1103515245u + 12345u;
+		p.raw_startup = 0.2 + (s >> 16) % 7 * 0.1;
+		p.total_s = p.raw_compute + p.raw_comm + p.raw_startup;
+		a.total_s = 1.3 * p.raw_compute + 0.7 * p.raw_comm + 1.1 * p.raw_startup;
+		CHECK(dlh_history_add(dir, &p, &a) == 0);
+		if (i == 3) {   /* too few runs: still identity */
+			CHECK(dlh_history_fit(dir, &k) == 4);
+			CHECK(k.compute == 1 && k.runs == 0);
+		}
+	}
+	int runs = dlh_history_fit(dir, &k);
+	rm_state(dir);
+	CHECK(runs == 20 && k.runs == 20);
+	CHECK_MSG(fabs(k.compute - 1.3) < 1e-4 && fabs(k.comm - 0.7) < 1e-4 &&
+		  fabs(k.startup - 1.1) < 1e-4, "fit %g %g %g", k.compute, k.comm, k.startup);
+}
+
+TEST(history_fit_keeps_factor_one_for_a_term_never_seen)
+{
+	char dir[] = "/tmp/dlh-test-hist.XXXXXX";
+	struct dlh_correction k;
+
+	CHECK(mkdtemp(dir));
+	for (int i = 0; i < 10; i++) {   /* one rank: no comm term in any run */
+		struct dlh_estimate p = { .raw_compute = 10.0 + i, .raw_comm = 0,
+					  .raw_startup = 0.5 + 0.3 * (i % 3) }, a = { 0 };
+		p.total_s = p.raw_compute + p.raw_startup;
+		a.total_s = 0.9 * p.raw_compute + 2.0 * p.raw_startup;
+		CHECK(dlh_history_add(dir, &p, &a) == 0);
+	}
+	int runs = dlh_history_fit(dir, &k);
+	rm_state(dir);
+	CHECK(runs == 10);
+	CHECK_MSG(fabs(k.compute - 0.9) < 1e-4 && k.comm == 1.0 && fabs(k.startup - 2.0) < 1e-4,
+		  "fit %g %g %g", k.compute, k.comm, k.startup);
+}
+
+int main(void)
+{
+	RUN(hand_computed_case_on_flat_speeds);
+	RUN(more_ranks_mean_less_compute_per_step);
+	RUN(comm_is_zero_on_one_rank_only);
+	RUN(the_slowest_rank_sets_the_step);
+	RUN(memory_grows_with_the_batch);
+	RUN(correction_factors_scale_their_terms);
+	RUN(a_cnn_costs_more_than_its_dense_part);
+	RUN(errors_name_the_problem);
+	RUN(format_has_one_key_per_line_and_errors_after_a_run);
+	RUN(parse_reads_back_what_format_wrote);
+	RUN(actual_reads_metrics_rank_times_and_result);
+	RUN(actual_without_metrics_is_enoent);
+	RUN(history_fit_recovers_known_factors);
+	RUN(history_fit_keeps_factor_one_for_a_term_never_seen);
+	return CHECK_EXIT();
+}
