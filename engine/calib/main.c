@@ -437,7 +437,7 @@ static double shm_step_s(long n)
 	struct dlt_optim o = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f };
 	struct dlt_shm shm;
 	char err[512];
-	double sums[2], total = 0.0;
+	double sums[DLT_GRAD_EXTRA], total = 0.0;
 	const int reps = n > (1L << 22) ? 4 : 20;
 
 	if (dlt_shm_create(&shm, MPI_COMM_WORLD, (size_t)n, 1, NULL, err, sizeof err) < 0)
