@@ -2,6 +2,7 @@
  * keys and values, and the whole-file checks (see pool.h for the format) */
 #include <errno.h>
 #include <ini.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,6 +32,13 @@ static const char *const node_keys[] = { "host", "cpus", "cpu_type", "memory", "
 enum { K_FLOPS, K_TMEM, K_BW, K_IDLE, K_BUSY, K_GPU };
 enum { K_HOST, K_CPUS, K_CPU_TYPE, K_NMEM, K_GPUS };
 
+/* One problem of the file. */
+struct pf_problem {
+	int line;                            /* 1-based; 0 = the whole file */
+	int seq;                             /* order found, to sort stably */
+	char msg[320];                       /* without the "FILE:LINE: " prefix */
+};
+
 /* The state of one parse, shared by the line reader and the key handler. */
 struct pf {
 	struct dlh_pool *p;                  /* being filled */
@@ -46,28 +54,57 @@ struct pf {
 	int nkey_line[DLH_POOL_NODES][NNODE_KEYS];
 	char cpu_type[DLH_POOL_NODES][DLH_POOL_TYPE_NAME];  /* cpu_type, resolved at the end */
 	char gpus[DLH_POOL_NODES][INI_MAX_LINE];            /* gpus, resolved at the end */
-	char *err;                           /* messages, one per line */
-	size_t errlen, errused;
+	struct pf_problem errs[ERRORS_MAX];  /* the first problems found */
 	int nerr;                            /* problems found */
 };
 
-/* Records a problem on line (0: the whole file): "FILE:LINE: text". */
+/* Orders problems by line (the whole file's last), then as found. */
+static int by_line(const void *a, const void *b)
+{
+	const struct pf_problem *x = a, *y = b;
+	int lx = x->line ? x->line : INT_MAX, ly = y->line ? y->line : INT_MAX;
+	return lx != ly ? (lx > ly) - (lx < ly) : x->seq - y->seq;
+}
+
+/* Records a problem on line (0: the whole file). Past ERRORS_MAX, the
+ * first lines are kept: a problem found late (a node's unknown type, seen
+ * once every type is known) replaces the last-placed one after it. */
 static void problem(struct pf *c, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void problem(struct pf *c, int line, const char *fmt, ...)
 {
-	if (++c->nerr > ERRORS_MAX || c->errused + 1 >= c->errlen)
-		return;
-	char msg[512];
+	struct pf_problem e = { .line = line, .seq = ++c->nerr };
+	struct pf_problem *slot = &c->errs[c->nerr - 1];
+	if (c->nerr > ERRORS_MAX) {
+		slot = &c->errs[0];
+		for (int i = 1; i < ERRORS_MAX; i++)
+			if (by_line(&c->errs[i], slot) > 0)
+				slot = &c->errs[i];
+		if (by_line(&e, slot) > 0)
+			return;
+	}
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	vsnprintf(e.msg, sizeof e.msg, fmt, ap);
 	va_end(ap);
-	char *at = c->err + c->errused;
-	size_t room = c->errlen - c->errused;
-	int n = line ? snprintf(at, room, "%s%s:%d: %s", c->errused ? "\n" : "", c->fname, line, msg)
-		     : snprintf(at, room, "%s%s: %s", c->errused ? "\n" : "", c->fname, msg);
-	c->errused += n > 0 && (size_t)n < room ? (size_t)n : room - 1;
+	*slot = e;
+}
+
+/* Writes the problems into err, "FILE:LINE: problem" per line, in line order. */
+static void report(struct pf *c, char *err, size_t errlen)
+{
+	int n = c->nerr < ERRORS_MAX ? c->nerr : ERRORS_MAX;
+	size_t used = 0;
+	qsort(c->errs, (size_t)n, sizeof c->errs[0], by_line);
+	for (int i = 0; i < n && used + 1 < errlen; i++) {
+		const struct pf_problem *e = &c->errs[i];
+		int w = e->line ? snprintf(err + used, errlen - used, "%s%s:%d: %s", i ? "\n" : "", c->fname, e->line, e->msg)
+				: snprintf(err + used, errlen - used, "%s%s: %s", i ? "\n" : "", c->fname, e->msg);
+		used += w > 0 && (size_t)w < errlen - used ? (size_t)w : errlen - used - 1;
+	}
+	if (c->nerr > ERRORS_MAX && used + 1 < errlen)
+		snprintf(err + used, errlen - used, "\n%s: %d more problems not shown", c->fname,
+			 c->nerr - ERRORS_MAX);
 }
 
 /* 1 when name is 1..max bytes of letters, digits, '.', '_', '-'. */
@@ -532,8 +569,7 @@ int dlh_pool_parse(struct dlh_pool *p, const char *text, size_t len, const char 
 	if (!c)
 		return -ENOMEM;
 	memset(p, 0, sizeof *p);
-	*c = (struct pf){ .p = p, .fname = fname, .s = text, .end = text + len, .err = err,
-			  .errlen = errlen };
+	*c = (struct pf){ .p = p, .fname = fname, .s = text, .end = text + len };
 	if (errlen)
 		err[0] = '\0';
 	ini_parse_stream(read_line, c, on_key, c);
@@ -544,9 +580,9 @@ int dlh_pool_parse(struct dlh_pool *p, const char *text, size_t len, const char 
 		check_node(c, k);
 	if (!p->nnodes && !c->nerr)
 		problem(c, 0, "no [node NAME] section: the pool needs at least one node");
-	if (c->nerr > ERRORS_MAX)
-		problem(c, 0, "too many problems (%d); the first %d are shown", c->nerr, ERRORS_MAX);
 	int rc = c->nerr ? -EINVAL : 0;
+	if (rc)
+		report(c, err, errlen);
 	free(c);
 	if (rc)
 		return rc;

@@ -211,8 +211,8 @@ TEST(structure_problems_are_named)
 	CHECK(parse("cpus = 2\n[node a]\ncpus = 1\n", "a") == -EINVAL);
 	CHECK_MSG(strstr(err, "pool.ini:1: \"cpus\": key outside any section") == err, "%s", err);
 	CHECK(parse("[node a]\ncpus 2\n", "a") == -EINVAL);
-	CHECK_MSG(err_is("pool.ini:2: syntax error: expected \"[section]\" or \"key = value\", got \"cpus 2\"\n"
-			 "pool.ini:1: [node a]: cpus is required (its number of cores)"), "%s", err);
+	CHECK_MSG(err_is("pool.ini:1: [node a]: cpus is required (its number of cores)\n"
+			 "pool.ini:2: syntax error: expected \"[section]\" or \"key = value\", got \"cpus 2\""), "%s", err);
 	CHECK(parse("[node a/b]\ncpus = 2\n", "a") == -EINVAL);
 	CHECK_MSG(strstr(err, "pool.ini:1: [node]: expected \"[node NAME]\"") == err, "%s", err);
 	CHECK(parse("[type a]\n[type b]\n[type c]\n[type d]\n[type e]\n[type f]\n[type g]\n[type h]\n"
@@ -226,6 +226,20 @@ TEST(every_problem_is_reported_one_line_each)
 	CHECK_MSG(!strncmp(err, "pool.ini:2: ", 12) && strstr(err, "\npool.ini:3: ") &&
 		  strstr(err, "\npool.ini:4: ") && !strchr(strstr(err, "\npool.ini:4: ") + 1, '\n'),
 		  "%s", err);
+}
+
+TEST(problems_come_in_line_order_and_the_rest_are_counted)
+{
+	char text[2048] = "[type H100]\ngpu = true\n[node a]\ncpus = 1\ngpus = H10:1\n";
+	for (int i = 0; i < 24; i++)
+		strcat(text, "bad\n");
+	CHECK(parse(text, "a") == -EINVAL);
+	/* the unknown type (line 5, found at the end) comes before line 6's */
+	CHECK_MSG(strstr(err, "pool.ini:5: [node a] gpus: unknown device type \"H10\" (did you mean \"H100\"?)\n"
+			      "pool.ini:6: syntax error") == err, "%s", err);
+	CHECK_MSG(strstr(err, "\npool.ini:24: syntax error"), "%s", err);
+	CHECK_MSG(!strstr(err, "pool.ini:25:"), "%s", err);
+	CHECK_MSG(strstr(err, "\npool.ini: 5 more problems not shown") && err[strlen(err) - 1] == 'n', "%s", err);
 }
 
 TEST(load_names_the_file_it_cannot_read)
@@ -413,6 +427,7 @@ int main(void)
 	RUN(duplicates_are_refused_with_the_first_line);
 	RUN(structure_problems_are_named);
 	RUN(every_problem_is_reported_one_line_each);
+	RUN(problems_come_in_line_order_and_the_rest_are_counted);
 	RUN(load_names_the_file_it_cannot_read);
 	RUN(rates_are_written_as_pool_files_write_them);
 	RUN(free_view_takes_what_the_local_node_uses);
