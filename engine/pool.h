@@ -41,10 +41,10 @@
 #define DLH_POOL_CPU_TYPE "cpu"                   /* the default CPU type's name */
 
 /* Built-in figures of the default "cpu" type (one core), where neither the
- * pool file nor the machine says better: a 100-200 W package shared by
- * 16-32 cores, idling at about a fifth; a core streams about 10 GB/s. */
+ * pool file nor the machine says better: a server core of a ~150 W, 16-core
+ * part, idling at about a fifth of that; a core streams about 10 GB/s. */
 #define DLH_CPU_WATTS_IDLE 2.0
-#define DLH_CPU_WATTS_BUSY 10.0
+#define DLH_CPU_WATTS_BUSY 9.0
 #define DLH_CPU_BANDWIDTH 10e9
 /* A GPU's idle power as a share of its power limit (NVML gives the limit). */
 #define DLH_GPU_IDLE_SHARE 0.1
