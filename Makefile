@@ -91,7 +91,7 @@ LIBENGINE = $(BUILD)/libdlhengine.a
 LIBTRAIN  = $(BUILD)/libdlhtrain.a
 
 .PHONY: all deps check asan bench bench-deps example clean
-all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(UNIT_BIN) $(GPU_BIN)
+all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(UNIT_BIN) $(GPU_BIN)
 
 $(BUILD)/obj/schema/%.o: schema/%.c
 	@mkdir -p $(dir $@)
@@ -105,6 +105,9 @@ $(BUILD)/obj/engine/train/cuda/%.pic.o: engine/train/cuda/%.cu
 $(BUILD)/dlh-train-cuda.so: $(BUILD)/obj/engine/train/cuda/gpu.pic.o
 	$(NVCC) $(CUDA_ARCH) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 \
 		-lnccl -lcublas
+$(BUILD)/obj/engine/calib/%.o: engine/calib/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(ZLIB_CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/obj/engine/%.o: engine/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -MMD -MP -c $< -o $@
@@ -118,7 +121,9 @@ $(BUILD)/obj/tests/unit/%.o: tests/unit/%.c
 $(LIBSCHEMA): $(SCHEMA_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
-$(LIBENGINE): $(ENGINE_OBJ)
+# the daemon reads data headers (engine/dataset.c) with the trainer's readers
+ENGINE_DATA_OBJ = $(BUILD)/obj/engine/train/idx.o $(BUILD)/obj/engine/train/csv.o
+$(LIBENGINE): $(ENGINE_OBJ) $(ENGINE_DATA_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 $(LIBTRAIN): $(TRAIN_LIB_OBJ) $(BUILD)/obj/engine/util.o
@@ -126,9 +131,13 @@ $(LIBTRAIN): $(TRAIN_LIB_OBJ) $(BUILD)/obj/engine/util.o
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/dlhfs: $(FS_OBJ) $(LIBENGINE) $(LIBSCHEMA)
-	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(INIH_LIBS) -lpthread -lm
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 # the trainer shares the engine's file helpers (atomic writes, mkdir -p)
 $(BUILD)/dlh-train: $(TRAIN_OBJ) $(BUILD)/obj/engine/util.o
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
+# the calibration microbenchmarks (engine/calib.c runs them under mpirun);
+# they time the trainer's own loader and initialisation
+$(BUILD)/dlh-calib: $(BUILD)/obj/engine/calib/main.o $(LIBTRAIN)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
 # Unit tests link only the module they cover: test_train* the trainer,
 # test_schema* the spec language, the rest the engine (and schema).
@@ -143,7 +152,7 @@ $(UNIT_SCHEMA): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBSCHEMA)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) -lm
 $(UNIT_ENGINE): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBENGINE) $(LIBSCHEMA)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) -lpthread -lm
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 
 # test_train_gpu again, against gpu.cu compiled as plain C++ over
 # tests/unit/gpu_emu.h (kernels run on the CPU; sanitizers apply to them)
@@ -180,7 +189,7 @@ asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" check
 
 $(BUILD)/bench-launch: bench/launch.c $(LIBENGINE)
-	$(CC) $(BASE_CFLAGS) $(BASE_LDFLAGS) -o $@ $^ -lpthread -lm
+	$(CC) $(BASE_CFLAGS) $(BASE_LDFLAGS) -o $@ $^ $(ZLIB_LIBS) -lpthread -lm
 
 # ncclAllReduce bus bandwidth, 1..256 MB (GPU builds; bench/nccl-bw runs it)
 $(BUILD)/bench-nccl-bw: bench/nccl_bw.c

@@ -15,12 +15,31 @@
 #define DLH_CALIB_TYPE_NAME 32    /* bytes of a type name, NUL included */
 #define DLH_CALIB_FILE "calibration"   /* STATE/calibration */
 
+/* GEMM shapes calibrated: every m, n, k in DLH_CALIB_GEMM_DIMS (a log4
+ * grid from the MLP's smallest layers to its widest); the estimator
+ * interpolates the throughput of other shapes in log space. */
+#define DLH_CALIB_GEMM_N 5
+#define DLH_CALIB_GEMM_DIMS { 8, 32, 128, 512, 2048 }
+
+/* Copy bandwidth is measured over these working sets (bytes read plus
+ * written), from inside L2 to well past the last-level cache. */
+#define DLH_CALIB_BW_N 4
+#define DLH_CALIB_BW_SIZES { 64L << 10, 512L << 10, 4L << 20, 64L << 20 }
+
 /* One device type's measured speeds (a "cpu" device is one core). The
  * estimator owns which shapes and terms are measured: fields may grow. */
 struct dlh_calib_dev {
 	char type[DLH_CALIB_TYPE_NAME];   /* "cpu", or a GPU model */
 	double gemm_flops;                /* sustained sgemm FLOP/s, large shapes */
 	double mem_bw;                    /* bytes/s one device streams */
+	double mem_bw_all;                /* bytes/s each device streams while all do */
+	double bw[DLH_CALIB_BW_N];        /* bytes/s of a copy of each working set
+					     (0: not measured; mem_bw serves) */
+	double gemm_all;                  /* GEMM speed with every device busy, as a
+					     fraction of gemm_flops' (shared caches) */
+	int grid;                         /* 1: gemm[][][] was measured */
+	float gemm[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
+					  /* sgemm FLOP/s at [m][n][k] of the grid */
 };
 
 /* Everything measured, and when. */
@@ -30,6 +49,16 @@ struct dlh_calib {
 	struct dlh_calib_dev dev[DLH_CALIB_DEVS];
 	double ar_alpha;                  /* allreduce latency, seconds */
 	double ar_beta;                   /* allreduce seconds per byte */
+	double sync_s;                    /* one barrier of the node's ranks, seconds */
+	double launch_s;                  /* mpirun start to MPI_Init returned, 1 rank */
+	double launch_rank_s;             /* and per rank more */
+	double finalize_s;                /* MPI_Finalize to mpirun's exit */
+	double decode_bw;                 /* IDX bytes/s the trainer's loader decodes
+					     (gzip, to floats) */
+	double init_rate;                 /* parameters/s the trainer initialises */
+	double write_s;                   /* an atomic small-file write (fsync, rename) */
+	double write_bw;                  /* bytes/s of a large atomic write */
+	double base_rss;                  /* bytes a rank holds after MPI_Init */
 };
 
 /* Correction factors the history refits (identity: all 1). */
@@ -43,6 +72,10 @@ struct dlh_calib_opts {
 	const char *mpirun;               /* absolute path of mpirun */
 	const char *program;              /* absolute path of the microbenchmark program */
 	int cpus;                         /* CPU slots (ranks for the allreduce test) */
+	const char *dir;                  /* where to time atomic writes and keep the
+					     output (the state dir); NULL = /tmp */
+	const char *images, *labels;      /* an IDX pair to time decoding (the default
+					     data set); NULL = a synthesized pair */
 };
 
 /* Runs the microbenchmarks (blocking; seconds, not minutes). Returns 0, or
@@ -53,6 +86,11 @@ int dlh_calib_measure(const struct dlh_calib_opts *o, struct dlh_calib *c,
 /* Loads STATE/calibration. Returns 0, -ENOENT (never measured), or -EINVAL
  * with err naming the bad line. */
 int dlh_calib_load(const char *state_dir, struct dlh_calib *c, char *err, size_t errlen);
+
+/* Parses cache text into c (which the caller zeroed; keys add to it).
+ * Lines starting with # are comments. Returns 0, or -EINVAL with err
+ * naming the bad line ("calibration:LINE: ..."). */
+int dlh_calib_parse(const char *text, struct dlh_calib *c, char *err, size_t errlen);
 
 /* Writes STATE/calibration atomically. Returns 0, or -errno. */
 int dlh_calib_save(const char *state_dir, const struct dlh_calib *c);

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include "engine/calib.h"
 #include "engine/cgroup.h"
 #include "engine/engine.h"
 #include "engine/plan.h"
@@ -34,6 +35,13 @@ struct dlh_engine {
 	int waiters;                 /* live waiter threads */
 	int stopping;                /* dlh_engine_close in progress */
 	int lock_fd;                 /* STATE/lock, locked while the engine is open */
+	struct dlh_calib cal;        /* the devices' measured speeds; when == 0: none yet */
+	struct dlh_correction corr;  /* the estimator's factors, refitted on the history */
+	int calibrating;             /* a measurement runs (first mount or recalibrate) */
+	int calib_thread_live;       /* calib_thread must be joined */
+	pthread_t calib_thread;      /* the first mount's measurement */
+	char calib_err[256];         /* why the last measurement failed, "" if it did not */
+	char calib_prog[1024];       /* dlh-calib, beside dlh-train */
 };
 
 /* Now, rounded to the millisecond (records store %.3f). */

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/advise.h"
 #include "engine/cgroup.h"
 #include "engine/launch.h"
 #include "engine/plan.h"
@@ -188,7 +189,9 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 	if (!plan)
 		return -ENOMEM;
 	j->status = DLH_PLANNING;
-	int rc = dlh_plan_make(&j->spec, &e->pool, &e->tools, dir, plan, err, sizeof err);
+	struct dlh_plan_override ov;
+	int rc = dlh_plan_make_with(&j->spec, eng_job_override(j, &ov) ? &ov : NULL, &e->pool,
+				    &e->tools, dir, plan, err, sizeof err);
 	if (rc) {
 		err[strcspn(err, "\n")] = '\0';
 		goto fail;
@@ -203,12 +206,7 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 	for (int r = 0, s = 0; r < plan->ranks; s++)
 		if (!e->holder[s])
 			plan->slot[r++] = s;
-	struct dlh_buf text = {0};
-	eng_job_file(e, j->id, "plan", path, sizeof path);
-	if ((rc = dlh_plan_format(plan, &text)) == 0)
-		rc = dlh_write_atomic(path, text.data, text.len);
-	dlh_buf_free(&text);
-	if (rc) {
+	if ((rc = eng_write_plan(e, j->id, plan))) {
 		snprintf(err, sizeof err, "cannot write the plan: %s", strerror(-rc));
 		goto fail;
 	}
@@ -335,6 +333,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus,
 	char path[4096];
 	int oom = dlh_cgroup_oom_kills(cg);
 	int leftover = dlh_proc_kill_session(j->pid, SIGKILL);
+	double run_started = j->run_started;
 	e->slots_used -= j->ranks;
 	for (int s = 0; s < e->pool.node.cpus; s++)
 		if (e->holder[s] == j->id)
@@ -377,6 +376,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus,
 		j->status = DLH_SUCCEEDED;
 		j->reason[0] = '\0';
 		j->finished = eng_stamp();
+		eng_job_actuals(e, j, j->finished - run_started);
 	} else if (j->exit_code == DLH_EXIT_SUSPENDED || j->suspending) {
 		/* stopped at a checkpoint (or, past the grace, stopped anyway):
 		 * not a failure; resume restarts from the newest checkpoint. A
@@ -790,6 +790,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		free(e);
 		return -rc;
 	}
+	eng_calib_open(e, o->no_calibrate);
 	pthread_mutex_lock(&e->mu);
 	for (size_t i = 0; i < e->njobs; i++) {
 		struct dlh_job *j = e->jobs[i];
@@ -814,8 +815,10 @@ void dlh_engine_close(struct dlh_engine *e)
 	while (e->waiters > 0)
 		pthread_cond_wait(&e->changed, &e->mu);
 	pthread_cond_signal(&e->timer_cv);
+	pthread_cond_broadcast(&e->changed);   /* submissions waiting for calibration */
 	pthread_mutex_unlock(&e->mu);
 	pthread_join(e->timer, NULL);
+	eng_calib_close(e);
 	for (size_t i = 0; i < e->njobs; i++)
 		free(e->jobs[i]);
 	free(e->jobs);
@@ -876,22 +879,45 @@ void dlh_engine_reject(struct dlh_engine *e, uid_t uid, const char *err)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* Decides how spec runs (engine/choose); a refusal becomes spec error
+ * text naming the key it comes from. e->mu not held. */
+static int decide(struct dlh_engine *e, const struct dlh_spec *spec, struct dlh_choice *c,
+		  char *err, size_t errlen)
+{
+	char why[1024];
+	int rc = eng_choose(e, spec, c, why, sizeof why);
+
+	if (rc == -ETIME)
+		snprintf(err, errlen, "spec: [job] deadline: %s\n", why);
+	else if (rc == -ENOSPC)
+		snprintf(err, errlen, "spec: [train] batch_size: %s\n", why);
+	else if (rc)
+		snprintf(err, errlen, "spec: %s\n", why);
+	return rc ? -EINVAL : 0;
+}
+
 int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 		      uid_t uid, long *id, char *err, size_t errlen)
 {
 	struct dlh_spec *spec = malloc(sizeof *spec);
 	struct dlh_plan *plan = malloc(sizeof *plan);
 	struct dlh_job *j = calloc(1, sizeof *j);
+	struct dlh_choice *choice = malloc(sizeof *choice);
 	char *norm = malloc(DLH_SPEC_MAX * 2);
 	int rc = -ENOMEM;
-	if (!spec || !plan || !j || !norm) {
+	if (!spec || !plan || !j || !norm || !choice) {
 		snprintf(err, errlen, "spec: out of memory\n");
 		goto out;
 	}
 	err[0] = '\0';
 	rc = dlh_spec_parse(text, len, spec, err, errlen);
+	if (!rc)
+		rc = decide(e, spec, choice, err, errlen);
 	if (!rc) /* the pool must be able to run it at all */
-		rc = dlh_plan_make(spec, &e->pool, &e->tools, "/", plan, err, errlen);
+		rc = dlh_plan_make_with(spec, &(struct dlh_plan_override){
+						.ranks = choice->ranks, .batch = choice->batch,
+						.lr = choice->lr, .warmup_steps = choice->warmup_steps },
+					&e->pool, &e->tools, "/", plan, err, errlen);
 	if (rc) {
 		dlh_engine_reject(e, uid, err);
 		goto out;
@@ -922,7 +948,14 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 	j->submitted = eng_stamp();
 	j->spec = *spec;
 	j->priority = spec->priority;
+	eng_choice_apply(j, choice);
+	if (spec->dry_run) {
+		j->status = DLH_PLANNED;
+		j->finished = j->submitted;
+		snprintf(j->reason, sizeof j->reason, "dry run: estimated and planned, not launched");
+	}
 	char dir[4096], path[4096], next[32];
+	struct dlh_plan_override ov;
 	eng_job_dir(e, j->id, dir, sizeof dir);
 	snprintf(path, sizeof path, "%s/checkpoints", dir);
 	snprintf(next, sizeof next, "%ld\n", j->id + 1);
@@ -940,6 +973,9 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 		eng_job_file(e, j->id, "submitted.ini", path, sizeof path);
 		rc = dlh_write_atomic(path, text, len);
 	}
+	if (!rc && (rc = dlh_plan_make_with(spec, eng_job_override(j, &ov) ? &ov : NULL, &e->pool,
+					    &e->tools, dir, plan, err, errlen)) == 0)
+		rc = eng_write_choice(e, j->id, choice, plan);
 	if (!rc)
 		rc = dlh_job_save(j, dir);
 	if (!rc)
@@ -950,6 +986,12 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 		goto out;
 	}
 	eng_job_log(e, j, "submitted by uid %u", (unsigned)uid);
+	if (choice->estimated)
+		eng_job_log(e, j, "planned: %d x %s, estimated %.1f s, %.0f J%s", choice->ranks,
+			    choice->type, choice->est.total_s, choice->est.joules,
+			    spec->dry_run ? " (dry run: not launched)" : "");
+	else
+		eng_job_log(e, j, "not estimated: %s", choice->why);
 	*id = j->id;
 	j = NULL; /* owned by the table now */
 	eng_schedule(e);
@@ -959,6 +1001,7 @@ out:
 	free(spec);
 	free(plan);
 	free(j);
+	free(choice);
 	free(norm);
 	return rc;
 }

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "engine/job.h"
+#include "engine/util.h"
 #include "engine/pool.h"
 
 #define DLH_STATE_DEFAULT "/var/lib/dlh"
@@ -31,6 +32,8 @@ struct dlh_engine_opts {
 	double suspend_grace;   /* seconds; 0 = DLH_SUSPEND_GRACE */
 	int max_queued;         /* most jobs queued at once; 0 = DLH_MAX_QUEUED */
 	int no_isolation;       /* 1: no cgroups (cpusets, memory limits) for runs */
+	int no_calibrate;       /* 1: never measure the devices (jobs without a cached
+				   calibration run unestimated); for tests */
 };
 
 /* One waiting job of the queue, in queue order (see dlh_engine_queue). */
@@ -124,6 +127,15 @@ int dlh_engine_holders(struct dlh_engine *e, long *out, int max);
 
 /* How runs are isolated: "cgroup v1", "cgroup v2" or "none: WHY". */
 void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len);
+
+/* Reruns the calibration microbenchmarks (seconds; blocking) and caches the
+ * result in the state dir; later submissions are estimated with it.
+ * Returns 0, -EBUSY (one runs already), or -errno with err saying why. */
+int dlh_engine_recalibrate(struct dlh_engine *e, char *err, size_t errlen);
+
+/* Appends the text of the cached calibration (date first), or one line
+ * saying it is being measured or why it is not. Returns 0, or -ENOMEM. */
+int dlh_engine_calibration(struct dlh_engine *e, struct dlh_buf *out);
 
 /* Blocks until job id is in a terminal state or timeout seconds pass.
  * Returns 0 when terminal, -ETIMEDOUT, or -ENOENT. For tests and tools. */

@@ -34,15 +34,23 @@ struct dlh_estimate_in {
 /* The prediction (and, once a run ended, what was measured). */
 struct dlh_estimate {
 	double step_s;          /* one optimizer step (slowest rank + sync) */
-	double compute_s;       /* of which the slowest rank's forward + backward + update */
+	double compute_s;       /* of which the slowest rank's forward + backward (the
+				   update is the rest of step_s besides comm_s) */
 	double comm_s;          /* of which the gradient sum not hidden behind backprop */
 	double epoch_s;         /* one epoch: steps + its evaluation pass */
-	double startup_s;       /* launch, data decode, model init before the first step */
+	double startup_s;       /* launch, data decode, model init before the first step,
+				   and the exit after the last (final checkpoint, files,
+				   MPI_Finalize): the run's time outside its loop */
 	double total_s;         /* whole run: startup + epochs + checkpoints */
 	double joules;          /* energy of the devices held, over total_s */
 	double mem_bytes;       /* peak memory of the largest rank */
 	double comm_bytes;      /* bytes each rank sends per step */
 	long steps;             /* optimizer steps of the run */
+	/* the uncorrected terms that sum to total_s, which the history refits
+	   (negative in an actual) */
+	double raw_compute;     /* device work: steps, evaluations, checkpoints */
+	double raw_comm;        /* gradient sums over the run */
+	double raw_startup;     /* startup_s before correction */
 };
 
 /* Fills out for in on calibration cal, with the correction factors corr
@@ -57,6 +65,11 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
  * error_KEY= in % ((actual - predicted) / actual). Returns 0, or -ENOMEM. */
 int dlh_estimate_format(const struct dlh_estimate *pred, const struct dlh_estimate *act,
 			struct dlh_buf *out);
+
+/* Reads the predicted values back from the text dlh_estimate_format wrote
+ * (the actual_ and error_ lines are skipped). Returns 0, or -EINVAL when a
+ * predicted key is missing. */
+int dlh_estimate_parse(const char *text, struct dlh_estimate *pred);
 
 /* Reads what a finished run measured from its job directory (metrics.csv,
  * rank_times, result) and its wall time into act; fields it cannot know stay

@@ -16,6 +16,7 @@ static const char *const status_names[] = {
 	[DLH_FAILED] = "failed",
 	[DLH_CANCELLED] = "cancelled",
 	[DLH_SUSPENDED] = "suspended",
+	[DLH_PLANNED] = "planned",
 };
 
 const char *dlh_status_name(enum dlh_status s)
@@ -27,7 +28,7 @@ const char *dlh_status_name(enum dlh_status s)
 
 int dlh_status_terminal(enum dlh_status s)
 {
-	return s == DLH_SUCCEEDED || s == DLH_FAILED || s == DLH_CANCELLED;
+	return s == DLH_SUCCEEDED || s == DLH_FAILED || s == DLH_CANCELLED || s == DLH_PLANNED;
 }
 
 int dlh_job_save(const struct dlh_job *j, const char *dir)
@@ -41,6 +42,13 @@ int dlh_job_save(const struct dlh_job *j, const char *dir)
 		j->id, (unsigned)j->uid, dlh_status_name(j->status), j->reason,
 		j->submitted, j->started, j->finished, (long)j->pid, j->pid_start,
 		j->ranks, j->restarts, j->exit_code, j->priority, j->suspends);
+	if (j->plan_ranks > 0) {
+		dlh_buf_printf(&b, "plan_ranks=%d\nplan_lr=%.17g\nplan_warmup=%d\nest_total=%.3f\n"
+			       "plan_batch=", j->plan_ranks, j->plan_lr, j->plan_warmup, j->est_total);
+		for (int r = 0; r < j->plan_ranks; r++)
+			dlh_buf_printf(&b, "%s%d", r ? "," : "", j->plan_batch[r]);
+		dlh_buf_printf(&b, "\n");
+	}
 	if (!b.data)
 		return -ENOMEM;
 	snprintf(path, sizeof path, "%s/job", dir);
@@ -59,6 +67,31 @@ static double kv_double(const char *text, const char *key)
 {
 	char v[64];
 	return dlh_kv_get(text, key, v, sizeof v) ? 0 : strtod(v, NULL);
+}
+
+/* The planner's decision of a record, if it has one and it is whole. */
+static void load_plan(struct dlh_job *j, const char *text)
+{
+	enum { LIST = DLH_JOB_RANKS * 12 };
+	int n = (int)kv_long(text, "plan_ranks"), r = 0;
+	char *list = malloc(LIST);
+
+	if (!list)
+		return;
+	if (n >= 1 && n <= DLH_JOB_RANKS && !dlh_kv_get(text, "plan_batch", list, LIST))
+		for (char *s = list, *end; r < n && *s; s = end + (*end == ',')) {
+			long b = strtol(s, &end, 10);
+			if (end == s || b < 1)
+				break;
+			j->plan_batch[r++] = (int)b;
+		}
+	free(list);
+	if (r != n || n < 1)
+		return;
+	j->plan_ranks = n;
+	j->plan_lr = kv_double(text, "plan_lr");
+	j->plan_warmup = (int)kv_long(text, "plan_warmup");
+	j->est_total = kv_double(text, "est_total");
 }
 
 int dlh_job_load(struct dlh_job *j, const char *dir)
@@ -93,6 +126,7 @@ int dlh_job_load(struct dlh_job *j, const char *dir)
 	j->priority = (int)kv_long(text, "priority");
 	int has_priority = !dlh_kv_get(text, "priority", v, sizeof v);
 	j->suspends = (int)kv_long(text, "suspends");
+	load_plan(j, text);
 	free(text);
 	if ((int)j->status < 0 || j->id <= 0)
 		return -EINVAL;

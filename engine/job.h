@@ -9,6 +9,7 @@
 #include "schema/spec.h"
 
 #define DLH_REASON_MAX 512
+#define DLH_JOB_RANKS 1024    /* most ranks a job's plan records (DLH_RANKS_MAX) */
 
 enum dlh_status {
 	DLH_QUEUED = 0,   /* waiting for free slots */
@@ -18,6 +19,7 @@ enum dlh_status {
 	DLH_FAILED,       /* the run ended without one; reason says why */
 	DLH_CANCELLED,    /* stopped by a cancel verb */
 	DLH_SUSPENDED,    /* stopped at a checkpoint; ctl `resume` requeues it */
+	DLH_PLANNED,      /* [job] dry_run: estimated and planned, never launched */
 };
 
 /* The persistent part of a job (the file `job` in its directory) plus the
@@ -38,6 +40,12 @@ struct dlh_job {
 	int priority;                /* higher starts first; [job] priority or ctl `priority N` */
 	int suspends;                /* times the job was suspended (by ctl or preemption) */
 	struct dlh_spec spec;        /* the validated spec */
+	/* what the planner decided at submission (engine/choose) */
+	int plan_ranks;              /* ranks; 0 = not decided (the spec's own) */
+	int plan_batch[DLH_JOB_RANKS];   /* per-rank batches */
+	double plan_lr;              /* lr to train with; 0 = auto */
+	int plan_warmup;             /* warmup steps */
+	double est_total;            /* estimated run time, seconds; 0 = no estimate */
 
 	/* daemon-only, not stored */
 	int cancelling;              /* a cancel was sent; ends as cancelled */

@@ -111,6 +111,23 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 		  const struct dlh_tools *tools, const char *job_dir,
 		  struct dlh_plan *p, char *err, size_t errlen)
 {
+	return dlh_plan_make_with(spec, NULL, pool, tools, job_dir, p, err, errlen);
+}
+
+/* 1 when batch is the split dlh-train makes by itself: the global batch
+ * over the ranks, the remainder to the first ones. */
+static int equal_split(const int *batch, int ranks, int global)
+{
+	for (int r = 0; r < ranks; r++)
+		if (batch[r] != global / ranks + (r < global % ranks))
+			return 0;
+	return 1;
+}
+
+int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_override *ov,
+		       const struct dlh_pool *pool, const struct dlh_tools *tools,
+		       const char *job_dir, struct dlh_plan *p, char *err, size_t errlen)
+{
 	memset(p, 0, sizeof *p);
 	if (spec->device == DLH_DEVICE_GPU && pool->node.gpus == 0) {
 		snprintf(err, errlen, "spec: [resources] device: \"gpu\" asked for, the pool has no GPU\n");
@@ -121,7 +138,7 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 			 spec->memory >> 20, pool->node.mem_bytes >> 20);
 		return -EINVAL;
 	}
-	int ranks = dlh_plan_slots(spec, pool);
+	int ranks = ov ? ov->ranks : dlh_plan_slots(spec, pool);
 	if (spec->device == DLH_DEVICE_GPU && ranks > pool->node.gpus) {
 		snprintf(err, errlen, "spec: [resources] ranks: %d ranks need %d GPUs (one each), the pool has %d\n",
 			 ranks, ranks, pool->node.gpus);
@@ -139,8 +156,14 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 	}
 	p->ranks = ranks;
 	for (int r = 0; r < ranks; r++)
-		p->batch[r] = spec->batch_size / ranks + (r < spec->batch_size % ranks);
-	p->lr = spec->lr;
+		p->slot[r] = -1;   /* the engine assigns slots at launch */
+	int global = 0;
+	for (int r = 0; r < ranks; r++) {
+		p->batch[r] = ov ? ov->batch[r] : spec->batch_size / ranks + (r < spec->batch_size % ranks);
+		global += p->batch[r];
+	}
+	p->lr = ov ? ov->lr : spec->lr;
+	int warmup = ov ? ov->warmup_steps : spec->warmup_steps;
 	p->memory = spec->memory;
 	snprintf(p->host, sizeof p->host, "%s", pool->node.host);
 
@@ -185,7 +208,12 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 	}
 	rc |= num_opt(p, "--dropout", spec->dropout);
 	rc |= opt(p, "--epochs", "%d", spec->epochs);
-	rc |= opt(p, "--batch", "%d", spec->batch_size);
+	rc |= opt(p, "--batch", "%d", global);
+	if (!equal_split(p->batch, ranks, global)) {
+		char rb[DLH_ARGV_BYTES];   /* the argv store holds no more */
+		ints_text(p->batch, ranks, rb, sizeof rb);
+		rc |= strlen(rb) + 1 >= sizeof rb ? -E2BIG : arg(p, "--rank-batches") | arg(p, "%s", rb);
+	}
 	rc |= p->lr > 0.0 ? num_opt(p, "--lr", p->lr) : opt(p, "--lr", "%s", "auto");
 	rc |= opt(p, "--optimizer", "%s", spec->optimizer);
 	if (!strcmp(spec->optimizer, "adam"))
@@ -196,7 +224,7 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 	rc |= opt(p, "--schedule", "%s", spec->schedule);
 	if (!strcmp(spec->schedule, "step"))
 		rc |= opt(p, "--step-epochs", "%d", spec->step_epochs) | num_opt(p, "--gamma", spec->gamma);
-	rc |= opt(p, "--warmup-steps", "%d", spec->warmup_steps);
+	rc |= opt(p, "--warmup-steps", "%d", warmup);
 	rc |= opt(p, "--seed", "%llu", (unsigned long long)spec->seed);
 	rc |= opt(p, "--checkpoint-every", "%d", spec->checkpoint_every);
 	rc |= num_opt(p, "--bucket-mb", spec->bucket_mb);
@@ -233,6 +261,9 @@ int dlh_plan_format(const struct dlh_plan *p, struct dlh_buf *out)
 		rc |= p->gpu ?
 			dlh_buf_printf(out, "rank %d host %s device gpu%d batch %d\n", r, p->host, r,
 				       p->batch[r]) :
+			p->slot[r] < 0 ?
+			dlh_buf_printf(out, "rank %d host %s device cpu (a free slot at launch) batch %d\n",
+				       r, p->host, p->batch[r]) :
 			dlh_buf_printf(out, "rank %d host %s device cpu%d batch %d\n", r, p->host,
 				       p->slot[r], p->batch[r]);
 	rc |= dlh_buf_printf(out, "env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1\nargv");

@@ -38,6 +38,19 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 		  const struct dlh_tools *tools, const char *job_dir,
 		  struct dlh_plan *plan, char *err, size_t errlen);
 
+/* What the planner decided (engine/choose), over the spec's own values. */
+struct dlh_plan_override {
+	int ranks;                      /* ranks = devices */
+	const int *batch;               /* ranks per-rank batches: the global batch is their sum */
+	double lr;                      /* 0 = auto */
+	int warmup_steps;               /* linear warmup steps */
+};
+
+/* dlh_plan_make with ov's ranks, batches, lr and warmup (ov NULL: the spec's). */
+int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_override *ov,
+		       const struct dlh_pool *pool, const struct dlh_tools *tools,
+		       const char *job_dir, struct dlh_plan *plan, char *err, size_t errlen);
+
 /* The number of CPU slots spec needs on pool (ranks, or all for auto). */
 int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool);
 

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "engine/core.h"
+#include "engine/advise.h"
 #include "engine/sched.h"
 #include "engine/util.h"
 
@@ -46,7 +47,7 @@ static size_t plan_queue(struct dlh_engine *e, double now, struct dlh_sched_wait
 		} else if (j->status == DLH_QUEUED) {
 			w[nw] = (struct dlh_sched_wait){
 				.id = j->id, .priority = j->priority, .submitted = j->submitted,
-				.cpus = dlh_plan_slots(&j->spec, &e->pool),
+				.cpus = eng_job_slots(e, j),
 				.duration = j->spec.time_limit > 0 ? (double)j->spec.time_limit : INFINITY,
 			};
 			nw++;

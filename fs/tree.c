@@ -40,7 +40,8 @@ static const struct fs_entry jobs_entries[] = {
 };
 static const struct fs_entry job_entries[] = {
 	{ "spec", FS_JOB_SPEC }, { "status", FS_JOB_STATUS }, { "progress", FS_JOB_PROGRESS },
-	{ "metrics", FS_JOB_METRICS }, { "metrics.csv", FS_JOB_CSV }, { "plan", FS_JOB_PLAN },
+	{ "metrics", FS_JOB_METRICS }, { "metrics.csv", FS_JOB_CSV }, { "estimate", FS_JOB_ESTIMATE },
+	{ "plan", FS_JOB_PLAN },
 	{ "log", FS_JOB_LOG }, { "checkpoints", FS_JOB_CKPTS }, { "result", FS_JOB_RESULT },
 	{ "lr_finder", FS_JOB_LRFIND }, { "ctl", FS_JOB_CTL }, { NULL, 0 },
 };
@@ -49,6 +50,7 @@ static const struct fs_entry job_entries[] = {
 static const struct { enum fs_kind kind; const char *file; } real_files[] = {
 	{ FS_JOB_SPEC, "spec.ini" }, { FS_JOB_CSV, "metrics.csv" },
 	{ FS_JOB_PLAN, "plan" }, { FS_JOB_LOG, "log" }, { FS_JOB_LRFIND, "lr_finder" },
+	{ FS_JOB_ESTIMATE, "estimate" },
 };
 
 enum fs_source fs_source_of(enum fs_kind k)
@@ -59,7 +61,7 @@ enum fs_source fs_source_of(enum fs_kind k)
 	case FS_JOB_CKPTS:
 		return FS_DIR;
 	case FS_JOB_SPEC: case FS_JOB_CSV: case FS_JOB_PLAN: case FS_JOB_LOG:
-	case FS_JOB_CKPT: case FS_JOBS_ERRORS: case FS_JOB_LRFIND:
+	case FS_JOB_CKPT: case FS_JOBS_ERRORS: case FS_JOB_LRFIND: case FS_JOB_ESTIMATE:
 		return FS_PASSTHROUGH;
 	case FS_JOBS_NEW:
 		return FS_TRANSACTION;
@@ -169,13 +171,16 @@ static int list_pool(struct dlh_engine *e, const struct fs_node *n,
 	return 0;
 }
 
-/* 1 when job id's trainer has written lr_finder (lr = auto). */
-static int lrfind_written(struct dlh_engine *e, long id)
+/* 1 unless kind is a job file that appears only once written: lr_finder
+ * (lr = auto's range test), estimate (jobs from before estimates had none). */
+static int optional_written(struct dlh_engine *e, enum fs_kind kind, long id)
 {
-	struct fs_node n = { .kind = FS_JOB_LRFIND, .id = id };
+	struct fs_node n = { .kind = kind, .id = id };
 	char path[4096];
 	struct stat st;
 
+	if (kind != FS_JOB_LRFIND && kind != FS_JOB_ESTIMATE)
+		return 1;
 	fs_real_path(e, &n, path, sizeof path);
 	return stat(path, &st) == 0;
 }
@@ -261,7 +266,7 @@ int fs_resolve(struct dlh_engine *e, const char *path, struct fs_node *n)
 		if (dlh_engine_job(e, n->id, &job) || !dlh_status_terminal(job.status))
 			return -ENOENT;
 	}
-	if (n->kind == FS_JOB_LRFIND && !lrfind_written(e, n->id))
+	if (!optional_written(e, n->kind, n->id))
 		return -ENOENT;
 	return 0;
 }
@@ -296,8 +301,7 @@ int fs_list(struct dlh_engine *e, const struct fs_node *n,
 	int terminal = n->kind == FS_JOB && !dlh_engine_job(e, n->id, &job) &&
 		       dlh_status_terminal(job.status);
 	for (; ent && ent->name; ent++) {
-		if ((ent->kind == FS_JOB_RESULT && !terminal) ||
-		    (ent->kind == FS_JOB_LRFIND && !lrfind_written(e, n->id)))
+		if ((ent->kind == FS_JOB_RESULT && !terminal) || !optional_written(e, ent->kind, n->id))
 			continue;
 		if (fill(ctx, ent->name))
 			return 0;

@@ -47,6 +47,7 @@ enum fs_kind {
 	FS_JOB_LOG,       /* log */
 	FS_JOB_RESULT,    /* result (once the job has ended) */
 	FS_JOB_LRFIND,    /* lr_finder (once lr = auto's range test has written it) */
+	FS_JOB_ESTIMATE,  /* estimate (predicted before launch; actual after the run) */
 	FS_JOB_CTL,       /* ctl */
 	FS_JOB_CKPTS,     /* checkpoints/ */
 	FS_JOB_CKPT,      /* checkpoints/<file> */

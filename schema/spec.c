@@ -35,6 +35,8 @@ const struct dlh_key dlh_spec_keys[] = {
 	{ "job", "priority", DLH_KIND_INT, FIELD(priority), .lo = DLH_PRIORITY_MIN, .hi = DLH_PRIORITY_MAX, .def = "0" },
 	{ "job", "preemptible", DLH_KIND_ENUM, FIELD(preemptible), .words = bool_words, .def = "true" },
 	{ "job", "time_limit", DLH_KIND_DURATION, FIELD(time_limit), .lo = 0, .hi = DLH_TIME_LIMIT_MAX, .def = "0" },
+	{ "job", "deadline", DLH_KIND_DURATION, FIELD(deadline), .lo = 0, .hi = DLH_TIME_LIMIT_MAX, .def = "0" },
+	{ "job", "dry_run", DLH_KIND_ENUM, FIELD(dry_run), .words = bool_words, .def = "false" },
 
 	{ "data", "train", DLH_KIND_PATH, FIELD(train), .hi = DLH_PATH_MAX, .def = DATA_DIR "train-images-idx3-ubyte.gz" },
 	{ "data", "train_labels", DLH_KIND_PATH, FIELD(train_labels), .hi = DLH_PATH_MAX, .def = DATA_DIR "train-labels-idx1-ubyte.gz" },
@@ -55,6 +57,7 @@ const struct dlh_key dlh_spec_keys[] = {
 
 	{ "train", "epochs", DLH_KIND_INT, FIELD(epochs), .lo = 1, .hi = 10000, .def = "10" },
 	{ "train", "batch_size", DLH_KIND_INT, FIELD(batch_size), .lo = 1, .hi = 1048576, .def = "64" },
+	{ "train", "scale_batch", DLH_KIND_ENUM, FIELD(scale_batch), .words = bool_words, .def = "false" },
 	{ "train", "lr", DLH_KIND_RATE, FIELD(lr), .dlo = 0, .lo_open = 1, .dhi = 100, .def = "0.01" },
 	{ "train", "optimizer", DLH_KIND_WORD, FIELD(optimizer), .words = optim_words, .later = optim_later, .def = "sgd" },
 	{ "train", "momentum", DLH_KIND_DOUBLE, FIELD(momentum), .dlo = 0, .dhi = 1, .hi_open = 1, .def = "0.9" },

@@ -40,6 +40,9 @@ struct dlh_spec {
 	int preemptible;                    /* 1: a waiting job of higher priority may suspend it */
 	long time_limit;                    /* seconds one run may take (and the scheduler's
 					       estimate); 0 = none */
+	long deadline;                      /* seconds the run must finish in: the planner picks
+					       the fewest joules that meet it; 0 = none (fastest) */
+	int dry_run;                        /* 1: estimate and plan, never launch */
 
 	/* [data] */
 	char train[DLH_PATH_MAX + 1];        /* absolute path, readable */
@@ -65,6 +68,9 @@ struct dlh_spec {
 	/* [train] */
 	int epochs;                          /* 1..10000 */
 	int batch_size;                      /* global batch, 1..1048576 */
+	int scale_batch;                     /* 1: batch_size and lr are one device's; the global
+						batch is batch_size x ranks, lr scaled linearly
+						(Goyal et al. 2017) with warmup */
 	double lr;                           /* > 0, <= 100; 0 = auto (the range test) */
 	char optimizer[16];                  /* "sgd" | "nesterov" | "adam" */
 	double momentum;                     /* sgd, nesterov: 0 <= m < 1 */

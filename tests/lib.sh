@@ -84,9 +84,9 @@ expect_errno() {
 # status_is ID WORD
 status_is() { [ "$(cat "$MNT/jobs/$1/status")" = "$2" ]; }
 
-# job_terminal ID: status is succeeded, failed or cancelled
+# job_terminal ID: status is succeeded, failed, cancelled or planned (a dry run)
 job_terminal() {
-	case $(cat "$MNT/jobs/$1/status") in succeeded|failed|cancelled) return 0 ;; esac
+	case $(cat "$MNT/jobs/$1/status") in succeeded|failed|cancelled|planned) return 0 ;; esac
 	return 1
 }
 

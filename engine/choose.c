@@ -1,0 +1,290 @@
+/* choose.c - deciding how a job runs, before it runs */
+#include "engine/choose.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Goyal et al. 2017 warm up over 5 of 90 epochs: the same share of a run. */
+#define WARMUP_SHARE (5.0 / 90.0)
+
+/* A core's power when the pool config does not say: idle and training
+ * (a server core of a ~150 W, 16-core part). */
+#define DLH_CPU_WATTS_IDLE 2.0
+#define DLH_CPU_WATTS_BUSY 9.0
+
+/* What the estimate callback needs besides the configuration. */
+struct ctx {
+	const struct dlh_choose_in *in;
+	const struct dlh_dataset_shape *shape;
+	int tried;                    /* configurations the spec allows */
+	char err[256];                /* the estimator's last refusal */
+};
+
+int dlh_split_batch(int global, const double *speed, int n, int *out)
+{
+	double sum = 0.0, frac[DLH_RANKS_MAX];
+	int given = 0;
+
+	if (n < 1 || n > DLH_RANKS_MAX || global < n)
+		return -EINVAL;
+	for (int r = 0; r < n; r++)
+		sum += speed[r] > 0.0 ? speed[r] : 0.0;
+	for (int r = 0; r < n; r++) {
+		/* no speeds known: the equal split */
+		double x = sum > 0.0 && speed[r] > 0.0 ? global * speed[r] / sum : (double)global / n;
+
+		out[r] = (int)x;
+		frac[r] = x - out[r];
+		given += out[r];
+	}
+	for (; given < global; given++) {   /* largest remainder; ties to the first rank */
+		int m = 0;
+
+		for (int r = 1; r < n; r++)
+			if (frac[r] > frac[m] + 1e-12)
+				m = r;
+		out[m]++;
+		frac[m] = -1.0;
+	}
+	for (int r = 0; r < n; r++)          /* every rank gets a sample */
+		while (out[r] < 1) {
+			int m = 0;
+
+			for (int k = 1; k < n; k++)
+				if (out[k] > out[m])
+					m = k;
+			out[m]--;
+			out[r]++;
+		}
+	return 0;
+}
+
+/* The global batch of count ranks: the spec's, or with scale_batch the
+ * spec's per device. */
+static long global_batch(const struct dlh_spec *s, int count)
+{
+	return s->scale_batch ? (long)s->batch_size * count : s->batch_size;
+}
+
+/* The type index of device kind `gpu` that the spec's [resources] allows. */
+static int type_allowed(const struct dlh_pool_free *p, int t, const struct dlh_spec *s)
+{
+	int is_gpu = strcmp(p->type[t].name, "cpu") != 0;
+
+	return is_gpu == (s->device == DLH_DEVICE_GPU);
+}
+
+/* Fills ein for configuration c (count devices of one type). */
+static int fill_in(struct ctx *x, const struct dlh_pool_free *p, const struct dlh_config *c,
+		   struct dlh_estimate_in *ein, const struct dlh_calib_dev **dev)
+{
+	const struct dlh_spec *s = x->in->spec;
+	double speed[DLH_RANKS_MAX];
+	long global = global_batch(s, c->count);
+
+	if (global > 1048576 || global < c->count)
+		return -EINVAL;
+	*dev = dlh_calib_dev(x->in->cal, p->type[c->type].name);
+	if (!*dev) {
+		snprintf(x->err, sizeof x->err, "no calibration for device type \"%s\"",
+			 p->type[c->type].name);
+		return -ENOENT;
+	}
+	memset(ein, 0, sizeof *ein);
+	ein->spec = s;
+	ein->train_n = x->shape->train_n;
+	ein->test_n = x->shape->test_n;
+	ein->c = x->shape->c;
+	ein->h = x->shape->h;
+	ein->w = x->shape->w;
+	ein->classes = x->shape->classes;
+	ein->ranks = c->count;
+	ein->nodes = c->nodes;
+	for (int r = 0; r < c->count; r++) {
+		ein->dev[r] = *dev;
+		ein->watts_busy[r] = p->type[c->type].watts_busy;
+		ein->watts_idle[r] = p->type[c->type].watts_idle;
+		speed[r] = (*dev)->gemm_flops;
+	}
+	return dlh_split_batch((int)global, speed, c->count, ein->batch);
+}
+
+/* The planner's callback: the estimate of configuration c. */
+static int estimate_config(void *ctxp, const struct dlh_pool_free *p, const struct dlh_config *c,
+			   struct dlh_config_cost *out)
+{
+	struct ctx *x = ctxp;
+	const struct dlh_spec *s = x->in->spec;
+	const struct dlh_calib_dev *dev;
+	struct dlh_estimate_in ein;
+	struct dlh_estimate est;
+
+	if (!type_allowed(p, c->type, s) || (s->ranks > 0 && c->count != s->ranks))
+		return -EINVAL;
+	x->tried++;
+	if (fill_in(x, p, c, &ein, &dev) < 0 ||
+	    dlh_estimate(&ein, x->in->cal, x->in->corr, &est, x->err, sizeof x->err) < 0)
+		return -EINVAL;
+	out->total_s = est.total_s;
+	out->joules = est.joules;
+	out->mem_bytes = est.mem_bytes;
+	out->fits = p->type[c->type].mem_bytes <= 0.0 || est.mem_bytes <= p->type[c->type].mem_bytes;
+	return 0;
+}
+
+/* The planner's view of the local node: its CPU cores as devices of type
+ * "cpu", its GPUs as type "gpu"; free counts as given (< 0: all). */
+static void pool_view(const struct dlh_pool *pool, int cpus_free, int gpus_free,
+		      struct dlh_pool_free *v)
+{
+	const struct dlh_node *n = &pool->node;
+
+	memset(v, 0, sizeof *v);
+	v->nnodes = 1;
+	v->ntypes = 2;
+	snprintf(v->type[0].name, sizeof v->type[0].name, "cpu");
+	v->type[0].mem_bytes = n->cpus > 0 ? (double)n->mem_bytes / n->cpus : 0.0;
+	v->type[0].watts_idle = DLH_CPU_WATTS_IDLE;
+	v->type[0].watts_busy = DLH_CPU_WATTS_BUSY;
+	snprintf(v->type[1].name, sizeof v->type[1].name, "gpu");
+	v->free[0][0] = cpus_free < 0 ? n->cpus : cpus_free;
+	v->free[0][1] = gpus_free < 0 ? n->gpus : gpus_free;
+}
+
+/* The spec's own ranks and equal batches, not estimated (why says why). */
+static int unestimated(const struct dlh_choose_in *in, struct dlh_choice *out, const char *why)
+{
+	const struct dlh_spec *s = in->spec;
+	int n = dlh_plan_slots(s, in->pool);
+	double speed[DLH_RANKS_MAX] = { 0 };
+
+	out->estimated = 0;
+	snprintf(out->why, sizeof out->why, "%s", why);
+	out->ranks = n < 1 ? 1 : n > DLH_RANKS_MAX ? DLH_RANKS_MAX : n;
+	out->lr = s->lr;
+	out->warmup_steps = s->warmup_steps;
+	snprintf(out->type, sizeof out->type, "%s", s->device == DLH_DEVICE_GPU ? "gpu" : "cpu");
+	if (dlh_split_batch(s->batch_size, speed, out->ranks, out->batch) < 0)
+		for (int r = 0; r < out->ranks; r++)   /* plan_make refuses it with the reason */
+			out->batch[r] = 1;
+	return 0;
+}
+
+/* Sets lr and warmup for the chosen global batch, and says what changed. */
+static void scale_lr(const struct dlh_spec *s, long global, long steps, struct dlh_choice *out)
+{
+	size_t used = 0;
+
+	out->lr = s->lr;
+	out->warmup_steps = s->warmup_steps;
+	if (global == s->batch_size)
+		return;
+	used += (size_t)snprintf(out->changes + used, sizeof out->changes - used,
+				 "global_batch %ld = %d ranks x %d (scale_batch: batch_size is one "
+				 "device's)\n", global, out->ranks, s->batch_size);
+	if (s->lr <= 0.0) {   /* the range test runs at the global batch: nothing to scale */
+		snprintf(out->changes + used, sizeof out->changes - used,
+			 "lr auto: the range test runs at the global batch %ld\n", global);
+		return;
+	}
+	out->lr = s->lr * (double)global / s->batch_size;
+	long warm = lround(ceil(WARMUP_SHARE * (double)steps));
+
+	if (warm > out->warmup_steps)
+		out->warmup_steps = (int)(warm < 100000000 ? warm : 100000000);
+	snprintf(out->changes + used, sizeof out->changes - used,
+		 "lr %.6g -> %.6g: linear scaling rule (Goyal et al. 2017), x%ld/%d\n"
+		 "warmup_steps %d -> %d: linear warmup over 5/90 of the run's %ld steps "
+		 "(Goyal et al.)\n",
+		 s->lr, out->lr, global, s->batch_size, s->warmup_steps, out->warmup_steps, steps);
+}
+
+int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err, size_t errlen)
+{
+	const struct dlh_spec *s = in->spec;
+	struct dlh_dataset_shape shape;
+	struct ctx x = { .in = in, .shape = &shape };
+	char why[512];
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	out->deadline_s = (double)s->deadline;
+	if (s->command[0])
+		return unestimated(in, out, "[job] command runs a program dlhfs does not model");
+	if (!in->cal || in->cal->when <= 0)
+		return unestimated(in, out, "the pool is not calibrated yet");
+	if (dlh_dataset_shape(s, &shape, why, sizeof why) < 0)
+		return unestimated(in, out, why);
+
+	pool_view(in->pool, in->cpus_free, in->gpus_free, &out->pool);
+	rc = dlh_planner_choose(&out->pool, out->deadline_s, 0, estimate_config, &x, &out->best,
+				out->alt, DLH_CHOOSE_ALTS, &out->nalt, err, errlen);
+	if (rc == -ENOSPC && x.tried && in->cpus_free >= 0) {
+		/* nothing is free: plan on the whole pool and wait for it */
+		pool_view(in->pool, -1, -1, &out->pool);
+		x.tried = 0;
+		rc = dlh_planner_choose(&out->pool, out->deadline_s, 0, estimate_config, &x,
+					&out->best, out->alt, DLH_CHOOSE_ALTS, &out->nalt, err, errlen);
+	}
+	if (!x.tried) {
+		snprintf(err, errlen, "[resources]: no device of the pool can run it (%s%s%d)",
+			 s->device == DLH_DEVICE_GPU ? "gpu" : "cpu", s->ranks ? ", ranks " : "",
+			 s->ranks);
+		return -EINVAL;
+	}
+	if (rc == -ENOSPC && x.err[0] && out->best.c.count == 0) {
+		snprintf(err, errlen, "cannot estimate it: %s", x.err);
+		return -EINVAL;
+	}
+	if (rc)
+		return rc;
+
+	const struct dlh_calib_dev *dev;
+	struct dlh_estimate_in ein;
+
+	out->ranks = out->best.c.count;
+	snprintf(out->type, sizeof out->type, "%s", out->pool.type[out->best.c.type].name);
+	if (fill_in(&x, &out->pool, &out->best.c, &ein, &dev) < 0 ||
+	    dlh_estimate(&ein, in->cal, in->corr, &out->est, err, errlen) < 0)
+		return -EINVAL;
+	memcpy(out->batch, ein.batch, sizeof out->batch[0] * (size_t)out->ranks);
+	scale_lr(s, global_batch(s, out->ranks), out->est.steps, out);
+	out->estimated = 1;
+	return 0;
+}
+
+/* One candidate as a line of the plan. */
+static int candidate_line(struct dlh_buf *b, const char *label, const struct dlh_pool_free *p,
+			  const struct dlh_candidate *c)
+{
+	char what[256], t[32];
+
+	dlh_config_describe(p, &c->c, what, sizeof what);
+	dlh_duration_text(c->cost.total_s, t, sizeof t);
+	return dlh_buf_printf(b, "%s %s: %s, %.0f J, %.0f MiB per device\n", label, what, t,
+			      c->cost.joules, c->cost.mem_bytes / 1048576.0);
+}
+
+int dlh_choice_format(const struct dlh_choice *c, struct dlh_buf *out)
+{
+	int rc = 0;
+
+	if (!c->estimated)
+		return dlh_buf_printf(out, "planner none: %s\n", c->why);
+	if (c->deadline_s > 0) {
+		char d[32];
+
+		dlh_duration_text(c->deadline_s, d, sizeof d);
+		rc |= dlh_buf_printf(out, "planner fewest joules finishing within the deadline %s\n", d);
+	} else {
+		rc |= dlh_buf_printf(out, "planner fastest (no [job] deadline)\n");
+	}
+	rc |= candidate_line(out, "chosen", &c->pool, &c->best);
+	for (int i = 0; i < c->nalt; i++)
+		rc |= candidate_line(out, "candidate", &c->pool, &c->alt[i]);
+	if (c->changes[0])
+		rc |= dlh_buf_printf(out, "%s", c->changes);
+	return rc ? -ENOMEM : 0;
+}
