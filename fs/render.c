@@ -9,13 +9,22 @@
 
 #include "engine/metrics.h"
 
-const char fs_ctl_help[] =
+static const char job_ctl_help[] =
 	"# write one verb per line:\n"
 	"cancel\n"
 	"suspend\n"
 	"resume\n"
 	"checkpoint\n"
 	"priority N\n";
+
+static const char pool_ctl_help[] =
+	"# write one verb per line:\n"
+	"recalibrate\n";
+
+const char *fs_ctl_help(enum fs_kind kind)
+{
+	return kind == FS_POOL_CTL ? pool_ctl_help : job_ctl_help;
+}
 
 static const char readme_text[] =
 	"dlhfs: a deep-learning harness driven with files\n"
@@ -36,6 +45,10 @@ static const char readme_text[] =
 	"pool/nodes/<node>/gpus/<i>/  model (its type), memory (bytes), state (free\n"
 	"                         or busy), job (the holder, or -)\n"
 	"pool/nodes/<node>/isolation  cgroup v1, cgroup v2, or none: why\n"
+	"pool/calibration         the devices' measured speeds, the date first; or\n"
+	"                         why there are none yet (being measured, failed)\n"
+	"pool/ctl                 write recalibrate: measure again (the write\n"
+	"                         returns when done, failing with the errno)\n"
 	"queue                    waiting jobs in start order: id, priority, cpus,\n"
 	"                         time limit, estimated start\n"
 	"jobs/new                 write a spec (INI) here; close() creates the job\n"
@@ -416,6 +429,8 @@ int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out
 		return render_summary(e, out);
 	case FS_POOL_TYPES:
 		return render_types(e, out);
+	case FS_POOL_CALIB:
+		return dlh_engine_calibration(e, out);
 	case FS_NODE_CPUS: case FS_NODE_USED: case FS_NODE_MEMORY: case FS_NODE_MODEL:
 	case FS_NODE_JOBS: case FS_NODE_DEVICES: case FS_NODE_CPU_JOB: case FS_NODE_ISOLATION:
 	case FS_NODE_HOST: case FS_NODE_ROLE: case FS_NODE_GPU_MODEL: case FS_NODE_GPU_MEMORY:

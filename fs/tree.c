@@ -20,7 +20,7 @@ static const struct fs_entry root_entries[] = {
 };
 static const struct fs_entry pool_entries[] = {
 	{ "summary", FS_POOL_SUMMARY }, { "types", FS_POOL_TYPES }, { "nodes", FS_POOL_NODES },
-	{ NULL, 0 },
+	{ "calibration", FS_POOL_CALIB }, { "ctl", FS_POOL_CTL }, { NULL, 0 },
 };
 static const struct fs_entry node_entries[] = {
 	{ "cpus", FS_NODE_CPUS }, { "cpus_used", FS_NODE_USED }, { "memory", FS_NODE_MEMORY },
@@ -65,7 +65,7 @@ enum fs_source fs_source_of(enum fs_kind k)
 		return FS_PASSTHROUGH;
 	case FS_JOBS_NEW:
 		return FS_TRANSACTION;
-	case FS_JOB_CTL:
+	case FS_JOB_CTL: case FS_POOL_CTL:
 		return FS_CONTROL;
 	case FS_JOB_LINK:
 		return FS_SYMLINK;

@@ -12,6 +12,8 @@ enum fs_kind {
 	FS_POOL,          /* /pool */
 	FS_POOL_SUMMARY,  /* /pool/summary */
 	FS_POOL_TYPES,    /* /pool/types: the device-type table */
+	FS_POOL_CALIB,    /* /pool/calibration: the measured figures, date first */
+	FS_POOL_CTL,      /* /pool/ctl: write "recalibrate" */
 	FS_POOL_NODES,    /* /pool/nodes */
 	FS_NODE,          /* /pool/nodes/<node> (name = the node) */
 	FS_NODE_HOST,     /* .../host: where the node is reached */
@@ -59,7 +61,7 @@ enum fs_source {
 	FS_GENERATED,     /* text rendered at open (a snapshot) */
 	FS_PASSTHROUGH,   /* a real file in the state directory, read as it grows */
 	FS_TRANSACTION,   /* jobs/new: write a spec, read the answer */
-	FS_CONTROL,       /* ctl: write verbs */
+	FS_CONTROL,       /* ctl (a job's, the pool's): write verbs */
 	FS_SYMLINK,       /* jobs/<name> */
 };
 

@@ -45,7 +45,7 @@ mount_pool() {
 
 test_pool_file_shows_its_nodes_and_types() {
 	mount_pool two_node_pool
-	expect_eq "$(ls "$MNT/pool" | tr '\n' ' ')" "nodes summary types " "ls pool"
+	expect_eq "$(ls "$MNT/pool" | tr '\n' ' ')" "calibration ctl nodes summary types " "ls pool"
 	expect_eq "$(ls "$MNT/pool/nodes" | tr '\n' ' ')" "gpu01 here " "ls pool/nodes"
 	expect_eq "$(cat "$MNT/pool/types")" "$(printf '%s\n' \
 		'cpu cpu flops 90G memory 12G bandwidth 20G watts_idle 3 watts_busy 12' \
@@ -122,5 +122,27 @@ test_default_pool_is_this_machine() {
 	gpus=$(ls /dev | grep -c '^nvidia[0-9][0-9]*$')
 	[ "$gpus" -gt 0 ] || expect_eq "$(cat "$MNT/pool/types" | wc -l)" 1 "types without a GPU"
 	expect_eq "$(ls "$node/gpus" | wc -l)" "$gpus" "gpus (the /dev/nvidiaN files)"
+	dlh_umount
+}
+
+# calibrated: pool/calibration holds figures (it starts with their date)
+calibrated() { head -1 "$MNT/pool/calibration" | grep -q '^date=[0-9-]*T[0-9:]*Z$'; }
+
+test_pool_ctl_recalibrates_and_calibration_shows_the_figures() {
+	dlh_mount
+	expect_eq "$(ls "$MNT/pool" | tr '\n' ' ')" "calibration ctl nodes summary types " "ls pool"
+	expect_eq "$(cat "$MNT/pool/ctl")" "$(printf '# write one verb per line:\nrecalibrate')" "ctl help"
+	expect_errno "Invalid argument" bash -c "echo recalibrat > '$MNT/pool/ctl'"
+	expect_errno "Permission denied" bash -c "echo x > '$MNT/pool/calibration'"
+	# the first mount measures in the background; the file says so meanwhile
+	calibrated || grep -q '^measuring' "$MNT/pool/calibration" || die "calibration: $(cat "$MNT/pool/calibration")"
+	wait_for 300 calibrated || die "not calibrated: $(cat "$MNT/pool/calibration")"
+	local before; before=$(sed -n 's/^when=//p' "$MNT/pool/calibration")
+	echo recalibrate > "$MNT/pool/ctl" || die "recalibrate failed: $(cat "$MNT/pool/calibration")"
+	local after; after=$(sed -n 's/^when=//p' "$MNT/pool/calibration")
+	awk -v a="$after" -v b="$before" 'BEGIN { exit !(a > b) }' || die "when: $before, then $after"
+	# the cache in the state dir, without its comment
+	expect_eq "$(cat "$MNT/pool/calibration")" "$(grep -v '^#' "$STATE/calibration")" "the file is the cache"
+	expect_eq "$(stat -c %s "$MNT/pool/calibration")" "$(cat "$MNT/pool/calibration" | wc -c)" "size"
 	dlh_umount
 }
