@@ -21,6 +21,7 @@ static int measure(struct dlh_engine *e, char *err, size_t errlen)
 	struct dlh_calib c;
 	struct dlh_calib_opts o = {
 		.mpirun = e->tools.mpirun, .program = e->calib_prog, .cpus = e->pool.node.cpus,
+		.dir = e->state,
 	};
 	int rc = dlh_calib_measure(&o, &c, err, errlen);
 
@@ -48,15 +49,32 @@ static void *calib_main(void *arg)
 	return NULL;
 }
 
+/* dlh-calib lives beside dlh-train. */
+static void find_calib_prog(struct dlh_engine *e)
+{
+	snprintf(e->calib_prog, sizeof e->calib_prog, "%s", e->tools.trainer);
+	char *slash = strrchr(e->calib_prog, '/');
+	snprintf(slash ? slash + 1 : e->calib_prog,
+		 sizeof e->calib_prog - (size_t)(slash ? slash + 1 - e->calib_prog : 0), "dlh-calib");
+}
+
+int eng_calibrate_now(struct dlh_engine *e, struct dlh_buf *out, char *err, size_t errlen)
+{
+	int rc;
+
+	find_calib_prog(e);
+	e->calibrating = 1;
+	if ((rc = measure(e, err, errlen)) < 0)
+		return rc;
+	return dlh_calib_format(&e->cal, out);
+}
+
 void eng_calib_open(struct dlh_engine *e, int no_calibrate)
 {
 	char err[256];
 	int rc;
 
-	snprintf(e->calib_prog, sizeof e->calib_prog, "%s", e->tools.trainer);
-	char *slash = strrchr(e->calib_prog, '/');
-	snprintf(slash ? slash + 1 : e->calib_prog,
-		 sizeof e->calib_prog - (size_t)(slash ? slash + 1 - e->calib_prog : 0), "dlh-calib");
+	find_calib_prog(e);
 	rc = dlh_calib_load(e->state, &e->cal, err, sizeof err);
 	if (rc == -EINVAL)
 		fprintf(stderr, "dlhfs: ignoring %s/%s: %s; measuring again\n", e->state,

@@ -10,6 +10,10 @@
  * no cache (and no_calibrate 0) starts measuring in a thread. At open. */
 void eng_calib_open(struct dlh_engine *e, int no_calibrate);
 
+/* Measures now (blocking), stores the cache and appends its text to out.
+ * For dlh_engine_calibrate: e is set up but not opened. Returns 0, or -errno. */
+int eng_calibrate_now(struct dlh_engine *e, struct dlh_buf *out, char *err, size_t errlen);
+
 /* Waits for that thread. At close, e->mu not held. */
 void eng_calib_close(struct dlh_engine *e);
 

@@ -221,19 +221,15 @@ int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err
 	pool_view(in->pool, in->cpus_free, in->gpus_free, &out->pool);
 	rc = dlh_planner_choose(&out->pool, out->deadline_s, 0, estimate_config, &x, &out->best,
 				out->alt, DLH_CHOOSE_ALTS, &out->nalt, err, errlen);
-	if (rc == -ENOSPC && x.tried && in->cpus_free >= 0) {
-		/* nothing is free: plan on the whole pool and wait for it */
+	if ((!x.tried || (rc == -ENOSPC && !x.err[0])) && (in->cpus_free >= 0 || in->gpus_free >= 0)) {
+		/* nothing (that fits) is free: plan on the whole pool and wait for it */
 		pool_view(in->pool, -1, -1, &out->pool);
 		x.tried = 0;
 		rc = dlh_planner_choose(&out->pool, out->deadline_s, 0, estimate_config, &x,
 					&out->best, out->alt, DLH_CHOOSE_ALTS, &out->nalt, err, errlen);
 	}
-	if (!x.tried) {
-		snprintf(err, errlen, "[resources]: no device of the pool can run it (%s%s%d)",
-			 s->device == DLH_DEVICE_GPU ? "gpu" : "cpu", s->ranks ? ", ranks " : "",
-			 s->ranks);
-		return -EINVAL;
-	}
+	if (!x.tried)   /* the pool has not what the spec asks: dlh_plan_make says what */
+		return unestimated(in, out, "no device of the pool matches [resources]");
 	if (rc == -ENOSPC && x.err[0] && out->best.c.count == 0) {
 		snprintf(err, errlen, "cannot estimate it: %s", x.err);
 		return -EINVAL;

@@ -723,6 +723,30 @@ int dlh_engine_check(const struct dlh_engine_opts *o, char *err, size_t errlen)
 	return rc;
 }
 
+int dlh_engine_calibrate(const struct dlh_engine_opts *o, struct dlh_buf *out,
+			 char *err, size_t errlen)
+{
+	struct dlh_engine *e = calloc(1, sizeof *e);
+	if (!e)
+		return -ENOMEM;
+	int rc = setup(e, o, err, errlen);
+	if (!rc && (e->lock_fd = lock_state(e->state, 0, err, errlen)) < 0)
+		rc = e->lock_fd;
+	if (rc) {
+		free(e);
+		return rc;
+	}
+	dlh_pool_detect(&e->pool, o->cpus);
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->changed, NULL);
+	rc = eng_calibrate_now(e, out, err, errlen);
+	pthread_cond_destroy(&e->changed);
+	pthread_mutex_destroy(&e->mu);
+	close(e->lock_fd);
+	free(e);
+	return rc;
+}
+
 int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		    char *err, size_t errlen)
 {

@@ -128,6 +128,12 @@ int dlh_engine_holders(struct dlh_engine *e, long *out, int max);
 /* How runs are isolated: "cgroup v1", "cgroup v2" or "none: WHY". */
 void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len);
 
+/* Measures the devices of o's pool without mounting (dlhfs --calibrate):
+ * writes STATE/calibration and appends its text to out. Refused (-EBUSY)
+ * while a daemon holds the state dir. Returns 0, or -errno with err. */
+int dlh_engine_calibrate(const struct dlh_engine_opts *o, struct dlh_buf *out,
+			 char *err, size_t errlen);
+
 /* Reruns the calibration microbenchmarks (seconds; blocking) and caches the
  * result in the state dir; later submissions are estimated with it.
  * Returns 0, -EBUSY (one runs already), or -errno with err saying why. */

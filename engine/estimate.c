@@ -476,6 +476,10 @@ int dlh_estimate_format(const struct dlh_estimate *pred, const struct dlh_estima
 	for (int i = 0; i < NKEYS; i++)
 		rc |= dlh_buf_printf(out, "%s=%.6g\n", est_keys[i].key, key_val(pred, i));
 	rc |= dlh_buf_printf(out, "steps=%ld\n", pred->steps);
+	/* the uncorrected terms, so the history can refit them after the run */
+	if (pred->raw_compute >= 0)
+		rc |= dlh_buf_printf(out, "raw_compute_s=%.6g\nraw_comm_s=%.6g\nraw_startup_s=%.6g\n",
+				     pred->raw_compute, pred->raw_comm, pred->raw_startup);
 	dlh_duration(pred->total_s, total, sizeof total);
 	snprintf(step, sizeof step, "%.3g ms", pred->step_s * 1e3);
 	rc |= dlh_buf_printf(out, "human=step %s, total %s, %.0f J, %.0f MiB per device\n", step,
@@ -491,6 +495,29 @@ int dlh_estimate_format(const struct dlh_estimate *pred, const struct dlh_estima
 	if (act && act->steps >= 0)
 		rc |= dlh_buf_printf(out, "actual_steps=%ld\n", act->steps);
 	return rc ? -ENOMEM : 0;
+}
+
+int dlh_estimate_parse(const char *text, struct dlh_estimate *pred)
+{
+	char v[64];
+
+	memset(pred, 0, sizeof *pred);
+	for (int i = 0; i < NKEYS; i++) {
+		if (dlh_kv_get(text, est_keys[i].key, v, sizeof v))
+			return -EINVAL;
+		*(double *)((char *)pred + est_keys[i].off) = strtod(v, NULL);
+	}
+	if (dlh_kv_get(text, "steps", v, sizeof v))
+		return -EINVAL;
+	pred->steps = strtol(v, NULL, 10);
+	pred->raw_compute = pred->raw_comm = pred->raw_startup = -1;
+	if (!dlh_kv_get(text, "raw_compute_s", v, sizeof v))
+		pred->raw_compute = strtod(v, NULL);
+	if (!dlh_kv_get(text, "raw_comm_s", v, sizeof v))
+		pred->raw_comm = strtod(v, NULL);
+	if (!dlh_kv_get(text, "raw_startup_s", v, sizeof v))
+		pred->raw_startup = strtod(v, NULL);
+	return 0;
 }
 
 /* ---- what a run measured ---- */

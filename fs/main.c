@@ -26,6 +26,7 @@ struct dlh_options {
 	char *isolation;   /* -o isolation=auto|off */
 	int show_help;     /* --help */
 	int show_version;  /* --version */
+	int calibrate;     /* --calibrate */
 };
 
 #define OPTION(t, p) { t, offsetof(struct dlh_options, p), 1 }
@@ -41,6 +42,7 @@ static const struct fuse_opt option_spec[] = {
 	OPTION("--help", show_help),
 	OPTION("-V", show_version),
 	OPTION("--version", show_version),
+	OPTION("--calibrate", calibrate),
 	FUSE_OPT_END
 };
 
@@ -99,6 +101,7 @@ static void print_error(const char *err)
 static void usage(const char *prog)
 {
 	printf("usage: %s [options] MOUNTPOINT\n"
+	       "       %s --calibrate [-o state=DIR]\n"
 	       "\n"
 	       "Mounts the dlhfs deep-learning harness at MOUNTPOINT. Write a job spec\n"
 	       "into MOUNTPOINT/jobs/new to train; read MOUNTPOINT/README for the tree.\n"
@@ -116,10 +119,33 @@ static void usage(const char *prog)
 	       "    -o mpirun=PATH     the mpirun program (default: from PATH)\n"
 	       "    -h, --help         this text, then libfuse's options\n"
 	       "    -V, --version      print the version\n"
+	       "    --calibrate        measure the devices now (GEMM, memory bandwidth,\n"
+	       "                       allreduce; seconds), store STATE/calibration, print\n"
+	       "                       it and exit; a mount measures on its own when the\n"
+	       "                       state dir has none\n"
 	       "\n"
 	       "Unmount with: fusermount3 -u MOUNTPOINT (running jobs are stopped and\n"
 	       "resume from their newest checkpoint at the next mount).\n"
-	       "\n", prog, DLH_STATE_DEFAULT, DLH_MAX_QUEUED);
+	       "\n", prog, prog, DLH_STATE_DEFAULT, DLH_MAX_QUEUED);
+}
+
+/* dlhfs --calibrate: measure, store, print. Returns the exit status. */
+static int calibrate(const struct dlh_options *o)
+{
+	struct dlh_engine_opts eo = {
+		.state_dir = o->state ? o->state : DLH_STATE_DEFAULT,
+		.trainer = o->trainer, .mpirun = o->mpirun, .cpus = o->cpus,
+	};
+	struct dlh_buf out = {0};
+	char err[1024] = "";
+	int rc = dlh_engine_calibrate(&eo, &out, err, sizeof err);
+
+	if (rc)
+		fprintf(stderr, "dlhfs: calibration failed: %s\n", err);
+	else
+		fputs(out.data ? out.data : "", stdout);
+	dlh_buf_free(&out);
+	return rc ? 1 : 0;
 }
 
 int main(int argc, char *argv[])
@@ -150,6 +176,10 @@ int main(int argc, char *argv[])
 	if (o.show_version) {
 		printf("dlhfs %s (libfuse %s)\n", DLH_VERSION, fuse_pkgversion());
 		rc = 0;
+		goto out_args;
+	}
+	if (o.calibrate) {
+		rc = calibrate(&o);
 		goto out_args;
 	}
 	if (!c.mountpoint) {

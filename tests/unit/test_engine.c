@@ -299,7 +299,8 @@ TEST(engine_second_open_of_a_state_dir_is_refused)
 {
 	char state[512], err[512];
 	fresh_dir(state, sizeof state, "eng-lock");
-	struct dlh_engine_opts o = { .state_dir = state, .trainer = "/bin/true", .mpirun = "/bin/false" };
+	struct dlh_engine_opts o = { .state_dir = state, .trainer = "/bin/true", .mpirun = "/bin/false",
+				      .no_calibrate = 1 };
 	struct dlh_engine *a = NULL, *b = NULL;
 	CHECK(dlh_engine_open(&a, &o, err, sizeof err) == 0);
 	/* a lock held by this same process does not conflict (POSIX record
@@ -322,7 +323,7 @@ static struct dlh_engine *open_engine(const char *state, const char *mpirun, int
 {
 	struct dlh_engine_opts o = {
 		.state_dir = state, .trainer = "/bin/true", .mpirun = mpirun, .cpus = cpus,
-		.kill_grace = 0.5,
+		.kill_grace = 0.5, .no_calibrate = 1,
 	};
 	struct dlh_engine *e = NULL;
 	char err[512];
@@ -632,7 +633,7 @@ TEST(engine_priority_orders_the_queue_and_max_queued_refuses)
 	chmod(sleeper, 0755);
 	struct dlh_engine_opts o = {
 		.state_dir = state, .trainer = "/bin/true", .mpirun = sleeper, .cpus = 1,
-		.kill_grace = 0.5, .max_queued = 2,
+		.kill_grace = 0.5, .max_queued = 2, .no_calibrate = 1,
 	};
 	struct dlh_engine *e = NULL;
 	char err[DLH_ERR_MAX];
