@@ -122,46 +122,46 @@ static const char *quoted(const char *text, char *buf, size_t len)
 	return buf;
 }
 
-/* Starts a [type NAME] section. */
-static void type_section(struct pf *c, const char *name)
+/* Opens the section [type NAME] (is_type) or [node NAME]: a new entry of
+ * the pool, unless it has one of that name or is full. Returns its index,
+ * or -1 after reporting why not. */
+static int new_section(struct pf *c, int is_type, const char *name)
 {
 	struct dlh_pool *p = c->p;
-	int t = dlh_pool_find_type(p, name);
-	if (t >= 0) {
-		problem(c, c->lineno, "[type %s]: defined again (first on line %d)", name, c->type_line[t]);
-		return;
+	const char *kind = is_type ? "type" : "node";
+	int found = is_type ? dlh_pool_find_type(p, name) : dlh_pool_find_node(p, name);
+	int *count = is_type ? &p->ntypes : &p->nnodes;
+	int *lines = is_type ? c->type_line : c->node_line;
+	int max = is_type ? DLH_POOL_TYPES : DLH_POOL_NODES;
+	if (found >= 0) {
+		problem(c, c->lineno, "[%s %s]: defined again (first on line %d)", kind, name, lines[found]);
+		return -1;
 	}
-	if (p->ntypes >= DLH_POOL_TYPES) {
-		problem(c, c->lineno, "[type %s]: more than %d device types", name, DLH_POOL_TYPES);
-		return;
+	if (*count >= max) {
+		problem(c, c->lineno, "[%s %s]: more than %d %s", kind, name, max,
+			is_type ? "device types" : "nodes");
+		return -1;
 	}
-	t = p->ntypes++;
-	snprintf(p->type[t].name, sizeof p->type[t].name, "%s", name);
-	c->type_line[t] = c->lineno;
-	c->sec = SEC_TYPE;
-	c->idx = t;
+	lines[*count] = c->lineno;
+	c->sec = is_type ? SEC_TYPE : SEC_NODE;
+	return c->idx = (*count)++;
 }
 
-/* Starts a [node NAME] section. */
-static void node_section(struct pf *c, const char *name)
+/* Starts the section [type NAME] or [node NAME], a node's host and
+ * cpu_type at their defaults. */
+static void start_section(struct pf *c, int is_type, const char *name)
 {
-	struct dlh_pool *p = c->p;
-	int k = dlh_pool_find_node(p, name);
-	if (k >= 0) {
-		problem(c, c->lineno, "[node %s]: defined again (first on line %d)", name, c->node_line[k]);
+	int i = new_section(c, is_type, name);
+	if (i < 0)
+		return;
+	if (is_type) {
+		snprintf(c->p->type[i].name, sizeof c->p->type[i].name, "%s", name);
 		return;
 	}
-	if (p->nnodes >= DLH_POOL_NODES) {
-		problem(c, c->lineno, "[node %s]: more than %d nodes", name, DLH_POOL_NODES);
-		return;
-	}
-	k = p->nnodes++;
-	snprintf(p->nodes[k].name, sizeof p->nodes[k].name, "%s", name);
-	snprintf(p->nodes[k].host, sizeof p->nodes[k].host, "%s", name);
-	snprintf(c->cpu_type[k], sizeof c->cpu_type[k], "%s", DLH_POOL_CPU_TYPE);
-	c->node_line[k] = c->lineno;
-	c->sec = SEC_NODE;
-	c->idx = k;
+	struct dlh_pool_node *nd = &c->p->nodes[i];
+	snprintf(nd->name, sizeof nd->name, "%s", name);
+	snprintf(nd->host, sizeof nd->host, "%s", name);
+	snprintf(c->cpu_type[i], sizeof c->cpu_type[i], "%s", DLH_POOL_CPU_TYPE);
 }
 
 /* Cuts s at its trailing blanks. */
@@ -211,10 +211,7 @@ static void section_line(struct pf *c, const char *s)
 		return;
 	}
 	snprintf(c->label, sizeof c->label, "[%s %s]", kind, name);
-	if (is_type)
-		type_section(c, name);
-	else
-		node_section(c, name);
+	start_section(c, is_type, name);
 }
 
 /* The ini_reader: hands inih the next line without its line ending and

@@ -260,19 +260,16 @@ TEST(load_names_the_file_it_cannot_read)
 
 TEST(rates_are_written_as_pool_files_write_them)
 {
+	static const struct { double v; const char *text; } cases[] = {
+		{ 67e12, "67T" }, { 3.35e12, "3.35T" }, { 90e9, "90G" }, { 0, "0" }, { 512, "512" },
+		{ 2.5e18, "2500P" },
+	};
 	char b[32];
-	dlh_pool_rate_text(67e12, b, sizeof b);
-	CHECK(!strcmp(b, "67T"));
-	dlh_pool_rate_text(3.35e12, b, sizeof b);
-	CHECK(!strcmp(b, "3.35T"));
-	dlh_pool_rate_text(90e9, b, sizeof b);
-	CHECK(!strcmp(b, "90G"));
-	dlh_pool_rate_text(0, b, sizeof b);
-	CHECK(!strcmp(b, "0"));
-	dlh_pool_rate_text(512, b, sizeof b);
-	CHECK(!strcmp(b, "512"));
-	dlh_pool_rate_text(2.5e18, b, sizeof b);
-	CHECK(!strcmp(b, "2500P"));
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		dlh_pool_rate_text(cases[i].v, b, sizeof b);
+		CHECK_MSG(!strcmp(b, cases[i].text), "%g: got \"%s\", want \"%s\"", cases[i].v, b,
+			  cases[i].text);
+	}
 }
 
 TEST(free_view_takes_what_the_local_node_uses)
