@@ -629,8 +629,9 @@ static int load_jobs(struct dlh_engine *e, char *err, size_t errlen)
 	return 0;
 }
 
-/* Resolves the state directory and the tools of o into e, creating
- * STATE/jobs. Returns 0, or -errno with err filled. */
+/* Resolves the state directory and the tools of o into e, loads the pool
+ * file when o names one, and creates STATE/jobs. Returns 0, or -errno with
+ * err filled. */
 static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *err, size_t errlen)
 {
 	int rc;
@@ -662,6 +663,8 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 		snprintf(err, errlen, "mpirun not found on PATH (install openmpi-bin: make deps)");
 		return -ENOENT;
 	}
+	if (o->pool_file && (rc = dlh_pool_load(&e->pool, o->pool_file, o->cpus, err, errlen)))
+		return rc;
 	char dir[4096];
 	snprintf(dir, sizeof dir, "%s/jobs", e->state);
 	if ((rc = dlh_mkdir_p(dir, 0755)) || (access(dir, W_OK) && (rc = -errno))) {
@@ -761,7 +764,8 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	e->suspend_grace = o->suspend_grace > 0 ? o->suspend_grace : DLH_SUSPEND_GRACE;
 	e->max_queued = o->max_queued > 0 ? o->max_queued : DLH_MAX_QUEUED;
 	e->next_id = 1;
-	dlh_pool_detect(&e->pool, o->cpus);
+	if (!o->pool_file)   /* else setup() loaded it */
+		dlh_pool_detect(&e->pool, o->cpus);
 	if (!o->no_isolation)
 		dlh_cgroup_setup(&e->cg);
 	else

@@ -20,6 +20,7 @@ struct dlh_options {
 	char *state;       /* -o state=DIR */
 	char *trainer;     /* -o trainer=PATH */
 	char *mpirun;      /* -o mpirun=PATH */
+	char *pool;        /* -o pool=FILE */
 	int cpus;          /* -o cpus=N */
 	int max_queued;    /* -o max_queued=N */
 	char *isolation;   /* -o isolation=auto|off */
@@ -33,6 +34,7 @@ static const struct fuse_opt option_spec[] = {
 	OPTION("state=%s", state),
 	OPTION("trainer=%s", trainer),
 	OPTION("mpirun=%s", mpirun),
+	OPTION("pool=%s", pool),
 	OPTION("cpus=%d", cpus),
 	OPTION("max_queued=%d", max_queued),
 	OPTION("isolation=%s", isolation),
@@ -85,6 +87,17 @@ static const struct fuse_operations dlh_fs_ops = {
 	.link = dlh_fs_refuse_link,
 };
 
+/* Prints err to stderr, "dlhfs: " before each of its lines (a pool file
+ * with several problems gives one "FILE:LINE: problem" line each). */
+static void print_error(const char *err)
+{
+	do {
+		size_t len = strcspn(err, "\n");
+		fprintf(stderr, "dlhfs: %.*s\n", (int)len, err);
+		err += len + (err[len] == '\n');
+	} while (*err);
+}
+
 static void usage(const char *prog)
 {
 	printf("usage: %s [options] MOUNTPOINT\n"
@@ -95,6 +108,9 @@ static void usage(const char *prog)
 	       "\n"
 	       "dlhfs options:\n"
 	       "    -o state=DIR       where jobs, logs and checkpoints live (default %s)\n"
+	       "    -o pool=FILE       the pool: device types and nodes, INI (default: this\n"
+	       "                       machine, its cores and its NVIDIA GPUs; README.md\n"
+	       "                       describes the file)\n"
 	       "    -o cpus=N          CPU slots of the local node (default: online cores)\n"
 	       "    -o max_queued=N    most jobs queued at once; more are refused (default %d)\n"
 	       "    -o isolation=off   no cgroups for runs (default auto: cpusets and memory\n"
@@ -139,7 +155,7 @@ int main(int argc, char *argv[])
 	struct fuse_cmdline_opts c = { 0 };
 	struct dlh_fs fs = { 0 };
 	struct fuse *f = NULL;
-	char err[1024] = "";
+	char err[4096] = "";   /* room for a pool file's problems, one line each */
 	int rc = 1;
 
 	if (fuse_opt_parse(&args, &o, option_spec, NULL) == -1)
@@ -172,26 +188,23 @@ int main(int argc, char *argv[])
 	}
 
 	/* the daemon works from "/" once detached: make given paths absolute */
-	char *given[] = { o.trainer, o.mpirun };
-	char *fixed[2] = { NULL, NULL };
-	for (int i = 0; i < 2; i++) {
-		if (given[i] && given[i][0] != '/' && !(fixed[i] = realpath(given[i], NULL))) {
-			fprintf(stderr, "dlhfs: cannot find \"%s\": %s\n", given[i], strerror(errno));
+	char **given[] = { &o.trainer, &o.mpirun, &o.pool };
+	for (size_t i = 0; i < sizeof given / sizeof given[0]; i++) {
+		char *path = *given[i], *fixed;
+		if (!path || path[0] == '/')
+			continue;
+		if (!(fixed = realpath(path, NULL))) {
+			fprintf(stderr, "dlhfs: cannot find \"%s\": %s\n", path, strerror(errno));
 			goto out_args;
 		}
-	}
-	if (fixed[0]) {
-		free(o.trainer);
-		o.trainer = fixed[0];
-	}
-	if (fixed[1]) {
-		free(o.mpirun);
-		o.mpirun = fixed[1];
+		free(path);
+		*given[i] = fixed;
 	}
 	struct dlh_engine_opts eo = {
 		.state_dir = o.state ? o.state : DLH_STATE_DEFAULT,
 		.trainer = o.trainer,
 		.mpirun = o.mpirun,
+		.pool_file = o.pool,
 		.cpus = o.cpus,
 		.max_queued = o.max_queued,
 		.no_isolation = o.isolation && !strcmp(o.isolation, "off"),
@@ -202,7 +215,7 @@ int main(int argc, char *argv[])
 	}
 	/* say what is wrong before detaching, while stderr still reaches the user */
 	if ((rc = dlh_engine_check(&eo, err, sizeof err))) {
-		fprintf(stderr, "dlhfs: %s\n", err);
+		print_error(err);
 		rc = 1;
 		goto out_args;
 	}
@@ -216,7 +229,7 @@ int main(int argc, char *argv[])
 		goto out_mount;
 	/* threads and children start only now, after any fork of daemonizing */
 	if (dlh_engine_open(&fs.engine, &eo, err, sizeof err)) {
-		fprintf(stderr, "dlhfs: %s\n", err);
+		print_error(err);
 		goto out_mount;
 	}
 	fs.mounted_at = dlh_now();
@@ -236,6 +249,7 @@ out_args:
 	free(o.state);
 	free(o.trainer);
 	free(o.mpirun);
+	free(o.pool);
 	free(o.isolation);
 	fuse_opt_free_args(&args);
 	return rc;

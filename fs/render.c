@@ -9,7 +9,7 @@
 
 #include "engine/metrics.h"
 
-const char fs_ctl_help[] =
+static const char job_ctl_help[] =
 	"# write one verb per line:\n"
 	"cancel\n"
 	"suspend\n"
@@ -17,15 +17,38 @@ const char fs_ctl_help[] =
 	"checkpoint\n"
 	"priority N\n";
 
+static const char pool_ctl_help[] =
+	"# write one verb per line:\n"
+	"recalibrate\n";
+
+const char *fs_ctl_help(enum fs_kind kind)
+{
+	return kind == FS_POOL_CTL ? pool_ctl_help : job_ctl_help;
+}
+
 static const char readme_text[] =
 	"dlhfs: a deep-learning harness driven with files\n"
 	"\n"
 	"README                   this text\n"
-	"pool/summary             cpu and gpu slots: total, held, free; job counts\n"
-	"pool/nodes/<host>/       cpus, cpus_used, memory, cpu_model, jobs, gpus/\n"
-	"pool/nodes/<host>/devices  one line per device: cpu<i> and its holder job\n"
-	"pool/nodes/<host>/cpu/<i>/job  the job holding CPU slot i, or -\n"
-	"pool/nodes/<host>/isolation  cgroup v1, cgroup v2, or none: why\n"
+	"pool/summary             one line per device type: TYPE total N held N\n"
+	"                         free N over all nodes; then job counts\n"
+	"pool/types               the device-type table, one line per type: NAME,\n"
+	"                         cpu or gpu, flops, memory, bandwidth, watts_idle,\n"
+	"                         watts_busy (rates in powers of 1000, memory of\n"
+	"                         1024; 0 = unknown)\n"
+	"pool/nodes/<node>/       cpus, cpus_used, memory, cpu_model, jobs, host,\n"
+	"                         role (local, or remote: runs launch only on the\n"
+	"                         local node today)\n"
+	"pool/nodes/<node>/devices  one line per device: cpu<i> or gpu<i> and its\n"
+	"                         holder job, or -\n"
+	"pool/nodes/<node>/cpu/<i>/job  the job holding CPU slot i, or -\n"
+	"pool/nodes/<node>/gpus/<i>/  model (its type), memory (bytes), state (free\n"
+	"                         or busy), job (the holder, or -)\n"
+	"pool/nodes/<node>/isolation  cgroup v1, cgroup v2, or none: why\n"
+	"pool/calibration         the devices' measured speeds, the date first; or\n"
+	"                         why there are none yet (being measured, failed)\n"
+	"pool/ctl                 write recalibrate: measure again (the write\n"
+	"                         returns when done, failing with the errno)\n"
 	"queue                    waiting jobs in start order: id, priority, cpus,\n"
 	"                         time limit, estimated start\n"
 	"jobs/new                 write a spec (INI) here; close() creates the job\n"
@@ -52,39 +75,173 @@ static const char readme_text[] =
 	"                         priority N\n"
 	"jobs/<name>              symlink to the newest job with that [job] name\n";
 
+/* One node as the pool files show it: the pool, the node, and who holds
+ * each of its devices. */
+struct node_view {
+	struct dlh_pool *pool;   /* a copy (malloc'd: it is large) */
+	struct dlh_usage use;    /* the engine's counts */
+	int k;                   /* the node's index in pool->nodes */
+	int local;               /* 1: the local node, where runs launch */
+	int ncpu, ngpu;          /* its CPU slots and GPUs */
+	long *cpu, *gpu;         /* the job holding each, 0 = free */
+};
+
+/* Who holds the local node's GPUs. plan.c puts rank r of a GPU job on
+ * gpu r, so a running GPU job of R ranks holds gpu0 to gpuR-1. */
+static void local_gpu_holders(struct dlh_engine *e, long *gpu, int ngpu)
+{
+	long ids[256];
+	int ranks[256];
+	struct dlh_job j;
+	size_t n = dlh_engine_running(e, ids, ranks, 256);
+	for (size_t i = 0; i < n && i < 256; i++) {
+		if (dlh_engine_job(e, ids[i], &j) || j.spec.device != DLH_DEVICE_GPU)
+			continue;
+		for (int r = 0; r < ranks[i] && r < ngpu; r++)
+			if (!gpu[r])
+				gpu[r] = ids[i];
+	}
+}
+
+static void node_view_close(struct node_view *v)
+{
+	free(v->pool);
+	free(v->cpu);
+	free(v->gpu);
+}
+
+/* Fills v for the node called name (NULL: the local node). Remote nodes'
+ * devices are all free: runs launch only on the local node. Returns 0,
+ * -ENOENT (no such node), or -ENOMEM. */
+static int node_view_open(struct dlh_engine *e, const char *name, struct node_view *v)
+{
+	memset(v, 0, sizeof *v);
+	if (!(v->pool = malloc(sizeof *v->pool)))
+		return -ENOMEM;
+	dlh_engine_pool(e, v->pool, &v->use);
+	v->k = name ? dlh_pool_find_node(v->pool, name) : v->pool->local;
+	if (v->k < 0) {
+		node_view_close(v);
+		return -ENOENT;
+	}
+	v->local = v->k == v->pool->local;
+	v->ncpu = v->pool->nodes[v->k].cpus;
+	v->ngpu = dlh_pool_node_gpus(v->pool, v->k);
+	v->cpu = calloc((size_t)v->ncpu + 1, sizeof *v->cpu);
+	v->gpu = calloc((size_t)v->ngpu + 1, sizeof *v->gpu);
+	if (!v->cpu || !v->gpu) {
+		node_view_close(v);
+		return -ENOMEM;
+	}
+	if (v->local) {
+		dlh_engine_holders(e, v->cpu, v->ncpu);
+		local_gpu_holders(e, v->gpu, v->ngpu);
+	}
+	return 0;
+}
+
+/* Devices of v's list that a job holds. */
+static int held(const long *holder, int n)
+{
+	int h = 0;
+	for (int i = 0; i < n; i++)
+		h += holder[i] != 0;
+	return h;
+}
+
+/* One line per device type, `TYPE total N held N free N` over every node
+ * (what runs hold is on the local node), then the job counts. */
 static int render_summary(struct dlh_engine *e, struct dlh_buf *out)
 {
-	struct dlh_pool pool;
-	struct dlh_usage use;
-	dlh_engine_pool(e, &pool, &use);
-	int total = pool.node.cpus;
-	int rc = dlh_buf_printf(out, "cpu total %d held %d free %d\n", total, use.slots_used,
-				total - use.slots_used);
-	rc |= dlh_buf_printf(out, "gpu total %d held 0 free %d\n", pool.node.gpus, pool.node.gpus);
-	rc |= dlh_buf_printf(out, "jobs running %d queued %d suspended %d\n", use.running,
-			     use.queued, use.suspended);
+	struct node_view v;
+	struct dlh_pool_free *f = malloc(sizeof *f);
+	int rc = f ? node_view_open(e, NULL, &v) : -ENOMEM;
+	if (rc) {
+		free(f);
+		return rc;
+	}
+	const struct dlh_pool *p = v.pool;
+	dlh_pool_free_view(p, v.use.slots_used, held(v.gpu, v.ngpu), f);
+	for (int t = 0; t < p->ntypes && !rc; t++) {
+		int total = 0, free_n = 0;
+		for (int k = 0; k < p->nnodes; k++) {
+			total += p->nodes[k].devices[t];
+			free_n += f->free[k][t];
+		}
+		rc = dlh_buf_printf(out, "%s total %d held %d free %d\n", p->type[t].name, total,
+				    total - free_n, free_n);
+	}
+	rc |= dlh_buf_printf(out, "jobs running %d queued %d suspended %d\n", v.use.running,
+			     v.use.queued, v.use.suspended);
+	node_view_close(&v);
+	free(f);
 	return rc ? -ENOMEM : 0;
 }
 
-/* devices (every slot and its holder, "-" when free) or cpu/<i>/job (one). */
-static int render_holders(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out)
+/* The device-type table, one line per type:
+ * `NAME cpu|gpu flops R memory S bandwidth R watts_idle W watts_busy W`
+ * with rates and sizes written as pool files write them (0 = unknown). */
+static int render_types(struct dlh_engine *e, struct dlh_buf *out)
 {
-	int slots = dlh_engine_holders(e, NULL, 0), rc = 0;
-	long *h = calloc((size_t)slots + 1, sizeof *h);
-	if (!h)
+	struct dlh_pool *p = malloc(sizeof *p);
+	int rc = 0;
+	if (!p)
 		return -ENOMEM;
-	slots = dlh_engine_holders(e, h, slots);
-	for (int s = 0; s < slots; s++) {
+	dlh_engine_pool(e, p, NULL);
+	for (int t = 0; t < p->ntypes && !rc; t++) {
+		const struct dlh_pool_type *ty = &p->type[t];
+		char flops[32], mem[32], bw[32];
+		dlh_pool_rate_text(ty->flops, flops, sizeof flops);
+		dlh_size_text(ty->mem_bytes, mem, sizeof mem);
+		dlh_pool_rate_text(ty->bandwidth, bw, sizeof bw);
+		rc = dlh_buf_printf(out, "%s %s flops %s memory %s bandwidth %s watts_idle %g watts_busy %g\n",
+				    ty->name, ty->gpu ? "gpu" : "cpu", flops, mem, bw, ty->watts_idle,
+				    ty->watts_busy);
+	}
+	free(p);
+	return rc;
+}
+
+/* devices (every CPU slot and GPU with its holder, "-" when free) or
+ * cpu/<i>/job (one slot's). */
+static int render_holders(const struct node_view *v, const struct fs_node *n, struct dlh_buf *out)
+{
+	int rc = 0;
+	for (int s = 0; s < v->ncpu; s++) {
 		char who[32] = "-";
-		if (h[s])
-			snprintf(who, sizeof who, "%ld", h[s]);
+		if (v->cpu[s])
+			snprintf(who, sizeof who, "%ld", v->cpu[s]);
 		if (n->kind == FS_NODE_CPU_JOB && s == n->id)
 			rc |= dlh_buf_printf(out, "%s\n", who);
 		else if (n->kind == FS_NODE_DEVICES)
 			rc |= dlh_buf_printf(out, "cpu%d %s\n", s, who);
 	}
-	free(h);
+	for (int g = 0; g < v->ngpu && n->kind == FS_NODE_DEVICES; g++) {
+		char who[32] = "-";
+		if (v->gpu[g])
+			snprintf(who, sizeof who, "%ld", v->gpu[g]);
+		rc |= dlh_buf_printf(out, "gpu%d %s\n", g, who);
+	}
 	return rc ? -ENOMEM : 0;
+}
+
+/* gpus/<i>/{model,memory,state,job}. */
+static int render_gpu(const struct node_view *v, const struct fs_node *n, struct dlh_buf *out)
+{
+	int t = dlh_pool_gpu_type(v->pool, v->k, (int)n->id);
+	if (t < 0)
+		return -ENOENT;
+	long who = v->gpu[n->id];
+	switch (n->kind) {
+	case FS_NODE_GPU_MODEL:
+		return dlh_buf_printf(out, "%s\n", v->pool->type[t].name);
+	case FS_NODE_GPU_MEMORY:
+		return dlh_buf_printf(out, "%lld\n", v->pool->type[t].mem_bytes);
+	case FS_NODE_GPU_STATE:
+		return dlh_buf_printf(out, "%s\n", who ? "busy" : "free");
+	default:
+		return who ? dlh_buf_printf(out, "%ld\n", who) : dlh_buf_printf(out, "-\n");
+	}
 }
 
 /* The waiting jobs in queue order, one line each:
@@ -112,40 +269,62 @@ static int render_queue(struct dlh_engine *e, struct dlh_buf *out)
 	return rc ? -ENOMEM : 0;
 }
 
-static int render_node(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out)
+/* A remote node's isolation and role: what a reader must know of it. */
+#define REMOTE_NOTE "runs launch only on the local node (%s) today"
+
+/* The files of pool/nodes/<node>/ of v's node. */
+static int render_node_file(struct dlh_engine *e, const struct node_view *v,
+			    const struct fs_node *n, struct dlh_buf *out)
 {
-	struct dlh_pool pool;
-	struct dlh_usage use;
-	dlh_engine_pool(e, &pool, &use);
+	const struct dlh_pool_node *nd = &v->pool->nodes[v->k];
+	const char *model = v->local && v->pool->node.cpu_model[0] ? v->pool->node.cpu_model : "unknown";
 	switch (n->kind) {
 	case FS_NODE_CPUS:
-		return dlh_buf_printf(out, "%d\n", pool.node.cpus);
+		return dlh_buf_printf(out, "%d\n", nd->cpus);
 	case FS_NODE_USED:
-		return dlh_buf_printf(out, "%d\n", use.slots_used);
+		return dlh_buf_printf(out, "%d\n", v->local ? v->use.slots_used : 0);
 	case FS_NODE_MEMORY:
-		return dlh_buf_printf(out, "%lld\n", pool.node.mem_bytes);
+		return dlh_buf_printf(out, "%lld\n", nd->mem_bytes);
 	case FS_NODE_MODEL:
-		return dlh_buf_printf(out, "%s\n", pool.node.cpu_model[0] ? pool.node.cpu_model : "unknown");
+		return dlh_buf_printf(out, "%s\n", model);
+	case FS_NODE_HOST:
+		return dlh_buf_printf(out, "%s\n", nd->host);
+	case FS_NODE_ROLE:
+		return v->local ? dlh_buf_printf(out, "local\n")
+				: dlh_buf_printf(out, "remote: " REMOTE_NOTE "\n", v->pool->node.host);
 	case FS_NODE_DEVICES:
 	case FS_NODE_CPU_JOB:
-		return render_holders(e, n, out);
+		return render_holders(v, n, out);
 	case FS_NODE_ISOLATION: {
 		char text[512];
+		if (!v->local)
+			return dlh_buf_printf(out, "none: " REMOTE_NOTE "\n", v->pool->node.host);
 		dlh_engine_isolation(e, text, sizeof text);
 		return dlh_buf_printf(out, "%s\n", text);
 	}
 	case FS_NODE_JOBS: {
 		long ids[256];
 		int ranks[256];
-		size_t k = dlh_engine_running(e, ids, ranks, 256);
+		size_t k = v->local ? dlh_engine_running(e, ids, ranks, 256) : 0;
 		int rc = 0;
 		for (size_t i = 0; i < k && i < 256; i++)
 			rc |= dlh_buf_printf(out, "%ld cpu %d\n", ids[i], ranks[i]);
 		return rc ? -ENOMEM : 0;
 	}
 	default:
-		return -ENOENT;
+		return render_gpu(v, n, out);
 	}
+}
+
+static int render_node(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out)
+{
+	struct node_view v;
+	int rc = node_view_open(e, n->name, &v);
+	if (rc)
+		return rc;
+	rc = render_node_file(e, &v, n, out);
+	node_view_close(&v);
+	return rc;
 }
 
 /* The one-line progress of a job. */
@@ -248,8 +427,14 @@ int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out
 		return dlh_buf_append(out, readme_text, sizeof readme_text - 1);
 	case FS_POOL_SUMMARY:
 		return render_summary(e, out);
+	case FS_POOL_TYPES:
+		return render_types(e, out);
+	case FS_POOL_CALIB:
+		return dlh_engine_calibration(e, out);
 	case FS_NODE_CPUS: case FS_NODE_USED: case FS_NODE_MEMORY: case FS_NODE_MODEL:
 	case FS_NODE_JOBS: case FS_NODE_DEVICES: case FS_NODE_CPU_JOB: case FS_NODE_ISOLATION:
+	case FS_NODE_HOST: case FS_NODE_ROLE: case FS_NODE_GPU_MODEL: case FS_NODE_GPU_MEMORY:
+	case FS_NODE_GPU_STATE: case FS_NODE_GPU_JOB:
 		return render_node(e, n, out);
 	case FS_QUEUE:
 		return render_queue(e, out);

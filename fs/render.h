@@ -10,7 +10,8 @@
  * (-ENOENT when the job is gone). */
 int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out);
 
-/* The text a read of ctl returns: the verbs it takes. */
-extern const char fs_ctl_help[];
+/* The text a read of a ctl file (kind FS_JOB_CTL or FS_POOL_CTL) returns:
+ * the verbs it takes. */
+const char *fs_ctl_help(enum fs_kind kind);
 
 #endif

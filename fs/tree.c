@@ -19,13 +19,18 @@ static const struct fs_entry root_entries[] = {
 	{ NULL, 0 },
 };
 static const struct fs_entry pool_entries[] = {
-	{ "summary", FS_POOL_SUMMARY }, { "nodes", FS_POOL_NODES }, { NULL, 0 },
+	{ "summary", FS_POOL_SUMMARY }, { "types", FS_POOL_TYPES }, { "nodes", FS_POOL_NODES },
+	{ "calibration", FS_POOL_CALIB }, { "ctl", FS_POOL_CTL }, { NULL, 0 },
 };
 static const struct fs_entry node_entries[] = {
 	{ "cpus", FS_NODE_CPUS }, { "cpus_used", FS_NODE_USED }, { "memory", FS_NODE_MEMORY },
 	{ "cpu_model", FS_NODE_MODEL }, { "jobs", FS_NODE_JOBS }, { "gpus", FS_NODE_GPUS },
 	{ "devices", FS_NODE_DEVICES }, { "cpu", FS_NODE_CPU_DIR }, { "isolation", FS_NODE_ISOLATION },
-	{ NULL, 0 },
+	{ "host", FS_NODE_HOST }, { "role", FS_NODE_ROLE }, { NULL, 0 },
+};
+static const struct fs_entry gpu_entries[] = {
+	{ "model", FS_NODE_GPU_MODEL }, { "memory", FS_NODE_GPU_MEMORY },
+	{ "state", FS_NODE_GPU_STATE }, { "job", FS_NODE_GPU_JOB }, { NULL, 0 },
 };
 static const struct fs_entry cpu_entries[] = {
 	{ "job", FS_NODE_CPU_JOB }, { NULL, 0 },
@@ -52,14 +57,15 @@ enum fs_source fs_source_of(enum fs_kind k)
 {
 	switch (k) {
 	case FS_ROOT: case FS_POOL: case FS_POOL_NODES: case FS_NODE: case FS_NODE_GPUS:
-	case FS_NODE_CPU_DIR: case FS_NODE_CPU: case FS_JOBS: case FS_JOB: case FS_JOB_CKPTS:
+	case FS_NODE_GPU: case FS_NODE_CPU_DIR: case FS_NODE_CPU: case FS_JOBS: case FS_JOB:
+	case FS_JOB_CKPTS:
 		return FS_DIR;
 	case FS_JOB_SPEC: case FS_JOB_CSV: case FS_JOB_PLAN: case FS_JOB_LOG:
 	case FS_JOB_CKPT: case FS_JOBS_ERRORS: case FS_JOB_LRFIND: case FS_JOB_ESTIMATE:
 		return FS_PASSTHROUGH;
 	case FS_JOBS_NEW:
 		return FS_TRANSACTION;
-	case FS_JOB_CTL:
+	case FS_JOB_CTL: case FS_POOL_CTL:
 		return FS_CONTROL;
 	case FS_JOB_LINK:
 		return FS_SYMLINK;
@@ -75,6 +81,7 @@ static const struct fs_entry *entries_of(enum fs_kind k)
 	case FS_POOL: return pool_entries;
 	case FS_NODE: return node_entries;
 	case FS_NODE_CPU: return cpu_entries;
+	case FS_NODE_GPU: return gpu_entries;
 	case FS_JOBS: return jobs_entries;
 	case FS_JOB: return job_entries;
 	default: return NULL;
@@ -90,6 +97,78 @@ static long parse_id(const char *s)
 		if (*p < '0' || *p > '9')
 			return -1;
 	return strtol(s, NULL, 10);
+}
+
+/* A device number: "0", or digits without a leading zero. Returns it, or -1. */
+static long parse_index(const char *s)
+{
+	return !strcmp(s, "0") ? 0 : parse_id(s);
+}
+
+/* A copy of the engine's pool (malloc'd: it is large), or NULL. */
+static struct dlh_pool *pool_copy(struct dlh_engine *e)
+{
+	struct dlh_pool *p = malloc(sizeof *p);
+	if (p)
+		dlh_engine_pool(e, p, NULL);
+	return p;
+}
+
+/* The entries of node's cpu/ (dir FS_NODE_CPU_DIR) or gpus/ directory:
+ * its CPU slots or GPUs. Returns the count, or -ENOENT (no such node). */
+static int device_count(const struct dlh_pool *p, enum fs_kind dir, const char *node)
+{
+	int k = dlh_pool_find_node(p, node);
+	if (k < 0)
+		return k;
+	return dir == FS_NODE_GPUS ? dlh_pool_node_gpus(p, k) : p->nodes[k].cpus;
+}
+
+/* Steps into a node of /pool/nodes, or a device number of a node's cpu/
+ * or gpus/. Returns 0, -ENOENT, or -ENOMEM. */
+static int step_pool(struct dlh_engine *e, struct fs_node *n, const char *name)
+{
+	struct dlh_pool *p = pool_copy(e);
+	int rc = -ENOENT;
+	long i;
+	if (!p)
+		return -ENOMEM;
+	if (n->kind == FS_POOL_NODES) {
+		if (dlh_pool_find_node(p, name) >= 0) {
+			n->kind = FS_NODE;
+			snprintf(n->name, sizeof n->name, "%s", name);
+			rc = 0;
+		}
+	} else if ((i = parse_index(name)) >= 0 && i < device_count(p, n->kind, n->name)) {
+		n->kind = n->kind == FS_NODE_GPUS ? FS_NODE_GPU : FS_NODE_CPU;
+		n->id = i;
+		rc = 0;
+	}
+	free(p);
+	return rc;
+}
+
+/* Lists /pool/nodes, or a node's cpu/ or gpus/ (numbers). Returns 0, or -ENOMEM. */
+static int list_pool(struct dlh_engine *e, const struct fs_node *n,
+		     int (*fill)(void *ctx, const char *name), void *ctx)
+{
+	struct dlh_pool *p = pool_copy(e);
+	char name[32];
+	if (!p)
+		return -ENOMEM;
+	if (n->kind == FS_POOL_NODES) {
+		for (int k = 0; k < p->nnodes && !fill(ctx, p->nodes[k].name); k++)
+			;
+	} else {
+		int count = device_count(p, n->kind, n->name);
+		for (int i = 0; i < count; i++) {
+			snprintf(name, sizeof name, "%d", i);
+			if (fill(ctx, name))
+				break;
+		}
+	}
+	free(p);
+	return 0;
 }
 
 /* 1 unless kind is a job file that appears only once written: lr_finder
@@ -117,24 +196,11 @@ static int step(struct dlh_engine *e, struct fs_node *n, const char *name)
 		}
 	}
 	struct dlh_job job;
-	struct dlh_pool pool;
 	switch (n->kind) {
 	case FS_POOL_NODES:
-		dlh_engine_pool(e, &pool, NULL);
-		if (strcmp(name, pool.node.host))
-			return -ENOENT;
-		n->kind = FS_NODE;
-		snprintf(n->name, sizeof n->name, "%s", name);
-		return 0;
-	case FS_NODE_CPU_DIR: {
-		/* slot numbers: "0", or digits without a leading zero */
-		long slot = !strcmp(name, "0") ? 0 : parse_id(name);
-		if (slot < 0 || slot >= dlh_engine_holders(e, NULL, 0))
-			return -ENOENT;
-		n->kind = FS_NODE_CPU;
-		n->id = slot;
-		return 0;
-	}
+	case FS_NODE_CPU_DIR:
+	case FS_NODE_GPUS:
+		return step_pool(e, n, name);
 	case FS_JOBS: {
 		long id = parse_id(name);
 		if (id > 0) {
@@ -240,18 +306,8 @@ int fs_list(struct dlh_engine *e, const struct fs_node *n,
 		if (fill(ctx, ent->name))
 			return 0;
 	}
-	if (n->kind == FS_POOL_NODES) {
-		struct dlh_pool pool;
-		dlh_engine_pool(e, &pool, NULL);
-		fill(ctx, pool.node.host);
-	} else if (n->kind == FS_NODE_CPU_DIR) {
-		char name[32];
-		int slots = dlh_engine_holders(e, NULL, 0);
-		for (int s = 0; s < slots; s++) {
-			snprintf(name, sizeof name, "%d", s);
-			if (fill(ctx, name))
-				break;
-		}
+	if (n->kind == FS_POOL_NODES || n->kind == FS_NODE_CPU_DIR || n->kind == FS_NODE_GPUS) {
+		return list_pool(e, n, fill, ctx);
 	} else if (n->kind == FS_JOBS) {
 		size_t count = dlh_engine_jobs(e, NULL, 0);
 		long *ids = malloc((count + 1) * sizeof *ids);

@@ -11,14 +11,24 @@ enum fs_kind {
 	FS_README,        /* /README */
 	FS_POOL,          /* /pool */
 	FS_POOL_SUMMARY,  /* /pool/summary */
+	FS_POOL_TYPES,    /* /pool/types: the device-type table */
+	FS_POOL_CALIB,    /* /pool/calibration: the measured figures, date first */
+	FS_POOL_CTL,      /* /pool/ctl: write "recalibrate" */
 	FS_POOL_NODES,    /* /pool/nodes */
-	FS_NODE,          /* /pool/nodes/<host> */
+	FS_NODE,          /* /pool/nodes/<node> (name = the node) */
+	FS_NODE_HOST,     /* .../host: where the node is reached */
+	FS_NODE_ROLE,     /* .../role: local (runs launch here) or remote */
 	FS_NODE_CPUS,     /* .../cpus */
 	FS_NODE_USED,     /* .../cpus_used */
 	FS_NODE_MEMORY,   /* .../memory */
 	FS_NODE_MODEL,    /* .../cpu_model */
 	FS_NODE_JOBS,     /* .../jobs */
-	FS_NODE_GPUS,     /* .../gpus (a directory) */
+	FS_NODE_GPUS,     /* .../gpus (a directory of GPUs) */
+	FS_NODE_GPU,      /* .../gpus/<i> (a directory; id = the GPU) */
+	FS_NODE_GPU_MODEL,  /* .../gpus/<i>/model: its device type */
+	FS_NODE_GPU_MEMORY, /* .../gpus/<i>/memory: bytes */
+	FS_NODE_GPU_STATE,  /* .../gpus/<i>/state: free or busy */
+	FS_NODE_GPU_JOB,    /* .../gpus/<i>/job: the holder's id, or "-" */
 	FS_NODE_DEVICES,  /* .../devices: one line per device and its holder */
 	FS_NODE_ISOLATION,/* .../isolation: how runs are isolated (cgroup v1/v2, none) */
 	FS_NODE_CPU_DIR,  /* .../cpu (a directory of slots) */
@@ -51,14 +61,15 @@ enum fs_source {
 	FS_GENERATED,     /* text rendered at open (a snapshot) */
 	FS_PASSTHROUGH,   /* a real file in the state directory, read as it grows */
 	FS_TRANSACTION,   /* jobs/new: write a spec, read the answer */
-	FS_CONTROL,       /* ctl: write verbs */
+	FS_CONTROL,       /* ctl (a job's, the pool's): write verbs */
 	FS_SYMLINK,       /* jobs/<name> */
 };
 
 struct fs_node {
 	enum fs_kind kind;     /* what it is */
-	long id;               /* the job, for FS_JOB* kinds; the slot for FS_NODE_CPU* */
-	char name[256];        /* a checkpoint file or a host name */
+	long id;               /* the job, for FS_JOB* kinds; the slot for FS_NODE_CPU*,
+				  the GPU for FS_NODE_GPU* */
+	char name[256];        /* a checkpoint file, or the node for FS_NODE* kinds */
 };
 
 /* Maps path to a node. Returns 0, -ENOENT, or -ENOTDIR (a file used as a

@@ -1,0 +1,148 @@
+# 65-poolcfg.sh - the pool file (-o pool=FILE): its nodes and types under
+# pool/, the local node running jobs beside a remote one, a bad file refused
+# before mounting with its line named; the default pool of this machine
+
+submit() { cp "$1" "$MNT/jobs/new" || die "submit $1 failed: $(tail -3 "$MNT/jobs/errors")"; }
+
+# two_node_pool: a GPU node elsewhere and this machine with two cores
+two_node_pool() {
+	cat <<EOF
+; the README's example, trimmed
+[type cpu]            ; one core
+flops = 90G
+memory = 12G
+bandwidth = 20G
+watts_idle = 3
+watts_busy = 12
+
+[type H100]
+flops = 67T
+memory = 80G
+bandwidth = 3.35T
+watts_idle = 70
+watts_busy = 700
+gpu = true
+
+[node gpu01]
+host = gpu01.example
+cpus = 32
+memory = 512G
+gpus = H100:8
+
+[node here]
+host = $(hostname)
+cpus = 2
+memory = 8G
+EOF
+}
+
+# mount_pool FILE-TEXT-FUNCTION: mounts with that pool file in a fresh state dir
+mount_pool() {
+	local state; state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	"$1" > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini" dlh_mount "$state"
+}
+
+test_pool_file_shows_its_nodes_and_types() {
+	mount_pool two_node_pool
+	expect_eq "$(ls "$MNT/pool" | tr '\n' ' ')" "calibration ctl nodes summary types " "ls pool"
+	expect_eq "$(ls "$MNT/pool/nodes" | tr '\n' ' ')" "gpu01 here " "ls pool/nodes"
+	expect_eq "$(cat "$MNT/pool/types")" "$(printf '%s\n' \
+		'cpu cpu flops 90G memory 12G bandwidth 20G watts_idle 3 watts_busy 12' \
+		'H100 gpu flops 67T memory 80G bandwidth 3.35T watts_idle 70 watts_busy 700')" "types"
+	expect_eq "$(cat "$MNT/pool/summary")" "$(printf '%s\n' 'cpu total 34 held 0 free 34' \
+		'H100 total 8 held 0 free 8' 'jobs running 0 queued 0 suspended 0')" "summary"
+	local g="$MNT/pool/nodes/gpu01" h="$MNT/pool/nodes/here"
+	expect_eq "$(cat "$g/host") $(cat "$g/cpus") $(cat "$g/memory")" "gpu01.example 32 549755813888" "gpu01"
+	expect_eq "$(ls "$g/gpus" | tr '\n' ' ')" "0 1 2 3 4 5 6 7 " "gpu01 gpus"
+	expect_eq "$(cat "$g/gpus/7/model") $(cat "$g/gpus/7/memory") $(cat "$g/gpus/7/state") $(cat "$g/gpus/7/job")" \
+		"H100 85899345920 free -" "gpu01 gpu 7"
+	expect_eq "$(sed -n '32,40p' "$g/devices" | tr '\n' ' ')" "cpu31 - gpu0 - gpu1 - gpu2 - gpu3 - gpu4 - gpu5 - gpu6 - gpu7 - " \
+		"gpu01 devices"
+	expect_eq "$(cat "$g/role")" "remote: runs launch only on the local node ($(hostname)) today" "gpu01 role"
+	expect_eq "$(cat "$h/role") $(cat "$h/host") $(cat "$h/cpus")" "local $(hostname) 2" "here"
+	expect_eq "$(ls "$h/gpus")" "" "here has no gpus"
+	[ -e "$g/gpus/8" ] && die "gpus/8 exists"
+	[ -e "$MNT/pool/nodes/$(hostname)" ] && die "a node by its host name, not its name"
+	for f in summary types nodes/gpu01/devices; do
+		expect_eq "$(stat -c %s "$MNT/pool/$f")" "$(cat "$MNT/pool/$f" | wc -c)" "size of pool/$f"
+	done
+	dlh_umount
+}
+
+test_jobs_run_on_the_local_node_of_the_pool_file() {
+	mount_pool two_node_pool
+	printf '[job]\ncommand = /bin/sleep 60\n[resources]\nranks = 2\n' > "$STATE/a.ini"
+	submit "$STATE/a.ini"
+	wait_for 10 status_is 1 running || die "job 1: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/pool/nodes/here/devices" | tr '\n' ' ')" "cpu0 1 cpu1 1 " "here devices"
+	expect_eq "$(cat "$MNT/pool/nodes/here/cpu/1/job")" 1 "here cpu 1"
+	expect_eq "$(cat "$MNT/pool/nodes/gpu01/cpu/1/job")" - "gpu01 cpu 1"
+	expect_eq "$(cat "$MNT/pool/nodes/gpu01/cpus_used")" 0 "gpu01 cpus_used"
+	grep -qx 'cpu total 34 held 2 free 32' "$MNT/pool/summary" || die "summary: $(cat "$MNT/pool/summary")"
+	# three ranks do not fit the local node, whatever gpu01 has
+	printf '[job]\ncommand = /bin/sleep 1\n[resources]\nranks = 3\n' > "$STATE/b.ini"
+	expect_errno "Invalid argument" cp "$STATE/b.ini" "$MNT/jobs/new"
+	echo cancel > "$MNT/jobs/1/ctl"
+	wait_for 10 status_is 1 cancelled || die "job 1: $(cat "$MNT/jobs/1/status")"
+	dlh_umount
+}
+
+test_bad_pool_file_refuses_to_mount_naming_the_line() {
+	local dir; dir=$(mktemp -d /tmp/dlh-poolcfg.XXXXXX)
+	trap 'fusermount3 -u "$dir/mnt" 2>/dev/null; rm -rf "$dir"' EXIT
+	mkdir "$dir/mnt" "$dir/state"
+	printf '[type H100]\ngpu = true\n[node a]\ncpus = 4\ngpus = H10:2\n[nod b]\n' > "$dir/pool.ini"
+	local rc=0
+	timeout 10 "$DLH_BIN/dlhfs" -f -o "state=$dir/state,pool=$dir/pool.ini" "$dir/mnt" 2> "$dir/err" || rc=$?
+	[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || die "dlhfs exited with $rc: $(cat "$dir/err")"
+	mountpoint -q "$dir/mnt" && die "mounted with a bad pool file"
+	expect_eq "$(cat "$dir/err")" "$(printf '%s\n' \
+		"dlhfs: $dir/pool.ini:5: [node a] gpus: unknown device type \"H10\" (did you mean \"H100\"?)" \
+		"dlhfs: $dir/pool.ini:6: [nod b]: unknown section (did you mean \"[node b]\"?)")" "stderr"
+	# a file that is not there is named too
+	rc=0
+	timeout 10 "$DLH_BIN/dlhfs" -f -o "state=$dir/state,pool=$dir/none.ini" "$dir/mnt" 2> "$dir/err" || rc=$?
+	[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || die "dlhfs exited with $rc: $(cat "$dir/err")"
+	expect_eq "$(cat "$dir/err")" "dlhfs: cannot read pool file \"$dir/none.ini\": No such file or directory" "stderr"
+}
+
+test_default_pool_is_this_machine() {
+	dlh_mount
+	local host; host=$(hostname)
+	local node="$MNT/pool/nodes/$host" gpus
+	expect_eq "$(ls "$MNT/pool/nodes")" "$host" "ls pool/nodes"
+	expect_eq "$(cat "$node/role") $(cat "$node/host") $(cat "$node/cpus")" "local $host $(nproc)" "node"
+	grep -qx "cpu total $(nproc) held 0 free $(nproc)" "$MNT/pool/summary" || die "summary: $(cat "$MNT/pool/summary")"
+	# the built-in cpu type: 2 W idle, 9 W busy, 10 GB/s; memory a core's share
+	local share=$(( $(cat "$node/memory") / $(nproc) ))
+	head -1 "$MNT/pool/types" | grep -q "^cpu cpu flops [0-9.]*[KMGT]* memory [0-9]*[KMGT]* bandwidth 10G watts_idle 2 watts_busy 9$" ||
+		die "types: $(cat "$MNT/pool/types")"
+	[ "$share" -gt 0 ] || die "memory share $share"
+	gpus=$(ls /dev | grep -c '^nvidia[0-9][0-9]*$')
+	[ "$gpus" -gt 0 ] || expect_eq "$(cat "$MNT/pool/types" | wc -l)" 1 "types without a GPU"
+	expect_eq "$(ls "$node/gpus" | wc -l)" "$gpus" "gpus (the /dev/nvidiaN files)"
+	dlh_umount
+}
+
+# calibrated: pool/calibration holds figures (it starts with their date)
+calibrated() { head -1 "$MNT/pool/calibration" | grep -q '^date=[0-9-]*T[0-9:]*Z$'; }
+
+test_pool_ctl_recalibrates_and_calibration_shows_the_figures() {
+	dlh_mount
+	expect_eq "$(ls "$MNT/pool" | tr '\n' ' ')" "calibration ctl nodes summary types " "ls pool"
+	expect_eq "$(cat "$MNT/pool/ctl")" "$(printf '# write one verb per line:\nrecalibrate')" "ctl help"
+	expect_errno "Invalid argument" bash -c "echo recalibrat > '$MNT/pool/ctl'"
+	expect_errno "Permission denied" bash -c "echo x > '$MNT/pool/calibration'"
+	# the first mount measures in the background; the file says so meanwhile
+	calibrated || grep -q '^measuring' "$MNT/pool/calibration" || die "calibration: $(cat "$MNT/pool/calibration")"
+	wait_for 300 calibrated || die "not calibrated: $(cat "$MNT/pool/calibration")"
+	local before; before=$(sed -n 's/^when=//p' "$MNT/pool/calibration")
+	echo recalibrate > "$MNT/pool/ctl" || die "recalibrate failed: $(cat "$MNT/pool/calibration")"
+	local after; after=$(sed -n 's/^when=//p' "$MNT/pool/calibration")
+	awk -v a="$after" -v b="$before" 'BEGIN { exit !(a > b) }' || die "when: $before, then $after"
+	# the cache in the state dir, without its comment
+	expect_eq "$(cat "$MNT/pool/calibration")" "$(grep -v '^#' "$STATE/calibration")" "the file is the cache"
+	expect_eq "$(stat -c %s "$MNT/pool/calibration")" "$(cat "$MNT/pool/calibration" | wc -c)" "size"
+	dlh_umount
+}
