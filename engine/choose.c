@@ -9,16 +9,12 @@
 /* Goyal et al. 2017 warm up over 5 of 90 epochs: the same share of a run. */
 #define WARMUP_SHARE (5.0 / 90.0)
 
-/* A core's power when the pool config does not say: idle and training
- * (a server core of a ~150 W, 16-core part). */
-#define DLH_CPU_WATTS_IDLE 2.0
-#define DLH_CPU_WATTS_BUSY 9.0
-
 /* What the estimate callback needs besides the configuration. */
 struct ctx {
 	const struct dlh_choose_in *in;
 	const struct dlh_dataset_shape *shape;
 	int tried;                    /* configurations the spec allows */
+	int estimated;                /* of which the estimator could estimate */
 	char err[256];                /* the estimator's last refusal */
 };
 
@@ -68,12 +64,11 @@ static long global_batch(const struct dlh_spec *s, int count)
 	return s->scale_batch ? (long)s->batch_size * count : s->batch_size;
 }
 
-/* The type index of device kind `gpu` that the spec's [resources] allows. */
-static int type_allowed(const struct dlh_pool_free *p, int t, const struct dlh_spec *s)
+/* 1 when the spec's [resources] device may run on type t (same indices
+ * in the pool and its free view). */
+static int type_allowed(const struct dlh_pool *p, int t, const struct dlh_spec *s)
 {
-	int is_gpu = strcmp(p->type[t].name, "cpu") != 0;
-
-	return is_gpu == (s->device == DLH_DEVICE_GPU);
+	return p->type[t].gpu == (s->device == DLH_DEVICE_GPU);
 }
 
 /* Fills ein for configuration c (count devices of one type). */
@@ -121,12 +116,13 @@ static int estimate_config(void *ctxp, const struct dlh_pool_free *p, const stru
 	struct dlh_estimate_in ein;
 	struct dlh_estimate est;
 
-	if (!type_allowed(p, c->type, s) || (s->ranks > 0 && c->count != s->ranks))
+	if (!type_allowed(x->in->pool, c->type, s) || (s->ranks > 0 && c->count != s->ranks))
 		return -EINVAL;
 	x->tried++;
 	if (fill_in(x, p, c, &ein, &dev) < 0 ||
 	    dlh_estimate(&ein, x->in->cal, x->in->corr, &est, x->err, sizeof x->err) < 0)
 		return -EINVAL;
+	x->estimated++;
 	out->total_s = est.total_s;
 	out->joules = est.joules;
 	out->mem_bytes = est.mem_bytes;
@@ -134,23 +130,20 @@ static int estimate_config(void *ctxp, const struct dlh_pool_free *p, const stru
 	return 0;
 }
 
-/* The planner's view of the local node: its CPU cores as devices of type
- * "cpu", its GPUs as type "gpu"; free counts as given (< 0: all). */
-static void pool_view(const struct dlh_pool *pool, int cpus_free, int gpus_free,
+/* The planner's view of the pool: free devices (cpus_free / gpus_free of
+ * the local node; < 0: all). A run launches on the local node only, so
+ * other nodes count unless plan_all is 0; a dry run plans on them all. */
+static void pool_view(const struct dlh_pool *pool, int cpus_free, int gpus_free, int plan_all,
 		      struct dlh_pool_free *v)
 {
 	const struct dlh_node *n = &pool->node;
+	int used_cpus = cpus_free < 0 ? 0 : n->cpus - cpus_free;
+	int used_gpus = gpus_free < 0 ? 0 : n->gpus - gpus_free;
 
-	memset(v, 0, sizeof *v);
-	v->nnodes = 1;
-	v->ntypes = 2;
-	snprintf(v->type[0].name, sizeof v->type[0].name, "cpu");
-	v->type[0].mem_bytes = n->cpus > 0 ? (double)n->mem_bytes / n->cpus : 0.0;
-	v->type[0].watts_idle = DLH_CPU_WATTS_IDLE;
-	v->type[0].watts_busy = DLH_CPU_WATTS_BUSY;
-	snprintf(v->type[1].name, sizeof v->type[1].name, "gpu");
-	v->free[0][0] = cpus_free < 0 ? n->cpus : cpus_free;
-	v->free[0][1] = gpus_free < 0 ? n->gpus : gpus_free;
+	dlh_pool_free_view(pool, used_cpus < 0 ? 0 : used_cpus, used_gpus < 0 ? 0 : used_gpus, v);
+	for (int k = 0; !plan_all && k < v->nnodes; k++)
+		if (k != pool->local)
+			memset(v->free[k], 0, sizeof v->free[k]);
 }
 
 /* The spec's own ranks and equal batches, not estimated (why says why). */
@@ -218,22 +211,20 @@ int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err
 	if (dlh_dataset_shape(s, &shape, why, sizeof why) < 0)
 		return unestimated(in, out, why);
 
-	pool_view(in->pool, in->cpus_free, in->gpus_free, &out->pool);
+	pool_view(in->pool, in->cpus_free, in->gpus_free, s->dry_run, &out->pool);
 	rc = dlh_planner_choose(&out->pool, out->deadline_s, 0, estimate_config, &x, &out->best,
 				out->alt, DLH_CHOOSE_ALTS, &out->nalt, err, errlen);
-	if ((!x.tried || (rc == -ENOSPC && !x.err[0])) && (in->cpus_free >= 0 || in->gpus_free >= 0)) {
+	if ((!x.tried || (rc == -ENOSPC && x.estimated)) && (in->cpus_free >= 0 || in->gpus_free >= 0)) {
 		/* nothing (that fits) is free: plan on the whole pool and wait for it */
-		pool_view(in->pool, -1, -1, &out->pool);
-		x.tried = 0;
+		pool_view(in->pool, -1, -1, s->dry_run, &out->pool);
+		x.tried = x.estimated = 0;
 		rc = dlh_planner_choose(&out->pool, out->deadline_s, 0, estimate_config, &x,
 					&out->best, out->alt, DLH_CHOOSE_ALTS, &out->nalt, err, errlen);
 	}
 	if (!x.tried)   /* the pool has not what the spec asks: dlh_plan_make says what */
 		return unestimated(in, out, "no device of the pool matches [resources]");
-	if (rc == -ENOSPC && x.err[0] && out->best.c.count == 0) {
-		snprintf(err, errlen, "cannot estimate it: %s", x.err);
-		return -EINVAL;
-	}
+	if (rc == -ENOSPC && !x.estimated)   /* no configuration could be estimated */
+		return unestimated(in, out, x.err);
 	if (rc)
 		return rc;
 
