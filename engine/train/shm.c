@@ -2,12 +2,28 @@
 #include "engine/train/shm.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define LINE_FLOATS 16   /* floats in a 64-byte cache line */
 #define SUM_BLOCK 2048   /* floats summed, then updated, at a time (8 KiB) */
+#define SPIN_NS 50000    /* a step's barrier polls this long, then sleeps */
+
+/* The step's barrier, in the first cache line of rank 0's segment. */
+struct bar {
+	atomic_uint count;      /* ranks arrived in this generation */
+	atomic_uint gen;        /* bumped by the last to arrive (the futex word) */
+	atomic_uint sleepers;   /* ranks in FUTEX_WAIT on gen */
+};
+_Static_assert(sizeof(struct bar) <= LINE_FLOATS * sizeof(float), "the barrier fits a line");
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "lock-free atomics are address-free across processes");
 
 /* n rounded up to whole cache lines of floats. */
 static size_t pad(size_t n)
@@ -66,9 +82,10 @@ int dlt_shm_create(struct dlt_shm *s, MPI_Comm comm, size_t nparams, int nstate,
 			 s->ranks, DLT_SHM_MAX_RANKS);
 		return -EINVAL;
 	}
-	/* rank 0's segment: params, state, its slot; the others' only their slot */
-	bytes = (MPI_Aint)((s->rank == 0 ? pad(nparams) + pad(nparams * (size_t)nstate) : 0) +
-			   slot) * (MPI_Aint)sizeof(float);
+	/* rank 0's segment: the barrier's line, params, state, its slot; the
+	 * others' only their slot */
+	bytes = (MPI_Aint)((s->rank == 0 ? LINE_FLOATS + pad(nparams) +
+			    pad(nparams * (size_t)nstate) : 0) + slot) * (MPI_Aint)sizeof(float);
 	/* each rank's segment on its own pages, placed near the rank (first touch) */
 	MPI_Info_create(&info);
 	MPI_Info_set(info, "alloc_shared_noncontig", "true");
@@ -88,6 +105,8 @@ int dlt_shm_create(struct dlt_shm *s, MPI_Comm comm, size_t nparams, int nstate,
 
 		MPI_Win_shared_query(s->win, r, &size, &unit, &p);
 		if (r == 0) {
+			s->bar = p;
+			p += LINE_FLOATS;
 			s->params = p;
 			s->state = p + pad(nparams);
 			p += pad(nparams) + pad(nparams * (size_t)nstate);
@@ -98,8 +117,10 @@ int dlt_shm_create(struct dlt_shm *s, MPI_Comm comm, size_t nparams, int nstate,
 	/* one passive epoch for the whole run; MPI_Win_sync orders the stores */
 	MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win);
 	memset(s->slot[s->rank], 0, slot * sizeof(float));
-	if (s->rank == 0)
+	if (s->rank == 0) {
 		memset(s->state, 0, nparams * (size_t)nstate * sizeof(float));
+		memset(s->bar, 0, LINE_FLOATS * sizeof(float));
+	}
 	dlt_shm_fence(s);
 	return 0;
 }
@@ -121,15 +142,65 @@ void dlt_shm_fence(const struct dlt_shm *s)
 	MPI_Win_sync(s->win);
 }
 
-/* dlt_shm_fence, its seconds added to s->t_wait. */
+static long futex(atomic_uint *word, int op, unsigned val)
+{
+	/* not FUTEX_PRIVATE: the word is shared between processes */
+	return syscall(SYS_futex, (uint32_t *)word, op, val, NULL, NULL, 0);
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* The step's barrier: every rank's stores before it (its gradients, its
+ * slice of the model) are visible to every rank after it. A waiter polls
+ * for SPIN_NS, then sleeps on a futex: ranks that keep pace (the usual
+ * case, waits of microseconds) never enter the kernel, and a rank that
+ * waits long for a slower one does not burn the core (or, under a CPU
+ * quota, the quota) while it waits. */
+static void bar_wait(struct dlt_shm *s)
+{
+	struct bar *b = s->bar;
+	unsigned g = atomic_load_explicit(&b->gen, memory_order_acquire);
+
+	if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == (unsigned)s->ranks - 1) {
+		/* the last: nobody passes until gen moves, so count can be reset first */
+		atomic_store_explicit(&b->count, 0, memory_order_relaxed);
+		atomic_store(&b->gen, g + 1);
+		if (atomic_load(&b->sleepers))
+			futex(&b->gen, FUTEX_WAKE, INT_MAX);
+		return;
+	}
+	int64_t until = mono_ns() + SPIN_NS;
+
+	for (int i = 1;; i++) {
+		if (atomic_load_explicit(&b->gen, memory_order_acquire) != g)
+			return;
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+		if (i % 64 == 0 && mono_ns() > until)
+			break;
+	}
+	/* seq_cst both sides: either the last sees sleepers, or FUTEX_WAIT
+	 * sees gen moved and returns at once */
+	atomic_fetch_add(&b->sleepers, 1);
+	while (atomic_load(&b->gen) == g)
+		futex(&b->gen, FUTEX_WAIT, g);
+	atomic_fetch_sub(&b->sleepers, 1);
+}
+
+/* The step's barrier, its seconds added to s->t_wait. */
 static void timed_fence(struct dlt_shm *s)
 {
-	struct timespec a, b;
+	int64_t a = mono_ns();
 
-	clock_gettime(CLOCK_MONOTONIC, &a);
-	dlt_shm_fence(s);
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	s->t_wait += (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+	bar_wait(s);
+	s->t_wait += 1e-9 * (double)(mono_ns() - a);
 }
 
 /* d[i] = the sum over ranks of slot[r][i], in rank order, for i in [lo, hi). */

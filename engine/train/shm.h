@@ -36,6 +36,7 @@ struct dlt_shm {
 	int rank, ranks;                      /* in comm */
 	size_t nparams;                       /* floats in params and each slot's gradients */
 	int nstate;                           /* optimizer state arrays */
+	void *bar;                            /* the step's barrier (shm.c) */
 	float *params;                        /* nparams, one copy for the node */
 	float *state;                         /* nstate arrays of nparams, one after the other */
 	float *slot[DLT_SHM_MAX_RANKS];       /* rank r's gradients, then DLT_GRAD_EXTRA floats */
