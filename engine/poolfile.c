@@ -73,9 +73,10 @@ static void problem(struct pf *c, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void problem(struct pf *c, int line, const char *fmt, ...)
 {
-	struct pf_problem e = { .line = line, .seq = ++c->nerr };
-	struct pf_problem *slot = &c->errs[c->nerr - 1];
-	if (c->nerr > ERRORS_MAX) {
+	struct pf_problem e = { .line = line, .seq = ++c->nerr }, *slot;
+	if (c->nerr <= ERRORS_MAX) {
+		slot = &c->errs[c->nerr - 1];
+	} else {
 		slot = &c->errs[0];
 		for (int i = 1; i < ERRORS_MAX; i++)
 			if (by_line(&c->errs[i], slot) > 0)

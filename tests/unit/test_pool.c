@@ -305,14 +305,16 @@ TEST(detect_sees_this_machine_as_one_node_with_a_cpu_type)
 }
 
 /* A temporary /dev with two GPUs and the driver's other files. */
+static const char *const dev_names[] = { "nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "null" };
+#define NDEV_NAMES (int)(sizeof dev_names / sizeof dev_names[0])
+
 static int fake_dev(char *dir)
 {
-	static const char *const names[] = { "nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "null" };
 	char path[256];
 	if (!mkdtemp(dir))
 		return -1;
-	for (int i = 0; i < 5; i++) {
-		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+	for (int i = 0; i < NDEV_NAMES; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, dev_names[i]);
 		int fd = open(path, O_CREAT | O_WRONLY, 0600);
 		if (fd < 0)
 			return -1;
@@ -323,10 +325,9 @@ static int fake_dev(char *dir)
 
 static void rm_fake_dev(const char *dir)
 {
-	static const char *const names[] = { "nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "null" };
 	char path[256];
-	for (int i = 0; i < 5; i++) {
-		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+	for (int i = 0; i < NDEV_NAMES; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, dev_names[i]);
 		unlink(path);
 	}
 	rmdir(dir);
