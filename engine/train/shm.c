@@ -14,7 +14,14 @@
 
 #define LINE_FLOATS 16   /* floats in a 64-byte cache line */
 #define SUM_BLOCK 2048   /* floats summed, then updated, at a time (8 KiB) */
-#define SPIN_NS 50000    /* a step's barrier polls this long, then sleeps */
+/* A step's barrier polls, then sleeps. Where this rank's waits have been
+ * short (ranks in step: microseconds), it polls up to SPIN_LONG_NS, since a
+ * futex wake-up costs tens of microseconds per step; where they have been
+ * long (a slower rank beside it: milliseconds), polling is futile and would
+ * burn the core (or, under a CPU quota, the quota the rank computes with),
+ * so it sleeps after SPIN_SHORT_NS. */
+#define SPIN_LONG_NS 500000
+#define SPIN_SHORT_NS 20000
 
 /* The step's barrier, in the first cache line of rank 0's segment. */
 struct bar {
@@ -175,7 +182,7 @@ static void bar_wait(struct dlt_shm *s)
 			futex(&b->gen, FUTEX_WAKE, INT_MAX);
 		return;
 	}
-	int64_t until = mono_ns() + SPIN_NS;
+	int64_t until = mono_ns() + (s->wait_ema < 0.5e-9 * SPIN_LONG_NS ? SPIN_LONG_NS : SPIN_SHORT_NS);
 
 	for (int i = 1;; i++) {
 		if (atomic_load_explicit(&b->gen, memory_order_acquire) != g)
@@ -198,9 +205,12 @@ static void bar_wait(struct dlt_shm *s)
 static void timed_fence(struct dlt_shm *s)
 {
 	int64_t a = mono_ns();
+	double w;
 
 	bar_wait(s);
-	s->t_wait += 1e-9 * (double)(mono_ns() - a);
+	w = 1e-9 * (double)(mono_ns() - a);
+	s->t_wait += w;
+	s->wait_ema += 0.1 * (w - s->wait_ema);
 }
 
 /* d[i] = the sum over ranks of slot[r][i], in rank order, for i in [lo, hi). */

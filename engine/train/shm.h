@@ -42,6 +42,7 @@ struct dlt_shm {
 	float *slot[DLT_SHM_MAX_RANKS];       /* rank r's gradients, then DLT_GRAD_EXTRA floats */
 	size_t lo, hi;                        /* this rank's slice of [0, nparams) */
 	double t_wait;                        /* seconds in dlt_shm_step's barriers (waiting) */
+	double wait_ema;                      /* a barrier's recent wait, seconds (smoothed) */
 };
 
 /* Returns 1 when all ranks of comm (more than one) share this node's
