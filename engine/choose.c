@@ -14,6 +14,8 @@ struct ctx {
 	const struct dlh_choose_in *in;
 	const struct dlh_dataset_shape *shape;
 	int tried;                    /* configurations the spec allows */
+	struct dlh_calib_dev peak[DLH_PLANNER_TYPES];   /* types nobody measured: their
+							   pool figures (peak_of) */
 	int estimated;                /* of which the estimator could estimate */
 	char err[256];                /* the estimator's last refusal */
 };
@@ -71,6 +73,24 @@ static int type_allowed(const struct dlh_pool *p, int t, const struct dlh_spec *
 	return p->type[t].gpu == (s->device == DLH_DEVICE_GPU);
 }
 
+/* A device type the calibration did not measure (GPUs: dlh-calib times
+ * OpenBLAS only) as its pool figures say: peak FLOP/s and bandwidth.
+ * NULL when the pool does not know them either. */
+static const struct dlh_calib_dev *peak_of(struct ctx *x, int t)
+{
+	const struct dlh_pool_type *pt = &x->in->pool->type[t];
+	struct dlh_calib_dev *d = &x->peak[t];
+
+	if (pt->flops <= 0.0 || pt->bandwidth <= 0.0)
+		return NULL;
+	memset(d, 0, sizeof *d);
+	snprintf(d->type, sizeof d->type, "%s", pt->name);
+	d->gemm_flops = pt->flops;
+	d->mem_bw = d->mem_bw_all = pt->bandwidth;
+	d->gemm_all = 1.0;
+	return d;
+}
+
 /* Fills ein for configuration c (count devices of one type). */
 static int fill_in(struct ctx *x, const struct dlh_pool_free *p, const struct dlh_config *c,
 		   struct dlh_estimate_in *ein, const struct dlh_calib_dev **dev)
@@ -82,9 +102,9 @@ static int fill_in(struct ctx *x, const struct dlh_pool_free *p, const struct dl
 	if (global > 1048576 || global < c->count)
 		return -EINVAL;
 	*dev = dlh_calib_dev(x->in->cal, p->type[c->type].name);
-	if (!*dev) {
-		snprintf(x->err, sizeof x->err, "no calibration for device type \"%s\"",
-			 p->type[c->type].name);
+	if (!*dev && !(*dev = peak_of(x, c->type))) {
+		snprintf(x->err, sizeof x->err, "device type \"%s\" is neither calibrated nor "
+			 "given flops and bandwidth in the pool", p->type[c->type].name);
 		return -ENOENT;
 	}
 	memset(ein, 0, sizeof *ein);
@@ -238,6 +258,13 @@ int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err
 		return -EINVAL;
 	memcpy(out->batch, ein.batch, sizeof out->batch[0] * (size_t)out->ranks);
 	scale_lr(s, global_batch(s, out->ranks), out->est.steps, out);
+	if (!dlh_calib_dev(in->cal, out->type)) {
+		size_t used = strlen(out->changes);
+
+		snprintf(out->changes + used, sizeof out->changes - used,
+			 "estimate: %s is not calibrated (dlh-calib times CPU cores); its "
+			 "pool figures stand in: peak FLOP/s and bandwidth\n", out->type);
+	}
 	out->estimated = 1;
 	return 0;
 }

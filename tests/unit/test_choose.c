@@ -181,6 +181,36 @@ TEST(nothing_free_plans_on_the_whole_pool)
 	CHECK(c.estimated && c.ranks >= 1 && c.ranks <= 2);
 }
 
+TEST(an_uncalibrated_gpu_type_is_estimated_from_its_pool_figures)
+{
+	static struct world w;
+	static struct dlh_choice c;
+	char err[512];
+	int t;
+
+	world(&w, 2);
+	t = w.pool.ntypes++;
+	w.pool.type[t] = (struct dlh_pool_type){ .name = "H100", .flops = 60e12, .mem_bytes = 80LL << 30,
+						 .bandwidth = 3e12, .watts_idle = 70, .watts_busy = 700,
+						 .gpu = 1 };
+	w.pool.nodes[w.pool.local].devices[t] = 2;
+	w.pool.node.gpus = 2;
+	w.spec.device = DLH_DEVICE_GPU;
+	CHECK_MSG(dlh_choose(&w.in, &c, err, sizeof err) == 0, "%s", err);
+	CHECK_MSG(c.estimated && !strcmp(c.type, "H100"), "%s", c.why);
+	CHECK(strstr(c.changes, "H100 is not calibrated"));
+	/* far faster than one calibrated core at 50 GFLOP/s would be */
+	w.spec.device = DLH_DEVICE_CPU;
+	static struct dlh_choice cpu;
+	CHECK(dlh_choose(&w.in, &cpu, err, sizeof err) == 0 && cpu.estimated);
+	CHECK(c.est.compute_s < cpu.est.compute_s);
+	/* without figures it cannot be estimated: the spec runs as written */
+	w.pool.type[t].flops = 0;
+	w.spec.device = DLH_DEVICE_GPU;
+	CHECK(dlh_choose(&w.in, &c, err, sizeof err) == 0);
+	CHECK_MSG(!c.estimated && strstr(c.why, "neither calibrated"), "%s", c.why);
+}
+
 int main(void)
 {
 	RUN(split_is_proportional_to_speed_and_sums_to_the_global_batch);
@@ -189,5 +219,6 @@ int main(void)
 	RUN(scale_batch_multiplies_the_global_batch_and_lr_and_adds_warmup);
 	RUN(no_estimate_without_calibration_or_for_a_user_command);
 	RUN(nothing_free_plans_on_the_whole_pool);
+	RUN(an_uncalibrated_gpu_type_is_estimated_from_its_pool_figures);
 	return CHECK_EXIT();
 }
