@@ -463,6 +463,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	out->compute_s = comp_max * compute_f;
 	out->comm_s = comm * comm_f;
 	out->step_s = (comp_max + upd_max) * compute_f + out->comm_s;
+	out->raw_step = comp_max + upd_max + comm;
 	double eval = (eval_max + (in->ranks > 1 ? cal->sync_s : 0.0)) * compute_f;
 	out->epoch_s = spe * out->step_s + eval;
 
@@ -529,8 +530,9 @@ int dlh_estimate_format(const struct dlh_estimate *pred, const struct dlh_estima
 	rc |= dlh_buf_printf(out, "steps=%ld\n", pred->steps);
 	/* the uncorrected terms, so the history can refit them after the run */
 	if (pred->raw_compute >= 0)
-		rc |= dlh_buf_printf(out, "raw_compute_s=%.6g\nraw_comm_s=%.6g\nraw_startup_s=%.6g\n",
-				     pred->raw_compute, pred->raw_comm, pred->raw_startup);
+		rc |= dlh_buf_printf(out, "raw_compute_s=%.6g\nraw_comm_s=%.6g\nraw_startup_s=%.6g\n"
+				     "raw_step_s=%.6g\n", pred->raw_compute, pred->raw_comm,
+				     pred->raw_startup, pred->raw_step);
 	dlh_duration(pred->total_s, total, sizeof total);
 	snprintf(step, sizeof step, "%.3g ms", pred->step_s * 1e3);
 	rc |= dlh_buf_printf(out, "human=step %s, total %s, %.0f J, %.0f MiB per device\n", step,
@@ -561,7 +563,9 @@ int dlh_estimate_parse(const char *text, struct dlh_estimate *pred)
 	if (dlh_kv_get(text, "steps", v, sizeof v))
 		return -EINVAL;
 	pred->steps = strtol(v, NULL, 10);
-	pred->raw_compute = pred->raw_comm = pred->raw_startup = -1;
+	pred->raw_compute = pred->raw_comm = pred->raw_startup = pred->raw_step = -1;
+	if (!dlh_kv_get(text, "raw_step_s", v, sizeof v))
+		pred->raw_step = strtod(v, NULL);
 	if (!dlh_kv_get(text, "raw_compute_s", v, sizeof v))
 		pred->raw_compute = strtod(v, NULL);
 	if (!dlh_kv_get(text, "raw_comm_s", v, sizeof v))
@@ -665,7 +669,7 @@ int dlh_estimate_actual(const char *job_dir, double wall_s, struct dlh_estimate 
 	for (int i = 0; i < NKEYS; i++)
 		*(double *)((char *)act + est_keys[i].off) = -1;
 	act->steps = -1;
-	act->raw_compute = act->raw_comm = act->raw_startup = -1;
+	act->raw_compute = act->raw_comm = act->raw_startup = act->raw_step = -1;
 	int rc = job_file(job_dir, "metrics.csv", &text);
 	if (rc)
 		return rc;

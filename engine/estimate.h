@@ -51,6 +51,7 @@ struct dlh_estimate {
 	double raw_compute;     /* device work: steps, evaluations, checkpoints */
 	double raw_comm;        /* gradient sums over the run */
 	double raw_startup;     /* startup_s before correction */
+	double raw_step;        /* step_s before correction: the white box's own step */
 };
 
 /* Fills out for in on calibration cal, with the correction factors corr

@@ -219,6 +219,7 @@ TEST(correction_factors_scale_their_terms)
 	CHECK(fabs(scaled.startup_s - 3 * plain.startup_s) < 1e-12);
 	/* the raw terms stay uncorrected: the history fits on them */
 	CHECK(scaled.raw_compute == plain.raw_compute && scaled.raw_startup == plain.raw_startup);
+	CHECK(scaled.raw_step == plain.raw_step && fabs(plain.raw_step - plain.step_s) < 1e-15);
 	CHECK(fabs(plain.raw_compute + plain.raw_comm + plain.raw_startup - plain.total_s) <
 	      1e-9 * plain.total_s);
 }
@@ -305,6 +306,7 @@ TEST(parse_reads_back_what_format_wrote)
 	CHECK(fabs(back.total_s - e.total_s) <= 1e-5 * e.total_s);   /* not actual_total_s */
 	CHECK(fabs(back.raw_compute - e.raw_compute) <= 1e-5 * e.raw_compute);
 	CHECK(fabs(back.raw_startup - e.raw_startup) <= 1e-5 * e.raw_startup);
+	CHECK(fabs(back.raw_step - e.raw_step) <= 1e-5 * e.raw_step);
 	CHECK(dlh_estimate_parse("step_s=1\n", &back) == -EINVAL);
 }
 
