@@ -20,6 +20,8 @@
  * interpolates the throughput of other shapes in log space. */
 #define DLH_CALIB_GEMM_N 5
 #define DLH_CALIB_GEMM_DIMS { 8, 32, 128, 512, 2048 }
+#define DLH_CALIB_GEMM_TR 2         /* transposed forms with a grid of their own */
+#define DLH_CALIB_GEMM_TR_NAMES { "nt", "tn" }   /* cache keys TYPE.gemmnt_MxN... */
 
 /* Copy bandwidth is measured over these working sets (bytes read plus
  * written), from inside L2 to well past the last-level cache. */
@@ -52,6 +54,13 @@ struct dlh_calib_dev {
 	int grid;                         /* 1: gemm[][][] was measured */
 	float gemm[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
 					  /* sgemm FLOP/s at [m][n][k] of the grid */
+	int grid_tr[DLH_CALIB_GEMM_TR];   /* 1: gemm_tr[t] was measured */
+	float gemm_tr[DLH_CALIB_GEMM_TR][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
+					  /* the same with B transposed (t = 0, "nt":
+					     dense forward, conv dW) and with A (t = 1,
+					     "tn": dense dW, conv dX): how fast a form
+					     runs depends on the shape, the skinny
+					     batch-sized sides most of all */
 };
 
 /* Everything measured, and when. */

@@ -59,14 +59,13 @@ static double grid_pos(double s, double lo, double ratio)
 	return s <= lo ? 0.0 : log(s / lo) / log(ratio);
 }
 
-/* FLOP/s of an m x n x k sgemm on d: trilinear in log(m), log(n), log(k)
- * over the calibrated grid; the large-shape rate without a grid. */
-static double gemm_rate(const struct dlh_calib_dev *d, double m, double n, double k)
+/* FLOP/s of an m x n x k sgemm on the calibrated grid g: trilinear in
+ * log(m), log(n), log(k); 0 when the grid has no rate there. */
+static double grid_rate(const float (*g)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N], double m,
+			double n, double k)
 {
 	static const int dims[DLH_CALIB_GEMM_N] = DLH_CALIB_GEMM_DIMS;
 	const double ratio = (double)dims[1] / dims[0];
-	if (!d->grid)
-		return d->gemm_flops;
 	double x[3] = { grid_pos(m, dims[0], ratio), grid_pos(n, dims[0], ratio),
 			grid_pos(k, dims[0], ratio) };
 	int lo[3];
@@ -80,22 +79,38 @@ static double gemm_rate(const struct dlh_calib_dev *d, double m, double n, doubl
 		int i = lo[0] + (c & 1), j = lo[1] + (c >> 1 & 1), l = lo[2] + (c >> 2 & 1);
 		double w = (c & 1 ? f[0] : 1 - f[0]) * (c >> 1 & 1 ? f[1] : 1 - f[1]) *
 			   (c >> 2 & 1 ? f[2] : 1 - f[2]);
-		rate += w * d->gemm[i][j][l];
+		rate += w * g[i][j][l];
 	}
-	return rate > 0 ? rate : d->gemm_flops;
+	return rate > 0 ? rate : 0.0;
 }
 
 /* Which operands of a GEMM are transposed (row-major, as dlh-train calls them). */
 enum trans { NN, NT, TN, TT };
 
+/* FLOP/s of an m x n x k sgemm of form t on d: its own grid where that
+ * form's was measured, else the untransposed grid times the form's mean
+ * factor; the large-shape rate without a grid. */
+static double gemm_rate(const struct dlh_calib_dev *d, enum trans t, double m, double n,
+			double k)
+{
+	const double f[4] = { 1.0, d->gemm_nt, d->gemm_tn, d->gemm_tt };
+	double rate = 0.0;
+	if (t == NT || t == TN) {
+		int g = t == NT ? 0 : 1;   /* DLH_CALIB_GEMM_TR_NAMES order */
+		if (d->grid_tr[g] && (rate = grid_rate(d->gemm_tr[g], m, n, k)) > 0)
+			return rate;
+	}
+	if (d->grid)
+		rate = grid_rate(d->gemm, m, n, k);
+	return (rate > 0 ? rate : d->gemm_flops) * (f[t] > 0 ? f[t] : 1.0);
+}
+
 /* Seconds of an m x n x k sgemm of form t on rd. */
 static double gemm_s(const struct rdev *rd, enum trans t, double m, double n, double k)
 {
-	const double f[4] = { 1.0, rd->d->gemm_nt, rd->d->gemm_tn, rd->d->gemm_tt };
 	if (m < 1 || n < 1 || k < 1)
 		return 0.0;
-	return 2.0 * m * n * k /
-	       (gemm_rate(rd->d, m, n, k) * rd->gemm_share * (f[t] > 0 ? f[t] : 1.0));
+	return 2.0 * m * n * k / (gemm_rate(rd->d, t, m, n, k) * rd->gemm_share);
 }
 
 /* Bytes/s of a pass over a working set of ws bytes: interpolated in

@@ -4,7 +4,8 @@
  *   dlh-calib --phase single [--dir DIR] [--images P --labels P]   (1 rank)
  *   dlh-calib --phase all                                          (all ranks)
  *
- * single times one core: sgemm over the grid of DLH_CALIB_GEMM_DIMS, copy
+ * single times one core: sgemm over the grid of DLH_CALIB_GEMM_DIMS (untransposed,
+ * and with B or A transposed, as the trainer calls them), copy
  * bandwidth over DLH_CALIB_BW_SIZES, the trainer's IDX loader, its weight
  * initialisation, atomic file writes. all times what the ranks of one node
  * do together: barrier, allreduce (alpha-beta fit), copy bandwidth and
@@ -114,24 +115,22 @@ static double gemm_rate(int m, int n, int k, float *pool, size_t pool_floats)
 	return gemm_rate_t(m, n, k, CblasNoTrans, CblasNoTrans, pool, pool_floats);
 }
 
-/* Times the grid; shapes over GEMM_MAX_MNK take the best of their smaller
- * neighbours (large shapes saturate). Prints cpu.gemm_MxN lines. Returns
- * the best rate seen. */
-static double gemm_grid(void)
+/* The grid of DLH_CALIB_GEMM_DIMS in form (ta, tb) into g; shapes over
+ * GEMM_MAX_MNK take the best of their smaller neighbours (large shapes
+ * saturate). Returns the best rate seen. */
+static double gemm_grid_form(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, float *pool,
+			     double g[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N])
 {
-	float *pool = xmalloc(GEMM_POOL * sizeof *pool);
-	static double g[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
 	double peak = 0.0;
 
-	fill(pool, GEMM_POOL);
 	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
 		for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
 			for (int l = 0; l < DLH_CALIB_GEMM_N; l++) {
 				long mnk = (long)gemm_dims[i] * gemm_dims[j] * gemm_dims[l];
 
 				if (mnk <= GEMM_MAX_MNK) {
-					g[i][j][l] = gemm_rate(gemm_dims[i], gemm_dims[j], gemm_dims[l],
-							       pool, GEMM_POOL);
+					g[i][j][l] = gemm_rate_t(gemm_dims[i], gemm_dims[j], gemm_dims[l],
+								 ta, tb, pool, GEMM_POOL);
 				} else {   /* i, j, l ascend: the neighbours are done */
 					double v = i ? g[i - 1][j][l] : 0.0;
 
@@ -141,44 +140,70 @@ static double gemm_grid(void)
 				if (g[i][j][l] > peak)
 					peak = g[i][j][l];
 			}
+	return peak;
+}
+
+/* Prints grid g as TYPE.gemmFORM_MxN=K... lines (form "" untransposed). */
+static void print_grid(const char *form,
+		       double g[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N])
+{
 	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
 		for (int j = 0; j < DLH_CALIB_GEMM_N; j++) {
-			printf("cpu.gemm_%dx%d=", gemm_dims[i], gemm_dims[j]);
+			printf("cpu.gemm%s_%dx%d=", form, gemm_dims[i], gemm_dims[j]);
 			for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
 				printf("%s%.4g", l ? " " : "", g[i][j][l]);
 			printf("\n");
 		}
-	free(pool);
-	return peak;
 }
 
-/* Prints TYPE.gemm_nt, _tn, _tt: the speed of each transposed form
- * (dlh-train uses all four) over the untransposed, the mean over the
- * inner 3 x 3 x 3 points of the grid. */
-static void gemm_transposes(void)
+/* The mean over the inner 3 x 3 x 3 points of the grid of a / b. */
+static double inner_ratio(double a[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N],
+			  double b[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N])
 {
-	static const char *names[3] = { "nt", "tn", "tt" };
+	double sum = 0.0;
+	int n = 0;
+
+	for (int i = 1; i < DLH_CALIB_GEMM_N - 1; i++)
+		for (int j = 1; j < DLH_CALIB_GEMM_N - 1; j++)
+			for (int l = 1; l < DLH_CALIB_GEMM_N - 1; l++, n++)
+				sum += a[i][j][l] / b[i][j][l];
+	return sum / n;
+}
+
+/* Times sgemm in the three forms dlh-train calls most over the whole
+ * grid: untransposed, B transposed (nt) and A transposed (tn); prints
+ * their grids, the mean speed of each transposed form over the
+ * untransposed (TYPE.gemm_nt, _tn: for caches read without the grids)
+ * and of both transposed (tt: only the dX of a big dense layer at a
+ * small batch uses it, over the inner 3 x 3 x 3 points). Returns the best
+ * rate seen. */
+static double gemm_grids(void)
+{
+	static const char *names[DLH_CALIB_GEMM_TR] = DLH_CALIB_GEMM_TR_NAMES;
+	static const CBLAS_TRANSPOSE ta[DLH_CALIB_GEMM_TR] = { CblasNoTrans, CblasTrans };
+	static const CBLAS_TRANSPOSE tb[DLH_CALIB_GEMM_TR] = { CblasTrans, CblasNoTrans };
+	static double g[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
+	static double gt[DLH_CALIB_GEMM_TR][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
 	float *pool = xmalloc(GEMM_POOL * sizeof *pool);
-	double sum[3] = { 0 };
+	double peak, tt = 0.0;
 	int n = 0;
 
 	fill(pool, GEMM_POOL);
+	peak = gemm_grid_form(CblasNoTrans, CblasNoTrans, pool, g);
+	print_grid("", g);
+	for (int t = 0; t < DLH_CALIB_GEMM_TR; t++) {
+		gemm_grid_form(ta[t], tb[t], pool, gt[t]);
+		print_grid(names[t], gt[t]);
+	}
 	for (int i = 1; i < DLH_CALIB_GEMM_N - 1; i++)
 		for (int j = 1; j < DLH_CALIB_GEMM_N - 1; j++)
-			for (int l = 1; l < DLH_CALIB_GEMM_N - 1; l++) {
-				int m = gemm_dims[i], nn = gemm_dims[j], k = gemm_dims[l];
-				double nn_rate = gemm_rate(m, nn, k, pool, GEMM_POOL);
-
-				for (int v = 0; v < 3; v++)
-					sum[v] += gemm_rate_t(m, nn, k, v & 1 ? CblasTrans : CblasNoTrans,
-							      v ? CblasTrans : CblasNoTrans, pool,
-							      GEMM_POOL) / nn_rate;
-				n++;
-			}
-	/* v = 0: B transposed (nt); 1: A (tn); 2: both (tt) */
-	printf("cpu.gemm_%s=%.4g\ncpu.gemm_%s=%.4g\ncpu.gemm_%s=%.4g\n", names[0], sum[0] / n,
-	       names[1], sum[1] / n, names[2], sum[2] / n);
+			for (int l = 1; l < DLH_CALIB_GEMM_N - 1; l++, n++)
+				tt += gemm_rate_t(gemm_dims[i], gemm_dims[j], gemm_dims[l], CblasTrans,
+						  CblasTrans, pool, GEMM_POOL) / g[i][j][l];
+	printf("cpu.gemm_nt=%.4g\ncpu.gemm_tn=%.4g\ncpu.gemm_tt=%.4g\n", inner_ratio(gt[0], g),
+	       inner_ratio(gt[1], g), tt / n);
 	free(pool);
+	return peak;
 }
 
 /* Best seconds of one update of n parameters by the trainer's optimizer. */
@@ -411,11 +436,8 @@ static double rss_bytes(void)
 /* One rank: the device's own speeds. */
 static void phase_single(const char *dir, const char *images, const char *labels)
 {
-	double peak = gemm_grid();
-
 	printf("device=cpu\n");
-	printf("cpu.gemm_flops=%.4g\n", peak);
-	gemm_transposes();
+	printf("cpu.gemm_flops=%.4g\n", gemm_grids());
 	for (int i = 0; i < DLH_CALIB_OPT_N; i++)
 		printf("cpu.sgd_%ld=%.4g\ncpu.adam_%ld=%.4g\n", opt_sizes[i],
 		       optim_s(DLT_OPTIM_SGD, opt_sizes[i]), opt_sizes[i],

@@ -125,6 +125,27 @@ TEST(hand_computed_case_on_flat_speeds)
 	CHECK(fabs(e.joules - 10 * e.total_s) < 1e-9);
 }
 
+TEST(a_transposed_grid_sets_the_speed_of_its_gemms)
+{
+	struct dlh_calib c;
+	struct dlh_estimate flat, slow_tn;
+
+	flat_calib(&c, 1e10, HUGE_BW);
+	mlp(&c, 16, 50, 1, "cpu");
+	CHECK(est(&c, NULL, &flat) == 0);
+	/* the tn grid at half the speed: a dense layer's dW = dY^T X is the
+	 * step's only tn GEMM (o x k x batch); the nt forward keeps its speed */
+	c.dev[0].grid_tr[1] = 1;
+	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
+		for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
+			for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
+				c.dev[0].gemm_tr[1][i][j][l] = 0.5e10f;
+	CHECK(est(&c, NULL, &slow_tn) == 0);
+	double dw = 2.0 * (16.0 * 784 * 50 + 10.0 * 16 * 50);
+	CHECK_MSG(fabs(slow_tn.step_s - flat.step_s - dw / 1e10) < 1e-12, "step %g -> %g, dW %g s",
+		  flat.step_s, slow_tn.step_s, dw / 1e10);
+}
+
 /* The 784-256-10 MLP, global batch 128, on 1 and on 2 ranks of this
  * machine's calibration c. Returns 0, or -1 when an estimate failed. */
 static int one_and_two(struct dlh_calib *c, struct dlh_estimate *one, struct dlh_estimate *two)
@@ -445,6 +466,7 @@ TEST(history_fit_keeps_factor_one_for_a_term_never_seen)
 int main(void)
 {
 	RUN(hand_computed_case_on_flat_speeds);
+	RUN(a_transposed_grid_sets_the_speed_of_its_gemms);
 	RUN(more_ranks_mean_less_compute_per_step);
 	RUN(comm_is_zero_on_one_rank_only);
 	RUN(the_slowest_rank_sets_the_step);
