@@ -34,8 +34,9 @@
 #define GEMM_MAX_MNK (1L << 28)   /* larger shapes are not timed: they run at peak */
 #define GEMM_BATCH_S 0.001        /* seconds of calls per timed batch */
 #define GEMM_BATCHES 3            /* best batch of these */
-#define GEMM_POOL (16L << 20)     /* floats of operands the calls cycle through
-				     (64 MiB: past L2, and past 2 sets of the
+#define GEMM_POOL (32L << 20)     /* floats the calls cycle through: operands in
+				     the first half, products in the second (64
+				     MiB each: past L2, and past 2 sets of the
 				     largest shape timed) */
 #define BW_BATCH_BYTES (64L << 20) /* bytes copied per timed batch */
 #define BW_BATCHES 5
@@ -81,12 +82,17 @@ static void fill(float *p, size_t n)
  * of pool floats, so that they come from far caches as in a training
  * step, where a layer's weights and inputs were last touched before the
  * other layers' work went through the caches: with the same operands
- * every call, small shapes run 25-40% faster than they do in dlh-train. */
+ * every call, small shapes run 25-40% faster than they do in dlh-train.
+ * The products go to the second half of the pool, never read as an
+ * operand: products fed back as operands shrink call after call (sums of
+ * a few products of numbers below 1) into subnormals, which run 10-100x
+ * slower, and the grid measured the pool's history, not the shape. */
 static double gemm_rate_t(int m, int n, int k, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb,
 			  float *pool, size_t pool_floats)
 {
-	const size_t per = (size_t)m * k + (size_t)k * n + (size_t)m * n;
-	const size_t sets = pool_floats / per > 0 ? pool_floats / per : 1;
+	const size_t half = pool_floats / 2, per = (size_t)m * k + (size_t)k * n;
+	const size_t sets = half / per > 0 ? half / per : 1;
+	const size_t csets = half / ((size_t)m * n) > 0 ? half / ((size_t)m * n) : 1;
 	const int lda = ta == CblasNoTrans ? k : m, ldb = tb == CblasNoTrans ? n : k;
 	double best = INFINITY;
 	size_t i = 0;
@@ -96,10 +102,10 @@ static double gemm_rate_t(int m, int n, int k, CBLAS_TRANSPOSE ta, CBLAS_TRANSPO
 		long calls = 0;
 
 		do {
-			float *a = pool + per * (i++ % sets), *b = a + (size_t)m * k;
+			float *a = pool + per * (i % sets), *b = a + (size_t)m * k;
+			float *c = pool + half + (size_t)m * n * (i++ % csets);
 
-			cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f,
-				    b + (size_t)k * n, n);
+			cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
 			calls++;
 			t = dlh_mono() - t0;
 		} while (t < GEMM_BATCH_S);
