@@ -75,6 +75,9 @@ static const struct field dev_fields[] = {
 	{ "gemm_nt", offsetof(struct dlh_calib_dev, gemm_nt) },
 	{ "gemm_tn", offsetof(struct dlh_calib_dev, gemm_tn) },
 	{ "gemm_tt", offsetof(struct dlh_calib_dev, gemm_tt) },
+	{ "relu_bwd_s", offsetof(struct dlh_calib_dev, relu_bwd_s) },
+	{ "dropout_s", offsetof(struct dlh_calib_dev, dropout_s) },
+	{ "gather_bw", offsetof(struct dlh_calib_dev, gather_bw) },
 };
 
 #define NFIELDS(t) ((int)(sizeof(t) / sizeof((t)[0])))

@@ -51,6 +51,13 @@ struct dlh_calib_dev {
 	double sgd_s[DLH_CALIB_OPT_N];    /* seconds of one SGD-momentum update of
 					     each size (0: not measured) */
 	double adam_s[DLH_CALIB_OPT_N];   /* and of one Adam update */
+	double relu_bwd_s;                /* seconds per element of dlh-train's ReLU
+					     backward (it branches on each sign: no
+					     memory speed; 0: not measured) */
+	double dropout_s;                 /* and of a dropout pass (a hash per element) */
+	double gather_bw;                 /* bytes/s (read + written) of the trainer's
+					     gather of a batch's random rows from a
+					     shard past L2 (0: the copy bandwidth) */
 	int grid;                         /* 1: gemm[][][] was measured */
 	float gemm[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
 					  /* sgemm FLOP/s at [m][n][k] of the grid */

@@ -140,6 +140,18 @@ static double elem_s(const struct rdev *rd, double n, int nread)
 	return move_s(rd, (nread + 1) * n * F4, (nread + 1) * n * F4);
 }
 
+/* Seconds to gather a batch of bytes (rows of random images) from a
+ * shard of shard bytes: the trainer's gather as calibrated, else a copy.
+ * The trainer's ranks each hold as many cores as ranks (the job's
+ * cpuset): its prefetch thread takes its turns on them, so whoever
+ * gathers, the step pays for it. */
+static double gather_s(const struct rdev *rd, double bytes, double shard)
+{
+	if (rd->d->gather_bw > 0)
+		return 2.0 * bytes / rd->d->gather_bw;
+	return move_s(rd, 2.0 * bytes, shard);
+}
+
 /* Recovers layer shapes from the cost module's counts (cost.c builds the
  * same stack as dlh-train's net.c). Returns the layer count. */
 static int shapes(const struct dlh_spec *spec, const struct dlh_model_cost *mc,
@@ -170,10 +182,19 @@ static int shapes(const struct dlh_spec *spec, const struct dlh_model_cost *mc,
 	return mc->nlayers;
 }
 
-/* Forward seconds of layer s for n rows. ReLU and pool after a conv are
- * fused into it (dlt_layer_fuse): they cost nothing of their own. */
+/* Seconds of a pass over n elements that costs per_elem each (a
+ * calibrated per-element figure of the trainer's own loop) or at least
+ * an elementwise pass reading nread arrays. */
+static double per_elem_s(const struct rdev *rd, double n, double per_elem, int nread)
+{
+	return fmax(n * per_elem, elem_s(rd, n, nread));
+}
+
+/* Forward seconds of layer s for n rows (train: a training pass, where
+ * dropout draws its mask; evaluation copies). ReLU and pool after a conv
+ * are fused into it (dlt_layer_fuse): they cost nothing of their own. */
 static double fwd_s(const struct rdev *rd, const struct lshape *s, const struct lshape *prev,
-		    double n)
+		    double n, int train)
 {
 	if (!strcmp(s->kind, "dense"))
 		return gemm_s(rd, NT, n, s->o, s->k) + elem_s(rd, n * s->o, 1);
@@ -185,7 +206,9 @@ static double fwd_s(const struct rdev *rd, const struct lshape *s, const struct 
 		return 0.0;
 	if (!strcmp(s->kind, "pool") && prev && !strcmp(prev->kind, "relu"))
 		return 0.0;   /* relu after a conv was fused, and so is this */
-	return elem_s(rd, n * s->out, 1);   /* relu, dropout, a lone pool */
+	if (train && !strcmp(s->kind, "dropout"))
+		return per_elem_s(rd, n * s->out, rd->d->dropout_s, 1);
+	return elem_s(rd, n * s->out, 1);   /* relu, a lone pool */
 }
 
 /* Backward seconds of layer s for n rows (weight and input gradients). */
@@ -219,6 +242,12 @@ static double bwd_s(const struct rdev *rd, const struct lshape *s, const struct 
 		return 0.0;
 	if (!strcmp(s->kind, "pool") && prev && !strcmp(prev->kind, "relu"))
 		return 0.0;
+	/* ReLU backward branches on each sign (dlt's relu_backward): a
+	 * mispredicted branch every other element, not memory speed */
+	if (!strcmp(s->kind, "relu"))
+		return per_elem_s(rd, n * s->out, rd->d->relu_bwd_s, 2);
+	if (!strcmp(s->kind, "dropout"))
+		return per_elem_s(rd, n * s->out, rd->d->dropout_s, 1);
 	return elem_s(rd, n * s->out, 2);
 }
 
@@ -230,7 +259,7 @@ static double pass_s(const struct rdev *rd, const struct lshape *s, int nl, doub
 	double t = 0.0, b = 0.0;
 	for (int i = 0; i < nl; i++) {
 		const struct lshape *prev = i ? &s[i - 1] : NULL;
-		t += fwd_s(rd, &s[i], prev, n);
+		t += fwd_s(rd, &s[i], prev, n, train);
 		if (train) {
 			double bi = bwd_s(rd, &s[i], prev, n);
 			b += bi;
@@ -441,8 +470,8 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 			rd.bw_share = rd.d->mem_bw_all > 0 ? rd.d->mem_bw_all / rd.d->mem_bw : 1.0;
 		}
 		/* the batch gathered from the shard: rows of random images */
-		double comp = pass_s(&rd, s, nl, b, 1, &first_bwd) +
-			      move_s(&rd, 2 * b * mc.in * F4, (double)in->train_n * mc.in * F4);
+		double comp = pass_s(&rd, s, nl, b, 1, &first_bwd) + gather_s(&rd, b * mc.in * F4,
+									     (double)in->train_n * mc.in * F4);
 		double bwd = comp - pass_s(&rd, s, nl, b, 0, NULL);
 		/* shm: each rank sums and updates its slice; else all of it */
 		double u = update_s(&rd, spec, shm ? np / in->ranks : np);

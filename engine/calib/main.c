@@ -26,6 +26,8 @@
 
 #include "engine/calib.h"
 #include "engine/train/idx.h"
+#include "engine/train/layers.h"
+#include "engine/train/rng.h"
 #include "engine/train/net.h"
 #include "engine/train/optim.h"
 #include "engine/train/shm.h"
@@ -38,6 +40,7 @@
 				     the first half, products in the second (64
 				     MiB each: past L2, and past 2 sets of the
 				     largest shape timed) */
+#define GEMM_ALL_POOL (256L << 10)   /* floats of gemm_all's pool (1 MiB: in L2) */
 #define BW_BATCH_BYTES (64L << 20) /* bytes copied per timed batch */
 #define BW_BATCHES 5
 #define BW_BLOCK 8                /* DLT_LAYER_BLOCK: elementwise loops' unit */
@@ -45,7 +48,16 @@
 #define BARRIERS 2000             /* barriers averaged */
 #define DECODE_IMAGES 10000       /* images the loader decodes */
 #define SYNTH_IMAGES 10000        /* images of a synthesized IDX pair */
-#define WRITE_BIG (8L << 20)      /* bytes of the large atomic write */
+#define WRITE_BIG (32L << 20)     /* bytes of the large atomic write: a checkpoint's
+				     size (8 MiB still fitted the disk's cache and
+				     wrote 4x faster than a 40 MB checkpoint) */
+#define ELEM_N (1L << 16)         /* elements of the elementwise layer passes timed
+				     (256 KiB a buffer: in L2, as a layer's) */
+#define ELEM_REPS 40              /* passes, the best of them */
+#define GATHER_IMAGES 20000       /* rows of the synthetic data set gathered from
+				     (63 MB of floats: past L2, as a shard is) */
+#define GATHER_BATCH 128          /* rows a gather takes */
+#define GATHER_CALLS 200          /* gathers timed */
 
 static const int gemm_dims[DLH_CALIB_GEMM_N] = DLH_CALIB_GEMM_DIMS;
 static const long bw_sizes[DLH_CALIB_BW_N] = DLH_CALIB_BW_SIZES;
@@ -210,6 +222,84 @@ static double gemm_grids(void)
 	       inner_ratio(gt[1], g), tt / n);
 	free(pool);
 	return peak;
+}
+
+/* Best seconds per element of layer kind's pass (backward when bwd) over
+ * ELEM_N elements of random sign, through the trainer's own layer code:
+ * ReLU backward branches on each element's sign and dropout hashes each
+ * element's mask bit, so neither runs at memory speed. */
+static double elem_pass_s(enum dlt_layer_kind kind, float p, int bwd)
+{
+	struct dlt_layer l;
+	struct dlt_layer_ctx ctx = { .train = 1, .seed = 1, .step = 1 };
+	char err[256];
+	float *x = xmalloc(ELEM_N * sizeof *x), *y = xmalloc(ELEM_N * sizeof *y);
+	float *dy = xmalloc(ELEM_N * sizeof *dy), *dx = xmalloc(ELEM_N * sizeof *dx);
+	struct dlt_rng r;
+	double best = INFINITY;
+
+	if (dlt_layer_make(&l, kind, (struct dlt_shape){ (int)ELEM_N, 1, 1 }, 0, 0, p, err,
+			   sizeof err) < 0)
+		die(err, NULL);
+	dlt_rng_seed(&r, 7, 0, 0);
+	for (long i = 0; i < ELEM_N; i++) {
+		x[i] = (float)dlt_rng_normal(&r);   /* half positive, in no order */
+		y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+		dy[i] = (float)dlt_rng_normal(&r);
+	}
+	for (int rep = 0; rep <= ELEM_REPS; rep++) {
+		double t0 = dlh_mono(), t;
+
+		ctx.step = (uint64_t)rep + 1;   /* a new dropout mask each pass */
+		if (bwd)
+			l.ops->backward(&l, &ctx, NULL, x, y, dy, dx, NULL, 1);
+		else
+			l.ops->forward(&l, &ctx, NULL, x, dx, 1);
+		t = dlh_mono() - t0;
+		if (rep && t < best)   /* the first warms */
+			best = t;
+	}
+	free(x);
+	free(y);
+	free(dy);
+	free(dx);
+	return best / (double)ELEM_N;
+}
+
+/* Bytes/s of the trainer's batch gather (dlt_dataset_gather): rows of a
+ * data set past L2 taken in the order of the trainer's permutation, the
+ * best of two rounds of GATHER_CALLS batches. Rows from random places
+ * stream 2-3x slower than a copy of the same bytes. */
+static double gather_bw(void)
+{
+	struct dlt_dataset d = { .n = GATHER_IMAGES, .dim = 784 };
+	uint32_t *perm = xmalloc(GATHER_IMAGES * sizeof *perm);
+	float *x = xmalloc((size_t)GATHER_BATCH * 784 * sizeof *x);
+	uint8_t *y = xmalloc(GATHER_BATCH);
+	struct dlt_rng r;
+	double best = INFINITY;
+
+	d.x = xmalloc((size_t)GATHER_IMAGES * 784 * sizeof *d.x);
+	d.y = xmalloc(GATHER_IMAGES);
+	fill(d.x, (size_t)GATHER_IMAGES * 784);
+	memset(d.y, 1, GATHER_IMAGES);
+	dlt_rng_seed(&r, 1, 0, 0);
+	dlt_rng_permutation(&r, perm, GATHER_IMAGES);
+	for (int round = 0; round < 2; round++) {
+		double t0 = dlh_mono();
+
+		for (int i = 0; i < GATHER_CALLS; i++)
+			dlt_dataset_gather(&d, perm + (size_t)(i * GATHER_BATCH) % (GATHER_IMAGES -
+					   GATHER_BATCH), GATHER_BATCH, x, y);
+		if (dlh_mono() - t0 < best)
+			best = dlh_mono() - t0;
+	}
+	free(perm);
+	free(x);
+	free(y);
+	free(d.x);
+	free(d.y);
+	return 2.0 * GATHER_CALLS * GATHER_BATCH * 784 * sizeof(float) / best;
 }
 
 /* Best seconds of one update of n parameters by the trainer's optimizer. */
@@ -455,6 +545,9 @@ static void phase_single(const char *dir, const char *images, const char *labels
 		if (i == DLH_CALIB_BW_N - 1)
 			printf("cpu.mem_bw=%.4g\n", bw);
 	}
+	printf("cpu.relu_bwd_s=%.4g\n", elem_pass_s(DLT_LAYER_RELU, 0.0f, 1));
+	printf("cpu.dropout_s=%.4g\n", elem_pass_s(DLT_LAYER_DROPOUT, 0.5f, 0));
+	printf("cpu.gather_bw=%.4g\n", gather_bw());
 	printf("decode_bw=%.4g\n", decode_bw(dir, images, labels));
 	printf("init_rate=%.4g\n", init_rate());
 	write_times(dir);
@@ -490,6 +583,17 @@ static double shm_step_s(long n)
 	if (dlt_shm_create(&shm, MPI_COMM_WORLD, (size_t)n, 1, NULL, err, sizeof err) < 0)
 		die(err, NULL);
 	for (int r = 0; r <= reps; r++) {
+		volatile float sink = 0.0f;
+		float s = 0.0f;
+
+		/* forward reads the whole model (the slices the other ranks
+		 * updated come from their caches, and the update of this rank's
+		 * slice then takes its lines back from them), backward writes
+		 * the slot */
+		for (long i = 0; i < n; i++)
+			s += shm.params[i];
+		sink = s;
+		(void)sink;
 		fill(shm.slot[shm.rank], (size_t)n + 2);
 		dlt_shm_fence(&shm);   /* every slot written: time the step alone */
 		double t0 = dlh_mono();
@@ -549,14 +653,19 @@ static void phase_all(int rank)
 	if (alpha < y[0] / 2)   /* the fit of a noisy run can go below zero */
 		alpha = y[0];
 	/* GEMM alone, then on every rank at once, alternated (A B A B: the
-	 * machine's other load moves both alike); the best of each */
+	 * machine's other load moves both alike); the best of each. The
+	 * operands stay in L2 (GEMM_ALL_POOL), as a layer's do in dlh-train:
+	 * this is what the cores' sharing costs the arithmetic. From the big
+	 * pool both ranks streamed operands from DRAM and measured its
+	 * contention (0.8), which the bandwidth terms already count, while
+	 * dlh-train's two-rank layers ran as fast as one rank's. */
 	double all = 0.0;
 
 	for (int round = 0; round < 3; round++) {
 		if (rank == 0)
-			solo = fmax(solo, gemm_rate(m, m, m, pool, GEMM_POOL));
+			solo = fmax(solo, gemm_rate(m, m, m, pool, GEMM_ALL_POOL));
 		MPI_Barrier(MPI_COMM_WORLD);
-		all = fmax(all, gemm_rate(m, m, m, pool, GEMM_POOL));
+		all = fmax(all, gemm_rate(m, m, m, pool, GEMM_ALL_POOL));
 		MPI_Barrier(MPI_COMM_WORLD);
 	}
 	MPI_Reduce(&all, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
