@@ -41,6 +41,9 @@
 				     the first half, products in the second (64
 				     MiB each: past L2, and past 2 sets of the
 				     largest shape timed) */
+#define GEMM_OUT_POOL (2L << 20)  /* floats the products cycle through (8 MiB):
+				     past L2, not past L3, as a layer's output
+				     last written a step before */
 #define GEMM_ALL_POOL (256L << 10)   /* floats of gemm_all's pool (1 MiB: in L2) */
 #define BW_BATCH_BYTES (64L << 20) /* bytes copied per timed batch */
 #define BW_BATCHES 5
@@ -105,7 +108,8 @@ static double gemm_rate_t(int m, int n, int k, CBLAS_TRANSPOSE ta, CBLAS_TRANSPO
 {
 	const size_t half = pool_floats / 2, per = (size_t)m * k + (size_t)k * n;
 	const size_t sets = half / per > 0 ? half / per : 1;
-	const size_t csets = half / ((size_t)m * n) > 0 ? half / ((size_t)m * n) : 1;
+	const size_t cfl = half < GEMM_OUT_POOL ? half : GEMM_OUT_POOL;
+	const size_t csets = cfl / ((size_t)m * n) > 0 ? cfl / ((size_t)m * n) : 1;
 	const int lda = ta == CblasNoTrans ? k : m, ldb = tb == CblasNoTrans ? n : k;
 	double best = INFINITY;
 	size_t i = 0;
