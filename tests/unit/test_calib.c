@@ -217,6 +217,8 @@ TEST(measure_runs_dlh_calib_and_fills_every_term)
 	CHECK(cpu && cpu->grid);
 	CHECK(cpu->gemm_flops > 1e9 && cpu->mem_bw > 1e8 && cpu->mem_bw_all > 1e8);
 	CHECK(cpu->gemm[2][2][2] > 0 && cpu->bw[0] > 0 && cpu->gemm_all > 0);
+	CHECK(cpu->grid_tr[0] && cpu->grid_tr[1] && cpu->gemm_tr[1][2][2][2] > 0);
+	CHECK(cpu->relu_bwd_s > 0 && cpu->dropout_s > 0 && cpu->gather_bw > 1e8);
 	CHECK(c.launch_s > 0 && c.finalize_s > 0 && c.sync_s > 0 && c.ar_alpha > 0);
 	CHECK(c.decode_bw > 0 && c.init_rate > 0 && c.write_s > 0 && c.write_bw > 0);
 	CHECK(c.base_rss > 1e6 && c.when > 0);

@@ -146,6 +146,26 @@ TEST(a_transposed_grid_sets_the_speed_of_its_gemms)
 		  flat.step_s, slow_tn.step_s, dw / 1e10);
 }
 
+TEST(relu_backward_and_dropout_cost_their_calibrated_time_per_element)
+{
+	struct dlh_calib c;
+	struct dlh_estimate plain, slow;
+
+	flat_calib(&c, 1e10, HUGE_BW);   /* no memory terms: per element is all */
+	mlp(&c, 16, 50, 1, "cpu");
+	spec.dropout = 0.5;
+	CHECK(est(&c, NULL, &plain) == 0);
+	c.dev[0].relu_bwd_s = 4e-9;
+	c.dev[0].dropout_s = 5e-9;
+	CHECK(est(&c, NULL, &slow) == 0);
+	/* a step: ReLU backward, dropout forward and backward over 50 x 16;
+	 * evaluation's dropout is a copy (memory, free here) */
+	double per_step = 50.0 * 16 * (4e-9 + 2 * 5e-9);
+	CHECK_MSG(fabs(slow.step_s - plain.step_s - per_step) < 1e-15, "step %g -> %g, by hand +%g",
+		  plain.step_s, slow.step_s, per_step);
+	CHECK(fabs(slow.epoch_s - plain.epoch_s - 20 * per_step) < 1e-12);
+}
+
 /* The 784-256-10 MLP, global batch 128, on 1 and on 2 ranks of this
  * machine's calibration c. Returns 0, or -1 when an estimate failed. */
 static int one_and_two(struct dlh_calib *c, struct dlh_estimate *one, struct dlh_estimate *two)
@@ -467,6 +487,7 @@ int main(void)
 {
 	RUN(hand_computed_case_on_flat_speeds);
 	RUN(a_transposed_grid_sets_the_speed_of_its_gemms);
+	RUN(relu_backward_and_dropout_cost_their_calibrated_time_per_element);
 	RUN(more_ranks_mean_less_compute_per_step);
 	RUN(comm_is_zero_on_one_rank_only);
 	RUN(the_slowest_rank_sets_the_step);
