@@ -6,8 +6,10 @@
  *
  * single times one core: sgemm over the grid of DLH_CALIB_GEMM_DIMS (untransposed,
  * and with B or A transposed, as the trainer calls them), copy
- * bandwidth over DLH_CALIB_BW_SIZES, the trainer's IDX loader, its weight
- * initialisation, atomic file writes. all times what the ranks of one node
+ * bandwidth over DLH_CALIB_BW_SIZES, the trainer's own ReLU backward and
+ * dropout per element, its batch gather, its IDX loader, its weight
+ * initialisation, atomic file writes and a checkpoint written by its own
+ * code. all times what the ranks of one node
  * do together: barrier, allreduce (alpha-beta fit), copy bandwidth and
  * sgemm with every core busy. Both print key=value lines (the cache's
  * keys, see calib.h) and the wall-clock moments the parent needs to time
