@@ -45,6 +45,7 @@ static const struct field calib_fields[] = {
 	{ "write_s", offsetof(struct dlh_calib, write_s) },
 	{ "write_bw", offsetof(struct dlh_calib, write_bw) },
 	{ "base_rss", offsetof(struct dlh_calib, base_rss) },
+	{ "metrics_s", offsetof(struct dlh_calib, metrics_s) },
 	{ "shm_ranks", offsetof(struct dlh_calib, shm_ranks) },
 };
 

@@ -87,6 +87,8 @@ struct dlh_calib {
 	double write_s;                   /* an atomic small-file write (fsync, rename) */
 	double write_bw;                  /* bytes/s of a large atomic write */
 	double base_rss;                  /* bytes a rank holds after MPI_Init */
+	double metrics_s;                 /* rank 0's metrics.csv line after each step
+					     (the trainer's own append; 0: none) */
 	double shm_s[DLH_CALIB_OPT_N];    /* seconds of dlh-train's shared-memory step
 					     (barriers, gradient sum, SGD update of its
 					     slice) of each size on shm_ranks ranks */

@@ -490,6 +490,10 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		mem = fmax(mem, rank_mem(in, cal, &mc, s, r, nstate, rows));
 	}
 
+	/* rank 0 appends a metrics line after each step: the other ranks
+	 * wait for it at the next gradient sum, so the step pays it once */
+	upd_max += cal->metrics_s;
+
 	/* the gradient sum: shm = two barriers (the sum is in u); across
 	 * nodes a ring allreduce, bucket by bucket behind backward */
 	double comm = 0.0;

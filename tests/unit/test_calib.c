@@ -221,7 +221,7 @@ TEST(measure_runs_dlh_calib_and_fills_every_term)
 	CHECK(cpu->relu_bwd_s > 0 && cpu->dropout_s > 0 && cpu->gather_bw > 1e8);
 	CHECK(c.launch_s > 0 && c.finalize_s > 0 && c.sync_s > 0 && c.ar_alpha > 0);
 	CHECK(c.decode_bw > 0 && c.init_rate > 0 && c.write_s > 0 && c.write_bw > 0);
-	CHECK(c.base_rss > 1e6 && c.when > 0);
+	CHECK(c.base_rss > 1e6 && c.when > 0 && c.metrics_s > 0);
 	CHECK(access(dir, F_OK) != 0);
 }
 

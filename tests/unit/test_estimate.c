@@ -178,6 +178,23 @@ static int one_and_two(struct dlh_calib *c, struct dlh_estimate *one, struct dlh
 	return est(c, NULL, two) ? -1 : 0;
 }
 
+TEST(the_metrics_line_is_paid_once_a_step_on_any_number_of_ranks)
+{
+	struct dlh_calib c;
+	struct dlh_estimate one, two, one_m, two_m;
+
+	if (one_and_two(&c, &one, &two))
+		return;
+	c.metrics_s = 5e-6;
+	mlp(&c, 256, 128, 1, "cpu");
+	CHECK(est(&c, NULL, &one_m) == 0);
+	mlp(&c, 256, 128, 2, "cpu");
+	CHECK(est(&c, NULL, &two_m) == 0);
+	CHECK(fabs(one_m.step_s - one.step_s - 5e-6) < 1e-15);
+	CHECK(fabs(two_m.step_s - two.step_s - 5e-6) < 1e-15);
+	CHECK(one_m.compute_s == one.compute_s);   /* not forward + backward */
+}
+
 TEST(more_ranks_mean_less_compute_per_step)
 {
 	struct dlh_calib c;
@@ -488,6 +505,7 @@ int main(void)
 	RUN(hand_computed_case_on_flat_speeds);
 	RUN(a_transposed_grid_sets_the_speed_of_its_gemms);
 	RUN(relu_backward_and_dropout_cost_their_calibrated_time_per_element);
+	RUN(the_metrics_line_is_paid_once_a_step_on_any_number_of_ranks);
 	RUN(more_ranks_mean_less_compute_per_step);
 	RUN(comm_is_zero_on_one_rank_only);
 	RUN(the_slowest_rank_sets_the_step);
