@@ -47,6 +47,8 @@ static const struct field calib_fields[] = {
 	{ "base_rss", offsetof(struct dlh_calib, base_rss) },
 	{ "metrics_s", offsetof(struct dlh_calib, metrics_s) },
 	{ "shm_ranks", offsetof(struct dlh_calib, shm_ranks) },
+	{ "fence_a_s", offsetof(struct dlh_calib, fence_a_s) },
+	{ "fence_b", offsetof(struct dlh_calib, fence_b) },
 };
 
 /* A series of numbers measured at sizes, each as KEY_SIZE. */

@@ -93,6 +93,10 @@ struct dlh_calib {
 					     (barriers, gradient sum, SGD update of its
 					     slice) of each size on shm_ranks ranks */
 	double shm_ranks;                 /* ranks shm_s was measured on (0: none) */
+	double fence_a_s, fence_b;        /* a rank's wait at a shared-memory fence
+					     after the same work as the others' of
+					     t seconds: fence_a_s + fence_b t (the
+					     ranks' jitter; the slowest sets the pace) */
 };
 
 /* Correction factors the history refits (identity: all 1). */

@@ -498,7 +498,10 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	 * nodes a ring allreduce, bucket by bucket behind backward */
 	double comm = 0.0;
 	if (shm) {
-		comm = shm_sum;
+		/* and at each of its two fences the ranks' jitter: the slowest
+		 * of them after the forward and backward, and after the sum and
+		 * update, sets the pace */
+		comm = shm_sum + 2.0 * cal->fence_a_s + cal->fence_b * (comp_max + upd_max + shm_sum);
 	} else if (in->ranks > 1) {
 		double ar = ring_s(cal, in->ranks, grad_bytes);
 		double last = ring_s(cal, in->ranks, (double)mc.layer[0].params * F4);
