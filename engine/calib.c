@@ -24,6 +24,7 @@
 static const int gemm_dims[DLH_CALIB_GEMM_N] = DLH_CALIB_GEMM_DIMS;
 static const long bw_sizes[DLH_CALIB_BW_N] = DLH_CALIB_BW_SIZES;
 static const long opt_sizes[DLH_CALIB_OPT_N] = DLH_CALIB_OPT_SIZES;
+static const char *tr_names[DLH_CALIB_GEMM_TR] = DLH_CALIB_GEMM_TR_NAMES;
 
 /* A number of the cache: its key and where it lives. */
 struct field {
@@ -44,7 +45,10 @@ static const struct field calib_fields[] = {
 	{ "write_s", offsetof(struct dlh_calib, write_s) },
 	{ "write_bw", offsetof(struct dlh_calib, write_bw) },
 	{ "base_rss", offsetof(struct dlh_calib, base_rss) },
+	{ "metrics_s", offsetof(struct dlh_calib, metrics_s) },
 	{ "shm_ranks", offsetof(struct dlh_calib, shm_ranks) },
+	{ "fence_a_s", offsetof(struct dlh_calib, fence_a_s) },
+	{ "fence_b", offsetof(struct dlh_calib, fence_b) },
 };
 
 /* A series of numbers measured at sizes, each as KEY_SIZE. */
@@ -74,6 +78,9 @@ static const struct field dev_fields[] = {
 	{ "gemm_nt", offsetof(struct dlh_calib_dev, gemm_nt) },
 	{ "gemm_tn", offsetof(struct dlh_calib_dev, gemm_tn) },
 	{ "gemm_tt", offsetof(struct dlh_calib_dev, gemm_tt) },
+	{ "relu_bwd_s", offsetof(struct dlh_calib_dev, relu_bwd_s) },
+	{ "dropout_s", offsetof(struct dlh_calib_dev, dropout_s) },
+	{ "gather_bw", offsetof(struct dlh_calib_dev, gather_bw) },
 };
 
 #define NFIELDS(t) ((int)(sizeof(t) / sizeof((t)[0])))
@@ -176,16 +183,39 @@ static int format_series(const struct series *t, int nt, const void *base, const
 	return rc;
 }
 
-/* TYPE.gemm_MxN=K values. Returns 0, -ENOENT, -EINVAL. */
+/* The grid a TYPE.gemmFORM_MxN key fills: form "" (gemm_MxN, the
+ * untransposed) or one of DLH_CALIB_GEMM_TR_NAMES; sets *rest after the
+ * form's "_" and *t (-1: untransposed). NULL when key is none of them. */
+static float (*gemm_grid_of(struct dlh_calib_dev *d, const char *key, const char **rest,
+			    int *t))[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N]
+{
+	static const char *names[DLH_CALIB_GEMM_TR] = DLH_CALIB_GEMM_TR_NAMES;
+	if (strncmp(key, "gemm", 4))
+		return NULL;
+	key += 4;
+	*t = -1;
+	for (int k = 0; k < DLH_CALIB_GEMM_TR; k++)
+		if (!strncmp(key, names[k], strlen(names[k])))
+			*t = k;
+	key += *t < 0 ? 0 : strlen(names[*t]);
+	if (*key != '_')
+		return NULL;
+	*rest = key + 1;
+	return *t < 0 ? d->gemm : d->gemm_tr[*t];
+}
+
+/* TYPE.gemm_MxN=K values (and gemmnt_, gemmtn_). Returns 0, -ENOENT, -EINVAL. */
 static int set_gemm_row(struct dlh_calib_dev *d, const char *key, const char *value)
 {
 	long dims[DLH_CALIB_GEMM_N], m, n;
-	const char *p = value;
+	const char *p = value, *mn;
 	char tail;
 	double v;
+	int t;
+	float (*g)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N] = gemm_grid_of(d, key, &mn, &t);
 	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
 		dims[i] = gemm_dims[i];
-	if (sscanf(key, "gemm_%ldx%ld%c", &m, &n, &tail) != 2)
+	if (!g || sscanf(mn, "%ldx%ld%c", &m, &n, &tail) != 2)
 		return -ENOENT;
 	int i = grid_index(m, dims, DLH_CALIB_GEMM_N), j = grid_index(n, dims, DLH_CALIB_GEMM_N);
 	if (i < 0 || j < 0)
@@ -195,13 +225,16 @@ static int set_gemm_row(struct dlh_calib_dev *d, const char *key, const char *va
 			p++;
 		if (number(p, &v, &p) < 0)
 			return -EINVAL;
-		d->gemm[i][j][l] = (float)v;
+		g[i][j][l] = (float)v;
 	}
 	while (*p == ' ')
 		p++;
 	if (*p)
 		return -EINVAL;
-	d->grid = 1;
+	if (t < 0)
+		d->grid = 1;
+	else
+		d->grid_tr[t] = 1;
 	return 0;
 }
 
@@ -291,6 +324,22 @@ int dlh_calib_load(const char *state_dir, struct dlh_calib *c, char *err, size_t
 	return rc;
 }
 
+/* Appends the TYPE.gemmFORM_MxN=K... lines of grid g. Returns 0, or -ENOMEM. */
+static int format_grid(const char *type, const char *form,
+		       const float (*g)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N], struct dlh_buf *out)
+{
+	int rc = 0;
+	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
+		for (int j = 0; j < DLH_CALIB_GEMM_N; j++) {
+			rc |= dlh_buf_printf(out, "%s.gemm%s_%dx%d=", type, form, gemm_dims[i],
+					     gemm_dims[j]);
+			for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
+				rc |= dlh_buf_printf(out, "%s%.4g", l ? " " : "", (double)g[i][j][l]);
+			rc |= dlh_buf_printf(out, "\n");
+		}
+	return rc ? -ENOMEM : 0;
+}
+
 int dlh_calib_format(const struct dlh_calib *c, struct dlh_buf *out)
 {
 	char date[64];
@@ -310,15 +359,11 @@ int dlh_calib_format(const struct dlh_calib *c, struct dlh_buf *out)
 		char prefix[DLH_CALIB_TYPE_NAME + 1];
 		snprintf(prefix, sizeof prefix, "%s.", d->type);
 		rc |= format_series(dev_series, NFIELDS(dev_series), d, prefix, out);
-		for (int i = 0; d->grid && i < DLH_CALIB_GEMM_N; i++)
-			for (int j = 0; j < DLH_CALIB_GEMM_N; j++) {
-				rc |= dlh_buf_printf(out, "%s.gemm_%dx%d=", d->type, gemm_dims[i],
-						     gemm_dims[j]);
-				for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
-					rc |= dlh_buf_printf(out, "%s%.4g", l ? " " : "",
-							     (double)d->gemm[i][j][l]);
-				rc |= dlh_buf_printf(out, "\n");
-			}
+		if (d->grid)
+			rc |= format_grid(d->type, "", d->gemm, out);
+		for (int t = 0; t < DLH_CALIB_GEMM_TR; t++)
+			if (d->grid_tr[t])
+				rc |= format_grid(d->type, tr_names[t], d->gemm_tr[t], out);
 	}
 	return rc ? -ENOMEM : 0;
 }

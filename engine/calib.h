@@ -20,6 +20,8 @@
  * interpolates the throughput of other shapes in log space. */
 #define DLH_CALIB_GEMM_N 5
 #define DLH_CALIB_GEMM_DIMS { 8, 32, 128, 512, 2048 }
+#define DLH_CALIB_GEMM_TR 2         /* transposed forms with a grid of their own */
+#define DLH_CALIB_GEMM_TR_NAMES { "nt", "tn" }   /* cache keys TYPE.gemmnt_MxN... */
 
 /* Copy bandwidth is measured over these working sets (bytes read plus
  * written), from inside L2 to well past the last-level cache. */
@@ -49,9 +51,23 @@ struct dlh_calib_dev {
 	double sgd_s[DLH_CALIB_OPT_N];    /* seconds of one SGD-momentum update of
 					     each size (0: not measured) */
 	double adam_s[DLH_CALIB_OPT_N];   /* and of one Adam update */
+	double relu_bwd_s;                /* seconds per element of dlh-train's ReLU
+					     backward (it branches on each sign: no
+					     memory speed; 0: not measured) */
+	double dropout_s;                 /* and of a dropout pass (a hash per element) */
+	double gather_bw;                 /* bytes/s (read + written) of the trainer's
+					     gather of a batch's random rows from a
+					     shard past L2 (0: the copy bandwidth) */
 	int grid;                         /* 1: gemm[][][] was measured */
 	float gemm[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
 					  /* sgemm FLOP/s at [m][n][k] of the grid */
+	int grid_tr[DLH_CALIB_GEMM_TR];   /* 1: gemm_tr[t] was measured */
+	float gemm_tr[DLH_CALIB_GEMM_TR][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
+					  /* the same with B transposed (t = 0, "nt":
+					     dense forward, conv dW) and with A (t = 1,
+					     "tn": dense dW, conv dX): how fast a form
+					     runs depends on the shape, the skinny
+					     batch-sized sides most of all */
 };
 
 /* Everything measured, and when. */
@@ -71,10 +87,16 @@ struct dlh_calib {
 	double write_s;                   /* an atomic small-file write (fsync, rename) */
 	double write_bw;                  /* bytes/s of a large atomic write */
 	double base_rss;                  /* bytes a rank holds after MPI_Init */
+	double metrics_s;                 /* rank 0's metrics.csv line after each step
+					     (the trainer's own append; 0: none) */
 	double shm_s[DLH_CALIB_OPT_N];    /* seconds of dlh-train's shared-memory step
 					     (barriers, gradient sum, SGD update of its
 					     slice) of each size on shm_ranks ranks */
 	double shm_ranks;                 /* ranks shm_s was measured on (0: none) */
+	double fence_a_s, fence_b;        /* a rank's wait at a shared-memory fence
+					     after the same work as the others' of
+					     t seconds: fence_a_s + fence_b t (the
+					     ranks' jitter; the slowest sets the pace) */
 };
 
 /* Correction factors the history refits (identity: all 1). */

@@ -59,14 +59,13 @@ static double grid_pos(double s, double lo, double ratio)
 	return s <= lo ? 0.0 : log(s / lo) / log(ratio);
 }
 
-/* FLOP/s of an m x n x k sgemm on d: trilinear in log(m), log(n), log(k)
- * over the calibrated grid; the large-shape rate without a grid. */
-static double gemm_rate(const struct dlh_calib_dev *d, double m, double n, double k)
+/* FLOP/s of an m x n x k sgemm on the calibrated grid g: trilinear in
+ * log(m), log(n), log(k); 0 when the grid has no rate there. */
+static double grid_rate(const float (*g)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N], double m,
+			double n, double k)
 {
 	static const int dims[DLH_CALIB_GEMM_N] = DLH_CALIB_GEMM_DIMS;
 	const double ratio = (double)dims[1] / dims[0];
-	if (!d->grid)
-		return d->gemm_flops;
 	double x[3] = { grid_pos(m, dims[0], ratio), grid_pos(n, dims[0], ratio),
 			grid_pos(k, dims[0], ratio) };
 	int lo[3];
@@ -80,22 +79,38 @@ static double gemm_rate(const struct dlh_calib_dev *d, double m, double n, doubl
 		int i = lo[0] + (c & 1), j = lo[1] + (c >> 1 & 1), l = lo[2] + (c >> 2 & 1);
 		double w = (c & 1 ? f[0] : 1 - f[0]) * (c >> 1 & 1 ? f[1] : 1 - f[1]) *
 			   (c >> 2 & 1 ? f[2] : 1 - f[2]);
-		rate += w * d->gemm[i][j][l];
+		rate += w * g[i][j][l];
 	}
-	return rate > 0 ? rate : d->gemm_flops;
+	return rate > 0 ? rate : 0.0;
 }
 
 /* Which operands of a GEMM are transposed (row-major, as dlh-train calls them). */
 enum trans { NN, NT, TN, TT };
 
+/* FLOP/s of an m x n x k sgemm of form t on d: its own grid where that
+ * form's was measured, else the untransposed grid times the form's mean
+ * factor; the large-shape rate without a grid. */
+static double gemm_rate(const struct dlh_calib_dev *d, enum trans t, double m, double n,
+			double k)
+{
+	const double f[4] = { 1.0, d->gemm_nt, d->gemm_tn, d->gemm_tt };
+	double rate = 0.0;
+	if (t == NT || t == TN) {
+		int g = t == NT ? 0 : 1;   /* DLH_CALIB_GEMM_TR_NAMES order */
+		if (d->grid_tr[g] && (rate = grid_rate(d->gemm_tr[g], m, n, k)) > 0)
+			return rate;
+	}
+	if (d->grid)
+		rate = grid_rate(d->gemm, m, n, k);
+	return (rate > 0 ? rate : d->gemm_flops) * (f[t] > 0 ? f[t] : 1.0);
+}
+
 /* Seconds of an m x n x k sgemm of form t on rd. */
 static double gemm_s(const struct rdev *rd, enum trans t, double m, double n, double k)
 {
-	const double f[4] = { 1.0, rd->d->gemm_nt, rd->d->gemm_tn, rd->d->gemm_tt };
 	if (m < 1 || n < 1 || k < 1)
 		return 0.0;
-	return 2.0 * m * n * k /
-	       (gemm_rate(rd->d, m, n, k) * rd->gemm_share * (f[t] > 0 ? f[t] : 1.0));
+	return 2.0 * m * n * k / (gemm_rate(rd->d, t, m, n, k) * rd->gemm_share);
 }
 
 /* Bytes/s of a pass over a working set of ws bytes: interpolated in
@@ -123,6 +138,18 @@ static double move_s(const struct rdev *rd, double bytes, double ws)
 static double elem_s(const struct rdev *rd, double n, int nread)
 {
 	return move_s(rd, (nread + 1) * n * F4, (nread + 1) * n * F4);
+}
+
+/* Seconds to gather a batch of bytes (rows of random images) from a
+ * shard of shard bytes: the trainer's gather as calibrated, else a copy.
+ * The trainer's ranks each hold as many cores as ranks (the job's
+ * cpuset): its prefetch thread takes its turns on them, so whoever
+ * gathers, the step pays for it. */
+static double gather_s(const struct rdev *rd, double bytes, double shard)
+{
+	if (rd->d->gather_bw > 0)
+		return 2.0 * bytes / rd->d->gather_bw;
+	return move_s(rd, 2.0 * bytes, shard);
 }
 
 /* Recovers layer shapes from the cost module's counts (cost.c builds the
@@ -155,10 +182,19 @@ static int shapes(const struct dlh_spec *spec, const struct dlh_model_cost *mc,
 	return mc->nlayers;
 }
 
-/* Forward seconds of layer s for n rows. ReLU and pool after a conv are
- * fused into it (dlt_layer_fuse): they cost nothing of their own. */
+/* Seconds of a pass over n elements that costs per_elem each (a
+ * calibrated per-element figure of the trainer's own loop) or at least
+ * an elementwise pass reading nread arrays. */
+static double per_elem_s(const struct rdev *rd, double n, double per_elem, int nread)
+{
+	return fmax(n * per_elem, elem_s(rd, n, nread));
+}
+
+/* Forward seconds of layer s for n rows (train: a training pass, where
+ * dropout draws its mask; evaluation copies). ReLU and pool after a conv
+ * are fused into it (dlt_layer_fuse): they cost nothing of their own. */
 static double fwd_s(const struct rdev *rd, const struct lshape *s, const struct lshape *prev,
-		    double n)
+		    double n, int train)
 {
 	if (!strcmp(s->kind, "dense"))
 		return gemm_s(rd, NT, n, s->o, s->k) + elem_s(rd, n * s->o, 1);
@@ -170,7 +206,9 @@ static double fwd_s(const struct rdev *rd, const struct lshape *s, const struct 
 		return 0.0;
 	if (!strcmp(s->kind, "pool") && prev && !strcmp(prev->kind, "relu"))
 		return 0.0;   /* relu after a conv was fused, and so is this */
-	return elem_s(rd, n * s->out, 1);   /* relu, dropout, a lone pool */
+	if (train && !strcmp(s->kind, "dropout"))
+		return per_elem_s(rd, n * s->out, rd->d->dropout_s, 1);
+	return elem_s(rd, n * s->out, 1);   /* relu, a lone pool */
 }
 
 /* Backward seconds of layer s for n rows (weight and input gradients). */
@@ -204,6 +242,12 @@ static double bwd_s(const struct rdev *rd, const struct lshape *s, const struct 
 		return 0.0;
 	if (!strcmp(s->kind, "pool") && prev && !strcmp(prev->kind, "relu"))
 		return 0.0;
+	/* ReLU backward branches on each sign (dlt's relu_backward): a
+	 * mispredicted branch every other element, not memory speed */
+	if (!strcmp(s->kind, "relu"))
+		return per_elem_s(rd, n * s->out, rd->d->relu_bwd_s, 2);
+	if (!strcmp(s->kind, "dropout"))
+		return per_elem_s(rd, n * s->out, rd->d->dropout_s, 1);
 	return elem_s(rd, n * s->out, 2);
 }
 
@@ -215,7 +259,7 @@ static double pass_s(const struct rdev *rd, const struct lshape *s, int nl, doub
 	double t = 0.0, b = 0.0;
 	for (int i = 0; i < nl; i++) {
 		const struct lshape *prev = i ? &s[i - 1] : NULL;
-		t += fwd_s(rd, &s[i], prev, n);
+		t += fwd_s(rd, &s[i], prev, n, train);
 		if (train) {
 			double bi = bwd_s(rd, &s[i], prev, n);
 			b += bi;
@@ -426,8 +470,8 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 			rd.bw_share = rd.d->mem_bw_all > 0 ? rd.d->mem_bw_all / rd.d->mem_bw : 1.0;
 		}
 		/* the batch gathered from the shard: rows of random images */
-		double comp = pass_s(&rd, s, nl, b, 1, &first_bwd) +
-			      move_s(&rd, 2 * b * mc.in * F4, (double)in->train_n * mc.in * F4);
+		double comp = pass_s(&rd, s, nl, b, 1, &first_bwd) + gather_s(&rd, b * mc.in * F4,
+									     (double)in->train_n * mc.in * F4);
 		double bwd = comp - pass_s(&rd, s, nl, b, 0, NULL);
 		/* shm: each rank sums and updates its slice; else all of it */
 		double u = update_s(&rd, spec, shm ? np / in->ranks : np);
@@ -446,11 +490,18 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		mem = fmax(mem, rank_mem(in, cal, &mc, s, r, nstate, rows));
 	}
 
+	/* rank 0 appends a metrics line after each step: the other ranks
+	 * wait for it at the next gradient sum, so the step pays it once */
+	upd_max += cal->metrics_s;
+
 	/* the gradient sum: shm = two barriers (the sum is in u); across
 	 * nodes a ring allreduce, bucket by bucket behind backward */
 	double comm = 0.0;
 	if (shm) {
-		comm = shm_sum;
+		/* and at each of its two fences the ranks' jitter: the slowest
+		 * of them after the forward and backward, and after the sum and
+		 * update, sets the pace */
+		comm = shm_sum + 2.0 * cal->fence_a_s + cal->fence_b * (comp_max + upd_max + shm_sum);
 	} else if (in->ranks > 1) {
 		double ar = ring_s(cal, in->ranks, grad_bytes);
 		double last = ring_s(cal, in->ranks, (double)mc.layer[0].params * F4);
@@ -463,6 +514,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	out->compute_s = comp_max * compute_f;
 	out->comm_s = comm * comm_f;
 	out->step_s = (comp_max + upd_max) * compute_f + out->comm_s;
+	out->raw_step = comp_max + upd_max + comm;
 	double eval = (eval_max + (in->ranks > 1 ? cal->sync_s : 0.0)) * compute_f;
 	out->epoch_s = spe * out->step_s + eval;
 
@@ -529,8 +581,9 @@ int dlh_estimate_format(const struct dlh_estimate *pred, const struct dlh_estima
 	rc |= dlh_buf_printf(out, "steps=%ld\n", pred->steps);
 	/* the uncorrected terms, so the history can refit them after the run */
 	if (pred->raw_compute >= 0)
-		rc |= dlh_buf_printf(out, "raw_compute_s=%.6g\nraw_comm_s=%.6g\nraw_startup_s=%.6g\n",
-				     pred->raw_compute, pred->raw_comm, pred->raw_startup);
+		rc |= dlh_buf_printf(out, "raw_compute_s=%.6g\nraw_comm_s=%.6g\nraw_startup_s=%.6g\n"
+				     "raw_step_s=%.6g\n", pred->raw_compute, pred->raw_comm,
+				     pred->raw_startup, pred->raw_step);
 	dlh_duration(pred->total_s, total, sizeof total);
 	snprintf(step, sizeof step, "%.3g ms", pred->step_s * 1e3);
 	rc |= dlh_buf_printf(out, "human=step %s, total %s, %.0f J, %.0f MiB per device\n", step,
@@ -561,7 +614,9 @@ int dlh_estimate_parse(const char *text, struct dlh_estimate *pred)
 	if (dlh_kv_get(text, "steps", v, sizeof v))
 		return -EINVAL;
 	pred->steps = strtol(v, NULL, 10);
-	pred->raw_compute = pred->raw_comm = pred->raw_startup = -1;
+	pred->raw_compute = pred->raw_comm = pred->raw_startup = pred->raw_step = -1;
+	if (!dlh_kv_get(text, "raw_step_s", v, sizeof v))
+		pred->raw_step = strtod(v, NULL);
 	if (!dlh_kv_get(text, "raw_compute_s", v, sizeof v))
 		pred->raw_compute = strtod(v, NULL);
 	if (!dlh_kv_get(text, "raw_comm_s", v, sizeof v))
@@ -665,7 +720,7 @@ int dlh_estimate_actual(const char *job_dir, double wall_s, struct dlh_estimate 
 	for (int i = 0; i < NKEYS; i++)
 		*(double *)((char *)act + est_keys[i].off) = -1;
 	act->steps = -1;
-	act->raw_compute = act->raw_comm = act->raw_startup = -1;
+	act->raw_compute = act->raw_comm = act->raw_startup = act->raw_step = -1;
 	int rc = job_file(job_dir, "metrics.csv", &text);
 	if (rc)
 		return rc;

@@ -35,7 +35,8 @@ struct dlh_estimate_in {
 struct dlh_estimate {
 	double step_s;          /* one optimizer step (slowest rank + sync) */
 	double compute_s;       /* of which the slowest rank's forward + backward (the
-				   update is the rest of step_s besides comm_s) */
+				   update and the metrics line are the rest of
+				   step_s besides comm_s) */
 	double comm_s;          /* of which the gradient sum not hidden behind backprop */
 	double epoch_s;         /* one epoch: steps + its evaluation pass */
 	double startup_s;       /* launch, data decode, model init before the first step,
@@ -51,6 +52,7 @@ struct dlh_estimate {
 	double raw_compute;     /* device work: steps, evaluations, checkpoints */
 	double raw_comm;        /* gradient sums over the run */
 	double raw_startup;     /* startup_s before correction */
+	double raw_step;        /* step_s before correction: the white box's own step */
 };
 
 /* Fills out for in on calibration cal, with the correction factors corr

@@ -42,6 +42,11 @@ static void sample(struct dlh_calib *c)
 			for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
 				for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
 					v->gemm[i][j][l] = (float)(1e10 * (1 + i + 2 * j + 3 * l));
+		v->grid_tr[1] = 1;   /* tn measured, nt not */
+		for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
+			for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
+				for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
+					v->gemm_tr[1][i][j][l] = (float)(2e10 * (1 + 3 * i + j + l));
 	}
 }
 
@@ -75,6 +80,29 @@ TEST(format_then_parse_gives_the_same_numbers)
 	CHECK(near(cpu->bw[DLH_CALIB_BW_N - 1], c.dev[0].bw[DLH_CALIB_BW_N - 1]));
 	CHECK(near(cpu->gemm[4][3][2], c.dev[0].gemm[4][3][2]));
 	CHECK(near(cpu->gemm[0][0][0], 1e10));
+}
+
+TEST(transposed_grids_round_trip_apart_from_the_untransposed)
+{
+	struct dlh_calib c, back;
+	struct dlh_buf b = { 0 };
+	char err[256];
+
+	sample(&c);
+	CHECK(dlh_calib_format(&c, &b) == 0);
+	CHECK(strstr(b.data, "cpu.gemmtn_8x8=") && !strstr(b.data, "cpu.gemmnt_"));
+	memset(&back, 0, sizeof back);
+	int rc = dlh_calib_parse(b.data, &back, err, sizeof err);
+	dlh_buf_free(&b);
+	CHECK_MSG(rc == 0, "%s", err);
+	const struct dlh_calib_dev *cpu = dlh_calib_dev(&back, "cpu");
+	CHECK(cpu && cpu->grid_tr[1] && !cpu->grid_tr[0]);
+	CHECK(near(cpu->gemm_tr[1][4][3][2], c.dev[0].gemm_tr[1][4][3][2]));
+	CHECK(near(cpu->gemm[4][3][2], c.dev[0].gemm[4][3][2]));
+	CHECK(cpu->gemm_tr[0][1][1][1] == 0);
+	memset(&back, 0, sizeof back);
+	CHECK(dlh_calib_parse("cpu.gemmxy_8x8=1 2 3 4 5\n", &back, err, sizeof err) == -EINVAL);
+	CHECK(strstr(err, "unknown key"));
 }
 
 TEST(save_then_load_round_trips)
@@ -189,15 +217,18 @@ TEST(measure_runs_dlh_calib_and_fills_every_term)
 	CHECK(cpu && cpu->grid);
 	CHECK(cpu->gemm_flops > 1e9 && cpu->mem_bw > 1e8 && cpu->mem_bw_all > 1e8);
 	CHECK(cpu->gemm[2][2][2] > 0 && cpu->bw[0] > 0 && cpu->gemm_all > 0);
+	CHECK(cpu->grid_tr[0] && cpu->grid_tr[1] && cpu->gemm_tr[1][2][2][2] > 0);
+	CHECK(cpu->relu_bwd_s > 0 && cpu->dropout_s > 0 && cpu->gather_bw > 1e8);
 	CHECK(c.launch_s > 0 && c.finalize_s > 0 && c.sync_s > 0 && c.ar_alpha > 0);
 	CHECK(c.decode_bw > 0 && c.init_rate > 0 && c.write_s > 0 && c.write_bw > 0);
-	CHECK(c.base_rss > 1e6 && c.when > 0);
+	CHECK(c.base_rss > 1e6 && c.when > 0 && c.metrics_s > 0);
 	CHECK(access(dir, F_OK) != 0);
 }
 
 int main(void)
 {
 	RUN(format_then_parse_gives_the_same_numbers);
+	RUN(transposed_grids_round_trip_apart_from_the_untransposed);
 	RUN(save_then_load_round_trips);
 	RUN(load_without_a_cache_is_enoent);
 	RUN(bad_cache_lines_are_named);

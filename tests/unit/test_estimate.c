@@ -125,6 +125,47 @@ TEST(hand_computed_case_on_flat_speeds)
 	CHECK(fabs(e.joules - 10 * e.total_s) < 1e-9);
 }
 
+TEST(a_transposed_grid_sets_the_speed_of_its_gemms)
+{
+	struct dlh_calib c;
+	struct dlh_estimate flat, slow_tn;
+
+	flat_calib(&c, 1e10, HUGE_BW);
+	mlp(&c, 16, 50, 1, "cpu");
+	CHECK(est(&c, NULL, &flat) == 0);
+	/* the tn grid at half the speed: a dense layer's dW = dY^T X is the
+	 * step's only tn GEMM (o x k x batch); the nt forward keeps its speed */
+	c.dev[0].grid_tr[1] = 1;
+	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
+		for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
+			for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
+				c.dev[0].gemm_tr[1][i][j][l] = 0.5e10f;
+	CHECK(est(&c, NULL, &slow_tn) == 0);
+	double dw = 2.0 * (16.0 * 784 * 50 + 10.0 * 16 * 50);
+	CHECK_MSG(fabs(slow_tn.step_s - flat.step_s - dw / 1e10) < 1e-12, "step %g -> %g, dW %g s",
+		  flat.step_s, slow_tn.step_s, dw / 1e10);
+}
+
+TEST(relu_backward_and_dropout_cost_their_calibrated_time_per_element)
+{
+	struct dlh_calib c;
+	struct dlh_estimate plain, slow;
+
+	flat_calib(&c, 1e10, HUGE_BW);   /* no memory terms: per element is all */
+	mlp(&c, 16, 50, 1, "cpu");
+	spec.dropout = 0.5;
+	CHECK(est(&c, NULL, &plain) == 0);
+	c.dev[0].relu_bwd_s = 4e-9;
+	c.dev[0].dropout_s = 5e-9;
+	CHECK(est(&c, NULL, &slow) == 0);
+	/* a step: ReLU backward, dropout forward and backward over 50 x 16;
+	 * evaluation's dropout is a copy (memory, free here) */
+	double per_step = 50.0 * 16 * (4e-9 + 2 * 5e-9);
+	CHECK_MSG(fabs(slow.step_s - plain.step_s - per_step) < 1e-15, "step %g -> %g, by hand +%g",
+		  plain.step_s, slow.step_s, per_step);
+	CHECK(fabs(slow.epoch_s - plain.epoch_s - 20 * per_step) < 1e-12);
+}
+
 /* The 784-256-10 MLP, global batch 128, on 1 and on 2 ranks of this
  * machine's calibration c. Returns 0, or -1 when an estimate failed. */
 static int one_and_two(struct dlh_calib *c, struct dlh_estimate *one, struct dlh_estimate *two)
@@ -135,6 +176,23 @@ static int one_and_two(struct dlh_calib *c, struct dlh_estimate *one, struct dlh
 		return -1;
 	mlp(c, 256, 128, 2, "cpu");
 	return est(c, NULL, two) ? -1 : 0;
+}
+
+TEST(the_metrics_line_is_paid_once_a_step_on_any_number_of_ranks)
+{
+	struct dlh_calib c;
+	struct dlh_estimate one, two, one_m, two_m;
+
+	if (one_and_two(&c, &one, &two))
+		return;
+	c.metrics_s = 5e-6;
+	mlp(&c, 256, 128, 1, "cpu");
+	CHECK(est(&c, NULL, &one_m) == 0);
+	mlp(&c, 256, 128, 2, "cpu");
+	CHECK(est(&c, NULL, &two_m) == 0);
+	CHECK(fabs(one_m.step_s - one.step_s - 5e-6) < 1e-15);
+	CHECK(fabs(two_m.step_s - two.step_s - 5e-6) < 1e-15);
+	CHECK(one_m.compute_s == one.compute_s);   /* not forward + backward */
 }
 
 TEST(more_ranks_mean_less_compute_per_step)
@@ -219,6 +277,7 @@ TEST(correction_factors_scale_their_terms)
 	CHECK(fabs(scaled.startup_s - 3 * plain.startup_s) < 1e-12);
 	/* the raw terms stay uncorrected: the history fits on them */
 	CHECK(scaled.raw_compute == plain.raw_compute && scaled.raw_startup == plain.raw_startup);
+	CHECK(scaled.raw_step == plain.raw_step && fabs(plain.raw_step - plain.step_s) < 1e-15);
 	CHECK(fabs(plain.raw_compute + plain.raw_comm + plain.raw_startup - plain.total_s) <
 	      1e-9 * plain.total_s);
 }
@@ -305,6 +364,7 @@ TEST(parse_reads_back_what_format_wrote)
 	CHECK(fabs(back.total_s - e.total_s) <= 1e-5 * e.total_s);   /* not actual_total_s */
 	CHECK(fabs(back.raw_compute - e.raw_compute) <= 1e-5 * e.raw_compute);
 	CHECK(fabs(back.raw_startup - e.raw_startup) <= 1e-5 * e.raw_startup);
+	CHECK(fabs(back.raw_step - e.raw_step) <= 1e-5 * e.raw_step);
 	CHECK(dlh_estimate_parse("step_s=1\n", &back) == -EINVAL);
 }
 
@@ -443,6 +503,9 @@ TEST(history_fit_keeps_factor_one_for_a_term_never_seen)
 int main(void)
 {
 	RUN(hand_computed_case_on_flat_speeds);
+	RUN(a_transposed_grid_sets_the_speed_of_its_gemms);
+	RUN(relu_backward_and_dropout_cost_their_calibrated_time_per_element);
+	RUN(the_metrics_line_is_paid_once_a_step_on_any_number_of_ranks);
 	RUN(more_ranks_mean_less_compute_per_step);
 	RUN(comm_is_zero_on_one_rank_only);
 	RUN(the_slowest_rank_sets_the_step);
