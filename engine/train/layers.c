@@ -208,10 +208,18 @@ static void relu_backward(struct dlt_layer *l, const struct dlt_layer_ctx *c,
 	(void)g;
 	if (!dx)
 		return;
-	for (i = 0; i < mb; i++)
-		dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-	for (; i < m; i++)
-		dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+	/* dy is read whatever y says: a select the compiler vectorizes, not a
+	 * branch that mispredicts on half the elements (~3 ns each) */
+	for (i = 0; i < mb; i++) {
+		float d = dy[i];
+
+		dx[i] = y[i] > 0.0f ? d : 0.0f;
+	}
+	for (; i < m; i++) {
+		float d = dy[i];
+
+		dx[i] = y[i] > 0.0f ? d : 0.0f;
+	}
 }
 
 static const struct dlt_layer_ops relu_ops = {
