@@ -736,7 +736,8 @@ int dlh_engine_calibrate(const struct dlh_engine_opts *o, struct dlh_buf *out,
 		free(e);
 		return rc;
 	}
-	dlh_pool_detect(&e->pool, o->cpus);
+	if (!o->pool_file)   /* else setup() loaded it */
+		dlh_pool_detect(&e->pool, o->cpus);
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->changed, NULL);
 	rc = eng_calibrate_now(e, out, err, errlen);

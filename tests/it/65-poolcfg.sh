@@ -146,3 +146,20 @@ test_pool_ctl_recalibrates_and_calibration_shows_the_figures() {
 	expect_eq "$(stat -c %s "$MNT/pool/calibration")" "$(cat "$MNT/pool/calibration" | wc -c)" "size"
 	dlh_umount
 }
+
+test_calibrate_without_mounting_reads_the_pool_file() {
+	local state; state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	printf '[node one]\nhost = %s\ncpus = 1\n' "$(hostname)" > "$state/pool.ini"
+	"$DLH_BIN/dlhfs" --calibrate -o "state=$state,pool=$state/pool.ini" > "$state/out" ||
+		die "--calibrate failed: $(cat "$state/out")"
+	grep -q '^date=' "$state/calibration" || die "no calibration written: $(ls "$state")"
+	grep -v "^#" "$state/calibration" | cmp -s "$state/out" - || die "printed text differs from the cache"
+	# one core in the pool: no two-rank phase was measured
+	grep -q '^shm_ranks=0$' "$state/calibration" || die "$(grep shm_ranks "$state/calibration")"
+	printf '[node one]\ncpus = x\n' > "$state/bad.ini"
+	if "$DLH_BIN/dlhfs" --calibrate -o "state=$state,pool=$state/bad.ini" 2> "$state/err"; then
+		die "a bad pool file was accepted"
+	fi
+	grep -q 'bad.ini:2: \[node one\] cpus: ' "$state/err" || die "stderr: $(cat "$state/err")"
+	rm -rf "$state"
+}
