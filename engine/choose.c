@@ -20,45 +20,6 @@ struct ctx {
 	char err[256];                /* the estimator's last refusal */
 };
 
-int dlh_split_batch(int global, const double *speed, int n, int *out)
-{
-	double sum = 0.0, frac[DLH_RANKS_MAX];
-	int given = 0;
-
-	if (n < 1 || n > DLH_RANKS_MAX || global < n)
-		return -EINVAL;
-	for (int r = 0; r < n; r++)
-		sum += speed[r] > 0.0 ? speed[r] : 0.0;
-	for (int r = 0; r < n; r++) {
-		/* no speeds known: the equal split */
-		double x = sum > 0.0 && speed[r] > 0.0 ? global * speed[r] / sum : (double)global / n;
-
-		out[r] = (int)x;
-		frac[r] = x - out[r];
-		given += out[r];
-	}
-	for (; given < global; given++) {   /* largest remainder; ties to the first rank */
-		int m = 0;
-
-		for (int r = 1; r < n; r++)
-			if (frac[r] > frac[m] + 1e-12)
-				m = r;
-		out[m]++;
-		frac[m] = -1.0;
-	}
-	for (int r = 0; r < n; r++)          /* every rank gets a sample */
-		while (out[r] < 1) {
-			int m = 0;
-
-			for (int k = 1; k < n; k++)
-				if (out[k] > out[m])
-					m = k;
-			out[m]--;
-			out[r]++;
-		}
-	return 0;
-}
-
 /* The global batch of count ranks: the spec's, or with scale_batch the
  * spec's per device. */
 static long global_batch(const struct dlh_spec *s, int count)
@@ -171,7 +132,6 @@ static int unestimated(const struct dlh_choose_in *in, struct dlh_choice *out, c
 {
 	const struct dlh_spec *s = in->spec;
 	int n = dlh_plan_slots(s, in->pool);
-	double speed[DLH_RANKS_MAX] = { 0 };
 
 	out->estimated = 0;
 	snprintf(out->why, sizeof out->why, "%s", why);
@@ -179,9 +139,9 @@ static int unestimated(const struct dlh_choose_in *in, struct dlh_choice *out, c
 	out->lr = s->lr;
 	out->warmup_steps = s->warmup_steps;
 	snprintf(out->type, sizeof out->type, "%s", s->device == DLH_DEVICE_GPU ? "gpu" : "cpu");
-	if (dlh_split_batch(s->batch_size, speed, out->ranks, out->batch) < 0)
-		for (int r = 0; r < out->ranks; r++)   /* plan_make refuses it with the reason */
-			out->batch[r] = 1;
+	/* cannot fail: the schema refuses batch_size < ranks, and ranks = auto
+	 * takes at most batch_size slots */
+	dlh_split_batch(s->batch_size, NULL, out->ranks, out->batch);
 	return 0;
 }
 

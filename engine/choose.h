@@ -56,11 +56,6 @@ struct dlh_choose_in {
  * err saying why. */
 int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err, size_t errlen);
 
-/* Splits global into n per-rank batches in proportion to speed[] (largest
- * remainder, each at least 1; equal speeds give the equal split, the
- * remainder to the first ranks). Returns 0, or -EINVAL when global < n. */
-int dlh_split_batch(int global, const double *speed, int n, int *out);
-
 /* Appends the planner's part of jobs/<id>/plan: the chosen configuration,
  * what changed from the spec and why, the next best candidates with their
  * predicted time and energy. Returns 0, or -ENOMEM. */

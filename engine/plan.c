@@ -114,14 +114,63 @@ int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
 	return dlh_plan_make_with(spec, NULL, pool, tools, job_dir, p, err, errlen);
 }
 
-/* 1 when batch is the split dlh-train makes by itself: the global batch
+/* Rank r's batch in the split dlh-train makes by itself: the global batch
  * over the ranks, the remainder to the first ones. */
+static int equal_share(int global, int ranks, int r)
+{
+	return global / ranks + (r < global % ranks);
+}
+
+/* 1 when batch is that split. */
 static int equal_split(const int *batch, int ranks, int global)
 {
 	for (int r = 0; r < ranks; r++)
-		if (batch[r] != global / ranks + (r < global % ranks))
+		if (batch[r] != equal_share(global, ranks, r))
 			return 0;
 	return 1;
+}
+
+int dlh_split_batch(int global, const double *speed, int n, int *out)
+{
+	double sum = 0.0, frac[DLH_RANKS_MAX];
+	int given = 0;
+
+	if (n < 1 || n > DLH_RANKS_MAX || global < n)
+		return -EINVAL;
+	for (int r = 0; speed && r < n; r++)
+		sum += speed[r] > 0.0 ? speed[r] : 0.0;
+	if (sum <= 0.0) {
+		for (int r = 0; r < n; r++)
+			out[r] = equal_share(global, n, r);
+		return 0;
+	}
+	for (int r = 0; r < n; r++) {
+		double x = speed[r] > 0.0 ? global * speed[r] / sum : 0.0;
+
+		out[r] = (int)x;
+		frac[r] = x - out[r];
+		given += out[r];
+	}
+	for (; given < global; given++) {   /* largest remainder; ties to the first rank */
+		int m = 0;
+
+		for (int r = 1; r < n; r++)
+			if (frac[r] > frac[m] + 1e-12)
+				m = r;
+		out[m]++;
+		frac[m] = -1.0;
+	}
+	for (int r = 0; r < n; r++)          /* every rank gets a sample */
+		while (out[r] < 1) {
+			int m = 0;
+
+			for (int k = 1; k < n; k++)
+				if (out[k] > out[m])
+					m = k;
+			out[m]--;
+			out[r]++;
+		}
+	return 0;
 }
 
 int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_override *ov,
@@ -159,7 +208,7 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 		p->slot[r] = -1;   /* the engine assigns slots at launch */
 	int global = 0;
 	for (int r = 0; r < ranks; r++) {
-		p->batch[r] = ov ? ov->batch[r] : spec->batch_size / ranks + (r < spec->batch_size % ranks);
+		p->batch[r] = ov ? ov->batch[r] : equal_share(spec->batch_size, ranks, r);
 		global += p->batch[r];
 	}
 	p->lr = ov ? ov->lr : spec->lr;

@@ -51,6 +51,12 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 		       const struct dlh_pool *pool, const struct dlh_tools *tools,
 		       const char *job_dir, struct dlh_plan *plan, char *err, size_t errlen);
 
+/* Splits global into n per-rank batches in proportion to speed[] (largest
+ * remainder, ties to the first rank, each at least 1). speed NULL, or no
+ * speed positive: the equal split dlh-train makes by itself, the remainder
+ * to the first ranks. Returns 0, or -EINVAL when global < n. */
+int dlh_split_batch(int global, const double *speed, int n, int *out);
+
 /* The number of CPU slots spec needs on pool (ranks, or all for auto). */
 int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool);
 
