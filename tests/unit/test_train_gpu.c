@@ -166,6 +166,24 @@ out:
 	return bad;
 }
 
+/* compare_batch on a pair opened for spec (rows per batch, one optimizer
+ * state array, seed) and closed again. Returns NULL, or what differs or
+ * why the pair did not open (in msg). */
+static const char *pair_batch(const struct dlt_net_spec *spec, int rows, uint64_t seed,
+			      uint64_t step, char *msg, size_t len)
+{
+	struct pair p;
+	const char *bad;
+
+	if (pair_open(&p, spec, rows, 1, seed) < 0) {
+		snprintf(msg, len, "cannot open the pair: %s", p.err);
+		return msg;
+	}
+	bad = compare_batch(&p, step, msg, len);
+	pair_close(&p);
+	return bad;
+}
+
 /* Gives p's GPU side one gradient bucket per layer with parameters, last
  * layer first (the first one also holds the 2 loss floats), as main.c's
  * make_buckets does for a tiny --bucket-mb. Returns 0, or -1 with p->err. */
@@ -286,16 +304,13 @@ TEST(gpu_mlp_batch_matches_cpu)
 {
 	const int hidden[3] = { 256, 128, 100 };
 	struct dlt_net_spec s;
-	struct pair p;
 	char msg[DLT_ERR_MAX];
 	const char *bad;
 
 	if (!have_gpu)
 		SKIP(why);
 	mlp_spec(&s, 784, hidden, 3, 10);
-	CHECK_MSG(pair_open(&p, &s, 64, 1, 7) == 0, "%s", p.err);
-	bad = compare_batch(&p, 1, msg, sizeof msg);
-	pair_close(&p);
+	bad = pair_batch(&s, 64, 7, 1, msg, sizeof msg);
 	CHECK_MSG(!bad, "%s", bad);
 }
 
@@ -303,16 +318,13 @@ TEST(gpu_odd_sizes_mlp_batch_matches_cpu)
 {
 	const int hidden[2] = { 17, 3 };
 	struct dlt_net_spec s;
-	struct pair p;
 	char msg[DLT_ERR_MAX];
 	const char *bad;
 
 	if (!have_gpu)
 		SKIP(why);
 	mlp_spec(&s, 29, hidden, 2, 5);
-	CHECK_MSG(pair_open(&p, &s, 3, 1, 11) == 0, "%s", p.err);
-	bad = compare_batch(&p, 1, msg, sizeof msg);
-	pair_close(&p);
+	bad = pair_batch(&s, 3, 11, 1, msg, sizeof msg);
 	CHECK_MSG(!bad, "%s", bad);
 }
 
@@ -322,16 +334,13 @@ TEST(gpu_cnn_with_dropout_batch_matches_cpu)
 	 * pool 2, dense 64 with dropout, 10 classes */
 	const int f[2] = { 8, 16 }, k[2] = { 5, 5 };
 	struct dlt_net_spec s;
-	struct pair p;
 	char msg[DLT_ERR_MAX];
 	const char *bad;
 
 	if (!have_gpu)
 		SKIP(why);
 	cnn_spec(&s, (struct dlt_shape){ 1, 28, 28 }, 2, f, k, 2, 64, 0.4f, 10);
-	CHECK_MSG(pair_open(&p, &s, 16, 1, 3) == 0, "%s", p.err);
-	bad = compare_batch(&p, 5, msg, sizeof msg);
-	pair_close(&p);
+	bad = pair_batch(&s, 16, 3, 5, msg, sizeof msg);
 	CHECK_MSG(!bad, "%s", bad);
 }
 
@@ -340,7 +349,6 @@ TEST(gpu_cnn_odd_shapes_batch_matches_cpu)
 	/* 2x7x9 input, kernels 3 and 1, pool 3 (floors 7x9 to 2x3), no dropout */
 	const int f[2] = { 3, 4 }, k[2] = { 3, 1 };
 	struct dlt_net_spec s;
-	struct pair p;
 	char msg[DLT_ERR_MAX];
 	const char *bad;
 
@@ -348,15 +356,11 @@ TEST(gpu_cnn_odd_shapes_batch_matches_cpu)
 		SKIP(why);
 	cnn_spec(&s, (struct dlt_shape){ 2, 7, 9 }, 2, f, k, 3, 5, 0.0f, 3);
 	s.pool = 1;   /* first without pooling ... */
-	CHECK_MSG(pair_open(&p, &s, 5, 1, 9) == 0, "%s", p.err);
-	bad = compare_batch(&p, 1, msg, sizeof msg);
-	pair_close(&p);
+	bad = pair_batch(&s, 5, 9, 1, msg, sizeof msg);
 	CHECK_MSG(!bad, "no pool: %s", bad);
 	s.nconv = 1;  /* ... then one conv and a 3x3 pool that floors */
 	s.pool = 3;
-	CHECK_MSG(pair_open(&p, &s, 5, 1, 9) == 0, "%s", p.err);
-	bad = compare_batch(&p, 1, msg, sizeof msg);
-	pair_close(&p);
+	bad = pair_batch(&s, 5, 9, 1, msg, sizeof msg);
 	CHECK_MSG(!bad, "pool 3: %s", bad);
 }
 
