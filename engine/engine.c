@@ -206,6 +206,11 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 	for (int r = 0, s = 0; r < plan->ranks; s++)
 		if (!e->holder[s])
 			plan->slot[r++] = s;
+	if ((rc = dlh_plan_pin(plan))) {
+		snprintf(err, sizeof err, "spec: the command line is longer than %d bytes",
+			 DLH_ARGV_BYTES);
+		goto fail;
+	}
 	if ((rc = eng_write_plan(e, j->id, plan))) {
 		snprintf(err, sizeof err, "cannot write the plan: %s", strerror(-rc));
 		goto fail;

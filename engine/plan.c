@@ -237,6 +237,7 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 		return 0;
 	}
 	char list[256];
+	p->trainer = 1;
 	rc |= arg(p, "%s", tools->trainer);
 	rc |= opt(p, "--job-dir", "%s", job_dir);
 	rc |= opt(p, "--format", "%s", spec->format);
@@ -287,6 +288,17 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 toolong:
 	snprintf(err, errlen, "spec: the command line is longer than %d bytes\n", DLH_ARGV_BYTES);
 	return -E2BIG;
+}
+
+int dlh_plan_pin(struct dlh_plan *p)
+{
+	if (!p->trainer || p->ranks < 1)
+		return 0;
+	char list[DLH_ARGV_BYTES];   /* the argv store holds no more */
+	ints_text(p->slot, p->ranks, list, sizeof list);
+	if (strlen(list) + 1 >= sizeof list)
+		return -E2BIG;
+	return arg(p, "--cpus") | arg(p, "%s", list);
 }
 
 int dlh_plan_format(const struct dlh_plan *p, struct dlh_buf *out)

@@ -26,6 +26,7 @@ struct dlh_plan {
 	char host[DLH_HOST_MAX + 1];    /* where every rank runs */
 	char *argv[DLH_ARGV_MAX];       /* the exact argv exec'd, NULL-terminated */
 	int argc;                       /* entries used in argv */
+	int trainer;                    /* 1: argv runs dlh-train (not a [job] command) */
 	char store[DLH_ARGV_BYTES];     /* backing text for argv */
 	size_t used;                    /* bytes of store used */
 };
@@ -56,6 +57,11 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
  * speed positive: the equal split dlh-train makes by itself, the remainder
  * to the first ranks. Returns 0, or -EINVAL when global < n. */
 int dlh_split_batch(int global, const double *speed, int n, int *out);
+
+/* Once the engine has set plan->slot[]: appends --cpus with them, so that
+ * dlh-train pins rank r to CPU slot[r] (a [job] command gets nothing).
+ * Returns 0, or -E2BIG when the command line is full. */
+int dlh_plan_pin(struct dlh_plan *plan);
 
 /* The number of CPU slots spec needs on pool (ranks, or all for auto). */
 int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool);

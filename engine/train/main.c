@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/train/bind.h"
 #include "engine/train/ckpt.h"
 #include "engine/train/csv.h"
 #include "engine/train/ctl.h"
@@ -307,8 +308,10 @@ static void setup(struct run *R)
 	if (o->allreduce == DLT_ALLREDUCE_SHM && !R->shm_on && R->ranks > 1)
 		die("--allreduce shm: the %d ranks are not all on one node", R->ranks);
 	if (R->shm_on) {
-		if (dlt_shm_create(&R->shm, MPI_COMM_WORLD, np, R->nstate, R->plan.batch,
-				   err, sizeof err) < 0)
+		static int weight[DLT_MAX_RANKS];
+
+		dlt_shm_update_weights(R->plan.batch, R->ranks, weight);
+		if (dlt_shm_create(&R->shm, MPI_COMM_WORLD, np, R->nstate, weight, err, sizeof err) < 0)
 			die("%s", err);
 		R->params = R->shm.params;
 		R->mom = R->shm.state;
@@ -911,6 +914,12 @@ int main(int argc, char **argv)
 	if (R->rank == 0 && dlt_mkdirs(R->ckdir, err, sizeof err) < 0)
 		die("%s", err);
 
+	if (R->o.ncpus) {   /* first: the buffers setup touches are then near the CPU */
+		if (dlt_bind(MPI_COMM_WORLD, R->o.cpus, R->o.ncpus, err, sizeof err))
+			logline(R, "dlh-train: rank r pinned to CPU r of --cpus (%d ranks)", R->ranks);
+		else if (err[0] && strncmp(err, "rank ", 5))
+			fprintf(stderr, "dlh-train: rank %d: ranks not pinned to CPUs: %s\n", R->rank, err);
+	}
 	setup(R);
 	R->st.nparams = R->net.nparams;
 	R->st.optimizer = (uint32_t)R->optim.kind;

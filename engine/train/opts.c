@@ -20,7 +20,7 @@ const char dlt_opts_usage[] =
 	"                 [--schedule constant|step|cosine] [--gamma X] [--step-epochs N]\n"
 	"                 [--warmup-steps N] [--allreduce auto|mpi|shm] [--bucket-mb X]\n"
 	"                 [--format idx|csv] [--image-size N] [--seed N] [--device cpu|gpu]\n"
-	"                 [--lr-find-steps N] [--rank-batches B0,B1,..]\n"
+	"                 [--lr-find-steps N] [--rank-batches B0,B1,..] [--cpus C0,C1,..]\n"
 	"                 [--checkpoint-every STEPS] [--train-limit N] [--test-limit N] [--help]\n"
 	"       dlh-train --same-params A.ckpt B.ckpt   (exit 0 when the payloads match)\n"
 	"Data-parallel training under mpirun. --model mlp (default): --layers are\n"
@@ -39,6 +39,8 @@ const char dlt_opts_usage[] =
 	"over the ranks evenly, or as --rank-batches says (one per rank, summing to --batch:\n"
 	"ranks on devices of different speeds; each rank's data shard follows its batch,\n"
 	"and gradients are weighted by batch, so the update is the global batch's);\n"
+	"--cpus pins rank r (and its batch thread) to CPU Cr of its node (one per rank;\n"
+	"when any rank cannot have its CPU, none is pinned and the log says why);\n"
 	"--checkpoint-every 0 saves only the final model; the limits use\n"
 	"the first N images (0 = all). --lr auto: a range test first (--lr-find-steps\n"
 	"200 steps, the rate growing from 1e-6 to 10) picks the rate, written with the\n"
@@ -50,7 +52,7 @@ const char dlt_opts_usage[] =
 #define DLT_MAX_COUNT_OPT 1e15   /* bound of --checkpoint-every and the limits */
 
 enum opt_kind { K_STR, K_LAYERS, K_INT, K_LONG, K_DOUBLE, K_U64, K_CHOICE, K_CONV, K_DENSE,
-		K_BATCHES };
+		K_BATCHES, K_CPUS };
 
 /* Words of the K_CHOICE options, NULL-terminated; the value stored is the
  * matching entry of the parallel *_val array. */
@@ -107,6 +109,7 @@ static const struct opt_def defs[] = {
 	{ "epochs", K_INT, 1, 1, DLT_MAX_EPOCHS, 0, OFF(epochs), NULL, NULL },
 	{ "batch", K_INT, 1, 1, DLT_MAX_BATCH, 0, OFF(batch), NULL, NULL },
 	{ "rank-batches", K_BATCHES, 0, 0, 0, 0, OFF(rank_batches), NULL, NULL },
+	{ "cpus", K_CPUS, 0, 0, 0, 0, OFF(cpus), NULL, NULL },
 	{ "lr", K_DOUBLE, 1, 0, DLT_MAX_LR, 0, OFF(lr), NULL, NULL },
 	{ "momentum", K_DOUBLE, 0, 0, 1, 1, OFF(momentum), NULL, NULL },
 	{ "weight-decay", K_DOUBLE, 0, 0, 1, 1, OFF(weight_decay), NULL, NULL },
@@ -120,9 +123,9 @@ static const struct opt_def defs[] = {
 
 #define NDEFS (sizeof defs / sizeof defs[0])
 
-/* Parses a comma list of 1..max_count integers of 1..max_value into out.
- * Returns the count, or -EINVAL. */
-static int int_list(const char *s, int *out, int max_count, long max_value)
+/* Parses a comma list of 1..max_count integers of min_value..max_value
+ * into out. Returns the count, or -EINVAL. */
+static int int_list(const char *s, int *out, int max_count, long min_value, long max_value)
 {
 	int n = 0;
 
@@ -134,7 +137,7 @@ static int int_list(const char *s, int *out, int max_count, long max_value)
 			return -EINVAL;
 		errno = 0;
 		w = strtol(s, &end, 10);
-		if (errno || w < 1 || w > max_value || n == max_count)
+		if (errno || w < min_value || w > max_value || n == max_count)
 			return -EINVAL;
 		out[n++] = (int)w;
 		if (*end == '\0')
@@ -147,7 +150,7 @@ static int int_list(const char *s, int *out, int max_count, long max_value)
 
 int dlt_opts_layers(const char *s, int *hidden)
 {
-	return int_list(s, hidden, DLT_MLP_MAX_HIDDEN, DLT_MLP_MAX_WIDTH);
+	return int_list(s, hidden, DLT_MLP_MAX_HIDDEN, 1, DLT_MLP_MAX_WIDTH);
 }
 
 int dlt_opts_conv(const char *s, int *filters, int *kernel)
@@ -207,7 +210,7 @@ static int set_value(struct dlt_opts *o, const struct opt_def *d, const char *v,
 		return 0;
 	}
 	if (d->kind == K_BATCHES) {
-		int n = int_list(v, o->rank_batches, DLT_MAX_RANKS, DLT_MAX_BATCH);
+		int n = int_list(v, o->rank_batches, DLT_MAX_RANKS, 1, DLT_MAX_BATCH);
 
 		if (n < 0) {
 			snprintf(err, errlen, "--rank-batches \"%s\": expected 1..%d comma-separated "
@@ -215,6 +218,17 @@ static int set_value(struct dlt_opts *o, const struct opt_def *d, const char *v,
 			return -EINVAL;
 		}
 		o->nrank_batches = n;
+		return 0;
+	}
+	if (d->kind == K_CPUS) {
+		int n = int_list(v, o->cpus, DLT_MAX_RANKS, 0, DLT_MAX_CPU);
+
+		if (n < 0) {
+			snprintf(err, errlen, "--cpus \"%s\": expected 1..%d comma-separated "
+				 "CPU numbers of 0..%d", v, DLT_MAX_RANKS, DLT_MAX_CPU);
+			return -EINVAL;
+		}
+		o->ncpus = n;
 		return 0;
 	}
 	if (d->kind == K_DENSE) {

@@ -14,6 +14,7 @@
 #define DLT_MAX_LR 100.0              /* largest --lr */
 #define DLT_MAX_BUCKET_MB 1024.0      /* largest --bucket-mb */
 #define DLT_MAX_IMAGE_SIZE 4096       /* largest --image-size */
+#define DLT_MAX_CPU 65535             /* largest CPU number in --cpus */
 
 enum dlt_model_kind { DLT_MODEL_MLP = 0, DLT_MODEL_CNN = 1 };
 enum dlt_format { DLT_FORMAT_IDX = 0, DLT_FORMAT_CSV = 1 };
@@ -53,6 +54,8 @@ struct dlt_opts {
 	int batch;                             /* --batch, global, 1..DLT_MAX_BATCH */
 	int rank_batches[DLT_MAX_RANKS];       /* --rank-batches, per-rank batches */
 	int nrank_batches;                     /* entries given, 0 = split evenly */
+	int cpus[DLT_MAX_RANKS];               /* --cpus, rank r's CPU on its node */
+	int ncpus;                             /* entries given, 0 = not pinned */
 	double lr;                             /* --lr, (0, DLT_MAX_LR]; 0 with lr_auto */
 	int lr_auto;                           /* --lr auto: the range test picks it */
 	int lr_find_steps;                     /* --lr-find-steps, default DLT_LRFIND_STEPS */

@@ -55,6 +55,16 @@ void dlt_shm_slice(size_t n, int k, const int *weight, int r, size_t *lo, size_t
 	*hi = b * LINE_FLOATS < n ? b * LINE_FLOATS : n;
 }
 
+void dlt_shm_update_weights(const int *batch, int k, int *weight)
+{
+	int most = 0;
+
+	for (int r = 0; r < k; r++)
+		most = batch[r] > most ? batch[r] : most;
+	for (int r = 0; r < k; r++)
+		weight[r] = 10L * batch[r] >= 9L * most ? batch[r] : 0;
+}
+
 int dlt_shm_possible(MPI_Comm comm)
 {
 	MPI_Comm node;

@@ -73,6 +73,16 @@ void dlt_shm_fence(const struct dlt_shm *s);
 void dlt_shm_step(struct dlt_shm *s, const struct dlt_optim *o, float lr, unsigned long t,
 		  double sums[DLT_GRAD_EXTRA]);
 
+/* The update weights of k ranks with these batches: a rank's batch where it
+ * is at least 9/10 of the largest, else 0. With devices of different speeds
+ * (batches by speed) the slow ranks then sum and update nothing: the step's
+ * second barrier waits for the end of every rank's slice, and a slow rank's
+ * slice, however small, would make the fast ranks wait there for it (a rank
+ * throttled by a CPU quota may sit out the rest of its period in the middle
+ * of it); the fast ranks do the whole update, a small part of a step. Equal
+ * batches (and the +-1 of an uneven global batch) keep every rank's share. */
+void dlt_shm_update_weights(const int *batch, int k, int *weight);
+
 /* Slice r of n floats over k ranks, proportional to weight (k entries, or
  * NULL for equal): cache-line aligned boundaries so two ranks never write
  * the same line. Sets [*lo, *hi). */

@@ -45,6 +45,26 @@ test_plan_names_ranks_batches_and_argv() {
 	dlh_umount
 }
 
+# the ranks a job launches: each pinned to one CPU slot the engine holds for
+# it (--cpus in the plan's argv), seen in /proc while the job trains
+test_ranks_are_pinned_to_their_cpu_slots() {
+	[ "$(nproc)" -ge 2 ] || skip "needs 2 CPUs"
+	DLH_OPTS="-o cpus=2" dlh_mount
+	slice_spec pin 200 > "$STATE/s.ini"
+	cp "$STATE/s.ini" "$MNT/jobs/new" || die "submit failed"
+	grep -q '^argv .*dlh-train .* --cpus 0,1$' "$MNT/jobs/1/plan" || die "argv: $(grep argv "$MNT/jobs/1/plan")"
+	wait_for 60 sh -c "grep -q '^train,' '$MNT/jobs/1/metrics.csv'" || die "no step: $(tail -3 "$MNT/jobs/1/log")"
+	grep -q 'rank r pinned to CPU r of --cpus (2 ranks)' "$MNT/jobs/1/log" || die "log: $(grep dlh-train "$MNT/jobs/1/log")"
+	local p cpus=
+	for p in $(pgrep -f -- "^[^ ]*/dlh-train --job-dir $STATE/jobs/1 "); do
+		cpus="$cpus $(sed -n 's/^Cpus_allowed_list:\t*//p' "/proc/$p/status")"
+	done
+	expect_eq "$(echo $cpus | tr ' ' '\n' | sort | tr '\n' ' ')" "0 1 " "CPUs the two ranks may run on"
+	echo cancel > "$MNT/jobs/1/ctl"
+	wait_for 30 job_terminal 1 || die "job 1 still $(cat "$MNT/jobs/1/status")"
+	dlh_umount
+}
+
 test_checkpoints_are_listed_and_latest_names_one() {
 	dlh_mount
 	slice_spec ck 1 > "$STATE/s.ini"

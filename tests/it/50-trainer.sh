@@ -129,8 +129,32 @@ test_rank_batches_split_the_global_batch_unevenly() {
 	grep -q '^steps_per_epoch=31$' "$w/uneven/run.info" || die "run.info: $(cat "$w/uneven/run.info")"
 	local acc; acc=$(sed -n 's/^test_accuracy=//p' "$w/uneven/result")
 	awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || die "test accuracy $acc"
+	# the slower rank (16 rows) sums and updates nothing in the shared-memory
+	# step; the update is still the global batch's, bit for bit MPI's
+	train_direct "$w/uneven_mpi" 2 --rank-batches 48,16 --allreduce mpi --bucket-mb 0
+	expect_eq "$(params_of "$w/uneven/checkpoints/final.ckpt")" \
+		"$(params_of "$w/uneven_mpi/checkpoints/final.ckpt")" "uneven batches, shm and MPI"
 	( train_direct "$w/bad" 2 --rank-batches 40,20 ) 2>/dev/null && die "a split that sums to 60 of 64 ran"
 	grep -q 'sum to 60, the global batch is 64' "$w/bad.out" || die "message: $(cat "$w/bad.out")"
+}
+
+# --cpus: each rank pinned to its CPU, or (one CPU not to be had) none, said
+# in the log; either way the same weights
+test_cpus_pin_every_rank_or_none() {
+	[ "$(nproc)" -ge 2 ] || skip "needs 2 CPUs"
+	W=$(mktemp -d /tmp/dlh-direct.XXXXXX)
+	trap 'rm -rf "$W"' EXIT
+	local w=$W
+	train_direct "$w/pinned" 2 --cpus 1,0
+	grep -q 'rank r pinned to CPU r of --cpus (2 ranks)' "$w/pinned.out" || die "log: $(cat "$w/pinned.out")"
+	train_direct "$w/loose" 2 --cpus 0,4095
+	grep -q 'rank 1: ranks not pinned to CPUs: CPU 4095 is not among the [0-9]* CPUs rank 1 may run on' \
+		"$w/loose.out" || die "log: $(cat "$w/loose.out")"
+	grep -q 'pinned to CPU r' "$w/loose.out" && die "pinned although rank 1 could not be"
+	expect_eq "$(params_of "$w/loose/checkpoints/final.ckpt")" \
+		"$(params_of "$w/pinned/checkpoints/final.ckpt")" "weights pinned and not"
+	( train_direct "$w/bad" 2 --cpus 0,x ) 2>/dev/null && die "--cpus 0,x ran"
+	grep -q -- '--cpus "0,x": expected' "$w/bad.out" || die "message: $(cat "$w/bad.out")"
 }
 
 test_resume_after_unmount_gives_identical_weights() {

@@ -375,6 +375,27 @@ TEST(shm_slices_cover_and_align)
 	CHECK_MSG(lo == 0 && hi > 247766 * 44 / 64 - 16 && hi < 247766 * 44 / 64 + 16, "hi %zu", hi);
 }
 
+/* Update weights: ranks with under 9/10 of the largest batch update nothing. */
+TEST(shm_update_weights_leave_slow_ranks_out)
+{
+	const int hetero[3] = { 44, 1, 19 }, uneven[2] = { 65, 64 }, two[2] = { 2984, 1112 };
+	int w[3];
+
+	dlt_shm_update_weights(hetero, 3, w);
+	CHECK_MSG(w[0] == 44 && w[1] == 0 && w[2] == 0, "%d %d %d", w[0], w[1], w[2]);
+	dlt_shm_update_weights(uneven, 2, w);
+	CHECK_MSG(w[0] == 65 && w[1] == 64, "%d %d", w[0], w[1]);
+	dlt_shm_update_weights(two, 2, w);
+	CHECK_MSG(w[0] == 2984 && w[1] == 0, "%d %d", w[0], w[1]);
+	/* a zero weight gets an empty slice; the others cover [0, n) */
+	size_t lo, hi;
+
+	dlt_shm_slice(1000, 2, w, 1, &lo, &hi);
+	CHECK_MSG(lo == 1000 && hi == 1000, "[%zu, %zu)", lo, hi);
+	dlt_shm_slice(1000, 2, w, 0, &lo, &hi);
+	CHECK_MSG(lo == 0 && hi == 1000, "[%zu, %zu)", lo, hi);
+}
+
 /* A loss curve over log10(rate): flat at 2.3, falling fastest at 1e-3 to
  * a floor near 0.3 around 1e-1, then blowing up past 1. */
 static double toy_loss(double lr)
@@ -750,6 +771,7 @@ int main(void)
 	RUN(sgd_momentum_matches_hand_computation);
 	RUN(optimizer_on_slices_equals_whole_update);
 	RUN(shm_slices_cover_and_align);
+	RUN(shm_update_weights_leave_slow_ranks_out);
 	RUN(lr_range_test_sweeps_smooths_and_picks);
 	RUN(weighted_partial_gradients_sum_to_full_batch);
 	RUN(ckpt_round_trip);
