@@ -184,6 +184,23 @@ int dlt_opts_conv(const char *s, int *filters, int *kernel)
 	}
 }
 
+/* Parses --NAME's value v, one integer of min..max per rank, into out and
+ * *count. Returns 0, or -EINVAL with a message naming the option (WHAT the
+ * integers are). */
+static int rank_list(const char *name, const char *what, const char *v, int *out, int *count,
+		     long min, long max, char *err, size_t errlen)
+{
+	int n = int_list(v, out, DLT_MAX_RANKS, min, max);
+
+	if (n < 0) {
+		snprintf(err, errlen, "--%s \"%s\": expected 1..%d comma-separated %s of %ld..%ld",
+			 name, v, DLT_MAX_RANKS, what, min, max);
+		return -EINVAL;
+	}
+	*count = n;
+	return 0;
+}
+
 /* Stores value v of option d into o. Returns 0, or -EINVAL with a message. */
 static int set_value(struct dlt_opts *o, const struct opt_def *d, const char *v,
 		     char *err, size_t errlen)
@@ -209,28 +226,12 @@ static int set_value(struct dlt_opts *o, const struct opt_def *d, const char *v,
 		o->nhidden = n;
 		return 0;
 	}
-	if (d->kind == K_BATCHES) {
-		int n = int_list(v, o->rank_batches, DLT_MAX_RANKS, 1, DLT_MAX_BATCH);
-
-		if (n < 0) {
-			snprintf(err, errlen, "--rank-batches \"%s\": expected 1..%d comma-separated "
-				 "batches of 1..%d", v, DLT_MAX_RANKS, DLT_MAX_BATCH);
-			return -EINVAL;
-		}
-		o->nrank_batches = n;
-		return 0;
-	}
-	if (d->kind == K_CPUS) {
-		int n = int_list(v, o->cpus, DLT_MAX_RANKS, 0, DLT_MAX_CPU);
-
-		if (n < 0) {
-			snprintf(err, errlen, "--cpus \"%s\": expected 1..%d comma-separated "
-				 "CPU numbers of 0..%d", v, DLT_MAX_RANKS, DLT_MAX_CPU);
-			return -EINVAL;
-		}
-		o->ncpus = n;
-		return 0;
-	}
+	if (d->kind == K_BATCHES)
+		return rank_list("rank-batches", "batches", v, o->rank_batches, &o->nrank_batches,
+				 1, DLT_MAX_BATCH, err, errlen);
+	if (d->kind == K_CPUS)
+		return rank_list("cpus", "CPU numbers", v, o->cpus, &o->ncpus, 0, DLT_MAX_CPU,
+				 err, errlen);
 	if (d->kind == K_DENSE) {
 		int n = dlt_opts_layers(v, o->dense);
 
