@@ -917,7 +917,7 @@ int main(int argc, char **argv)
 	if (R->o.ncpus) {   /* first: the buffers setup touches are then near the CPU */
 		if (dlt_bind(MPI_COMM_WORLD, R->o.cpus, R->o.ncpus, err, sizeof err))
 			logline(R, "dlh-train: rank r pinned to CPU r of --cpus (%d ranks)", R->ranks);
-		else if (err[0] && strncmp(err, "rank ", 5))
+		else if (err[0])
 			fprintf(stderr, "dlh-train: rank %d: ranks not pinned to CPUs: %s\n", R->rank, err);
 	}
 	setup(R);
