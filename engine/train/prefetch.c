@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/train/rng.h"
 
@@ -15,7 +16,7 @@
 static void gather(struct dlt_prefetch *p, long step, int who)
 {
 	long e = (step - 1) / p->steps_per_epoch, k = (step - 1) % p->steps_per_epoch;
-	int slot = (int)(step % DLT_PREFETCH_DEPTH);
+	int slot = (int)(step % p->depth);
 
 	if (e != p->perm_epoch[who]) {
 		struct dlt_rng rng;
@@ -37,7 +38,7 @@ static void *loop(void *arg)
 	while (!p->quit && p->filled < p->last) {
 		long step = p->filled + 1;
 
-		if (step > p->released + DLT_PREFETCH_DEPTH - 1) {   /* ring full */
+		if (step > p->released + p->depth - 1) {   /* ring full */
 			p->idle = 1;
 			pthread_cond_wait(&p->cv, &p->mu);
 			p->idle = 0;
@@ -55,6 +56,30 @@ static void *loop(void *arg)
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
+}
+
+/* Writes a byte in every page of buf so that the pages are faulted in now.
+ * (A memset to 0 right after malloc may be compiled into calloc, which
+ * touches nothing.) */
+static void touch(void *buf, size_t len)
+{
+	volatile unsigned char *b = buf;
+	long page = sysconf(_SC_PAGESIZE);
+
+	for (size_t i = 0; i < len; i += (size_t)(page > 0 ? page : 4096))
+		b[i] = 0;
+	if (len)
+		b[len - 1] = 0;
+}
+
+int dlt_prefetch_depth(int batch, int dim)
+{
+	size_t slot = (size_t)(batch > 0 ? batch : 1) * (size_t)(dim > 0 ? dim : 1) * sizeof(float);
+	size_t fit = DLT_PREFETCH_RING_BYTES / slot;
+
+	if (fit < DLT_PREFETCH_MIN_DEPTH)
+		return DLT_PREFETCH_MIN_DEPTH;
+	return fit > DLT_PREFETCH_MAX_DEPTH ? DLT_PREFETCH_MAX_DEPTH : (int)fit;
 }
 
 int dlt_prefetch_start(struct dlt_prefetch *p, const struct dlt_dataset *d, int batch,
@@ -77,10 +102,15 @@ int dlt_prefetch_start(struct dlt_prefetch *p, const struct dlt_dataset *d, int 
 		p->perm[i] = malloc((size_t)d->n * sizeof(uint32_t) + 1);
 		ok = ok && p->perm[i];
 	}
-	for (int i = 0; i < DLT_PREFETCH_DEPTH; i++) {
-		p->x[i] = malloc((size_t)batch * (size_t)d->dim * sizeof(float) + 1);
+	p->depth = dlt_prefetch_depth(batch, d->dim);
+	for (int i = 0; i < p->depth; i++) {
+		size_t bytes = (size_t)batch * (size_t)d->dim * sizeof(float) + 1;
+
+		p->x[i] = malloc(bytes);
 		p->y[i] = malloc((size_t)batch + 1);
 		ok = ok && p->x[i] && p->y[i];
+		if (ok)
+			touch(p->x[i], bytes);
 	}
 	if (!ok) {
 		dlt_prefetch_stop(p);
@@ -115,11 +145,11 @@ int dlt_prefetch_start(struct dlt_prefetch *p, const struct dlt_dataset *d, int 
 void dlt_prefetch_get(struct dlt_prefetch *p, long step, const float **x,
 		      const uint8_t **y)
 {
-	int slot = (int)(step % DLT_PREFETCH_DEPTH);
+	int slot = (int)(step % p->depth);
 
 	pthread_mutex_lock(&p->mu);
 	p->released = step - 1;   /* the previous step's buffer is free again */
-	if (p->idle && p->released + DLT_PREFETCH_DEPTH - 1 - p->filled >= DLT_PREFETCH_DEPTH / 2)
+	if (p->idle && p->released + p->depth - 1 - p->filled >= p->depth / 2)
 		pthread_cond_broadcast(&p->cv);
 	if (p->filled < step && p->busy != step) {
 		/* the thread has not started on it: gather it here, now */
@@ -154,7 +184,7 @@ void dlt_prefetch_stop(struct dlt_prefetch *p)
 	}
 	free(p->perm[0]);
 	free(p->perm[1]);
-	for (int i = 0; i < DLT_PREFETCH_DEPTH; i++) {
+	for (int i = 0; i < DLT_PREFETCH_MAX_DEPTH; i++) {
 		free(p->x[i]);
 		free(p->y[i]);
 	}

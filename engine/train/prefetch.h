@@ -8,15 +8,22 @@
 
 #include "engine/train/idx.h"
 
-#define DLT_PREFETCH_DEPTH 8   /* batch buffers in the ring (>= 2) */
+#define DLT_PREFETCH_MAX_DEPTH 8             /* batch buffers in the ring, at most */
+#define DLT_PREFETCH_MIN_DEPTH 3             /* and at least */
+#define DLT_PREFETCH_RING_BYTES (16u << 20)  /* the ring's pixels, at most (above the least) */
 
 /* A ring of batch buffers filled in step order by a thread. Step s
  * (1-based, global) uses local batch k = (s - 1) % steps_per_epoch of the
  * permutation of epoch e = (s - 1) / steps_per_epoch, drawn from the stream
  * (seed, e, rank): the same batches in the same order as without the
  * thread, after a resume too. Only the thread touches the permutation. The
- * thread runs up to DEPTH - 1 steps ahead and is woken only when half the
- * ring is free (or the caller waits), so a step costs no system call. */
+ * thread runs up to depth - 1 steps ahead and is woken only when half the
+ * ring is free (or the caller waits), so a step of a small batch costs no
+ * system call. The depth is what fits in DLT_PREFETCH_RING_BYTES (between
+ * the least and the most): every slot is memory the rank keeps, and memory
+ * first touched costs (a page fault and a zeroed page: on a VM ~1.5 ms a
+ * MiB was seen), so the slots are touched once at the start rather than in
+ * the first steps, which would otherwise run at up to half speed. */
 struct dlt_prefetch {
 	const struct dlt_dataset *d;  /* the shard */
 	int batch;                    /* rows per batch */
@@ -26,8 +33,9 @@ struct dlt_prefetch {
 	long last;                    /* last step to gather */
 	uint32_t *perm[2];            /* permutations of the thread [0] and the caller [1] */
 	long perm_epoch[2];           /* their epochs, -1 = none */
-	float *x[DLT_PREFETCH_DEPTH];    /* batch pixels, slot s % DEPTH holds step s */
-	uint8_t *y[DLT_PREFETCH_DEPTH];  /* batch labels */
+	int depth;                    /* slots in the ring */
+	float *x[DLT_PREFETCH_MAX_DEPTH];    /* batch pixels, slot s % depth holds step s */
+	uint8_t *y[DLT_PREFETCH_MAX_DEPTH];  /* batch labels */
 	pthread_t th;                 /* the gathering thread */
 	pthread_mutex_t mu;           /* guards the fields below */
 	pthread_cond_t cv;            /* signals a change of them */
@@ -40,6 +48,9 @@ struct dlt_prefetch {
 	int quit;                     /* 1 = the thread must exit */
 	int started;                  /* 1 while the thread runs */
 };
+
+/* The ring's depth for batches of `batch` rows of dim pixels. */
+int dlt_prefetch_depth(int batch, int dim);
 
 /* Allocates the buffers of p for batches of `batch` rows of d and starts
  * the thread on steps first..last. Returns 0, or -errno with a message in

@@ -370,6 +370,23 @@ TEST(ckpt_same_payload_ignores_header)
 	unlink(b);
 }
 
+TEST(prefetch_ring_is_as_deep_as_its_byte_budget_allows)
+{
+	size_t slot = 2048u * 784u * sizeof(float);   /* 6.4 MB */
+
+	CHECK(dlt_prefetch_depth(64, 784) == DLT_PREFETCH_MAX_DEPTH);
+	CHECK(dlt_prefetch_depth(1024, 784) == (int)(DLT_PREFETCH_RING_BYTES / (slot / 2)));
+	CHECK(dlt_prefetch_depth(4096, 784) == DLT_PREFETCH_MIN_DEPTH);
+	CHECK(dlt_prefetch_depth(1 << 20, 784) == DLT_PREFETCH_MIN_DEPTH);
+	for (int b = 1; b <= 8192; b *= 2) {
+		int dp = dlt_prefetch_depth(b, 784);
+
+		CHECK_MSG(dp >= DLT_PREFETCH_MIN_DEPTH && dp <= DLT_PREFETCH_MAX_DEPTH &&
+			  (dp == DLT_PREFETCH_MIN_DEPTH || (size_t)dp * b * 784 * sizeof(float) <= DLT_PREFETCH_RING_BYTES),
+			  "batch %d: depth %d", b, dp);
+	}
+}
+
 TEST(prefetch_gives_the_seeded_batches_in_order)
 {
 	enum { N = 23, DIM = 3, B = 4, SPE = 5 };
@@ -485,6 +502,7 @@ int main(void)
 	RUN(lr_schedules_and_warmup);
 	RUN(ckpt_v2_keeps_adam_state_and_refuses_mismatch);
 	RUN(ckpt_same_payload_ignores_header);
+	RUN(prefetch_ring_is_as_deep_as_its_byte_budget_allows);
 	RUN(prefetch_gives_the_seeded_batches_in_order);
 	RUN(opts_parse_cnn_optimizer_schedule_flags);
 	RUN(csv_loads_shard_and_names_bad_line);
