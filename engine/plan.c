@@ -263,6 +263,13 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 		char rb[DLH_ARGV_BYTES];   /* the argv store holds no more */
 		ints_text(p->batch, ranks, rb, sizeof rb);
 		rc |= strlen(rb) + 1 >= sizeof rb ? -E2BIG : arg(p, "--rank-batches") | arg(p, "%s", rb);
+		/* devices of different speeds: the planned split is a prediction;
+		 * during the run it follows what each rank measures (not on GPUs,
+		 * whose compute time dlh-train does not measure apart from waits) */
+		if (spec->rebalance && !p->gpu) {
+			p->rebalance = DLH_REBALANCE_STEPS;
+			rc |= opt(p, "--rebalance", "%d", p->rebalance);
+		}
 	}
 	rc |= p->lr > 0.0 ? num_opt(p, "--lr", p->lr) : opt(p, "--lr", "%s", "auto");
 	rc |= opt(p, "--optimizer", "%s", spec->optimizer);
@@ -327,6 +334,10 @@ int dlh_plan_format(const struct dlh_plan *p, struct dlh_buf *out)
 				       r, p->host, p->batch[r]) :
 			dlh_buf_printf(out, "rank %d host %s device cpu%d batch %d\n", r, p->host,
 				       p->slot[r], p->batch[r]);
+	if (p->rebalance)
+		rc |= dlh_buf_printf(out, "rebalance every %d steps (the batches above are the start; "
+				     "they follow each rank's measured samples/s, see log)\n",
+				     p->rebalance);
 	rc |= dlh_buf_printf(out, "env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1\nargv");
 	for (int i = 0; i < p->argc; i++)
 		rc |= dlh_buf_printf(out, " %s", p->argv[i]);

@@ -9,6 +9,7 @@
 #define DLH_RANKS_MAX 1024
 #define DLH_ARGV_MAX 160
 #define DLH_ARGV_BYTES (16 * 1024)
+#define DLH_REBALANCE_STEPS 20   /* steps between re-splits of unequal CPU batches */
 
 /* Where the programs the plan runs live. */
 struct dlh_tools {
@@ -27,6 +28,8 @@ struct dlh_plan {
 	char *argv[DLH_ARGV_MAX];       /* the exact argv exec'd, NULL-terminated */
 	int argc;                       /* entries used in argv */
 	int trainer;                    /* 1: argv runs dlh-train (not a [job] command) */
+	int rebalance;                  /* steps between re-splits of the batches during the
+					   run (dlh-train --rebalance), 0 = none */
 	char store[DLH_ARGV_BYTES];     /* backing text for argv */
 	size_t used;                    /* bytes of store used */
 };

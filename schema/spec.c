@@ -71,6 +71,7 @@ const struct dlh_key dlh_spec_keys[] = {
 	{ "train", "seed", DLH_KIND_U64, FIELD(seed), .def = "1" },
 	{ "train", "checkpoint_every", DLH_KIND_INT, FIELD(checkpoint_every), .lo = 0, .hi = 100000000, .def = "500" },
 	{ "train", "bucket_mb", DLH_KIND_DOUBLE, FIELD(bucket_mb), .dlo = 0, .dhi = 1024, .def = "1" },
+	{ "train", "rebalance", DLH_KIND_ENUM, FIELD(rebalance), .words = bool_words, .def = "true" },
 
 	{ "resources", "ranks", DLH_KIND_RANKS, FIELD(ranks), .lo = 1, .hi = 1024, .def = "auto" },
 	{ "resources", "device", DLH_KIND_ENUM, FIELD(device), .words = device_words, .def = "cpu" },

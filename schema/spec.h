@@ -84,6 +84,8 @@ struct dlh_spec {
 	uint64_t seed;                       /* initial weights and shuffles */
 	int checkpoint_every;                /* steps between checkpoints; 0 = only at the end */
 	double bucket_mb;                    /* gradient allreduce bucket; 0 = no overlap */
+	int rebalance;                       /* 1: unequal per-rank batches follow the ranks'
+						measured speed during the run */
 
 	/* [resources] */
 	int ranks;                           /* 1..1024; 0 = auto (decided by the planner) */

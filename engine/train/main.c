@@ -69,6 +69,10 @@ struct run {
 	int shm_on;                       /* 1 = gradients summed through shm */
 	struct dlt_shm shm;               /* the node's shared model, when shm_on */
 	struct dlt_prefetch pf;           /* batches, gathered by a helper thread */
+	int split[DLT_MAX_RANKS];         /* --rebalance: the ranks' batches as last re-split
+					     (the plan's until then) */
+	double rows_done;                 /* rows this rank trained on in this process */
+	double mark_rows, mark_s;         /* rows_done and t_compute at the last re-split */
 	char ckdir[DLT_PATH_MAX];         /* JOB/checkpoints */
 	int mfd;                          /* metrics.csv (rank 0), else -1 */
 	double t_origin;                  /* monotonic time of the run's first start */
@@ -115,6 +119,16 @@ static void logline(const struct run *R, const char *fmt, ...)
 	va_end(ap);
 	putchar('\n');
 	fflush(stdout);
+}
+
+/* Writes n batches as "b0,b1,..." into buf (cut short when it is full). */
+static void batch_list(const int *b, int n, char *buf, size_t len)
+{
+	size_t k = 0;
+
+	buf[0] = '\0';
+	for (int r = 0; r < n && k + 16 < len; r++)
+		k += (size_t)snprintf(buf + k, len - k, "%s%d", r ? "," : "", b[r]);
 }
 
 /* Returns n bytes from malloc; dies when there are none. */
@@ -267,6 +281,13 @@ static void setup(struct run *R)
 		die("%s", err);
 
 	dlt_plan_range(&R->plan, ntrain, R->rank, &lo, &hi);
+	if (o->rebalance) {   /* any rank may be given any rows */
+		lo = 0;
+		hi = ntrain;
+		if (dlt_plan_pool(&R->plan, err, sizeof err) < 0)
+			die("%s", err);
+	}
+	memcpy(R->split, R->plan.batch, (size_t)R->ranks * sizeof R->split[0]);
 	if ((o->format == DLT_FORMAT_CSV ?
 	     dlt_csv_load(&R->train, o->train_images, dim, lo, hi, err, sizeof err) :
 	     dlt_dataset_load(&R->train, o->train_images, o->train_labels, lo, hi,
@@ -279,7 +300,7 @@ static void setup(struct run *R)
 			      err, sizeof err)) < 0)
 		die("%s", err);
 
-	rows = R->plan.batch[R->rank];
+	rows = o->rebalance ? dlt_plan_cap(&R->plan, R->rank) : R->plan.batch[R->rank];
 	if (o->model == DLT_MODEL_CNN ? rows < DLT_CNN_EVAL_ROWS : rows < DLT_EVAL_ROWS)
 		rows = o->model == DLT_MODEL_CNN ? DLT_CNN_EVAL_ROWS : DLT_EVAL_ROWS;
 	model_spec(o, ih, iw, classes, &spec);
@@ -442,7 +463,6 @@ static void open_files(struct run *R)
 {
 	char err[DLT_ERR_MAX], list[DLT_ERR_MAX];
 	const struct dlt_plan *p = &R->plan;
-	size_t n = 0;
 
 	if (R->rank != 0)
 		return;
@@ -461,9 +481,7 @@ static void open_files(struct run *R)
 	};
 	if (dlt_runinfo_write(R->o.job_dir, &ri, err, sizeof err) < 0)
 		die("%s", err);
-	list[0] = '\0';
-	for (int r = 0; r < p->ranks && n + 16 < sizeof list; r++)
-		n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", r ? "," : "", p->batch[r]);
+	batch_list(p->batch, p->ranks, list, sizeof list);
 	logline(R, "dlh-train: %d ranks, batch %d (%s per rank), %ld train / %ld test images, "
 		"%ld steps/epoch x %d epochs = %ld steps, %zu params, start step %" PRIu64,
 		p->ranks, p->global_batch, list, p->train_n, p->test_n,
@@ -583,12 +601,12 @@ static void gpu_start(struct run *R)
 		name, R->ranks, R->ranks == 1 ? "" : "s");
 }
 
-/* step_once on the GPU (started at t0 with the batch bx, by): forward,
+/* step_once on the GPU (started at t0 with the batch bx, by of b rows): forward,
  * backward, ncclAllReduce and the optimizer in the backend. */
 static double gpu_step(struct run *R, long step, float lr, const float *bx, const uint8_t *by,
-		       double t0, double *loss, double *acc)
+		       int b, double t0, double *loss, double *acc)
 {
-	const int b = R->plan.batch[R->rank], global = R->plan.global_batch;
+	const int global = R->plan.global_batch;
 	char err[DLT_ERR_MAX];
 	float sums[2];
 
@@ -611,16 +629,16 @@ static double gpu_step(struct run *R, long step, float lr, const float *bx, cons
 static double step_once(struct run *R, long step, float lr, int take_ctl,
 			double *loss, double *acc)
 {
-	const int b = R->plan.batch[R->rank], global = R->plan.global_batch;
+	const int global = R->plan.global_batch;
 	const size_t np = R->net.nparams;
 	double t0 = now(), t1, loss_sum = 0.0;
 	long correct = 0;
 	const float *bx;
 	const uint8_t *by;
+	const int b = dlt_prefetch_get(&R->pf, step, &bx, &by);
 
-	dlt_prefetch_get(&R->pf, step, &bx, &by);
 	if (R->gpu)
-		return gpu_step(R, step, lr, bx, by, t0, loss, acc);
+		return gpu_step(R, step, lr, bx, by, b, t0, loss, acc);
 	/* weight b / global: the sum over ranks is the global batch's mean gradient */
 	dlt_net_forward_loss(&R->net, R->params, bx, by, b, (float)b / (float)global,
 			     (uint64_t)step, &loss_sum, &correct);
@@ -632,6 +650,7 @@ static double step_once(struct run *R, long step, float lr, int take_ctl,
 			 R->nbuckets ? on_layer : NULL, R);
 	t1 = now();
 	R->t_compute += t1 - t0;
+	R->rows_done += b;
 	if (R->shm_on) {   /* the sum and this rank's slice of the update */
 		double sums[DLT_GRAD_EXTRA];
 
@@ -655,6 +674,23 @@ static double step_once(struct run *R, long step, float lr, int take_ctl,
 	*acc = R->grads[np + 1] / (double)global;
 	R->agreed = dlt_ctl_decode((const double[2]){ R->grads[np + 2], R->grads[np + 3] });
 	return now() - t0;
+}
+
+/* The rows this rank's steps take (prefetch.h): its own shard, or with
+ * --rebalance the whole set, cut at the split of the plan. */
+static struct dlt_feed feed(const struct run *R)
+{
+	const struct dlt_plan *p = &R->plan;
+	struct dlt_feed f = { .batch = p->batch[R->rank], .cap = p->batch[R->rank] };
+
+	if (R->o.rebalance) {
+		f.global = 1;
+		f.cap = dlt_plan_cap(p, R->rank);
+		f.stride = p->global_batch;
+		for (int r = 0; r < R->rank; r++)
+			f.off += p->batch[r];
+	}
+	return f;
 }
 
 /* --lr auto: the range test. Trains the sweep's steps from the initial
@@ -692,9 +728,10 @@ static void lr_find(struct run *R)
 		memcpy(keep, R->params, np * sizeof(float));
 		memcpy(keep + np, R->mom, ns * sizeof(float));
 	}
-	if (dlt_prefetch_start(&R->pf, &R->train, R->plan.batch[R->rank],
-			       R->plan.steps_per_epoch, R->o.seed, R->rank, 1, steps,
-			       err, sizeof err) < 0)
+	struct dlt_feed f0 = feed(R);
+
+	if (dlt_prefetch_start(&R->pf, &R->train, &f0, R->plan.steps_per_epoch, R->o.seed,
+			       R->rank, 1, steps, err, sizeof err) < 0)
 		die("%s", err);
 	for (int i = 0;; i++) {   /* every rank sees the same global loss: same stop */
 		double loss, acc;
@@ -767,7 +804,7 @@ static void write_rank_times(struct run *R, long steps)
 	n += (size_t)snprintf(text, cap, "rank,batch,steps,compute_s,wait_s,peak_rss_bytes\n");
 	for (int r = 0; r < R->ranks && n < cap; r++)
 		n += (size_t)snprintf(text + n, cap - n, "%d,%d,%ld,%.4f,%.4f,%.0f\n", r,
-				      R->plan.batch[r], steps, all[3 * r], all[3 * r + 1],
+				      R->split[r], steps, all[3 * r], all[3 * r + 1],
 				      all[3 * r + 2]);
 	if (dlt_path_join(path, sizeof path, R->o.job_dir, "rank_times") < 0 ||
 	    dlt_write_atomic_str(path, text, err, sizeof err) < 0)
@@ -775,6 +812,58 @@ static void write_rank_times(struct run *R, long steps)
 			R->o.job_dir);
 	free(text);
 	free(all);
+}
+
+/* --rebalance: after step `step`, the ranks share what each trained on
+ * (rows and compute seconds, waits left out) since the last re-split and
+ * move the split halfway to the one in proportion to their samples/s,
+ * from DLT_PREFETCH_MAX_DEPTH + 1 steps on (what the batch threads may
+ * have gathered already stays as it was). Every rank computes the same
+ * split from the same numbers. A move under 1% of the global batch for
+ * every rank is not made, and the measuring goes on: a rank's samples/s
+ * over 20 steps of a throttled CPU wobbles by 5-8%, so a longer window and
+ * half steps keep the split from chasing that. */
+static void rebalance(struct run *R, long step)
+{
+	static double all[2 * DLT_MAX_RANKS];
+	static double speed[DLT_MAX_RANKS], half[DLT_MAX_RANKS];
+	static int cap[DLT_MAX_RANKS], next[DLT_MAX_RANKS];
+	const struct dlt_plan *p = &R->plan;
+	double mine[2] = { R->rows_done - R->mark_rows, R->t_compute - R->mark_s };
+	int moved = 0, off = 0;
+	char err[DLT_ERR_MAX], list[DLT_ERR_MAX], was[DLT_ERR_MAX];
+
+	MPI_Allgather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, MPI_COMM_WORLD);
+	for (int r = 0; r < R->ranks; r++) {
+		if (all[2 * r] <= 0.0 || all[2 * r + 1] <= 0.0)
+			return;   /* a rank with nothing measured yet */
+		speed[r] = all[2 * r] / all[2 * r + 1];
+		cap[r] = dlt_plan_cap(p, r);
+	}
+	if (dlt_plan_split(speed, cap, R->ranks, p->global_batch, next) < 0)
+		return;
+	for (int r = 0; r < R->ranks; r++)   /* halfway: in proportion to the batches */
+		half[r] = R->split[r] + 0.5 * (next[r] - R->split[r]) + 1e-9;
+	if (dlt_plan_split(half, cap, R->ranks, p->global_batch, next) < 0)
+		return;
+	for (int r = 0; r < R->ranks; r++)
+		if (abs(next[r] - R->split[r]) * 100 >= p->global_batch)
+			moved = 1;
+	if (!moved)
+		return;
+	R->mark_rows = R->rows_done;
+	R->mark_s = R->t_compute;
+	for (int r = 0; r < R->rank; r++)
+		off += next[r];
+	if (dlt_prefetch_resplit(&R->pf, step + DLT_PREFETCH_MAX_DEPTH + 1, off, next[R->rank],
+				 err, sizeof err) < 0)
+		die("%s", err);
+	batch_list(R->split, R->ranks, was, sizeof was);
+	batch_list(next, R->ranks, list, sizeof list);
+	memcpy(R->split, next, (size_t)R->ranks * sizeof next[0]);
+	logline(R, "dlh-train: rebalance at step %ld: batches %s -> %s from step %ld "
+		"(rank 0 %.0f samples/s, rank %d %.0f)", step, was, list,
+		step + DLT_PREFETCH_MAX_DEPTH + 1, speed[0], R->ranks - 1, speed[R->ranks - 1]);
 }
 
 /* The training loop, from the step after R->st.step to the last; dies
@@ -788,12 +877,14 @@ static void train(struct run *R)
 	double ep_time = 0.0, ep_samples = 0.0;
 
 	const long first = (long)R->st.step;
+	struct dlt_feed f = feed(R);
 
 	if ((long)R->st.step < p->total_steps &&
-	    dlt_prefetch_start(&R->pf, &R->train, p->batch[R->rank], spe, R->o.seed, R->rank,
+	    dlt_prefetch_start(&R->pf, &R->train, &f, spe, R->o.seed, R->rank,
 			       (long)R->st.step + 1, p->total_steps, err, sizeof err) < 0)
 		die("%s", err);
 	R->t_compute = R->t_comm_wait = R->shm.t_wait = 0.0;   /* not the range test's */
+	R->rows_done = 0.0;
 	for (long step = (long)R->st.step + 1; step <= p->total_steps; step++) {
 		long e0 = (step - 1) / spe, k = (step - 1) % spe;
 		double dt, loss, acc, lr = dlt_sched_lr(&R->sched, step - 1);
@@ -805,6 +896,13 @@ static void train(struct run *R)
 		dt = step_once(R, step, (float)lr, 1, &loss, &acc);
 		if (!isfinite(loss))
 			die("training diverged: loss %g at step %ld (try a smaller --lr)", loss, step);
+		if (step == first + 1) {   /* the first step is cold: not measured for re-splits */
+			R->mark_rows = R->rows_done;
+			R->mark_s = R->t_compute;
+		}
+		if (R->o.rebalance && step % R->o.rebalance == 0 && step > first + 1 &&
+		    step + DLT_PREFETCH_MAX_DEPTH < p->total_steps)
+			rebalance(R, step);
 		R->st.step = (uint64_t)step;
 		R->st.epoch = (uint64_t)e0 + 1;
 		R->st.train_s += dt;

@@ -20,7 +20,8 @@ const char dlt_opts_usage[] =
 	"                 [--schedule constant|step|cosine] [--gamma X] [--step-epochs N]\n"
 	"                 [--warmup-steps N] [--allreduce auto|mpi|shm] [--bucket-mb X]\n"
 	"                 [--format idx|csv] [--image-size N] [--seed N] [--device cpu|gpu]\n"
-	"                 [--lr-find-steps N] [--rank-batches B0,B1,..] [--cpus C0,C1,..]\n"
+	"                 [--lr-find-steps N] [--rank-batches B0,B1,..] [--rebalance STEPS]\n"
+	"                 [--cpus C0,C1,..]\n"
 	"                 [--checkpoint-every STEPS] [--train-limit N] [--test-limit N] [--help]\n"
 	"       dlh-train --same-params A.ckpt B.ckpt   (exit 0 when the payloads match)\n"
 	"Data-parallel training under mpirun. --model mlp (default): --layers are\n"
@@ -39,6 +40,10 @@ const char dlt_opts_usage[] =
 	"over the ranks evenly, or as --rank-batches says (one per rank, summing to --batch:\n"
 	"ranks on devices of different speeds; each rank's data shard follows its batch,\n"
 	"and gradients are weighted by batch, so the update is the global batch's);\n"
+	"--rebalance STEPS (0 = never, the default; else >= 10): every rank holds the whole\n"
+	"training set, each step's global batch is the same rows however it is split, and\n"
+	"every STEPS steps the split follows the ranks' measured samples/s (each rank at most\n"
+	"twice its first batch; the log shows each change; a rerun is then not bit-identical);\n"
 	"--cpus pins rank r (and its batch thread) to CPU Cr of its node (one per rank;\n"
 	"when any rank cannot have its CPU, none is pinned and the log says why);\n"
 	"--checkpoint-every 0 saves only the final model; the limits use\n"
@@ -109,6 +114,7 @@ static const struct opt_def defs[] = {
 	{ "epochs", K_INT, 1, 1, DLT_MAX_EPOCHS, 0, OFF(epochs), NULL, NULL },
 	{ "batch", K_INT, 1, 1, DLT_MAX_BATCH, 0, OFF(batch), NULL, NULL },
 	{ "rank-batches", K_BATCHES, 0, 0, 0, 0, OFF(rank_batches), NULL, NULL },
+	{ "rebalance", K_INT, 0, 0, DLT_REBALANCE_MAX, 0, OFF(rebalance), NULL, NULL },
 	{ "cpus", K_CPUS, 0, 0, 0, 0, OFF(cpus), NULL, NULL },
 	{ "lr", K_DOUBLE, 1, 0, DLT_MAX_LR, 0, OFF(lr), NULL, NULL },
 	{ "momentum", K_DOUBLE, 0, 0, 1, 1, OFF(momentum), NULL, NULL },
@@ -381,6 +387,16 @@ int dlt_opts_parse(int argc, char **argv, struct dlt_opts *o,
 		}
 	if (o->model == DLT_MODEL_MLP && o->nhidden == 0) {
 		snprintf(err, errlen, "missing option \"--layers\" (needed by --model mlp)");
+		return -EINVAL;
+	}
+	if (o->rebalance > 0 && o->rebalance < DLT_REBALANCE_MIN) {
+		snprintf(err, errlen, "--rebalance %d: at least %d steps between re-splits (0 = none)",
+			 o->rebalance, DLT_REBALANCE_MIN);
+		return -EINVAL;
+	}
+	if (o->rebalance > 0 && o->device == DLT_DEVICE_GPU) {
+		snprintf(err, errlen, "--rebalance: ranks on CPUs only (a GPU rank's compute "
+			 "time is not measured apart from its waits)");
 		return -EINVAL;
 	}
 	if (o->format == DLT_FORMAT_IDX && (!o->train_labels || !o->test_labels)) {

@@ -15,6 +15,8 @@
 #define DLT_MAX_BUCKET_MB 1024.0      /* largest --bucket-mb */
 #define DLT_MAX_IMAGE_SIZE 4096       /* largest --image-size */
 #define DLT_MAX_CPU 65535             /* largest CPU number in --cpus */
+#define DLT_REBALANCE_MIN 10          /* fewest steps between re-splits (> the prefetch ring) */
+#define DLT_REBALANCE_MAX 1000000     /* most */
 
 enum dlt_model_kind { DLT_MODEL_MLP = 0, DLT_MODEL_CNN = 1 };
 enum dlt_format { DLT_FORMAT_IDX = 0, DLT_FORMAT_CSV = 1 };
@@ -54,6 +56,7 @@ struct dlt_opts {
 	int batch;                             /* --batch, global, 1..DLT_MAX_BATCH */
 	int rank_batches[DLT_MAX_RANKS];       /* --rank-batches, per-rank batches */
 	int nrank_batches;                     /* entries given, 0 = split evenly */
+	int rebalance;                         /* --rebalance STEPS between re-splits, 0 = none */
 	int cpus[DLT_MAX_RANKS];               /* --cpus, rank r's CPU on its node */
 	int ncpus;                             /* entries given, 0 = not pinned */
 	double lr;                             /* --lr, (0, DLT_MAX_LR]; 0 with lr_auto */

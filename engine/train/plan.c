@@ -2,6 +2,7 @@
 #include "engine/train/plan.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -78,5 +79,87 @@ int dlt_plan_make(struct dlt_plan *p, long train_n, long test_n, int ranks,
 		return -EINVAL;
 	}
 	p->total_steps = p->steps_per_epoch * epochs;
+	return 0;
+}
+
+int dlt_plan_pool(struct dlt_plan *p, char *err, size_t errlen)
+{
+	p->steps_per_epoch = p->train_n / p->global_batch;
+	if (p->steps_per_epoch < 1) {
+		snprintf(err, errlen, "%ld training images cannot fill one global batch of %d",
+			 p->train_n, p->global_batch);
+		return -EINVAL;
+	}
+	p->total_steps = p->steps_per_epoch * p->epochs;
+	return 0;
+}
+
+int dlt_plan_cap(const struct dlt_plan *p, int r)
+{
+	long cap = 2L * p->batch[r], most = (long)p->global_batch - (p->ranks - 1);
+
+	return (int)(cap < most ? cap : most);
+}
+
+int dlt_plan_split(const double *speed, const int *cap, int n, int global, int *out)
+{
+	double share[DLT_MAX_RANKS];
+	int fixed[DLT_MAX_RANKS];
+	long room = 0, left = global, given = 0;
+
+	if (n < 1 || n > DLT_MAX_RANKS || global < n)
+		return -EINVAL;
+	for (int r = 0; r < n; r++) {
+		if (!(speed[r] > 0.0) || !isfinite(speed[r]) || cap[r] < 1)
+			return -EINVAL;
+		room += cap[r];
+		fixed[r] = 0;
+	}
+	if (room < global)
+		return -EINVAL;
+	/* shares in proportion; ranks over their cap are held at it and the
+	 * rest shared again among the others, until none is over */
+	for (int again = 1; again;) {
+		double sum = 0.0;
+
+		again = 0;
+		for (int r = 0; r < n; r++)
+			if (!fixed[r])
+				sum += speed[r];
+		for (int r = 0; r < n; r++) {
+			if (fixed[r])
+				continue;
+			share[r] = (double)left * speed[r] / sum;
+			if (share[r] > cap[r]) {
+				share[r] = cap[r];
+				fixed[r] = 1;
+				left -= cap[r];
+				again = 1;
+			}
+		}
+	}
+	for (int r = 0; r < n; r++) {
+		out[r] = (int)floor(share[r]);
+		given += out[r];
+	}
+	for (; given < global; given++) {   /* largest remainder, room left */
+		int m = -1;
+
+		for (int r = 0; r < n; r++)
+			if (out[r] < cap[r] && (m < 0 || share[r] - out[r] > share[m] - out[m]))
+				m = r;
+		out[m]++;
+		share[m] = out[m];   /* its remainder is spent */
+	}
+	for (int r = 0; r < n; r++)   /* at least a row each, from the largest */
+		while (out[r] < 1) {
+			int m = 0;
+
+			for (int i = 1; i < n; i++)
+				if (out[i] > out[m])
+					m = i;
+			out[m]--;
+			out[r]++;
+		}
 	return 0;
 }

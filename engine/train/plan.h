@@ -36,4 +36,23 @@ int dlt_plan_make(struct dlt_plan *p, long train_n, long test_n, int ranks,
  * range proportional to the ranks' batches. Cannot fail. */
 void dlt_plan_range(const struct dlt_plan *p, long n, int r, long *lo, long *hi);
 
+/* Every rank reads the whole training set (batches re-split during the
+ * run, dlt_feed global): an epoch is floor(train_n / global batch) steps.
+ * Returns 0, or -EINVAL with a message in err when that is no step. */
+int dlt_plan_pool(struct dlt_plan *p, char *err, size_t errlen);
+
+/* The most rows rank r may be given by a re-split: twice its planned
+ * batch, within what the global batch leaves when every other rank has one
+ * row. */
+int dlt_plan_cap(const struct dlt_plan *p, int r);
+
+/* Splits a global batch over n ranks in proportion to speed[] (samples a
+ * second, > 0), each rank's share at least 1 and at most cap[r]; what a
+ * capped rank cannot take goes to the others in proportion; rounding by
+ * largest remainder (ties to the lower rank), so every rank that runs
+ * this on the same numbers gets the same out[]. Returns 0, or -EINVAL
+ * when a speed is not positive and finite or the caps cannot hold the
+ * global batch (n ranks need n rows at least). */
+int dlt_plan_split(const double *speed, const int *cap, int n, int global, int *out);
+
 #endif

@@ -11,22 +11,37 @@
 
 #include "engine/train/rng.h"
 
-/* Gathers step's batch into its slot with permutation copy who (0 = the
- * thread, 1 = the caller), no lock held. */
-static void gather(struct dlt_prefetch *p, long step, int who)
+/* The split in effect at step (whose rows are not gathered yet); called
+ * with the lock held. */
+static void split_at(const struct dlt_prefetch *p, long step, int *off, int *batch)
+{
+	int i = p->nsplit - 1;
+
+	while (i > 0 && p->split[i].from > step)
+		i--;
+	*off = p->split[i].off;
+	*batch = p->split[i].batch;
+}
+
+/* Gathers step's rows [off, off + batch) of its stride into its slot with
+ * permutation copy who (0 = the thread, 1 = the caller), no lock held. */
+static void gather(struct dlt_prefetch *p, long step, int who, int off, int batch)
 {
 	long e = (step - 1) / p->steps_per_epoch, k = (step - 1) % p->steps_per_epoch;
 	int slot = (int)(step % p->depth);
+	size_t stride = (size_t)(p->feed.global ? p->feed.stride : p->feed.batch);
 
 	if (e != p->perm_epoch[who]) {
 		struct dlt_rng rng;
 
-		dlt_rng_seed(&rng, p->seed, (uint64_t)e, (uint64_t)p->rank);
+		dlt_rng_seed(&rng, p->seed, (uint64_t)e,
+			     p->feed.global ? DLT_FEED_GLOBAL : (uint64_t)p->rank);
 		dlt_rng_permutation(&rng, p->perm[who], (size_t)p->d->n);
 		p->perm_epoch[who] = e;
 	}
-	dlt_dataset_gather(p->d, p->perm[who] + (size_t)k * (size_t)p->batch, p->batch,
+	dlt_dataset_gather(p->d, p->perm[who] + (size_t)k * stride + (size_t)off, batch,
 			   p->x[slot], p->y[slot]);
+	p->rows[slot] = batch;
 }
 
 /* The thread: fills the ring in step order until the last step or quit. */
@@ -44,9 +59,12 @@ static void *loop(void *arg)
 			p->idle = 0;
 			continue;
 		}
+		int off, batch;
+
+		split_at(p, step, &off, &batch);
 		p->busy = step;
 		pthread_mutex_unlock(&p->mu);
-		gather(p, step, 0);
+		gather(p, step, 0, off, batch);
 		pthread_mutex_lock(&p->mu);
 		p->busy = 0;
 		if (step > p->filled)
@@ -82,16 +100,29 @@ int dlt_prefetch_depth(int batch, int dim)
 	return fit > DLT_PREFETCH_MAX_DEPTH ? DLT_PREFETCH_MAX_DEPTH : (int)fit;
 }
 
-int dlt_prefetch_start(struct dlt_prefetch *p, const struct dlt_dataset *d, int batch,
-		       long steps_per_epoch, uint64_t seed, int rank, long first, long last,
-		       char *err, size_t errlen)
+int dlt_prefetch_start(struct dlt_prefetch *p, const struct dlt_dataset *d,
+		       const struct dlt_feed *f, long steps_per_epoch, uint64_t seed, int rank,
+		       long first, long last, char *err, size_t errlen)
 {
 	int rc, ok = 1;
+	long spe = steps_per_epoch > 0 ? steps_per_epoch : 1;
+	long stride = f->global ? f->stride : f->batch;
 
 	memset(p, 0, sizeof *p);
+	if (f->batch < 1 || f->cap < f->batch || stride * spe > d->n ||
+	    (f->global && (f->off < 0 || f->off + f->batch > f->stride))) {
+		snprintf(err, errlen, "batches of %d rows (at most %d, from row %d of %ld a step) "
+			 "do not fit %ld steps of %ld rows", f->batch, f->cap,
+			 f->global ? f->off : 0, stride, spe, d->n);
+		return -EINVAL;
+	}
 	p->d = d;
-	p->batch = batch;
-	p->steps_per_epoch = steps_per_epoch > 0 ? steps_per_epoch : 1;
+	p->feed = *f;
+	p->split[0].from = first;
+	p->split[0].off = f->global ? f->off : 0;
+	p->split[0].batch = f->batch;
+	p->nsplit = 1;
+	p->steps_per_epoch = spe;
 	p->seed = seed;
 	p->rank = rank;
 	p->last = last;
@@ -102,12 +133,12 @@ int dlt_prefetch_start(struct dlt_prefetch *p, const struct dlt_dataset *d, int 
 		p->perm[i] = malloc((size_t)d->n * sizeof(uint32_t) + 1);
 		ok = ok && p->perm[i];
 	}
-	p->depth = dlt_prefetch_depth(batch, d->dim);
+	p->depth = dlt_prefetch_depth(f->cap, d->dim);
 	for (int i = 0; i < p->depth; i++) {
-		size_t bytes = (size_t)batch * (size_t)d->dim * sizeof(float) + 1;
+		size_t bytes = (size_t)f->cap * (size_t)d->dim * sizeof(float) + 1;
 
 		p->x[i] = malloc(bytes);
-		p->y[i] = malloc((size_t)batch + 1);
+		p->y[i] = malloc((size_t)f->cap + 1);
 		ok = ok && p->x[i] && p->y[i];
 		if (ok)
 			touch(p->x[i], bytes);
@@ -142,8 +173,44 @@ int dlt_prefetch_start(struct dlt_prefetch *p, const struct dlt_dataset *d, int 
 	return 0;
 }
 
-void dlt_prefetch_get(struct dlt_prefetch *p, long step, const float **x,
-		      const uint8_t **y)
+int dlt_prefetch_resplit(struct dlt_prefetch *p, long from, int off, int batch,
+			 char *err, size_t errlen)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&p->mu);
+	/* splits no step from the one asked last on can still use go */
+	while (p->nsplit > 1 && p->split[1].from <= p->released + 1) {
+		memmove(p->split, p->split + 1, (size_t)(p->nsplit - 1) * sizeof p->split[0]);
+		p->nsplit--;
+	}
+	if (!p->feed.global || batch < 1 || batch > p->feed.cap || off < 0 ||
+	    off + batch > p->feed.stride) {
+		snprintf(err, errlen, "re-split: rows %d..%d of %d a step (at most %d rows)%s",
+			 off, off + batch, p->feed.stride, p->feed.cap,
+			 p->feed.global ? "" : ": not a whole-set feed");
+		rc = -EINVAL;
+	} else if (from < p->released + 1 + DLT_PREFETCH_MAX_DEPTH ||
+		   from <= p->split[p->nsplit - 1].from) {
+		snprintf(err, errlen, "re-split from step %ld: steps up to %ld may be gathered",
+			 from, p->released + DLT_PREFETCH_MAX_DEPTH);
+		rc = -EINVAL;
+	} else if (p->nsplit == DLT_PREFETCH_SPLITS) {
+		snprintf(err, errlen, "re-split from step %ld: %d re-splits pending", from,
+			 p->nsplit - 1);
+		rc = -EINVAL;
+	} else {
+		p->split[p->nsplit].from = from;
+		p->split[p->nsplit].off = off;
+		p->split[p->nsplit].batch = batch;
+		p->nsplit++;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
+
+int dlt_prefetch_get(struct dlt_prefetch *p, long step, const float **x,
+		     const uint8_t **y)
 {
 	int slot = (int)(step % p->depth);
 
@@ -153,13 +220,16 @@ void dlt_prefetch_get(struct dlt_prefetch *p, long step, const float **x,
 		pthread_cond_broadcast(&p->cv);
 	if (p->filled < step && p->busy != step) {
 		/* the thread has not started on it: gather it here, now */
+		int off, batch;
+
+		split_at(p, step, &off, &batch);
 		p->filled = step;
 		p->stolen++;
 		pthread_mutex_unlock(&p->mu);
-		gather(p, step, 1);
+		gather(p, step, 1, off, batch);
 		*x = p->x[slot];
 		*y = p->y[slot];
-		return;
+		return p->rows[slot];
 	}
 	while (p->filled < step) {   /* the thread is on it right now */
 		p->waiting = 1;
@@ -169,6 +239,7 @@ void dlt_prefetch_get(struct dlt_prefetch *p, long step, const float **x,
 	pthread_mutex_unlock(&p->mu);
 	*x = p->x[slot];
 	*y = p->y[slot];
+	return p->rows[slot];
 }
 
 void dlt_prefetch_stop(struct dlt_prefetch *p)

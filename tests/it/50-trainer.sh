@@ -138,6 +138,34 @@ test_rank_batches_split_the_global_batch_unevenly() {
 	grep -q 'sum to 60, the global batch is 64' "$w/bad.out" || die "message: $(cat "$w/bad.out")"
 }
 
+# --rebalance: every rank holds the whole set and each step's global batch is
+# the same rows however it is split, so runs from different splits (one of
+# them re-split during the run) reach the same model up to float rounding;
+# the re-split is logged and rank_times shows the batches it left
+test_rebalance_resplits_the_same_global_batches() {
+	W=$(mktemp -d /tmp/dlh-direct.XXXXXX)
+	trap 'rm -rf "$W"' EXIT
+	local w=$W never=1000000 la lb lr
+	train_direct "$w/a" 2 --dropout 0 --rank-batches 48,16 --rebalance $never
+	train_direct "$w/b" 2 --dropout 0 --rank-batches 32,32 --rebalance $never
+	# 60,4 on two equal ranks: each re-split moves rows to rank 1, halfway to
+	# the split by speed held at rank 1's cap (twice its first batch): 56,8
+	train_direct "$w/r" 2 --dropout 0 --rank-batches 60,4 --rebalance 10
+	grep -q '^dlh-train: rebalance at step 10: batches 60,4 -> 58,6 from step 19 ' "$w/r.out" ||
+		die "log: $(grep -E 'rebalance|ranks' "$w/r.out")"
+	expect_eq "$(cut -d, -f1,2 "$w/r/rank_times" | tr '\n' ' ')" "rank,batch 0,56 1,8 " "rank_times"
+	# 2000 images, global batch 64: 31 steps an epoch, whatever the split
+	grep -q '^steps_per_epoch=31$' "$w/r/run.info" || die "run.info: $(cat "$w/r/run.info")"
+	la=$(sed -n 's/^test_loss=//p' "$w/a/result")
+	lb=$(sed -n 's/^test_loss=//p' "$w/b/result")
+	lr=$(sed -n 's/^test_loss=//p' "$w/r/result")
+	awk -v a="$la" -v b="$lb" -v r="$lr" 'function d(x, y) { return (x > y ? x - y : y - x) / y }
+		BEGIN { exit !(a > 0 && d(a, b) < 1e-3 && d(r, b) < 1e-3) }' ||
+		die "test loss 48,16: $la, 32,32: $lb, 60,4 re-split: $lr (same rows each step: should agree)"
+	( train_direct "$w/bad" 2 --rebalance 5 ) 2>/dev/null && die "--rebalance 5 ran"
+	grep -q 'at least 10 steps between re-splits' "$w/bad.out" || die "message: $(cat "$w/bad.out")"
+}
+
 # --cpus: each rank pinned to its CPU, or (one CPU not to be had) none, said
 # in the log; either way the same weights
 test_cpus_pin_every_rank_or_none() {

@@ -179,6 +179,37 @@ TEST(plan_gpu_takes_one_rank_per_gpu_and_passes_device)
 	free(p);
 }
 
+TEST(plan_unequal_cpu_batches_are_rebalanced_unless_the_spec_says_not)
+{
+	struct dlh_pool pool = { .node = { "n1", 2, 0, "", 2 } };
+	struct dlh_spec s = parsed("[train]\nbatch_size = 64\n");
+	struct dlh_plan *p = malloc(sizeof *p);
+	struct dlh_buf out = { 0 };
+	const int split[2] = { 48, 16 }, even[2] = { 32, 32 };
+	struct dlh_plan_override ov = { .ranks = 2, .batch = split, .lr = 0.01 };
+	char err[256];
+	int at;
+	CHECK_MSG(dlh_plan_make_with(&s, &ov, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
+	at = argv_index(p, "--rebalance");
+	CHECK_MSG(at > 0 && p->rebalance == DLH_REBALANCE_STEPS && atoi(p->argv[at + 1]) == DLH_REBALANCE_STEPS,
+		  "--rebalance at %d", at);
+	CHECK(argv_index(p, "48,16") > 0);
+	CHECK(dlh_plan_format(p, &out) == 0);
+	CHECK_MSG(strstr(out.data, "\nrebalance every 20 steps ("), "plan: %s", out.data);
+	free(out.data);
+	ov.batch = even;   /* one speed: nothing to correct */
+	CHECK(dlh_plan_make_with(&s, &ov, &pool, &tools, "/d", p, err, sizeof err) == 0);
+	CHECK(argv_index(p, "--rebalance") < 0 && p->rebalance == 0);
+	s = parsed("[train]\nbatch_size = 64\nrebalance = false\n");
+	ov.batch = split;
+	CHECK(dlh_plan_make_with(&s, &ov, &pool, &tools, "/d", p, err, sizeof err) == 0);
+	CHECK(argv_index(p, "--rebalance") < 0 && argv_index(p, "48,16") > 0);
+	s = parsed("[train]\nbatch_size = 64\n[resources]\ndevice = gpu\n");
+	CHECK_MSG(dlh_plan_make_with(&s, &ov, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
+	CHECK_MSG(argv_index(p, "--rebalance") < 0, "GPU ranks are not rebalanced");
+	free(p);
+}
+
 TEST(plan_argv_is_exact_words_without_a_shell)
 {
 	struct dlh_pool pool = { .node = { "n1", 2, 0, "", 0 } };
@@ -786,6 +817,7 @@ int main(void)
 	RUN(plan_auto_ranks_take_every_slot);
 	RUN(plan_refuses_more_ranks_than_slots_and_missing_gpus);
 	RUN(plan_gpu_takes_one_rank_per_gpu_and_passes_device);
+	RUN(plan_unequal_cpu_batches_are_rebalanced_unless_the_spec_says_not);
 	RUN(plan_argv_is_exact_words_without_a_shell);
 	RUN(plan_user_command_is_split_on_blanks_only);
 	RUN(metrics_read_newest_rows_and_ignore_partial_line);

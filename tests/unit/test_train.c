@@ -693,6 +693,47 @@ TEST(plan_splits_batch_and_shards)
 	CHECK(dlt_plan_make(&p, 60000, 10000, 2, 64, 2, zero, err, sizeof err) == -EINVAL);
 }
 
+TEST(plan_split_follows_speed_within_caps)
+{
+	static struct dlt_plan p;
+	char err[DLT_ERR_MAX];
+	int out[4], cap[4] = { 4095, 4095, 4095, 4095 };
+	const double even[2] = { 1000, 1000 }, fast[2] = { 2300, 1000 };
+
+	CHECK(dlt_plan_split(even, cap, 2, 4096, out) == 0 && out[0] == 2048 && out[1] == 2048);
+	/* 4096 * 2300 / 3300 = 2854.8: rounded by largest remainder */
+	CHECK(dlt_plan_split(fast, cap, 2, 4096, out) == 0);
+	CHECK_MSG(out[0] == 2855 && out[1] == 1241, "%d,%d", out[0], out[1]);
+	/* a capped rank keeps its cap; the rest goes to the others in proportion */
+	const double three[3] = { 10000, 100, 100 };
+	int cap3[3] = { 50, 100, 100 };
+	CHECK(dlt_plan_split(three, cap3, 3, 150, out) == 0);
+	CHECK_MSG(out[0] == 50 && out[1] == 50 && out[2] == 50, "%d,%d,%d", out[0], out[1], out[2]);
+	/* every rank keeps a row, however slow */
+	const double slow[3] = { 1e9, 1, 1 };
+	CHECK(dlt_plan_split(slow, cap, 3, 64, out) == 0);
+	CHECK_MSG(out[0] == 62 && out[1] == 1 && out[2] == 1, "%d,%d,%d", out[0], out[1], out[2]);
+	/* sums to the global batch for awkward numbers */
+	const double odd[4] = { 3, 7, 11, 13 };
+	CHECK(dlt_plan_split(odd, cap, 4, 1001, out) == 0);
+	CHECK(out[0] + out[1] + out[2] + out[3] == 1001 && out[0] < out[1] && out[2] < out[3]);
+	/* refused: caps too small, a speed that is not positive */
+	int tiny[2] = { 10, 10 };
+	const double zero[2] = { 0, 1 }, nan2[2] = { NAN, 1 };
+	CHECK(dlt_plan_split(even, tiny, 2, 64, out) == -EINVAL);
+	CHECK(dlt_plan_split(zero, cap, 2, 64, out) == -EINVAL);
+	CHECK(dlt_plan_split(nan2, cap, 2, 64, out) == -EINVAL);
+	/* caps and the whole-set epoch of a plan */
+	const int given[2] = { 3000, 1096 };
+	CHECK(dlt_plan_make(&p, 60000, 10000, 2, 4096, 3, given, err, sizeof err) == 0);
+	CHECK(dlt_plan_cap(&p, 0) == 4095 && dlt_plan_cap(&p, 1) == 2192);
+	CHECK(dlt_plan_pool(&p, err, sizeof err) == 0);
+	CHECK(p.steps_per_epoch == 14 && p.total_steps == 42);
+	p.train_n = 4000;
+	CHECK(dlt_plan_pool(&p, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "4000 training images"), "%s", err);
+}
+
 TEST(opts_parse_and_reject)
 {
 	char *good[] = { "dlh-train", "--job-dir", "/j", "--train-images", "a",
@@ -718,6 +759,23 @@ TEST(opts_parse_and_reject)
 	CHECK(dlt_opts_parse(ngood, good, &o, err, sizeof err) == -EINVAL);
 	CHECK_MSG(strstr(err, "--batch \"6x4\""), "%s", err);
 	good[15] = "--batch=64";
+	{   /* --rebalance: 0, or at least DLT_REBALANCE_MIN steps; CPU ranks only */
+		char *rb[] = { "dlh-train", "--job-dir", "/j", "--train-images", "a", "--train-labels", "b",
+			"--test-images", "c", "--test-labels", "d", "--layers", "8", "--epochs", "1",
+			"--batch", "64", "--lr", "0.1", "--rebalance", "20", "--device", "cpu" };
+		int nrb = (int)(sizeof rb / sizeof rb[0]);
+
+		CHECK(dlt_opts_parse(nrb, rb, &o, err, sizeof err) == 0 && o.rebalance == 20);
+		rb[20] = "9";
+		CHECK(dlt_opts_parse(nrb, rb, &o, err, sizeof err) == -EINVAL);
+		CHECK_MSG(strstr(err, "--rebalance 9: at least 10 steps"), "%s", err);
+		rb[20] = "0";
+		CHECK(dlt_opts_parse(nrb, rb, &o, err, sizeof err) == 0 && o.rebalance == 0);
+		rb[20] = "20";
+		rb[22] = "gpu";
+		CHECK(dlt_opts_parse(nrb, rb, &o, err, sizeof err) == -EINVAL);
+		CHECK_MSG(strstr(err, "--rebalance: ranks on CPUs only"), "%s", err);
+	}
 	good[17] = "auto";   /* --lr auto: the range test */
 	CHECK_MSG(dlt_opts_parse(ngood, good, &o, err, sizeof err) == 0, "%s", err);
 	CHECK(o.lr_auto == 1 && o.lr == 0.0 && o.lr_find_steps == DLT_LRFIND_STEPS);
@@ -780,6 +838,7 @@ int main(void)
 	RUN(metrics_resume_cuts_rows_after_checkpoint);
 	RUN(run_files_are_key_value_lines);
 	RUN(plan_splits_batch_and_shards);
+	RUN(plan_split_follows_speed_within_caps);
 	RUN(opts_parse_and_reject);
 	RUN(rng_permutation_is_deterministic);
 	rm_tree(tmpdir);

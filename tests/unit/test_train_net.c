@@ -403,7 +403,9 @@ TEST(prefetch_gives_the_seeded_batches_in_order)
 		x[i] = (float)i;
 	for (int i = 0; i < N; i++)
 		y[i] = (uint8_t)i;
-	CHECK(dlt_prefetch_start(&pf, &d, B, SPE, 42, 1, 3, 30, err, sizeof err) == 0);
+	const struct dlt_feed f = { .batch = B, .cap = B };
+
+	CHECK(dlt_prefetch_start(&pf, &d, &f, SPE, 42, 1, 3, 30, err, sizeof err) == 0);
 	/* from step 3 (as after a resume) across epoch boundaries, ring wraps */
 	for (long s = 3; s <= 30; s++) {
 		const float *bx;
@@ -418,6 +420,62 @@ TEST(prefetch_gives_the_seeded_batches_in_order)
 			  "step %ld", s);
 	}
 	dlt_prefetch_stop(&pf);
+}
+
+/* Two ranks' whole-set feeds: at every step their rows together are the
+ * step's rows of the one permutation of the epoch, before and after a
+ * re-split moves rows from one to the other. */
+TEST(prefetch_whole_set_feeds_cover_the_global_batch_across_a_resplit)
+{
+	enum { N = 23, DIM = 2, G = 6, SPE = 3, LAST = 16, FROM = 10 };
+	static float x[N * DIM];
+	static uint8_t y[N];
+	struct dlt_dataset d = { .x = x, .y = y, .n = N, .dim = DIM };
+	struct dlt_prefetch a, b;
+	char err[DLT_ERR_MAX];
+	uint32_t perm[N];
+
+	for (int i = 0; i < N * DIM; i++)
+		x[i] = (float)i;
+	for (int i = 0; i < N; i++)
+		y[i] = (uint8_t)i;
+	const struct dlt_feed fa = { .batch = 4, .cap = 5, .global = 1, .off = 0, .stride = G };
+	const struct dlt_feed fb = { .batch = 2, .cap = 5, .global = 1, .off = 4, .stride = G };
+	CHECK(dlt_prefetch_start(&a, &d, &fa, SPE, 42, 0, 1, LAST, err, sizeof err) == 0);
+	CHECK(dlt_prefetch_start(&b, &d, &fb, SPE, 42, 1, 1, LAST, err, sizeof err) == 0);
+	/* refused: too early for what the ring may hold, over the cap, outside the stride */
+	CHECK(dlt_prefetch_resplit(&a, DLT_PREFETCH_MAX_DEPTH, 0, 1, err, sizeof err) == -EINVAL);
+	CHECK(dlt_prefetch_resplit(&a, FROM, 0, 6, err, sizeof err) == -EINVAL);
+	CHECK(dlt_prefetch_resplit(&b, FROM, 3, 4, err, sizeof err) == -EINVAL);
+	CHECK(dlt_prefetch_resplit(&a, FROM, 0, 1, err, sizeof err) == 0);
+	CHECK(dlt_prefetch_resplit(&b, FROM, 1, 5, err, sizeof err) == 0);
+	CHECK(dlt_prefetch_resplit(&b, FROM, 1, 5, err, sizeof err) == -EINVAL);   /* not after */
+	for (long s = 1; s <= LAST; s++) {
+		const float *ax, *bx;
+		const uint8_t *ay, *by;
+		int na = dlt_prefetch_get(&a, s, &ax, &ay), nb = dlt_prefetch_get(&b, s, &bx, &by);
+		struct dlt_rng r;
+		float want[G * DIM];
+		uint8_t wy[G];
+
+		CHECK_MSG(na == (s < FROM ? 4 : 1) && nb == G - na, "step %ld: %d + %d rows", s, na, nb);
+		dlt_rng_seed(&r, 42, (uint64_t)((s - 1) / SPE), DLT_FEED_GLOBAL);
+		dlt_rng_permutation(&r, perm, N);
+		dlt_dataset_gather(&d, perm + ((s - 1) % SPE) * G, G, want, wy);
+		CHECK_MSG(memcmp(ax, want, (size_t)na * DIM * sizeof(float)) == 0 &&
+			  memcmp(bx, want + na * DIM, (size_t)nb * DIM * sizeof(float)) == 0 &&
+			  memcmp(ay, wy, (size_t)na) == 0 && memcmp(by, wy + na, (size_t)nb) == 0,
+			  "step %ld", s);
+	}
+	dlt_prefetch_stop(&a);
+	dlt_prefetch_stop(&b);
+	/* an own-shard feed cannot be re-split; a feed larger than an epoch is refused */
+	const struct dlt_feed own = { .batch = 2, .cap = 2 }, big = { .batch = 8, .cap = 8 };
+	CHECK(dlt_prefetch_start(&a, &d, &own, SPE, 42, 0, 1, LAST, err, sizeof err) == 0);
+	CHECK(dlt_prefetch_resplit(&a, FROM, 0, 1, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "not a whole-set feed"), "%s", err);
+	dlt_prefetch_stop(&a);
+	CHECK(dlt_prefetch_start(&a, &d, &big, SPE, 42, 0, 1, LAST, err, sizeof err) == -EINVAL);
 }
 
 TEST(opts_parse_cnn_optimizer_schedule_flags)
@@ -504,6 +562,7 @@ int main(void)
 	RUN(ckpt_same_payload_ignores_header);
 	RUN(prefetch_ring_is_as_deep_as_its_byte_budget_allows);
 	RUN(prefetch_gives_the_seeded_batches_in_order);
+	RUN(prefetch_whole_set_feeds_cover_the_global_batch_across_a_resplit);
 	RUN(opts_parse_cnn_optimizer_schedule_flags);
 	RUN(csv_loads_shard_and_names_bad_line);
 	char path[DLT_PATH_MAX];
