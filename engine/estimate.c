@@ -19,7 +19,9 @@
 #define EST_DENSE_BIG (1 << 20)   /* DLT_DENSE_BIG: weights of a "big" dense layer */
 #define EST_DENSE_DW_ROWS 128     /* DLT_DENSE_DW_ROWS */
 #define EST_DENSE_TRANS_ROWS 32   /* DLT_DENSE_TRANS_ROWS */
-#define EST_PREFETCH_DEPTH 8      /* DLT_PREFETCH_DEPTH */
+#define EST_PREFETCH_MIN 3        /* DLT_PREFETCH_MIN_DEPTH: batch slots of the trainer's ring */
+#define EST_PREFETCH_MAX 8        /* DLT_PREFETCH_MAX_DEPTH */
+#define EST_PREFETCH_BYTES (16.0 * 1024 * 1024)   /* DLT_PREFETCH_RING_BYTES */
 #define EST_CKPT_HEADER 4096      /* bytes of a checkpoint besides the floats */
 #define EST_FILES_AT_EXIT 3       /* result, rank_times, run.info: small atomic writes */
 
@@ -308,25 +310,54 @@ static double update_s(const struct rdev *rd, const struct dlh_spec *spec, doubl
 	return t > 0 ? t : move_s(rd, bytes, bytes);
 }
 
+/* 1 when in's batches are not the trainer's equal split. */
+static int weighted(const struct dlh_estimate_in *in)
+{
+	long long global = 0;
+	for (int i = 0; i < in->ranks; i++)
+		global += in->batch[i];
+	for (int i = 0; i < in->ranks; i++)
+		if (in->batch[i] != (int)(global / in->ranks + (i < global % in->ranks)))
+			return 1;
+	return 0;
+}
+
+/* 1 when every rank holds the whole training set: unequal CPU batches
+ * re-split during the run (plan.c passes dlh-train --rebalance). */
+static int whole_set(const struct dlh_estimate_in *in)
+{
+	return in->spec->rebalance && in->spec->device != DLH_DEVICE_GPU && weighted(in);
+}
+
+/* Rank r's training rows: the whole set (whole_set), else its shard. */
+static void train_rows(const struct dlh_estimate_in *in, int r, long *lo, long *hi);
+
 /* The trainer's equal split (dlt_plan_shard) or, when the batches are not
  * the equal split, shards in proportion to them (dlt_plan_range). */
 static void shard(const struct dlh_estimate_in *in, long n, int r, long *lo, long *hi)
 {
 	long long global = 0, before = 0;
-	int weighted = 0;
-	for (int i = 0; i < in->ranks; i++)
-		global += in->batch[i];
 	for (int i = 0; i < in->ranks; i++) {
-		weighted |= in->batch[i] != (int)(global / in->ranks + (i < global % in->ranks));
+		global += in->batch[i];
 		before += i < r ? in->batch[i] : 0;
 	}
-	if (!weighted) {
+	if (!weighted(in)) {
 		*lo = (long)((long long)r * n / in->ranks);
 		*hi = (long)((long long)(r + 1) * n / in->ranks);
 		return;
 	}
 	*lo = (long)(before * n / global);
 	*hi = (long)((before + in->batch[r]) * n / global);
+}
+
+static void train_rows(const struct dlh_estimate_in *in, int r, long *lo, long *hi)
+{
+	if (whole_set(in)) {
+		*lo = 0;
+		*hi = in->train_n;
+		return;
+	}
+	shard(in, in->train_n, r, lo, hi);
 }
 
 /* Seconds of dlh-train's shared-memory gradient sum of n parameters over
@@ -408,10 +439,13 @@ static double rank_mem(const struct dlh_estimate_in *in, const struct dlh_calib 
 			ws = fmax(ws, x->k * fmin(rows, EST_DENSE_TRANS_ROWS));
 		}
 	}
-	shard(in, in->train_n, r, &lo, &hi);
+	train_rows(in, r, &lo, &hi);
 	shard(in, in->test_n, r, &tlo, &thi);
+	/* the ring's slots hold up to twice the batch when it may be re-split */
+	double slot = (whole_set(in) ? 2.0 : 1.0) * in->batch[r] * dim * F4;
+	double depth = fmin(EST_PREFETCH_MAX, fmax(EST_PREFETCH_MIN, floor(EST_PREFETCH_BYTES / slot)));
 	double data = (double)(hi - lo) * (dim * F4 + 1) + (double)(thi - tlo) * (dim * F4 + 1) +
-		      EST_PREFETCH_DEPTH * in->batch[r] * (dim * F4 + 1) + 2.0 * (hi - lo) * 4;
+		      depth * slot + 2.0 * (hi - lo) * 4;
 	double model = np * F4 * (2.0 + nstate) + (spec->lr <= 0 ? np * F4 * (1.0 + nstate) : 0);
 	double work = rows * (act + 2.0 * widest + saved) * F4 + ws * F4;
 	return cal->base_rss + model + work + data;
@@ -442,13 +476,16 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	per_node = (in->ranks + in->nodes - 1) / in->nodes;
 
 	/* steps: the shard that fills the fewest batches sets the epoch */
-	long spe = -1;
+	long spe = -1, global = 0;
 	for (int r = 0; r < in->ranks; r++) {
 		long lo, hi;
 		shard(in, in->train_n, r, &lo, &hi);
 		if (spe < 0 || (hi - lo) / in->batch[r] < spe)
 			spe = (hi - lo) / in->batch[r];
+		global += in->batch[r];
 	}
+	if (whole_set(in))   /* the global batch's rows of one permutation a step */
+		spe = in->train_n / global;
 	if (spe < 1) {
 		snprintf(err, errlen, "estimate: %ld training images over %d ranks cannot fill one "
 			 "batch of %d per rank", in->train_n, in->ranks, in->batch[0]);
@@ -523,7 +560,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	double ckpt = cal->write_s + (np * F4 * (1.0 + nstate) + EST_CKPT_HEADER) /
 		      (cal->write_bw > 0 ? cal->write_bw : 1e9);
 	long lo, hi, tlo, thi;
-	shard(in, in->train_n, in->ranks - 1, &lo, &hi);
+	train_rows(in, in->ranks - 1, &lo, &hi);
 	shard(in, in->test_n, in->ranks - 1, &tlo, &thi);
 	double decode = cal->decode_bw > 0 ? (double)(hi + thi) * mc.in / cal->decode_bw : 0.0;
 	double init = cal->init_rate > 0 ? np / cal->init_rate : 0.0;

@@ -262,6 +262,30 @@ TEST(memory_grows_with_the_batch)
 	CHECK(small.mem_bytes > c.base_rss + 3.0 * 4 * 784 * 1024 + 10000.0 * 784 * 4);
 }
 
+/* Unequal CPU batches re-split during the run: every rank holds the whole
+ * training set and an epoch is the global batch's rows of it. */
+TEST(rebalanced_ranks_hold_the_whole_set)
+{
+	struct dlh_calib c;
+	struct dlh_estimate fixed, rebal;
+
+	real_calib(&c);
+	mlp(&c, 256, 128, 2, "cpu");
+	in.train_n = 10000;
+	in.batch[0] = 96;
+	in.batch[1] = 32;
+	spec.rebalance = 0;   /* shards of 7500 and 2500: 78 steps an epoch */
+	CHECK(est(&c, NULL, &fixed) == 0);
+	spec.rebalance = 1;   /* 10000 / 128 = 78 too; the shard is the whole set */
+	CHECK(est(&c, NULL, &rebal) == 0);
+	CHECK_MSG(fixed.steps == 2 * 78 && rebal.steps == 2 * 78, "%ld, %ld", fixed.steps, rebal.steps);
+	/* rank 1's 2500 images become 10000: the peak is rank 0's 7500 -> 10000 and more */
+	CHECK_MSG(rebal.mem_bytes - fixed.mem_bytes > 2500.0 * 784 * 4,
+		  "%.0f vs %.0f", rebal.mem_bytes, fixed.mem_bytes);
+	in.train_n = 127;   /* not one global batch of 128 */
+	CHECK(dlh_estimate(&in, &c, NULL, &rebal, (char[256]){ 0 }, 256) == -EINVAL);
+}
+
 TEST(correction_factors_scale_their_terms)
 {
 	struct dlh_calib c;
@@ -510,6 +534,7 @@ int main(void)
 	RUN(comm_is_zero_on_one_rank_only);
 	RUN(the_slowest_rank_sets_the_step);
 	RUN(memory_grows_with_the_batch);
+	RUN(rebalanced_ranks_hold_the_whole_set);
 	RUN(correction_factors_scale_their_terms);
 	RUN(a_cnn_costs_more_than_its_dense_part);
 	RUN(errors_name_the_problem);
