@@ -486,6 +486,11 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	}
 	if (whole_set(in))   /* the global batch's rows of one permutation a step */
 		spe = in->train_n / global;
+	if (spe < 1 && whole_set(in)) {
+		snprintf(err, errlen, "estimate: %ld training images cannot fill one global batch "
+			 "of %ld", in->train_n, global);
+		return -EINVAL;
+	}
 	if (spe < 1) {
 		snprintf(err, errlen, "estimate: %ld training images over %d ranks cannot fill one "
 			 "batch of %d per rank", in->train_n, in->ranks, in->batch[0]);
@@ -500,7 +505,10 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	for (int r = 0; r < in->ranks; r++) {
 		struct rdev rd = { in->dev[r], 1.0, 1.0 };
 		double b = in->batch[r], first_bwd = 0.0;
-		double rows = fmax(b, cnn ? EST_CNN_EVAL_ROWS : EST_EVAL_ROWS);
+		/* the trainer's buffers hold its most rows: when re-split, up to
+		 * twice its batch (dlt_plan_cap); evaluation runs in chunks of them */
+		double most = whole_set(in) ? fmin(2.0 * b, (double)(global - (in->ranks - 1))) : b;
+		double rows = fmax(most, cnn ? EST_CNN_EVAL_ROWS : EST_EVAL_ROWS);
 		long tlo, thi;
 		if (per_node > 1) {
 			rd.gemm_share = rd.d->gemm_all > 0 ? rd.d->gemm_all : 1.0;

@@ -73,6 +73,7 @@ struct run {
 					     (the plan's until then) */
 	double rows_done;                 /* rows this rank trained on in this process */
 	double mark_rows, mark_s;         /* rows_done and t_compute at the last re-split */
+	long mark_step;                   /* the step after which they were taken */
 	char ckdir[DLT_PATH_MAX];         /* JOB/checkpoints */
 	int mfd;                          /* metrics.csv (rank 0), else -1 */
 	double t_origin;                  /* monotonic time of the run's first start */
@@ -815,7 +816,8 @@ static void write_rank_times(struct run *R, long steps)
 }
 
 /* --rebalance: after step `step`, the ranks share what each trained on
- * (rows and compute seconds, waits left out) since the last re-split and
+ * (rows, and seconds of their steps less the waits for the other ranks:
+ * the batch gather is the rank's work too) since the last re-split and
  * move the split halfway to the one in proportion to their samples/s,
  * from DLT_PREFETCH_MAX_DEPTH + 1 steps on (what the batch threads may
  * have gathered already stays as it was). Every rank computes the same
@@ -833,6 +835,8 @@ static void rebalance(struct run *R, long step)
 	int moved = 0, off = 0;
 	char err[DLT_ERR_MAX], list[DLT_ERR_MAX], was[DLT_ERR_MAX];
 
+	if (step - R->mark_step < R->o.rebalance / 2)
+		return;   /* too few steps measured (a resume just before): the same on every rank */
 	MPI_Allgather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, MPI_COMM_WORLD);
 	for (int r = 0; r < R->ranks; r++) {
 		if (all[2 * r] <= 0.0 || all[2 * r + 1] <= 0.0)
@@ -853,6 +857,7 @@ static void rebalance(struct run *R, long step)
 		return;
 	R->mark_rows = R->rows_done;
 	R->mark_s = R->t_compute;
+	R->mark_step = step;
 	for (int r = 0; r < R->rank; r++)
 		off += next[r];
 	if (dlt_prefetch_resplit(&R->pf, step + DLT_PREFETCH_MAX_DEPTH + 1, off, next[R->rank],
@@ -899,6 +904,7 @@ static void train(struct run *R)
 		if (step == first + 1) {   /* the first step is cold: not measured for re-splits */
 			R->mark_rows = R->rows_done;
 			R->mark_s = R->t_compute;
+			R->mark_step = step;
 		}
 		if (R->o.rebalance && step % R->o.rebalance == 0 && step > first + 1 &&
 		    step + DLT_PREFETCH_MAX_DEPTH < p->total_steps)

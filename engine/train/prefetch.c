@@ -109,11 +109,14 @@ int dlt_prefetch_start(struct dlt_prefetch *p, const struct dlt_dataset *d,
 	long stride = f->global ? f->stride : f->batch;
 
 	memset(p, 0, sizeof *p);
-	if (f->batch < 1 || f->cap < f->batch || stride * spe > d->n ||
+	if (f->batch < 1 || f->cap < f->batch ||
 	    (f->global && (f->off < 0 || f->off + f->batch > f->stride))) {
-		snprintf(err, errlen, "batches of %d rows (at most %d, from row %d of %ld a step) "
-			 "do not fit %ld steps of %ld rows", f->batch, f->cap,
-			 f->global ? f->off : 0, stride, spe, d->n);
+		snprintf(err, errlen, "a batch of %d rows (room for %d, from row %d of the %ld "
+			 "a step takes) does not fit", f->batch, f->cap, f->global ? f->off : 0, stride);
+		return -EINVAL;
+	}
+	if (stride * spe > d->n) {
+		snprintf(err, errlen, "%ld steps of %ld rows do not fit in %ld rows", spe, stride, d->n);
 		return -EINVAL;
 	}
 	p->d = d;
