@@ -52,21 +52,27 @@ static const struct dlh_calib_dev *peak_of(struct ctx *x, int t)
 	return d;
 }
 
-/* Fills ein for configuration c (count devices of one type). */
+/* Fills ein for configuration c: its parts' devices in order, per-rank
+ * batches in proportion to each device's speed. */
 static int fill_in(struct ctx *x, const struct dlh_pool_free *p, const struct dlh_config *c,
-		   struct dlh_estimate_in *ein, const struct dlh_calib_dev **dev)
+		   struct dlh_estimate_in *ein)
 {
 	const struct dlh_spec *s = x->in->spec;
+	const struct dlh_calib_dev *dev[DLH_CONFIG_PARTS];
 	double speed[DLH_RANKS_MAX];
 	long global = global_batch(s, c->count);
 
-	if (global > 1048576 || global < c->count)
+	if (global > 1048576 || global < c->count || c->count > DLH_RANKS_MAX)
 		return -EINVAL;
-	*dev = dlh_calib_dev(x->in->cal, p->type[c->type].name);
-	if (!*dev && !(*dev = peak_of(x, c->type))) {
-		snprintf(x->err, sizeof x->err, "device type \"%s\" is neither calibrated nor "
-			 "given flops and bandwidth in the pool", p->type[c->type].name);
-		return -ENOENT;
+	for (int i = 0; i < c->nparts; i++) {
+		int t = c->part[i].type;
+
+		dev[i] = dlh_calib_dev(x->in->cal, p->type[t].name);
+		if (!dev[i] && !(dev[i] = peak_of(x, t))) {
+			snprintf(x->err, sizeof x->err, "device type \"%s\" is neither calibrated "
+				 "nor given flops and bandwidth in the pool", p->type[t].name);
+			return -ENOENT;
+		}
 	}
 	memset(ein, 0, sizeof *ein);
 	ein->spec = s;
@@ -78,12 +84,13 @@ static int fill_in(struct ctx *x, const struct dlh_pool_free *p, const struct dl
 	ein->classes = x->shape->classes;
 	ein->ranks = c->count;
 	ein->nodes = c->nodes;
-	for (int r = 0; r < c->count; r++) {
-		ein->dev[r] = *dev;
-		ein->watts_busy[r] = p->type[c->type].watts_busy;
-		ein->watts_idle[r] = p->type[c->type].watts_idle;
-		speed[r] = (*dev)->gemm_flops;
-	}
+	for (int i = 0, r = 0; i < c->nparts; i++)
+		for (int j = 0; j < c->part[i].count; j++, r++) {
+			ein->dev[r] = dev[i];
+			ein->watts_busy[r] = p->type[c->part[i].type].watts_busy;
+			ein->watts_idle[r] = p->type[c->part[i].type].watts_idle;
+			speed[r] = dev[i]->gemm_flops;
+		}
 	return dlh_split_batch((int)global, speed, c->count, ein->batch);
 }
 
@@ -93,21 +100,33 @@ static int estimate_config(void *ctxp, const struct dlh_pool_free *p, const stru
 {
 	struct ctx *x = ctxp;
 	const struct dlh_spec *s = x->in->spec;
-	const struct dlh_calib_dev *dev;
 	struct dlh_estimate_in ein;
 	struct dlh_estimate est;
 
-	if (!type_allowed(x->in->pool, c->type, s) || (s->ranks > 0 && c->count != s->ranks))
+	for (int i = 0; i < c->nparts; i++)
+		if (!type_allowed(x->in->pool, c->part[i].type, s))
+			return -EINVAL;
+	if (s->ranks > 0 && c->count != s->ranks)
+		return -EINVAL;
+	/* runs launch on the local node, whose GPUs dlh-train takes in index
+	 * order, not by type: devices of two types are planned (a dry run) but
+	 * not launched */
+	if (c->nparts > 1 && !s->dry_run)
 		return -EINVAL;
 	x->tried++;
-	if (fill_in(x, p, c, &ein, &dev) < 0 ||
+	if (fill_in(x, p, c, &ein) < 0 ||
 	    dlh_estimate(&ein, x->in->cal, x->in->corr, &est, x->err, sizeof x->err) < 0)
 		return -EINVAL;
 	x->estimated++;
 	out->total_s = est.total_s;
 	out->joules = est.joules;
 	out->mem_bytes = est.mem_bytes;
-	out->fits = p->type[c->type].mem_bytes <= 0.0 || est.mem_bytes <= p->type[c->type].mem_bytes;
+	out->fits = 1;
+	for (int i = 0; i < c->nparts; i++) {   /* the peak rank against every part's type */
+		double room = p->type[c->part[i].type].mem_bytes;
+
+		out->fits &= room <= 0.0 || est.mem_bytes <= room;
+	}
 	return 0;
 }
 
@@ -208,22 +227,35 @@ int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err
 	if (rc)
 		return rc;
 
-	const struct dlh_calib_dev *dev;
+	const struct dlh_config *bc = &out->best.c;
 	struct dlh_estimate_in ein;
 
-	out->ranks = out->best.c.count;
-	snprintf(out->type, sizeof out->type, "%s", out->pool.type[out->best.c.type].name);
-	if (fill_in(&x, &out->pool, &out->best.c, &ein, &dev) < 0 ||
+	out->ranks = bc->count;
+	snprintf(out->type, sizeof out->type, "%s%s%s", out->pool.type[bc->part[0].type].name,
+		 bc->nparts > 1 ? "+" : "", bc->nparts > 1 ? out->pool.type[bc->part[1].type].name : "");
+	if (fill_in(&x, &out->pool, bc, &ein) < 0 ||
 	    dlh_estimate(&ein, in->cal, in->corr, &out->est, err, errlen) < 0)
 		return -EINVAL;
 	memcpy(out->batch, ein.batch, sizeof out->batch[0] * (size_t)out->ranks);
 	scale_lr(s, global_batch(s, out->ranks), out->est.steps, out);
-	if (!dlh_calib_dev(in->cal, out->type)) {
+	if (bc->nparts > 1) {
 		size_t used = strlen(out->changes);
 
 		snprintf(out->changes + used, sizeof out->changes - used,
-			 "estimate: %s is not calibrated (dlh-calib times CPU cores); its "
-			 "pool figures stand in: peak FLOP/s and bandwidth\n", out->type);
+			 "batches by device speed: %d x %s take %d each, %d x %s %d each "
+			 "(gradients weighted by batch: the update is the global batch's)\n",
+			 bc->part[0].count, out->pool.type[bc->part[0].type].name, out->batch[0],
+			 bc->part[1].count, out->pool.type[bc->part[1].type].name,
+			 out->batch[bc->part[0].count]);
+	}
+	for (int i = 0; i < bc->nparts; i++) {
+		const char *name = out->pool.type[bc->part[i].type].name;
+		size_t used = strlen(out->changes);
+
+		if (!dlh_calib_dev(in->cal, name))
+			snprintf(out->changes + used, sizeof out->changes - used,
+				 "estimate: %s is not calibrated (dlh-calib times CPU cores); its "
+				 "pool figures stand in: peak FLOP/s and bandwidth\n", name);
 	}
 	out->estimated = 1;
 	return 0;

@@ -1,6 +1,7 @@
 /* planner.h - choosing where a job runs: every feasible configuration of the
- * free pool (device type x count x node spread), estimated, and the one with
- * the fewest joules that meets the deadline (without a deadline, the fastest)
+ * free pool (device type x count x node spread, and devices of two types
+ * together), estimated, and the one with the fewest joules that meets the
+ * deadline (without a deadline, the fastest)
  *
  * The planner does not know how a run's time and energy are estimated: it
  * calls an estimate function per configuration (engine/estimate for real
@@ -13,6 +14,8 @@
 #define DLH_PLANNER_TYPES 8        /* most device types in a pool */
 #define DLH_PLANNER_NODES 256      /* most nodes */
 #define DLH_PLANNER_TYPE_NAME 32   /* bytes of a type name, NUL included */
+#define DLH_CONFIG_PARTS 2         /* device types one configuration takes, at most */
+#define DLH_PLANNER_MIXED 4096     /* two-type count pairs tried per pair of types, about */
 
 /* A kind of device: what the estimator needs to know of it. */
 struct dlh_devtype {
@@ -30,15 +33,25 @@ struct dlh_pool_free {
 	int free[DLH_PLANNER_NODES][DLH_PLANNER_TYPES];   /* free devices per node and type */
 };
 
-/* One candidate: count devices of one type on nodes nodes, placed on the
- * nodes with the most free devices of that type, as evenly as they allow
- * (per_node[i] devices on the i-th of them, largest first). */
-struct dlh_config {
+/* Devices of one type in a configuration: count of them on nodes nodes,
+ * placed on the nodes with the most free devices of that type, as evenly as
+ * they allow (per_node[i] devices on the i-th of them). */
+struct dlh_part {
 	int type;                             /* index into the pool's types */
-	int count;                            /* devices = ranks */
+	int count;                            /* devices */
 	int nodes;                            /* nodes spanned */
 	int per_node[DLH_PLANNER_NODES];      /* devices on each spanned node */
 	int node[DLH_PLANNER_NODES];          /* which nodes (pool indices) */
+};
+
+/* One candidate: devices of one type, or of two (devices that differ in
+ * speed: each part on the fewest nodes that hold it). Ranks are the parts'
+ * devices in order, part 0's first. */
+struct dlh_config {
+	int nparts;                           /* 1, or 2 */
+	struct dlh_part part[DLH_CONFIG_PARTS];
+	int count;                            /* devices = ranks, all parts */
+	int nodes;                            /* distinct nodes spanned, all parts */
 };
 
 /* What a configuration is estimated to cost. */
@@ -62,8 +75,12 @@ struct dlh_candidate {
 
 /* Enumerates every configuration of pool (each type, each count from 1 to
  * the free devices of that type, at most max_count when > 0, each node
- * spread from the fewest nodes that can hold count to the most), estimates
- * it, and picks: with deadline_s > 0 the fewest joules among those that fit
+ * spread from the fewest nodes that can hold count to the most; and each
+ * pair of types, each pair of counts, at most max_count together, each
+ * part on its fewest nodes: when a pair of types has more than about
+ * DLH_PLANNER_MIXED pairs of counts, counts on a ladder of steps up to
+ * 1/8 of the free devices, the largest always among them), estimates it,
+ * and picks: with deadline_s > 0 the fewest joules among those that fit
  * and finish within the deadline (ties: the faster), else the fastest that
  * fits (ties: fewer joules). *best gets it; alts (nalts of room) the next
  * best in the same order, *nalt how many. Returns 0; -ENOSPC when nothing
@@ -74,7 +91,8 @@ int dlh_planner_choose(const struct dlh_pool_free *pool, double deadline_s, int 
 		       dlh_estimate_fn est, void *ctx, struct dlh_candidate *best,
 		       struct dlh_candidate *alts, int nalts, int *nalt, char *err, size_t errlen);
 
-/* Writes "4 x H100 on 1 node" (or "... on 2 nodes (3+1)") into out. */
+/* Writes "4 x H100 on 1 node" (or "... on 2 nodes (3+1)", or for two types
+ * "2 x H100 + 4 x A100 on 2 nodes") into out. */
 void dlh_config_describe(const struct dlh_pool_free *pool, const struct dlh_config *c,
 			 char *out, size_t len);
 

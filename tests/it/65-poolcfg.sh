@@ -163,3 +163,49 @@ test_calibrate_without_mounting_reads_the_pool_file() {
 	grep -q 'bad.ini:2: \[node one\] cpus: ' "$state/err" || die "stderr: $(cat "$state/err")"
 	rm -rf "$state"
 }
+
+# mixed_gpu_pool: this machine as the pool file sees it, with GPUs of two
+# types (only ever dry runs on it here: the machine has none)
+mixed_gpu_pool() {
+	cat <<EOF2
+[type A100]
+flops = 19.5T
+memory = 40G
+bandwidth = 1.5T
+watts_idle = 50
+watts_busy = 400
+gpu = true
+
+[type H100]
+flops = 58.5T
+memory = 80G
+bandwidth = 3.35T
+watts_idle = 70
+watts_busy = 700
+gpu = true
+
+[node here]
+host = $(hostname)
+cpus = 2
+gpus = A100:1, H100:1
+EOF2
+}
+
+# devices of two speeds in one job (a dry run: a launch takes one type): the
+# plan mixes the types, each rank's batch follows its device's speed
+test_dry_run_mixes_two_gpu_types_with_batches_by_speed() {
+	mount_pool mixed_gpu_pool
+	printf '[job]\nname = mix\ndry_run = true\n[train]\nepochs = 1\nbatch_size = 256\n[resources]\ndevice = gpu\nranks = 2\n' \
+		> "$STATE/m.ini"
+	submit "$STATE/m.ini"
+	local plan=$MNT/jobs/mix/plan
+	expect_eq "$(cat "$MNT/jobs/mix/status")" planned "status of a dry run"
+	grep -q '^chosen 1 x A100 + 1 x H100 on 1 node: ' "$plan" || die "plan: $(cat "$plan")"
+	# 19.5 : 58.5 TFLOP/s: the A100 (rank 0) takes a quarter of 256
+	grep -q '^rank 0 host .* batch 64$' "$plan" && grep -q '^rank 1 host .* batch 192$' "$plan" ||
+		die "batches: $(grep '^rank ' "$plan")"
+	grep -q '^batches by device speed: 1 x A100 take 64 each, 1 x H100 192 each' "$plan" ||
+		die "plan says why: $(cat "$plan")"
+	grep -q -- '--rank-batches 64,192 ' "$plan" || die "argv: $(grep '^argv' "$plan")"
+	dlh_umount
+}

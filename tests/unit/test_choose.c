@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/choose.h"
@@ -211,6 +212,51 @@ TEST(an_uncalibrated_gpu_type_is_estimated_from_its_pool_figures)
 	CHECK_MSG(!c.estimated && strstr(c.why, "neither calibrated"), "%s", c.why);
 }
 
+/* A node with two GPU types: a dry run may plan both together, per-rank
+ * batches following each type's speed; a run that launches takes one type
+ * (dlh-train takes the local GPUs in index order, not by type). */
+TEST(two_gpu_types_are_planned_together_in_a_dry_run_with_batches_by_speed)
+{
+	static struct world w;
+	static struct dlh_choice c;
+	static struct dlh_buf out;
+	char err[512];
+	int a, h;
+
+	world(&w, 2);
+	a = w.pool.ntypes++;
+	w.pool.type[a] = (struct dlh_pool_type){ .name = "A100", .flops = 20e12, .mem_bytes = 40LL << 30,
+						 .bandwidth = 1.5e12, .watts_idle = 50, .watts_busy = 400,
+						 .gpu = 1 };
+	h = w.pool.ntypes++;
+	w.pool.type[h] = (struct dlh_pool_type){ .name = "H100", .flops = 60e12, .mem_bytes = 80LL << 30,
+						 .bandwidth = 3e12, .watts_idle = 70, .watts_busy = 700,
+						 .gpu = 1 };
+	w.pool.nodes[w.pool.local].devices[a] = 1;
+	w.pool.nodes[w.pool.local].devices[h] = 1;
+	w.pool.node.gpus = 2;
+	w.spec.device = DLH_DEVICE_GPU;
+	w.spec.batch_size = 256;
+	w.spec.ranks = 2;   /* both GPUs, so the plan has to mix the types */
+	w.spec.dry_run = 1;
+	CHECK_MSG(dlh_choose(&w.in, &c, err, sizeof err) == 0, "%s", err);
+	CHECK_MSG(c.estimated && c.ranks == 2 && !strcmp(c.type, "A100+H100"), "%s %s", c.type, c.why);
+	/* 20 : 60 TFLOP/s: the A100 (rank 0) takes a quarter */
+	CHECK_MSG(c.batch[0] == 64 && c.batch[1] == 192, "%d,%d", c.batch[0], c.batch[1]);
+	CHECK(dlh_choice_format(&c, &out) == 0);
+	CHECK_MSG(strstr(out.data, "chosen 1 x A100 + 1 x H100 on 1 node: ") &&
+		  strstr(out.data, "batches by device speed: 1 x A100 take 64 each, 1 x H100 192 each"),
+		  "%s", out.data);
+	free(out.data);
+	/* launched (not a dry run): no two-type plan; 2 ranks of one type cannot be had */
+	w.spec.dry_run = 0;
+	CHECK_MSG(dlh_choose(&w.in, &c, err, sizeof err) == 0, "%s", err);
+	CHECK_MSG(!c.estimated || strchr(c.type, '+') == NULL, "%s", c.type);
+	w.spec.ranks = 0;   /* auto: one H100, the faster type */
+	CHECK_MSG(dlh_choose(&w.in, &c, err, sizeof err) == 0, "%s", err);
+	CHECK_MSG(c.estimated && !strcmp(c.type, "H100") && c.ranks == 1, "%s %d", c.type, c.ranks);
+}
+
 int main(void)
 {
 	RUN(split_is_proportional_to_speed_and_sums_to_the_global_batch);
@@ -220,5 +266,6 @@ int main(void)
 	RUN(no_estimate_without_calibration_or_for_a_user_command);
 	RUN(nothing_free_plans_on_the_whole_pool);
 	RUN(an_uncalibrated_gpu_type_is_estimated_from_its_pool_figures);
+	RUN(two_gpu_types_are_planned_together_in_a_dry_run_with_batches_by_speed);
 	return CHECK_EXIT();
 }

@@ -30,69 +30,104 @@ struct model {
 	double flops, steps, grad_bytes, model_bytes, act_bytes;
 };
 
-static void cost_of(const struct dlh_pool_free *p, const struct model *m, int t, int n, int k,
+/* The cost of n[t] devices of each type t on k nodes: batches in
+ * proportion to the devices' FLOP/s, so a step computes at their sum; a
+ * device's activations are its share of the batch. */
+static void cost_of(const struct dlh_pool_free *p, const struct model *m, const int *n, int k,
 		    struct dlh_config_cost *out)
 {
-	const struct dlh_devtype *d = &p->type[t];
 	double bw = k == 1 ? 300e9 : 25e9, lat = k == 1 ? 5e-6 : 20e-6;
-	double comm = n > 1 ? 2.0 * (n - 1) / n * m->grad_bytes / bw + 2.0 * (n - 1) * lat : 0.0;
-	double step = m->flops / m->steps / (n * d->flops) + comm;
+	double flops = 0.0, watts = 0.0;
+	int all = 0;
+
+	for (int t = 0; t < p->ntypes; t++) {
+		all += n[t];
+		flops += n[t] * p->type[t].flops;
+		watts += n[t] * p->type[t].watts_busy;
+	}
+	double comm = all > 1 ? 2.0 * (all - 1) / all * m->grad_bytes / bw + 2.0 * (all - 1) * lat : 0.0;
+	double step = m->flops / m->steps / flops + comm;
 
 	out->total_s = 30.0 + m->steps * step;   /* plus start-up */
-	out->joules = out->total_s * n * d->watts_busy;
-	out->mem_bytes = m->model_bytes + m->act_bytes / n;
-	out->fits = out->mem_bytes <= d->mem_bytes;
+	out->joules = out->total_s * watts;
+	out->mem_bytes = 0.0;
+	out->fits = 1;
+	for (int t = 0; t < p->ntypes; t++) {
+		double need = m->model_bytes + m->act_bytes * p->type[t].flops / flops;
+
+		if (!n[t])
+			continue;
+		out->mem_bytes = fmax(out->mem_bytes, need);
+		out->fits &= need <= p->type[t].mem_bytes;
+	}
 }
 
 static int synthetic(void *ctx, const struct dlh_pool_free *p, const struct dlh_config *c,
 		     struct dlh_config_cost *out)
 {
-	int sum = 0;
+	int sum = 0, n[DLH_PLANNER_TYPES] = { 0 }, used[DLH_PLANNER_NODES] = { 0 }, k = 0;
 
-	for (int i = 0; i < c->nodes; i++)   /* the planner's placement is sane */
-		if (c->per_node[i] < 1 || c->per_node[i] > p->free[c->node[i]][c->type])
+	for (int q = 0; q < c->nparts; q++) {   /* the planner's placement is sane */
+		const struct dlh_part *a = &c->part[q];
+		int part = 0;
+
+		if (q && a->type == c->part[0].type)
 			return -EINVAL;
-		else
-			sum += c->per_node[i];
-	if (sum != c->count)
+		for (int i = 0; i < a->nodes; i++) {
+			if (a->per_node[i] < 1 || a->per_node[i] > p->free[a->node[i]][a->type])
+				return -EINVAL;
+			part += a->per_node[i];
+			k += !used[a->node[i]]++;
+		}
+		if (part != a->count)
+			return -EINVAL;
+		n[a->type] += a->count;
+		sum += part;
+	}
+	if (sum != c->count || k != c->nodes)
 		return -EINVAL;
-	cost_of(p, ctx, c->type, c->count, c->nodes, out);
+	cost_of(p, ctx, n, k, out);
 	return 0;
 }
 
-/* The best over every way of taking devices of one type from the nodes
- * (each node 0..free), by energy under the deadline or by time without.
- * Returns 0 when something qualifies. */
+/* The best over every way of taking devices from the nodes (each node,
+ * each type 0..free: one type or several), by energy under the deadline or
+ * by time without. Returns 0 when something qualifies. */
 static int brute(const struct dlh_pool_free *p, const struct model *m, double deadline,
 		 struct dlh_config_cost *best)
 {
-	int found = 0;
+	enum { NODES = 4, TYPES = 2 };
+	int a[NODES * TYPES] = { 0 }, found = 0;
 
-	for (int t = 0; t < p->ntypes; t++) {
-		int a[4] = { 0 };
+	for (;;) {
+		int n[DLH_PLANNER_TYPES] = { 0 }, k = 0, all = 0, i;
+		struct dlh_config_cost c;
 
-		for (;;) {
-			int n = 0, k = 0, i;
-			struct dlh_config_cost c;
+		for (int nd = 0; nd < NODES; nd++) {
+			int here = 0;
 
-			for (i = 0; i < 4; i++)
-				n += a[i], k += a[i] > 0;
-			if (n > 0) {
-				cost_of(p, m, t, n, k, &c);
-				if (c.fits && (deadline <= 0 || c.total_s <= deadline) &&
-				    (!found || (deadline > 0 ? c.joules < best->joules ||
-						(c.joules == best->joules && c.total_s < best->total_s) :
-						c.total_s < best->total_s ||
-						(c.total_s == best->total_s && c.joules < best->joules)))) {
-					*best = c;
-					found = 1;
-				}
+			for (int t = 0; t < TYPES; t++) {
+				n[t] += a[nd * TYPES + t];
+				here += a[nd * TYPES + t];
 			}
-			for (i = 0; i < 4 && ++a[i] > p->free[i][t]; i++)
-				a[i] = 0;
-			if (i == 4)
-				break;
+			k += here > 0;
+			all += here;
 		}
+		if (all > 0) {
+			cost_of(p, m, n, k, &c);
+			if (c.fits && (deadline <= 0 || c.total_s <= deadline) &&
+			    (!found || (deadline > 0 ? c.joules < best->joules ||
+					(c.joules == best->joules && c.total_s < best->total_s) :
+					c.total_s < best->total_s ||
+					(c.total_s == best->total_s && c.joules < best->joules)))) {
+				*best = c;
+				found = 1;
+			}
+		}
+		for (i = 0; i < NODES * TYPES && ++a[i] > p->free[i / TYPES][i % TYPES]; i++)
+			a[i] = 0;
+		if (i == NODES * TYPES)
+			break;
 	}
 	return found ? 0 : -1;
 }
@@ -193,6 +228,75 @@ TEST(nothing_fits_is_refused_with_the_need)
 	CHECK_MSG(strstr(err, "fits in memory") && strstr(err, "GiB"), "%s", err);
 }
 
+/* One node with 4 A100 and 2 H100: neither type alone finishes in 4 hours
+ * (2 H100 4.9 h, 4 A100 7.6 h); 2 H100 with 2 A100 do (3.8 h), with the
+ * fewest joules of what does; the planner finds it as brute force does. */
+TEST(two_types_together_meet_a_deadline_neither_meets_alone)
+{
+	struct dlh_pool_free p;
+	struct dlh_candidate best, alt[4];
+	struct dlh_config_cost want;
+	char err[512], what[256];
+	int nalt;
+
+	gpu_pool(&p);
+	memset(p.free, 0, sizeof p.free);
+	p.free[0][0] = 4;
+	p.free[0][1] = 2;
+	CHECK(dlh_planner_choose(&p, 3600 * 4, 0, synthetic, (void *)&big, &best, alt, 4, &nalt,
+				 err, sizeof err) == 0);
+	CHECK(brute(&p, &big, 3600 * 4, &want) == 0);
+	CHECK_MSG(best.cost.joules == want.joules && best.cost.total_s == want.total_s,
+		  "planner %g J %g s, brute force %g J %g s", best.cost.joules, best.cost.total_s,
+		  want.joules, want.total_s);
+	dlh_config_describe(&p, &best.c, what, sizeof what);
+	CHECK_MSG(strcmp(what, "2 x A100 + 2 x H100 on 1 node") == 0, "%s", what);
+	CHECK(best.c.nparts == 2 && best.c.count == 4 && best.c.nodes == 1);
+	/* no deadline: the fastest is every device of the node */
+	CHECK(dlh_planner_choose(&p, 0, 0, synthetic, (void *)&big, &best, alt, 4, &nalt,
+				 err, sizeof err) == 0);
+	dlh_config_describe(&p, &best.c, what, sizeof what);
+	CHECK_MSG(strcmp(what, "4 x A100 + 2 x H100 on 1 node") == 0, "%s", what);
+}
+
+/* Counts the configurations it is asked to estimate. */
+static int counting(void *ctx, const struct dlh_pool_free *p, const struct dlh_config *c,
+		    struct dlh_config_cost *out)
+{
+	(*(long *)ctx)++;
+	out->total_s = 1000.0 / c->count;
+	out->joules = 10.0 * c->count;
+	out->mem_bytes = 1;
+	out->fits = 1;
+	(void)p;
+	return 0;
+}
+
+/* 2 x 64 nodes of 8 GPUs: 512 x 512 pairs of counts would be 262144
+ * estimates; the ladder keeps two types' pairs near DLH_PLANNER_MIXED and
+ * still tries every device of both. */
+TEST(many_devices_of_two_types_are_tried_on_a_ladder)
+{
+	static struct dlh_pool_free p;
+	struct dlh_candidate best, alt[2];
+	char err[512], what[256];
+	long calls = 0;
+	int nalt;
+
+	gpu_pool(&p);
+	p.nnodes = 128;
+	for (int i = 0; i < 128; i++) {
+		p.free[i][0] = i < 64 ? 8 : 0;
+		p.free[i][1] = i < 64 ? 0 : 8;
+	}
+	CHECK(dlh_planner_choose(&p, 0, 0, counting, &calls, &best, alt, 2, &nalt, err,
+				 sizeof err) == 0);
+	dlh_config_describe(&p, &best.c, what, sizeof what);
+	CHECK_MSG(strcmp(what, "512 x A100 + 512 x H100 on 128 nodes") == 0, "%s", what);
+	/* one type: 512 counts x their spreads (at most 64 each) twice, below 2 x 512 x 64 */
+	CHECK_MSG(calls < 2L * 512 * 64 + 2 * DLH_PLANNER_MIXED, "%ld estimates", calls);
+}
+
 TEST(durations_read_like_clocks)
 {
 	char s[32];
@@ -211,6 +315,8 @@ int main(void)
 	RUN(loose_deadline_takes_one_node_of_the_efficient_type);
 	RUN(impossible_deadline_is_refused_with_the_best_time);
 	RUN(nothing_fits_is_refused_with_the_need);
+	RUN(two_types_together_meet_a_deadline_neither_meets_alone);
+	RUN(many_devices_of_two_types_are_tried_on_a_ladder);
 	RUN(durations_read_like_clocks);
 	return CHECK_EXIT();
 }
