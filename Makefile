@@ -121,8 +121,10 @@ $(BUILD)/obj/tests/unit/%.o: tests/unit/%.c
 $(LIBSCHEMA): $(SCHEMA_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
-# the daemon reads data headers (engine/dataset.c) with the trainer's readers
-ENGINE_DATA_OBJ = $(BUILD)/obj/engine/train/idx.o $(BUILD)/obj/engine/train/csv.o
+# the daemon reads data headers (engine/dataset.c) with the trainer's readers,
+# and the estimator sizes the trainer's batch ring with its rule (prefetch.c)
+ENGINE_DATA_OBJ = $(BUILD)/obj/engine/train/idx.o $(BUILD)/obj/engine/train/csv.o \
+	$(BUILD)/obj/engine/train/prefetch.o $(BUILD)/obj/engine/train/rng.o
 $(LIBENGINE): $(ENGINE_OBJ) $(ENGINE_DATA_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^

@@ -12,6 +12,7 @@
 
 #include "engine/cost.h"
 #include "engine/train/lrfind.h"
+#include "engine/train/prefetch.h"
 
 /* What dlh-train does, mirrored (engine/train/main.c, layers.c, prefetch.h) */
 #define EST_EVAL_ROWS 512         /* DLT_EVAL_ROWS: fewest rows per MLP eval batch */
@@ -19,9 +20,6 @@
 #define EST_DENSE_BIG (1 << 20)   /* DLT_DENSE_BIG: weights of a "big" dense layer */
 #define EST_DENSE_DW_ROWS 128     /* DLT_DENSE_DW_ROWS */
 #define EST_DENSE_TRANS_ROWS 32   /* DLT_DENSE_TRANS_ROWS */
-#define EST_PREFETCH_MIN 3        /* DLT_PREFETCH_MIN_DEPTH: batch slots of the trainer's ring */
-#define EST_PREFETCH_MAX 8        /* DLT_PREFETCH_MAX_DEPTH */
-#define EST_PREFETCH_BYTES (16.0 * 1024 * 1024)   /* DLT_PREFETCH_RING_BYTES */
 #define EST_CKPT_HEADER 4096      /* bytes of a checkpoint besides the floats */
 #define EST_FILES_AT_EXIT 3       /* result, rank_times, run.info: small atomic writes */
 
@@ -350,6 +348,19 @@ static void shard(const struct dlh_estimate_in *in, long n, int r, long *lo, lon
 	*hi = (long)((before + in->batch[r]) * n / global);
 }
 
+/* The most rows rank r's buffers hold: its batch, or when it may be
+ * re-split (whole_set) twice that, within what the global batch leaves the
+ * other ranks (dlt_plan_cap). */
+static double most_rows(const struct dlh_estimate_in *in, int r)
+{
+	long global = 0;
+	for (int i = 0; i < in->ranks; i++)
+		global += in->batch[i];
+	if (!whole_set(in))
+		return in->batch[r];
+	return fmin(2.0 * in->batch[r], (double)(global - (in->ranks - 1)));
+}
+
 static void train_rows(const struct dlh_estimate_in *in, int r, long *lo, long *hi)
 {
 	if (whole_set(in)) {
@@ -441,9 +452,9 @@ static double rank_mem(const struct dlh_estimate_in *in, const struct dlh_calib 
 	}
 	train_rows(in, r, &lo, &hi);
 	shard(in, in->test_n, r, &tlo, &thi);
-	/* the ring's slots hold up to twice the batch when it may be re-split */
-	double slot = (whole_set(in) ? 2.0 : 1.0) * in->batch[r] * dim * F4;
-	double depth = fmin(EST_PREFETCH_MAX, fmax(EST_PREFETCH_MIN, floor(EST_PREFETCH_BYTES / slot)));
+	/* the trainer's prefetch ring: slots of its most rows */
+	double slot = most_rows(in, r) * dim * F4;
+	double depth = dlt_prefetch_depth((int)most_rows(in, r), (int)dim);
 	double data = (double)(hi - lo) * (dim * F4 + 1) + (double)(thi - tlo) * (dim * F4 + 1) +
 		      depth * slot + 2.0 * (hi - lo) * 4;
 	double model = np * F4 * (2.0 + nstate) + (spec->lr <= 0 ? np * F4 * (1.0 + nstate) : 0);
@@ -505,10 +516,8 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	for (int r = 0; r < in->ranks; r++) {
 		struct rdev rd = { in->dev[r], 1.0, 1.0 };
 		double b = in->batch[r], first_bwd = 0.0;
-		/* the trainer's buffers hold its most rows: when re-split, up to
-		 * twice its batch (dlt_plan_cap); evaluation runs in chunks of them */
-		double most = whole_set(in) ? fmin(2.0 * b, (double)(global - (in->ranks - 1))) : b;
-		double rows = fmax(most, cnn ? EST_CNN_EVAL_ROWS : EST_EVAL_ROWS);
+		/* the trainer's buffers hold its most rows; evaluation runs in chunks of them */
+		double rows = fmax(most_rows(in, r), cnn ? EST_CNN_EVAL_ROWS : EST_EVAL_ROWS);
 		long tlo, thi;
 		if (per_node > 1) {
 			rd.gemm_share = rd.d->gemm_all > 0 ? rd.d->gemm_all : 1.0;
