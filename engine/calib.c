@@ -408,15 +408,16 @@ static int wait_phase(pid_t pid, int *status)
 	}
 }
 
-/* Runs dlh-calib --phase phase on ranks ranks under mpirun, its output in
- * out_path; parses it into c and sets the seconds from the fork to its
+/* Runs dlh-calib --phase phase on ranks ranks under mpirun, its figures in
+ * out_path (--out) and mpirun's own output in out_path.log; parses the
+ * figures into c and sets the seconds from the fork to its
  * MPI_Init (*launch) and from its MPI_Finalize to mpirun's exit (*fin).
  * Returns 0, or -errno with err naming what failed. */
 static int run_phase(const struct dlh_calib_opts *o, const char *phase, int ranks,
 		     const char *dir, const char *out_path, struct dlh_calib *c,
 		     double *launch, double *fin, char *err, size_t errlen)
 {
-	char np[16], *text = NULL, v[64];
+	char np[16], *text = NULL, v[64], log_path[4096];
 	size_t len;
 	int status, rc, n = 0;
 	pid_t pid;
@@ -440,6 +441,8 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 	argv[n++] = (char *)phase;
 	argv[n++] = "--dir";
 	argv[n++] = (char *)dir;
+	argv[n++] = "--out";
+	argv[n++] = (char *)out_path;
 	if (o->images && o->labels) {
 		argv[n++] = "--images";
 		argv[n++] = (char *)o->images;
@@ -451,15 +454,17 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 		"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1",
 		"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", NULL,
 	};
+	snprintf(log_path, sizeof log_path, "%s.log", out_path);
 	double t0 = dlh_now();
 	unlink(out_path);
-	rc = dlh_launch(argv, extra, out_path, &pid);
+	rc = dlh_launch(argv, extra, log_path, &pid);
 	if (rc) {
 		snprintf(err, errlen, "cannot start \"%s\": %s", o->mpirun, strerror(-rc));
 		return rc;
 	}
 	rc = wait_phase(pid, &status);
 	if (rc) {
+		unlink(log_path);
 		if (rc == -ETIMEDOUT)
 			snprintf(err, errlen, "dlh-calib --phase %s on %d ranks ran past %.0f s: killed",
 				 phase, ranks, CALIB_PHASE_MAX_S);
@@ -469,23 +474,27 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 		return rc;
 	}
 	double t1 = dlh_now();
-	rc = dlh_read_file(out_path, CALIB_TEXT_MAX, &text, &len);
-	if (rc) {
-		snprintf(err, errlen, "cannot read \"%s\": %s", out_path, strerror(-rc));
-		return rc;
-	}
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+	if (dlh_read_file(out_path, CALIB_TEXT_MAX, &text, &len) < 0)
+		text = NULL;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !text ||
 	    dlh_kv_get(text, "#t_init", v, sizeof v) < 0 || (t_init = strtod(v, NULL)) <= 0 ||
 	    dlh_kv_get(text, "#t_fin", v, sizeof v) < 0 || (t_fin = strtod(v, NULL)) <= 0) {
-		/* its last words (stderr comes after the numbers) */
-		const char *tail = len > 200 ? text + len - 200 : text;
+		/* mpirun's last words, which carry the ranks' stderr */
+		char *said = NULL;
+		size_t slen = 0;
+		if (dlh_read_file(log_path, CALIB_TEXT_MAX, &said, &slen) < 0)
+			said = NULL;
+		const char *tail = slen > 200 ? said + slen - 200 : said;
 		snprintf(err, errlen, "dlh-calib --phase %s on %d ranks failed (%s %d): %s", phase,
 			 ranks, WIFEXITED(status) ? "exit status" : "signal",
 			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-			 len ? tail : "no output");
+			 slen ? tail : "no output");
+		free(said);
 		free(text);
+		unlink(log_path);
 		return -EIO;
 	}
+	unlink(log_path);
 	rc = dlh_calib_parse(text, c, err, errlen);
 	free(text);
 	*launch = t_init - t0;

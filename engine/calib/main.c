@@ -1,8 +1,8 @@
 /* main.c - dlh-calib: the microbenchmarks behind STATE/calibration (an MPI
  * program; engine/calib.c runs it under mpirun and reads what it prints)
  *
- *   dlh-calib --phase single [--dir DIR] [--images P --labels P]   (1 rank)
- *   dlh-calib --phase all                                          (all ranks)
+ *   dlh-calib --phase single [--dir DIR] [--images P --labels P] [--out F]  (1 rank)
+ *   dlh-calib --phase all [--out F]                                          (all ranks)
  *
  * single times one core: sgemm over the grid of DLH_CALIB_GEMM_DIMS (untransposed,
  * and with B or A transposed, as the trainer calls them), copy
@@ -13,7 +13,9 @@
  * do together: barrier, allreduce (alpha-beta fit), copy bandwidth and
  * sgemm with every core busy. Both print key=value lines (the cache's
  * keys, see calib.h) and the wall-clock moments the parent needs to time
- * mpirun's launch and exit. */
+ * mpirun's launch and exit: to --out F when given (rank 0 writes it; what
+ * mpirun and its libraries print then stays out of the figures), else to
+ * stdout. */
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
@@ -857,7 +859,7 @@ static void phase_all(int rank)
 
 int main(int argc, char **argv)
 {
-	const char *phase = NULL, *dir = "/tmp", *images = NULL, *labels = NULL;
+	const char *phase = NULL, *dir = "/tmp", *images = NULL, *labels = NULL, *out = NULL;
 	int rank;
 	double t, first;
 
@@ -875,11 +877,16 @@ int main(int argc, char **argv)
 			images = argv[i + 1];
 		else if (!strcmp(argv[i], "--labels"))
 			labels = argv[i + 1];
+		else if (!strcmp(argv[i], "--out"))
+			out = argv[i + 1];
 		else
 			die("unknown option", argv[i]);
 	}
 	if (!phase || (strcmp(phase, "single") && strcmp(phase, "all")))
-		die("usage: dlh-calib --phase single|all [--dir DIR] [--images P --labels P]", NULL);
+		die("usage: dlh-calib --phase single|all [--dir DIR] [--images P --labels P] [--out F]",
+		    NULL);
+	if (rank == 0 && out && !freopen(out, "w", stdout))
+		die("cannot write --out", out);
 	if (!strcmp(phase, "single")) {
 		if (rank == 0)
 			phase_single(dir, images, labels);

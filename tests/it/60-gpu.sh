@@ -46,8 +46,10 @@ test_gpu_mlp_slice_trains_and_matches_the_cpu_run() {
 	local n; n=$(gpu_count); [ "$n" -gt 2 ] && n=2
 	dlh_mount
 	[ "$(ls "$MNT/pool/nodes/$(hostname)/gpus" | wc -l)" -ge "$n" ] || die "pool: $(cat "$MNT/pool/summary")"
-	RANKS=$n fm_spec g gpu 2 'layers = 256, 128, 100' 'lr = 0.05' > "$STATE/g.ini"
-	RANKS=$n fm_spec c cpu 2 'layers = 256, 128, 100' 'lr = 0.05' > "$STATE/c.ini"
+	# lr 0.01 (momentum 0.9): at 0.05 the slice's SGD amplifies rounding and
+	# two runs that differ in the last bit part after ~75 steps (bench/gpu-drift)
+	RANKS=$n fm_spec g gpu 2 'layers = 256, 128, 100' 'lr = 0.01' > "$STATE/g.ini"
+	RANKS=$n fm_spec c cpu 2 'layers = 256, 128, 100' 'lr = 0.01' > "$STATE/c.ini"
 	run_job "$STATE/g.ini" 300 1
 	run_job "$STATE/c.ini" 600 2
 	grep -q -- '--device gpu' "$MNT/jobs/1/plan" || die "plan: $(cat "$MNT/jobs/1/plan")"
@@ -58,11 +60,19 @@ test_gpu_mlp_slice_trains_and_matches_the_cpu_run() {
 	ca=$(field 2 test_accuracy); cl=$(field 2 test_loss)
 	echo "gpu: test accuracy $ga loss $gl $(field 1 samples_per_s) samples/s; cpu: $ca $cl $(field 2 samples_per_s) samples/s"
 	awk -v a="$ga" 'BEGIN { exit !(a > 0.7) }' || die "gpu test accuracy $ga"
-	# same seed, same weights, same batches: only float rounding differs
-	awk -v a="$ga" -v b="$ca" 'BEGIN { d = a - b; exit !(d < 0.015 && d > -0.015) }' ||
+	awk -v a="$ca" 'BEGIN { exit !(a > 0.7) }' || die "cpu test accuracy $ca"
+	# same seed, same weights, same batches: only float rounding differs (on
+	# an H100 the two runs printed the same 6 digits at every step of 250)
+	local worst
+	worst=$(awk -F, 'FNR == 1 { f++ } $1 == "train" { l[f, $2] = $5; if ($2 > n) n = $2 }
+		END { w = -1; for (s = 1; s <= n; s++) { if (!((1, s) in l) || !((2, s) in l)) { print "missing step " s; exit }
+			d = (l[1, s] - l[2, s]) / l[2, s]; if (d < 0) d = -d; if (d > w) w = d }
+		printf "%.3g over %d steps\n", w, n }' "$MNT/jobs/1/metrics.csv" "$MNT/jobs/2/metrics.csv")
+	echo "train loss: largest relative difference gpu/cpu $worst"
+	awk -v w="${worst%% *}" -v n="${worst##* over }" 'BEGIN { exit !(w ~ /^[0-9.e+-]+$/ && w < 1e-4 && n + 0 >= 250) }' ||
+		die "gpu and cpu train losses apart: $worst"
+	awk -v a="$ga" -v b="$ca" 'BEGIN { d = a - b; exit !(d < 0.005 && d > -0.005) }' ||
 		die "gpu accuracy $ga vs cpu $ca"
-	awk -v a="$gl" -v b="$cl" 'BEGIN { exit !(a < 1.03 * b && b < 1.03 * a) }' ||
-		die "gpu loss $gl vs cpu $cl"
 	dlh_umount
 }
 
