@@ -74,7 +74,8 @@ NVCC_FLAGS = -std=c++17 $(OPT) --fmad=false $(CUDA_ARCH) -I. \
              -Xcompiler -Wall,-Wextra,-Werror,-Wno-format-truncation
 
 SCHEMA_SRC = $(wildcard schema/*.c)
-ENGINE_SRC = $(wildcard engine/*.c)
+# the daemon's engine: every folder of engine/ but the two programs (see engine/README.md)
+ENGINE_SRC = $(filter-out engine/train/% engine/calib/%,$(wildcard engine/*/*.c))
 FS_SRC     = $(wildcard fs/*.c)
 TRAIN_SRC  = $(wildcard engine/train/*.c)
 UNIT_SRC   = $(wildcard tests/unit/test_*.c)
@@ -121,23 +122,23 @@ $(BUILD)/obj/tests/unit/%.o: tests/unit/%.c
 $(LIBSCHEMA): $(SCHEMA_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
-# the daemon reads data headers (engine/dataset.c) with the trainer's readers,
+# the daemon reads data headers (engine/plan/dataset.c) with the trainer's readers,
 # and the estimator sizes the trainer's batch ring with its rule (prefetch.c)
 ENGINE_DATA_OBJ = $(BUILD)/obj/engine/train/idx.o $(BUILD)/obj/engine/train/csv.o \
 	$(BUILD)/obj/engine/train/prefetch.o $(BUILD)/obj/engine/train/rng.o
 $(LIBENGINE): $(ENGINE_OBJ) $(ENGINE_DATA_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
-$(LIBTRAIN): $(TRAIN_LIB_OBJ) $(BUILD)/obj/engine/util.o
+$(LIBTRAIN): $(TRAIN_LIB_OBJ) $(BUILD)/obj/engine/util/util.o
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/dlhfs: $(FS_OBJ) $(LIBENGINE) $(LIBSCHEMA)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 # the trainer shares the engine's file helpers (atomic writes, mkdir -p)
-$(BUILD)/dlh-train: $(TRAIN_OBJ) $(BUILD)/obj/engine/util.o
+$(BUILD)/dlh-train: $(TRAIN_OBJ) $(BUILD)/obj/engine/util/util.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
-# the calibration microbenchmarks (engine/calib.c runs them under mpirun);
+# the calibration microbenchmarks (engine/plan/calib.c runs them under mpirun);
 # they time the trainer's own loader and initialisation
 $(BUILD)/dlh-calib: $(BUILD)/obj/engine/calib/main.o $(LIBTRAIN)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
@@ -170,7 +171,7 @@ $(BUILD)/tests/test_train_gpu_emu: $(BUILD)/obj/tests/unit/test_train_gpu.o \
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lstdc++ -lm
 # dlh-train over the same emulation: --device gpu runs main.c's GPU path
 # (NCCL bootstrap, steps, eval, checkpoints) on the CPU (tests/it/60-gpu.sh)
-$(BUILD)/dlh-train-gpuemu: $(filter-out $(GPU_OBJ),$(TRAIN_OBJ)) $(BUILD)/obj/engine/util.o \
+$(BUILD)/dlh-train-gpuemu: $(filter-out $(GPU_OBJ),$(TRAIN_OBJ)) $(BUILD)/obj/engine/util/util.o \
 		$(BUILD)/obj/tests/unit/gpu_emu.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lstdc++ -lm
 

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/estimate.h"
-#include "engine/util.h"
+#include "engine/plan/estimate.h"
+#include "engine/util/util.h"
 
 #define HISTORY_MAX_BYTES (16 << 20)
 

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/util.h"
+#include "engine/util/util.h"
 
 #define ROUNDS_MAX 100
 #define POLL_NS (250 * 1000)     /* 0.25 ms between looks at metrics.csv */

@@ -8,9 +8,9 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "engine/job.h"
-#include "engine/util.h"
-#include "engine/pool.h"
+#include "engine/jobs/job.h"
+#include "engine/util/util.h"
+#include "engine/pool/pool.h"
 
 #define DLH_STATE_DEFAULT "/var/lib/dlh"
 #define DLH_KILL_GRACE 3.0     /* seconds from SIGTERM to SIGKILL on cancel */
@@ -26,7 +26,7 @@ struct dlh_engine_opts {
 	const char *state_dir;  /* where jobs live; created if missing */
 	const char *trainer;    /* dlh-train; NULL = beside the running program */
 	const char *mpirun;     /* mpirun; NULL = found on PATH */
-	const char *pool_file;  /* the pool file (engine/pool.h); NULL = detect this machine */
+	const char *pool_file;  /* the pool file (engine/pool/pool.h); NULL = detect this machine */
 	int cpus;               /* CPU slots; 0 = the online cores */
 	double kill_grace;      /* seconds; 0 = DLH_KILL_GRACE */
 	double suspend_grace;   /* seconds; 0 = DLH_SUSPEND_GRACE */

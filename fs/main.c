@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "engine/util.h"
+#include "engine/util/util.h"
 #include "fs/ops.h"
 
 #define DLH_VERSION "0.1.0"

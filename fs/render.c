@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/metrics.h"
+#include "engine/jobs/metrics.h"
 
 static const char job_ctl_help[] =
 	"# write one verb per line:\n"

@@ -3,7 +3,7 @@
 #define DLH_FS_RENDER_H
 
 #include "engine/engine.h"
-#include "engine/util.h"
+#include "engine/util/util.h"
 #include "fs/tree.h"
 
 /* Appends the content of generated node n to out. Returns 0, or -errno

@@ -29,7 +29,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "engine/calib.h"
+#include "engine/plan/calib.h"
 #include "engine/train/ckpt.h"
 #include "engine/train/idx.h"
 #include "engine/train/layers.h"
@@ -38,7 +38,7 @@
 #include "engine/train/net.h"
 #include "engine/train/optim.h"
 #include "engine/train/shm.h"
-#include "engine/util.h"
+#include "engine/util/util.h"
 
 #define GEMM_MAX_MNK (1L << 28)   /* larger shapes are not timed: they run at peak */
 #define GEMM_BATCH_S 0.001        /* seconds of calls per timed batch */

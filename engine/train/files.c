@@ -1,7 +1,7 @@
 /* files.c - file helpers of the trainer: full writes, atomic replace, mkdir -p */
 #include "engine/train/files.h"
 
-#include "engine/util.h"
+#include "engine/util/util.h"
 
 #include <errno.h>
 #include <stdio.h>

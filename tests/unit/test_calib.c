@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/calib.h"
+#include "engine/plan/calib.h"
 #include "tests/unit/check.h"
 
 /* A calibration with every field set to a distinct value. */

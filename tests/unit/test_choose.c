@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/choose.h"
+#include "engine/plan/choose.h"
 #include "tests/unit/check.h"
 
 TEST(split_is_proportional_to_speed_and_sums_to_the_global_batch)

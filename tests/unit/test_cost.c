@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/cost.h"
+#include "engine/plan/cost.h"
 #include "schema/spec.h"
 #include "tests/unit/check.h"
 

@@ -11,15 +11,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/cgroup.h"
+#include "engine/run/cgroup.h"
 #include "engine/engine.h"
-#include "engine/job.h"
-#include "engine/launch.h"
-#include "engine/metrics.h"
-#include "engine/plan.h"
-#include "engine/proc.h"
-#include "engine/sched.h"
-#include "engine/util.h"
+#include "engine/jobs/job.h"
+#include "engine/run/launch.h"
+#include "engine/jobs/metrics.h"
+#include "engine/plan/plan.h"
+#include "engine/run/proc.h"
+#include "engine/sched/sched.h"
+#include "engine/util/util.h"
 #include "tests/unit/check.h"
 
 static char tmp_root[256];

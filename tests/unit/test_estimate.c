@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/cost.h"
-#include "engine/estimate.h"
+#include "engine/plan/cost.h"
+#include "engine/plan/estimate.h"
 #include "tests/unit/check.h"
 
 #define HUGE_BW 1e30   /* bandwidth that makes every memory term vanish */

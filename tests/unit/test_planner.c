@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/planner.h"
+#include "engine/plan/planner.h"
 #include "tests/unit/check.h"
 
 /* 4 nodes x 8 GPUs of two types, some of them busy. */

@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/nvml.h"
-#include "engine/pool.h"
+#include "engine/pool/nvml.h"
+#include "engine/pool/pool.h"
 #include "tests/unit/check.h"
 
 /* Two nodes, two types: the pool of the README's example. */

@@ -1,0 +1,272 @@
+/* advise.c - the engine's side of the planner and the estimator: the
+ * decision at submission (engine/choose), the estimate and plan files
+ * written before launch, the actual figures and the history after the run,
+ * and the calibration they rest on (first mount, recalibrate) */
+#include "engine/jobs/advise.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/util/util.h"
+
+_Static_assert(DLH_JOB_RANKS == DLH_RANKS_MAX, "a job records every rank of a plan");
+
+/* ---- calibration ---- */
+
+/* Measures (e->mu not held: it takes seconds), then stores the result. */
+static int measure(struct dlh_engine *e, char *err, size_t errlen)
+{
+	struct dlh_calib c;
+	struct dlh_calib_opts o = {
+		.mpirun = e->tools.mpirun, .program = e->calib_prog, .cpus = e->pool.node.cpus,
+		.dir = e->state,
+	};
+	int rc = dlh_calib_measure(&o, &c, err, errlen);
+
+	if (!rc && (rc = dlh_calib_save(e->state, &c)) < 0)
+		snprintf(err, errlen, "cannot write %s/%s: %s", e->state, DLH_CALIB_FILE,
+			 strerror(-rc));
+	pthread_mutex_lock(&e->mu);
+	if (!rc)
+		e->cal = c;
+	snprintf(e->calib_err, sizeof e->calib_err, "%s", rc ? err : "");
+	e->calibrating = 0;
+	pthread_cond_broadcast(&e->changed);
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+static void *calib_main(void *arg)
+{
+	struct dlh_engine *e = arg;
+	char err[256];
+
+	if (measure(e, err, sizeof err) < 0)
+		fprintf(stderr, "dlhfs: calibration failed: %s (jobs run unestimated; "
+			"echo recalibrate > pool/ctl retries)\n", err);
+	return NULL;
+}
+
+/* dlh-calib lives beside dlh-train. */
+static void find_calib_prog(struct dlh_engine *e)
+{
+	snprintf(e->calib_prog, sizeof e->calib_prog, "%s", e->tools.trainer);
+	char *slash = strrchr(e->calib_prog, '/');
+	snprintf(slash ? slash + 1 : e->calib_prog,
+		 sizeof e->calib_prog - (size_t)(slash ? slash + 1 - e->calib_prog : 0), "dlh-calib");
+}
+
+int eng_calibrate_now(struct dlh_engine *e, struct dlh_buf *out, char *err, size_t errlen)
+{
+	int rc;
+
+	find_calib_prog(e);
+	e->calibrating = 1;
+	if ((rc = measure(e, err, errlen)) < 0)
+		return rc;
+	return dlh_calib_format(&e->cal, out);
+}
+
+void eng_calib_open(struct dlh_engine *e, int no_calibrate)
+{
+	char err[256];
+	int rc;
+
+	find_calib_prog(e);
+	rc = dlh_calib_load(e->state, &e->cal, err, sizeof err);
+	if (rc == -EINVAL)
+		fprintf(stderr, "dlhfs: ignoring %s/%s: %s; measuring again\n", e->state,
+			DLH_CALIB_FILE, err);
+	if (dlh_history_fit(e->state, &e->corr) < 0)
+		e->corr = (struct dlh_correction){ 1.0, 1.0, 1.0, 0 };
+	if (!rc || no_calibrate)
+		return;
+	memset(&e->cal, 0, sizeof e->cal);
+	e->calibrating = 1;
+	if (pthread_create(&e->calib_thread, NULL, calib_main, e)) {
+		e->calibrating = 0;
+		snprintf(e->calib_err, sizeof e->calib_err, "cannot start a thread");
+		return;
+	}
+	e->calib_thread_live = 1;
+}
+
+void eng_calib_close(struct dlh_engine *e)
+{
+	if (e->calib_thread_live)
+		pthread_join(e->calib_thread, NULL);
+	e->calib_thread_live = 0;
+}
+
+int dlh_engine_recalibrate(struct dlh_engine *e, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&e->mu);
+	if (e->calibrating) {
+		pthread_mutex_unlock(&e->mu);
+		snprintf(err, errlen, "a calibration is running already");
+		return -EBUSY;
+	}
+	e->calibrating = 1;
+	pthread_mutex_unlock(&e->mu);
+	return measure(e, err, errlen);
+}
+
+int dlh_engine_calibration(struct dlh_engine *e, struct dlh_buf *out)
+{
+	int rc;
+
+	pthread_mutex_lock(&e->mu);
+	if (e->cal.when > 0)
+		rc = dlh_calib_format(&e->cal, out);
+	else if (e->calibrating)
+		rc = dlh_buf_printf(out, "measuring (first mount); this file fills in when done\n")
+			? -ENOMEM : 0;
+	else
+		rc = dlh_buf_printf(out, "not measured%s%s\n", e->calib_err[0] ? ": " : "",
+				    e->calib_err) ? -ENOMEM : 0;
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+/* ---- before the run ---- */
+
+int eng_choose(struct dlh_engine *e, const struct dlh_spec *spec, struct dlh_choice *c,
+	       char *err, size_t errlen)
+{
+	struct dlh_calib cal;
+	struct dlh_correction corr;
+	struct dlh_choose_in in = { .spec = spec, .pool = &e->pool, .cal = &cal, .corr = &corr };
+
+	/* a first-mount calibration takes seconds: the first jobs wait for it
+	 * rather than run unplanned */
+	pthread_mutex_lock(&e->mu);
+	while (e->calibrating && !e->stopping)
+		pthread_cond_wait(&e->changed, &e->mu);
+	cal = e->cal;
+	corr = e->corr;
+	in.cpus_free = e->pool.node.cpus - e->slots_used;
+	in.gpus_free = -1;   /* GPUs are not allocated per job yet: all of them */
+	pthread_mutex_unlock(&e->mu);
+	return dlh_choose(&in, c, err, errlen);
+}
+
+void eng_choice_apply(struct dlh_job *j, const struct dlh_choice *c)
+{
+	j->plan_ranks = c->ranks;
+	memcpy(j->plan_batch, c->batch, sizeof c->batch[0] * (size_t)c->ranks);
+	j->plan_lr = c->lr;
+	j->plan_warmup = c->warmup_steps;
+	j->est_total = c->estimated ? c->est.total_s : 0.0;
+}
+
+int eng_job_override(const struct dlh_job *j, struct dlh_plan_override *ov)
+{
+	if (j->plan_ranks < 1)
+		return 0;
+	*ov = (struct dlh_plan_override){
+		.ranks = j->plan_ranks, .batch = j->plan_batch, .lr = j->plan_lr,
+		.warmup_steps = j->plan_warmup,
+	};
+	return 1;
+}
+
+int eng_job_slots(const struct dlh_engine *e, const struct dlh_job *j)
+{
+	return j->plan_ranks > 0 ? j->plan_ranks : dlh_plan_slots(&j->spec, &e->pool);
+}
+
+/* The estimate file of a decision: the prediction, or why there is none. */
+static int estimate_text(const struct dlh_choice *c, struct dlh_buf *b)
+{
+	if (!c->estimated)
+		return dlh_buf_printf(b, "estimated=no\nreason=%s\n", c->why) ? -ENOMEM : 0;
+	return dlh_estimate_format(&c->est, NULL, b);
+}
+
+int eng_write_choice(struct dlh_engine *e, long id, const struct dlh_choice *c,
+		     const struct dlh_plan *plan)
+{
+	char path[4096];
+	struct dlh_buf b = {0};
+	int rc = estimate_text(c, &b);
+
+	eng_job_file(e, id, "estimate", path, sizeof path);
+	if (!rc)
+		rc = dlh_write_atomic(path, b.data, b.len);
+	dlh_buf_free(&b);
+	if (!rc && !(rc = dlh_choice_format(c, &b))) {
+		eng_job_file(e, id, "planner", path, sizeof path);
+		rc = dlh_write_atomic(path, b.data, b.len);
+	}
+	dlh_buf_free(&b);
+	if (!rc && plan)
+		rc = eng_write_plan(e, id, plan);
+	return rc;
+}
+
+int eng_write_plan(struct dlh_engine *e, long id, const struct dlh_plan *plan)
+{
+	char path[4096], *planner = NULL;
+	struct dlh_buf b = {0};
+	int rc = dlh_plan_format(plan, &b);
+
+	eng_job_file(e, id, "planner", path, sizeof path);
+	if (!rc && !dlh_read_file(path, 1 << 20, &planner, NULL))
+		rc = dlh_buf_printf(&b, "%s", planner) ? -ENOMEM : 0;
+	free(planner);
+	eng_job_file(e, id, "plan", path, sizeof path);
+	if (!rc)
+		rc = dlh_write_atomic(path, b.data, b.len);
+	dlh_buf_free(&b);
+	return rc;
+}
+
+/* ---- after the run ---- */
+
+/* The prediction stored in the estimate file, or -errno. */
+static int stored_estimate(struct dlh_engine *e, long id, struct dlh_estimate *pred)
+{
+	char path[4096], *text, v[64];
+	int rc;
+
+	eng_job_file(e, id, "estimate", path, sizeof path);
+	if ((rc = dlh_read_file(path, 1 << 20, &text, NULL)) < 0)
+		return rc;
+	rc = dlh_estimate_parse(text, pred);
+	if (!dlh_kv_get(text, "estimated", v, sizeof v) && !strcmp(v, "no"))
+		rc = -ENOENT;
+	free(text);
+	return rc;
+}
+
+void eng_job_actuals(struct dlh_engine *e, struct dlh_job *j, double wall_s)
+{
+	char dir[4096], path[4096];
+	struct dlh_estimate pred, act;
+	struct dlh_buf b = {0};
+
+	if (j->est_total <= 0 || stored_estimate(e, j->id, &pred) < 0)
+		return;
+	eng_job_dir(e, j->id, dir, sizeof dir);
+	if (dlh_estimate_actual(dir, wall_s, &act) < 0)
+		return;
+	if (!dlh_estimate_format(&pred, &act, &b)) {
+		eng_job_file(e, j->id, "estimate", path, sizeof path);
+		dlh_write_atomic(path, b.data, b.len);
+	}
+	dlh_buf_free(&b);
+	/* a run that was interrupted (suspended, restarted) is not the run
+	 * that was predicted: it would teach the refit the wrong thing */
+	if (j->suspends || j->restarts)
+		return;
+	if (dlh_history_add(e->state, &pred, &act) < 0)
+		return;
+	struct dlh_correction corr;
+
+	if (dlh_history_fit(e->state, &corr) >= 0)
+		e->corr = corr;
+	eng_job_log(e, j, "estimate: %.1f s predicted, %.1f s actual (%+.1f%%)", pred.total_s,
+		    act.total_s, act.total_s > 0 ? 100.0 * (act.total_s - pred.total_s) / act.total_s : 0.0);
+}

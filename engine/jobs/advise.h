@@ -1,0 +1,47 @@
+/* advise.h - private to engine/: the engine's side of the planner and the
+ * estimator (advise.c). Functions take e->mu unless they say it is held. */
+#ifndef DLH_ENGINE_ADVISE_H
+#define DLH_ENGINE_ADVISE_H
+
+#include "engine/plan/choose.h"
+#include "engine/jobs/core.h"
+
+/* Loads the cached calibration and the history's correction factors; with
+ * no cache (and no_calibrate 0) starts measuring in a thread. At open. */
+void eng_calib_open(struct dlh_engine *e, int no_calibrate);
+
+/* Measures now (blocking), stores the cache and appends its text to out.
+ * For dlh_engine_calibrate: e is set up but not opened. Returns 0, or -errno. */
+int eng_calibrate_now(struct dlh_engine *e, struct dlh_buf *out, char *err, size_t errlen);
+
+/* Waits for that thread. At close, e->mu not held. */
+void eng_calib_close(struct dlh_engine *e);
+
+/* Decides how spec runs on the pool as it is now (engine/choose), after
+ * any first-mount calibration has ended. e->mu not held. */
+int eng_choose(struct dlh_engine *e, const struct dlh_spec *spec, struct dlh_choice *c,
+	       char *err, size_t errlen);
+
+/* Records the decision in the job (its record keeps it across restarts). */
+void eng_choice_apply(struct dlh_job *j, const struct dlh_choice *c);
+
+/* Fills ov from the job's recorded decision; returns 1, or 0 when it has none. */
+int eng_job_override(const struct dlh_job *j, struct dlh_plan_override *ov);
+
+/* CPU slots (or GPUs) job j runs on. e->mu held. */
+int eng_job_slots(const struct dlh_engine *e, const struct dlh_job *j);
+
+/* Writes the job's estimate and planner files, and its plan when given.
+ * Returns 0, or -errno. */
+int eng_write_choice(struct dlh_engine *e, long id, const struct dlh_choice *c,
+		     const struct dlh_plan *plan);
+
+/* Writes jobs/<id>/plan: the plan, then the planner's part. Returns 0, or -errno. */
+int eng_write_plan(struct dlh_engine *e, long id, const struct dlh_plan *plan);
+
+/* After a run that succeeded in wall_s: the estimate file gains the actual
+ * figures and errors, the history the pair, and the correction factors are
+ * refitted. e->mu held. */
+void eng_job_actuals(struct dlh_engine *e, struct dlh_job *j, double wall_s);
+
+#endif

@@ -1,0 +1,214 @@
+/* ctl.c - the verbs of jobs/<id>/ctl: cancel, suspend, resume, checkpoint, priority N */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/jobs/core.h"
+#include "engine/util/util.h"
+
+/* ---- ctl verbs: each is called with e->mu held, the job found and the
+ * caller allowed; returns 0, or -EBUSY with err saying why ---- */
+
+#define CTL_VERBS "cancel, suspend, resume, checkpoint, priority N"
+
+/* The state a verb saw, for its refusal: "running", "being suspended"... */
+static const char *state_words(const struct dlh_job *j)
+{
+	if (j->cancelling)
+		return "being cancelled";
+	if (j->suspending)
+		return "being suspended";
+	return dlh_status_name(j->status);
+}
+
+static int ctl_cancel(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
+{
+	if (dlh_status_terminal(j->status)) {
+		snprintf(err, errlen, "ctl: \"cancel\": job %ld is already %s", j->id,
+			 dlh_status_name(j->status));
+		return -EBUSY;
+	}
+	if (j->pid) {
+		if (!j->cancelling) { /* cancel wins over a suspend in progress */
+			j->cancelling = 1;
+			j->suspending = 0;
+			j->preempted_by = 0;
+			j->term_at = 0;
+			snprintf(j->reason, sizeof j->reason, "cancelled by uid %u", (unsigned)uid);
+			eng_job_log(e, j, "cancel requested by uid %u: SIGTERM to the run", (unsigned)uid);
+			eng_job_terminate(e, j);
+		}
+		return 0;
+	}
+	j->status = DLH_CANCELLED;
+	j->finished = eng_stamp();
+	snprintf(j->reason, sizeof j->reason, "cancelled by uid %u %s", (unsigned)uid,
+		 j->started ? "while it waited" : "before it ran");
+	eng_job_log(e, j, "%s", j->reason);
+	eng_job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	eng_schedule(e);
+	return 0;
+}
+
+static int ctl_suspend(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
+{
+	if (j->status == DLH_QUEUED) { /* held: it waits until resumed */
+		j->status = DLH_SUSPENDED;
+		snprintf(j->reason, sizeof j->reason, "suspended by uid %u while queued", (unsigned)uid);
+		eng_job_log(e, j, "%s", j->reason);
+		eng_job_save(e, j);
+		pthread_cond_broadcast(&e->changed);
+		eng_schedule(e);
+		return 0;
+	}
+	if (j->status != DLH_RUNNING || !j->pid || j->cancelling || j->suspending) {
+		snprintf(err, errlen, "ctl: \"suspend\": job %ld is %s (suspend applies to a running "
+			 "or queued job)", j->id, state_words(j));
+		return -EBUSY;
+	}
+	snprintf(j->reason, sizeof j->reason, "suspended by uid %u", (unsigned)uid);
+	eng_job_log(e, j, "suspend requested by uid %u: SIGUSR2 to the run (checkpoint, then stop)",
+		(unsigned)uid);
+	eng_job_suspend(e, j);
+	return 0;
+}
+
+static int ctl_resume(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
+{
+	if (j->status != DLH_SUSPENDED) {
+		snprintf(err, errlen, "ctl: \"resume\": job %ld is %s (resume applies to a suspended job)",
+			 j->id, state_words(j));
+		return -EBUSY;
+	}
+	j->status = DLH_QUEUED;
+	snprintf(j->reason, sizeof j->reason, "resumed by uid %u", (unsigned)uid);
+	eng_job_log(e, j, "resume requested by uid %u: queued; it restarts from its newest checkpoint",
+		(unsigned)uid);
+	eng_job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	eng_schedule(e);
+	return 0;
+}
+
+/* 1 when dlh-train of j's current run has written run.info (it does so
+ * after setting up, before its first step, its signal handlers long in
+ * place). */
+static int trainer_started(const struct dlh_engine *e, const struct dlh_job *j)
+{
+	char path[4096];
+	struct stat st;
+	eng_job_file(e, j->id, "run.info", path, sizeof path);
+	if (stat(path, &st))
+		return 0;
+	double t = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
+	return t + 0.002 >= j->run_started;
+}
+
+static int ctl_checkpoint(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
+{
+	if (j->status != DLH_RUNNING || !j->pid || j->cancelling || j->suspending) {
+		snprintf(err, errlen, "ctl: \"checkpoint\": job %ld is %s (checkpoint applies to a "
+			 "running job)", j->id, state_words(j));
+		return -EBUSY;
+	}
+	if (!j->spec.command[0] && !trainer_started(e, j)) {
+		/* before its handlers are in place the signal would kill the run */
+		snprintf(err, errlen, "ctl: \"checkpoint\": job %ld is starting (no training step "
+			 "yet); checkpoint applies once it trains", j->id);
+		return -EBUSY;
+	}
+	eng_job_log(e, j, "checkpoint requested by uid %u: SIGUSR1 to the run", (unsigned)uid);
+	kill(j->pid, SIGUSR1); /* mpirun forwards it to every rank */
+	return 0;
+}
+
+static int ctl_priority(struct dlh_engine *e, struct dlh_job *j, uid_t uid, int prio,
+			char *err, size_t errlen)
+{
+	if (dlh_status_terminal(j->status)) {
+		snprintf(err, errlen, "ctl: \"priority\": job %ld is already %s", j->id,
+			 dlh_status_name(j->status));
+		return -EBUSY;
+	}
+	eng_job_log(e, j, "priority %d -> %d by uid %u", j->priority, prio, (unsigned)uid);
+	j->priority = prio;
+	eng_job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	eng_schedule(e);
+	return 0;
+}
+
+/* Parses a priority argument: an integer in DLH_PRIORITY_MIN..MAX. */
+static int parse_priority(const char *arg, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	if (!*arg || *end || errno || v < DLH_PRIORITY_MIN || v > DLH_PRIORITY_MAX)
+		return -EINVAL;
+	*out = (int)v;
+	return 0;
+}
+
+int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *line,
+		   char *err, size_t errlen)
+{
+	char word[64], arg[64];
+	while (*line == ' ' || *line == '\t')
+		line++;
+	size_t n = strcspn(line, " \t\n");
+	snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), line);
+	const char *a = line + n;
+	while (*a == ' ' || *a == '\t')
+		a++;
+	size_t m = strcspn(a, "\n");
+	while (m && (a[m - 1] == ' ' || a[m - 1] == '\t' || a[m - 1] == '\r'))
+		m--;
+	int arg_long = m >= sizeof arg;
+	snprintf(arg, sizeof arg, "%.*s", (int)(arg_long ? sizeof arg - 1 : m), a);
+	int takes_arg = !strcmp(word, "priority");
+	int known = takes_arg || !strcmp(word, "cancel") || !strcmp(word, "suspend") ||
+		    !strcmp(word, "resume") || !strcmp(word, "checkpoint");
+	int prio = 0;
+
+	pthread_mutex_lock(&e->mu);
+	struct dlh_job *j = eng_find(e, id);
+	int rc = 0;
+	if (!j) {
+		snprintf(err, errlen, "no job %ld", id);
+		rc = -ENOENT;
+	} else if (uid != 0 && uid != j->uid) {
+		snprintf(err, errlen, "ctl: \"%s\": only uid %u or root may control job %ld",
+			 word, (unsigned)j->uid, id);
+		rc = -EPERM;
+	} else if (!known) {
+		snprintf(err, errlen, "ctl: unknown verb \"%s\" (expected: " CTL_VERBS ")", word);
+		rc = -EINVAL;
+	} else if (!takes_arg && arg[0]) {
+		snprintf(err, errlen, "ctl: \"%s\" takes no argument, got \"%s\"", word, arg);
+		rc = -EINVAL;
+	} else if (takes_arg && (arg_long || parse_priority(arg, &prio))) {
+		snprintf(err, errlen, "ctl: \"priority\": expected an integer from %d to %d, got \"%s\"",
+			 DLH_PRIORITY_MIN, DLH_PRIORITY_MAX, arg);
+		rc = -EINVAL;
+	} else if (!strcmp(word, "cancel")) {
+		rc = ctl_cancel(e, j, uid, err, errlen);
+	} else if (!strcmp(word, "suspend")) {
+		rc = ctl_suspend(e, j, uid, err, errlen);
+	} else if (!strcmp(word, "resume")) {
+		rc = ctl_resume(e, j, uid, err, errlen);
+	} else if (!strcmp(word, "checkpoint")) {
+		rc = ctl_checkpoint(e, j, uid, err, errlen);
+	} else {
+		rc = ctl_priority(e, j, uid, prio, err, errlen);
+	}
+	if (rc && j)
+		eng_job_log(e, j, "%s", err);
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}

@@ -1,0 +1,1143 @@
+/* engine.c - jobs, launching and supervising runs, the state directory: the daemon's core
+ *
+ * The queue (order, backfill, preemption) is queue.c, the ctl verbs ctl.c;
+ * core.h is what they share.
+ *
+ * Locking: one mutex (e->mu) guards the job table, the slot count and every
+ * job's fields. It is never held while waiting on a child (waiters block in
+ * waitpid without it) or removing a run's cgroup. No other lock nests inside it. */
+#include "engine/engine.h"
+#include "engine/jobs/core.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/jobs/advise.h"
+#include "engine/run/cgroup.h"
+#include "engine/run/launch.h"
+#include "engine/plan/plan.h"
+#include "engine/run/proc.h"
+#include "engine/util/util.h"
+
+struct waiter_arg {
+	struct dlh_engine *e;        /* owner */
+	struct dlh_job *job;         /* the job whose mpirun it waits for */
+	pid_t pid;                   /* that mpirun */
+};
+
+
+#define FAILURE_SCAN (1 << 20)   /* bytes of log searched for why a run failed */
+#define LOCK_WAIT 5.0            /* seconds to wait for a state directory in use */
+
+/* ---- small helpers ---- */
+
+/* Now, rounded to the millisecond: job records store times with %.3f, so
+ * what is rendered before and after a reload is the same. */
+double eng_stamp(void)
+{
+	return floor(dlh_now() * 1000.0 + 0.5) / 1000.0;
+}
+
+void eng_job_dir(const struct dlh_engine *e, long id, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/jobs/%ld", e->state, id);
+}
+
+void eng_job_file(const struct dlh_engine *e, long id, const char *name,
+		     char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/jobs/%ld/%s", e->state, id, name);
+}
+
+/* Appends a timestamped harness event to the job's log. */
+__attribute__((format(printf, 3, 4)))
+void eng_job_log(const struct dlh_engine *e, const struct dlh_job *j, const char *fmt, ...)
+{
+	char path[4096], when[32], msg[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	dlh_time_iso(dlh_now(), when, sizeof when);
+	char line[2200];
+	snprintf(line, sizeof line, "%s dlhfs: %s", when, msg);
+	eng_job_file(e, j->id, "log", path, sizeof path);
+	dlh_append_line(path, line);
+}
+
+void eng_job_save(const struct dlh_engine *e, const struct dlh_job *j)
+{
+	char dir[4096];
+	eng_job_dir(e, j->id, dir, sizeof dir);
+	int rc = dlh_job_save(j, dir);
+	if (rc)
+		fprintf(stderr, "dlhfs: cannot save job %ld: %s\n", j->id, strerror(-rc));
+}
+
+struct dlh_job *eng_find(const struct dlh_engine *e, long id)
+{
+	size_t lo = 0, hi = e->njobs;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (e->jobs[mid]->id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < e->njobs && e->jobs[lo]->id == id ? e->jobs[lo] : NULL;
+}
+
+/* Inserts j keeping ids ascending. Returns 0, or -ENOMEM. */
+static int insert(struct dlh_engine *e, struct dlh_job *j)
+{
+	if (e->njobs == e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 64;
+		struct dlh_job **p = realloc(e->jobs, cap * sizeof *p);
+		if (!p)
+			return -ENOMEM;
+		e->jobs = p;
+		e->cap = cap;
+	}
+	size_t i = e->njobs;
+	while (i > 0 && e->jobs[i - 1]->id > j->id) {
+		e->jobs[i] = e->jobs[i - 1];
+		i--;
+	}
+	e->jobs[i] = j;
+	e->njobs++;
+	return 0;
+}
+
+/* Finds the most telling line of a failed run in its log: a trainer error,
+ * mpirun's note about a rank that died, or an exec failure. */
+static void failure_reason(const struct dlh_engine *e, const struct dlh_job *j,
+			   char *out, size_t len)
+{
+	static const char *const marks[] = {
+		"noticed that process rank", "dlh-train: rank", "ERROR: AddressSanitizer",
+		"ERROR: LeakSanitizer", "runtime error:", "MPI_ABORT was invoked",
+	};
+	char path[4096];
+	out[0] = '\0';
+	eng_job_file(e, j->id, "log", path, sizeof path);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct stat st;
+	size_t want = 0;
+	if (!fstat(fd, &st))
+		want = st.st_size > FAILURE_SCAN ? FAILURE_SCAN : (size_t)st.st_size;
+	char *text = malloc(want + 1);
+	ssize_t n = text ? pread(fd, text, want, st.st_size - (off_t)want) : -1;
+	close(fd);
+	if (n < 0) {
+		free(text);
+		return;
+	}
+	text[n] = '\0';
+	/* only this run: from the last launch on */
+	char *from = text;
+	for (char *p = strstr(text, "dlhfs: launching"); p; p = strstr(p + 1, "dlhfs: launching"))
+		from = p;
+	for (size_t m = 0; m < sizeof marks / sizeof marks[0] && !out[0]; m++) {
+		char *hit = NULL;
+		for (char *p = strstr(from, marks[m]); p; p = strstr(p + 1, marks[m]))
+			hit = p;
+		if (!hit)
+			continue;
+		char *bol = hit;
+		while (bol > from && bol[-1] != '\n')
+			bol--;
+		size_t l = strcspn(bol, "\n");
+		if (l >= len)
+			l = len - 1;
+		memcpy(out, bol, l);
+		out[l] = '\0';
+	}
+	free(text);
+}
+
+static int file_exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* ---- running a job ---- */
+
+static void *waiter_main(void *arg);
+
+/* Plans and starts job j. Called with e->mu held. Returns 0, or -errno
+ * after marking the job failed with the reason. */
+int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
+{
+	char dir[4096], path[4096], err[1024];
+	eng_job_dir(e, j->id, dir, sizeof dir);
+	struct dlh_plan *plan = malloc(sizeof *plan);
+	if (!plan)
+		return -ENOMEM;
+	j->status = DLH_PLANNING;
+	struct dlh_plan_override ov;
+	int rc = dlh_plan_make_with(&j->spec, eng_job_override(j, &ov) ? &ov : NULL, &e->pool,
+				    &e->tools, dir, plan, err, sizeof err);
+	if (rc) {
+		err[strcspn(err, "\n")] = '\0';
+		goto fail;
+	}
+	if (plan->ranks > e->pool.node.cpus - e->slots_used) {
+		snprintf(err, sizeof err, "internal error: %d cpu slots needed, %d free", plan->ranks,
+			 e->pool.node.cpus - e->slots_used);
+		rc = -EAGAIN;
+		goto fail;
+	}
+	/* the lowest free slots, one per rank */
+	for (int r = 0, s = 0; r < plan->ranks; s++)
+		if (!e->holder[s])
+			plan->slot[r++] = s;
+	if ((rc = dlh_plan_pin(plan))) {
+		snprintf(err, sizeof err, "spec: the command line is longer than %d bytes",
+			 DLH_ARGV_BYTES);
+		goto fail;
+	}
+	if ((rc = eng_write_plan(e, j->id, plan))) {
+		snprintf(err, sizeof err, "cannot write the plan: %s", strerror(-rc));
+		goto fail;
+	}
+
+	char env_id[64], env_dir[4200], env_csv[4200], env_ckpt[4200], env_ranks[32];
+	snprintf(env_id, sizeof env_id, "DLH_JOB_ID=%ld", j->id);
+	snprintf(env_dir, sizeof env_dir, "DLH_JOB_DIR=%s", dir);
+	snprintf(env_csv, sizeof env_csv, "DLH_METRICS_CSV=%s/metrics.csv", dir);
+	snprintf(env_ckpt, sizeof env_ckpt, "DLH_CHECKPOINT_DIR=%s/checkpoints", dir);
+	snprintf(env_ranks, sizeof env_ranks, "DLH_RANKS=%d", plan->ranks);
+	char *extra[] = {
+		"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1",
+		env_id, env_dir, env_csv, env_ckpt, env_ranks,
+		/* mpirun refuses root without both */
+		geteuid() == 0 ? "OMPI_ALLOW_RUN_AS_ROOT=1" : NULL,
+		"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", NULL,
+	};
+	if (!extra[7])
+		extra[8] = NULL;
+	eng_job_log(e, j, "launching %d rank%s on %s (restart %d)", plan->ranks,
+		plan->ranks == 1 ? "" : "s", plan->host, j->restarts);
+	eng_job_file(e, j->id, "log", path, sizeof path);
+	struct waiter_arg *wa = malloc(sizeof *wa);
+	if (!wa) {
+		rc = -ENOMEM;
+		snprintf(err, sizeof err, "out of memory");
+		goto fail;
+	}
+	/* isolation: a cpuset of the run's slots and its memory limit */
+	struct dlh_cgroup cg;
+	int join[3] = { -1, -1, -1 };
+	memset(&cg, 0, sizeof cg);
+	if (e->cg.mode != DLH_CG_NONE) {
+		char name[64], why[512], lim[32] = "none";
+		snprintf(name, sizeof name, "%ld-%lu", j->id, ++e->launches);
+		int crc = dlh_cgroup_create(&e->cg, name, plan->slot, plan->ranks, j->spec.memory,
+					    &cg, why, sizeof why);
+		if (!crc && (crc = dlh_cgroup_join_fds(&cg, join))) {
+			snprintf(why, sizeof why, "cannot open cgroup.procs: %s", strerror(-crc));
+			dlh_cgroup_destroy(&cg);
+		}
+		if (j->spec.memory > 0)
+			dlh_size_text(j->spec.memory, lim, sizeof lim);
+		if (crc)
+			eng_job_log(e, j, "isolation: none for this run: %s", why);
+		else
+			eng_job_log(e, j, "isolation: cgroup v%d \"%s\", memory limit %s",
+				e->cg.mode == DLH_CG_V1 ? 1 : 2, cg.cpuset, lim);
+	} else if (j->spec.memory > 0) {
+		eng_job_log(e, j, "isolation: none, the memory limit is not enforced: %s", e->cg.why);
+	}
+	pid_t pid;
+	rc = dlh_launch_in(plan->argv, extra, path, join, &pid);
+	for (int k = 0; join[k] >= 0; k++)
+		close(join[k]);
+	if (rc) {
+		free(wa);
+		dlh_cgroup_destroy(&cg);
+		snprintf(err, sizeof err, "cannot start \"%s\": %s", plan->argv[0], strerror(-rc));
+		goto fail;
+	}
+	j->cg = cg;
+	j->pid = pid;
+	j->pid_start = dlh_proc_start(pid);
+	j->status = DLH_RUNNING;
+	j->reason[0] = '\0';
+	j->run_started = eng_stamp();
+	if (j->started == 0)
+		j->started = j->run_started;
+	j->finished = 0;
+	j->ranks = plan->ranks;
+	for (int r = 0; r < plan->ranks; r++)
+		e->holder[plan->slot[r]] = j->id;
+	e->slots_used += plan->ranks;
+	j->limit_at = j->spec.time_limit > 0 ? dlh_mono() + (double)j->spec.time_limit : 0;
+	j->timed_out = 0;
+	j->wait[0] = '\0';
+	if (j->limit_at)
+		pthread_cond_signal(&e->timer_cv);
+	eng_job_save(e, j);
+	*wa = (struct waiter_arg){ .e = e, .job = j, .pid = pid };
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_t t;
+	e->waiters++;
+	if ((rc = pthread_create(&t, &attr, waiter_main, wa))) {
+		/* without a waiter nobody would reap it: stop it and say so */
+		e->waiters--;
+		kill(pid, SIGKILL); /* our unreaped child: its pid cannot be reused */
+		dlh_proc_kill_session(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		e->slots_used -= plan->ranks;
+		for (int r = 0; r < plan->ranks; r++)
+			e->holder[plan->slot[r]] = 0;
+		j->pid = 0;
+		dlh_cgroup_destroy(&j->cg);
+		free(wa);
+		snprintf(err, sizeof err, "cannot start a supervisor thread: %s", strerror(rc));
+		rc = -rc;
+		pthread_attr_destroy(&attr);
+		goto fail;
+	}
+	pthread_attr_destroy(&attr);
+	free(plan);
+	pthread_cond_broadcast(&e->changed);
+	return 0;
+fail:
+	free(plan);
+	j->status = DLH_FAILED;
+	j->finished = eng_stamp();
+	snprintf(j->reason, sizeof j->reason, "%s", err);
+	eng_job_log(e, j, "failed: %s", err);
+	eng_job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	return rc;
+}
+
+/* Handles the end of job j's mpirun (wstatus from waitpid); cg: the run's
+ * cgroups, taken off the job (the caller removes them). e->mu held. */
+static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus,
+		       const struct dlh_cgroup *cg)
+{
+	char path[4096];
+	int oom = dlh_cgroup_oom_kills(cg);
+	int leftover = dlh_proc_kill_session(j->pid, SIGKILL);
+	double run_started = j->run_started;
+	e->slots_used -= j->ranks;
+	for (int s = 0; s < e->pool.node.cpus; s++)
+		if (e->holder[s] == j->id)
+			e->holder[s] = 0;
+	j->run_started = 0;
+	j->limit_at = 0;
+	j->pid = 0;
+	j->pid_start = 0;
+	j->kill_at = 0;
+	j->term_at = 0;
+	j->exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -WTERMSIG(wstatus);
+	if (leftover)
+		eng_job_log(e, j, "killed %d leftover process%s of the run", leftover,
+			leftover == 1 ? "" : "es");
+	if (WIFEXITED(wstatus))
+		eng_job_log(e, j, "mpirun exited with status %d", WEXITSTATUS(wstatus));
+	else
+		eng_job_log(e, j, "mpirun killed by signal %d (%s)", WTERMSIG(wstatus),
+			strsignal(WTERMSIG(wstatus)));
+
+	eng_job_file(e, j->id, "result", path, sizeof path);
+	if (j->cancelling) {
+		j->status = DLH_CANCELLED;
+		j->finished = eng_stamp();
+	} else if (oom > 0 && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
+		char lim[32];
+		dlh_size_text(cg->limit, lim, sizeof lim);
+		eng_job_log(e, j, "out of memory: the kernel killed %d process%s of the run in its cgroup "
+			"(limit %s)", oom, oom == 1 ? "" : "es", lim);
+		j->status = DLH_FAILED;
+		j->finished = eng_stamp();
+		snprintf(j->reason, sizeof j->reason, "out of memory (limit %s)", lim);
+	} else if (j->timed_out && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
+		char lim[32];
+		dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
+		j->status = DLH_FAILED;
+		j->finished = eng_stamp();
+		snprintf(j->reason, sizeof j->reason, "time limit %s reached", lim);
+	} else if (j->exit_code == 0 && (j->spec.command[0] || file_exists(path))) {
+		j->status = DLH_SUCCEEDED;
+		j->reason[0] = '\0';
+		j->finished = eng_stamp();
+		eng_job_actuals(e, j, j->finished - run_started);
+	} else if (j->exit_code == DLH_EXIT_SUSPENDED || j->suspending) {
+		/* stopped at a checkpoint (or, past the grace, stopped anyway):
+		 * not a failure; resume restarts from the newest checkpoint. A
+		 * victim of preemption waits in the queue to resume by itself. */
+		j->status = j->preempted_by ? DLH_QUEUED : DLH_SUSPENDED;
+		j->suspends++;
+		if (!j->suspending)
+			snprintf(j->reason, sizeof j->reason,
+				 "the run stopped at a checkpoint by itself (exit status %d)",
+				 DLH_EXIT_SUSPENDED);
+		else if (j->exit_code != DLH_EXIT_SUSPENDED && strlen(j->reason) < 200)
+			snprintf(j->reason + strlen(j->reason), sizeof j->reason - strlen(j->reason),
+				 "; the run did not stop at a checkpoint, it resumes from its newest one");
+	} else if (e->stopping) {
+		j->status = DLH_QUEUED;
+		snprintf(j->reason, sizeof j->reason,
+			 "interrupted: dlhfs stopped while the job ran; it resumes from its newest checkpoint at the next mount");
+	} else {
+		char why[DLH_REASON_MAX - 64];
+		failure_reason(e, j, why, sizeof why);
+		if (!why[0]) {
+			if (j->exit_code == 0)
+				snprintf(why, sizeof why, "the trainer exited without writing a result");
+			else if (j->exit_code > 0)
+				snprintf(why, sizeof why, "mpirun exited with status %d", j->exit_code);
+			else
+				snprintf(why, sizeof why, "mpirun was killed by signal %d", -j->exit_code);
+		}
+		if (j->spec.restart == DLH_RESTART_ON_FAILURE && j->restarts < j->spec.max_restarts) {
+			j->restarts++;
+			j->status = DLH_QUEUED;
+			snprintf(j->reason, sizeof j->reason, "restarting (%d of %d) after: %s",
+				 j->restarts, j->spec.max_restarts, why);
+		} else {
+			j->status = DLH_FAILED;
+			j->finished = eng_stamp();
+			snprintf(j->reason, sizeof j->reason, "%s", why);
+		}
+	}
+	j->cancelling = 0;
+	j->suspending = 0;
+	j->preempted_by = 0;
+	j->timed_out = 0;
+	eng_job_log(e, j, "%s%s%s", dlh_status_name(j->status), j->reason[0] ? ": " : "", j->reason);
+	eng_job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	if (!e->stopping)
+		eng_schedule(e);
+}
+
+static void *waiter_main(void *arg)
+{
+	struct waiter_arg *wa = arg;
+	int wstatus = 0;
+	while (waitpid(wa->pid, &wstatus, 0) < 0 && errno == EINTR)
+		;
+	struct dlh_engine *e = wa->e;
+	pthread_mutex_lock(&e->mu);
+	struct dlh_cgroup cg = wa->job->cg;
+	memset(&wa->job->cg, 0, sizeof wa->job->cg);
+	job_exited(e, wa->job, wstatus, &cg);
+	pthread_mutex_unlock(&e->mu);
+	dlh_cgroup_destroy(&cg); /* waits for stragglers: not under the lock */
+	pthread_mutex_lock(&e->mu);
+	e->waiters--;
+	pthread_cond_broadcast(&e->changed);
+	pthread_mutex_unlock(&e->mu);
+	free(wa);
+	return NULL;
+}
+
+/* Sends SIGKILL to sessions whose grace period has ended. */
+static void *timer_main(void *arg)
+{
+	struct dlh_engine *e = arg;
+	pthread_mutex_lock(&e->mu);
+	while (!(e->stopping && e->waiters == 0)) {
+		double now = dlh_mono(), next = 0;
+		for (size_t i = 0; i < e->njobs; i++) {
+			struct dlh_job *j = e->jobs[i];
+			if (j->limit_at && j->pid && !j->kill_at && !j->cancelling) {
+				if (j->limit_at <= now) {
+					char lim[32];
+					dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
+					eng_job_log(e, j, "time limit %s reached: SIGTERM to the run", lim);
+					j->limit_at = 0;
+					j->timed_out = 1;
+					eng_job_terminate(e, j);
+				} else if (!next || j->limit_at < next) {
+					next = j->limit_at;
+				}
+			}
+			if (j->term_at && j->pid && !j->kill_at) {
+				if (j->term_at <= now) {
+					eng_job_log(e, j, "the run did not suspend within %.0f s: SIGTERM",
+						e->suspend_grace);
+					j->term_at = 0;
+					eng_job_terminate(e, j);
+				} else if (!next || j->term_at < next) {
+					next = j->term_at;
+				}
+			}
+			if (!j->kill_at || !j->pid)
+				continue;
+			if (j->kill_at <= now) {
+				int n = dlh_proc_kill_session(j->pid, SIGKILL);
+				eng_job_log(e, j, "grace period over: SIGKILL to %d process%s", n,
+					n == 1 ? "" : "es");
+				j->kill_at = 0;
+			} else if (!next || j->kill_at < next) {
+				next = j->kill_at;
+			}
+		}
+		if (!next) {
+			pthread_cond_wait(&e->timer_cv, &e->mu);
+		} else {
+			struct timespec ts;
+			dlh_mono_ts(next, &ts);
+			pthread_cond_timedwait(&e->timer_cv, &e->mu, &ts);
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
+/* Sends SIGTERM to every process of j's run and arms the SIGKILL timer. */
+void eng_job_terminate(struct dlh_engine *e, struct dlh_job *j)
+{
+	dlh_proc_kill_session(j->pid, SIGTERM);
+	j->kill_at = dlh_mono() + e->grace;
+	pthread_cond_signal(&e->timer_cv);
+}
+
+/* Asks a running job to checkpoint and stop (SIGUSR2 to mpirun, which
+ * forwards it to every rank), SIGTERM after the suspend grace. e->mu held. */
+void eng_job_suspend(struct dlh_engine *e, struct dlh_job *j)
+{
+	j->suspending = 1;
+	j->term_at = dlh_mono() + e->suspend_grace;
+	kill(j->pid, SIGUSR2);
+	pthread_cond_signal(&e->timer_cv);
+}
+
+/* ---- opening: loading the state directory ---- */
+
+static int find_tool(const char *name, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	while (*path) {
+		size_t n = strcspn(path, ":");
+		snprintf(out, len, "%.*s/%s", (int)n, path, name);
+		if (n && access(out, X_OK) == 0)
+			return 0;
+		path += n + (path[n] == ':');
+	}
+	return -ENOENT;
+}
+
+/* dlh-train beside the running program (/proc/self/exe). */
+static int trainer_beside_self(char *out, size_t len)
+{
+	char self[2048];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n < 0)
+		return -errno;
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	snprintf(out, len, "%s/dlh-train", self);
+	return access(out, X_OK) ? -errno : 0;
+}
+
+/* A job found running in the state directory: its daemon is gone. Stops
+ * whatever is left of its session (even when mpirun itself is gone: ranks
+ * started after it are recognised by session and start time), then marks
+ * it succeeded when the run finished meanwhile, else requeues it. */
+static void recover(struct dlh_engine *e, struct dlh_job *j)
+{
+	if (j->pid && j->pid_start) {
+		dlh_proc_kill_session_since(j->pid, j->pid_start, SIGTERM);
+		double until = dlh_mono() + e->grace;
+		while (dlh_proc_count_session_since(j->pid, j->pid_start) && dlh_mono() < until) {
+			struct timespec ts = { 0, 30 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+		dlh_proc_kill_session_since(j->pid, j->pid_start, SIGKILL);
+	}
+	char path[4096];
+	eng_job_file(e, j->id, "result", path, sizeof path);
+	j->pid = 0;
+	j->pid_start = 0;
+	if (file_exists(path)) {
+		j->status = DLH_SUCCEEDED;
+		j->reason[0] = '\0';
+		j->finished = eng_stamp();
+		eng_job_log(e, j, "found finished after a restart of dlhfs");
+	} else {
+		j->status = DLH_QUEUED;
+		snprintf(j->reason, sizeof j->reason,
+			 "interrupted: dlhfs stopped while the job ran; resuming from its newest checkpoint");
+		eng_job_log(e, j, "found running after a restart of dlhfs; requeued");
+	}
+	eng_job_save(e, j);
+}
+
+static int load_jobs(struct dlh_engine *e, char *err, size_t errlen)
+{
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s/jobs", e->state);
+	DIR *d = opendir(dir);
+	if (!d) {
+		snprintf(err, errlen, "cannot open \"%s\": %s", dir, strerror(errno));
+		return -errno;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char *end;
+		long id = strtol(de->d_name, &end, 10);
+		if (*end || id <= 0)
+			continue;
+		struct dlh_job *j = malloc(sizeof *j);
+		if (!j) {
+			closedir(d);
+			return -ENOMEM;
+		}
+		char jd[4096];
+		eng_job_dir(e, id, jd, sizeof jd);
+		int rc = dlh_job_load(j, jd);
+		if (rc || j->id != id) {
+			fprintf(stderr, "dlhfs: skipping \"%s\": unreadable job record (%s)\n", jd,
+				strerror(rc ? -rc : EINVAL));
+			free(j);
+			if (id >= e->next_id)
+				e->next_id = id + 1;
+			continue;
+		}
+		if (insert(e, j)) {
+			free(j);
+			closedir(d);
+			return -ENOMEM;
+		}
+		if (id >= e->next_id)
+			e->next_id = id + 1;
+	}
+	closedir(d);
+	return 0;
+}
+
+/* Resolves the state directory and the tools of o into e, loads the pool
+ * file when o names one, and creates STATE/jobs. Returns 0, or -errno with
+ * err filled. */
+static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *err, size_t errlen)
+{
+	int rc;
+	const char *state = o->state_dir ? o->state_dir : DLH_STATE_DEFAULT;
+	if (state[0] != '/') {
+		snprintf(err, errlen, "state directory must be an absolute path, got \"%s\"", state);
+		return -EINVAL;
+	}
+	if (strlen(state) >= sizeof e->state - 64 ||
+	    (o->trainer && strlen(o->trainer) >= sizeof e->tools.trainer) ||
+	    (o->mpirun && strlen(o->mpirun) >= sizeof e->tools.mpirun)) {
+		snprintf(err, errlen, "a path given is too long");
+		return -ENAMETOOLONG;
+	}
+	snprintf(e->state, sizeof e->state, "%s", state);
+	if (o->trainer)
+		snprintf(e->tools.trainer, sizeof e->tools.trainer, "%s", o->trainer);
+	else if ((rc = trainer_beside_self(e->tools.trainer, sizeof e->tools.trainer))) {
+		snprintf(err, errlen, "cannot find dlh-train beside this program: %s", strerror(-rc));
+		return rc;
+	}
+	if (access(e->tools.trainer, X_OK)) {
+		snprintf(err, errlen, "cannot execute \"%s\": %s", e->tools.trainer, strerror(errno));
+		return -errno;
+	}
+	if (o->mpirun)
+		snprintf(e->tools.mpirun, sizeof e->tools.mpirun, "%s", o->mpirun);
+	else if (find_tool("mpirun", e->tools.mpirun, sizeof e->tools.mpirun)) {
+		snprintf(err, errlen, "mpirun not found on PATH (install openmpi-bin: make deps)");
+		return -ENOENT;
+	}
+	if (o->pool_file && (rc = dlh_pool_load(&e->pool, o->pool_file, o->cpus, err, errlen)))
+		return rc;
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s/jobs", e->state);
+	if ((rc = dlh_mkdir_p(dir, 0755)) || (access(dir, W_OK) && (rc = -errno))) {
+		snprintf(err, errlen, "cannot use state directory \"%s\": %s", e->state, strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+/* Takes the lock on STATE/lock, waiting up to wait seconds for another
+ * daemon to let go of it (an unmount returns before the old daemon has
+ * stopped its jobs). One daemon per state directory: ids and records
+ * must have one writer. Returns the locked descriptor, or -errno with err. */
+static int lock_state(const char *state, double wait, char *err, size_t errlen)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/lock", state);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(errno));
+		return -errno;
+	}
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	double until = dlh_mono() + wait;
+	while (fcntl(fd, F_SETLK, &fl) < 0) {
+		if ((errno != EAGAIN && errno != EACCES) || dlh_mono() >= until) {
+			struct flock who = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+			if (fcntl(fd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK)
+				snprintf(err, errlen, "state directory \"%s\" is in use by another dlhfs (pid %ld)",
+					 state, (long)who.l_pid);
+			else
+				snprintf(err, errlen, "cannot lock \"%s\": %s", path, strerror(errno));
+			close(fd);
+			return -EBUSY;
+		}
+		struct timespec ts = { 0, 50 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	return fd;
+}
+
+int dlh_engine_check(const struct dlh_engine_opts *o, char *err, size_t errlen)
+{
+	struct dlh_engine *e = calloc(1, sizeof *e);
+	if (!e)
+		return -ENOMEM;
+	int rc = setup(e, o, err, errlen);
+	if (!rc) {
+		int fd = lock_state(e->state, LOCK_WAIT, err, errlen);
+		if (fd < 0)
+			rc = fd;
+		else
+			close(fd); /* released: open takes it again after daemonizing */
+	}
+	free(e);
+	return rc;
+}
+
+int dlh_engine_calibrate(const struct dlh_engine_opts *o, struct dlh_buf *out,
+			 char *err, size_t errlen)
+{
+	struct dlh_engine *e = calloc(1, sizeof *e);
+	if (!e)
+		return -ENOMEM;
+	int rc = setup(e, o, err, errlen);
+	if (!rc && (e->lock_fd = lock_state(e->state, 0, err, errlen)) < 0)
+		rc = e->lock_fd;
+	if (rc) {
+		free(e);
+		return rc;
+	}
+	if (!o->pool_file)   /* else setup() loaded it */
+		dlh_pool_detect(&e->pool, o->cpus);
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->changed, NULL);
+	rc = eng_calibrate_now(e, out, err, errlen);
+	pthread_cond_destroy(&e->changed);
+	pthread_mutex_destroy(&e->mu);
+	close(e->lock_fd);
+	free(e);
+	return rc;
+}
+
+int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
+		    char *err, size_t errlen)
+{
+	struct dlh_engine *e = calloc(1, sizeof *e);
+	if (!e)
+		return -ENOMEM;
+	int rc = setup(e, o, err, errlen);
+	if (!rc && (e->lock_fd = lock_state(e->state, LOCK_WAIT, err, errlen)) < 0)
+		rc = e->lock_fd;
+	if (rc) {
+		free(e);
+		return rc;
+	}
+	e->grace = o->kill_grace > 0 ? o->kill_grace : DLH_KILL_GRACE;
+	e->suspend_grace = o->suspend_grace > 0 ? o->suspend_grace : DLH_SUSPEND_GRACE;
+	e->max_queued = o->max_queued > 0 ? o->max_queued : DLH_MAX_QUEUED;
+	e->next_id = 1;
+	if (!o->pool_file)   /* else setup() loaded it */
+		dlh_pool_detect(&e->pool, o->cpus);
+	if (!o->no_isolation)
+		dlh_cgroup_setup(&e->cg);
+	else
+		snprintf(e->cg.why, sizeof e->cg.why, "turned off (-o isolation=off)");
+	e->holder = calloc((size_t)e->pool.node.cpus, sizeof *e->holder);
+	if (!e->holder) {
+		dlh_cgroup_teardown(&e->cg);
+		close(e->lock_fd);
+		free(e);
+		return -ENOMEM;
+	}
+
+	char path[4096], *text;
+	snprintf(path, sizeof path, "%s/next_id", e->state);
+	if (!dlh_read_file(path, 64, &text, NULL)) {
+		long n = strtol(text, NULL, 10);
+		if (n > e->next_id)
+			e->next_id = n;
+		free(text);
+	}
+	if ((rc = load_jobs(e, err, errlen))) {
+		for (size_t i = 0; i < e->njobs; i++)
+			free(e->jobs[i]);
+		free(e->jobs);
+		free(e->holder);
+		dlh_cgroup_teardown(&e->cg);
+		close(e->lock_fd);
+		free(e);
+		return rc;
+	}
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_condattr_t ca; /* deadlines on the monotonic clock */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->changed, &ca);
+	pthread_cond_init(&e->timer_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if ((rc = pthread_create(&e->timer, NULL, timer_main, e))) {
+		snprintf(err, errlen, "cannot start the timer thread: %s", strerror(rc));
+		for (size_t i = 0; i < e->njobs; i++)
+			free(e->jobs[i]);
+		free(e->jobs);
+		free(e->holder);
+		dlh_cgroup_teardown(&e->cg);
+		close(e->lock_fd);
+		free(e);
+		return -rc;
+	}
+	eng_calib_open(e, o->no_calibrate);
+	pthread_mutex_lock(&e->mu);
+	for (size_t i = 0; i < e->njobs; i++) {
+		struct dlh_job *j = e->jobs[i];
+		if (j->status == DLH_RUNNING || j->status == DLH_PLANNING)
+			recover(e, j);
+	}
+	eng_schedule(e);
+	pthread_mutex_unlock(&e->mu);
+	*out = e;
+	return 0;
+}
+
+void dlh_engine_close(struct dlh_engine *e)
+{
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->stopping = 1;
+	for (size_t i = 0; i < e->njobs; i++)
+		if (e->jobs[i]->pid && !e->jobs[i]->kill_at)
+			eng_job_terminate(e, e->jobs[i]);
+	while (e->waiters > 0)
+		pthread_cond_wait(&e->changed, &e->mu);
+	pthread_cond_signal(&e->timer_cv);
+	pthread_cond_broadcast(&e->changed);   /* submissions waiting for calibration */
+	pthread_mutex_unlock(&e->mu);
+	pthread_join(e->timer, NULL);
+	eng_calib_close(e);
+	for (size_t i = 0; i < e->njobs; i++)
+		free(e->jobs[i]);
+	free(e->jobs);
+	free(e->holder);
+	dlh_cgroup_teardown(&e->cg);
+	pthread_cond_destroy(&e->changed);
+	pthread_cond_destroy(&e->timer_cv);
+	pthread_mutex_destroy(&e->mu);
+	close(e->lock_fd); /* the next daemon may have the directory now */
+	free(e);
+}
+
+/* ---- the public verbs ---- */
+
+/* Appends each line of err to the errors log, prefixed with time and uid
+ * (O_APPEND, so `tail -f jobs/errors` follows it). When the log has grown to
+ * twice DLH_ERRORS_KEEP lines it is rewritten atomically to the newest
+ * DLH_ERRORS_KEEP. */
+static void log_rejection(struct dlh_engine *e, uid_t uid, const char *err)
+{
+	char path[4096], when[32];
+	snprintf(path, sizeof path, "%s/errors", e->state);
+	dlh_time_iso(dlh_now(), when, sizeof when);
+	struct dlh_buf add = {0};
+	for (const char *l = err; *l;) {
+		size_t n = strcspn(l, "\n");
+		if (n)
+			dlh_buf_printf(&add, "%s uid=%u %.*s\n", when, (unsigned)uid, (int)n, l);
+		l += n + (l[n] == '\n');
+	}
+	if (!add.data)
+		return;
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		dlh_write_all(fd, add.data, add.len);
+		close(fd);
+	}
+	dlh_buf_free(&add);
+	char *all = NULL;
+	size_t len = 0, lines = 0, from = 0;
+	if (dlh_read_file(path, 16 << 20, &all, &len))
+		return;
+	for (size_t i = 0; i < len; i++)
+		lines += all[i] == '\n';
+	if (lines > 2 * DLH_ERRORS_KEEP) {
+		while (lines > DLH_ERRORS_KEEP && from < len)
+			if (all[from++] == '\n')
+				lines--;
+		dlh_write_atomic(path, all + from, len - from);
+	}
+	free(all);
+}
+
+void dlh_engine_reject(struct dlh_engine *e, uid_t uid, const char *err)
+{
+	pthread_mutex_lock(&e->mu);
+	log_rejection(e, uid, err);
+	pthread_mutex_unlock(&e->mu);
+}
+
+/* Decides how spec runs (engine/choose); a refusal becomes spec error
+ * text naming the key it comes from. e->mu not held. */
+static int decide(struct dlh_engine *e, const struct dlh_spec *spec, struct dlh_choice *c,
+		  char *err, size_t errlen)
+{
+	char why[1024];
+	int rc = eng_choose(e, spec, c, why, sizeof why);
+
+	if (rc == -ETIME)
+		snprintf(err, errlen, "spec: [job] deadline: %s\n", why);
+	else if (rc == -ENOSPC)
+		snprintf(err, errlen, "spec: [train] batch_size: %s\n", why);
+	else if (rc)
+		snprintf(err, errlen, "spec: %s\n", why);
+	return rc ? -EINVAL : 0;
+}
+
+int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
+		      uid_t uid, long *id, char *err, size_t errlen)
+{
+	struct dlh_spec *spec = malloc(sizeof *spec);
+	struct dlh_plan *plan = malloc(sizeof *plan);
+	struct dlh_job *j = calloc(1, sizeof *j);
+	struct dlh_choice *choice = malloc(sizeof *choice);
+	char *norm = malloc(DLH_SPEC_MAX * 2);
+	int rc = -ENOMEM;
+	if (!spec || !plan || !j || !norm || !choice) {
+		snprintf(err, errlen, "spec: out of memory\n");
+		goto out;
+	}
+	err[0] = '\0';
+	rc = dlh_spec_parse(text, len, spec, err, errlen);
+	if (!rc)
+		rc = decide(e, spec, choice, err, errlen);
+	if (!rc) /* the pool must be able to run it at all */
+		rc = dlh_plan_make_with(spec, &(struct dlh_plan_override){
+						.ranks = choice->ranks, .batch = choice->batch,
+						.lr = choice->lr, .warmup_steps = choice->warmup_steps },
+					&e->pool, &e->tools, "/", plan, err, errlen);
+	if (rc) {
+		dlh_engine_reject(e, uid, err);
+		goto out;
+	}
+	int n = dlh_spec_format(spec, norm, DLH_SPEC_MAX * 2);
+	if (n < 0) {
+		rc = -EINVAL;
+		snprintf(err, errlen, "spec: cannot normalize the spec\n");
+		dlh_engine_reject(e, uid, err);
+		goto out;
+	}
+
+	pthread_mutex_lock(&e->mu);
+	int queued = 0;
+	for (size_t i = 0; i < e->njobs; i++)
+		queued += e->jobs[i]->status == DLH_QUEUED;
+	if (queued >= e->max_queued) {
+		pthread_mutex_unlock(&e->mu);
+		snprintf(err, errlen, "spec: the queue is full: %d jobs queued (max_queued=%d); "
+			 "submit again when some have started\n", queued, e->max_queued);
+		dlh_engine_reject(e, uid, err);
+		rc = -EAGAIN;
+		goto out;
+	}
+	j->id = e->next_id;
+	j->uid = uid;
+	j->status = DLH_QUEUED;
+	j->submitted = eng_stamp();
+	j->spec = *spec;
+	j->priority = spec->priority;
+	eng_choice_apply(j, choice);
+	if (spec->dry_run) {
+		j->status = DLH_PLANNED;
+		j->finished = j->submitted;
+		snprintf(j->reason, sizeof j->reason, "dry run: estimated and planned, not launched");
+	}
+	char dir[4096], path[4096], next[32];
+	struct dlh_plan_override ov;
+	eng_job_dir(e, j->id, dir, sizeof dir);
+	snprintf(path, sizeof path, "%s/checkpoints", dir);
+	snprintf(next, sizeof next, "%ld\n", j->id + 1);
+	char np[4096];
+	snprintf(np, sizeof np, "%s/next_id", e->state);
+	/* the id is spent once next_id is on disk, even if the rest fails */
+	if ((rc = dlh_write_atomic(np, next, strlen(next))) || (rc = dlh_mkdir_p(path, 0755))) {
+		pthread_mutex_unlock(&e->mu);
+		snprintf(err, errlen, "spec: cannot create the job in \"%s\": %s\n", dir, strerror(-rc));
+		goto out;
+	}
+	e->next_id++;
+	eng_job_file(e, j->id, "spec.ini", path, sizeof path);
+	if (!(rc = dlh_write_atomic(path, norm, (size_t)n))) {
+		eng_job_file(e, j->id, "submitted.ini", path, sizeof path);
+		rc = dlh_write_atomic(path, text, len);
+	}
+	if (!rc && (rc = dlh_plan_make_with(spec, eng_job_override(j, &ov) ? &ov : NULL, &e->pool,
+					    &e->tools, dir, plan, err, errlen)) == 0)
+		rc = eng_write_choice(e, j->id, choice, plan);
+	if (!rc)
+		rc = dlh_job_save(j, dir);
+	if (!rc)
+		rc = insert(e, j);
+	if (rc) {
+		pthread_mutex_unlock(&e->mu);
+		snprintf(err, errlen, "spec: cannot store the job in \"%s\": %s\n", dir, strerror(-rc));
+		goto out;
+	}
+	eng_job_log(e, j, "submitted by uid %u", (unsigned)uid);
+	if (choice->estimated)
+		eng_job_log(e, j, "planned: %d x %s, estimated %.1f s, %.0f J%s", choice->ranks,
+			    choice->type, choice->est.total_s, choice->est.joules,
+			    spec->dry_run ? " (dry run: not launched)" : "");
+	else
+		eng_job_log(e, j, "not estimated: %s", choice->why);
+	*id = j->id;
+	j = NULL; /* owned by the table now */
+	eng_schedule(e);
+	pthread_mutex_unlock(&e->mu);
+	rc = 0;
+out:
+	free(spec);
+	free(plan);
+	free(j);
+	free(choice);
+	free(norm);
+	return rc;
+}
+
+int dlh_engine_job(struct dlh_engine *e, long id, struct dlh_job *out)
+{
+	pthread_mutex_lock(&e->mu);
+	struct dlh_job *j = eng_find(e, id);
+	if (j)
+		*out = *j;
+	pthread_mutex_unlock(&e->mu);
+	return j ? 0 : -ENOENT;
+}
+
+size_t dlh_engine_jobs(struct dlh_engine *e, long *ids, size_t max)
+{
+	pthread_mutex_lock(&e->mu);
+	size_t n = e->njobs;
+	for (size_t i = 0; i < n && i < max; i++)
+		ids[i] = e->jobs[i]->id;
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
+long dlh_engine_find_name(struct dlh_engine *e, const char *name)
+{
+	long id = -ENOENT;
+	pthread_mutex_lock(&e->mu);
+	for (size_t i = e->njobs; i-- > 0;)
+		if (!strcmp(e->jobs[i]->spec.name, name)) {
+			id = e->jobs[i]->id;
+			break;
+		}
+	pthread_mutex_unlock(&e->mu);
+	return id;
+}
+
+void dlh_engine_job_dir(struct dlh_engine *e, long id, char *buf, size_t len)
+{
+	eng_job_dir(e, id, buf, len);
+}
+
+void dlh_engine_errors_path(struct dlh_engine *e, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/errors", e->state);
+}
+
+void dlh_engine_pool(struct dlh_engine *e, struct dlh_pool *pool, struct dlh_usage *use)
+{
+	pthread_mutex_lock(&e->mu);
+	if (pool)
+		*pool = e->pool;
+	if (use) {
+		memset(use, 0, sizeof *use);
+		use->slots_used = e->slots_used;
+		for (size_t i = 0; i < e->njobs; i++) {
+			use->running += e->jobs[i]->status == DLH_RUNNING;
+			use->queued += e->jobs[i]->status == DLH_QUEUED;
+			use->suspended += e->jobs[i]->status == DLH_SUSPENDED;
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+}
+
+size_t dlh_engine_running(struct dlh_engine *e, long *ids, int *ranks, size_t max)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&e->mu);
+	for (size_t i = 0; i < e->njobs; i++) {
+		if (e->jobs[i]->status != DLH_RUNNING)
+			continue;
+		if (n < max) {
+			ids[n] = e->jobs[i]->id;
+			ranks[n] = e->jobs[i]->ranks;
+		}
+		n++;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
+void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len)
+{
+	pthread_mutex_lock(&e->mu);
+	if (e->cg.mode == DLH_CG_NONE)
+		snprintf(buf, len, "none: %s", e->cg.why);
+	else
+		snprintf(buf, len, "cgroup v%d", e->cg.mode == DLH_CG_V1 ? 1 : 2);
+	pthread_mutex_unlock(&e->mu);
+}
+
+int dlh_engine_wait(struct dlh_engine *e, long id, double timeout)
+{
+	double until = dlh_mono() + timeout;
+	pthread_mutex_lock(&e->mu);
+	struct dlh_job *j = eng_find(e, id);
+	int rc = j ? 0 : -ENOENT;
+	while (j && !dlh_status_terminal(j->status)) {
+		struct timespec ts;
+		dlh_mono_ts(until, &ts);
+		if (pthread_cond_timedwait(&e->changed, &e->mu, &ts) == ETIMEDOUT &&
+		    !dlh_status_terminal(j->status)) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}

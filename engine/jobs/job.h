@@ -1,0 +1,81 @@
+/* job.h - one job's record: status, times, processes; stored as key=value */
+#ifndef DLH_JOB_H
+#define DLH_JOB_H
+
+#include <pthread.h>
+#include <sys/types.h>
+
+#include "engine/run/cgroup.h"
+#include "schema/spec.h"
+
+#define DLH_REASON_MAX 512
+#define DLH_JOB_RANKS 1024    /* most ranks a job's plan records (DLH_RANKS_MAX) */
+
+enum dlh_status {
+	DLH_QUEUED = 0,   /* waiting for free slots */
+	DLH_PLANNING,     /* being placed; transient */
+	DLH_RUNNING,      /* mpirun is alive */
+	DLH_SUCCEEDED,    /* the run ended with a result */
+	DLH_FAILED,       /* the run ended without one; reason says why */
+	DLH_CANCELLED,    /* stopped by a cancel verb */
+	DLH_SUSPENDED,    /* stopped at a checkpoint; ctl `resume` requeues it */
+	DLH_PLANNED,      /* [job] dry_run: estimated and planned, never launched */
+};
+
+/* The persistent part of a job (the file `job` in its directory) plus the
+ * daemon's bookkeeping while it runs. */
+struct dlh_job {
+	long id;                     /* numeric id, never reused */
+	uid_t uid;                   /* who submitted it */
+	enum dlh_status status;      /* where it is in its life */
+	char reason[DLH_REASON_MAX]; /* why it is queued/failed/cancelled; "" if none */
+	double submitted;            /* epoch seconds */
+	double started;              /* first launch, 0 if never */
+	double finished;             /* end of the last run, 0 while not ended */
+	pid_t pid;                   /* mpirun (session leader), 0 when none */
+	unsigned long long pid_start;/* its start time in /proc ticks, to recognise it */
+	int ranks;                   /* ranks of the current plan, 0 before planning */
+	int restarts;                /* relaunches done under restart = on-failure */
+	int exit_code;               /* last exit: >= 0 status, < 0 minus the signal */
+	int priority;                /* higher starts first; [job] priority or ctl `priority N` */
+	int suspends;                /* times the job was suspended (by ctl or preemption) */
+	struct dlh_spec spec;        /* the validated spec */
+	/* what the planner decided at submission (engine/choose) */
+	int plan_ranks;              /* ranks; 0 = not decided (the spec's own) */
+	int plan_batch[DLH_JOB_RANKS];   /* per-rank batches */
+	double plan_lr;              /* lr to train with; 0 = auto */
+	int plan_warmup;             /* warmup steps */
+	double est_total;            /* estimated run time, seconds; 0 = no estimate */
+
+	/* daemon-only, not stored */
+	int cancelling;              /* a cancel was sent; ends as cancelled */
+	int suspending;              /* a suspend was sent (SIGUSR2); ends as suspended */
+	long preempted_by;           /* the suspend was a preemption for that job: ends
+					queued, to resume on its own; 0 = not */
+	double term_at;              /* when to SIGTERM a run that ignores a suspend, 0 = not due */
+	double kill_at;              /* when to SIGKILL the session, 0 = not due */
+	double run_started;          /* when the current run was launched (epoch s), 0 = none */
+	double limit_at;             /* CLOCK_MONOTONIC end of [job] time_limit, 0 = none */
+	int timed_out;               /* the run was stopped at its time limit; ends as failed */
+	double est_start;            /* queued: the scheduler's estimated start (epoch s,
+					INFINITY = unknown) */
+	char wait[256];              /* queued: why it waits, from the scheduler */
+	struct dlh_cgroup cg;        /* the current run's cgroups; empty paths = none */
+	pthread_t waiter;            /* thread blocked in waitpid on pid */
+	int has_waiter;              /* waiter must be joined */
+};
+
+/* The lowercase word for a status ("running"). */
+const char *dlh_status_name(enum dlh_status s);
+
+/* 1 for succeeded, failed and cancelled (suspended is not: it can resume). */
+int dlh_status_terminal(enum dlh_status s);
+
+/* Writes the record to DIR/job atomically. Returns 0, or -errno. */
+int dlh_job_save(const struct dlh_job *j, const char *dir);
+
+/* Loads DIR/job and DIR/spec.ini into j. Returns 0, or -errno
+ * (-EINVAL for a record or spec that does not parse). */
+int dlh_job_load(struct dlh_job *j, const char *dir);
+
+#endif

@@ -1,0 +1,143 @@
+/* metrics.c - reading what rank 0 appends: metrics.csv, run.info, result */
+#include "engine/jobs/metrics.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/util/util.h"
+
+#define CHUNK (64 * 1024)
+
+/* Parses one complete row into m; returns 1 when it filled something new. */
+static int take_row(const char *line, size_t len, struct dlh_metrics *m)
+{
+	char row[512];
+	if (len >= sizeof row)
+		return 0;
+	memcpy(row, line, len);
+	row[len] = '\0';
+	char kind[16];
+	long step;
+	int epoch;
+	double t, loss, acc, lr, sps;
+	if (!m->have_train && sscanf(row, "%15[^,],%ld,%d,%lf,%lf,%lf,%lf,%lf",
+				     kind, &step, &epoch, &t, &loss, &acc, &lr, &sps) == 8 &&
+	    !strcmp(kind, "train")) {
+		m->have_train = 1;
+		m->step = step;
+		m->epoch = epoch;
+		m->time_s = t;
+		m->loss = loss;
+		m->accuracy = acc;
+		m->lr = lr;
+		m->samples_per_s = sps;
+		return 1;
+	}
+	if (!m->have_eval && sscanf(row, "%15[^,],%ld,%d,%lf,%lf,%lf",
+				    kind, &step, &epoch, &t, &loss, &acc) == 6 &&
+	    !strcmp(kind, "eval")) {
+		m->have_eval = 1;
+		m->eval_step = step;
+		m->eval_epoch = epoch;
+		m->eval_time_s = t;
+		m->test_loss = loss;
+		m->test_accuracy = acc;
+		return 1;
+	}
+	return 0;
+}
+
+int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
+{
+	memset(m, 0, sizeof *m);
+	int fd = open(csv_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	struct stat st;
+	if (fstat(fd, &st)) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	char *buf = malloc(CHUNK + 512);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	/* Walk back in chunks; carry the partial first line of each chunk into
+	 * the next read by overlapping reads at line boundaries. */
+	off_t end = st.st_size;
+	int partial_tail = 1; /* the very last line may still be being written */
+	int rc = 0;
+	while (end > 0 && !(m->have_train && m->have_eval)) {
+		off_t start = end > CHUNK ? end - CHUNK : 0;
+		size_t n = (size_t)(end - start);
+		ssize_t got = pread(fd, buf, n, start);
+		if (got < 0) {
+			rc = -errno;
+			break;
+		}
+		if ((size_t)got < n)
+			partial_tail = 1; /* truncated under us (a resume): last line may be cut */
+		n = (size_t)got;
+		size_t stop = n;
+		if (partial_tail) {
+			while (stop > 0 && buf[stop - 1] != '\n')
+				stop--;
+			partial_tail = 0;
+		}
+		/* lines in buf[first..stop), scanned newest first */
+		size_t first = 0;
+		if (start > 0) {
+			while (first < stop && buf[first] != '\n')
+				first++;
+			first++;
+		}
+		size_t e = stop;
+		while (e > first) {
+			size_t s = e - 1; /* e-1 is the newline ending this line */
+			while (s > first && buf[s - 1] != '\n')
+				s--;
+			take_row(buf + s, e - 1 - s, m);
+			if (m->have_train && m->have_eval)
+				break;
+			e = s;
+		}
+		if (start == 0)
+			break;
+		/* re-read the cut first line as part of the previous chunk */
+		if (start + (off_t)first >= end)
+			break; /* a single line longer than a chunk: not ours */
+		end = start + (off_t)first;
+	}
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+int dlh_run_info_read(const char *dir, struct dlh_run_info *ri)
+{
+	char path[4096], v[64];
+	char *text;
+	memset(ri, 0, sizeof *ri);
+	snprintf(path, sizeof path, "%s/run.info", dir);
+	int rc = dlh_read_file(path, 64 * 1024, &text, NULL);
+	if (rc)
+		return rc;
+	if (!dlh_kv_get(text, "steps_per_epoch", v, sizeof v))
+		ri->steps_per_epoch = strtol(v, NULL, 10);
+	if (!dlh_kv_get(text, "total_steps", v, sizeof v))
+		ri->total_steps = strtol(v, NULL, 10);
+	if (!dlh_kv_get(text, "train_samples", v, sizeof v))
+		ri->train_samples = strtol(v, NULL, 10);
+	if (!dlh_kv_get(text, "test_samples", v, sizeof v))
+		ri->test_samples = strtol(v, NULL, 10);
+	ri->valid = ri->total_steps > 0;
+	free(text);
+	return 0;
+}

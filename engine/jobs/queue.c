@@ -1,0 +1,197 @@
+/* queue.c - the engine's queue: order, conservative backfill, preemption, estimates
+ *
+ * The arithmetic is sched.c's; this file feeds it the jobs (e->mu held) and
+ * acts on its answer: launches, wait reasons, victims. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/jobs/core.h"
+#include "engine/jobs/advise.h"
+#include "engine/sched/sched.h"
+#include "engine/util/util.h"
+
+/* The wall-clock time t as "HH:MM:SS" (local time), for progress lines. */
+static void clock_text(double t, char *out, size_t len)
+{
+	time_t tt = (time_t)ceil(t);
+	struct tm tm;
+	localtime_r(&tt, &tm);
+	strftime(out, len, "%H:%M:%S", &tm);
+}
+
+/* The queued jobs as scheduler input, in queue order, with their
+ * estimated starts planned against the running jobs. e->mu held. Returns
+ * the count, with *wout malloc'd (NULL and 0 when out of memory). */
+static size_t plan_queue(struct dlh_engine *e, double now, struct dlh_sched_wait **wout)
+{
+	size_t nw = 0, nr = 0;
+	struct dlh_sched_wait *w = malloc((e->njobs ? e->njobs : 1) * sizeof *w);
+	struct dlh_sched_run *r = malloc((e->njobs ? e->njobs : 1) * sizeof *r);
+	*wout = NULL;
+	if (!w || !r) {
+		free(w);
+		free(r);
+		return 0;
+	}
+	for (size_t i = 0; i < e->njobs; i++) {
+		struct dlh_job *j = e->jobs[i];
+		if (j->pid) {
+			r[nr].cpus = j->ranks;
+			r[nr].end = j->spec.time_limit > 0 && j->run_started > 0
+				? j->run_started + (double)j->spec.time_limit : INFINITY;
+			nr++;
+		} else if (j->status == DLH_QUEUED) {
+			w[nw] = (struct dlh_sched_wait){
+				.id = j->id, .priority = j->priority, .submitted = j->submitted,
+				.cpus = eng_job_slots(e, j),
+				.duration = j->spec.time_limit > 0 ? (double)j->spec.time_limit : INFINITY,
+			};
+			nw++;
+		}
+	}
+	dlh_sched_order(w, nw);
+	dlh_sched_plan(e->pool.node.cpus, now, r, nr, w, nw);
+	free(r);
+	*wout = w;
+	return nw;
+}
+
+static int cmp_victims(const void *pa, const void *pb)
+{
+	const struct dlh_job *a = *(struct dlh_job *const *)pa, *b = *(struct dlh_job *const *)pb;
+	if (a->priority != b->priority)
+		return a->priority < b->priority ? -1 : 1;
+	/* the youngest run loses the least work */
+	return (a->run_started < b->run_started) - (a->run_started > b->run_started);
+}
+
+/* Preemption: walks the waiting jobs in queue order; one that cannot start
+ * now and needs more slots than are free (or being freed by suspends under
+ * way) suspends the lowest-priority preemptible running jobs of lower
+ * priority than its own, youngest first, until enough would be free. It
+ * preempts nobody when even all of them would not be enough. The victims
+ * checkpoint, stop, and wait in the queue (see job_exited). e->mu held. */
+static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t nw, double now)
+{
+	int avail = e->pool.node.cpus - e->slots_used;
+	struct dlh_job **cand = malloc((e->njobs ? e->njobs : 1) * sizeof *cand);
+	if (!cand)
+		return;
+	for (size_t i = 0; i < e->njobs; i++)
+		if (e->jobs[i]->pid && e->jobs[i]->suspending)
+			avail += e->jobs[i]->ranks;
+	for (size_t k = 0; k < nw; k++) {
+		struct dlh_job *h = eng_find(e, w[k].id);
+		if (!h || h->status != DLH_QUEUED || w[k].cpus > e->pool.node.cpus)
+			continue;
+		if (w[k].start <= now || w[k].cpus <= avail) {
+			avail -= w[k].cpus < avail ? w[k].cpus : avail;
+			continue;
+		}
+		size_t nc = 0;
+		int could = avail;
+		for (size_t i = 0; i < e->njobs; i++) {
+			struct dlh_job *r = e->jobs[i];
+			if (r->pid && r->status == DLH_RUNNING && !r->suspending && !r->cancelling &&
+			    r->spec.preemptible && r->priority < h->priority) {
+				cand[nc++] = r;
+				could += r->ranks;
+			}
+		}
+		if (could < w[k].cpus)
+			continue;
+		qsort(cand, nc, sizeof *cand, cmp_victims);
+		for (size_t c = 0; c < nc && avail < w[k].cpus; c++) {
+			struct dlh_job *v = cand[c];
+			v->preempted_by = h->id;
+			snprintf(v->reason, sizeof v->reason, "preempted by job %ld (priority %d)", h->id,
+				 h->priority);
+			eng_job_log(e, v, "preempted by job %ld (priority %d > %d): SIGUSR2 to the run "
+				"(checkpoint, then stop); it resumes when slots free", h->id, h->priority,
+				v->priority);
+			eng_job_log(e, h, "preempting job %ld (priority %d) for %d cpu slot%s", v->id,
+				v->priority, v->ranks, v->ranks == 1 ? "" : "s");
+			eng_job_suspend(e, v);
+			avail += v->ranks;
+		}
+		avail -= w[k].cpus;
+	}
+	free(cand);
+}
+
+/* Starts the queued jobs whose reservation is now (conservative backfill
+ * in priority order, see sched.h), and tells the others why they wait and
+ * when they are estimated to start. A job that could never fit (more
+ * slots than the pool has) fails with the reason. e->mu held. */
+void eng_schedule(struct dlh_engine *e)
+{
+	double now = dlh_now();
+	struct dlh_sched_wait *w;
+	size_t nw = plan_queue(e, now, &w);
+	for (size_t k = 0; k < nw; k++) {
+		struct dlh_job *j = eng_find(e, w[k].id);
+		if (!j || j->status != DLH_QUEUED)
+			continue;
+		int need = w[k].cpus, free_slots = e->pool.node.cpus - e->slots_used;
+		if (need > e->pool.node.cpus) {
+			eng_job_launch(e, j); /* planning refuses it, with the reason */
+			continue;
+		}
+		if (w[k].start <= now && need <= free_slots) {
+			eng_job_launch(e, j);
+			continue;
+		}
+		char when[64];
+		j->est_start = w[k].start;
+		if (isinf(w[k].start))
+			snprintf(when, sizeof when, "est. start unknown (jobs ahead have no time_limit)");
+		else {
+			char hms[16];
+			clock_text(w[k].start, hms, sizeof hms);
+			snprintf(when, sizeof when, "est. start %s", hms);
+		}
+		if (need <= free_slots)
+			snprintf(j->wait, sizeof j->wait, "waiting for %d cpu slot%s; %d free but held "
+				 "for jobs ahead in the queue; %s", need, need == 1 ? "" : "s",
+				 free_slots, when);
+		else
+			snprintf(j->wait, sizeof j->wait, "waiting for %d cpu slot%s; %d free; %s",
+				 need, need == 1 ? "" : "s", free_slots, when);
+	}
+	preempt(e, w, nw, now);
+	free(w);
+}
+
+size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_t max)
+{
+	pthread_mutex_lock(&e->mu);
+	struct dlh_sched_wait *w;
+	size_t nw = plan_queue(e, dlh_now(), &w);
+	for (size_t k = 0; k < nw && k < max; k++) {
+		const struct dlh_job *j = eng_find(e, w[k].id);
+		out[k] = (struct dlh_queue_entry){
+			.id = w[k].id, .priority = w[k].priority, .cpus = w[k].cpus,
+			.submitted = w[k].submitted, .est_start = w[k].start,
+			.time_limit = j ? (double)j->spec.time_limit : 0,
+		};
+		if (j)
+			snprintf(out[k].name, sizeof out[k].name, "%s", j->spec.name);
+	}
+	free(w);
+	pthread_mutex_unlock(&e->mu);
+	return nw;
+}
+
+int dlh_engine_holders(struct dlh_engine *e, long *out, int max)
+{
+	pthread_mutex_lock(&e->mu);
+	int n = e->pool.node.cpus;
+	for (int s = 0; s < n && s < max; s++)
+		out[s] = e->holder[s];
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}

@@ -1,0 +1,296 @@
+/* choose.c - deciding how a job runs, before it runs */
+#include "engine/plan/choose.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Goyal et al. 2017 warm up over 5 of 90 epochs: the same share of a run. */
+#define WARMUP_SHARE (5.0 / 90.0)
+
+/* What the estimate callback needs besides the configuration. */
+struct ctx {
+	const struct dlh_choose_in *in;
+	const struct dlh_dataset_shape *shape;
+	int tried;                    /* configurations the spec allows */
+	struct dlh_calib_dev peak[DLH_PLANNER_TYPES];   /* types nobody measured: their
+							   pool figures (peak_of) */
+	int estimated;                /* of which the estimator could estimate */
+	char err[256];                /* the estimator's last refusal */
+};
+
+/* The global batch of count ranks: the spec's, or with scale_batch the
+ * spec's per device. */
+static long global_batch(const struct dlh_spec *s, int count)
+{
+	return s->scale_batch ? (long)s->batch_size * count : s->batch_size;
+}
+
+/* 1 when the spec's [resources] device may run on type t (same indices
+ * in the pool and its free view). */
+static int type_allowed(const struct dlh_pool *p, int t, const struct dlh_spec *s)
+{
+	return p->type[t].gpu == (s->device == DLH_DEVICE_GPU);
+}
+
+/* A device type the calibration did not measure (GPUs: dlh-calib times
+ * OpenBLAS only) as its pool figures say: peak FLOP/s and bandwidth.
+ * NULL when the pool does not know them either. */
+static const struct dlh_calib_dev *peak_of(struct ctx *x, int t)
+{
+	const struct dlh_pool_type *pt = &x->in->pool->type[t];
+	struct dlh_calib_dev *d = &x->peak[t];
+
+	if (pt->flops <= 0.0 || pt->bandwidth <= 0.0)
+		return NULL;
+	memset(d, 0, sizeof *d);
+	snprintf(d->type, sizeof d->type, "%s", pt->name);
+	d->gemm_flops = pt->flops;
+	d->mem_bw = d->mem_bw_all = pt->bandwidth;
+	d->gemm_all = 1.0;
+	return d;
+}
+
+/* Fills ein for configuration c: its parts' devices in order, per-rank
+ * batches in proportion to each device's speed. */
+static int fill_in(struct ctx *x, const struct dlh_pool_free *p, const struct dlh_config *c,
+		   struct dlh_estimate_in *ein)
+{
+	const struct dlh_spec *s = x->in->spec;
+	const struct dlh_calib_dev *dev[DLH_CONFIG_PARTS];
+	double speed[DLH_RANKS_MAX];
+	long global = global_batch(s, c->count);
+
+	if (global > 1048576 || global < c->count || c->count > DLH_RANKS_MAX)
+		return -EINVAL;
+	for (int i = 0; i < c->nparts; i++) {
+		int t = c->part[i].type;
+
+		dev[i] = dlh_calib_dev(x->in->cal, p->type[t].name);
+		if (!dev[i] && !(dev[i] = peak_of(x, t))) {
+			snprintf(x->err, sizeof x->err, "device type \"%s\" is neither calibrated "
+				 "nor given flops and bandwidth in the pool", p->type[t].name);
+			return -ENOENT;
+		}
+	}
+	memset(ein, 0, sizeof *ein);
+	ein->spec = s;
+	ein->train_n = x->shape->train_n;
+	ein->test_n = x->shape->test_n;
+	ein->c = x->shape->c;
+	ein->h = x->shape->h;
+	ein->w = x->shape->w;
+	ein->classes = x->shape->classes;
+	ein->ranks = c->count;
+	ein->nodes = c->nodes;
+	for (int i = 0, r = 0; i < c->nparts; i++)
+		for (int j = 0; j < c->part[i].count; j++, r++) {
+			ein->dev[r] = dev[i];
+			ein->watts_busy[r] = p->type[c->part[i].type].watts_busy;
+			ein->watts_idle[r] = p->type[c->part[i].type].watts_idle;
+			speed[r] = dev[i]->gemm_flops;
+		}
+	return dlh_split_batch((int)global, speed, c->count, ein->batch);
+}
+
+/* The planner's callback: the estimate of configuration c. */
+static int estimate_config(void *ctxp, const struct dlh_pool_free *p, const struct dlh_config *c,
+			   struct dlh_config_cost *out)
+{
+	struct ctx *x = ctxp;
+	const struct dlh_spec *s = x->in->spec;
+	struct dlh_estimate_in ein;
+	struct dlh_estimate est;
+
+	for (int i = 0; i < c->nparts; i++)
+		if (!type_allowed(x->in->pool, c->part[i].type, s))
+			return -EINVAL;
+	if (s->ranks > 0 && c->count != s->ranks)
+		return -EINVAL;
+	/* runs launch on the local node, whose GPUs dlh-train takes in index
+	 * order, not by type: devices of two types are planned (a dry run) but
+	 * not launched */
+	if (c->nparts > 1 && !s->dry_run)
+		return -EINVAL;
+	x->tried++;
+	if (fill_in(x, p, c, &ein) < 0 ||
+	    dlh_estimate(&ein, x->in->cal, x->in->corr, &est, x->err, sizeof x->err) < 0)
+		return -EINVAL;
+	x->estimated++;
+	out->total_s = est.total_s;
+	out->joules = est.joules;
+	out->mem_bytes = est.mem_bytes;
+	out->fits = 1;
+	for (int i = 0; i < c->nparts; i++) {   /* the peak rank against every part's type */
+		double room = p->type[c->part[i].type].mem_bytes;
+
+		out->fits &= room <= 0.0 || est.mem_bytes <= room;
+	}
+	return 0;
+}
+
+/* The planner's view of the pool: free devices (cpus_free / gpus_free of
+ * the local node; < 0: all). A run launches on the local node only, so
+ * other nodes count unless plan_all is 0; a dry run plans on them all. */
+static void pool_view(const struct dlh_pool *pool, int cpus_free, int gpus_free, int plan_all,
+		      struct dlh_pool_free *v)
+{
+	const struct dlh_node *n = &pool->node;
+	int used_cpus = cpus_free < 0 ? 0 : n->cpus - cpus_free;
+	int used_gpus = gpus_free < 0 ? 0 : n->gpus - gpus_free;
+
+	dlh_pool_free_view(pool, used_cpus < 0 ? 0 : used_cpus, used_gpus < 0 ? 0 : used_gpus, v);
+	for (int k = 0; !plan_all && k < v->nnodes; k++)
+		if (k != pool->local)
+			memset(v->free[k], 0, sizeof v->free[k]);
+}
+
+/* The spec's own ranks and equal batches, not estimated (why says why). */
+static int unestimated(const struct dlh_choose_in *in, struct dlh_choice *out, const char *why)
+{
+	const struct dlh_spec *s = in->spec;
+	int n = dlh_plan_slots(s, in->pool);
+
+	out->estimated = 0;
+	snprintf(out->why, sizeof out->why, "%s", why);
+	out->ranks = n < 1 ? 1 : n > DLH_RANKS_MAX ? DLH_RANKS_MAX : n;
+	out->lr = s->lr;
+	out->warmup_steps = s->warmup_steps;
+	snprintf(out->type, sizeof out->type, "%s", s->device == DLH_DEVICE_GPU ? "gpu" : "cpu");
+	/* cannot fail: the schema refuses batch_size < ranks, and ranks = auto
+	 * takes at most batch_size slots */
+	dlh_split_batch(s->batch_size, NULL, out->ranks, out->batch);
+	return 0;
+}
+
+/* Sets lr and warmup for the chosen global batch, and says what changed. */
+static void scale_lr(const struct dlh_spec *s, long global, long steps, struct dlh_choice *out)
+{
+	size_t used = 0;
+
+	out->lr = s->lr;
+	out->warmup_steps = s->warmup_steps;
+	if (global == s->batch_size)
+		return;
+	used += (size_t)snprintf(out->changes + used, sizeof out->changes - used,
+				 "global_batch %ld = %d ranks x %d (scale_batch: batch_size is one "
+				 "device's)\n", global, out->ranks, s->batch_size);
+	if (s->lr <= 0.0) {   /* the range test runs at the global batch: nothing to scale */
+		snprintf(out->changes + used, sizeof out->changes - used,
+			 "lr auto: the range test runs at the global batch %ld\n", global);
+		return;
+	}
+	out->lr = s->lr * (double)global / s->batch_size;
+	long warm = lround(ceil(WARMUP_SHARE * (double)steps));
+
+	if (warm > out->warmup_steps)
+		out->warmup_steps = (int)(warm < 100000000 ? warm : 100000000);
+	snprintf(out->changes + used, sizeof out->changes - used,
+		 "lr %.6g -> %.6g: linear scaling rule (Goyal et al. 2017), x%ld/%d\n"
+		 "warmup_steps %d -> %d: linear warmup over 5/90 of the run's %ld steps "
+		 "(Goyal et al.)\n",
+		 s->lr, out->lr, global, s->batch_size, s->warmup_steps, out->warmup_steps, steps);
+}
+
+int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err, size_t errlen)
+{
+	const struct dlh_spec *s = in->spec;
+	struct dlh_dataset_shape shape;
+	struct ctx x = { .in = in, .shape = &shape };
+	char why[512];
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	out->deadline_s = (double)s->deadline;
+	if (s->command[0])
+		return unestimated(in, out, "[job] command runs a program dlhfs does not model");
+	if (!in->cal || in->cal->when <= 0)
+		return unestimated(in, out, "the pool is not calibrated yet");
+	if (dlh_dataset_shape(s, &shape, why, sizeof why) < 0)
+		return unestimated(in, out, why);
+
+	pool_view(in->pool, in->cpus_free, in->gpus_free, s->dry_run, &out->pool);
+	rc = dlh_planner_choose(&out->pool, out->deadline_s, 0, estimate_config, &x, &out->best,
+				out->alt, DLH_CHOOSE_ALTS, &out->nalt, err, errlen);
+	if ((!x.tried || (rc == -ENOSPC && x.estimated)) && (in->cpus_free >= 0 || in->gpus_free >= 0)) {
+		/* nothing (that fits) is free: plan on the whole pool and wait for it */
+		pool_view(in->pool, -1, -1, s->dry_run, &out->pool);
+		x.tried = x.estimated = 0;
+		rc = dlh_planner_choose(&out->pool, out->deadline_s, 0, estimate_config, &x,
+					&out->best, out->alt, DLH_CHOOSE_ALTS, &out->nalt, err, errlen);
+	}
+	if (!x.tried)   /* the pool has not what the spec asks: dlh_plan_make says what */
+		return unestimated(in, out, "no device of the pool matches [resources]");
+	if (rc == -ENOSPC && !x.estimated)   /* no configuration could be estimated */
+		return unestimated(in, out, x.err);
+	if (rc)
+		return rc;
+
+	const struct dlh_config *bc = &out->best.c;
+	struct dlh_estimate_in ein;
+
+	out->ranks = bc->count;
+	snprintf(out->type, sizeof out->type, "%s%s%s", out->pool.type[bc->part[0].type].name,
+		 bc->nparts > 1 ? "+" : "", bc->nparts > 1 ? out->pool.type[bc->part[1].type].name : "");
+	if (fill_in(&x, &out->pool, bc, &ein) < 0 ||
+	    dlh_estimate(&ein, in->cal, in->corr, &out->est, err, errlen) < 0)
+		return -EINVAL;
+	memcpy(out->batch, ein.batch, sizeof out->batch[0] * (size_t)out->ranks);
+	scale_lr(s, global_batch(s, out->ranks), out->est.steps, out);
+	if (bc->nparts > 1) {
+		size_t used = strlen(out->changes);
+
+		snprintf(out->changes + used, sizeof out->changes - used,
+			 "batches by device speed: %d x %s take %d each, %d x %s %d each "
+			 "(gradients weighted by batch: the update is the global batch's)\n",
+			 bc->part[0].count, out->pool.type[bc->part[0].type].name, out->batch[0],
+			 bc->part[1].count, out->pool.type[bc->part[1].type].name,
+			 out->batch[bc->part[0].count]);
+	}
+	for (int i = 0; i < bc->nparts; i++) {
+		const char *name = out->pool.type[bc->part[i].type].name;
+		size_t used = strlen(out->changes);
+
+		if (!dlh_calib_dev(in->cal, name))
+			snprintf(out->changes + used, sizeof out->changes - used,
+				 "estimate: %s is not calibrated (dlh-calib times CPU cores); its "
+				 "pool figures stand in: peak FLOP/s and bandwidth\n", name);
+	}
+	out->estimated = 1;
+	return 0;
+}
+
+/* One candidate as a line of the plan. */
+static int candidate_line(struct dlh_buf *b, const char *label, const struct dlh_pool_free *p,
+			  const struct dlh_candidate *c)
+{
+	char what[256], t[32];
+
+	dlh_config_describe(p, &c->c, what, sizeof what);
+	dlh_duration_text(c->cost.total_s, t, sizeof t);
+	return dlh_buf_printf(b, "%s %s: %s, %.0f J, %.0f MiB per device\n", label, what, t,
+			      c->cost.joules, c->cost.mem_bytes / 1048576.0);
+}
+
+int dlh_choice_format(const struct dlh_choice *c, struct dlh_buf *out)
+{
+	int rc = 0;
+
+	if (!c->estimated)
+		return dlh_buf_printf(out, "planner none: %s\n", c->why);
+	if (c->deadline_s > 0) {
+		char d[32];
+
+		dlh_duration_text(c->deadline_s, d, sizeof d);
+		rc |= dlh_buf_printf(out, "planner fewest joules finishing within the deadline %s\n", d);
+	} else {
+		rc |= dlh_buf_printf(out, "planner fastest (no [job] deadline)\n");
+	}
+	rc |= candidate_line(out, "chosen", &c->pool, &c->best);
+	for (int i = 0; i < c->nalt; i++)
+		rc |= candidate_line(out, "candidate", &c->pool, &c->alt[i]);
+	if (c->changes[0])
+		rc |= dlh_buf_printf(out, "%s", c->changes);
+	return rc ? -ENOMEM : 0;
+}

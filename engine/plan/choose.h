@@ -1,0 +1,64 @@
+/* choose.h - deciding how a job runs, before it runs: the planner over the
+ * pool's devices with the estimator behind it; per-rank batches in
+ * proportion to each device's measured speed; the learning rate the global
+ * batch calls for (the linear scaling rule, with warmup) */
+#ifndef DLH_CHOOSE_H
+#define DLH_CHOOSE_H
+
+#include <stddef.h>
+
+#include "engine/plan/calib.h"
+#include "engine/plan/dataset.h"
+#include "engine/plan/estimate.h"
+#include "engine/plan/plan.h"
+#include "engine/plan/planner.h"
+#include "engine/pool/pool.h"
+#include "schema/spec.h"
+
+#define DLH_CHOOSE_ALTS 4      /* next-best candidates kept for the plan */
+#define DLH_CHOOSE_TEXT 1024   /* room for what changed / why not estimated */
+
+/* What the harness decided for a job. */
+struct dlh_choice {
+	int estimated;                 /* 1: est and the candidates hold an estimate */
+	int ranks;                     /* ranks = devices */
+	int batch[DLH_RANKS_MAX];      /* per-rank batch; sums to the global batch */
+	double lr;                     /* the rate to train with; 0 = auto (range test) */
+	int warmup_steps;              /* linear warmup steps */
+	char type[DLH_PLANNER_TYPE_NAME];  /* device type of the ranks */
+	struct dlh_estimate est;       /* of the chosen configuration */
+	struct dlh_candidate best;     /* the chosen configuration */
+	struct dlh_candidate alt[DLH_CHOOSE_ALTS];   /* the next best, in order */
+	int nalt;
+	struct dlh_pool_free pool;     /* the pool view the candidates index */
+	double deadline_s;             /* the spec's deadline (0 = none) */
+	char changes[DLH_CHOOSE_TEXT]; /* what differs from the spec and why ("" = nothing) */
+	char why[DLH_CHOOSE_TEXT];     /* estimated = 0: why there is no estimate */
+};
+
+/* What the decision is made from. */
+struct dlh_choose_in {
+	const struct dlh_spec *spec;
+	const struct dlh_pool *pool;
+	int cpus_free;                 /* free CPU slots of the local node; < 0 = all */
+	int gpus_free;                 /* free GPUs of the local node; < 0 = all */
+	const struct dlh_calib *cal;   /* NULL or when == 0: not calibrated */
+	const struct dlh_correction *corr;   /* NULL = none */
+};
+
+/* Decides ranks, batches, lr and warmup for in->spec and estimates the run.
+ * Without a calibration, for a user command, or with data it cannot read,
+ * the ranks and batches are the spec's (estimated = 0, why says why). With
+ * free devices the planner considers those, else the whole pool (the job
+ * then waits for its devices). Returns 0; -ETIME (no configuration meets
+ * the deadline; err gives the best achievable time), -ENOSPC (nothing fits
+ * in memory), -EINVAL (the spec asks for what the pool lacks), each with
+ * err saying why. */
+int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err, size_t errlen);
+
+/* Appends the planner's part of jobs/<id>/plan: the chosen configuration,
+ * what changed from the spec and why, the next best candidates with their
+ * predicted time and energy. Returns 0, or -ENOMEM. */
+int dlh_choice_format(const struct dlh_choice *c, struct dlh_buf *out);
+
+#endif

@@ -1,0 +1,932 @@
+/* estimate.c - what a run of the built-in trainer will cost: a white-box
+ * model of dlh-train's step (Paleo: every GEMM and memory pass of every
+ * layer at the device's measured speed for that shape; BSP: the slowest
+ * rank, then the gradient sum), plus evaluation, checkpoints and startup */
+#include "engine/plan/estimate.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/plan/cost.h"
+#include "engine/train/lrfind.h"
+#include "engine/train/prefetch.h"
+
+/* What dlh-train does, mirrored (engine/train/main.c, layers.c, prefetch.h) */
+#define EST_EVAL_ROWS 512         /* DLT_EVAL_ROWS: fewest rows per MLP eval batch */
+#define EST_CNN_EVAL_ROWS 64      /* DLT_CNN_EVAL_ROWS */
+#define EST_DENSE_BIG (1 << 20)   /* DLT_DENSE_BIG: weights of a "big" dense layer */
+#define EST_DENSE_DW_ROWS 128     /* DLT_DENSE_DW_ROWS */
+#define EST_DENSE_TRANS_ROWS 32   /* DLT_DENSE_TRANS_ROWS */
+#define EST_CKPT_HEADER 4096      /* bytes of a checkpoint besides the floats */
+#define EST_FILES_AT_EXIT 3       /* result, rank_times, run.info: small atomic writes */
+
+#define F4 ((double)sizeof(float))
+
+/* One rank's device as the estimator uses it. */
+struct rdev {
+	const struct dlh_calib_dev *d;
+	double gemm_share;   /* GEMM speed factor with the node's other ranks busy */
+	double bw_share;     /* DRAM bandwidth factor likewise */
+};
+
+/* The shape of one layer, recovered from its costs. */
+struct lshape {
+	const char *kind;
+	double in, out;      /* floats per sample */
+	double k, o;         /* dense: inputs, outputs */
+	double F, R, HW;     /* conv: filters, C k k, output pixels (same padding) */
+	int ksize;           /* conv kernel side (1: no im2col) */
+	int first;           /* the first layer with parameters: no input gradient */
+};
+
+/* Linear interpolation of v at fractional index x of an n-point grid. */
+static double lerp_at(const double *v, int n, double x)
+{
+	if (x <= 0)
+		return v[0];
+	if (x >= n - 1)
+		return v[n - 1];
+	int i = (int)x;
+	return v[i] + (v[i + 1] - v[i]) * (x - i);
+}
+
+/* Fractional grid index of size s on a grid whose points grow by ratio from lo. */
+static double grid_pos(double s, double lo, double ratio)
+{
+	return s <= lo ? 0.0 : log(s / lo) / log(ratio);
+}
+
+/* FLOP/s of an m x n x k sgemm on the calibrated grid g: trilinear in
+ * log(m), log(n), log(k); 0 when the grid has no rate there. */
+static double grid_rate(const float (*g)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N], double m,
+			double n, double k)
+{
+	static const int dims[DLH_CALIB_GEMM_N] = DLH_CALIB_GEMM_DIMS;
+	const double ratio = (double)dims[1] / dims[0];
+	double x[3] = { grid_pos(m, dims[0], ratio), grid_pos(n, dims[0], ratio),
+			grid_pos(k, dims[0], ratio) };
+	int lo[3];
+	double f[3], rate = 0.0;
+	for (int a = 0; a < 3; a++) {
+		x[a] = x[a] > DLH_CALIB_GEMM_N - 1 ? DLH_CALIB_GEMM_N - 1 : x[a];
+		lo[a] = (int)x[a] < DLH_CALIB_GEMM_N - 1 ? (int)x[a] : DLH_CALIB_GEMM_N - 2;
+		f[a] = x[a] - lo[a];
+	}
+	for (int c = 0; c < 8; c++) {
+		int i = lo[0] + (c & 1), j = lo[1] + (c >> 1 & 1), l = lo[2] + (c >> 2 & 1);
+		double w = (c & 1 ? f[0] : 1 - f[0]) * (c >> 1 & 1 ? f[1] : 1 - f[1]) *
+			   (c >> 2 & 1 ? f[2] : 1 - f[2]);
+		rate += w * g[i][j][l];
+	}
+	return rate > 0 ? rate : 0.0;
+}
+
+/* Which operands of a GEMM are transposed (row-major, as dlh-train calls them). */
+enum trans { NN, NT, TN, TT };
+
+/* FLOP/s of an m x n x k sgemm of form t on d: its own grid where that
+ * form's was measured, else the untransposed grid times the form's mean
+ * factor; the large-shape rate without a grid. */
+static double gemm_rate(const struct dlh_calib_dev *d, enum trans t, double m, double n,
+			double k)
+{
+	const double f[4] = { 1.0, d->gemm_nt, d->gemm_tn, d->gemm_tt };
+	double rate = 0.0;
+	if (t == NT || t == TN) {
+		int g = t == NT ? 0 : 1;   /* DLH_CALIB_GEMM_TR_NAMES order */
+		if (d->grid_tr[g] && (rate = grid_rate(d->gemm_tr[g], m, n, k)) > 0)
+			return rate;
+	}
+	if (d->grid)
+		rate = grid_rate(d->gemm, m, n, k);
+	return (rate > 0 ? rate : d->gemm_flops) * (f[t] > 0 ? f[t] : 1.0);
+}
+
+/* Seconds of an m x n x k sgemm of form t on rd. */
+static double gemm_s(const struct rdev *rd, enum trans t, double m, double n, double k)
+{
+	if (m < 1 || n < 1 || k < 1)
+		return 0.0;
+	return 2.0 * m * n * k / (gemm_rate(rd->d, t, m, n, k) * rd->gemm_share);
+}
+
+/* Bytes/s of a pass over a working set of ws bytes: interpolated in
+ * log(ws) between the calibrated sizes; DRAM speed (shared with the
+ * node's other ranks) past the largest. */
+static double bw_at(const struct rdev *rd, double ws)
+{
+	static const long sizes[DLH_CALIB_BW_N] = DLH_CALIB_BW_SIZES;
+	const struct dlh_calib_dev *d = rd->d;
+	double v[DLH_CALIB_BW_N];
+	for (int i = 0; i < DLH_CALIB_BW_N; i++)
+		v[i] = d->bw[i] > 0 ? d->bw[i] : d->mem_bw;
+	v[DLH_CALIB_BW_N - 1] *= rd->bw_share;
+	return lerp_at(v, DLH_CALIB_BW_N,
+		       grid_pos(ws, (double)sizes[0], (double)sizes[1] / (double)sizes[0]));
+}
+
+/* Seconds to move bytes through memory (read + written) with working set ws. */
+static double move_s(const struct rdev *rd, double bytes, double ws)
+{
+	return bytes > 0 ? bytes / bw_at(rd, ws) : 0.0;
+}
+
+/* An elementwise pass reading nread and writing one array of n floats. */
+static double elem_s(const struct rdev *rd, double n, int nread)
+{
+	return move_s(rd, (nread + 1) * n * F4, (nread + 1) * n * F4);
+}
+
+/* Seconds to gather a batch of bytes (rows of random images) from a
+ * shard of shard bytes: the trainer's gather as calibrated, else a copy.
+ * The trainer's ranks each hold as many cores as ranks (the job's
+ * cpuset): its prefetch thread takes its turns on them, so whoever
+ * gathers, the step pays for it. */
+static double gather_s(const struct rdev *rd, double bytes, double shard)
+{
+	if (rd->d->gather_bw > 0)
+		return 2.0 * bytes / rd->d->gather_bw;
+	return move_s(rd, 2.0 * bytes, shard);
+}
+
+/* Recovers layer shapes from the cost module's counts (cost.c builds the
+ * same stack as dlh-train's net.c). Returns the layer count. */
+static int shapes(const struct dlh_spec *spec, const struct dlh_model_cost *mc,
+		  struct lshape *s)
+{
+	double in = (double)mc->in;
+	int conv = 0, seen_params = 0;
+	for (int i = 0; i < mc->nlayers; i++) {
+		const struct dlh_layer_cost *l = &mc->layer[i];
+		struct lshape *x = &s[i];
+		memset(x, 0, sizeof *x);
+		x->kind = l->kind;
+		x->in = in;
+		x->out = (double)l->out;
+		x->first = l->params && !seen_params;
+		seen_params |= l->params > 0;
+		if (!strcmp(l->kind, "dense")) {
+			x->o = (double)l->out;
+			x->k = in;
+		} else if (!strcmp(l->kind, "conv")) {
+			x->F = spec->conv_filters[conv];
+			x->ksize = spec->conv_kernel[conv++];
+			x->R = ((double)l->params - x->F) / x->F;
+			x->HW = (double)l->out / x->F;
+		}
+		in = (double)l->out;
+	}
+	return mc->nlayers;
+}
+
+/* Seconds of a pass over n elements that costs per_elem each (a
+ * calibrated per-element figure of the trainer's own loop) or at least
+ * an elementwise pass reading nread arrays. */
+static double per_elem_s(const struct rdev *rd, double n, double per_elem, int nread)
+{
+	return fmax(n * per_elem, elem_s(rd, n, nread));
+}
+
+/* Forward seconds of layer s for n rows (train: a training pass, where
+ * dropout draws its mask; evaluation copies). ReLU and pool after a conv
+ * are fused into it (dlt_layer_fuse): they cost nothing of their own. */
+static double fwd_s(const struct rdev *rd, const struct lshape *s, const struct lshape *prev,
+		    double n, int train)
+{
+	if (!strcmp(s->kind, "dense"))
+		return gemm_s(rd, NT, n, s->o, s->k) + elem_s(rd, n * s->o, 1);
+	if (!strcmp(s->kind, "conv")) {
+		double col = s->ksize > 1 ? elem_s(rd, s->R * s->HW, 1) : 0.0;
+		return n * (col + gemm_s(rd, NN, s->F, s->HW, s->R) + elem_s(rd, s->F * s->HW, 1));
+	}
+	if (prev && !strcmp(prev->kind, "conv"))
+		return 0.0;
+	if (!strcmp(s->kind, "pool") && prev && !strcmp(prev->kind, "relu"))
+		return 0.0;   /* relu after a conv was fused, and so is this */
+	if (train && !strcmp(s->kind, "dropout"))
+		return per_elem_s(rd, n * s->out, rd->d->dropout_s, 1);
+	return elem_s(rd, n * s->out, 1);   /* relu, a lone pool */
+}
+
+/* Backward seconds of layer s for n rows (weight and input gradients). */
+static double bwd_s(const struct rdev *rd, const struct lshape *s, const struct lshape *prev,
+		    double n)
+{
+	if (!strcmp(s->kind, "dense")) {
+		int big = s->k * s->o >= EST_DENSE_BIG;
+		double t = 0.0;
+		if (big)
+			for (double r = 0; r < s->o; r += EST_DENSE_DW_ROWS)
+				t += gemm_s(rd, TN, fmin(EST_DENSE_DW_ROWS, s->o - r), s->k, n);
+		else
+			t += gemm_s(rd, TN, s->o, s->k, n);
+		t += elem_s(rd, n * s->o, 0);   /* bias gradient: column sums */
+		if (s->first)
+			return t;
+		if (!big || n > EST_DENSE_TRANS_ROWS)
+			return t + gemm_s(rd, NN, n, s->k, s->o);
+		return t + gemm_s(rd, TT, s->k, n, s->o) + elem_s(rd, s->k * n, 1);
+	}
+	if (!strcmp(s->kind, "conv")) {
+		double fhw = s->F * s->HW, col = s->ksize > 1 ? elem_s(rd, s->R * s->HW, 1) : 0.0;
+		double t = elem_s(rd, fhw, 1) + elem_s(rd, fhw, 0) + col +
+			   gemm_s(rd, NT, s->R, s->F, s->HW);
+		if (!s->first)
+			t += gemm_s(rd, TN, s->R, s->HW, s->F) + col;
+		return n * t;
+	}
+	if (prev && !strcmp(prev->kind, "conv"))
+		return 0.0;
+	if (!strcmp(s->kind, "pool") && prev && !strcmp(prev->kind, "relu"))
+		return 0.0;
+	/* ReLU backward branches on each sign (dlt's relu_backward): a
+	 * mispredicted branch every other element, not memory speed */
+	if (!strcmp(s->kind, "relu"))
+		return per_elem_s(rd, n * s->out, rd->d->relu_bwd_s, 2);
+	if (!strcmp(s->kind, "dropout"))
+		return per_elem_s(rd, n * s->out, rd->d->dropout_s, 1);
+	return elem_s(rd, n * s->out, 2);
+}
+
+/* Forward (+ backward when train) seconds of the whole stack for n rows,
+ * and the loss on the classes outputs. */
+static double pass_s(const struct rdev *rd, const struct lshape *s, int nl, double n,
+		     int train, double *bwd_last)
+{
+	double t = 0.0, b = 0.0;
+	for (int i = 0; i < nl; i++) {
+		const struct lshape *prev = i ? &s[i - 1] : NULL;
+		t += fwd_s(rd, &s[i], prev, n, train);
+		if (train) {
+			double bi = bwd_s(rd, &s[i], prev, n);
+			b += bi;
+			if (bwd_last && s[i].first)
+				*bwd_last = bi;
+		}
+	}
+	return t + b + elem_s(rd, n * s[nl - 1].out, 2);   /* softmax, cross-entropy */
+}
+
+/* The value at x of a series v measured at sizes (DLH_CALIB_OPT_SIZES):
+ * piecewise linear, the end segments extended (the first down to a
+ * non-negative intercept at 0). 0 when the series was not measured. */
+static double series_at(const double *v, double x)
+{
+	static const long sizes[DLH_CALIB_OPT_N] = DLH_CALIB_OPT_SIZES;
+	int i = 0;
+	for (int k = 0; k < DLH_CALIB_OPT_N; k++)
+		if (v[k] <= 0)
+			return 0.0;
+	while (i < DLH_CALIB_OPT_N - 2 && x > sizes[i + 1])
+		i++;
+	double slope = (v[i + 1] - v[i]) / (double)(sizes[i + 1] - sizes[i]);
+	if (x < sizes[0]) {
+		double at0 = fmax(0.0, v[0] - slope * sizes[0]);
+		return at0 + (v[0] - at0) * x / sizes[0];
+	}
+	return fmax(0.0, v[i] + slope * (x - sizes[i]));
+}
+
+/* Bytes an optimizer update moves per parameter: params and state read
+ * and written, the gradient read. */
+static double update_bytes(const struct dlh_spec *spec, int *nstate)
+{
+	*nstate = strcmp(spec->optimizer, "adam") ? 1 : 2;
+	return F4 * (2.0 + 2.0 * *nstate + 1.0);
+}
+
+/* Seconds of the optimizer's update of n parameters on rd: the trainer's
+ * own update as calibrated, else its memory traffic. */
+static double update_s(const struct rdev *rd, const struct dlh_spec *spec, double n)
+{
+	int nstate;
+	double bytes = update_bytes(spec, &nstate) * n;
+	double t = series_at(strcmp(spec->optimizer, "adam") ? rd->d->sgd_s : rd->d->adam_s, n);
+	return t > 0 ? t : move_s(rd, bytes, bytes);
+}
+
+/* 1 when in's batches are not the trainer's equal split. */
+static int weighted(const struct dlh_estimate_in *in)
+{
+	long long global = 0;
+	for (int i = 0; i < in->ranks; i++)
+		global += in->batch[i];
+	for (int i = 0; i < in->ranks; i++)
+		if (in->batch[i] != (int)(global / in->ranks + (i < global % in->ranks)))
+			return 1;
+	return 0;
+}
+
+/* 1 when every rank holds the whole training set: unequal CPU batches
+ * re-split during the run (plan.c passes dlh-train --rebalance). */
+static int whole_set(const struct dlh_estimate_in *in)
+{
+	return in->spec->rebalance && in->spec->device != DLH_DEVICE_GPU && weighted(in);
+}
+
+/* Rank r's training rows: the whole set (whole_set), else its shard. */
+static void train_rows(const struct dlh_estimate_in *in, int r, long *lo, long *hi);
+
+/* The trainer's equal split (dlt_plan_shard) or, when the batches are not
+ * the equal split, shards in proportion to them (dlt_plan_range). */
+static void shard(const struct dlh_estimate_in *in, long n, int r, long *lo, long *hi)
+{
+	long long global = 0, before = 0;
+	for (int i = 0; i < in->ranks; i++) {
+		global += in->batch[i];
+		before += i < r ? in->batch[i] : 0;
+	}
+	if (!weighted(in)) {
+		*lo = (long)((long long)r * n / in->ranks);
+		*hi = (long)((long long)(r + 1) * n / in->ranks);
+		return;
+	}
+	*lo = (long)(before * n / global);
+	*hi = (long)((before + in->batch[r]) * n / global);
+}
+
+/* The most rows rank r's buffers hold: its batch, or when it may be
+ * re-split (whole_set) twice that, within what the global batch leaves the
+ * other ranks (dlt_plan_cap). */
+static double most_rows(const struct dlh_estimate_in *in, int r)
+{
+	long global = 0;
+	for (int i = 0; i < in->ranks; i++)
+		global += in->batch[i];
+	if (!whole_set(in))
+		return in->batch[r];
+	return fmin(2.0 * in->batch[r], (double)(global - (in->ranks - 1)));
+}
+
+static void train_rows(const struct dlh_estimate_in *in, int r, long *lo, long *hi)
+{
+	if (whole_set(in)) {
+		*lo = 0;
+		*hi = in->train_n;
+		return;
+	}
+	shard(in, in->train_n, r, lo, hi);
+}
+
+/* Seconds of dlh-train's shared-memory gradient sum of n parameters over
+ * ranks on one node: its two barriers and each rank's sum of its slice
+ * over the ranks' slots (the slice's update is update_s). The calibrated
+ * step less a local update of the slice when it was measured on as many
+ * ranks; else barriers and the slots' memory traffic. */
+static double shm_sum_s(const struct rdev *rd, const struct dlh_calib *cal, double n, int ranks)
+{
+	double slice = n / ranks;
+	double step = (int)cal->shm_ranks == ranks ? series_at(cal->shm_s, n) : 0.0;
+	double local = series_at(rd->d->sgd_s, slice);
+	if (step > 0 && local > 0)
+		return fmax(2.0 * cal->sync_s, step - local);
+	return 2.0 * cal->sync_s + move_s(rd, slice * F4 * (ranks + 1), slice * F4 * (ranks + 1));
+}
+
+/* Checks in and cal. Returns 0, or -EINVAL with err naming the problem. */
+static int check_in(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
+		    char *err, size_t errlen)
+{
+	if (in->ranks < 1 || in->ranks > DLH_EST_RANKS || in->nodes < 1 || in->nodes > in->ranks) {
+		snprintf(err, errlen, "estimate: %d ranks on %d nodes", in->ranks, in->nodes);
+		return -EINVAL;
+	}
+	if (!cal || cal->when <= 0) {
+		snprintf(err, errlen, "estimate: no calibration (STATE/%s)", DLH_CALIB_FILE);
+		return -EINVAL;
+	}
+	if (in->train_n < 1 || in->test_n < 0 || in->spec->epochs < 1) {
+		snprintf(err, errlen, "estimate: %ld training images, %ld test, %d epochs",
+			 in->train_n, in->test_n, in->spec->epochs);
+		return -EINVAL;
+	}
+	for (int r = 0; r < in->ranks; r++) {
+		if (!in->dev[r] || in->dev[r]->gemm_flops <= 0 || in->dev[r]->mem_bw <= 0) {
+			snprintf(err, errlen, "estimate: rank %d's device %s%s%s has no calibration", r,
+				 in->dev[r] ? "\"" : "", in->dev[r] ? in->dev[r]->type : "(none)",
+				 in->dev[r] ? "\"" : "");
+			return -EINVAL;
+		}
+		if (in->batch[r] < 1) {
+			snprintf(err, errlen, "estimate: rank %d's batch is %d", r, in->batch[r]);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* Ring allreduce of bytes over n ranks: 2(n-1) latencies, 2(n-1)/n of
+ * the bytes through each rank. */
+static double ring_s(const struct dlh_calib *cal, int n, double bytes)
+{
+	if (n < 2)
+		return 0.0;
+	return 2.0 * (n - 1) * cal->ar_alpha + 2.0 * (n - 1) / n * bytes * cal->ar_beta;
+}
+
+/* Peak bytes rank r holds (see dlh_estimate's contract). */
+static double rank_mem(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
+		       const struct dlh_model_cost *mc, const struct lshape *s, int r,
+		       int nstate, double rows)
+{
+	const struct dlh_spec *spec = in->spec;
+	const double np = (double)mc->params, dim = (double)mc->in;
+	double widest = dim, act = 0.0, ws = 0.0, saved = 0.0;
+	long lo, hi, tlo, thi;
+	for (int i = 0; i < mc->nlayers; i++) {
+		const struct lshape *x = &s[i];
+		int fused_away = i && !strcmp(s[i - 1].kind, "conv");
+		widest = fmax(widest, x->out);
+		if (!fused_away && !(i > 1 && !strcmp(x->kind, "pool") && !strcmp(s[i - 2].kind, "conv")))
+			act += x->out;
+		if (!strcmp(x->kind, "conv")) {
+			ws = fmax(ws, x->R * x->HW + x->F * x->HW + x->R * x->F);
+			if (spec->pool > 1)
+				saved += x->F * x->HW / (spec->pool * spec->pool);
+		} else if (!strcmp(x->kind, "dense") && x->k * x->o >= EST_DENSE_BIG) {
+			ws = fmax(ws, x->k * fmin(rows, EST_DENSE_TRANS_ROWS));
+		}
+	}
+	train_rows(in, r, &lo, &hi);
+	shard(in, in->test_n, r, &tlo, &thi);
+	/* the trainer's prefetch ring: slots of its most rows */
+	double slot = most_rows(in, r) * dim * F4;
+	double depth = dlt_prefetch_depth((int)most_rows(in, r), (int)dim);
+	double data = (double)(hi - lo) * (dim * F4 + 1) + (double)(thi - tlo) * (dim * F4 + 1) +
+		      depth * slot + 2.0 * (hi - lo) * 4;
+	double model = np * F4 * (2.0 + nstate) + (spec->lr <= 0 ? np * F4 * (1.0 + nstate) : 0);
+	double work = rows * (act + 2.0 * widest + saved) * F4 + ws * F4;
+	return cal->base_rss + model + work + data;
+}
+
+int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
+		 const struct dlh_correction *corr, struct dlh_estimate *out,
+		 char *err, size_t errlen)
+{
+	static const struct dlh_correction none = { 1.0, 1.0, 1.0, 0 };
+	const struct dlh_spec *spec = in->spec;
+	struct dlh_model_cost mc;
+	struct lshape s[DLH_COST_LAYERS];
+	int rc, nstate, per_node;
+	memset(out, 0, sizeof *out);
+	if ((rc = check_in(in, cal, err, errlen)) < 0)
+		return rc;
+	if (!corr || corr->runs == 0)
+		corr = &none;
+	rc = dlh_model_cost(spec, in->c, in->h, in->w, in->classes, &mc, err, errlen);
+	if (rc < 0)
+		return rc;
+	int nl = shapes(spec, &mc, s);
+	const double np = (double)mc.params, grad_bytes = (np + 2) * F4;
+	update_bytes(spec, &nstate);
+	const int cnn = !strcmp(spec->model_type, "cnn");
+	const int shm = in->nodes == 1 && in->ranks > 1 && in->dev[0]->grid;   /* CPU, one node */
+	per_node = (in->ranks + in->nodes - 1) / in->nodes;
+
+	/* steps: the shard that fills the fewest batches sets the epoch */
+	long spe = -1, global = 0;
+	for (int r = 0; r < in->ranks; r++) {
+		long lo, hi;
+		shard(in, in->train_n, r, &lo, &hi);
+		if (spe < 0 || (hi - lo) / in->batch[r] < spe)
+			spe = (hi - lo) / in->batch[r];
+		global += in->batch[r];
+	}
+	if (whole_set(in))   /* the global batch's rows of one permutation a step */
+		spe = in->train_n / global;
+	if (spe < 1 && whole_set(in)) {
+		snprintf(err, errlen, "estimate: %ld training images cannot fill one global batch "
+			 "of %ld", in->train_n, global);
+		return -EINVAL;
+	}
+	if (spe < 1) {
+		snprintf(err, errlen, "estimate: %ld training images over %d ranks cannot fill one "
+			 "batch of %d per rank", in->train_n, in->ranks, in->batch[0]);
+		return -EINVAL;
+	}
+	out->steps = spe * spec->epochs;
+
+	/* per rank: forward + backward, update, evaluation; the slowest sets the step */
+	double comp_max = 0.0, upd_max = 0.0, eval_max = 0.0, bwd_overlap = 0.0, mem = 0.0;
+	double shm_sum = 0.0;
+	double busy[DLH_EST_RANKS];
+	for (int r = 0; r < in->ranks; r++) {
+		struct rdev rd = { in->dev[r], 1.0, 1.0 };
+		double b = in->batch[r], first_bwd = 0.0;
+		/* the trainer's buffers hold its most rows; evaluation runs in chunks of them */
+		double rows = fmax(most_rows(in, r), cnn ? EST_CNN_EVAL_ROWS : EST_EVAL_ROWS);
+		long tlo, thi;
+		if (per_node > 1) {
+			rd.gemm_share = rd.d->gemm_all > 0 ? rd.d->gemm_all : 1.0;
+			rd.bw_share = rd.d->mem_bw_all > 0 ? rd.d->mem_bw_all / rd.d->mem_bw : 1.0;
+		}
+		/* the batch gathered from the shard: rows of random images */
+		double comp = pass_s(&rd, s, nl, b, 1, &first_bwd) + gather_s(&rd, b * mc.in * F4,
+									     (double)in->train_n * mc.in * F4);
+		double bwd = comp - pass_s(&rd, s, nl, b, 0, NULL);
+		/* shm: each rank sums and updates its slice; else all of it */
+		double u = update_s(&rd, spec, shm ? np / in->ranks : np);
+		if (shm)
+			shm_sum = fmax(shm_sum, shm_sum_s(&rd, cal, np, in->ranks));
+		shard(in, in->test_n, r, &tlo, &thi);
+		double ev = 0.0;
+		for (double i = 0; i < thi - tlo; i += rows)
+			ev += pass_s(&rd, s, nl, fmin(rows, (double)(thi - tlo) - i), 0, NULL);
+		comp_max = fmax(comp_max, comp);
+		upd_max = fmax(upd_max, u);
+		eval_max = fmax(eval_max, ev);
+		if (comp == comp_max)
+			bwd_overlap = bwd - first_bwd;
+		busy[r] = out->steps * (comp + u) + spec->epochs * ev;
+		mem = fmax(mem, rank_mem(in, cal, &mc, s, r, nstate, rows));
+	}
+
+	/* rank 0 appends a metrics line after each step: the other ranks
+	 * wait for it at the next gradient sum, so the step pays it once */
+	upd_max += cal->metrics_s;
+
+	/* the gradient sum: shm = two barriers (the sum is in u); across
+	 * nodes a ring allreduce, bucket by bucket behind backward */
+	double comm = 0.0;
+	if (shm) {
+		/* and at each of its two fences the ranks' jitter: the slowest
+		 * of them after the forward and backward, and after the sum and
+		 * update, sets the pace */
+		comm = shm_sum + 2.0 * cal->fence_a_s + cal->fence_b * (comp_max + upd_max + shm_sum);
+	} else if (in->ranks > 1) {
+		double ar = ring_s(cal, in->ranks, grad_bytes);
+		double last = ring_s(cal, in->ranks, (double)mc.layer[0].params * F4);
+		comm = spec->bucket_mb > 0 ? fmax(last, ar - bwd_overlap) : ar;
+	}
+	out->comm_bytes = in->ranks > 1 ? 2.0 * (in->ranks - 1) / in->ranks * grad_bytes : 0.0;
+
+	/* correction factors (dlh_history_fit) scale the three kinds of term */
+	double compute_f = corr->compute, comm_f = corr->comm, startup_f = corr->startup;
+	out->compute_s = comp_max * compute_f;
+	out->comm_s = comm * comm_f;
+	out->step_s = (comp_max + upd_max) * compute_f + out->comm_s;
+	out->raw_step = comp_max + upd_max + comm;
+	double eval = (eval_max + (in->ranks > 1 ? cal->sync_s : 0.0)) * compute_f;
+	out->epoch_s = spe * out->step_s + eval;
+
+	/* startup: launch, each rank decodes its shards from the files' start,
+	 * weights are initialised; exit: the final checkpoint and files, MPI_Finalize */
+	double ckpt = cal->write_s + (np * F4 * (1.0 + nstate) + EST_CKPT_HEADER) /
+		      (cal->write_bw > 0 ? cal->write_bw : 1e9);
+	long lo, hi, tlo, thi;
+	train_rows(in, in->ranks - 1, &lo, &hi);
+	shard(in, in->test_n, in->ranks - 1, &tlo, &thi);
+	double decode = cal->decode_bw > 0 ? (double)(hi + thi) * mc.in / cal->decode_bw : 0.0;
+	double init = cal->init_rate > 0 ? np / cal->init_rate : 0.0;
+	double startup = cal->launch_s + cal->launch_rank_s * (in->ranks - 1) + decode + init +
+			 ckpt + EST_FILES_AT_EXIT * cal->write_s + cal->finalize_s;
+	out->startup_s = startup * startup_f;
+	out->raw_startup = startup;
+	out->raw_comm = out->steps * comm;
+
+	long ckpts = spec->checkpoint_every > 0 ? (out->steps - 1) / spec->checkpoint_every : 0;
+	long lr_steps = spec->lr <= 0 ? DLT_LRFIND_STEPS : 0;
+	out->raw_compute = (out->steps + lr_steps) * (comp_max + upd_max) + lr_steps * comm +
+			   spec->epochs * (eval_max + (in->ranks > 1 ? cal->sync_s : 0.0)) + ckpts * ckpt;
+	out->total_s = out->startup_s + spec->epochs * out->epoch_s +
+		       lr_steps * out->step_s + ckpts * ckpt * compute_f;
+	out->mem_bytes = mem;
+	for (int r = 0; r < in->ranks; r++) {
+		double b = fmin(busy[r] * compute_f + decode, out->total_s);
+		out->joules += in->watts_busy[r] * b + in->watts_idle[r] * (out->total_s - b);
+	}
+	return 0;
+}
+
+/* ---- the estimate file ---- */
+
+/* The keys of the estimate file, in order, and where each lives. */
+static const struct {
+	const char *key;
+	size_t off;
+} est_keys[] = {
+	{ "step_s", offsetof(struct dlh_estimate, step_s) },
+	{ "compute_s", offsetof(struct dlh_estimate, compute_s) },
+	{ "comm_s", offsetof(struct dlh_estimate, comm_s) },
+	{ "epoch_s", offsetof(struct dlh_estimate, epoch_s) },
+	{ "startup_s", offsetof(struct dlh_estimate, startup_s) },
+	{ "total_s", offsetof(struct dlh_estimate, total_s) },
+	{ "joules", offsetof(struct dlh_estimate, joules) },
+	{ "mem_bytes", offsetof(struct dlh_estimate, mem_bytes) },
+	{ "comm_bytes", offsetof(struct dlh_estimate, comm_bytes) },
+};
+#define NKEYS ((int)(sizeof est_keys / sizeof est_keys[0]))
+
+static double key_val(const struct dlh_estimate *e, int i)
+{
+	return *(const double *)((const char *)e + est_keys[i].off);
+}
+
+int dlh_estimate_format(const struct dlh_estimate *pred, const struct dlh_estimate *act,
+			struct dlh_buf *out)
+{
+	char total[32], step[32];
+	int rc = 0;
+	for (int i = 0; i < NKEYS; i++)
+		rc |= dlh_buf_printf(out, "%s=%.6g\n", est_keys[i].key, key_val(pred, i));
+	rc |= dlh_buf_printf(out, "steps=%ld\n", pred->steps);
+	/* the uncorrected terms, so the history can refit them after the run */
+	if (pred->raw_compute >= 0)
+		rc |= dlh_buf_printf(out, "raw_compute_s=%.6g\nraw_comm_s=%.6g\nraw_startup_s=%.6g\n"
+				     "raw_step_s=%.6g\n", pred->raw_compute, pred->raw_comm,
+				     pred->raw_startup, pred->raw_step);
+	dlh_duration(pred->total_s, total, sizeof total);
+	snprintf(step, sizeof step, "%.3g ms", pred->step_s * 1e3);
+	rc |= dlh_buf_printf(out, "human=step %s, total %s, %.0f J, %.0f MiB per device\n", step,
+			     total, pred->joules, pred->mem_bytes / (1024.0 * 1024.0));
+	for (int i = 0; act && i < NKEYS; i++) {
+		double a = key_val(act, i), p = key_val(pred, i);
+		if (a < 0)
+			continue;
+		rc |= dlh_buf_printf(out, "actual_%s=%.6g\n", est_keys[i].key, a);
+		if (a > 0)
+			rc |= dlh_buf_printf(out, "error_%s=%.1f\n", est_keys[i].key, 100.0 * (a - p) / a);
+	}
+	if (act && act->steps >= 0)
+		rc |= dlh_buf_printf(out, "actual_steps=%ld\n", act->steps);
+	return rc ? -ENOMEM : 0;
+}
+
+int dlh_estimate_parse(const char *text, struct dlh_estimate *pred)
+{
+	char v[64];
+
+	memset(pred, 0, sizeof *pred);
+	for (int i = 0; i < NKEYS; i++) {
+		if (dlh_kv_get(text, est_keys[i].key, v, sizeof v))
+			return -EINVAL;
+		*(double *)((char *)pred + est_keys[i].off) = strtod(v, NULL);
+	}
+	if (dlh_kv_get(text, "steps", v, sizeof v))
+		return -EINVAL;
+	pred->steps = strtol(v, NULL, 10);
+	pred->raw_compute = pred->raw_comm = pred->raw_startup = pred->raw_step = -1;
+	if (!dlh_kv_get(text, "raw_step_s", v, sizeof v))
+		pred->raw_step = strtod(v, NULL);
+	if (!dlh_kv_get(text, "raw_compute_s", v, sizeof v))
+		pred->raw_compute = strtod(v, NULL);
+	if (!dlh_kv_get(text, "raw_comm_s", v, sizeof v))
+		pred->raw_comm = strtod(v, NULL);
+	if (!dlh_kv_get(text, "raw_startup_s", v, sizeof v))
+		pred->raw_startup = strtod(v, NULL);
+	return 0;
+}
+
+/* ---- what a run measured ---- */
+
+#define ACT_TEXT_MAX (256L << 20)   /* largest metrics.csv read */
+
+/* Reads DIR/name into *text. Returns 0, or -errno. */
+static int job_file(const char *dir, const char *name, char **text)
+{
+	char path[4096];
+	size_t len;
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	return dlh_read_file(path, ACT_TEXT_MAX, text, &len);
+}
+
+/* From metrics.csv: the mean step (train rows after a train or eval row),
+ * the mean evaluation (eval row after a train row), the first train row's
+ * time and the steps. Returns 0, or -ENOENT without train rows. */
+static int metrics_times(const char *text, double *step, double *eval, double *first,
+			 double *last_eval, long *steps, long *evals)
+{
+	double prev = -1, sum_step = 0, sum_eval = 0;
+	long nstep = 0, neval = 0;
+	*steps = 0;
+	*first = -1;
+	*last_eval = -1;
+	for (const char *line = text; line && *line;) {
+		long st;
+		int ep;
+		double t;
+		int train = !strncmp(line, "train,", 6), ev = !strncmp(line, "eval,", 5);
+		if ((train || ev) &&
+		    sscanf(strchr(line, ',') + 1, "%ld,%d,%lf", &st, &ep, &t) == 3) {
+			if (train) {
+				if (*first < 0)
+					*first = t;
+				else if (prev >= 0) {
+					sum_step += t - prev;
+					nstep++;
+				}
+				(*steps)++;
+			} else if (prev >= 0) {
+				sum_eval += t - prev;
+				neval++;
+				*last_eval = t;
+			}
+			prev = t;
+		}
+		line = strchr(line, '\n');
+		line = line ? line + 1 : NULL;
+	}
+	if (*steps == 0)
+		return -ENOENT;
+	*step = nstep ? sum_step / nstep : 0.0;
+	*eval = neval ? sum_eval / neval : 0.0;
+	*evals = neval;
+	return 0;
+}
+
+/* From rank_times: the slowest rank's forward + backward per step, the
+ * least wait per step (the wait of the rank that waited least is the
+ * gradient sum itself, not imbalance), the largest peak RSS (-1 when the
+ * trainer did not write it). Returns 0, or -ENOENT. */
+static int rank_times(const char *dir, double *compute, double *wait, double *rss)
+{
+	char *text = NULL;
+	int rc = job_file(dir, "rank_times", &text), rows = 0;
+	*compute = *wait = *rss = -1;
+	if (rc)
+		return rc;
+	for (const char *line = strchr(text, '\n'); line && line[1];) {
+		int r, b;
+		long steps;
+		double c, w, m;
+		int n = sscanf(line + 1, "%d,%d,%ld,%lf,%lf,%lf", &r, &b, &steps, &c, &w, &m);
+		if (n >= 5 && steps > 0) {
+			*compute = fmax(*compute, c / steps);
+			*wait = rows == 0 ? w / steps : fmin(*wait, w / steps);
+			if (n == 6)
+				*rss = fmax(*rss, m);
+			rows++;
+		}
+		line = strchr(line + 1, '\n');
+	}
+	free(text);
+	return rows ? 0 : -ENOENT;
+}
+
+int dlh_estimate_actual(const char *job_dir, double wall_s, struct dlh_estimate *act)
+{
+	char *text = NULL, v[64];
+	double step, eval, first, last_eval, c, w, m;
+	long steps, evals;
+	for (int i = 0; i < NKEYS; i++)
+		*(double *)((char *)act + est_keys[i].off) = -1;
+	act->steps = -1;
+	act->raw_compute = act->raw_comm = act->raw_startup = act->raw_step = -1;
+	int rc = job_file(job_dir, "metrics.csv", &text);
+	if (rc)
+		return rc;
+	rc = metrics_times(text, &step, &eval, &first, &last_eval, &steps, &evals);
+	free(text);
+	if (rc)
+		return rc;
+	act->steps = steps;
+	act->step_s = step;
+	if (evals > 0)
+		act->epoch_s = (last_eval - first + step) / evals;
+	if (rank_times(job_dir, &c, &w, &m) == 0) {
+		act->compute_s = c;
+		act->comm_s = w;
+		act->mem_bytes = m;
+	}
+	if (wall_s > 0) {
+		act->total_s = wall_s;
+		text = NULL;
+		/* outside the loop: launch to the first step, the last eval to the exit */
+		if (job_file(job_dir, "result", &text) == 0 &&
+		    dlh_kv_get(text, "train_time_s", v, sizeof v) == 0)
+			act->startup_s = wall_s - (strtod(v, NULL) - first + step);
+		free(text);
+	}
+	return 0;
+}
+
+/* ---- history and the refit ---- */
+
+#define HISTORY_FILE "history"
+#define HISTORY_MIN 6          /* runs before the factors move from 1 */
+
+int dlh_history_add(const char *state_dir, const struct dlh_estimate *pred,
+		    const struct dlh_estimate *act)
+{
+	char path[4096], line[512];
+	if (act->total_s <= 0 || pred->raw_compute < 0)
+		return -EINVAL;
+	snprintf(path, sizeof path, "%s/%s", state_dir, HISTORY_FILE);
+	snprintf(line, sizeof line, "time=%.0f compute=%.6g comm=%.6g startup=%.6g "
+		 "predicted=%.6g actual=%.6g step=%.6g actual_step=%.6g", dlh_now(),
+		 pred->raw_compute, pred->raw_comm, pred->raw_startup, pred->total_s,
+		 act->total_s, pred->step_s, act->step_s);
+	return dlh_append_line(path, line);
+}
+
+/* One history line's terms x (compute, comm, startup) and actual y.
+ * Returns 1, or 0 for a line that is not one. */
+static int history_row(const char *line, double x[3], double *y)
+{
+	const char *names[4] = { "compute=", "comm=", "startup=", "actual=" };
+	double v[4];
+	for (int i = 0; i < 4; i++) {
+		const char *p = strstr(line, names[i]);
+		while (p && p != line && p[-1] != ' ')
+			p = strstr(p + 1, names[i]);
+		if (!p || sscanf(p + strlen(names[i]), "%lf", &v[i]) != 1 || !isfinite(v[i]) ||
+		    v[i] < 0)
+			return 0;
+	}
+	memcpy(x, v, 3 * sizeof *x);
+	*y = v[3];
+	return *y > 0;
+}
+
+/* Solves the n x n system a x = b in place (Gaussian elimination with
+ * partial pivoting). Returns 0, or -1 when it is singular. */
+static int solve(double a[3][3], double b[3], int n, double x[3])
+{
+	for (int c = 0; c < n; c++) {
+		int p = c;
+		for (int r = c + 1; r < n; r++)
+			if (fabs(a[r][c]) > fabs(a[p][c]))
+				p = r;
+		if (fabs(a[p][c]) < 1e-12 * (fabs(a[0][0]) + 1e-300))
+			return -1;
+		for (int k = 0; k < n; k++) {
+			double t = a[c][k];
+			a[c][k] = a[p][k];
+			a[p][k] = t;
+		}
+		double t = b[c];
+		b[c] = b[p];
+		b[p] = t;
+		for (int r = c + 1; r < n; r++) {
+			double f = a[r][c] / a[c][c];
+			for (int k = c; k < n; k++)
+				a[r][k] -= f * a[c][k];
+			b[r] -= f * b[c];
+		}
+	}
+	for (int c = n - 1; c >= 0; c--) {
+		double s = b[c];
+		for (int k = c + 1; k < n; k++)
+			s -= a[c][k] * x[k];
+		x[c] = s / a[c][c];
+	}
+	return 0;
+}
+
+int dlh_history_fit(const char *state_dir, struct dlh_correction *corr)
+{
+	char path[4096], *text = NULL;
+	size_t len;
+	double ata[3][3] = { { 0 } }, aty[3] = { 0 }, sum[3] = { 0 };
+	int runs = 0;
+	*corr = (struct dlh_correction){ 1.0, 1.0, 1.0, 0 };
+	snprintf(path, sizeof path, "%s/%s", state_dir, HISTORY_FILE);
+	int rc = dlh_read_file(path, 64L << 20, &text, &len);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	for (const char *line = text; line && *line;) {
+		double x[3], y;
+		if (history_row(line, x, &y)) {
+			/* relative least squares: each run weighs by 1/actual, so a
+			 * long run does not outweigh many short ones */
+			for (int i = 0; i < 3; i++) {
+				sum[i] += x[i];
+				for (int j = 0; j < 3; j++)
+					ata[i][j] += x[i] * x[j] / (y * y);
+				aty[i] += x[i] / y;
+			}
+			runs++;
+		}
+		line = strchr(line, '\n');
+		line = line ? line + 1 : NULL;
+	}
+	free(text);
+	if (runs < HISTORY_MIN)
+		return runs;
+	/* terms that never occurred (no comm on one rank) keep factor 1 */
+	int idx[3], n = 0;
+	double a[3][3], b[3], x[3];
+	for (int i = 0; i < 3; i++)
+		if (sum[i] > 0)
+			idx[n++] = i;
+	for (int i = 0; i < n; i++) {
+		b[i] = aty[idx[i]];
+		for (int j = 0; j < n; j++)
+			a[i][j] = ata[idx[i]][idx[j]];
+	}
+	if (n == 0 || solve(a, b, n, x) < 0)
+		return runs;
+	double f[3] = { 1.0, 1.0, 1.0 };
+	for (int i = 0; i < n; i++) {
+		if (!(x[i] > 0.1 && x[i] < 10.0))   /* a fit that far off is noise: keep 1 */
+			return runs;
+		f[idx[i]] = x[i];
+	}
+	*corr = (struct dlh_correction){ f[0], f[1], f[2], runs };
+	return runs;
+}

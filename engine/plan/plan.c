@@ -1,0 +1,346 @@
+/* plan.c - placing a job: ranks, batch per rank, lr, the exact mpirun argv */
+#include "engine/plan/plan.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/util/util.h"
+
+int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool)
+{
+	if (spec->ranks > 0)
+		return spec->ranks;
+	int n = spec->device == DLH_DEVICE_GPU ? pool->node.gpus : pool->node.cpus;
+	return n < spec->batch_size ? n : spec->batch_size;
+}
+
+/* Appends one argument (printf-formatted) to plan->argv. Returns 0, or -E2BIG. */
+__attribute__((format(printf, 2, 3)))
+static int arg(struct dlh_plan *p, const char *fmt, ...)
+{
+	if (p->argc + 1 >= DLH_ARGV_MAX)
+		return -E2BIG;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(p->store + p->used, sizeof p->store - p->used, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof p->store - p->used)
+		return -E2BIG;
+	p->argv[p->argc++] = p->store + p->used;
+	p->argv[p->argc] = NULL;
+	p->used += (size_t)n + 1;
+	return 0;
+}
+
+/* Writes x in the shortest %g form that reads back as the same double. */
+static void num_text(double x, char *out, size_t len)
+{
+	for (int prec = 6; prec <= 17; prec++) {
+		snprintf(out, len, "%.*g", prec, x);
+		if (strtod(out, NULL) == x)
+			return;
+	}
+}
+
+/* Appends an option and its printf-formatted value. Returns 0, or -E2BIG. */
+__attribute__((format(printf, 3, 4)))
+static int opt(struct dlh_plan *p, const char *name, const char *fmt, ...)
+{
+	char value[DLH_PATH_MAX + 64];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(value, sizeof value, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof value)
+		return -E2BIG;
+	return arg(p, "%s", name) | arg(p, "%s", value);
+}
+
+/* Appends an option and x in the shortest form that reads back equal. */
+static int num_opt(struct dlh_plan *p, const char *name, double x)
+{
+	char v[40];
+	num_text(x, v, sizeof v);
+	return opt(p, name, "%s", v);
+}
+
+/* Splits a user command on blanks (no quoting, no shell) into argv. */
+static int user_command(struct dlh_plan *p, const char *cmd)
+{
+	char word[DLH_COMMAND_MAX + 1];
+	const char *s = cmd;
+	int rc = 0, words = 0;
+	while (*s && !rc) {
+		while (*s == ' ' || *s == '\t')
+			s++;
+		size_t n = strcspn(s, " \t");
+		if (!n)
+			break;
+		memcpy(word, s, n);
+		word[n] = '\0';
+		rc = arg(p, "%s", word);
+		s += n;
+		words++;
+	}
+	return rc ? rc : words ? 0 : -EINVAL;
+}
+
+/* Writes n integers as "a,b,c" (the trainer's list syntax). */
+static void ints_text(const int *v, int n, char *out, size_t len)
+{
+	size_t used = 0;
+	out[0] = '\0';
+	for (int i = 0; i < n && used < len; i++)
+		used += (size_t)snprintf(out + used, len - used, "%s%d", i ? "," : "", v[i]);
+}
+
+/* Writes a CNN's convolutions as "32:5,64:5". */
+static void conv_text(const struct dlh_spec *s, char *out, size_t len)
+{
+	size_t used = 0;
+	out[0] = '\0';
+	for (int i = 0; i < s->nconv && used < len; i++)
+		used += (size_t)snprintf(out + used, len - used, "%s%d:%d", i ? "," : "",
+					 s->conv_filters[i], s->conv_kernel[i]);
+}
+
+int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
+		  const struct dlh_tools *tools, const char *job_dir,
+		  struct dlh_plan *p, char *err, size_t errlen)
+{
+	return dlh_plan_make_with(spec, NULL, pool, tools, job_dir, p, err, errlen);
+}
+
+/* Rank r's batch in the split dlh-train makes by itself: the global batch
+ * over the ranks, the remainder to the first ones. */
+static int equal_share(int global, int ranks, int r)
+{
+	return global / ranks + (r < global % ranks);
+}
+
+/* 1 when batch is that split. */
+static int equal_split(const int *batch, int ranks, int global)
+{
+	for (int r = 0; r < ranks; r++)
+		if (batch[r] != equal_share(global, ranks, r))
+			return 0;
+	return 1;
+}
+
+int dlh_split_batch(int global, const double *speed, int n, int *out)
+{
+	double sum = 0.0, frac[DLH_RANKS_MAX];
+	int given = 0;
+
+	if (n < 1 || n > DLH_RANKS_MAX || global < n)
+		return -EINVAL;
+	for (int r = 0; speed && r < n; r++)
+		sum += speed[r] > 0.0 ? speed[r] : 0.0;
+	if (sum <= 0.0) {
+		for (int r = 0; r < n; r++)
+			out[r] = equal_share(global, n, r);
+		return 0;
+	}
+	for (int r = 0; r < n; r++) {
+		double x = speed[r] > 0.0 ? global * speed[r] / sum : 0.0;
+
+		out[r] = (int)x;
+		frac[r] = x - out[r];
+		given += out[r];
+	}
+	for (; given < global; given++) {   /* largest remainder; ties to the first rank */
+		int m = 0;
+
+		for (int r = 1; r < n; r++)
+			if (frac[r] > frac[m] + 1e-12)
+				m = r;
+		out[m]++;
+		frac[m] = -1.0;
+	}
+	for (int r = 0; r < n; r++)          /* every rank gets a sample */
+		while (out[r] < 1) {
+			int m = 0;
+
+			for (int k = 1; k < n; k++)
+				if (out[k] > out[m])
+					m = k;
+			out[m]--;
+			out[r]++;
+		}
+	return 0;
+}
+
+int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_override *ov,
+		       const struct dlh_pool *pool, const struct dlh_tools *tools,
+		       const char *job_dir, struct dlh_plan *p, char *err, size_t errlen)
+{
+	memset(p, 0, sizeof *p);
+	if (spec->device == DLH_DEVICE_GPU && pool->node.gpus == 0) {
+		snprintf(err, errlen, "spec: [resources] device: \"gpu\" asked for, the pool has no GPU\n");
+		return -EINVAL;
+	}
+	if (spec->memory > 0 && pool->node.mem_bytes > 0 && spec->memory > pool->node.mem_bytes) {
+		snprintf(err, errlen, "spec: [resources] memory: %lld MiB asked for, the node has %lld MiB\n",
+			 spec->memory >> 20, pool->node.mem_bytes >> 20);
+		return -EINVAL;
+	}
+	int ranks = ov ? ov->ranks : dlh_plan_slots(spec, pool);
+	if (spec->device == DLH_DEVICE_GPU && ranks > pool->node.gpus) {
+		snprintf(err, errlen, "spec: [resources] ranks: %d ranks need %d GPUs (one each), the pool has %d\n",
+			 ranks, ranks, pool->node.gpus);
+		return -EINVAL;
+	}
+	p->gpu = spec->device == DLH_DEVICE_GPU;
+	if (ranks > pool->node.cpus) {
+		snprintf(err, errlen, "spec: [resources] ranks: %d ranks need %d cpu slots, the pool has %d\n",
+			 ranks, ranks, pool->node.cpus);
+		return -EINVAL;
+	}
+	if (ranks > DLH_RANKS_MAX) {
+		snprintf(err, errlen, "spec: [resources] ranks: at most %d ranks\n", DLH_RANKS_MAX);
+		return -EINVAL;
+	}
+	p->ranks = ranks;
+	for (int r = 0; r < ranks; r++)
+		p->slot[r] = -1;   /* the engine assigns slots at launch */
+	int global = 0;
+	for (int r = 0; r < ranks; r++) {
+		p->batch[r] = ov ? ov->batch[r] : equal_share(spec->batch_size, ranks, r);
+		global += p->batch[r];
+	}
+	p->lr = ov ? ov->lr : spec->lr;
+	int warmup = ov ? ov->warmup_steps : spec->warmup_steps;
+	p->memory = spec->memory;
+	snprintf(p->host, sizeof p->host, "%s", pool->node.host);
+
+	int rc = 0;
+	rc |= arg(p, "%s", tools->mpirun);
+	rc |= opt(p, "-np", "%d", ranks);
+	rc |= arg(p, "--oversubscribe");
+	rc |= opt(p, "--bind-to", "none");
+	/* one node: shared memory only; skips probing the network (about 200 ms) */
+	rc |= opt(p, "--mca", "pml") | arg(p, "ob1");
+	rc |= opt(p, "--mca", "btl") | arg(p, "self,vader");
+	if (rc)
+		goto toolong;
+	if (spec->command[0]) {
+		rc = user_command(p, spec->command);
+		if (rc == -EINVAL) {
+			snprintf(err, errlen, "spec: [job] command: empty command\n");
+			return rc;
+		}
+		if (rc)
+			goto toolong;
+		return 0;
+	}
+	char list[256];
+	p->trainer = 1;
+	rc |= arg(p, "%s", tools->trainer);
+	rc |= opt(p, "--job-dir", "%s", job_dir);
+	rc |= opt(p, "--format", "%s", spec->format);
+	rc |= opt(p, "--train-images", "%s", spec->train);
+	rc |= opt(p, "--train-labels", "%s", spec->train_labels);
+	rc |= opt(p, "--test-images", "%s", spec->test);
+	rc |= opt(p, "--test-labels", "%s", spec->test_labels);
+	rc |= opt(p, "--model", "%s", spec->model_type);
+	if (!strcmp(spec->model_type, "cnn")) {
+		conv_text(spec, list, sizeof list);
+		rc |= opt(p, "--conv", "%s", list);
+		rc |= opt(p, "--pool", "%d", spec->pool);
+		ints_text(spec->dense, spec->ndense, list, sizeof list);
+		rc |= opt(p, "--dense", "%s", list);
+	} else {
+		ints_text(spec->layers, spec->nlayers, list, sizeof list);
+		rc |= opt(p, "--layers", "%s", list);
+	}
+	rc |= num_opt(p, "--dropout", spec->dropout);
+	rc |= opt(p, "--epochs", "%d", spec->epochs);
+	rc |= opt(p, "--batch", "%d", global);
+	if (!equal_split(p->batch, ranks, global)) {
+		char rb[DLH_ARGV_BYTES];   /* the argv store holds no more */
+		ints_text(p->batch, ranks, rb, sizeof rb);
+		rc |= strlen(rb) + 1 >= sizeof rb ? -E2BIG : arg(p, "--rank-batches") | arg(p, "%s", rb);
+		/* devices of different speeds: the planned split is a prediction;
+		 * during the run it follows what each rank measures (not on GPUs,
+		 * whose compute time dlh-train does not measure apart from waits) */
+		if (spec->rebalance && !p->gpu) {
+			p->rebalance = DLH_REBALANCE_STEPS;
+			rc |= opt(p, "--rebalance", "%d", p->rebalance);
+		}
+	}
+	rc |= p->lr > 0.0 ? num_opt(p, "--lr", p->lr) : opt(p, "--lr", "%s", "auto");
+	rc |= opt(p, "--optimizer", "%s", spec->optimizer);
+	if (!strcmp(spec->optimizer, "adam"))
+		rc |= num_opt(p, "--beta1", spec->beta1) | num_opt(p, "--beta2", spec->beta2);
+	else
+		rc |= num_opt(p, "--momentum", spec->momentum);
+	rc |= num_opt(p, "--weight-decay", spec->weight_decay);
+	rc |= opt(p, "--schedule", "%s", spec->schedule);
+	if (!strcmp(spec->schedule, "step"))
+		rc |= opt(p, "--step-epochs", "%d", spec->step_epochs) | num_opt(p, "--gamma", spec->gamma);
+	rc |= opt(p, "--warmup-steps", "%d", warmup);
+	rc |= opt(p, "--seed", "%llu", (unsigned long long)spec->seed);
+	rc |= opt(p, "--checkpoint-every", "%d", spec->checkpoint_every);
+	rc |= num_opt(p, "--bucket-mb", spec->bucket_mb);
+	rc |= opt(p, "--train-limit", "%ld", spec->train_limit);
+	rc |= opt(p, "--test-limit", "%ld", spec->test_limit);
+	if (p->gpu)
+		rc |= opt(p, "--device", "%s", "gpu");
+	if (rc)
+		goto toolong;
+	return 0;
+toolong:
+	snprintf(err, errlen, "spec: the command line is longer than %d bytes\n", DLH_ARGV_BYTES);
+	return -E2BIG;
+}
+
+int dlh_plan_pin(struct dlh_plan *p)
+{
+	if (!p->trainer || p->ranks < 1)
+		return 0;
+	char list[DLH_ARGV_BYTES];   /* the argv store holds no more */
+	ints_text(p->slot, p->ranks, list, sizeof list);
+	if (strlen(list) + 1 >= sizeof list)
+		return -E2BIG;
+	return arg(p, "--cpus") | arg(p, "%s", list);
+}
+
+int dlh_plan_format(const struct dlh_plan *p, struct dlh_buf *out)
+{
+	int global = 0, rc = 0;
+	for (int r = 0; r < p->ranks; r++)
+		global += p->batch[r];
+	rc |= dlh_buf_printf(out, "ranks %d\nglobal_batch %d\n", p->ranks, global);
+	if (p->lr > 0.0)
+		rc |= dlh_buf_printf(out, "lr %.6g\n", p->lr);
+	else   /* the trainer's range test picks it: see lr_finder */
+		rc |= dlh_buf_printf(out, "lr auto (range test before training; see lr_finder)\n");
+	if (p->memory > 0) {
+		char mem[32];
+		dlh_size_text(p->memory, mem, sizeof mem);
+		rc |= dlh_buf_printf(out, "memory %s\n", mem);
+	} else {
+		rc |= dlh_buf_printf(out, "memory none\n");
+	}
+	for (int r = 0; r < p->ranks; r++)
+		rc |= p->gpu ?
+			dlh_buf_printf(out, "rank %d host %s device gpu%d batch %d\n", r, p->host, r,
+				       p->batch[r]) :
+			p->slot[r] < 0 ?
+			dlh_buf_printf(out, "rank %d host %s device cpu (a free slot at launch) batch %d\n",
+				       r, p->host, p->batch[r]) :
+			dlh_buf_printf(out, "rank %d host %s device cpu%d batch %d\n", r, p->host,
+				       p->slot[r], p->batch[r]);
+	if (p->rebalance)
+		rc |= dlh_buf_printf(out, "rebalance every %d steps (the batches above are the start; "
+				     "they follow each rank's measured samples/s, see log)\n",
+				     p->rebalance);
+	rc |= dlh_buf_printf(out, "env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1\nargv");
+	for (int i = 0; i < p->argc; i++)
+		rc |= dlh_buf_printf(out, " %s", p->argv[i]);
+	rc |= dlh_buf_printf(out, "\n");
+	return rc ? -ENOMEM : 0;
+}

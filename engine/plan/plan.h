@@ -1,0 +1,75 @@
+/* plan.h - placing a job: ranks, batch per rank, lr, the exact mpirun argv */
+#ifndef DLH_PLAN_H
+#define DLH_PLAN_H
+
+#include "engine/pool/pool.h"
+#include "engine/util/util.h"
+#include "schema/spec.h"
+
+#define DLH_RANKS_MAX 1024
+#define DLH_ARGV_MAX 160
+#define DLH_ARGV_BYTES (16 * 1024)
+#define DLH_REBALANCE_STEPS 20   /* steps between re-splits of unequal CPU batches */
+
+/* Where the programs the plan runs live. */
+struct dlh_tools {
+	char mpirun[1024];   /* absolute path of mpirun */
+	char trainer[1024];  /* absolute path of dlh-train */
+};
+
+struct dlh_plan {
+	int ranks;                      /* MPI ranks, one per CPU slot (and per GPU) */
+	int gpu;                        /* 1: [resources] device = gpu, rank r on GPU r */
+	int batch[DLH_RANKS_MAX];       /* per-rank batch; sums to the global batch */
+	int slot[DLH_RANKS_MAX];        /* the CPU slot each rank holds (set by the engine) */
+	double lr;                      /* learning rate used */
+	long long memory;               /* memory limit of all ranks together, bytes; 0 = none */
+	char host[DLH_HOST_MAX + 1];    /* where every rank runs */
+	char *argv[DLH_ARGV_MAX];       /* the exact argv exec'd, NULL-terminated */
+	int argc;                       /* entries used in argv */
+	int trainer;                    /* 1: argv runs dlh-train (not a [job] command) */
+	int rebalance;                  /* steps between re-splits of the batches during the
+					   run (dlh-train --rebalance), 0 = none */
+	char store[DLH_ARGV_BYTES];     /* backing text for argv */
+	size_t used;                    /* bytes of store used */
+};
+
+/* Plans spec for job_dir on pool. ranks = auto takes every CPU slot, or
+ * with device = gpu every GPU (no more than the global batch). Returns 0, or -EINVAL with err naming the
+ * problem (e.g. more ranks than the pool has slots), -E2BIG when the
+ * command line does not fit. */
+int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
+		  const struct dlh_tools *tools, const char *job_dir,
+		  struct dlh_plan *plan, char *err, size_t errlen);
+
+/* What the planner decided (engine/choose), over the spec's own values. */
+struct dlh_plan_override {
+	int ranks;                      /* ranks = devices */
+	const int *batch;               /* ranks per-rank batches: the global batch is their sum */
+	double lr;                      /* 0 = auto */
+	int warmup_steps;               /* linear warmup steps */
+};
+
+/* dlh_plan_make with ov's ranks, batches, lr and warmup (ov NULL: the spec's). */
+int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_override *ov,
+		       const struct dlh_pool *pool, const struct dlh_tools *tools,
+		       const char *job_dir, struct dlh_plan *plan, char *err, size_t errlen);
+
+/* Splits global into n per-rank batches in proportion to speed[] (largest
+ * remainder, ties to the first rank, each at least 1). speed NULL, or no
+ * speed positive: the equal split dlh-train makes by itself, the remainder
+ * to the first ranks. Returns 0, or -EINVAL when global < n. */
+int dlh_split_batch(int global, const double *speed, int n, int *out);
+
+/* Once the engine has set plan->slot[]: appends --cpus with them, so that
+ * dlh-train pins rank r to CPU slot[r] (a [job] command gets nothing).
+ * Returns 0, or -E2BIG when the command line is full. */
+int dlh_plan_pin(struct dlh_plan *plan);
+
+/* The number of CPU slots spec needs on pool (ranks, or all for auto). */
+int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool);
+
+/* Appends the plan as the text of jobs/<id>/plan. Returns 0, or -ENOMEM. */
+int dlh_plan_format(const struct dlh_plan *plan, struct dlh_buf *out);
+
+#endif

@@ -1,0 +1,402 @@
+/* pool.c - the resource pool: the local machine detected (/proc, NVML or
+ * /dev/nvidiaN), lookups, and the planner's view of what is free */
+#include "engine/pool/pool.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/pool/nvml.h"
+
+/* What one /proc/cpuinfo scan finds. */
+struct cpu_info {
+	char model[128];   /* "model name", "" if absent */
+	double mhz;        /* "cpu MHz" of the first core, 0 if absent */
+	int flops_cycle;   /* FP32 FLOP per cycle per core from the vector flags */
+};
+
+/* The value after "key<blanks>:" on line, without its newline, or NULL
+ * when line is not that key's. */
+static char *cpuinfo_value(char *line, const char *key)
+{
+	size_t n = strlen(key);
+	if (strncmp(line, key, n) || (line[n] != ' ' && line[n] != '\t' && line[n] != ':'))
+		return NULL;
+	char *v = strchr(line, ':');
+	if (!v)
+		return NULL;
+	v += 1 + strspn(v + 1, " \t");
+	v[strcspn(v, "\n")] = '\0';
+	return v;
+}
+
+/* FP32 FLOP per cycle of one core: two FMA units of the widest vectors the
+ * flags announce (AVX-512: 16 lanes, AVX2 with FMA: 8), each an add and a
+ * multiply; 8 for SSE-only cores. A peak, as the type table's flops are. */
+static int flops_per_cycle(const char *flags)
+{
+	char padded[4096];
+	snprintf(padded, sizeof padded, " %s ", flags);
+	if (strstr(padded, " avx512f "))
+		return 64;
+	if (strstr(padded, " avx2 ") && strstr(padded, " fma "))
+		return 32;
+	return 8;
+}
+
+/* Reads the first core's model, clock and flags from /proc/cpuinfo. */
+static void read_cpu_info(struct cpu_info *ci)
+{
+	memset(ci, 0, sizeof *ci);
+	ci->flops_cycle = 8;
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (!f)
+		return;
+	char line[4096], *v;
+	int seen = 0;
+	while (seen != 7 && fgets(line, sizeof line, f)) {
+		if (!(seen & 1) && (v = cpuinfo_value(line, "model name"))) {
+			snprintf(ci->model, sizeof ci->model, "%s", v);
+			seen |= 1;
+		} else if (!(seen & 2) && (v = cpuinfo_value(line, "cpu MHz"))) {
+			ci->mhz = strtod(v, NULL);
+			seen |= 2;
+		} else if (!(seen & 4) && (v = cpuinfo_value(line, "flags"))) {
+			ci->flops_cycle = flops_per_cycle(v);
+			seen |= 4;
+		}
+	}
+	fclose(f);
+}
+
+static long long read_mem_total(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	if (!f)
+		return 0;
+	char line[256];
+	long long kb = 0;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "MemTotal: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb * 1024;
+}
+
+/* Counts the NVIDIA GPUs in dir: the driver's nvidiaN device files (N a
+ * number; nvidiactl and nvidia-uvm are not GPUs). 0 without the driver. */
+static int count_dev_gpus(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, "nvidia", 6) && e->d_name[6] &&
+		    strspn(e->d_name + 6, "0123456789") == strlen(e->d_name + 6))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Appends a type called name to p, or finds the one already there.
+ * Returns its index, or -ENOSPC when the table is full. */
+static int type_slot(struct dlh_pool *p, const char *name)
+{
+	int t = dlh_pool_find_type(p, name);
+	if (t >= 0)
+		return t;
+	if (p->ntypes >= DLH_POOL_TYPES)
+		return -ENOSPC;
+	t = p->ntypes++;
+	memset(&p->type[t], 0, sizeof p->type[t]);
+	snprintf(p->type[t].name, sizeof p->type[t].name, "%s", name);
+	return t;
+}
+
+/* Peak FP32 FLOP/s and memory bandwidth of GPU models dlhfs knows, by a
+ * run of words of the NVML name (case and '-' vs ' ' ignored); the first
+ * match wins, so longer names come before their prefixes. */
+static const struct gpu_model {
+	const char *words;   /* e.g. "h100 pcie" */
+	const char *type;    /* the type's name */
+	double flops;        /* FP32 peak, FLOP/s */
+	double bandwidth;    /* bytes/s */
+} gpu_models[] = {
+	{ "h100 pcie", "H100-PCIe", 51.2e12, 2.0e12 },
+	{ "h100 nvl", "H100-NVL", 60e12, 3.9e12 },
+	{ "gh200", "GH200", 67e12, 4.0e12 },
+	{ "h200", "H200", 67e12, 4.8e12 },
+	{ "h100", "H100", 67e12, 3.35e12 },
+	{ "h800", "H800", 67e12, 3.35e12 },
+	{ "a100 sxm4 40gb", "A100-40GB", 19.5e12, 1.555e12 },
+	{ "a100 pcie 40gb", "A100-40GB", 19.5e12, 1.555e12 },
+	{ "a100", "A100", 19.5e12, 2.0e12 },
+	{ "a10g", "A10G", 31.2e12, 0.6e12 },
+	{ "a10", "A10", 31.2e12, 0.6e12 },
+	{ "a40", "A40", 37.4e12, 0.696e12 },
+	{ "l40s", "L40S", 91.6e12, 0.864e12 },
+	{ "l40", "L40", 90.5e12, 0.864e12 },
+	{ "l4", "L4", 30.3e12, 0.3e12 },
+	{ "v100", "V100", 15.7e12, 0.9e12 },
+	{ "t4", "T4", 8.1e12, 0.32e12 },
+	{ "rtx a6000", "RTX-A6000", 38.7e12, 0.768e12 },
+	{ "rtx 4090", "RTX-4090", 82.6e12, 1.008e12 },
+	{ "rtx 3090", "RTX-3090", 35.6e12, 0.936e12 },
+};
+
+/* The known model of an NVML name, or NULL. */
+static const struct gpu_model *gpu_model_of(const char *nvml_name)
+{
+	char name[DLH_NVML_NAME_MAX + 3], words[64];
+	size_t i = 0;
+	name[i++] = ' ';
+	for (const char *s = nvml_name; *s && i < sizeof name - 2; s++)
+		name[i++] = *s == '-' || *s == '_' ? ' ' : (char)(*s >= 'A' && *s <= 'Z' ? *s + 32 : *s);
+	name[i++] = ' ';
+	name[i] = '\0';
+	for (size_t k = 0; k < sizeof gpu_models / sizeof gpu_models[0]; k++) {
+		snprintf(words, sizeof words, " %s ", gpu_models[k].words);
+		if (strstr(name, words))
+			return &gpu_models[k];
+	}
+	return NULL;
+}
+
+/* A type name for an unknown NVML name: without the "NVIDIA " prefix,
+ * characters a type name cannot hold as '-'. */
+static void gpu_type_name(const char *nvml_name, char *out, size_t len)
+{
+	if (!strncmp(nvml_name, "NVIDIA ", 7))
+		nvml_name += 7;
+	snprintf(out, len, "%s", nvml_name);
+	for (char *c = out; *c; c++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", *c))
+			*c = '-';
+	if (!out[0])
+		snprintf(out, len, "gpu");
+}
+
+/* Adds GPU number i of NVML to node k of p as a device of its model's
+ * type. Returns 0, or -errno (NVML failed, the type table is full). */
+static int add_nvml_gpu(struct dlh_pool *p, int k, const struct dlh_nvml *n, unsigned int i)
+{
+	void *dev;
+	char name[DLH_NVML_NAME_MAX] = "", tname[DLH_POOL_TYPE_NAME];
+	struct dlh_nvml_memory mem = { 0 };
+	unsigned int mw = 0;
+
+	if (n->handle(i, &dev) || n->name(dev, name, sizeof name))
+		return -EIO;
+	name[sizeof name - 1] = '\0';
+	const struct gpu_model *m = gpu_model_of(name);
+	gpu_type_name(name, tname, sizeof tname);
+	int t = type_slot(p, m ? m->type : tname);
+	if (t < 0)
+		return t;
+	struct dlh_pool_type *ty = &p->type[t];
+	ty->gpu = 1;
+	ty->flops = m ? m->flops : 0;
+	ty->bandwidth = m ? m->bandwidth : 0;
+	/* a type is as large as its smallest device */
+	if (!n->memory(dev, &mem) && mem.total &&
+	    (!ty->mem_bytes || (long long)mem.total < ty->mem_bytes))
+		ty->mem_bytes = (long long)mem.total;
+	if (!n->power_limit(dev, &mw) && mw) {
+		ty->watts_busy = mw / 1000.0;
+		ty->watts_idle = ty->watts_busy * DLH_GPU_IDLE_SHARE;
+	}
+	p->nodes[k].devices[t]++;
+	return 0;
+}
+
+int dlh_pool_add_nvml(struct dlh_pool *p, int k, const struct dlh_nvml *n)
+{
+	unsigned int count = 0;
+	int rc = 0;
+
+	if (n->init())
+		return -ENODEV;
+	if (n->count(&count))
+		rc = -EIO;
+	for (unsigned int i = 0; !rc && i < count; i++)
+		rc = add_nvml_gpu(p, k, n, i);
+	n->shutdown();
+	return rc ? rc : (int)count;
+}
+
+/* Adds the GPUs of this machine to node k: NVML when it loads and
+ * answers, else a type "gpu" of unknown figures per /dev/nvidiaN. */
+static void detect_gpus(struct dlh_pool *p, int k, const struct dlh_pool_probe *probe)
+{
+	struct dlh_nvml n;
+	struct dlh_pool saved = *p;   /* NVML may fail halfway: keep none of it then */
+
+	if (probe->nvml && !dlh_nvml_open(&n, probe->nvml)) {
+		int rc = dlh_pool_add_nvml(p, k, &n);
+		dlh_nvml_close(&n);
+		if (rc >= 0)
+			return;
+		*p = saved;
+	}
+	int gpus = count_dev_gpus(probe->dev_dir);
+	int t = gpus ? type_slot(p, "gpu") : -1;
+	if (t >= 0) {
+		p->type[t].gpu = 1;
+		p->nodes[k].devices[t] = gpus;
+	}
+}
+
+void dlh_pool_set_local(struct dlh_pool *p, int k)
+{
+	const struct dlh_pool_node *nd = &p->nodes[k];
+	struct cpu_info ci;
+	read_cpu_info(&ci);
+	p->local = k;
+	memcpy(p->node.host, nd->host, sizeof p->node.host);   /* same size, NUL included */
+	p->node.cpus = nd->cpus;
+	p->node.mem_bytes = nd->mem_bytes;
+	snprintf(p->node.cpu_model, sizeof p->node.cpu_model, "%s", ci.model);
+	p->node.gpus = dlh_pool_node_gpus(p, k);
+}
+
+void dlh_pool_default_cpu(struct dlh_pool_type *t)
+{
+	memset(t, 0, sizeof *t);
+	snprintf(t->name, sizeof t->name, "%s", DLH_POOL_CPU_TYPE);
+	t->bandwidth = DLH_CPU_BANDWIDTH;
+	t->watts_idle = DLH_CPU_WATTS_IDLE;
+	t->watts_busy = DLH_CPU_WATTS_BUSY;
+}
+
+/* The peak FLOP/s of one core of this machine, 0 when the clock is unknown. */
+static double cpu_core_flops(const struct cpu_info *ci)
+{
+	return ci->mhz * 1e6 * ci->flops_cycle;
+}
+
+int dlh_pool_probe(struct dlh_pool *p, const struct dlh_pool_probe *probe, int cpus_override)
+{
+	struct cpu_info ci;
+	struct dlh_pool_node *nd = &p->nodes[0];
+
+	memset(p, 0, sizeof *p);
+	snprintf(p->source, sizeof p->source, "detected");
+	read_cpu_info(&ci);
+	p->nnodes = 1;
+	if (gethostname(nd->host, sizeof nd->host - 1) || !nd->host[0])
+		snprintf(nd->host, sizeof nd->host, "localhost");
+	snprintf(nd->name, sizeof nd->name, "%s", nd->host);
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	nd->cpus = cpus_override > 0 ? cpus_override : n > 0 ? (int)n : 1;
+	nd->mem_bytes = read_mem_total();
+
+	p->ntypes = 1;
+	dlh_pool_default_cpu(&p->type[0]);
+	p->type[0].flops = cpu_core_flops(&ci);
+	p->type[0].mem_bytes = nd->mem_bytes / nd->cpus;
+	nd->cpu_type = 0;
+	nd->devices[0] = nd->cpus;
+	detect_gpus(p, 0, probe);
+	dlh_pool_set_local(p, 0);
+	return 0;
+}
+
+int dlh_pool_detect(struct dlh_pool *p, int cpus_override)
+{
+	const struct dlh_pool_probe probe = { .nvml = DLH_NVML_LIB, .dev_dir = "/dev" };
+	return dlh_pool_probe(p, &probe, cpus_override);
+}
+
+int dlh_pool_find_node(const struct dlh_pool *p, const char *name)
+{
+	for (int k = 0; k < p->nnodes; k++)
+		if (!strcmp(p->nodes[k].name, name))
+			return k;
+	return -ENOENT;
+}
+
+int dlh_pool_find_type(const struct dlh_pool *p, const char *name)
+{
+	for (int t = 0; t < p->ntypes; t++)
+		if (!strcmp(p->type[t].name, name))
+			return t;
+	return -ENOENT;
+}
+
+int dlh_pool_node_gpus(const struct dlh_pool *p, int k)
+{
+	int n = 0;
+	for (int t = 0; t < p->ntypes; t++)
+		if (p->type[t].gpu)
+			n += p->nodes[k].devices[t];
+	return n;
+}
+
+int dlh_pool_gpu_type(const struct dlh_pool *p, int k, int i)
+{
+	for (int t = 0; t < p->ntypes && i >= 0; t++) {
+		if (!p->type[t].gpu)
+			continue;
+		if (i < p->nodes[k].devices[t])
+			return t;
+		i -= p->nodes[k].devices[t];
+	}
+	return -ENOENT;
+}
+
+/* Takes up to have of *want (nothing when *want < 0). Returns what was taken. */
+static int take(int *want, int have)
+{
+	int n = *want <= 0 ? 0 : *want < have ? *want : have;
+	*want -= n;
+	return n;
+}
+
+void dlh_pool_free_view(const struct dlh_pool *p, int used_cpus, int used_gpus,
+			struct dlh_pool_free *f)
+{
+	memset(f, 0, sizeof *f);
+	f->ntypes = p->ntypes;
+	f->nnodes = p->nnodes;
+	for (int t = 0; t < p->ntypes; t++) {
+		struct dlh_devtype *d = &f->type[t];
+		snprintf(d->name, sizeof d->name, "%s", p->type[t].name);
+		d->flops = p->type[t].flops;
+		d->mem_bytes = (double)p->type[t].mem_bytes;
+		d->watts_idle = p->type[t].watts_idle;
+		d->watts_busy = p->type[t].watts_busy;
+	}
+	for (int k = 0; k < p->nnodes; k++)
+		for (int t = 0; t < p->ntypes; t++)
+			f->free[k][t] = p->nodes[k].devices[t];
+	int *local = f->free[p->local];
+	local[p->nodes[p->local].cpu_type] -= take(&used_cpus, local[p->nodes[p->local].cpu_type]);
+	for (int t = 0; t < p->ntypes; t++)
+		if (p->type[t].gpu)
+			local[t] -= take(&used_gpus, local[t]);
+}
+
+void dlh_pool_rate_text(double v, char *out, size_t len)
+{
+	static const char suffix[] = "KMGTP";
+	int i = -1;
+	while (i < 4 && v >= 1000) {
+		v /= 1000;
+		i++;
+	}
+	/* up to three significant decimals, none trailing: 3.35T, 90G, 1.5K */
+	char num[64];
+	snprintf(num, sizeof num, "%.3f", v);
+	char *end = num + strlen(num);
+	while (end[-1] == '0')
+		*--end = '\0';
+	if (end[-1] == '.')
+		end[-1] = '\0';
+	snprintf(out, len, "%s%.*s", num, i >= 0 ? 1 : 0, i >= 0 ? &suffix[i] : "");
+}

@@ -1,0 +1,159 @@
+/* pool.h - the resource pool: device types, nodes and their devices, from a
+ * pool file (-o pool=FILE) or detected on the local machine
+ *
+ * The pool file is INI:
+ *
+ *   [type NAME]      a kind of device; a CPU type is one core
+ *   flops = 67T      peak FLOP/s of one device (FP32: what dlh-train computes in)
+ *   memory = 80G     memory one device offers a rank
+ *   bandwidth = 3.35T  memory bandwidth of one device, bytes/s
+ *   watts_idle = 70  power of one device, waiting
+ *   watts_busy = 700 power of one device, training
+ *   gpu = true       a GPU (default false: a CPU core)
+ *
+ *   [node NAME]      a machine
+ *   host = gpu01     where it is reached (default NAME)
+ *   cpus = 32        CPU cores = devices of its CPU type (required)
+ *   cpu_type = cpu   the type of its cores (default "cpu")
+ *   memory = 512G    its memory (default 0 = unknown)
+ *   gpus = H100:8    GPUs by type: TYPE:COUNT, ... (TYPE alone = 1)
+ *
+ * Rates (flops, bandwidth) take K M G T P as powers of 1000; sizes (memory)
+ * as powers of 1024; watts are plain numbers. A type's figures default to
+ * 0 = unknown, except a CPU type's memory: the smallest share of a node's
+ * memory among the nodes with cores of that type. A node may use the type
+ * "cpu" without defining it: the built-in defaults below apply.
+ *
+ * Runs launch on the local node only (today): the node whose host is this
+ * machine's hostname, else the first node of the file. */
+#ifndef DLH_POOL_H
+#define DLH_POOL_H
+
+#include <stddef.h>
+
+#include "engine/plan/planner.h"
+
+#define DLH_HOST_MAX 64
+#define DLH_POOL_TYPES DLH_PLANNER_TYPES          /* most device types */
+#define DLH_POOL_NODES DLH_PLANNER_NODES          /* most nodes */
+#define DLH_POOL_TYPE_NAME DLH_PLANNER_TYPE_NAME  /* bytes of a type name, NUL included */
+#define DLH_POOL_FILE_MAX (1024 * 1024)           /* largest pool file read */
+#define DLH_POOL_CPU_TYPE "cpu"                   /* the default CPU type's name */
+
+/* Built-in figures of the default "cpu" type (one core), where neither the
+ * pool file nor the machine says better: a server core of a ~150 W, 16-core
+ * part, idling at about a fifth of that; a core streams about 10 GB/s. */
+#define DLH_CPU_WATTS_IDLE 2.0
+#define DLH_CPU_WATTS_BUSY 9.0
+#define DLH_CPU_BANDWIDTH 10e9
+/* A GPU's idle power as a share of its power limit (NVML gives the limit). */
+#define DLH_GPU_IDLE_SHARE 0.1
+
+/* The local node: where runs launch today. Existing callers use these. */
+struct dlh_node {
+	char host[DLH_HOST_MAX + 1]; /* hostname */
+	int cpus;                    /* CPU slots (cores) */
+	long long mem_bytes;         /* physical memory, 0 = unknown */
+	char cpu_model[128];         /* from /proc/cpuinfo, "" if unknown */
+	int gpus;                    /* GPUs, all types together */
+};
+
+/* A kind of device. */
+struct dlh_pool_type {
+	char name[DLH_POOL_TYPE_NAME]; /* "cpu", "H100", ... (letters, digits, . _ -) */
+	double flops;                  /* peak FLOP/s of one device, 0 = unknown */
+	long long mem_bytes;           /* memory one device offers a rank, 0 = unknown */
+	double bandwidth;              /* memory bandwidth of one device, bytes/s, 0 = unknown */
+	double watts_idle;             /* power of one device waiting, 0 = unknown */
+	double watts_busy;             /* power of one device training, 0 = unknown */
+	int gpu;                       /* 1: a GPU; 0: a CPU core */
+};
+
+/* A machine of the pool. */
+struct dlh_pool_node {
+	char name[DLH_HOST_MAX + 1];   /* pool/nodes/<name> */
+	char host[DLH_HOST_MAX + 1];   /* where it is reached */
+	int cpus;                      /* cores */
+	long long mem_bytes;           /* memory, 0 = unknown */
+	int cpu_type;                  /* type of its cores (index into type[]) */
+	int devices[DLH_POOL_TYPES];   /* devices per type; [cpu_type] = cpus */
+};
+
+struct dlh_pool {
+	struct dlh_node node;                     /* the local node (= nodes[local]) */
+	int ntypes;                               /* entries of type[] */
+	struct dlh_pool_type type[DLH_POOL_TYPES]; /* in file order, detected: cpu, then GPUs */
+	int nnodes;                               /* entries of nodes[] */
+	struct dlh_pool_node nodes[DLH_POOL_NODES]; /* in file order */
+	int local;                                /* index of the local node in nodes[] */
+	char source[256];                         /* the pool file, or "detected" */
+};
+
+/* Where detection looks; tests point it elsewhere. */
+struct dlh_pool_probe {
+	const char *nvml;            /* NVML library to dlopen; NULL = do not try */
+	const char *dev_dir;         /* where /dev/nvidiaN are counted without NVML */
+};
+
+/* Detects the local machine: cores (sysconf), memory (/proc/meminfo), CPU
+ * model and peak FLOP/s (/proc/cpuinfo), NVIDIA GPUs through NVML loaded at
+ * run time, else by counting /dev/nvidiaN. One node, a "cpu" type and a type
+ * per GPU model. cpus_override > 0 replaces the core count. Returns 0. */
+int dlh_pool_detect(struct dlh_pool *p, int cpus_override);
+
+/* dlh_pool_detect with the NVML library and device directory of probe. */
+int dlh_pool_probe(struct dlh_pool *p, const struct dlh_pool_probe *probe, int cpus_override);
+
+/* Loads the pool file at path; the local node is the one whose host is this
+ * machine's hostname, else the first. cpus_override > 0 replaces the local
+ * node's core count. Returns 0, or -errno with err holding one
+ * "PATH:LINE: problem" line per problem (-EINVAL), or why the file cannot
+ * be read. */
+int dlh_pool_load(struct dlh_pool *p, const char *path, int cpus_override,
+		  char *err, size_t errlen);
+
+/* dlh_pool_load of text (len bytes) named fname in messages, with
+ * local_host as this machine's hostname. */
+int dlh_pool_parse(struct dlh_pool *p, const char *text, size_t len, const char *fname,
+		   const char *local_host, int cpus_override, char *err, size_t errlen);
+
+/* Index of the node called name, or -ENOENT. */
+int dlh_pool_find_node(const struct dlh_pool *p, const char *name);
+
+/* Index of the type called name, or -ENOENT. */
+int dlh_pool_find_type(const struct dlh_pool *p, const char *name);
+
+/* GPUs of node k, all types together. */
+int dlh_pool_node_gpus(const struct dlh_pool *p, int k);
+
+/* The type of node k's GPU number i (GPUs numbered in type order), or -ENOENT. */
+int dlh_pool_gpu_type(const struct dlh_pool *p, int k, int i);
+
+/* The planner's view: every type (same indices as p->type) and node (same
+ * indices as p->nodes) with the devices not in use. used_cpus CPU slots and
+ * used_gpus GPUs of the local node are in use (GPUs taken in type order);
+ * other nodes are all free, since runs launch only on the local node. */
+void dlh_pool_free_view(const struct dlh_pool *p, int used_cpus, int used_gpus,
+			struct dlh_pool_free *f);
+
+/* Writes a rate the way pool files write it: "67T", "3.35T", "90G", "0". */
+void dlh_pool_rate_text(double v, char *out, size_t len);
+
+/* The pool module's own plumbing (pool.c, poolfile.c) and the tests'. */
+struct dlh_nvml;
+
+/* Adds the GPUs NVML n reports to node k as devices of one type per model
+ * (known models get peak FLOP/s and bandwidth from a table; watts from the
+ * power limit). Returns the GPUs added, -ENODEV when NVML does not
+ * initialize, or -EIO/-ENOSPC (p then holds part of them). */
+int dlh_pool_add_nvml(struct dlh_pool *p, int k, const struct dlh_nvml *n);
+
+/* Makes node k the local node: copies it into p->node with this machine's
+ * CPU model and the node's GPU count. */
+void dlh_pool_set_local(struct dlh_pool *p, int k);
+
+/* Fills t with the built-in "cpu" type: bandwidth and watts of the
+ * DLH_CPU_* defaults, flops and memory unknown. */
+void dlh_pool_default_cpu(struct dlh_pool_type *t);
+
+#endif

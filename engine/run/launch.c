@@ -1,0 +1,133 @@
+/* launch.c - starting a plan's argv in its own session, output to the log */
+#include "engine/run/launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* Builds the child's environment before fork: the child may only call
+ * async-signal-safe functions, so no malloc there. */
+static char **build_env(char *const extra[])
+{
+	size_t n = 0, m = 0;
+	while (environ[n])
+		n++;
+	while (extra && extra[m])
+		m++;
+	char **env = calloc(n + m + 1, sizeof *env);
+	if (!env)
+		return NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t name = strcspn(environ[i], "=");
+		int replaced = 0;
+		for (size_t j = 0; j < m && !replaced; j++)
+			replaced = !strncmp(environ[i], extra[j], name) && extra[j][name] == '=';
+		if (!replaced)
+			env[k++] = environ[i];
+	}
+	for (size_t j = 0; j < m; j++)
+		env[k++] = extra[j];
+	env[k] = NULL;
+	return env;
+}
+
+int dlh_launch(char *const argv[], char *const extra[], const char *log_path, pid_t *pid)
+{
+	return dlh_launch_in(argv, extra, log_path, NULL, pid);
+}
+
+/* Writes the calling process's pid in decimal to fd, async-signal-safely.
+ * Returns 0, or errno. */
+static int write_own_pid(int fd)
+{
+	char rev[24], text[24];
+	long v = (long)getpid();
+	int n = 0, m = 0;
+	do {
+		rev[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v && n < (int)sizeof rev);
+	while (n)
+		text[m++] = rev[--n];
+	return write(fd, text, (size_t)m) == (ssize_t)m ? 0 : errno ? errno : EIO;
+}
+
+int dlh_launch_in(char *const argv[], char *const extra[], const char *log_path,
+		  const int *join, pid_t *pid)
+{
+	int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (logfd < 0)
+		return -errno;
+	int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	int status[2] = { -1, -1 };
+	char **env = build_env(extra);
+	int e = 0;
+	/* pipe + FD_CLOEXEC: launches are serialized by the engine's lock */
+	if (nullfd < 0 || pipe(status) || fcntl(status[0], F_SETFD, FD_CLOEXEC) ||
+	    fcntl(status[1], F_SETFD, FD_CLOEXEC))
+		e = -errno;
+	else if (!env)
+		e = -ENOMEM;
+	pid_t child = e ? -1 : fork();
+	if (child == 0) {
+		/* async-signal-safe calls only from here to execve */
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL); /* FUSE threads block some */
+		struct sigaction dfl = { .sa_handler = SIG_DFL };
+		sigaction(SIGPIPE, &dfl, NULL);        /* libfuse ignores it */
+		setsid();
+		int err = 0;
+		for (int i = 0; join && join[i] >= 0 && !err; i++)
+			err = write_own_pid(join[i]);
+		if (err)
+			;
+		else if (dup2(nullfd, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
+			err = errno;
+		else {
+			execve(argv[0], argv, env);
+			err = errno;
+		}
+		/* the pipe closes on a successful exec; on failure it carries errno */
+		ssize_t w = write(status[1], &err, sizeof err);
+		(void)w;
+		_exit(127);
+	}
+	if (child < 0 && !e)
+		e = -errno;
+	if (child > 0) {
+		/* wait for the exec (or its failure): the child is in its own
+		 * session from here on, so a cancel can always find it */
+		close(status[1]);
+		status[1] = -1;
+		int err = 0;
+		ssize_t n;
+		while ((n = read(status[0], &err, sizeof err)) < 0 && errno == EINTR)
+			;
+		if (n == (ssize_t)sizeof err) {
+			while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+				;
+			e = -err;
+		}
+	}
+	free(env);
+	close(logfd);
+	if (nullfd >= 0)
+		close(nullfd);
+	if (status[0] >= 0)
+		close(status[0]);
+	if (status[1] >= 0)
+		close(status[1]);
+	if (e)
+		return e;
+	*pid = child;
+	return 0;
+}

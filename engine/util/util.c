@@ -1,0 +1,284 @@
+/* util.c - small file and text helpers shared by the engine */
+#include "engine/util/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int buf_reserve(struct dlh_buf *b, size_t extra)
+{
+	if (b->len + extra + 1 <= b->cap)
+		return 0;
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < b->len + extra + 1)
+		cap *= 2;
+	char *p = realloc(b->data, cap);
+	if (!p)
+		return -ENOMEM;
+	b->data = p;
+	b->cap = cap;
+	return 0;
+}
+
+int dlh_buf_append(struct dlh_buf *b, const void *p, size_t n)
+{
+	if (buf_reserve(b, n))
+		return -ENOMEM;
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return 0;
+}
+
+int dlh_buf_printf(struct dlh_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	if (buf_reserve(b, (size_t)n))
+		return -ENOMEM;
+	va_start(ap, fmt);
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+void dlh_buf_free(struct dlh_buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}
+
+int dlh_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Splits path into its directory (into dir) and the temporary name
+ * DIR/.BASE.tmp (into tmp). Returns 0, or -ENAMETOOLONG. */
+static int tmp_name(const char *path, char *dir, char *tmp, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	size_t dlen = slash ? (size_t)(slash - path) : 1;
+	if (dlen >= len)
+		return -ENAMETOOLONG;
+	if (!slash)
+		snprintf(dir, len, ".");
+	else if (dlen == 0)
+		snprintf(dir, len, "/");
+	else
+		snprintf(dir, len, "%.*s", (int)dlen, path);
+	int n = snprintf(tmp, len, "%.*s.%s.tmp", (int)(base - path), path, base);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int dlh_write_atomic_iov(const char *path, const struct iovec *iov, int niov)
+{
+	char dir[4096], tmp[4096];
+	if (tmp_name(path, dir, tmp, sizeof tmp) < 0)
+		return -ENAMETOOLONG;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	for (int i = 0; i < niov && rc == 0; i++)
+		rc = dlh_write_all(fd, iov[i].iov_base, iov[i].iov_len);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		unlink(tmp);
+		return rc;
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) { /* makes the rename durable; best effort */
+		fsync(fd);
+		close(fd);
+	}
+	return 0;
+}
+
+int dlh_write_atomic(const char *path, const void *data, size_t len)
+{
+	struct iovec iov = { .iov_base = (void *)data, .iov_len = len };
+	return dlh_write_atomic_iov(path, &iov, 1);
+}
+
+int dlh_read_file(const char *path, size_t max, char **out, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct dlh_buf b = {0};
+	char chunk[8192];
+	for (;;) {
+		ssize_t n = read(fd, chunk, sizeof chunk);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = -errno;
+			close(fd);
+			dlh_buf_free(&b);
+			return e;
+		}
+		if (n == 0)
+			break;
+		if (b.len + (size_t)n > max) {
+			close(fd);
+			dlh_buf_free(&b);
+			return -EFBIG;
+		}
+		if (dlh_buf_append(&b, chunk, (size_t)n)) {
+			close(fd);
+			dlh_buf_free(&b);
+			return -ENOMEM;
+		}
+	}
+	close(fd);
+	if (!b.data && dlh_buf_append(&b, "", 0))
+		return -ENOMEM;
+	*out = b.data;
+	if (len)
+		*len = b.len;
+	return 0;
+}
+
+int dlh_append_line(const char *path, const char *line)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	size_t n = strlen(line);
+	char stack[1024];
+	char *p = n + 2 <= sizeof stack ? stack : malloc(n + 2);
+	if (!p) {
+		close(fd);
+		return -ENOMEM;
+	}
+	memcpy(p, line, n);
+	if (n == 0 || line[n - 1] != '\n')
+		p[n++] = '\n';
+	ssize_t w = write(fd, p, n);
+	int rc = w < 0 ? -errno : (size_t)w != n ? -EIO : 0;
+	if (p != stack)
+		free(p);
+	close(fd);
+	return rc;
+}
+
+int dlh_mkdir_p(const char *dir, mode_t mode)
+{
+	char p[4096];
+	if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+		return -ENAMETOOLONG;
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, mode) && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	if (mkdir(p, mode) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int dlh_kv_get(const char *text, const char *key, char *out, size_t outlen)
+{
+	size_t klen = strlen(key);
+	for (const char *line = text; line && *line;) {
+		const char *eol = strchr(line, '\n');
+		size_t llen = eol ? (size_t)(eol - line) : strlen(line);
+		if (llen > klen && !strncmp(line, key, klen) && line[klen] == '=') {
+			size_t vlen = llen - klen - 1;
+			if (vlen >= outlen)
+				vlen = outlen - 1;
+			memcpy(out, line + klen + 1, vlen);
+			out[vlen] = '\0';
+			return 0;
+		}
+		line = eol ? eol + 1 : NULL;
+	}
+	return -ENOENT;
+}
+
+void dlh_time_iso(double t, char *out, size_t outlen)
+{
+	time_t s = (time_t)t;
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void dlh_duration(double seconds, char *out, size_t outlen)
+{
+	if (seconds < 0)
+		seconds = 0;
+	long s = (long)(seconds + 0.5);
+	if (s >= 3600)
+		snprintf(out, outlen, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+	else
+		snprintf(out, outlen, "%ld:%02ld", s / 60, s % 60);
+}
+
+double dlh_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+double dlh_mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void dlh_mono_ts(double t, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)t;
+	ts->tv_nsec = (long)((t - (double)ts->tv_sec) * 1e9);
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+void dlh_size_text(long long bytes, char *out, size_t len)
+{
+	static const char *const unit[] = { "", "K", "M", "G", "T" };
+	int u = 0;
+	while (bytes && bytes % 1024 == 0 && u < 4) {
+		bytes /= 1024;
+		u++;
+	}
+	snprintf(out, len, "%lld%s", bytes, unit[u]);
+}
