@@ -86,6 +86,8 @@ FS_OBJ     = $(FS_SRC:%.c=$(BUILD)/obj/%.o)
 TRAIN_OBJ  = $(TRAIN_SRC:%.c=$(BUILD)/obj/%.o) $(GPU_OBJ)
 TRAIN_LIB_OBJ = $(filter-out $(BUILD)/obj/engine/train/main.o,$(TRAIN_OBJ))
 UNIT_BIN   = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+# what dlh-train and dlh-calib link of the daemon's engine
+SHARED_OBJ = $(BUILD)/obj/engine/util/util.o $(BUILD)/obj/engine/contract/contract.o
 
 LIBSCHEMA = $(BUILD)/libdlhschema.a
 LIBENGINE = $(BUILD)/libdlhengine.a
@@ -123,20 +125,23 @@ $(LIBSCHEMA): $(SCHEMA_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 # the daemon reads data headers (engine/plan/dataset.c) with the trainer's readers,
-# and the estimator sizes the trainer's batch ring with its rule (prefetch.c)
+# and the estimator sizes the trainer's batch ring with its rule (prefetch.c) and
+# its shards and buffers with its plan (plan.c): linked, not copied
 ENGINE_DATA_OBJ = $(BUILD)/obj/engine/train/idx.o $(BUILD)/obj/engine/train/csv.o \
-	$(BUILD)/obj/engine/train/prefetch.o $(BUILD)/obj/engine/train/rng.o
+	$(BUILD)/obj/engine/train/prefetch.o $(BUILD)/obj/engine/train/rng.o \
+	$(BUILD)/obj/engine/train/plan.o
 $(LIBENGINE): $(ENGINE_OBJ) $(ENGINE_DATA_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
-$(LIBTRAIN): $(TRAIN_LIB_OBJ) $(BUILD)/obj/engine/util/util.o
+$(LIBTRAIN): $(TRAIN_LIB_OBJ) $(SHARED_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/dlhfs: $(FS_OBJ) $(LIBENGINE) $(LIBSCHEMA)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(FUSE_LIBS) $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
-# the trainer shares the engine's file helpers (atomic writes, mkdir -p)
-$(BUILD)/dlh-train: $(TRAIN_OBJ) $(BUILD)/obj/engine/util/util.o
+# the trainer shares the engine's file helpers (atomic writes, mkdir -p) and
+# the daemon-program contract (engine/contract: metrics.csv's row format)
+$(BUILD)/dlh-train: $(TRAIN_OBJ) $(SHARED_OBJ)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
 # the calibration microbenchmarks (engine/plan/calib.c runs them under mpirun);
 # they time the trainer's own loader and initialisation
@@ -171,7 +176,7 @@ $(BUILD)/tests/test_train_gpu_emu: $(BUILD)/obj/tests/unit/test_train_gpu.o \
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lstdc++ -lm
 # dlh-train over the same emulation: --device gpu runs main.c's GPU path
 # (NCCL bootstrap, steps, eval, checkpoints) on the CPU (tests/it/60-gpu.sh)
-$(BUILD)/dlh-train-gpuemu: $(filter-out $(GPU_OBJ),$(TRAIN_OBJ)) $(BUILD)/obj/engine/util/util.o \
+$(BUILD)/dlh-train-gpuemu: $(filter-out $(GPU_OBJ),$(TRAIN_OBJ)) $(SHARED_OBJ) \
 		$(BUILD)/obj/tests/unit/gpu_emu.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lstdc++ -lm
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "engine/contract/contract.h"
 #include "engine/jobs/job.h"
 #include "engine/util/util.h"
 #include "engine/pool/pool.h"
@@ -17,8 +18,6 @@
 #define DLH_ERRORS_KEEP 200    /* rejection lines kept in state/errors */
 #define DLH_SUSPEND_GRACE 30.0 /* seconds from a suspend request to SIGTERM */
 #define DLH_MAX_QUEUED 1000    /* default most jobs queued at once */
-#define DLH_EXIT_SUSPENDED 75  /* a run's exit status for "stopped at a checkpoint,
-				  resumable" (dlh-train's on SIGUSR2; a user command may use it) */
 
 struct dlh_engine;
 

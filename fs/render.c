@@ -334,7 +334,7 @@ static int render_progress(struct dlh_engine *e, const struct dlh_job *j, struct
 	struct dlh_metrics m;
 	struct dlh_run_info ri;
 	dlh_engine_job_dir(e, j->id, dir, sizeof dir);
-	snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
+	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, dir);
 	dlh_metrics_read(csv, &m);
 	dlh_run_info_read(dir, &ri);
 
@@ -377,7 +377,7 @@ static int render_metrics(struct dlh_engine *e, const struct dlh_job *j, struct 
 	char dir[4096], csv[4200];
 	struct dlh_metrics m;
 	dlh_engine_job_dir(e, j->id, dir, sizeof dir);
-	snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
+	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, dir);
 	int rc = dlh_metrics_read(csv, &m);
 	if (rc)
 		return rc;
@@ -409,7 +409,7 @@ static int render_result(struct dlh_engine *e, const struct dlh_job *j, struct d
 		free(text);
 	} else {
 		struct dlh_metrics m;
-		snprintf(path, sizeof path, "%s/metrics.csv", dir);
+		snprintf(path, sizeof path, "%s/" DLH_FILE_METRICS, dir);
 		if (!dlh_metrics_read(path, &m) && m.have_eval)
 			rc |= dlh_buf_printf(out, "test_accuracy=%.6g\ntest_loss=%.6g\n", m.test_accuracy,
 					     m.test_loss);

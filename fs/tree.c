@@ -48,8 +48,8 @@ static const struct fs_entry job_entries[] = {
 
 /* Real files behind passthrough nodes, relative to the job's directory. */
 static const struct { enum fs_kind kind; const char *file; } real_files[] = {
-	{ FS_JOB_SPEC, "spec.ini" }, { FS_JOB_CSV, "metrics.csv" },
-	{ FS_JOB_PLAN, "plan" }, { FS_JOB_LOG, "log" }, { FS_JOB_LRFIND, "lr_finder" },
+	{ FS_JOB_SPEC, "spec.ini" }, { FS_JOB_CSV, DLH_FILE_METRICS },
+	{ FS_JOB_PLAN, "plan" }, { FS_JOB_LOG, DLH_FILE_LOG }, { FS_JOB_LRFIND, "lr_finder" },
 	{ FS_JOB_ESTIMATE, "estimate" },
 };
 

@@ -519,7 +519,7 @@ static double metrics_line_s(const char *dir)
 	double t = (dlh_mono() - t0) / METRICS_LINES;
 
 	close(fd);
-	snprintf(path, sizeof path, "%s/%s", sub, DLT_METRICS_FILE);
+	snprintf(path, sizeof path, "%s/%s", sub, DLH_FILE_METRICS);
 	unlink(path);
 	rmdir(sub);
 	return t;

@@ -102,7 +102,7 @@ static int trainer_started(const struct dlh_engine *e, const struct dlh_job *j)
 {
 	char path[4096];
 	struct stat st;
-	eng_job_file(e, j->id, "run.info", path, sizeof path);
+	eng_job_file(e, j->id, DLH_FILE_RUNINFO, path, sizeof path);
 	if (stat(path, &st))
 		return 0;
 	double t = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;

@@ -73,7 +73,7 @@ void eng_job_log(const struct dlh_engine *e, const struct dlh_job *j, const char
 	dlh_time_iso(dlh_now(), when, sizeof when);
 	char line[2200];
 	snprintf(line, sizeof line, "%s dlhfs: %s", when, msg);
-	eng_job_file(e, j->id, "log", path, sizeof path);
+	eng_job_file(e, j->id, DLH_FILE_LOG, path, sizeof path);
 	dlh_append_line(path, line);
 }
 
@@ -131,7 +131,7 @@ static void failure_reason(const struct dlh_engine *e, const struct dlh_job *j,
 	};
 	char path[4096];
 	out[0] = '\0';
-	eng_job_file(e, j->id, "log", path, sizeof path);
+	eng_job_file(e, j->id, DLH_FILE_LOG, path, sizeof path);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -217,11 +217,11 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 	}
 
 	char env_id[64], env_dir[4200], env_csv[4200], env_ckpt[4200], env_ranks[32];
-	snprintf(env_id, sizeof env_id, "DLH_JOB_ID=%ld", j->id);
-	snprintf(env_dir, sizeof env_dir, "DLH_JOB_DIR=%s", dir);
-	snprintf(env_csv, sizeof env_csv, "DLH_METRICS_CSV=%s/metrics.csv", dir);
-	snprintf(env_ckpt, sizeof env_ckpt, "DLH_CHECKPOINT_DIR=%s/checkpoints", dir);
-	snprintf(env_ranks, sizeof env_ranks, "DLH_RANKS=%d", plan->ranks);
+	snprintf(env_id, sizeof env_id, DLH_ENV_JOB_ID "=%ld", j->id);
+	snprintf(env_dir, sizeof env_dir, DLH_ENV_JOB_DIR "=%s", dir);
+	snprintf(env_csv, sizeof env_csv, DLH_ENV_METRICS_CSV "=%s/" DLH_FILE_METRICS, dir);
+	snprintf(env_ckpt, sizeof env_ckpt, DLH_ENV_CHECKPOINT_DIR "=%s/" DLH_DIR_CHECKPOINTS, dir);
+	snprintf(env_ranks, sizeof env_ranks, DLH_ENV_RANKS "=%d", plan->ranks);
 	char *extra[] = {
 		"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1",
 		env_id, env_dir, env_csv, env_ckpt, env_ranks,
@@ -233,7 +233,7 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 		extra[8] = NULL;
 	eng_job_log(e, j, "launching %d rank%s on %s (restart %d)", plan->ranks,
 		plan->ranks == 1 ? "" : "s", plan->host, j->restarts);
-	eng_job_file(e, j->id, "log", path, sizeof path);
+	eng_job_file(e, j->id, DLH_FILE_LOG, path, sizeof path);
 	struct waiter_arg *wa = malloc(sizeof *wa);
 	if (!wa) {
 		rc = -ENOMEM;
@@ -359,7 +359,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus,
 		eng_job_log(e, j, "mpirun killed by signal %d (%s)", WTERMSIG(wstatus),
 			strsignal(WTERMSIG(wstatus)));
 
-	eng_job_file(e, j->id, "result", path, sizeof path);
+	eng_job_file(e, j->id, DLH_FILE_RESULT, path, sizeof path);
 	if (j->cancelling) {
 		j->status = DLH_CANCELLED;
 		j->finished = eng_stamp();
@@ -574,7 +574,7 @@ static void recover(struct dlh_engine *e, struct dlh_job *j)
 		dlh_proc_kill_session_since(j->pid, j->pid_start, SIGKILL);
 	}
 	char path[4096];
-	eng_job_file(e, j->id, "result", path, sizeof path);
+	eng_job_file(e, j->id, DLH_FILE_RESULT, path, sizeof path);
 	j->pid = 0;
 	j->pid_start = 0;
 	if (file_exists(path)) {
@@ -987,7 +987,7 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 	char dir[4096], path[4096], next[32];
 	struct dlh_plan_override ov;
 	eng_job_dir(e, j->id, dir, sizeof dir);
-	snprintf(path, sizeof path, "%s/checkpoints", dir);
+	snprintf(path, sizeof path, "%s/" DLH_DIR_CHECKPOINTS, dir);
 	snprintf(next, sizeof next, "%ld\n", j->id + 1);
 	char np[4096];
 	snprintf(np, sizeof np, "%s/next_id", e->state);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/contract/contract.h"
 #include "engine/util/util.h"
 
 #define CHUNK (64 * 1024)
@@ -16,37 +17,27 @@
 /* Parses one complete row into m; returns 1 when it filled something new. */
 static int take_row(const char *line, size_t len, struct dlh_metrics *m)
 {
-	char row[512];
-	if (len >= sizeof row)
+	struct dlh_metrics_row r;
+	if (dlh_metrics_row_parse(line, len, &r))
 		return 0;
-	memcpy(row, line, len);
-	row[len] = '\0';
-	char kind[16];
-	long step;
-	int epoch;
-	double t, loss, acc, lr, sps;
-	if (!m->have_train && sscanf(row, "%15[^,],%ld,%d,%lf,%lf,%lf,%lf,%lf",
-				     kind, &step, &epoch, &t, &loss, &acc, &lr, &sps) == 8 &&
-	    !strcmp(kind, "train")) {
+	if (!m->have_train && r.kind == DLH_ROW_TRAIN) {
 		m->have_train = 1;
-		m->step = step;
-		m->epoch = epoch;
-		m->time_s = t;
-		m->loss = loss;
-		m->accuracy = acc;
-		m->lr = lr;
-		m->samples_per_s = sps;
+		m->step = r.step;
+		m->epoch = r.epoch;
+		m->time_s = r.time_s;
+		m->loss = r.loss;
+		m->accuracy = r.accuracy;
+		m->lr = r.lr;
+		m->samples_per_s = r.samples_per_s;
 		return 1;
 	}
-	if (!m->have_eval && sscanf(row, "%15[^,],%ld,%d,%lf,%lf,%lf",
-				    kind, &step, &epoch, &t, &loss, &acc) == 6 &&
-	    !strcmp(kind, "eval")) {
+	if (!m->have_eval && r.kind == DLH_ROW_EVAL) {
 		m->have_eval = 1;
-		m->eval_step = step;
-		m->eval_epoch = epoch;
-		m->eval_time_s = t;
-		m->test_loss = loss;
-		m->test_accuracy = acc;
+		m->eval_step = r.step;
+		m->eval_epoch = r.epoch;
+		m->eval_time_s = r.time_s;
+		m->test_loss = r.loss;
+		m->test_accuracy = r.accuracy;
 		return 1;
 	}
 	return 0;
@@ -125,7 +116,7 @@ int dlh_run_info_read(const char *dir, struct dlh_run_info *ri)
 	char path[4096], v[64];
 	char *text;
 	memset(ri, 0, sizeof *ri);
-	snprintf(path, sizeof path, "%s/run.info", dir);
+	snprintf(path, sizeof path, "%s/%s", dir, DLH_FILE_RUNINFO);
 	int rc = dlh_read_file(path, 64 * 1024, &text, NULL);
 	if (rc)
 		return rc;

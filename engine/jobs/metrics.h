@@ -2,8 +2,8 @@
 #ifndef DLH_METRICS_H
 #define DLH_METRICS_H
 
-/* The newest training row and the newest evaluation row of metrics.csv.
- * Columns: kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s */
+/* The newest training row and the newest evaluation row of metrics.csv
+ * (rows as engine/contract/contract.h defines them). */
 struct dlh_metrics {
 	int have_train;        /* a train row was found */
 	long step;             /* global step, 1-based */

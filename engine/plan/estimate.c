@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/contract/contract.h"
 #include "engine/plan/cost.h"
 #include "engine/train/lrfind.h"
+#include "engine/train/plan.h"
 #include "engine/train/prefetch.h"
 
 /* What dlh-train does, mirrored (engine/train/main.c, layers.c, prefetch.h) */
@@ -330,35 +332,36 @@ static int whole_set(const struct dlh_estimate_in *in)
 /* Rank r's training rows: the whole set (whole_set), else its shard. */
 static void train_rows(const struct dlh_estimate_in *in, int r, long *lo, long *hi);
 
-/* The trainer's equal split (dlt_plan_shard) or, when the batches are not
- * the equal split, shards in proportion to them (dlt_plan_range). */
+/* The batches of in as dlh-train's plan holds them (engine/train/plan.h):
+ * given (--rank-batches) exactly when they are not its equal split. */
+static void trainer_plan(const struct dlh_estimate_in *in, struct dlt_plan *p)
+{
+	p->ranks = in->ranks;
+	p->global_batch = 0;
+	for (int i = 0; i < in->ranks && i < DLT_MAX_RANKS; i++) {
+		p->batch[i] = in->batch[i];
+		p->global_batch += in->batch[i];
+	}
+	p->weighted = weighted(in);
+}
+
+/* Rank r's items of n, as the trainer shards them (dlt_plan_range). */
 static void shard(const struct dlh_estimate_in *in, long n, int r, long *lo, long *hi)
 {
-	long long global = 0, before = 0;
-	for (int i = 0; i < in->ranks; i++) {
-		global += in->batch[i];
-		before += i < r ? in->batch[i] : 0;
-	}
-	if (!weighted(in)) {
-		*lo = (long)((long long)r * n / in->ranks);
-		*hi = (long)((long long)(r + 1) * n / in->ranks);
-		return;
-	}
-	*lo = (long)(before * n / global);
-	*hi = (long)((before + in->batch[r]) * n / global);
+	struct dlt_plan p;
+	trainer_plan(in, &p);
+	dlt_plan_range(&p, n, r, lo, hi);
 }
 
 /* The most rows rank r's buffers hold: its batch, or when it may be
- * re-split (whole_set) twice that, within what the global batch leaves the
- * other ranks (dlt_plan_cap). */
+ * re-split (whole_set) the trainer's cap on it (dlt_plan_cap). */
 static double most_rows(const struct dlh_estimate_in *in, int r)
 {
-	long global = 0;
-	for (int i = 0; i < in->ranks; i++)
-		global += in->batch[i];
+	struct dlt_plan p;
 	if (!whole_set(in))
 		return in->batch[r];
-	return fmin(2.0 * in->batch[r], (double)(global - (in->ranks - 1)));
+	trainer_plan(in, &p);
+	return dlt_plan_cap(&p, r);
 }
 
 static void train_rows(const struct dlh_estimate_in *in, int r, long *lo, long *hi)
@@ -705,13 +708,10 @@ static int metrics_times(const char *text, double *step, double *eval, double *f
 	*first = -1;
 	*last_eval = -1;
 	for (const char *line = text; line && *line;) {
-		long st;
-		int ep;
-		double t;
-		int train = !strncmp(line, "train,", 6), ev = !strncmp(line, "eval,", 5);
-		if ((train || ev) &&
-		    sscanf(strchr(line, ',') + 1, "%ld,%d,%lf", &st, &ep, &t) == 3) {
-			if (train) {
+		struct dlh_metrics_row row;
+		if (!dlh_metrics_row_parse(line, strcspn(line, "\n"), &row)) {
+			double t = row.time_s;
+			if (row.kind == DLH_ROW_TRAIN) {
 				if (*first < 0)
 					*first = t;
 				else if (prev >= 0) {
@@ -744,7 +744,7 @@ static int metrics_times(const char *text, double *step, double *eval, double *f
 static int rank_times(const char *dir, double *compute, double *wait, double *rss)
 {
 	char *text = NULL;
-	int rc = job_file(dir, "rank_times", &text), rows = 0;
+	int rc = job_file(dir, DLH_FILE_RANK_TIMES, &text), rows = 0;
 	*compute = *wait = *rss = -1;
 	if (rc)
 		return rc;
@@ -775,7 +775,7 @@ int dlh_estimate_actual(const char *job_dir, double wall_s, struct dlh_estimate 
 		*(double *)((char *)act + est_keys[i].off) = -1;
 	act->steps = -1;
 	act->raw_compute = act->raw_comm = act->raw_startup = act->raw_step = -1;
-	int rc = job_file(job_dir, "metrics.csv", &text);
+	int rc = job_file(job_dir, DLH_FILE_METRICS, &text);
 	if (rc)
 		return rc;
 	rc = metrics_times(text, &step, &eval, &first, &last_eval, &steps, &evals);
@@ -795,7 +795,7 @@ int dlh_estimate_actual(const char *job_dir, double wall_s, struct dlh_estimate 
 		act->total_s = wall_s;
 		text = NULL;
 		/* outside the loop: launch to the first step, the last eval to the exit */
-		if (job_file(job_dir, "result", &text) == 0 &&
+		if (job_file(job_dir, DLH_FILE_RESULT, &text) == 0 &&
 		    dlh_kv_get(text, "train_time_s", v, sizeof v) == 0)
 			act->startup_s = wall_s - (strtod(v, NULL) - first + step);
 		free(text);

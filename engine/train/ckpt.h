@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/contract/contract.h"
+
 /* File layout, little-endian:
  *   0  char[8]  magic "DLHCKPT\0"
  *   8  u32      version (DLT_CKPT_VERSION)
@@ -35,7 +37,7 @@
 #define DLT_CKPT_KEEP 3                 /* step-* checkpoints kept */
 #define DLT_CKPT_NAME_MAX 64            /* longest checkpoint file name */
 #define DLT_CKPT_FINAL "final.ckpt"
-#define DLT_CKPT_LATEST "latest"
+#define DLT_CKPT_LATEST DLH_FILE_LATEST   /* engine/contract/contract.h */
 
 struct dlt_ckpt_meta {
 	uint64_t nparams;        /* floats in params (and in momentum) */

@@ -13,7 +13,7 @@ static atomic_int want_suspend;
 
 static void on_signal(int sig)
 {
-	atomic_store(sig == SIGUSR2 ? &want_suspend : &want_checkpoint, 1);
+	atomic_store(sig == DLH_SIG_SUSPEND ? &want_suspend : &want_checkpoint, 1);
 }
 
 void dlt_ctl_install(void)
@@ -24,8 +24,8 @@ void dlt_ctl_install(void)
 	sa.sa_handler = on_signal;
 	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGUSR1, &sa, NULL);
-	sigaction(SIGUSR2, &sa, NULL);
+	sigaction(DLH_SIG_CHECKPOINT, &sa, NULL);
+	sigaction(DLH_SIG_SUSPEND, &sa, NULL);
 }
 
 enum dlt_ctl_request dlt_ctl_take(void)

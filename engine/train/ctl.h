@@ -1,20 +1,21 @@
 /* ctl.h - requests from the harness to a running trainer: checkpoint now, suspend
  *
- * dlhfs signals mpirun, which forwards the signal to every rank:
- *   SIGUSR1  write a checkpoint at the next step boundary, keep training
- *   SIGUSR2  write a checkpoint at the next step boundary, then exit with
- *            DLT_EXIT_SUSPENDED (the harness reads it as "suspended, not failed")
+ * dlhfs signals the run, and the launcher forwards the signal to every rank
+ * (the meanings are engine/contract/contract.h's):
+ *   DLH_SIG_CHECKPOINT  write a checkpoint at the next step boundary, keep training
+ *   DLH_SIG_SUSPEND     write a checkpoint at the next step boundary, then exit
+ *                       with DLH_EXIT_SUSPENDED ("suspended, not failed")
  * A handler only records the request; the ranks agree on it at a step
  * boundary (dlt_ctl_poll), so every rank stops after the same step. */
 #ifndef DLT_CTL_H
 #define DLT_CTL_H
 
-#define DLT_EXIT_SUSPENDED 75   /* EX_TEMPFAIL: stopped at a checkpoint, resumable */
+#include "engine/contract/contract.h"
 
 enum dlt_ctl_request {
 	DLT_CTL_NONE = 0,        /* keep training */
 	DLT_CTL_CHECKPOINT = 1,  /* write a checkpoint now, keep training */
-	DLT_CTL_SUSPEND = 2,     /* write a checkpoint now, then exit DLT_EXIT_SUSPENDED */
+	DLT_CTL_SUSPEND = 2,     /* write a checkpoint now, then exit DLH_EXIT_SUSPENDED */
 };
 
 /* Installs the SIGUSR1 and SIGUSR2 handlers (SA_RESTART). Call first thing

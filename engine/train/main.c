@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/contract/contract.h"
 #include "engine/train/bind.h"
 #include "engine/train/ckpt.h"
 #include "engine/train/csv.h"
@@ -30,7 +31,7 @@
 #define DLT_EXIT_USAGE 2          /* exit status for a bad command line */
 #define DLT_EVAL_ROWS 512         /* fewest rows per evaluation batch */
 #define DLT_RATE_WINDOW 20        /* steps in the samples/s moving window */
-#define DLT_CKPT_DIR "checkpoints"
+#define DLT_CKPT_DIR DLH_DIR_CHECKPOINTS   /* engine/contract/contract.h */
 #define DLT_CNN_EVAL_ROWS 64      /* fewest rows per evaluation batch of a conv model */
 #define DLT_MAX_BUCKETS DLT_NET_MAX_LAYERS   /* one bucket per layer at most */
 #define DLT_MB (1024.0 * 1024.0)  /* bytes in --bucket-mb's unit */
@@ -501,7 +502,7 @@ static void open_files(struct run *R)
 static void append_check(const struct run *R, int rc)
 {
 	if (rc < 0)
-		die("cannot append to \"%s/%s\": %s", R->o.job_dir, DLT_METRICS_FILE,
+		die("cannot append to \"%s/%s\": %s", R->o.job_dir, DLH_FILE_METRICS,
 		    strerror(-rc));
 }
 
@@ -1048,7 +1049,7 @@ int main(int argc, char **argv)
 		if (R->suspended) {
 			teardown(R);
 			MPI_Finalize();
-			return DLT_EXIT_SUSPENDED;
+			return DLH_EXIT_SUSPENDED;
 		}
 		if (R->st.eval_step != R->st.step) {   /* e.g. resumed past the end */
 			double loss, acc;

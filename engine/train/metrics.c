@@ -13,21 +13,13 @@
 
 #define DLT_RUNINFO_MAX (64 * 1024)    /* run.info text, room for 1024 ranks */
 
-/* Returns the step of a metrics row (kind,STEP,...) of len bytes, or -1
- * when the line is not one. */
+/* Returns the step of a metrics row of len bytes, or -1 when the line is
+ * not one. */
 static long row_step(const char *line, size_t len)
 {
-	const char *comma = memchr(line, ',', len);
-	char *end;
-	long step;
+	struct dlh_metrics_row r;
 
-	if (!comma || (strncmp(line, "train,", 6) != 0 && strncmp(line, "eval,", 5) != 0))
-		return -1;
-	errno = 0;
-	step = strtol(comma + 1, &end, 10);
-	if (errno || end == comma + 1 || *end != ',' || step < 0)
-		return -1;
-	return step;
+	return dlh_metrics_row_parse(line, len, &r) ? -1 : r.step;
 }
 
 /* Returns the offset just after the last line to keep: the header and
@@ -42,8 +34,8 @@ static size_t keep_length(const char *text, size_t len, long keep_step)
 		if (!nl)
 			break;   /* a partial last line goes */
 		size_t n = (size_t)(nl - (text + pos));
-		int header = pos == 0 && n + 1 == strlen(DLT_METRICS_HEADER) &&
-			     memcmp(text, DLT_METRICS_HEADER, n) == 0;
+		int header = pos == 0 && n + 1 == strlen(DLH_METRICS_HEADER) &&
+			     memcmp(text, DLH_METRICS_HEADER, n) == 0;
 
 		if (!header) {
 			long step = row_step(text + pos, n);
@@ -65,8 +57,8 @@ int dlt_metrics_open(const char *dir, long keep_step, int *fd,
 	size_t keep = 0;
 	int rc = 0, f;
 
-	if (dlt_path_join(path, sizeof path, dir, DLT_METRICS_FILE) < 0) {
-		snprintf(err, errlen, "path \"%s/%s\" too long", dir, DLT_METRICS_FILE);
+	if (dlt_path_join(path, sizeof path, dir, DLH_FILE_METRICS) < 0) {
+		snprintf(err, errlen, "path \"%s/%s\" too long", dir, DLH_FILE_METRICS);
 		return -ENAMETOOLONG;
 	}
 	f = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -107,7 +99,7 @@ int dlt_metrics_open(const char *dir, long keep_step, int *fd,
 		}
 	}
 	if (keep == 0) {
-		rc = dlt_write_all(f, DLT_METRICS_HEADER, strlen(DLT_METRICS_HEADER));
+		rc = dlt_write_all(f, DLH_METRICS_HEADER, strlen(DLH_METRICS_HEADER));
 		if (rc < 0)
 			goto fail;
 	}
@@ -126,7 +118,7 @@ static int put_line(int fd, const char *line, int n)
 {
 	ssize_t k;
 
-	if (n < 0 || n >= DLT_LINE_MAX)
+	if (n < 0 || n >= DLH_METRICS_LINE_MAX)
 		return -EOVERFLOW;
 	do
 		k = write(fd, line, (size_t)n);
@@ -139,21 +131,25 @@ static int put_line(int fd, const char *line, int n)
 int dlt_metrics_train(int fd, long step, int epoch, double time_s,
 		      double loss, double acc, double lr, double samples_per_s)
 {
-	char line[DLT_LINE_MAX];
-	int n = snprintf(line, sizeof line, "train,%ld,%d,%.3f,%.6g,%.6g,%.6g,%.1f\n",
-			 step, epoch, time_s, loss, acc, lr, samples_per_s);
+	char line[DLH_METRICS_LINE_MAX];
+	struct dlh_metrics_row r = {
+		.kind = DLH_ROW_TRAIN, .step = step, .epoch = epoch, .time_s = time_s,
+		.loss = loss, .accuracy = acc, .lr = lr, .samples_per_s = samples_per_s,
+	};
 
-	return put_line(fd, line, n);
+	return put_line(fd, line, dlh_metrics_row_format(&r, line, sizeof line));
 }
 
 int dlt_metrics_eval(int fd, long step, int epoch, double time_s,
 		     double loss, double acc)
 {
-	char line[DLT_LINE_MAX];
-	int n = snprintf(line, sizeof line, "eval,%ld,%d,%.3f,%.6g,%.6g,,\n",
-			 step, epoch, time_s, loss, acc);
+	char line[DLH_METRICS_LINE_MAX];
+	struct dlh_metrics_row r = {
+		.kind = DLH_ROW_EVAL, .step = step, .epoch = epoch, .time_s = time_s,
+		.loss = loss, .accuracy = acc,
+	};
 
-	return put_line(fd, line, n);
+	return put_line(fd, line, dlh_metrics_row_format(&r, line, sizeof line));
 }
 
 int dlt_runinfo_write(const char *dir, const struct dlt_runinfo *ri,
@@ -165,7 +161,7 @@ int dlt_runinfo_write(const char *dir, const struct dlt_runinfo *ri,
 	int rc;
 
 	if (!text) {
-		snprintf(err, errlen, "cannot write \"%s/%s\": %s", dir, DLT_RUNINFO_FILE,
+		snprintf(err, errlen, "cannot write \"%s/%s\": %s", dir, DLH_FILE_RUNINFO,
 			 strerror(ENOMEM));
 		return -ENOMEM;
 	}
@@ -185,8 +181,8 @@ int dlt_runinfo_write(const char *dir, const struct dlt_runinfo *ri,
 				      "model=%s\noptimizer=%s\ngradient_buckets=%d\nallreduce=%s\n",
 				      ri->model, ri->optimizer ? ri->optimizer : "", ri->buckets,
 				      ri->allreduce ? ri->allreduce : "");
-	if (n >= DLT_RUNINFO_MAX || dlt_path_join(path, sizeof path, dir, DLT_RUNINFO_FILE) < 0) {
-		snprintf(err, errlen, "cannot write \"%s/%s\": %s", dir, DLT_RUNINFO_FILE,
+	if (n >= DLT_RUNINFO_MAX || dlt_path_join(path, sizeof path, dir, DLH_FILE_RUNINFO) < 0) {
+		snprintf(err, errlen, "cannot write \"%s/%s\": %s", dir, DLH_FILE_RUNINFO,
 			 strerror(EOVERFLOW));
 		free(text);
 		return -EOVERFLOW;
@@ -208,8 +204,8 @@ int dlt_result_write(const char *dir, const struct dlt_result *r,
 			 r->steps, r->samples_per_s, r->train_time_s, r->model);
 
 	if (n < 0 || (size_t)n >= sizeof text ||
-	    dlt_path_join(path, sizeof path, dir, DLT_RESULT_FILE) < 0) {
-		snprintf(err, errlen, "cannot write \"%s/%s\": %s", dir, DLT_RESULT_FILE,
+	    dlt_path_join(path, sizeof path, dir, DLH_FILE_RESULT) < 0) {
+		snprintf(err, errlen, "cannot write \"%s/%s\": %s", dir, DLH_FILE_RESULT,
 			 strerror(EOVERFLOW));
 		return -EOVERFLOW;
 	}

@@ -4,11 +4,7 @@
 
 #include <stddef.h>
 
-#define DLT_METRICS_FILE "metrics.csv"
-#define DLT_METRICS_HEADER "kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n"
-#define DLT_RUNINFO_FILE "run.info"
-#define DLT_RESULT_FILE "result"
-#define DLT_LINE_MAX 256              /* longest metrics line */
+#include "engine/contract/contract.h"   /* the names, columns and row format */
 
 /* What run.info says about a run. */
 struct dlt_runinfo {
@@ -38,7 +34,7 @@ struct dlt_result {
 	const char *model;        /* final checkpoint, relative to the job dir */
 };
 
-/* Opens DIR/metrics.csv for appending (creating it), cuts it in place
+/* Opens DIR/metrics.csv (DLH_FILE_METRICS) for appending (creating it), cuts it in place
  * (ftruncate, so a `tail -f` keeps following it) just after the last
  * complete row whose step is <= keep_step, and writes the header line when
  * the file is then empty. Stores the O_APPEND descriptor in *fd.
@@ -46,13 +42,13 @@ struct dlt_result {
 int dlt_metrics_open(const char *dir, long keep_step, int *fd,
 		     char *err, size_t errlen);
 
-/* Appends `train,STEP,EPOCH,TIME_S,LOSS,ACC,LR,SAMPLES_PER_S` with one
- * write(2). Returns 0, or -errno. */
+/* Appends a train row (dlh_metrics_row_format) with one write(2).
+ * Returns 0, or -errno. */
 int dlt_metrics_train(int fd, long step, int epoch, double time_s,
 		      double loss, double acc, double lr, double samples_per_s);
 
-/* Appends `eval,STEP,EPOCH,TIME_S,TEST_LOSS,TEST_ACC,,` with one
- * write(2). Returns 0, or -errno. */
+/* Appends an eval row (dlh_metrics_row_format) with one write(2).
+ * Returns 0, or -errno. */
 int dlt_metrics_eval(int fd, long step, int epoch, double time_s,
 		     double loss, double acc);
 

@@ -615,9 +615,9 @@ TEST(metrics_resume_cuts_rows_after_checkpoint)
 
 	CHECK(dlt_metrics_open(dir, 4, &fd, err, sizeof err) == 0);
 	close(fd);
-	snprintf(path, sizeof path, "%s/%s", dir, DLT_METRICS_FILE);
+	snprintf(path, sizeof path, "%s/%s", dir, DLH_FILE_METRICS);
 	CHECK(slurp(path, buf, sizeof buf) > 0);
-	CHECK_MSG(strcmp(buf, DLT_METRICS_HEADER
+	CHECK_MSG(strcmp(buf, DLH_METRICS_HEADER
 			 "train,1,1,0.500,2,0.25,0.1,1000.0\n"
 			 "train,2,1,1.000,1,0.25,0.1,1000.0\n"
 			 "train,3,1,1.500,0.666667,0.25,0.1,1000.0\n"
@@ -626,7 +626,7 @@ TEST(metrics_resume_cuts_rows_after_checkpoint)
 	/* a fresh start keeps only the header */
 	CHECK(dlt_metrics_open(dir, 0, &fd, err, sizeof err) == 0);
 	close(fd);
-	CHECK(slurp(path, buf, sizeof buf) > 0 && strcmp(buf, DLT_METRICS_HEADER) == 0);
+	CHECK(slurp(path, buf, sizeof buf) > 0 && strcmp(buf, DLH_METRICS_HEADER) == 0);
 }
 
 TEST(run_files_are_key_value_lines)
@@ -646,18 +646,18 @@ TEST(run_files_are_key_value_lines)
 	tmp_path(dir, sizeof dir, "files");
 	CHECK(dlt_mkdirs(dir, err, sizeof err) == 0);
 	CHECK_MSG(dlt_runinfo_write(dir, &ri, err, sizeof err) == 0, "%s", err);
-	snprintf(path, sizeof path, "%s/%s", dir, DLT_RUNINFO_FILE);
+	snprintf(path, sizeof path, "%s/%s", dir, DLH_FILE_RUNINFO);
 	CHECK(slurp(path, buf, sizeof buf) > 0);
 	CHECK_MSG(strcmp(buf, "ranks=2\nbatch_per_rank=33,32\ntrain_samples=60000\n"
 			 "test_samples=10000\nsteps_per_epoch=909\ntotal_steps=9090\n"
 			 "params=247766\nstart_step=0\n") == 0, "got:\n%s", buf);
 	CHECK(dlt_result_write(dir, &res, err, sizeof err) == 0);
-	snprintf(path, sizeof path, "%s/%s", dir, DLT_RESULT_FILE);
+	snprintf(path, sizeof path, "%s/%s", dir, DLH_FILE_RESULT);
 	CHECK(slurp(path, buf, sizeof buf) > 0);
 	CHECK_MSG(strcmp(buf, "test_accuracy=0.8876\ntest_loss=0.3125\ntrain_loss=0.25\n"
 			 "epochs=10\nsteps=9090\nsamples_per_s=41234.5\ntrain_time_s=20.500\n"
 			 "model=checkpoints/final.ckpt\n") == 0, "got:\n%s", buf);
-	snprintf(path, sizeof path, "%s/.%s.tmp", dir, DLT_RESULT_FILE);
+	snprintf(path, sizeof path, "%s/.%s.tmp", dir, DLH_FILE_RESULT);
 	CHECK(access(path, F_OK) < 0);
 }
 

@@ -1,0 +1,97 @@
+/* contract.c - the one formatter and the one parser of a metrics.csv row */
+#include "engine/contract/contract.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int dlh_metrics_row_format(const struct dlh_metrics_row *r, char *buf, size_t len)
+{
+	int n;
+
+	if (r->kind == DLH_ROW_TRAIN)
+		n = snprintf(buf, len, "train,%ld,%d,%.3f,%.6g,%.6g,%.6g,%.1f\n", r->step, r->epoch,
+			     r->time_s, r->loss, r->accuracy, r->lr, r->samples_per_s);
+	else
+		n = snprintf(buf, len, "eval,%ld,%d,%.3f,%.6g,%.6g,,\n", r->step, r->epoch,
+			     r->time_s, r->loss, r->accuracy);
+	return n < 0 || (size_t)n >= len ? -EOVERFLOW : n;
+}
+
+#define ROW_COLS 8   /* most columns a row has */
+
+/* Splits row (modified) at commas into col[]. Returns the number of columns,
+ * or -1 when there are more than ROW_COLS. */
+static int split(char *row, char *col[ROW_COLS])
+{
+	int n = 0;
+
+	for (char *p = row;; p++) {
+		if (n == ROW_COLS)
+			return -1;
+		col[n++] = p;
+		p = strchr(p, ',');
+		if (!p)
+			return n;
+		*p = '\0';
+	}
+}
+
+/* A whole column as a number. Returns 0, or -EINVAL. */
+static int num(const char *s, double *out)
+{
+	char *end;
+
+	if (!*s)
+		return -EINVAL;
+	*out = strtod(s, &end);
+	return *end ? -EINVAL : 0;
+}
+
+static int whole(const char *s, long *out)
+{
+	char *end;
+
+	if (!*s)
+		return -EINVAL;
+	errno = 0;
+	*out = strtol(s, &end, 10);
+	return *end || errno ? -EINVAL : 0;
+}
+
+int dlh_metrics_row_parse(const char *line, size_t len, struct dlh_metrics_row *r)
+{
+	char row[DLH_METRICS_LINE_MAX], *col[ROW_COLS];
+	long step, epoch;
+
+	while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+		len--;
+	if (len >= sizeof row || memchr(line, '\n', len))
+		return -EINVAL;
+	memcpy(row, line, len);
+	row[len] = '\0';
+	int n = split(row, col);
+	if (n < 6)
+		return -EINVAL;
+	memset(r, 0, sizeof *r);
+	if (!strcmp(col[0], "train")) {
+		if (n != 8 || num(col[6], &r->lr) || num(col[7], &r->samples_per_s))
+			return -EINVAL;
+		r->kind = DLH_ROW_TRAIN;
+	} else if (!strcmp(col[0], "eval")) {
+		for (int i = 6; i < n; i++)   /* empty in the rows dlh-train writes */
+			if (*col[i] && num(col[i], i == 6 ? &r->lr : &r->samples_per_s))
+				return -EINVAL;
+		r->kind = DLH_ROW_EVAL;
+	} else {
+		return -EINVAL;
+	}
+	if (whole(col[1], &step) || step < 0 || whole(col[2], &epoch) || epoch < 0 ||
+	    epoch > 1000000000L || num(col[3], &r->time_s) || num(col[4], &r->loss) ||
+	    num(col[5], &r->accuracy))
+		return -EINVAL;
+	r->step = step;
+	r->epoch = (int)epoch;
+	return 0;
+}

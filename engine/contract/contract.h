@@ -1,0 +1,90 @@
+/* contract.h - what crosses the process boundary between dlhfs and the
+ * programs it runs (dlh-train, a user's [job] command): one header that both
+ * sides include, so that neither spells a name, a column or a status alone.
+ *
+ * The job directory (STATE/jobs/<id>, DLH_JOB_DIR in the environment):
+ *   metrics.csv   appended by rank 0, one row per step and per evaluation
+ *                 (DLH_METRICS_HEADER, then rows that dlh_metrics_row_format
+ *                 writes and dlh_metrics_row_parse reads)
+ *   run.info      key=value, written once before the first step
+ *   result        key=value, written atomically when the run has finished;
+ *                 its presence is what "succeeded" means for dlh-train
+ *   rank_times    CSV per rank after the run (compute, wait, peak RSS)
+ *   checkpoints/  the program's checkpoints; `latest` names the newest
+ *   log           the harness's events and every rank's output (dlhfs writes it)
+ *
+ * Signals dlhfs sends to a run (the launcher forwards them to every rank):
+ *   DLH_SIG_CHECKPOINT  write a checkpoint at the next step, keep training
+ *   DLH_SIG_SUSPEND     write a checkpoint at the next step, then exit with
+ *                       DLH_EXIT_SUSPENDED
+ *   SIGTERM, then SIGKILL after a grace period: stop (cancel, time limit)
+ *
+ * Exit statuses: 0 = done (with a result for dlh-train); DLH_EXIT_SUSPENDED
+ * = stopped at a checkpoint, resumable (a user's command may use it too);
+ * anything else is a failure.
+ *
+ * The environment every rank gets: DLH_ENV_* below, plus
+ * OPENBLAS_NUM_THREADS=1 and OMP_NUM_THREADS=1 (one core per rank). */
+#ifndef DLH_CONTRACT_H
+#define DLH_CONTRACT_H
+
+#include <signal.h>
+#include <stddef.h>
+
+/* file and directory names inside a job directory */
+#define DLH_FILE_METRICS "metrics.csv"
+#define DLH_FILE_RUNINFO "run.info"
+#define DLH_FILE_RESULT "result"
+#define DLH_FILE_RANK_TIMES "rank_times"
+#define DLH_FILE_LOG "log"
+#define DLH_DIR_CHECKPOINTS "checkpoints"
+#define DLH_FILE_LATEST "latest"          /* in checkpoints/: the newest file's name */
+
+/* exit statuses and signals */
+#define DLH_EXIT_SUSPENDED 75             /* EX_TEMPFAIL: stopped at a checkpoint, resumable */
+#define DLH_SIG_CHECKPOINT SIGUSR1        /* checkpoint at the next step, keep training */
+#define DLH_SIG_SUSPEND SIGUSR2           /* checkpoint at the next step, exit DLH_EXIT_SUSPENDED */
+
+/* the environment of every rank */
+#define DLH_ENV_JOB_ID "DLH_JOB_ID"               /* the job's numeric id */
+#define DLH_ENV_JOB_DIR "DLH_JOB_DIR"             /* its directory (absolute) */
+#define DLH_ENV_METRICS_CSV "DLH_METRICS_CSV"     /* DLH_JOB_DIR/metrics.csv */
+#define DLH_ENV_CHECKPOINT_DIR "DLH_CHECKPOINT_DIR" /* DLH_JOB_DIR/checkpoints */
+#define DLH_ENV_RANKS "DLH_RANKS"                 /* ranks of the run */
+
+/* metrics.csv: the header, then rows of these columns */
+#define DLH_METRICS_HEADER "kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n"
+#define DLH_METRICS_LINE_MAX 256          /* longest row, newline included */
+
+enum dlh_row_kind {
+	DLH_ROW_TRAIN = 0,        /* one optimizer step: loss and accuracy of its batch */
+	DLH_ROW_EVAL,             /* an evaluation on the test set (lr, samples_per_s empty) */
+};
+
+/* One row of metrics.csv. */
+struct dlh_metrics_row {
+	enum dlh_row_kind kind;   /* train or eval */
+	long step;                /* global step, 1-based (eval: the step it follows) */
+	int epoch;                /* 1-based */
+	double time_s;            /* seconds since the run first started (resumes included) */
+	double loss;              /* train: the batch's loss; eval: mean test loss */
+	double accuracy;          /* train: the batch's accuracy; eval: test accuracy */
+	double lr;                /* train: the step's learning rate; eval: unused */
+	double samples_per_s;     /* train: global throughput; eval: unused */
+};
+
+/* Writes row r, newline included, into buf (len bytes, at least
+ * DLH_METRICS_LINE_MAX is always enough):
+ *   train,STEP,EPOCH,TIME_S,LOSS,ACC,LR,SAMPLES_PER_S
+ *   eval,STEP,EPOCH,TIME_S,TEST_LOSS,TEST_ACC,,
+ * Returns the row's length, or -EOVERFLOW when it does not fit. */
+int dlh_metrics_row_format(const struct dlh_metrics_row *r, char *buf, size_t len);
+
+/* Parses the len bytes of one row (no newline needed; a trailing '\n' or
+ * "\r\n" is allowed) into r. A train row needs all eight columns; an eval
+ * row its first six (empty or missing lr and samples_per_s read as 0).
+ * Numbers as strtod reads them, with nothing after them in their column.
+ * Returns 0, or -EINVAL for the header, a blank line or anything else. */
+int dlh_metrics_row_parse(const char *line, size_t len, struct dlh_metrics_row *r);
+
+#endif
