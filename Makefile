@@ -147,7 +147,14 @@ $(BUILD)/dlh-calib: $(BUILD)/obj/engine/calib/main.o $(LIBTRAIN)
 UNIT_TRAIN  = $(filter $(BUILD)/tests/test_train%,$(UNIT_BIN))
 UNIT_SCHEMA = $(filter $(BUILD)/tests/test_schema%,$(UNIT_BIN))
 UNIT_ENGINE = $(filter-out $(UNIT_TRAIN) $(UNIT_SCHEMA),$(UNIT_BIN))
-$(UNIT_TRAIN): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBTRAIN)
+# the tests that check the layer stack against the reference MLP
+# (tests/unit/ref_mlp.c, the tests' oracle, never part of dlh-train) link it too
+REF_MLP_OBJ = $(BUILD)/obj/tests/unit/ref_mlp.o
+UNIT_TRAIN_REF = $(BUILD)/tests/test_train_net $(BUILD)/tests/test_train_layers
+$(filter-out $(UNIT_TRAIN_REF),$(UNIT_TRAIN)): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBTRAIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
+$(UNIT_TRAIN_REF): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(REF_MLP_OBJ) $(LIBTRAIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
 $(UNIT_SCHEMA): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBSCHEMA)
