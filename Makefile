@@ -120,6 +120,10 @@ $(BUILD)/obj/fs/%.o: fs/%.c
 $(BUILD)/obj/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(ZLIB_CFLAGS) -MMD -MP -c $< -o $@
+# tests of fs/ see its headers as fs/ does
+$(BUILD)/obj/tests/unit/test_fs_%.o: tests/unit/test_fs_%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(FUSE_CFLAGS) -MMD -MP -c $< -o $@
 
 $(LIBSCHEMA): $(SCHEMA_OBJ)
 	@mkdir -p $(dir $@)
@@ -148,17 +152,30 @@ $(BUILD)/dlh-train: $(TRAIN_OBJ) $(SHARED_OBJ)
 $(BUILD)/dlh-calib: $(BUILD)/obj/engine/calib/main.o $(LIBTRAIN)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
 # Unit tests link only the module they cover: test_train* the trainer,
-# test_schema* the spec language, the rest the engine (and schema).
+# test_schema* the spec language, test_fs_X fs/X.c over the engine (no
+# mount, no libfuse), the rest the engine (and schema).
 UNIT_TRAIN  = $(filter $(BUILD)/tests/test_train%,$(UNIT_BIN))
 UNIT_SCHEMA = $(filter $(BUILD)/tests/test_schema%,$(UNIT_BIN))
-UNIT_ENGINE = $(filter-out $(UNIT_TRAIN) $(UNIT_SCHEMA),$(UNIT_BIN))
-$(UNIT_TRAIN): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBTRAIN)
+UNIT_FS     = $(filter $(BUILD)/tests/test_fs_%,$(UNIT_BIN))
+UNIT_ENGINE = $(filter-out $(UNIT_TRAIN) $(UNIT_SCHEMA) $(UNIT_FS),$(UNIT_BIN))
+# the tests that check the layer stack against the reference MLP
+# (tests/unit/ref_mlp.c, the tests' oracle, never part of dlh-train) link it too
+REF_MLP_OBJ = $(BUILD)/obj/tests/unit/ref_mlp.o
+UNIT_TRAIN_REF = $(BUILD)/tests/test_train_net $(BUILD)/tests/test_train_layers
+$(filter-out $(UNIT_TRAIN_REF),$(UNIT_TRAIN)): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBTRAIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
+$(UNIT_TRAIN_REF): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(REF_MLP_OBJ) $(LIBTRAIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
 $(UNIT_SCHEMA): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBSCHEMA)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) -lm
 $(UNIT_ENGINE): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBENGINE) $(LIBSCHEMA)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
+$(UNIT_FS): $(BUILD)/tests/test_fs_%: $(BUILD)/obj/tests/unit/test_fs_%.o $(BUILD)/obj/fs/%.o \
+		$(LIBENGINE) $(LIBSCHEMA)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 

@@ -17,7 +17,8 @@
  * per conv block (no pool layer when pool is 1), then per hidden width
  * dense -> ReLU -> dropout (no dropout layer when dropout is 0), then a
  * dense layer of classes outputs and softmax cross-entropy. With no conv
- * block this is the MLP of mlp.h, parameter for parameter. */
+ * block this is a plain MLP, parameter for parameter the same as the
+ * tests' oracle (tests/unit/ref_mlp.h). */
 struct dlt_net_spec {
 	struct dlt_shape in;                /* one input image */
 	int classes;                        /* 2..DLT_NET_MAX_CLASSES */
@@ -68,7 +69,8 @@ void dlt_net_destroy(struct dlt_net *n);
 
 /* He-normal initialisation from seed, layer by layer in order from one
  * generator (weights ~ N(0, 2 / fan_in), biases 0): a stack without conv
- * blocks gets exactly dlt_mlp_init_params's numbers. Cannot fail. */
+ * blocks gets exactly the numbers of the tests' reference MLP
+ * (dlt_mlp_init_params, tests/unit/ref_mlp.h). Cannot fail. */
 void dlt_net_init_params(const struct dlt_net *n, float *params, uint64_t seed);
 
 /* Forward pass of rows <= max_batch images (rows x in floats); train

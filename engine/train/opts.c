@@ -156,7 +156,7 @@ static int int_list(const char *s, int *out, int max_count, long min_value, long
 
 int dlt_opts_layers(const char *s, int *hidden)
 {
-	return int_list(s, hidden, DLT_MLP_MAX_HIDDEN, 1, DLT_MLP_MAX_WIDTH);
+	return int_list(s, hidden, DLT_NET_MAX_DENSE, 1, DLT_NET_MAX_WIDTH);
 }
 
 int dlt_opts_conv(const char *s, int *filters, int *kernel)
@@ -226,7 +226,7 @@ static int set_value(struct dlt_opts *o, const struct opt_def *d, const char *v,
 
 		if (n < 0) {
 			snprintf(err, errlen, "--layers \"%s\": expected 1..%d comma-separated widths of 1..%d",
-				 v, DLT_MLP_MAX_HIDDEN, DLT_MLP_MAX_WIDTH);
+				 v, DLT_NET_MAX_DENSE, DLT_NET_MAX_WIDTH);
 			return -EINVAL;
 		}
 		o->nhidden = n;
@@ -243,7 +243,7 @@ static int set_value(struct dlt_opts *o, const struct opt_def *d, const char *v,
 
 		if (n < 0 || n > DLT_NET_MAX_DENSE) {
 			snprintf(err, errlen, "--dense \"%s\": expected 1..%d comma-separated widths of 1..%d",
-				 v, DLT_NET_MAX_DENSE, DLT_MLP_MAX_WIDTH);
+				 v, DLT_NET_MAX_DENSE, DLT_NET_MAX_WIDTH);
 			return -EINVAL;
 		}
 		o->ndense = n;

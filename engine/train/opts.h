@@ -5,7 +5,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/train/mlp.h"
 #include "engine/train/net.h"
 #include "engine/train/plan.h"
 
@@ -32,7 +31,7 @@ struct dlt_opts {
 	const char *train_labels;              /* --train-labels, IDX1 (idx format only) */
 	const char *test_images;               /* --test-images */
 	const char *test_labels;               /* --test-labels (idx format only) */
-	int hidden[DLT_MLP_MAX_HIDDEN];        /* --layers, hidden widths (mlp) */
+	int hidden[DLT_NET_MAX_DENSE];         /* --layers, hidden widths (mlp) */
 	int nhidden;                           /* entries of hidden used, >= 1 for mlp */
 	int model;                             /* --model, enum dlt_model_kind, default mlp */
 	int conv_filters[DLT_NET_MAX_CONV];    /* --conv F:K,..., default 32:5,64:5 */
@@ -82,7 +81,7 @@ int dlt_opts_parse(int argc, char **argv, struct dlt_opts *o,
 		   char *err, size_t errlen);
 
 /* Parses a comma list of hidden widths ("256,128,100") into hidden.
- * Returns the count (1..DLT_MLP_MAX_HIDDEN), or -EINVAL. */
+ * Returns the count (1..DLT_NET_MAX_DENSE), or -EINVAL. */
 int dlt_opts_layers(const char *s, int *hidden);
 
 /* Parses a comma list of FILTERS:KERNEL pairs ("32:5,64:5"). Returns the

@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "engine/train/layers.h"
-#include "engine/train/mlp.h"
 #include "engine/train/net.h"
 #include "engine/train/rng.h"
 #include "tests/unit/check.h"
+#include "tests/unit/ref_mlp.h"
 
 /* One conv case: n images C x H x W, F filters k x k, then (fused) pool. */
 struct conv_case {

@@ -11,7 +11,6 @@
 #include "engine/train/ckpt.h"
 #include "engine/train/csv.h"
 #include "engine/train/files.h"
-#include "engine/train/mlp.h"
 #include "engine/train/net.h"
 #include "engine/train/optim.h"
 #include "engine/train/prefetch.h"
@@ -19,6 +18,7 @@
 #include "engine/train/rng.h"
 #include "tests/unit/batch.h"
 #include "tests/unit/check.h"
+#include "tests/unit/ref_mlp.h"
 
 #define TMP_TEMPLATE "/tmp/dlh-test-train-net-XXXXXX"
 

@@ -1,5 +1,5 @@
-/* mlp.c - the multilayer perceptron: layout, He init, forward, backward */
-#include "engine/train/mlp.h"
+/* ref_mlp.c - the tests' oracle: a plain multilayer perceptron (see ref_mlp.h) */
+#include "tests/unit/ref_mlp.h"
 
 #include <cblas.h>
 #include <errno.h>

@@ -1,6 +1,11 @@
-/* mlp.h - the multilayer perceptron: layout, He init, forward, backward */
-#ifndef DLT_MLP_H
-#define DLT_MLP_H
+/* ref_mlp.h - the tests' oracle: a plain multilayer perceptron (layout, He init, forward, backward)
+ *
+ * Not part of dlh-train: the trainer runs the layer stack of
+ * engine/train/net.h. This second, straight-line MLP is kept only so the
+ * unit tests (test_train_net, test_train_layers) can check that stack
+ * against it bit for bit; it is linked into those tests alone. */
+#ifndef DLH_TEST_REF_MLP_H
+#define DLH_TEST_REF_MLP_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,0 +1,109 @@
+/* test_run.c - running a job's processes (engine/run/): launch in its own session,
+ * finding and killing them through /proc, the cgroup of a run */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine/run/cgroup.h"
+#include "engine/run/launch.h"
+#include "engine/run/proc.h"
+#include "engine/util/util.h"
+#include "tests/unit/check.h"
+#include "tests/unit/tmpdir.h"
+
+TEST(launch_runs_in_own_session_and_session_kill_reaches_all)
+{
+	char dir[512], log[600];
+	fresh_dir(dir, sizeof dir, "launch");
+	snprintf(log, sizeof log, "%s/log", dir);
+	/* a leader with a child that outlives nothing unless killed */
+	char *argv[] = { "/usr/bin/env", "sleep", "30", NULL };
+	char *extra[] = { "DLH_TEST=1", NULL };
+	pid_t pid;
+	CHECK(dlh_launch(argv, extra, log, &pid) == 0);
+	for (int i = 0; i < 100 && dlh_proc_count_session(pid) < 1; i++)
+		usleep(10000);
+	CHECK(getsid(pid) == pid);
+	CHECK(dlh_proc_start(pid) != 0);
+	CHECK(dlh_proc_kill_session(pid, SIGKILL) >= 1);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFSIGNALED(st));
+	CHECK(dlh_proc_count_session(pid) == 0);
+}
+
+TEST(launch_exec_failure_is_returned)
+{
+	char dir[512], log[600];
+	fresh_dir(dir, sizeof dir, "launchfail");
+	snprintf(log, sizeof log, "%s/log", dir);
+	char *argv[] = { "/nonexistent/mpirun", NULL };
+	pid_t pid = 0;
+	CHECK(dlh_launch(argv, NULL, log, &pid) == -ENOENT);
+	CHECK(pid == 0);
+	CHECK(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD); /* the child was reaped */
+}
+
+TEST(cgroup_run_group_has_cpuset_limit_and_its_process)
+{
+	struct dlh_cgroup_sys sys;
+	dlh_cgroup_setup(&sys);
+	if (sys.mode == DLH_CG_NONE)
+		SKIP(sys.why);
+	struct dlh_cgroup cg;
+	char err[512], path[DLH_CG_PATH_MAX + 64], *text;
+	int slots[] = { 0 };
+	CHECK_MSG(dlh_cgroup_create(&sys, "unit-1", slots, 1, 64LL << 20, &cg, err, sizeof err) == 0,
+		  "create: %s", err);
+	snprintf(path, sizeof path, "%s/cpuset.cpus", cg.cpuset);
+	CHECK(dlh_read_file(path, 4096, &text, NULL) == 0);
+	char want[16];
+	snprintf(want, sizeof want, "%d\n", sys.cpu[0]);
+	CHECK_MSG(!strcmp(text, want), "cpuset.cpus: %s", text);
+	free(text);
+	snprintf(path, sizeof path, "%s/%s", cg.memory,
+		 sys.mode == DLH_CG_V1 ? "memory.limit_in_bytes" : "memory.max");
+	CHECK(dlh_read_file(path, 4096, &text, NULL) == 0);
+	CHECK_MSG(!strcmp(text, "67108864\n"), "limit: %s", text);
+	free(text);
+	/* a launched program is inside before it runs */
+	int join[3];
+	CHECK(dlh_cgroup_join_fds(&cg, join) == 0);
+	char log[700], dir[512];
+	fresh_dir(dir, sizeof dir, "cgroup");
+	snprintf(log, sizeof log, "%s/log", dir);
+	char *argv[] = { "/bin/sh", "-c", "cat /proc/self/cgroup; exec sleep 30", NULL };
+	pid_t pid;
+	int rc = dlh_launch_in(argv, NULL, log, join, &pid);
+	for (int k = 0; join[k] >= 0; k++)
+		close(join[k]);
+	CHECK(rc == 0);
+	snprintf(path, sizeof path, "%s/cgroup.procs", cg.cpuset);
+	CHECK(dlh_read_file(path, 4096, &text, NULL) == 0);
+	char me[32];
+	snprintf(me, sizeof me, "%ld\n", (long)pid);
+	int inside = strstr(text, me) != NULL;
+	free(text);
+	CHECK(dlh_cgroup_oom_kills(&cg) == 0);
+	char dirpath[DLH_CG_PATH_MAX];
+	snprintf(dirpath, sizeof dirpath, "%s", cg.cpuset);
+	dlh_cgroup_destroy(&cg); /* kills what is left */
+	waitpid(pid, NULL, 0);
+	CHECK_MSG(inside, "pid %ld is not in its group", (long)pid);
+	CHECK_MSG(access(dirpath, F_OK) != 0, "%s left behind", dirpath);
+	dlh_cgroup_teardown(&sys);
+}
+
+int main(void)
+{
+	if (tmp_root_make())
+		return 1;
+	RUN(launch_runs_in_own_session_and_session_kill_reaches_all);
+	RUN(launch_exec_failure_is_returned);
+	RUN(cgroup_run_group_has_cpuset_limit_and_its_process);
+	tmp_root_remove();
+	return CHECK_EXIT();
+}

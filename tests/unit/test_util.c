@@ -1,0 +1,91 @@
+/* test_util.c - the engine's file and text helpers (engine/util/util.c): atomic
+ * writes, bounded reads, key=value lookup, durations and sizes as text */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/util/util.h"
+#include "tests/unit/check.h"
+#include "tests/unit/tmpdir.h"
+
+TEST(atomic_write_replaces_whole_file)
+{
+	char dir[512], path[600], *text;
+	fresh_dir(dir, sizeof dir, "atomic");
+	snprintf(path, sizeof path, "%s/f", dir);
+	CHECK(dlh_write_atomic(path, "first version\n", 14) == 0);
+	CHECK(dlh_write_atomic(path, "2\n", 2) == 0);
+	CHECK(dlh_read_file(path, 100, &text, NULL) == 0);
+	CHECK(strcmp(text, "2\n") == 0);
+	free(text);
+	char tmp[700];
+	snprintf(tmp, sizeof tmp, "%s/.f.tmp", dir);
+	CHECK(access(tmp, F_OK) != 0);
+	/* a write that cannot finish leaves the old file whole and no temporary */
+	char bad[700];
+	snprintf(bad, sizeof bad, "%s/missing-dir/f", dir);
+	CHECK(dlh_write_atomic(bad, "x", 1) == -ENOENT);
+	CHECK(dlh_read_file(path, 100, &text, NULL) == 0 && !strcmp(text, "2\n"));
+	free(text);
+}
+
+TEST(read_file_refuses_over_max)
+{
+	char dir[512], path[600], *text = NULL;
+	fresh_dir(dir, sizeof dir, "readmax");
+	snprintf(path, sizeof path, "%s/f", dir);
+	write_text(path, "0123456789");
+	CHECK(dlh_read_file(path, 9, &text, NULL) == -EFBIG);
+	CHECK(dlh_read_file(path, 10, &text, NULL) == 0);
+	free(text);
+	CHECK(dlh_read_file("/nonexistent/x", 10, &text, NULL) == -ENOENT);
+}
+
+TEST(kv_get_finds_exact_keys)
+{
+	char v[32];
+	const char *t = "steps=10\nsteps_per_epoch=5\nname=a b\n";
+	CHECK(dlh_kv_get(t, "steps_per_epoch", v, sizeof v) == 0 && !strcmp(v, "5"));
+	CHECK(dlh_kv_get(t, "steps", v, sizeof v) == 0 && !strcmp(v, "10"));
+	CHECK(dlh_kv_get(t, "name", v, sizeof v) == 0 && !strcmp(v, "a b"));
+	CHECK(dlh_kv_get(t, "step", v, sizeof v) == -ENOENT);
+}
+
+TEST(duration_formats)
+{
+	char b[32];
+	dlh_duration(41, b, sizeof b);
+	CHECK(!strcmp(b, "0:41"));
+	dlh_duration(3725, b, sizeof b);
+	CHECK(!strcmp(b, "1:02:05"));
+	dlh_duration(-3, b, sizeof b);
+	CHECK(!strcmp(b, "0:00"));
+}
+
+TEST(size_text_uses_the_largest_exact_unit)
+{
+	char t[32];
+	dlh_size_text(64LL << 20, t, sizeof t);
+	CHECK(!strcmp(t, "64M"));
+	dlh_size_text(1536LL << 10, t, sizeof t);
+	CHECK(!strcmp(t, "1536K"));
+	dlh_size_text(3LL << 40, t, sizeof t);
+	CHECK(!strcmp(t, "3T"));
+	dlh_size_text(1000, t, sizeof t);
+	CHECK(!strcmp(t, "1000"));
+}
+
+int main(void)
+{
+	if (tmp_root_make())
+		return 1;
+	RUN(atomic_write_replaces_whole_file);
+	RUN(read_file_refuses_over_max);
+	RUN(kv_get_finds_exact_keys);
+	RUN(duration_formats);
+	RUN(size_text_uses_the_largest_exact_unit);
+	tmp_root_remove();
+	return CHECK_EXIT();
+}
