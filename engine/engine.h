@@ -24,7 +24,8 @@ struct dlh_engine;
 struct dlh_engine_opts {
 	const char *state_dir;  /* where jobs live; created if missing */
 	const char *trainer;    /* dlh-train; NULL = beside the running program */
-	const char *mpirun;     /* mpirun; NULL = found on PATH */
+	const char *launcher;   /* the local backend's MPI launcher (the mount's launcher option); NULL = found
+				   on PATH (engine/run/local.c) */
 	const char *pool_file;  /* the pool file (engine/pool/pool.h); NULL = detect this machine */
 	int cpus;               /* CPU slots; 0 = the online cores */
 	double kill_grace;      /* seconds; 0 = DLH_KILL_GRACE */
@@ -93,6 +94,13 @@ void dlh_engine_reject(struct dlh_engine *e, uid_t uid, const char *err);
  * -EPERM (not the owner); err says why and the job's log gets the same line. */
 int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *line,
 		   char *err, size_t errlen);
+
+/* Applies one line of pool/ctl: "recalibrate" measures the devices again
+ * (blocking: seconds). Root and the user the daemon runs as (who mounted)
+ * may. Returns 0, -EINVAL (unknown verb), -EPERM, -EBUSY (a measurement
+ * runs), or -errno; err says why. */
+int dlh_engine_pool_ctl(struct dlh_engine *e, uid_t uid, const char *line, char *err,
+			size_t errlen);
 
 /* Copies job id into *out. Returns 0, or -ENOENT. */
 int dlh_engine_job(struct dlh_engine *e, long id, struct dlh_job *out);

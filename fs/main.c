@@ -134,7 +134,7 @@ static int calibrate(const struct dlh_options *o)
 {
 	struct dlh_engine_opts eo = {
 		.state_dir = o->state ? o->state : DLH_STATE_DEFAULT,
-		.trainer = o->trainer, .mpirun = o->mpirun, .cpus = o->cpus, .pool_file = o->pool,
+		.trainer = o->trainer, .launcher = o->mpirun, .cpus = o->cpus, .pool_file = o->pool,
 	};
 	struct dlh_buf out = {0};
 	char err[1024] = "";
@@ -203,7 +203,7 @@ int main(int argc, char *argv[])
 	struct dlh_engine_opts eo = {
 		.state_dir = o.state ? o.state : DLH_STATE_DEFAULT,
 		.trainer = o.trainer,
-		.mpirun = o.mpirun,
+		.launcher = o.mpirun,
 		.pool_file = o.pool,
 		.cpus = o.cpus,
 		.max_queued = o.max_queued,

@@ -283,20 +283,6 @@ int dlh_fs_read(const char *path, char *buf, size_t size, off_t off, struct fuse
 	return rc;
 }
 
-/* Runs one verb of pool/ctl: "recalibrate" measures the devices again
- * (blocking: the write returns when it is done). The mounting user and
- * root may; the reason of a failure is in pool/calibration. Returns 0,
- * -EINVAL (unknown verb), -EPERM, or the engine's -errno. */
-static int pool_ctl(uid_t uid, const char *verb)
-{
-	char err[512];
-	if (strcmp(verb, "recalibrate"))
-		return -EINVAL;
-	if (uid != 0 && uid != getuid())
-		return -EPERM;
-	return dlh_engine_recalibrate(engine(), err, sizeof err);
-}
-
 /* Runs each verb line of a ctl write. Returns size, or -errno of the first
  * verb that failed. */
 static int ctl_write(struct fs_handle *h, const char *data, size_t size)
@@ -322,8 +308,9 @@ static int ctl_write(struct fs_handle *h, const char *data, size_t size)
 		if (!*s)
 			continue;
 		char err[512];
-		int rc = h->node.kind == FS_POOL_CTL ? pool_ctl(h->uid, s)
-			 : dlh_engine_ctl(engine(), h->node.id, h->uid, s, err, sizeof err);
+		int rc = h->node.kind == FS_POOL_CTL ?
+			 dlh_engine_pool_ctl(engine(), h->uid, s, err, sizeof err) :
+			 dlh_engine_ctl(engine(), h->node.id, h->uid, s, err, sizeof err);
 		if (rc)
 			return rc;
 		verbs++;

@@ -20,7 +20,7 @@ static int measure(struct dlh_engine *e, char *err, size_t errlen)
 {
 	struct dlh_calib c;
 	struct dlh_calib_opts o = {
-		.mpirun = e->tools.mpirun, .program = e->calib_prog, .cpus = e->pool.node.cpus,
+		.backend = &e->backend, .program = e->calib_prog, .cpus = e->pool.node.cpus,
 		.dir = e->state,
 	};
 	int rc = dlh_calib_measure(&o, &c, err, errlen);
@@ -208,9 +208,19 @@ int eng_write_choice(struct dlh_engine *e, long id, const struct dlh_choice *c,
 
 int eng_write_plan(struct dlh_engine *e, long id, const struct dlh_plan *plan)
 {
-	char path[4096], *planner = NULL;
+	char path[4096], dir[4096], *planner = NULL;
 	struct dlh_buf b = {0};
+	struct eng_env env;
 	int rc = dlh_plan_format(plan, &b);
+
+	/* how it is launched, as the backend will do it */
+	eng_run_env(e, id, plan->ranks, &env);
+	eng_job_dir(e, id, dir, sizeof dir);
+	struct dlh_launch l = {
+		.argv = plan->argv, .ranks = plan->ranks, .env = env.v, .job_dir = dir,
+	};
+	if (!rc)
+		rc = e->backend.ops->describe(&e->backend, &l, &b);
 
 	eng_job_file(e, id, "planner", path, sizeof path);
 	if (!rc && !dlh_read_file(path, 1 << 20, &planner, NULL))

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "engine/plan/calib.h"
+#include "engine/run/backend.h"
 #include "engine/run/cgroup.h"
 #include "engine/engine.h"
 #include "engine/plan/plan.h"
@@ -20,10 +21,11 @@ struct dlh_engine {
 	pthread_cond_t timer_cv;     /* wakes the timer thread */
 	pthread_t timer;             /* sends SIGKILL when a grace period ends */
 	char state[2048];            /* state directory */
-	struct dlh_tools tools;      /* mpirun and dlh-train */
+	struct dlh_tools tools;      /* dlh-train */
+	struct dlh_backend backend;  /* how runs are launched (engine/run/backend.h) */
 	struct dlh_pool pool;        /* the machines */
 	double grace;                /* seconds from SIGTERM to SIGKILL */
-	double suspend_grace;        /* seconds from SIGUSR2 to SIGTERM */
+	double suspend_grace;        /* seconds from a suspend to a terminate */
 	struct dlh_job **jobs;       /* ascending ids */
 	size_t njobs, cap;           /* used and allocated entries */
 	long next_id;                /* next id to hand out */
@@ -65,11 +67,25 @@ struct dlh_job *eng_find(const struct dlh_engine *e, long id);
  * the job failed with the reason. */
 int eng_job_launch(struct dlh_engine *e, struct dlh_job *j);
 
-/* SIGTERM to every process of j's run; SIGKILL after the grace period. */
+/* Stops j's run (DLH_VERB_TERMINATE), killing it after the grace period. */
 void eng_job_terminate(struct dlh_engine *e, struct dlh_job *j);
 
-/* SIGUSR2 to j's run (checkpoint, then stop); SIGTERM after the suspend grace. */
+/* Asks j's run to checkpoint and stop (DLH_VERB_SUSPEND); terminates it
+ * after the suspend grace. */
 void eng_job_suspend(struct dlh_engine *e, struct dlh_job *j);
+
+/* Sends verb v to j's run through the backend. Returns the processes
+ * signalled, or -errno. */
+int eng_job_signal(struct dlh_engine *e, struct dlh_job *j, enum dlh_verb v);
+
+/* The environment every rank of a run gets (engine/contract/contract.h). */
+struct eng_env {
+	char *v[8];                  /* NULL-terminated, into the buffers below */
+	char id[64], dir[4200], csv[4200], ckpt[4200], ranks[32];
+};
+
+/* Fills env for job id's run of ranks ranks. */
+void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env *env);
 
 /* Starts what may start, preempts where a waiting job needs it, and tells
  * the others why they wait (queue.c). */

@@ -1,4 +1,5 @@
-/* ctl.c - the verbs of jobs/<id>/ctl: cancel, suspend, resume, checkpoint, priority N */
+/* ctl.c - the verbs of jobs/<id>/ctl (cancel, suspend, resume, checkpoint, priority N)
+ * and of pool/ctl (recalibrate), with who may send them */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -6,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/jobs/core.h"
 #include "engine/util/util.h"
@@ -14,6 +16,7 @@
  * caller allowed; returns 0, or -EBUSY with err saying why ---- */
 
 #define CTL_VERBS "cancel, suspend, resume, checkpoint, priority N"
+#define POOL_CTL_VERBS "recalibrate"
 
 /* The state a verb saw, for its refusal: "running", "being suspended"... */
 static const char *state_words(const struct dlh_job *j)
@@ -32,7 +35,7 @@ static int ctl_cancel(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *
 			 dlh_status_name(j->status));
 		return -EBUSY;
 	}
-	if (j->pid) {
+	if (j->run.pid) {
 		if (!j->cancelling) { /* cancel wins over a suspend in progress */
 			j->cancelling = 1;
 			j->suspending = 0;
@@ -66,7 +69,7 @@ static int ctl_suspend(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char 
 		eng_schedule(e);
 		return 0;
 	}
-	if (j->status != DLH_RUNNING || !j->pid || j->cancelling || j->suspending) {
+	if (j->status != DLH_RUNNING || !j->run.pid || j->cancelling || j->suspending) {
 		snprintf(err, errlen, "ctl: \"suspend\": job %ld is %s (suspend applies to a running "
 			 "or queued job)", j->id, state_words(j));
 		return -EBUSY;
@@ -111,7 +114,7 @@ static int trainer_started(const struct dlh_engine *e, const struct dlh_job *j)
 
 static int ctl_checkpoint(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
 {
-	if (j->status != DLH_RUNNING || !j->pid || j->cancelling || j->suspending) {
+	if (j->status != DLH_RUNNING || !j->run.pid || j->cancelling || j->suspending) {
 		snprintf(err, errlen, "ctl: \"checkpoint\": job %ld is %s (checkpoint applies to a "
 			 "running job)", j->id, state_words(j));
 		return -EBUSY;
@@ -123,7 +126,7 @@ static int ctl_checkpoint(struct dlh_engine *e, struct dlh_job *j, uid_t uid, ch
 		return -EBUSY;
 	}
 	eng_job_log(e, j, "checkpoint requested by uid %u: SIGUSR1 to the run", (unsigned)uid);
-	kill(j->pid, SIGUSR1); /* mpirun forwards it to every rank */
+	eng_job_signal(e, j, DLH_VERB_CHECKPOINT);
 	return 0;
 }
 
@@ -211,4 +214,28 @@ int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *line,
 		eng_job_log(e, j, "%s", err);
 	pthread_mutex_unlock(&e->mu);
 	return rc;
+}
+
+int dlh_engine_pool_ctl(struct dlh_engine *e, uid_t uid, const char *line, char *err,
+			size_t errlen)
+{
+	char word[64];
+	while (*line == ' ' || *line == '\t')
+		line++;
+	size_t n = strcspn(line, "\n");
+	while (n && (line[n - 1] == ' ' || line[n - 1] == '\t' || line[n - 1] == '\r'))
+		n--;
+	snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), line);
+	if (n >= sizeof word || strcmp(word, "recalibrate")) {
+		snprintf(err, errlen, "pool ctl: unknown verb \"%s\" (expected: " POOL_CTL_VERBS ")",
+			 word);
+		return -EINVAL;
+	}
+	/* the mounting user runs the daemon */
+	if (uid != 0 && uid != getuid()) {
+		snprintf(err, errlen, "pool ctl: \"%s\": only uid %u or root may control the pool",
+			 word, (unsigned)getuid());
+		return -EPERM;
+	}
+	return dlh_engine_recalibrate(e, err, errlen);
 }

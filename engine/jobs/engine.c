@@ -4,8 +4,9 @@
  * core.h is what they share.
  *
  * Locking: one mutex (e->mu) guards the job table, the slot count and every
- * job's fields. It is never held while waiting on a child (waiters block in
- * waitpid without it) or removing a run's cgroup. No other lock nests inside it. */
+ * job's fields. It is never held while waiting for a run (waiters block in
+ * the backend's wait without it) or removing a run's cgroup. No other lock
+ * nests inside it. */
 #include "engine/engine.h"
 #include "engine/jobs/core.h"
 
@@ -33,8 +34,8 @@
 
 struct waiter_arg {
 	struct dlh_engine *e;        /* owner */
-	struct dlh_job *job;         /* the job whose mpirun it waits for */
-	pid_t pid;                   /* that mpirun */
+	struct dlh_job *job;         /* the job whose run it waits for */
+	struct dlh_run run;          /* that run */
 };
 
 
@@ -121,7 +122,7 @@ static int insert(struct dlh_engine *e, struct dlh_job *j)
 }
 
 /* Finds the most telling line of a failed run in its log: a trainer error,
- * mpirun's note about a rank that died, or an exec failure. */
+ * the launcher's note about a rank that died, or an exec failure. */
 static void failure_reason(const struct dlh_engine *e, const struct dlh_job *j,
 			   char *out, size_t len)
 {
@@ -216,21 +217,8 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 		goto fail;
 	}
 
-	char env_id[64], env_dir[4200], env_csv[4200], env_ckpt[4200], env_ranks[32];
-	snprintf(env_id, sizeof env_id, DLH_ENV_JOB_ID "=%ld", j->id);
-	snprintf(env_dir, sizeof env_dir, DLH_ENV_JOB_DIR "=%s", dir);
-	snprintf(env_csv, sizeof env_csv, DLH_ENV_METRICS_CSV "=%s/" DLH_FILE_METRICS, dir);
-	snprintf(env_ckpt, sizeof env_ckpt, DLH_ENV_CHECKPOINT_DIR "=%s/" DLH_DIR_CHECKPOINTS, dir);
-	snprintf(env_ranks, sizeof env_ranks, DLH_ENV_RANKS "=%d", plan->ranks);
-	char *extra[] = {
-		"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1",
-		env_id, env_dir, env_csv, env_ckpt, env_ranks,
-		/* mpirun refuses root without both */
-		geteuid() == 0 ? "OMPI_ALLOW_RUN_AS_ROOT=1" : NULL,
-		"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", NULL,
-	};
-	if (!extra[7])
-		extra[8] = NULL;
+	struct eng_env env;
+	eng_run_env(e, j->id, plan->ranks, &env);
 	eng_job_log(e, j, "launching %d rank%s on %s (restart %d)", plan->ranks,
 		plan->ranks == 1 ? "" : "s", plan->host, j->restarts);
 	eng_job_file(e, j->id, DLH_FILE_LOG, path, sizeof path);
@@ -263,19 +251,19 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 	} else if (j->spec.memory > 0) {
 		eng_job_log(e, j, "isolation: none, the memory limit is not enforced: %s", e->cg.why);
 	}
-	pid_t pid;
-	rc = dlh_launch_in(plan->argv, extra, path, join, &pid);
+	struct dlh_launch l = {
+		.argv = plan->argv, .ranks = plan->ranks, .env = env.v, .job_dir = dir,
+		.log_path = path, .join = join,
+	};
+	rc = e->backend.ops->start(&e->backend, &l, &j->run, err, sizeof err);
 	for (int k = 0; join[k] >= 0; k++)
 		close(join[k]);
 	if (rc) {
 		free(wa);
 		dlh_cgroup_destroy(&cg);
-		snprintf(err, sizeof err, "cannot start \"%s\": %s", plan->argv[0], strerror(-rc));
 		goto fail;
 	}
 	j->cg = cg;
-	j->pid = pid;
-	j->pid_start = dlh_proc_start(pid);
 	j->status = DLH_RUNNING;
 	j->reason[0] = '\0';
 	j->run_started = eng_stamp();
@@ -292,7 +280,7 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 	if (j->limit_at)
 		pthread_cond_signal(&e->timer_cv);
 	eng_job_save(e, j);
-	*wa = (struct waiter_arg){ .e = e, .job = j, .pid = pid };
+	*wa = (struct waiter_arg){ .e = e, .job = j, .run = j->run };
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -300,14 +288,14 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 	e->waiters++;
 	if ((rc = pthread_create(&t, &attr, waiter_main, wa))) {
 		/* without a waiter nobody would reap it: stop it and say so */
+		struct dlh_run_end end;
 		e->waiters--;
-		kill(pid, SIGKILL); /* our unreaped child: its pid cannot be reused */
-		dlh_proc_kill_session(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
+		e->backend.ops->signal(&e->backend, &j->run, DLH_VERB_KILL);
+		e->backend.ops->wait(&e->backend, &j->run, dir, 1, &end);
 		e->slots_used -= plan->ranks;
 		for (int r = 0; r < plan->ranks; r++)
 			e->holder[plan->slot[r]] = 0;
-		j->pid = 0;
+		memset(&j->run, 0, sizeof j->run);
 		dlh_cgroup_destroy(&j->cg);
 		free(wa);
 		snprintf(err, sizeof err, "cannot start a supervisor thread: %s", strerror(rc));
@@ -330,14 +318,14 @@ fail:
 	return rc;
 }
 
-/* Handles the end of job j's mpirun (wstatus from waitpid); cg: the run's
+/* Handles the end of job j's run (as its backend saw it); cg: the run's
  * cgroups, taken off the job (the caller removes them). e->mu held. */
-static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus,
+static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run_end *end,
 		       const struct dlh_cgroup *cg)
 {
 	char path[4096];
 	int oom = dlh_cgroup_oom_kills(cg);
-	int leftover = dlh_proc_kill_session(j->pid, SIGKILL);
+	int leftover = end->leftover;
 	double run_started = j->run_started;
 	e->slots_used -= j->ranks;
 	for (int s = 0; s < e->pool.node.cpus; s++)
@@ -345,19 +333,20 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus,
 			e->holder[s] = 0;
 	j->run_started = 0;
 	j->limit_at = 0;
-	j->pid = 0;
-	j->pid_start = 0;
+	memset(&j->run, 0, sizeof j->run);
 	j->kill_at = 0;
 	j->term_at = 0;
-	j->exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -WTERMSIG(wstatus);
+	j->exit_code = end->state == DLH_RUN_EXITED ? end->exit_code : -SIGKILL;
 	if (leftover)
 		eng_job_log(e, j, "killed %d leftover process%s of the run", leftover,
 			leftover == 1 ? "" : "es");
-	if (WIFEXITED(wstatus))
-		eng_job_log(e, j, "mpirun exited with status %d", WEXITSTATUS(wstatus));
+	if (end->state != DLH_RUN_EXITED)
+		eng_job_log(e, j, "the run was lost: its launcher could not be waited for");
+	else if (j->exit_code >= 0)
+		eng_job_log(e, j, "%s exited with status %d", e->backend.launcher_name, j->exit_code);
 	else
-		eng_job_log(e, j, "mpirun killed by signal %d (%s)", WTERMSIG(wstatus),
-			strsignal(WTERMSIG(wstatus)));
+		eng_job_log(e, j, "%s killed by signal %d (%s)", e->backend.launcher_name,
+			-j->exit_code, strsignal(-j->exit_code));
 
 	eng_job_file(e, j->id, DLH_FILE_RESULT, path, sizeof path);
 	if (j->cancelling) {
@@ -406,9 +395,11 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus,
 			if (j->exit_code == 0)
 				snprintf(why, sizeof why, "the trainer exited without writing a result");
 			else if (j->exit_code > 0)
-				snprintf(why, sizeof why, "mpirun exited with status %d", j->exit_code);
+				snprintf(why, sizeof why, "%s exited with status %d",
+					 e->backend.launcher_name, j->exit_code);
 			else
-				snprintf(why, sizeof why, "mpirun was killed by signal %d", -j->exit_code);
+				snprintf(why, sizeof why, "%s was killed by signal %d",
+					 e->backend.launcher_name, -j->exit_code);
 		}
 		if (j->spec.restart == DLH_RESTART_ON_FAILURE && j->restarts < j->spec.max_restarts) {
 			j->restarts++;
@@ -435,14 +426,15 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, int wstatus,
 static void *waiter_main(void *arg)
 {
 	struct waiter_arg *wa = arg;
-	int wstatus = 0;
-	while (waitpid(wa->pid, &wstatus, 0) < 0 && errno == EINTR)
-		;
 	struct dlh_engine *e = wa->e;
+	struct dlh_run_end end;
+	char dir[4096];
+	eng_job_dir(e, wa->job->id, dir, sizeof dir);   /* e->state never changes */
+	e->backend.ops->wait(&e->backend, &wa->run, dir, 1, &end);
 	pthread_mutex_lock(&e->mu);
 	struct dlh_cgroup cg = wa->job->cg;
 	memset(&wa->job->cg, 0, sizeof wa->job->cg);
-	job_exited(e, wa->job, wstatus, &cg);
+	job_exited(e, wa->job, &end, &cg);
 	pthread_mutex_unlock(&e->mu);
 	dlh_cgroup_destroy(&cg); /* waits for stragglers: not under the lock */
 	pthread_mutex_lock(&e->mu);
@@ -462,7 +454,7 @@ static void *timer_main(void *arg)
 		double now = dlh_mono(), next = 0;
 		for (size_t i = 0; i < e->njobs; i++) {
 			struct dlh_job *j = e->jobs[i];
-			if (j->limit_at && j->pid && !j->kill_at && !j->cancelling) {
+			if (j->limit_at && j->run.pid && !j->kill_at && !j->cancelling) {
 				if (j->limit_at <= now) {
 					char lim[32];
 					dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
@@ -474,7 +466,7 @@ static void *timer_main(void *arg)
 					next = j->limit_at;
 				}
 			}
-			if (j->term_at && j->pid && !j->kill_at) {
+			if (j->term_at && j->run.pid && !j->kill_at) {
 				if (j->term_at <= now) {
 					eng_job_log(e, j, "the run did not suspend within %.0f s: SIGTERM",
 						e->suspend_grace);
@@ -484,10 +476,11 @@ static void *timer_main(void *arg)
 					next = j->term_at;
 				}
 			}
-			if (!j->kill_at || !j->pid)
+			if (!j->kill_at || !j->run.pid)
 				continue;
 			if (j->kill_at <= now) {
-				int n = dlh_proc_kill_session(j->pid, SIGKILL);
+				int n = eng_job_signal(e, j, DLH_VERB_KILL);
+				n = n < 0 ? 0 : n;
 				eng_job_log(e, j, "grace period over: SIGKILL to %d process%s", n,
 					n == 1 ? "" : "es");
 				j->kill_at = 0;
@@ -507,40 +500,50 @@ static void *timer_main(void *arg)
 	return NULL;
 }
 
-/* Sends SIGTERM to every process of j's run and arms the SIGKILL timer. */
+int eng_job_signal(struct dlh_engine *e, struct dlh_job *j, enum dlh_verb v)
+{
+	return e->backend.ops->signal(&e->backend, &j->run, v);
+}
+
+/* Stops every process of j's run and arms the kill timer. e->mu held. */
 void eng_job_terminate(struct dlh_engine *e, struct dlh_job *j)
 {
-	dlh_proc_kill_session(j->pid, SIGTERM);
+	eng_job_signal(e, j, DLH_VERB_TERMINATE);
 	j->kill_at = dlh_mono() + e->grace;
 	pthread_cond_signal(&e->timer_cv);
 }
 
-/* Asks a running job to checkpoint and stop (SIGUSR2 to mpirun, which
- * forwards it to every rank), SIGTERM after the suspend grace. e->mu held. */
+/* Asks a running job to checkpoint and stop, terminates it after the
+ * suspend grace. e->mu held. */
 void eng_job_suspend(struct dlh_engine *e, struct dlh_job *j)
 {
 	j->suspending = 1;
 	j->term_at = dlh_mono() + e->suspend_grace;
-	kill(j->pid, SIGUSR2);
+	eng_job_signal(e, j, DLH_VERB_SUSPEND);
 	pthread_cond_signal(&e->timer_cv);
 }
 
-/* ---- opening: loading the state directory ---- */
-
-static int find_tool(const char *name, char *out, size_t len)
+void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env *env)
 {
-	const char *path = getenv("PATH");
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	while (*path) {
-		size_t n = strcspn(path, ":");
-		snprintf(out, len, "%.*s/%s", (int)n, path, name);
-		if (n && access(out, X_OK) == 0)
-			return 0;
-		path += n + (path[n] == ':');
-	}
-	return -ENOENT;
+	char dir[4096];
+	eng_job_dir(e, id, dir, sizeof dir);
+	snprintf(env->id, sizeof env->id, DLH_ENV_JOB_ID "=%ld", id);
+	snprintf(env->dir, sizeof env->dir, DLH_ENV_JOB_DIR "=%s", dir);
+	snprintf(env->csv, sizeof env->csv, DLH_ENV_METRICS_CSV "=%s/" DLH_FILE_METRICS, dir);
+	snprintf(env->ckpt, sizeof env->ckpt, DLH_ENV_CHECKPOINT_DIR "=%s/" DLH_DIR_CHECKPOINTS, dir);
+	snprintf(env->ranks, sizeof env->ranks, DLH_ENV_RANKS "=%d", ranks);
+	int n = 0;
+	env->v[n++] = "OPENBLAS_NUM_THREADS=1";   /* one core per rank */
+	env->v[n++] = "OMP_NUM_THREADS=1";
+	env->v[n++] = env->id;
+	env->v[n++] = env->dir;
+	env->v[n++] = env->csv;
+	env->v[n++] = env->ckpt;
+	env->v[n++] = env->ranks;
+	env->v[n] = NULL;
 }
+
+/* ---- opening: loading the state directory ---- */
 
 /* dlh-train beside the running program (/proc/self/exe). */
 static int trainer_beside_self(char *out, size_t len)
@@ -559,24 +562,17 @@ static int trainer_beside_self(char *out, size_t len)
 }
 
 /* A job found running in the state directory: its daemon is gone. Stops
- * whatever is left of its session (even when mpirun itself is gone: ranks
- * started after it are recognised by session and start time), then marks
- * it succeeded when the run finished meanwhile, else requeues it. */
+ * whatever is left of the run its backend recorded, then marks it
+ * succeeded when the run finished meanwhile, else requeues it. */
 static void recover(struct dlh_engine *e, struct dlh_job *j)
 {
-	if (j->pid && j->pid_start) {
-		dlh_proc_kill_session_since(j->pid, j->pid_start, SIGTERM);
-		double until = dlh_mono() + e->grace;
-		while (dlh_proc_count_session_since(j->pid, j->pid_start) && dlh_mono() < until) {
-			struct timespec ts = { 0, 30 * 1000 * 1000 };
-			nanosleep(&ts, NULL);
-		}
-		dlh_proc_kill_session_since(j->pid, j->pid_start, SIGKILL);
-	}
-	char path[4096];
+	char path[4096], dir[4096];
+	struct dlh_run run;
+	eng_job_dir(e, j->id, dir, sizeof dir);
+	if (!dlh_run_load(dir, &run))
+		e->backend.ops->stop(&e->backend, &run, dir, e->grace);
 	eng_job_file(e, j->id, DLH_FILE_RESULT, path, sizeof path);
-	j->pid = 0;
-	j->pid_start = 0;
+	memset(&j->run, 0, sizeof j->run);
 	if (file_exists(path)) {
 		j->status = DLH_SUCCEEDED;
 		j->reason[0] = '\0';
@@ -646,8 +642,7 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 		return -EINVAL;
 	}
 	if (strlen(state) >= sizeof e->state - 64 ||
-	    (o->trainer && strlen(o->trainer) >= sizeof e->tools.trainer) ||
-	    (o->mpirun && strlen(o->mpirun) >= sizeof e->tools.mpirun)) {
+	    (o->trainer && strlen(o->trainer) >= sizeof e->tools.trainer)) {
 		snprintf(err, errlen, "a path given is too long");
 		return -ENAMETOOLONG;
 	}
@@ -662,12 +657,8 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 		snprintf(err, errlen, "cannot execute \"%s\": %s", e->tools.trainer, strerror(errno));
 		return -errno;
 	}
-	if (o->mpirun)
-		snprintf(e->tools.mpirun, sizeof e->tools.mpirun, "%s", o->mpirun);
-	else if (find_tool("mpirun", e->tools.mpirun, sizeof e->tools.mpirun)) {
-		snprintf(err, errlen, "mpirun not found on PATH (install openmpi-bin: make deps)");
-		return -ENOENT;
-	}
+	if ((rc = dlh_backend_local(&e->backend, o->launcher, err, errlen)))
+		return rc;
 	if (o->pool_file && (rc = dlh_pool_load(&e->pool, o->pool_file, o->cpus, err, errlen)))
 		return rc;
 	char dir[4096];
@@ -840,7 +831,7 @@ void dlh_engine_close(struct dlh_engine *e)
 	pthread_mutex_lock(&e->mu);
 	e->stopping = 1;
 	for (size_t i = 0; i < e->njobs; i++)
-		if (e->jobs[i]->pid && !e->jobs[i]->kill_at)
+		if (e->jobs[i]->run.pid && !e->jobs[i]->kill_at)
 			eng_job_terminate(e, e->jobs[i]);
 	while (e->waiters > 0)
 		pthread_cond_wait(&e->changed, &e->mu);

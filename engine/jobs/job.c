@@ -1,4 +1,4 @@
-/* job.c - one job's record: status, times, processes; stored as key=value */
+/* job.c - one job's record: status, times, its plan; stored as key=value */
 #include "engine/jobs/job.h"
 
 #include <errno.h>
@@ -37,11 +37,10 @@ int dlh_job_save(const struct dlh_job *j, const char *dir)
 	struct dlh_buf b = {0};
 	dlh_buf_printf(&b,
 		"id=%ld\nuid=%u\nstatus=%s\nreason=%s\nsubmitted=%.3f\nstarted=%.3f\n"
-		"finished=%.3f\npid=%ld\npid_start=%llu\nranks=%d\nrestarts=%d\nexit=%d\n"
+		"finished=%.3f\nranks=%d\nrestarts=%d\nexit=%d\n"
 		"priority=%d\nsuspends=%d\n",
 		j->id, (unsigned)j->uid, dlh_status_name(j->status), j->reason,
-		j->submitted, j->started, j->finished, (long)j->pid, j->pid_start,
-		j->ranks, j->restarts, j->exit_code, j->priority, j->suspends);
+		j->submitted, j->started, j->finished, j->ranks, j->restarts, j->exit_code, j->priority, j->suspends);
 	if (j->plan_ranks > 0) {
 		dlh_buf_printf(&b, "plan_ranks=%d\nplan_lr=%.17g\nplan_warmup=%d\nest_total=%.3f\n"
 			       "plan_batch=", j->plan_ranks, j->plan_lr, j->plan_warmup, j->est_total);
@@ -116,10 +115,7 @@ int dlh_job_load(struct dlh_job *j, const char *dir)
 	j->submitted = kv_double(text, "submitted");
 	j->started = kv_double(text, "started");
 	j->finished = kv_double(text, "finished");
-	j->pid = (pid_t)kv_long(text, "pid");
 	char v[64];
-	if (!dlh_kv_get(text, "pid_start", v, sizeof v))
-		j->pid_start = strtoull(v, NULL, 10);
 	j->ranks = (int)kv_long(text, "ranks");
 	j->restarts = (int)kv_long(text, "restarts");
 	j->exit_code = (int)kv_long(text, "exit");

@@ -1,10 +1,11 @@
-/* job.h - one job's record: status, times, processes; stored as key=value */
+/* job.h - one job's record: status, times, its run; stored as key=value */
 #ifndef DLH_JOB_H
 #define DLH_JOB_H
 
 #include <pthread.h>
 #include <sys/types.h>
 
+#include "engine/run/backend.h"
 #include "engine/run/cgroup.h"
 #include "schema/spec.h"
 
@@ -14,7 +15,7 @@
 enum dlh_status {
 	DLH_QUEUED = 0,   /* waiting for free slots */
 	DLH_PLANNING,     /* being placed; transient */
-	DLH_RUNNING,      /* mpirun is alive */
+	DLH_RUNNING,      /* its run is alive */
 	DLH_SUCCEEDED,    /* the run ended with a result */
 	DLH_FAILED,       /* the run ended without one; reason says why */
 	DLH_CANCELLED,    /* stopped by a cancel verb */
@@ -32,8 +33,6 @@ struct dlh_job {
 	double submitted;            /* epoch seconds */
 	double started;              /* first launch, 0 if never */
 	double finished;             /* end of the last run, 0 while not ended */
-	pid_t pid;                   /* mpirun (session leader), 0 when none */
-	unsigned long long pid_start;/* its start time in /proc ticks, to recognise it */
 	int ranks;                   /* ranks of the current plan, 0 before planning */
 	int restarts;                /* relaunches done under restart = on-failure */
 	int exit_code;               /* last exit: >= 0 status, < 0 minus the signal */
@@ -60,9 +59,9 @@ struct dlh_job {
 	double est_start;            /* queued: the scheduler's estimated start (epoch s,
 					INFINITY = unknown) */
 	char wait[256];              /* queued: why it waits, from the scheduler */
+	struct dlh_run run;          /* the current run as its backend started it (also in
+					its handle file); run.pid 0 = no run */
 	struct dlh_cgroup cg;        /* the current run's cgroups; empty paths = none */
-	pthread_t waiter;            /* thread blocked in waitpid on pid */
-	int has_waiter;              /* waiter must be joined */
 };
 
 /* The lowercase word for a status ("running"). */

@@ -39,7 +39,7 @@ static size_t plan_queue(struct dlh_engine *e, double now, struct dlh_sched_wait
 	}
 	for (size_t i = 0; i < e->njobs; i++) {
 		struct dlh_job *j = e->jobs[i];
-		if (j->pid) {
+		if (j->run.pid) {
 			r[nr].cpus = j->ranks;
 			r[nr].end = j->spec.time_limit > 0 && j->run_started > 0
 				? j->run_started + (double)j->spec.time_limit : INFINITY;
@@ -82,7 +82,7 @@ static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t
 	if (!cand)
 		return;
 	for (size_t i = 0; i < e->njobs; i++)
-		if (e->jobs[i]->pid && e->jobs[i]->suspending)
+		if (e->jobs[i]->run.pid && e->jobs[i]->suspending)
 			avail += e->jobs[i]->ranks;
 	for (size_t k = 0; k < nw; k++) {
 		struct dlh_job *h = eng_find(e, w[k].id);
@@ -96,7 +96,7 @@ static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t
 		int could = avail;
 		for (size_t i = 0; i < e->njobs; i++) {
 			struct dlh_job *r = e->jobs[i];
-			if (r->pid && r->status == DLH_RUNNING && !r->suspending && !r->cancelling &&
+			if (r->run.pid && r->status == DLH_RUNNING && !r->suspending && !r->cancelling &&
 			    r->spec.preemptible && r->priority < h->priority) {
 				cand[nc++] = r;
 				could += r->ranks;

@@ -1,4 +1,4 @@
-/* calib.c - measuring this machine's devices (dlh-calib under mpirun) and
+/* calib.c - measuring this machine's devices (dlh-calib on its ranks) and
  * the STATE/calibration cache of what was measured */
 #include "engine/plan/calib.h"
 
@@ -13,13 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/run/launch.h"
-#include "engine/run/proc.h"
 
 #define CALIB_TEXT_MAX (64 * 1024)   /* largest cache or dlh-calib output */
 #define CALIB_KEY_MAX 64             /* longest key */
 #define CALIB_PHASE_MAX_S 60.0       /* a phase that runs longer is stuck: killed */
-#define CALIB_POLL_NS 10000000L      /* waitpid polling while a phase runs (10 ms) */
+#define CALIB_POLL_NS 10000000L      /* polling a phase's run for its end (10 ms) */
 
 static const int gemm_dims[DLH_CALIB_GEMM_N] = DLH_CALIB_GEMM_DIMS;
 static const long bw_sizes[DLH_CALIB_BW_N] = DLH_CALIB_BW_SIZES;
@@ -383,59 +381,43 @@ int dlh_calib_save(const char *state_dir, const struct dlh_calib *c)
 	return rc;
 }
 
-/* Waits for the phase started as pid (a session leader) to exit; one that
- * runs past CALIB_PHASE_MAX_S is stuck (a hung mpirun must not hold the
- * calibration, and the jobs waiting for it, for ever): its session is
- * killed. Polls, since the daemon's other children must not be reaped
- * here. Returns 0 with *status set, -ETIMEDOUT, or -errno. */
-static int wait_phase(pid_t pid, int *status)
+/* Waits for the phase's run to end; one that runs past CALIB_PHASE_MAX_S
+ * is stuck (a hung launcher must not hold the calibration, and the jobs
+ * waiting for it, for ever): it is killed. Polls, since the daemon's other
+ * runs must not be waited for here. Returns 0 with *end set, -ETIMEDOUT,
+ * or -errno. */
+static int wait_phase(const struct dlh_backend *be, const struct dlh_run *run, const char *dir,
+		      struct dlh_run_end *end)
 {
-	const double end = dlh_mono() + CALIB_PHASE_MAX_S;
+	const double until = dlh_mono() + CALIB_PHASE_MAX_S;
 	const struct timespec tick = { 0, CALIB_POLL_NS };
 	for (;;) {
-		pid_t w = waitpid(pid, status, WNOHANG);
-		if (w == pid)
-			return 0;
-		if (w < 0 && errno != EINTR)
-			return -errno;
-		if (dlh_mono() > end) {
-			dlh_proc_kill_session(pid, SIGKILL);
-			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
-				;
+		int rc = be->ops->wait(be, run, dir, 0, end);
+		if (rc != -EAGAIN)
+			return rc;
+		if (dlh_mono() > until) {
+			be->ops->signal(be, run, DLH_VERB_KILL);
+			be->ops->wait(be, run, dir, 1, end);
 			return -ETIMEDOUT;
 		}
 		nanosleep(&tick, NULL);
 	}
 }
 
-/* Runs dlh-calib --phase phase on ranks ranks under mpirun, its figures in
- * out_path (--out) and mpirun's own output in out_path.log; parses the
- * figures into c and sets the seconds from the fork to its
- * MPI_Init (*launch) and from its MPI_Finalize to mpirun's exit (*fin).
- * Returns 0, or -errno with err naming what failed. */
+/* Runs dlh-calib --phase phase on ranks ranks through the backend, its
+ * figures in out_path (--out) and the launcher's own output in
+ * out_path.log; parses the figures into c and sets the seconds from the
+ * start to its MPI_Init (*launch) and from its MPI_Finalize to the run's
+ * end (*fin). Returns 0, or -errno with err naming what failed. */
 static int run_phase(const struct dlh_calib_opts *o, const char *phase, int ranks,
 		     const char *dir, const char *out_path, struct dlh_calib *c,
 		     double *launch, double *fin, char *err, size_t errlen)
 {
-	char np[16], *text = NULL, v[64], log_path[4096];
+	char *text = NULL, v[64], log_path[4096];
 	size_t len;
-	int status, rc, n = 0;
-	pid_t pid;
+	int rc, n = 0;
 	double t_init, t_fin;
-	char *argv[24];
-	snprintf(np, sizeof np, "%d", ranks);
-	argv[n++] = (char *)o->mpirun;
-	argv[n++] = "-np";
-	argv[n++] = np;
-	argv[n++] = "--oversubscribe";
-	argv[n++] = "--bind-to";
-	argv[n++] = "none";
-	argv[n++] = "--mca";
-	argv[n++] = "pml";
-	argv[n++] = "ob1";
-	argv[n++] = "--mca";
-	argv[n++] = "btl";
-	argv[n++] = "self,vader";
+	char *argv[16];
 	argv[n++] = (char *)o->program;
 	argv[n++] = "--phase";
 	argv[n++] = (char *)phase;
@@ -450,19 +432,19 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 		argv[n++] = (char *)o->labels;
 	}
 	argv[n] = NULL;
-	char *extra[] = {
-		"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1",
-		"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", NULL,
-	};
+	char *env[] = { "OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", NULL };
 	snprintf(log_path, sizeof log_path, "%s.log", out_path);
+	struct dlh_launch l = {
+		.argv = argv, .ranks = ranks, .env = env, .job_dir = dir, .log_path = log_path,
+	};
+	struct dlh_run run;
+	struct dlh_run_end end;
 	double t0 = dlh_now();
 	unlink(out_path);
-	rc = dlh_launch(argv, extra, log_path, &pid);
-	if (rc) {
-		snprintf(err, errlen, "cannot start \"%s\": %s", o->mpirun, strerror(-rc));
+	rc = o->backend->ops->start(o->backend, &l, &run, err, errlen);
+	if (rc)
 		return rc;
-	}
-	rc = wait_phase(pid, &status);
+	rc = wait_phase(o->backend, &run, dir, &end);
 	if (rc) {
 		unlink(log_path);
 		if (rc == -ETIMEDOUT)
@@ -476,18 +458,18 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 	double t1 = dlh_now();
 	if (dlh_read_file(out_path, CALIB_TEXT_MAX, &text, &len) < 0)
 		text = NULL;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !text ||
+	if (end.state != DLH_RUN_EXITED || end.exit_code != 0 || !text ||
 	    dlh_kv_get(text, "#t_init", v, sizeof v) < 0 || (t_init = strtod(v, NULL)) <= 0 ||
 	    dlh_kv_get(text, "#t_fin", v, sizeof v) < 0 || (t_fin = strtod(v, NULL)) <= 0) {
-		/* mpirun's last words, which carry the ranks' stderr */
+		/* the launcher's last words, which carry the ranks' stderr */
 		char *said = NULL;
 		size_t slen = 0;
 		if (dlh_read_file(log_path, CALIB_TEXT_MAX, &said, &slen) < 0)
 			said = NULL;
 		const char *tail = slen > 200 ? said + slen - 200 : said;
 		snprintf(err, errlen, "dlh-calib --phase %s on %d ranks failed (%s %d): %s", phase,
-			 ranks, WIFEXITED(status) ? "exit status" : "signal",
-			 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+			 ranks, end.exit_code >= 0 ? "exit status" : "signal",
+			 end.exit_code >= 0 ? end.exit_code : -end.exit_code,
 			 slen ? tail : "no output");
 		free(said);
 		free(text);

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "engine/run/backend.h"
 #include "engine/util/util.h"
 
 #define DLH_CALIB_DEVS 8          /* most device types calibrated */
@@ -78,9 +79,9 @@ struct dlh_calib {
 	double ar_alpha;                  /* allreduce latency, seconds */
 	double ar_beta;                   /* allreduce seconds per byte */
 	double sync_s;                    /* one barrier of the node's ranks, seconds */
-	double launch_s;                  /* mpirun start to MPI_Init returned, 1 rank */
+	double launch_s;                  /* launcher start to MPI_Init returned, 1 rank */
 	double launch_rank_s;             /* and per rank more */
-	double finalize_s;                /* MPI_Finalize to mpirun's exit */
+	double finalize_s;                /* MPI_Finalize to the launcher's exit */
 	double decode_bw;                 /* IDX bytes/s the trainer's loader decodes
 					     (gzip, to floats) */
 	double init_rate;                 /* parameters/s the trainer initialises */
@@ -107,7 +108,7 @@ struct dlh_correction {
 
 /* How to measure. */
 struct dlh_calib_opts {
-	const char *mpirun;               /* absolute path of mpirun */
+	const struct dlh_backend *backend; /* how the program's ranks are launched */
 	const char *program;              /* absolute path of the microbenchmark program */
 	int cpus;                         /* CPU slots (ranks for the allreduce test) */
 	const char *dir;                  /* where to time atomic writes and keep the

@@ -1,4 +1,4 @@
-/* plan.c - placing a job: ranks, batch per rank, lr, the exact mpirun argv */
+/* plan.c - placing a job: ranks, batch per rank, lr, the program each rank runs */
 #include "engine/plan/plan.h"
 
 #include <errno.h>
@@ -217,15 +217,6 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 	snprintf(p->host, sizeof p->host, "%s", pool->node.host);
 
 	int rc = 0;
-	rc |= arg(p, "%s", tools->mpirun);
-	rc |= opt(p, "-np", "%d", ranks);
-	rc |= arg(p, "--oversubscribe");
-	rc |= opt(p, "--bind-to", "none");
-	/* one node: shared memory only; skips probing the network (about 200 ms) */
-	rc |= opt(p, "--mca", "pml") | arg(p, "ob1");
-	rc |= opt(p, "--mca", "btl") | arg(p, "self,vader");
-	if (rc)
-		goto toolong;
 	if (spec->command[0]) {
 		rc = user_command(p, spec->command);
 		if (rc == -EINVAL) {
@@ -338,9 +329,5 @@ int dlh_plan_format(const struct dlh_plan *p, struct dlh_buf *out)
 		rc |= dlh_buf_printf(out, "rebalance every %d steps (the batches above are the start; "
 				     "they follow each rank's measured samples/s, see log)\n",
 				     p->rebalance);
-	rc |= dlh_buf_printf(out, "env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1\nargv");
-	for (int i = 0; i < p->argc; i++)
-		rc |= dlh_buf_printf(out, " %s", p->argv[i]);
-	rc |= dlh_buf_printf(out, "\n");
 	return rc ? -ENOMEM : 0;
 }

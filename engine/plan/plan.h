@@ -1,4 +1,5 @@
-/* plan.h - placing a job: ranks, batch per rank, lr, the exact mpirun argv */
+/* plan.h - placing a job: ranks, batch per rank, lr, and the program each
+ * rank runs (its exact argv; the launch backend, engine/run, starts it) */
 #ifndef DLH_PLAN_H
 #define DLH_PLAN_H
 
@@ -13,7 +14,6 @@
 
 /* Where the programs the plan runs live. */
 struct dlh_tools {
-	char mpirun[1024];   /* absolute path of mpirun */
 	char trainer[1024];  /* absolute path of dlh-train */
 };
 
@@ -25,7 +25,8 @@ struct dlh_plan {
 	double lr;                      /* learning rate used */
 	long long memory;               /* memory limit of all ranks together, bytes; 0 = none */
 	char host[DLH_HOST_MAX + 1];    /* where every rank runs */
-	char *argv[DLH_ARGV_MAX];       /* the exact argv exec'd, NULL-terminated */
+	char *argv[DLH_ARGV_MAX];       /* what every rank runs (dlh-train or the [job]
+					   command), NULL-terminated */
 	int argc;                       /* entries used in argv */
 	int trainer;                    /* 1: argv runs dlh-train (not a [job] command) */
 	int rebalance;                  /* steps between re-splits of the batches during the
@@ -69,7 +70,8 @@ int dlh_plan_pin(struct dlh_plan *plan);
 /* The number of CPU slots spec needs on pool (ranks, or all for auto). */
 int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool);
 
-/* Appends the plan as the text of jobs/<id>/plan. Returns 0, or -ENOMEM. */
+/* Appends the plan as the text of jobs/<id>/plan, up to how it is launched
+ * (the backend's part). Returns 0, or -ENOMEM. */
 int dlh_plan_format(const struct dlh_plan *plan, struct dlh_buf *out);
 
 #endif

@@ -206,7 +206,9 @@ TEST(measure_runs_dlh_calib_and_fills_every_term)
 	if (access(prog, X_OK))
 		SKIP("dlh-calib not built");
 	CHECK(mkdtemp(dir));
-	struct dlh_calib_opts o = { .mpirun = mpirun, .program = prog, .cpus = 2, .dir = dir };
+	struct dlh_backend be;
+	CHECK_MSG(dlh_backend_local(&be, mpirun, err, sizeof err) == 0, "%s", err);
+	struct dlh_calib_opts o = { .backend = &be, .program = prog, .cpus = 2, .dir = dir };
 	double t0 = dlh_now();
 	int rc = dlh_calib_measure(&o, &c, err, sizeof err);
 	double took = dlh_now() - t0;

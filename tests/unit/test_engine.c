@@ -22,7 +22,7 @@ TEST(engine_second_open_of_a_state_dir_is_refused)
 {
 	char state[512], err[512];
 	fresh_dir(state, sizeof state, "eng-lock");
-	struct dlh_engine_opts o = { .state_dir = state, .trainer = "/bin/true", .mpirun = "/bin/false",
+	struct dlh_engine_opts o = { .state_dir = state, .trainer = "/bin/true", .launcher = "/bin/false",
 				      .no_calibrate = 1 };
 	struct dlh_engine *a = NULL, *b = NULL;
 	CHECK(dlh_engine_open(&a, &o, err, sizeof err) == 0);
@@ -45,7 +45,7 @@ TEST(engine_second_open_of_a_state_dir_is_refused)
 static struct dlh_engine *open_engine(const char *state, const char *mpirun, int cpus)
 {
 	struct dlh_engine_opts o = {
-		.state_dir = state, .trainer = "/bin/true", .mpirun = mpirun, .cpus = cpus,
+		.state_dir = state, .trainer = "/bin/true", .launcher = mpirun, .cpus = cpus,
 		.kill_grace = 0.5, .no_calibrate = 1,
 	};
 	struct dlh_engine *e = NULL;
@@ -142,7 +142,7 @@ TEST(engine_queue_is_fifo_and_cancel_of_queued_is_immediate)
 	dlh_engine_job(e, a, &ja);
 	dlh_engine_job(e, b, &jb);
 	CHECK(ja.status == DLH_RUNNING && jb.status == DLH_QUEUED);
-	pid_t run = ja.pid;
+	pid_t run = ja.run.pid;
 	CHECK(run > 0 && dlh_proc_count_session(run) == 1);
 	CHECK_MSG(strstr(jb.wait, "waiting for 1 cpu slot; 0 free; est. start unknown"), "wait: %s",
 		  jb.wait);
@@ -171,7 +171,7 @@ TEST(engine_close_requeues_running_jobs)
 	CHECK(dlh_engine_submit(e, slice_spec, sizeof slice_spec - 1, 0, &a, err, sizeof err) == 0);
 	struct dlh_job j;
 	dlh_engine_job(e, a, &j);
-	pid_t pid = j.pid;
+	pid_t pid = j.run.pid;
 	CHECK(j.status == DLH_RUNNING && pid > 0);
 	dlh_engine_close(e);
 	CHECK(dlh_proc_count_session(pid) == 0);
@@ -309,7 +309,7 @@ TEST(engine_priority_orders_the_queue_and_max_queued_refuses)
 	write_text(sleeper, "#!/bin/sh\nexec sleep 30\n");
 	chmod(sleeper, 0755);
 	struct dlh_engine_opts o = {
-		.state_dir = state, .trainer = "/bin/true", .mpirun = sleeper, .cpus = 1,
+		.state_dir = state, .trainer = "/bin/true", .launcher = sleeper, .cpus = 1,
 		.kill_grace = 0.5, .max_queued = 2, .no_calibrate = 1,
 	};
 	struct dlh_engine *e = NULL;
@@ -385,6 +385,22 @@ TEST(engine_preemption_requeues_the_victim_and_resumes_it)
 	dlh_engine_close(e);
 }
 
+TEST(engine_pool_ctl_names_unknown_verbs_and_refuses_other_users)
+{
+	char state[512], err[256] = "";
+	fresh_dir(state, sizeof state, "eng-poolctl");
+	struct dlh_engine *e = open_engine(state, "/bin/false", 1);
+	CHECK(e);
+	int rc = dlh_engine_pool_ctl(e, 0, "  drain node1\n", err, sizeof err);
+	CHECK_MSG(rc == -EINVAL && strstr(err, "unknown verb \"drain node1\"") &&
+		  strstr(err, "expected: recalibrate"), "%d %s", rc, err);
+	/* neither root nor the user the daemon runs as */
+	uid_t other = getuid() == 0 ? 4242 : getuid() + 1;
+	rc = dlh_engine_pool_ctl(e, other, "recalibrate", err, sizeof err);
+	CHECK_MSG(rc == -EPERM && strstr(err, "may control the pool"), "%d %s", rc, err);
+	dlh_engine_close(e);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
@@ -400,6 +416,7 @@ int main(void)
 	RUN(engine_suspend_exit_75_is_suspended_and_resume_requeues);
 	RUN(engine_priority_orders_the_queue_and_max_queued_refuses);
 	RUN(engine_preemption_requeues_the_victim_and_resumes_it);
+	RUN(engine_pool_ctl_names_unknown_verbs_and_refuses_other_users);
 	tmp_root_remove();
 	return CHECK_EXIT();
 }

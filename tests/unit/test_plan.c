@@ -1,5 +1,6 @@
 /* test_plan.c - placing a job (engine/plan/plan.c): ranks, batch per rank, GPUs,
- * rebalancing, the exact mpirun argv */
+ * rebalancing, the exact argv of the program each rank runs (the launcher
+ * around it is the backend's: test_backend.c) */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,7 @@ static int argv_index(const struct dlh_plan *p, const char *word)
 	return at;
 }
 
-static const struct dlh_tools tools = { "/usr/bin/mpirun", "/opt/dlh-train" };
+static const struct dlh_tools tools = { "/opt/dlh-train" };
 
 TEST(plan_splits_batch_with_remainder_first)
 {
@@ -127,10 +128,9 @@ TEST(plan_argv_is_exact_words_without_a_shell)
 	struct dlh_plan *p = malloc(sizeof *p);
 	char err[256];
 	CHECK(dlh_plan_make(&s, &pool, &tools, "/st/jobs/1", p, err, sizeof err) == 0);
-	CHECK(!strcmp(p->argv[0], "/usr/bin/mpirun"));
-	CHECK(!strcmp(p->argv[1], "-np") && !strcmp(p->argv[2], "2"));
+	CHECK(p->ranks == 2);
 	int at = argv_index(p, "/opt/dlh-train");
-	CHECK(at > 0 && !strcmp(p->argv[at + 1], "--job-dir") && !strcmp(p->argv[at + 2], "/st/jobs/1"));
+	CHECK(at == 0 && !strcmp(p->argv[at + 1], "--job-dir") && !strcmp(p->argv[at + 2], "/st/jobs/1"));
 	int lr = argv_index(p, "--lr");
 	CHECK_MSG(lr > 0 && !strcmp(p->argv[lr + 1], "0.1"), "lr printed as %s", p->argv[lr + 1]);
 	CHECK(p->argv[p->argc] == NULL);

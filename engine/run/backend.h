@@ -1,0 +1,127 @@
+/* backend.h - the launch seam: how a planned run is started on its ranks,
+ * signalled, watched, and found again after the daemon restarts
+ *
+ * The engine decides what runs (the program each rank runs, its ranks, its
+ * environment); a backend decides how: local mpirun today (local.c), mpirun
+ * over ssh and Slurm next. Nothing outside engine/run/ names the launcher,
+ * or signals or waits for a run's processes: the engine holds a struct
+ * dlh_run and calls these functions.
+ *
+ * A backend writes what it needs to find a run again (its ids, host, start
+ * times) into the job's directory, DLH_RUN_HANDLE_FILE, when the run starts,
+ * and removes it once the run has ended; dlh_run_load reads it back. */
+#ifndef DLH_BACKEND_H
+#define DLH_BACKEND_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "engine/util/util.h"
+
+#define DLH_RUN_HANDLE_FILE "run.handle"   /* in the job dir, while a run lives */
+#define DLH_RUN_HOST_MAX 64
+#define DLH_LAUNCH_ARGV_MAX 200            /* launcher and program argv entries */
+#define DLH_ARGV_STORE (20 * 1024)         /* bytes behind them */
+
+/* What the engine asks of a run (engine/contract/contract.h says what the
+ * program does on each). */
+enum dlh_verb {
+	DLH_VERB_CHECKPOINT = 0,  /* checkpoint at the next step, keep going */
+	DLH_VERB_SUSPEND,         /* checkpoint at the next step, then exit DLH_EXIT_SUSPENDED */
+	DLH_VERB_TERMINATE,       /* stop now (SIGTERM to every process of the run) */
+	DLH_VERB_KILL,            /* stop at once (SIGKILL to every process of the run) */
+};
+
+enum dlh_run_state {
+	DLH_RUN_RUNNING = 0,      /* its processes are there */
+	DLH_RUN_EXITED,           /* it ended; exit_code says how */
+	DLH_RUN_LOST,             /* nothing of it is left and nobody saw how it ended */
+};
+
+/* A started run, as its backend recorded it (also in DLH_RUN_HANDLE_FILE). */
+struct dlh_run {
+	char backend[16];             /* the backend's name, "" = no run */
+	pid_t pid;                    /* local: the launcher, leader of the run's session */
+	unsigned long long pid_start; /* its start time (clock ticks since boot), to know it again */
+	char host[DLH_RUN_HOST_MAX + 1]; /* where the launcher runs */
+	double started;               /* epoch seconds */
+};
+
+/* How a run ended. */
+struct dlh_run_end {
+	enum dlh_run_state state;     /* DLH_RUN_EXITED or DLH_RUN_LOST */
+	int exit_code;                /* exited: >= 0 its status, < 0 minus the signal */
+	int leftover;                 /* processes of the run still there after, killed */
+};
+
+/* What to start. */
+struct dlh_launch {
+	char *const *argv;            /* what every rank runs (absolute program path first),
+				         NULL-terminated */
+	int ranks;                    /* ranks to start */
+	char *const *env;             /* "K=V" for every rank beyond the daemon's own,
+				         NULL-terminated; NULL = none */
+	const char *job_dir;          /* where the handle is written */
+	const char *log_path;         /* every rank's output, appended */
+	const int *join;              /* cgroup.procs descriptors the run joins, -1-terminated;
+				         NULL = none */
+};
+
+struct dlh_backend;
+
+struct dlh_backend_ops {
+	/* The launcher's argv for l (the launcher, its options, then l->argv),
+	 * into out (max entries, NULL-terminated) backed by store. Returns the
+	 * entries used, or -E2BIG. */
+	int (*argv)(const struct dlh_backend *be, const struct dlh_launch *l, char **out,
+		    size_t max, char *store, size_t storelen);
+	/* Starts l; fills *run and writes the handle. Returns 0, or -errno with
+	 * err saying what failed (nothing is left running then). */
+	int (*start)(const struct dlh_backend *be, const struct dlh_launch *l, struct dlh_run *run,
+		     char *err, size_t errlen);
+	/* Asks the run for verb v. Returns the processes signalled (0: none
+	 * left), or -errno. Never blocks. */
+	int (*signal)(const struct dlh_backend *be, const struct dlh_run *run, enum dlh_verb v);
+	/* Learns whether a run started by this process has ended: blocks until
+	 * it has (block 1) or looks once (block 0). When it has ended, stops
+	 * what is left of it, removes the handle and fills *end. Returns 0
+	 * (ended), -EAGAIN (block 0: still running), or -errno. */
+	int (*wait)(const struct dlh_backend *be, const struct dlh_run *run, const char *job_dir,
+		    int block, struct dlh_run_end *end);
+	/* A run found in a job dir (dlh_run_load) after a restart: whether any
+	 * of its processes are left. Never blocks. */
+	enum dlh_run_state (*state)(const struct dlh_backend *be, const struct dlh_run *run);
+	/* Stops what is left of a run found after a restart (TERMINATE, then
+	 * KILL after grace seconds) and removes its handle; blocks up to grace.
+	 * Returns the processes that had to be killed. */
+	int (*stop)(const struct dlh_backend *be, const struct dlh_run *run, const char *job_dir,
+		    double grace);
+	/* Appends how l would be launched, for jobs/<id>/plan: "launcher ..."
+	 * and "env ..." lines and the exact "argv ..." line. Returns 0, or -errno. */
+	int (*describe)(const struct dlh_backend *be, const struct dlh_launch *l,
+			struct dlh_buf *out);
+};
+
+struct dlh_backend {
+	const char *name;                  /* "local" */
+	const char *launcher_name;         /* what the log calls the launcher */
+	const struct dlh_backend_ops *ops; /* its functions */
+	char launcher[1024];               /* the program that starts the ranks (absolute) */
+};
+
+/* The local backend (local.c): every rank on this machine under the MPI
+ * launcher at path (NULL: "mpirun" found on PATH). Returns 0, or -errno
+ * with err saying what is missing. */
+int dlh_backend_local(struct dlh_backend *be, const char *path, char *err, size_t errlen);
+
+/* Reads DLH_RUN_HANDLE_FILE of job_dir into *run. Returns 0, -ENOENT when
+ * there is none (no run lives), or -EINVAL when it does not parse. */
+int dlh_run_load(const char *job_dir, struct dlh_run *run);
+
+/* Writes *run to DLH_RUN_HANDLE_FILE of job_dir atomically. Returns 0, or -errno. */
+int dlh_run_save(const char *job_dir, const struct dlh_run *run);
+
+/* Removes the handle of job_dir (no error when there is none). */
+void dlh_run_forget(const char *job_dir);
+
+#endif

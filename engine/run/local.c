@@ -1,0 +1,270 @@
+/* local.c - the local backend: every rank on this machine under Open MPI's
+ * mpirun, which leads the run's session (so every rank is found by session
+ * id) and forwards SIGUSR1/SIGUSR2 to the ranks */
+#include "engine/run/backend.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/contract/contract.h"
+#include "engine/run/launch.h"
+#include "engine/run/proc.h"
+
+#define LOCAL_NAME "local"
+#define LOCAL_ENV_MAX 64          /* extra environment entries of one launch */
+#define LOCAL_POLL_NS 30000000L   /* polling a stopping run's processes (30 ms) */
+
+/* Appends s to out[*n], copied into store. Returns 0, or -E2BIG. */
+static int put(char **out, size_t max, int *n, char *store, size_t storelen, size_t *used,
+	       const char *s)
+{
+	size_t l = strlen(s) + 1;
+	if ((size_t)*n + 1 >= max || *used + l > storelen)
+		return -E2BIG;
+	memcpy(store + *used, s, l);
+	out[(*n)++] = store + *used;
+	out[*n] = NULL;
+	*used += l;
+	return 0;
+}
+
+static int local_argv(const struct dlh_backend *be, const struct dlh_launch *l, char **out,
+		      size_t max, char *store, size_t storelen)
+{
+	static const char *const opts[] = {
+		"--oversubscribe", "--bind-to", "none",
+		/* one node: shared memory only; skips probing the network (about 200 ms) */
+		"--mca", "pml", "ob1", "--mca", "btl", "self,vader",
+	};
+	char np[16];
+	size_t used = 0;
+	int n = 0, rc;
+
+	snprintf(np, sizeof np, "%d", l->ranks);
+	rc = put(out, max, &n, store, storelen, &used, be->launcher);
+	rc |= put(out, max, &n, store, storelen, &used, "-np");
+	rc |= put(out, max, &n, store, storelen, &used, np);
+	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+		rc |= put(out, max, &n, store, storelen, &used, opts[i]);
+	for (int i = 0; l->argv[i]; i++)
+		rc |= put(out, max, &n, store, storelen, &used, l->argv[i]);
+	return rc ? -E2BIG : n;
+}
+
+/* l's environment and what mpirun itself needs, into env (NULL-terminated). */
+static int local_env(const struct dlh_launch *l, char **env, size_t max)
+{
+	size_t n = 0;
+	for (int i = 0; l->env && l->env[i]; i++) {
+		if (n + 3 >= max)
+			return -E2BIG;
+		env[n++] = l->env[i];
+	}
+	if (n + 3 >= max)
+		return -E2BIG;
+	/* mpirun refuses root without both */
+	if (geteuid() == 0)
+		env[n++] = "OMPI_ALLOW_RUN_AS_ROOT=1";
+	env[n++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+	env[n] = NULL;
+	return 0;
+}
+
+static int local_start(const struct dlh_backend *be, const struct dlh_launch *l,
+		       struct dlh_run *run, char *err, size_t errlen)
+{
+	char *argv[DLH_LAUNCH_ARGV_MAX], *env[LOCAL_ENV_MAX];
+	char *store = malloc(DLH_ARGV_STORE);
+	pid_t pid;
+	int rc;
+
+	if (!store) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (local_argv(be, l, argv, DLH_LAUNCH_ARGV_MAX, store, DLH_ARGV_STORE) < 0 ||
+	    local_env(l, env, LOCAL_ENV_MAX) < 0) {
+		free(store);
+		snprintf(err, errlen, "the command line is longer than %d bytes", DLH_ARGV_STORE);
+		return -E2BIG;
+	}
+	rc = dlh_launch_in(argv, env, l->log_path, l->join, &pid);
+	free(store);
+	if (rc) {
+		snprintf(err, errlen, "cannot start \"%s\": %s", be->launcher, strerror(-rc));
+		return rc;
+	}
+	memset(run, 0, sizeof *run);
+	snprintf(run->backend, sizeof run->backend, "%s", LOCAL_NAME);
+	run->pid = pid;
+	run->pid_start = dlh_proc_start(pid);
+	run->started = dlh_now();
+	if (gethostname(run->host, sizeof run->host) < 0)
+		snprintf(run->host, sizeof run->host, "localhost");
+	run->host[sizeof run->host - 1] = '\0';
+	if ((rc = dlh_run_save(l->job_dir, run))) {
+		/* a run nobody could find again after a restart: not started */
+		dlh_proc_kill_session(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		snprintf(err, errlen, "cannot record the run in \"%s\": %s", l->job_dir,
+			 strerror(-rc));
+		memset(run, 0, sizeof *run);
+		return rc;
+	}
+	return 0;
+}
+
+static int local_signal(const struct dlh_backend *be, const struct dlh_run *run, enum dlh_verb v)
+{
+	(void)be;
+	if (run->pid <= 0)
+		return 0;
+	switch (v) {
+	case DLH_VERB_CHECKPOINT:   /* mpirun forwards both to every rank */
+	case DLH_VERB_SUSPEND:
+		if (kill(run->pid, v == DLH_VERB_CHECKPOINT ? DLH_SIG_CHECKPOINT : DLH_SIG_SUSPEND))
+			return errno == ESRCH ? 0 : -errno;
+		return 1;
+	case DLH_VERB_TERMINATE:
+		return dlh_proc_kill_session(run->pid, SIGTERM);
+	case DLH_VERB_KILL:
+		return dlh_proc_kill_session(run->pid, SIGKILL);
+	}
+	return -EINVAL;
+}
+
+static int local_wait(const struct dlh_backend *be, const struct dlh_run *run,
+		      const char *job_dir, int block, struct dlh_run_end *end)
+{
+	int wstatus = 0;
+	pid_t w;
+	(void)be;
+	memset(end, 0, sizeof *end);
+	while ((w = waitpid(run->pid, &wstatus, block ? 0 : WNOHANG)) <= 0) {
+		if (w == 0)
+			return -EAGAIN;
+		if (errno == EINTR)
+			continue;
+		/* not our child (nothing to reap): whatever is left is stopped */
+		end->state = DLH_RUN_LOST;
+		end->leftover = dlh_proc_kill_session_since(run->pid, run->pid_start, SIGKILL);
+		dlh_run_forget(job_dir);
+		return -errno;
+	}
+	end->state = DLH_RUN_EXITED;
+	end->exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -WTERMSIG(wstatus);
+	/* ranks that outlived mpirun keep its session id */
+	end->leftover = dlh_proc_kill_session(run->pid, SIGKILL);
+	dlh_run_forget(job_dir);
+	return 0;
+}
+
+static enum dlh_run_state local_state(const struct dlh_backend *be, const struct dlh_run *run)
+{
+	(void)be;
+	return run->pid > 0 && run->pid_start &&
+	       dlh_proc_count_session_since(run->pid, run->pid_start) > 0 ?
+	       DLH_RUN_RUNNING : DLH_RUN_LOST;
+}
+
+static int local_stop(const struct dlh_backend *be, const struct dlh_run *run,
+		      const char *job_dir, double grace)
+{
+	int killed = 0;
+	(void)be;
+	if (run->pid > 0 && run->pid_start) {
+		/* even when mpirun itself is gone: ranks started after it are
+		 * recognised by session and start time */
+		dlh_proc_kill_session_since(run->pid, run->pid_start, SIGTERM);
+		double until = dlh_mono() + grace;
+		while (dlh_proc_count_session_since(run->pid, run->pid_start) && dlh_mono() < until) {
+			struct timespec ts = { 0, LOCAL_POLL_NS };
+			nanosleep(&ts, NULL);
+		}
+		killed = dlh_proc_kill_session_since(run->pid, run->pid_start, SIGKILL);
+	}
+	dlh_run_forget(job_dir);
+	return killed;
+}
+
+static int local_describe(const struct dlh_backend *be, const struct dlh_launch *l,
+			  struct dlh_buf *out)
+{
+	char *argv[DLH_LAUNCH_ARGV_MAX];
+	char *store = malloc(DLH_ARGV_STORE);
+	int n, rc = 0;
+
+	if (!store)
+		return -ENOMEM;
+	n = local_argv(be, l, argv, DLH_LAUNCH_ARGV_MAX, store, DLH_ARGV_STORE);
+	if (n < 0) {
+		free(store);
+		return n;
+	}
+	rc |= dlh_buf_printf(out, "launch %s: every rank on this machine under %s\n", LOCAL_NAME,
+			     be->launcher);
+	rc |= dlh_buf_printf(out, "env");
+	for (int i = 0; l->env && l->env[i]; i++)
+		if (strncmp(l->env[i], "DLH_", 4))   /* the contract's DLH_* are per job */
+			rc |= dlh_buf_printf(out, " %s", l->env[i]);
+	rc |= dlh_buf_printf(out, "\nargv");
+	for (int i = 0; i < n; i++)
+		rc |= dlh_buf_printf(out, " %s", argv[i]);
+	rc |= dlh_buf_printf(out, "\n");
+	free(store);
+	return rc ? -ENOMEM : 0;
+}
+
+static const struct dlh_backend_ops local_ops = {
+	.argv = local_argv,
+	.start = local_start,
+	.signal = local_signal,
+	.wait = local_wait,
+	.state = local_state,
+	.stop = local_stop,
+	.describe = local_describe,
+};
+
+/* The first executable name on PATH into out. Returns 0, or -ENOENT. */
+static int find_on_path(const char *name, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	while (*path) {
+		size_t n = strcspn(path, ":");
+		snprintf(out, len, "%.*s/%s", (int)n, path, name);
+		if (n && access(out, X_OK) == 0)
+			return 0;
+		path += n + (path[n] == ':');
+	}
+	return -ENOENT;
+}
+
+int dlh_backend_local(struct dlh_backend *be, const char *path, char *err, size_t errlen)
+{
+	memset(be, 0, sizeof *be);
+	be->name = LOCAL_NAME;
+	be->launcher_name = "mpirun";
+	be->ops = &local_ops;
+	if (path) {
+		if (strlen(path) >= sizeof be->launcher) {
+			snprintf(err, errlen, "the mpirun path is too long");
+			return -ENAMETOOLONG;
+		}
+		snprintf(be->launcher, sizeof be->launcher, "%s", path);
+		return 0;
+	}
+	if (find_on_path("mpirun", be->launcher, sizeof be->launcher)) {
+		snprintf(err, errlen, "mpirun not found on PATH (install openmpi-bin: make deps)");
+		return -ENOENT;
+	}
+	return 0;
+}

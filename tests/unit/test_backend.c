@@ -1,0 +1,231 @@
+/* test_backend.c - the launch seam (engine/run/backend.h) and its local
+ * backend: the launcher's argv, start, verbs, wait, the handle in the job
+ * dir, and finding a run again as a restarted daemon does */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/contract/contract.h"
+#include "engine/run/backend.h"
+#include "engine/run/proc.h"
+#include "engine/util/util.h"
+#include "tests/unit/check.h"
+#include "tests/unit/tmpdir.h"
+
+/* A stand-in for mpirun in dir: drops the launcher's options (everything
+ * before the program, /bin/sh) and runs the program as the one rank. */
+static void fake_launcher(const char *dir, char *path, size_t len)
+{
+	snprintf(path, len, "%s/launcher", dir);
+	write_text(path, "#!/bin/sh\nwhile [ \"$1\" != /bin/sh ]; do shift; done\nexec \"$@\"\n");
+	chmod(path, 0755);
+}
+
+/* Waits up to 5 s for text to appear in path. Returns 1 when it did. */
+static int log_has(const char *path, const char *text)
+{
+	for (int i = 0; i < 500; i++) {
+		char *all = NULL;
+		if (!dlh_read_file(path, 1 << 20, &all, NULL)) {
+			int hit = strstr(all, text) != NULL;
+			free(all);
+			if (hit)
+				return 1;
+		}
+		usleep(10000);
+	}
+	return 0;
+}
+
+TEST(local_argv_is_mpirun_with_its_options_then_the_program)
+{
+	struct dlh_backend be;
+	char err[256], *argv[DLH_LAUNCH_ARGV_MAX], store[4096];
+	char *prog[] = { "/usr/bin/dlh-train", "--epochs", "2", NULL };
+	struct dlh_launch l = { .argv = prog, .ranks = 3 };
+
+	CHECK_MSG(dlh_backend_local(&be, "/opt/ompi/bin/mpirun", err, sizeof err) == 0, "%s", err);
+	CHECK(!strcmp(be.name, "local") && !strcmp(be.launcher_name, "mpirun"));
+	int n = be.ops->argv(&be, &l, argv, DLH_LAUNCH_ARGV_MAX, store, sizeof store);
+	CHECK(n == 15 && argv[n] == NULL);
+	struct dlh_buf joined = {0};
+	for (int i = 0; i < n; i++)
+		dlh_buf_printf(&joined, "%s%s", i ? " " : "", argv[i]);
+	CHECK_MSG(!strcmp(joined.data, "/opt/ompi/bin/mpirun -np 3 --oversubscribe --bind-to none "
+			  "--mca pml ob1 --mca btl self,vader /usr/bin/dlh-train --epochs 2"),
+		  "%s", joined.data);
+	dlh_buf_free(&joined);
+	/* a store too small is refused, not cut */
+	CHECK(be.ops->argv(&be, &l, argv, DLH_LAUNCH_ARGV_MAX, store, 40) == -E2BIG);
+	CHECK(be.ops->argv(&be, &l, argv, 5, store, sizeof store) == -E2BIG);
+}
+
+TEST(local_describe_names_the_launch_env_and_exact_argv)
+{
+	struct dlh_backend be;
+	char err[256];
+	char *prog[] = { "/bin/sh", "-c", "true", NULL };
+	char *env[] = { "OPENBLAS_NUM_THREADS=1", "DLH_JOB_ID=7", NULL };
+	struct dlh_launch l = { .argv = prog, .ranks = 1, .env = env };
+	struct dlh_buf out = {0};
+
+	CHECK(dlh_backend_local(&be, "/usr/bin/mpirun", err, sizeof err) == 0);
+	CHECK(be.ops->describe(&be, &l, &out) == 0);
+	CHECK_MSG(strstr(out.data, "launch local: every rank on this machine under /usr/bin/mpirun\n") &&
+		  strstr(out.data, "\nenv OPENBLAS_NUM_THREADS=1\n") &&
+		  strstr(out.data, "\nargv /usr/bin/mpirun -np 1 ") &&
+		  strstr(out.data, " self,vader /bin/sh -c true\n"), "%s", out.data);
+	dlh_buf_free(&out);
+}
+
+TEST(local_backend_missing_launcher_is_named)
+{
+	struct dlh_backend be;
+	char err[256] = "";
+	const char *path = getenv("PATH");
+	char *saved = path ? strdup(path) : NULL;
+
+	setenv("PATH", "/nonexistent", 1);
+	int rc = dlh_backend_local(&be, NULL, err, sizeof err);
+	if (saved) {
+		setenv("PATH", saved, 1);
+		free(saved);
+	}
+	CHECK(rc == -ENOENT);
+	CHECK_MSG(strstr(err, "mpirun not found on PATH"), "%s", err);
+}
+
+TEST(local_run_records_its_handle_takes_verbs_and_reports_its_exit)
+{
+	char dir[512], launcher[600], log[600], err[256];
+	struct dlh_backend be;
+	struct dlh_run run, found;
+	struct dlh_run_end end;
+
+	fresh_dir(dir, sizeof dir, "verbs");
+	fake_launcher(dir, launcher, sizeof launcher);
+	snprintf(log, sizeof log, "%s/log", dir);
+	CHECK(dlh_backend_local(&be, launcher, err, sizeof err) == 0);
+	/* a program that keeps the contract: suspend -> exit 75, and says what
+	 * environment it got */
+	char *prog[] = { "/bin/sh", "-c",
+		"trap 'echo checkpoint; touch ckpt' USR1; trap 'exit 75' USR2; "
+		"echo \"up $DLH_JOB_ID $OMPI_ALLOW_RUN_AS_ROOT_CONFIRM\"; "
+		"while :; do sleep 0.02; done", NULL };
+	char *env[] = { "DLH_JOB_ID=9", NULL };
+	struct dlh_launch l = { .argv = prog, .ranks = 1, .env = env, .job_dir = dir, .log_path = log };
+
+	CHECK_MSG(be.ops->start(&be, &l, &run, err, sizeof err) == 0, "%s", err);
+	CHECK(!strcmp(run.backend, "local") && run.pid > 0 && run.pid_start > 0 && run.host[0]);
+	CHECK(log_has(log, "up 9 1\n"));
+	/* what a restarted daemon reads */
+	CHECK(dlh_run_load(dir, &found) == 0);
+	CHECK(found.pid == run.pid && found.pid_start == run.pid_start && !strcmp(found.host, run.host));
+	CHECK(be.ops->state(&be, &found) == DLH_RUN_RUNNING);
+	CHECK(be.ops->wait(&be, &run, dir, 0, &end) == -EAGAIN);
+	CHECK(be.ops->signal(&be, &run, DLH_VERB_CHECKPOINT) == 1);
+	CHECK(log_has(log, "checkpoint\n"));
+	CHECK(be.ops->signal(&be, &run, DLH_VERB_SUSPEND) == 1);
+	CHECK(be.ops->wait(&be, &run, dir, 1, &end) == 0);
+	CHECK_MSG(end.state == DLH_RUN_EXITED && end.exit_code == DLH_EXIT_SUSPENDED,
+		  "state %d exit %d", end.state, end.exit_code);
+	CHECK(dlh_run_load(dir, &found) == -ENOENT);   /* an ended run leaves no handle */
+	CHECK(be.ops->state(&be, &run) == DLH_RUN_LOST);
+	CHECK(be.ops->signal(&be, &run, DLH_VERB_TERMINATE) == 0);
+}
+
+TEST(local_terminate_reaches_every_process_of_the_run)
+{
+	char dir[512], launcher[600], log[600], err[256];
+	struct dlh_backend be;
+	struct dlh_run run;
+	struct dlh_run_end end;
+
+	fresh_dir(dir, sizeof dir, "term");
+	fake_launcher(dir, launcher, sizeof launcher);
+	snprintf(log, sizeof log, "%s/log", dir);
+	CHECK(dlh_backend_local(&be, launcher, err, sizeof err) == 0);
+	/* a rank in the background, as mpirun's ranks are its children */
+	char *prog[] = { "/bin/sh", "-c", "sleep 30 & echo started; wait", NULL };
+	struct dlh_launch l = { .argv = prog, .ranks = 1, .job_dir = dir, .log_path = log };
+
+	CHECK(be.ops->start(&be, &l, &run, err, sizeof err) == 0);
+	CHECK(log_has(log, "started\n"));
+	CHECK(be.ops->signal(&be, &run, DLH_VERB_TERMINATE) == 2);
+	CHECK(be.ops->wait(&be, &run, dir, 1, &end) == 0);
+	CHECK_MSG(end.state == DLH_RUN_EXITED && end.exit_code == -SIGTERM, "exit %d", end.exit_code);
+	/* the backgrounded rank too (by the terminate, or as a leftover of the wait) */
+	int left = 1;
+	for (int i = 0; i < 200 && (left = dlh_proc_count_session(run.pid)); i++)
+		usleep(10000);
+	CHECK_MSG(left == 0, "%d processes of the run left", left);
+}
+
+TEST(local_stop_ends_a_run_found_after_a_restart)
+{
+	char dir[512], launcher[600], log[600], err[256];
+	struct dlh_backend be;
+	struct dlh_run run, found;
+	struct dlh_run_end end;
+
+	fresh_dir(dir, sizeof dir, "stop");
+	fake_launcher(dir, launcher, sizeof launcher);
+	snprintf(log, sizeof log, "%s/log", dir);
+	CHECK(dlh_backend_local(&be, launcher, err, sizeof err) == 0);
+	/* one that ignores SIGTERM: stop must kill it after the grace */
+	char *prog[] = { "/bin/sh", "-c", "trap '' TERM; echo started; while :; do sleep 0.02; done",
+			 NULL };
+	struct dlh_launch l = { .argv = prog, .ranks = 1, .job_dir = dir, .log_path = log };
+
+	CHECK(be.ops->start(&be, &l, &run, err, sizeof err) == 0);
+	CHECK(log_has(log, "started\n"));
+	CHECK(dlh_run_load(dir, &found) == 0);
+	double t0 = dlh_mono();
+	CHECK(be.ops->stop(&be, &found, dir, 0.3) >= 1);
+	CHECK(dlh_mono() - t0 >= 0.3);
+	CHECK(dlh_run_load(dir, &found) == -ENOENT);
+	/* this process started it, so it reaps it (a restarted daemon cannot) */
+	CHECK(be.ops->wait(&be, &run, dir, 1, &end) == 0 && end.exit_code == -SIGKILL);
+	CHECK(be.ops->state(&be, &run) == DLH_RUN_LOST);
+}
+
+TEST(handle_round_trips_and_refuses_garbage)
+{
+	char dir[512], path[600];
+	struct dlh_run run = { .backend = "local", .pid = 4242, .pid_start = 123456789ULL,
+			       .host = "node7", .started = 1700000000.25 }, back;
+
+	fresh_dir(dir, sizeof dir, "handle");
+	CHECK(dlh_run_load(dir, &back) == -ENOENT);
+	CHECK(dlh_run_save(dir, &run) == 0);
+	CHECK(dlh_run_load(dir, &back) == 0);
+	CHECK(!strcmp(back.backend, "local") && back.pid == 4242 && back.pid_start == 123456789ULL &&
+	      !strcmp(back.host, "node7") && back.started > 1700000000.2 && back.started < 1700000000.3);
+	snprintf(path, sizeof path, "%s/%s", dir, DLH_RUN_HANDLE_FILE);
+	write_text(path, "backend=local\nhost=x\n");
+	CHECK(dlh_run_load(dir, &back) == -EINVAL);
+	write_text(path, "backend=\nhost=x\npid=5\npid_start=9\n");
+	CHECK(dlh_run_load(dir, &back) == -EINVAL);
+	dlh_run_forget(dir);
+	CHECK(dlh_run_load(dir, &back) == -ENOENT);
+	dlh_run_forget(dir);   /* none: no error */
+}
+
+int main(void)
+{
+	if (tmp_root_make())
+		return 1;
+	RUN(local_argv_is_mpirun_with_its_options_then_the_program);
+	RUN(local_describe_names_the_launch_env_and_exact_argv);
+	RUN(local_backend_missing_launcher_is_named);
+	RUN(local_run_records_its_handle_takes_verbs_and_reports_its_exit);
+	RUN(local_terminate_reaches_every_process_of_the_run);
+	RUN(local_stop_ends_a_run_found_after_a_restart);
+	RUN(handle_round_trips_and_refuses_garbage);
+	tmp_root_remove();
+	return CHECK_EXIT();
+}
