@@ -72,8 +72,9 @@ struct fs_node {
 	char name[256];        /* a checkpoint file, or the node for FS_NODE* kinds */
 };
 
-/* Maps path to a node. Returns 0, -ENOENT, or -ENOTDIR (a file used as a
- * directory in the middle of the path). */
+/* Maps path to a node. Returns 0, -ENOENT, -ENOTDIR (a file used as a
+ * directory in the middle of the path), -ENAMETOOLONG (a name of 256 bytes
+ * or more), or -ENOMEM. */
 int fs_resolve(struct dlh_engine *e, const char *path, struct fs_node *n);
 
 /* How the node's content is produced. */
