@@ -220,7 +220,7 @@ int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err
 		rc = dlh_planner_choose(&out->pool, out->deadline_s, 0, estimate_config, &x,
 					&out->best, out->alt, DLH_CHOOSE_ALTS, &out->nalt, err, errlen);
 	}
-	if (!x.tried)   /* the pool has not what the spec asks: dlh_plan_make says what */
+	if (!x.tried)   /* the pool has not what the spec asks: dlh_plan_make_with says what */
 		return unestimated(in, out, "no device of the pool matches [resources]");
 	if (rc == -ENOSPC && !x.estimated)   /* no configuration could be estimated */
 		return unestimated(in, out, x.err);

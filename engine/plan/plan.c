@@ -107,13 +107,6 @@ static void conv_text(const struct dlh_spec *s, char *out, size_t len)
 					 s->conv_filters[i], s->conv_kernel[i]);
 }
 
-int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
-		  const struct dlh_tools *tools, const char *job_dir,
-		  struct dlh_plan *p, char *err, size_t errlen)
-{
-	return dlh_plan_make_with(spec, NULL, pool, tools, job_dir, p, err, errlen);
-}
-
 /* Rank r's batch in the split dlh-train makes by itself: the global batch
  * over the ranks, the remainder to the first ones. */
 static int equal_share(int global, int ranks, int r)

@@ -35,14 +35,6 @@ struct dlh_plan {
 	size_t used;                    /* bytes of store used */
 };
 
-/* Plans spec for job_dir on pool. ranks = auto takes every CPU slot, or
- * with device = gpu every GPU (no more than the global batch). Returns 0, or -EINVAL with err naming the
- * problem (e.g. more ranks than the pool has slots), -E2BIG when the
- * command line does not fit. */
-int dlh_plan_make(const struct dlh_spec *spec, const struct dlh_pool *pool,
-		  const struct dlh_tools *tools, const char *job_dir,
-		  struct dlh_plan *plan, char *err, size_t errlen);
-
 /* What the planner decided (engine/choose), over the spec's own values. */
 struct dlh_plan_override {
 	int ranks;                      /* ranks = devices */
@@ -51,7 +43,11 @@ struct dlh_plan_override {
 	int warmup_steps;               /* linear warmup steps */
 };
 
-/* dlh_plan_make with ov's ranks, batches, lr and warmup (ov NULL: the spec's). */
+/* Plans spec for job_dir on pool with ov's ranks, batches, lr and warmup
+ * (ov NULL: the spec's own; ranks = auto then takes every CPU slot, or with
+ * device = gpu every GPU, no more than the global batch). Returns 0, or
+ * -EINVAL with err naming the problem (e.g. more ranks than the pool has
+ * slots), -E2BIG when the command line does not fit. */
 int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_override *ov,
 		       const struct dlh_pool *pool, const struct dlh_tools *tools,
 		       const char *job_dir, struct dlh_plan *plan, char *err, size_t errlen);

@@ -35,7 +35,7 @@ TEST(plan_splits_batch_with_remainder_first)
 	struct dlh_spec s = parsed("[train]\nbatch_size = 10\n[resources]\nranks = 4\n");
 	struct dlh_plan *p = malloc(sizeof *p);
 	char err[256];
-	CHECK(dlh_plan_make(&s, &pool, &tools, "/st/jobs/1", p, err, sizeof err) == 0);
+	CHECK(dlh_plan_make_with(&s, NULL, &pool, &tools, "/st/jobs/1", p, err, sizeof err) == 0);
 	CHECK_MSG(p->ranks == 4 && p->batch[0] == 3 && p->batch[1] == 3 && p->batch[2] == 2 &&
 		  p->batch[3] == 2, "batches %d %d %d %d", p->batch[0], p->batch[1], p->batch[2], p->batch[3]);
 	free(p);
@@ -57,10 +57,10 @@ TEST(plan_refuses_more_ranks_than_slots_and_missing_gpus)
 	struct dlh_plan *p = malloc(sizeof *p);
 	char err[256];
 	struct dlh_spec s = parsed("[resources]\nranks = 3\n");
-	CHECK(dlh_plan_make(&s, &pool, &tools, "/d", p, err, sizeof err) == -EINVAL);
+	CHECK(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == -EINVAL);
 	CHECK_MSG(strstr(err, "3 ranks need 3 cpu slots, the pool has 2"), "err: %s", err);
 	s = parsed("[resources]\nranks = 1\ndevice = gpu\n");
-	CHECK(dlh_plan_make(&s, &pool, &tools, "/d", p, err, sizeof err) == -EINVAL);
+	CHECK(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == -EINVAL);
 	CHECK_MSG(strstr(err, "no GPU"), "err: %s", err);
 	free(p);
 }
@@ -74,7 +74,7 @@ TEST(plan_gpu_takes_one_rank_per_gpu_and_passes_device)
 	char err[256];
 	int dev;
 	CHECK(dlh_plan_slots(&s, &pool) == 2);
-	CHECK_MSG(dlh_plan_make(&s, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
+	CHECK_MSG(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
 	CHECK(p->ranks == 2 && p->gpu == 1);
 	dev = argv_index(p, "--device");
 	CHECK(dev > 0 && !strcmp(p->argv[dev + 1], "gpu"));
@@ -82,10 +82,10 @@ TEST(plan_gpu_takes_one_rank_per_gpu_and_passes_device)
 	CHECK_MSG(strstr(out.data, "rank 1 host n1 device gpu1 batch 32\n"), "plan: %s", out.data);
 	free(out.data);
 	s = parsed("[resources]\nranks = 3\ndevice = gpu\n");
-	CHECK(dlh_plan_make(&s, &pool, &tools, "/d", p, err, sizeof err) == -EINVAL);
+	CHECK(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == -EINVAL);
 	CHECK_MSG(strstr(err, "3 ranks need 3 GPUs (one each), the pool has 2"), "err: %s", err);
 	s = parsed("[resources]\nranks = 2\n");
-	CHECK(dlh_plan_make(&s, &pool, &tools, "/d", p, err, sizeof err) == 0);
+	CHECK(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0);
 	CHECK_MSG(argv_index(p, "--device") < 0, "a cpu plan passes --device");
 	free(p);
 }
@@ -127,7 +127,7 @@ TEST(plan_argv_is_exact_words_without_a_shell)
 	struct dlh_spec s = parsed("[resources]\nranks = 2\n[train]\nlr = 0.1\n");
 	struct dlh_plan *p = malloc(sizeof *p);
 	char err[256];
-	CHECK(dlh_plan_make(&s, &pool, &tools, "/st/jobs/1", p, err, sizeof err) == 0);
+	CHECK(dlh_plan_make_with(&s, NULL, &pool, &tools, "/st/jobs/1", p, err, sizeof err) == 0);
 	CHECK(p->ranks == 2);
 	int at = argv_index(p, "/opt/dlh-train");
 	CHECK(at == 0 && !strcmp(p->argv[at + 1], "--job-dir") && !strcmp(p->argv[at + 2], "/st/jobs/1"));
@@ -143,7 +143,7 @@ TEST(plan_user_command_is_split_on_blanks_only)
 	struct dlh_spec s = parsed("[job]\ncommand = /bin/echo a;b  $(x)\n[resources]\nranks = 1\n");
 	struct dlh_plan *p = malloc(sizeof *p);
 	char err[256];
-	CHECK(dlh_plan_make(&s, &pool, &tools, "/d", p, err, sizeof err) == 0);
+	CHECK(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0);
 	CHECK(!strcmp(p->argv[p->argc - 3], "/bin/echo"));
 	CHECK(!strcmp(p->argv[p->argc - 2], "a;b"));
 	CHECK(!strcmp(p->argv[p->argc - 1], "$(x)"));
