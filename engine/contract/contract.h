@@ -52,6 +52,11 @@
 #define DLH_ENV_CHECKPOINT_DIR "DLH_CHECKPOINT_DIR" /* DLH_JOB_DIR/checkpoints */
 #define DLH_ENV_RANKS "DLH_RANKS"                 /* ranks of the run */
 
+/* rank_times: this header, then one row per rank (the rank, its last batch,
+ * steps of the process, seconds of forward + backward, seconds waiting for
+ * the other ranks, peak resident bytes) */
+#define DLH_RANK_TIMES_HEADER "rank,batch,steps,compute_s,wait_s,peak_rss_bytes\n"
+
 /* metrics.csv: the header, then rows of these columns */
 #define DLH_METRICS_HEADER "kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n"
 #define DLH_METRICS_LINE_MAX 256          /* longest row, newline included */

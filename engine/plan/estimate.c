@@ -737,7 +737,7 @@ static int metrics_times(const char *text, double *step, double *eval, double *f
 	return 0;
 }
 
-/* From rank_times: the slowest rank's forward + backward per step, the
+/* From rank_times (DLH_RANK_TIMES_HEADER): the slowest rank's forward + backward per step, the
  * least wait per step (the wait of the rank that waited least is the
  * gradient sum itself, not imbalance), the largest peak RSS (-1 when the
  * trainer did not write it). Returns 0, or -ENOENT. */
@@ -748,6 +748,10 @@ static int rank_times(const char *dir, double *compute, double *wait, double *rs
 	*compute = *wait = *rss = -1;
 	if (rc)
 		return rc;
+	if (strncmp(text, DLH_RANK_TIMES_HEADER, strlen(DLH_RANK_TIMES_HEADER))) {
+		free(text);   /* not the columns the contract names */
+		return -EINVAL;
+	}
 	for (const char *line = strchr(text, '\n'); line && line[1];) {
 		int r, b;
 		long steps;

@@ -803,14 +803,14 @@ static void write_rank_times(struct run *R, long steps)
 	if (R->rank != 0)
 		return;
 	text = xmalloc(cap);
-	n += (size_t)snprintf(text, cap, "rank,batch,steps,compute_s,wait_s,peak_rss_bytes\n");
+	n += (size_t)snprintf(text, cap, "%s", DLH_RANK_TIMES_HEADER);
 	for (int r = 0; r < R->ranks && n < cap; r++)
 		n += (size_t)snprintf(text + n, cap - n, "%d,%d,%ld,%.4f,%.4f,%.0f\n", r,
 				      R->split[r], steps, all[3 * r], all[3 * r + 1],
 				      all[3 * r + 2]);
-	if (dlt_path_join(path, sizeof path, R->o.job_dir, "rank_times") < 0 ||
+	if (dlt_path_join(path, sizeof path, R->o.job_dir, DLH_FILE_RANK_TIMES) < 0 ||
 	    dlt_write_atomic_str(path, text, err, sizeof err) < 0)
-		fprintf(stderr, "dlh-train: rank 0: cannot write rank_times in \"%s\"\n",
+		fprintf(stderr, "dlh-train: rank 0: cannot write " DLH_FILE_RANK_TIMES " in \"%s\"\n",
 			R->o.job_dir);
 	free(text);
 	free(all);
