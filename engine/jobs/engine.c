@@ -1,22 +1,16 @@
-/* engine.c - jobs, launching and supervising runs, the state directory: the daemon's core
+/* engine.c - launching and supervising runs, opening and closing the state directory, submit
  *
- * The queue (order, backfill, preemption) is queue.c, the ctl verbs ctl.c;
- * core.h is what they share.
- *
- * Locking: one mutex (e->mu) guards the job table, the slot count and every
- * job's fields. It is never held while waiting for a run (waiters block in
- * the backend's wait without it) or removing a run's cgroup. No other lock
- * nests inside it. */
+ * The job table and records are table.c, the queue (order, backfill,
+ * preemption) queue.c, the ctl verbs ctl.c; core.h is what they share.
+ * Locking: table.h. */
 #include "engine/engine.h"
 #include "engine/jobs/core.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,83 +37,6 @@ struct waiter_arg {
 #define LOCK_WAIT 5.0            /* seconds to wait for a state directory in use */
 
 /* ---- small helpers ---- */
-
-/* Now, rounded to the millisecond: job records store times with %.3f, so
- * what is rendered before and after a reload is the same. */
-double eng_stamp(void)
-{
-	return floor(dlh_now() * 1000.0 + 0.5) / 1000.0;
-}
-
-void eng_job_dir(const struct dlh_engine *e, long id, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s/jobs/%ld", e->state, id);
-}
-
-void eng_job_file(const struct dlh_engine *e, long id, const char *name,
-		     char *buf, size_t len)
-{
-	snprintf(buf, len, "%s/jobs/%ld/%s", e->state, id, name);
-}
-
-/* Appends a timestamped harness event to the job's log. */
-__attribute__((format(printf, 3, 4)))
-void eng_job_log(const struct dlh_engine *e, const struct dlh_job *j, const char *fmt, ...)
-{
-	char path[4096], when[32], msg[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	dlh_time_iso(dlh_now(), when, sizeof when);
-	char line[2200];
-	snprintf(line, sizeof line, "%s dlhfs: %s", when, msg);
-	eng_job_file(e, j->id, DLH_FILE_LOG, path, sizeof path);
-	dlh_append_line(path, line);
-}
-
-void eng_job_save(const struct dlh_engine *e, const struct dlh_job *j)
-{
-	char dir[4096];
-	eng_job_dir(e, j->id, dir, sizeof dir);
-	int rc = dlh_job_save(j, dir);
-	if (rc)
-		fprintf(stderr, "dlhfs: cannot save job %ld: %s\n", j->id, strerror(-rc));
-}
-
-struct dlh_job *eng_find(const struct dlh_engine *e, long id)
-{
-	size_t lo = 0, hi = e->njobs;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (e->jobs[mid]->id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < e->njobs && e->jobs[lo]->id == id ? e->jobs[lo] : NULL;
-}
-
-/* Inserts j keeping ids ascending. Returns 0, or -ENOMEM. */
-static int insert(struct dlh_engine *e, struct dlh_job *j)
-{
-	if (e->njobs == e->cap) {
-		size_t cap = e->cap ? e->cap * 2 : 64;
-		struct dlh_job **p = realloc(e->jobs, cap * sizeof *p);
-		if (!p)
-			return -ENOMEM;
-		e->jobs = p;
-		e->cap = cap;
-	}
-	size_t i = e->njobs;
-	while (i > 0 && e->jobs[i - 1]->id > j->id) {
-		e->jobs[i] = e->jobs[i - 1];
-		i--;
-	}
-	e->jobs[i] = j;
-	e->njobs++;
-	return 0;
-}
 
 /* Finds the most telling line of a failed run in its log: a trainer error,
  * the launcher's note about a rank that died, or an exec failure. */
@@ -523,26 +440,6 @@ void eng_job_suspend(struct dlh_engine *e, struct dlh_job *j)
 	pthread_cond_signal(&e->timer_cv);
 }
 
-void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env *env)
-{
-	char dir[4096];
-	eng_job_dir(e, id, dir, sizeof dir);
-	snprintf(env->id, sizeof env->id, DLH_ENV_JOB_ID "=%ld", id);
-	snprintf(env->dir, sizeof env->dir, DLH_ENV_JOB_DIR "=%s", dir);
-	snprintf(env->csv, sizeof env->csv, DLH_ENV_METRICS_CSV "=%s/" DLH_FILE_METRICS, dir);
-	snprintf(env->ckpt, sizeof env->ckpt, DLH_ENV_CHECKPOINT_DIR "=%s/" DLH_DIR_CHECKPOINTS, dir);
-	snprintf(env->ranks, sizeof env->ranks, DLH_ENV_RANKS "=%d", ranks);
-	int n = 0;
-	env->v[n++] = "OPENBLAS_NUM_THREADS=1";   /* one core per rank */
-	env->v[n++] = "OMP_NUM_THREADS=1";
-	env->v[n++] = env->id;
-	env->v[n++] = env->dir;
-	env->v[n++] = env->csv;
-	env->v[n++] = env->ckpt;
-	env->v[n++] = env->ranks;
-	env->v[n] = NULL;
-}
-
 /* ---- opening: loading the state directory ---- */
 
 /* dlh-train beside the running program (/proc/self/exe). */
@@ -585,49 +482,6 @@ static void recover(struct dlh_engine *e, struct dlh_job *j)
 		eng_job_log(e, j, "found running after a restart of dlhfs; requeued");
 	}
 	eng_job_save(e, j);
-}
-
-static int load_jobs(struct dlh_engine *e, char *err, size_t errlen)
-{
-	char dir[4096];
-	snprintf(dir, sizeof dir, "%s/jobs", e->state);
-	DIR *d = opendir(dir);
-	if (!d) {
-		snprintf(err, errlen, "cannot open \"%s\": %s", dir, strerror(errno));
-		return -errno;
-	}
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		char *end;
-		long id = strtol(de->d_name, &end, 10);
-		if (*end || id <= 0)
-			continue;
-		struct dlh_job *j = malloc(sizeof *j);
-		if (!j) {
-			closedir(d);
-			return -ENOMEM;
-		}
-		char jd[4096];
-		eng_job_dir(e, id, jd, sizeof jd);
-		int rc = dlh_job_load(j, jd);
-		if (rc || j->id != id) {
-			fprintf(stderr, "dlhfs: skipping \"%s\": unreadable job record (%s)\n", jd,
-				strerror(rc ? -rc : EINVAL));
-			free(j);
-			if (id >= e->next_id)
-				e->next_id = id + 1;
-			continue;
-		}
-		if (insert(e, j)) {
-			free(j);
-			closedir(d);
-			return -ENOMEM;
-		}
-		if (id >= e->next_id)
-			e->next_id = id + 1;
-	}
-	closedir(d);
-	return 0;
 }
 
 /* Resolves the state directory and the tools of o into e, loads the pool
@@ -775,18 +629,8 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		return -ENOMEM;
 	}
 
-	char path[4096], *text;
-	snprintf(path, sizeof path, "%s/next_id", e->state);
-	if (!dlh_read_file(path, 64, &text, NULL)) {
-		long n = strtol(text, NULL, 10);
-		if (n > e->next_id)
-			e->next_id = n;
-		free(text);
-	}
-	if ((rc = load_jobs(e, err, errlen))) {
-		for (size_t i = 0; i < e->njobs; i++)
-			free(e->jobs[i]);
-		free(e->jobs);
+	if ((rc = eng_table_load(e, err, errlen))) {
+		eng_table_free(e);
 		free(e->holder);
 		dlh_cgroup_teardown(&e->cg);
 		close(e->lock_fd);
@@ -802,9 +646,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	pthread_condattr_destroy(&ca);
 	if ((rc = pthread_create(&e->timer, NULL, timer_main, e))) {
 		snprintf(err, errlen, "cannot start the timer thread: %s", strerror(rc));
-		for (size_t i = 0; i < e->njobs; i++)
-			free(e->jobs[i]);
-		free(e->jobs);
+		eng_table_free(e);
 		free(e->holder);
 		dlh_cgroup_teardown(&e->cg);
 		close(e->lock_fd);
@@ -840,9 +682,7 @@ void dlh_engine_close(struct dlh_engine *e)
 	pthread_mutex_unlock(&e->mu);
 	pthread_join(e->timer, NULL);
 	eng_calib_close(e);
-	for (size_t i = 0; i < e->njobs; i++)
-		free(e->jobs[i]);
-	free(e->jobs);
+	eng_table_free(e);
 	free(e->holder);
 	dlh_cgroup_teardown(&e->cg);
 	pthread_cond_destroy(&e->changed);
@@ -1000,7 +840,7 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 	if (!rc)
 		rc = dlh_job_save(j, dir);
 	if (!rc)
-		rc = insert(e, j);
+		rc = eng_insert(e, j);
 	if (rc) {
 		pthread_mutex_unlock(&e->mu);
 		snprintf(err, errlen, "spec: cannot store the job in \"%s\": %s\n", dir, strerror(-rc));

@@ -1,0 +1,97 @@
+/* table.h - private to engine/jobs/: struct dlh_engine, the job table and the job records in the state dir
+ *
+ * The bottom of jobs/: table.c calls nothing else of jobs/ but the record
+ * (job.c). Every function here is called with e->mu held unless it says
+ * otherwise.
+ *
+ * Locking: one mutex (e->mu) guards the job table, the slot count and every
+ * job's fields. It is never held while waiting for a run (waiters block in
+ * the backend's wait without it) or removing a run's cgroup. No other lock
+ * nests inside it. */
+#ifndef DLH_ENGINE_TABLE_H
+#define DLH_ENGINE_TABLE_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "engine/engine.h"
+#include "engine/plan/calib.h"
+#include "engine/plan/plan.h"
+#include "engine/run/backend.h"
+#include "engine/run/cgroup.h"
+
+struct dlh_engine {
+	pthread_mutex_t mu;          /* guards everything below */
+	pthread_cond_t changed;      /* a job changed state or a waiter ended */
+	pthread_cond_t timer_cv;     /* wakes the timer thread */
+	pthread_t timer;             /* sends SIGKILL when a grace period ends */
+	char state[2048];            /* state directory */
+	struct dlh_tools tools;      /* dlh-train */
+	struct dlh_backend backend;  /* how runs are launched (engine/run/backend.h) */
+	struct dlh_pool pool;        /* the machines */
+	double grace;                /* seconds from SIGTERM to SIGKILL */
+	double suspend_grace;        /* seconds from a suspend to a terminate */
+	struct dlh_job **jobs;       /* ascending ids */
+	size_t njobs, cap;           /* used and allocated entries */
+	long next_id;                /* next id to hand out */
+	int slots_used;              /* CPU slots held by running jobs */
+	long *holder;                /* pool.node.cpus entries: the job holding each slot, 0 = free */
+	int max_queued;              /* most jobs queued at once */
+	struct dlh_cgroup_sys cg;    /* how runs are isolated */
+	unsigned long launches;      /* runs launched, to name their cgroups */
+	int waiters;                 /* live waiter threads */
+	int stopping;                /* dlh_engine_close in progress */
+	int lock_fd;                 /* STATE/lock, locked while the engine is open */
+	struct dlh_calib cal;        /* the devices' measured speeds; when == 0: none yet */
+	struct dlh_correction corr;  /* the estimator's factors, refitted on the history */
+	int calibrating;             /* a measurement runs (first mount or recalibrate) */
+	int calib_thread_live;       /* calib_thread must be joined */
+	pthread_t calib_thread;      /* the first mount's measurement */
+	char calib_err[256];         /* why the last measurement failed, "" if it did not */
+	char calib_prog[1024];       /* dlh-calib, beside dlh-train */
+};
+
+/* Now, rounded to the millisecond (records store %.3f). Any lock state. */
+double eng_stamp(void);
+
+/* STATE/jobs/ID, and a file in it. Any lock state (e->state never changes). */
+void eng_job_dir(const struct dlh_engine *e, long id, char *buf, size_t len);
+void eng_job_file(const struct dlh_engine *e, long id, const char *name, char *buf, size_t len);
+
+/* Appends a timestamped harness event to the job's log. */
+void eng_job_log(const struct dlh_engine *e, const struct dlh_job *j, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Writes the job's record; a failure is reported on stderr. */
+void eng_job_save(const struct dlh_engine *e, const struct dlh_job *j);
+
+/* The job with that id, or NULL. */
+struct dlh_job *eng_find(const struct dlh_engine *e, long id);
+
+/* Inserts j (malloc'd; the table owns it on success) keeping ids
+ * ascending. Returns 0, or -ENOMEM. */
+int eng_insert(struct dlh_engine *e, struct dlh_job *j);
+
+/* Reads STATE/next_id and loads every job record of STATE/jobs into the
+ * table (unreadable ones are skipped with a line on stderr, their ids
+ * spent). At open, before any thread. Returns 0, or -errno with err. */
+int eng_table_load(struct dlh_engine *e, char *err, size_t errlen);
+
+/* Frees every job of the table and the table. At close or a failed open. */
+void eng_table_free(struct dlh_engine *e);
+
+/* The environment every rank of a run gets (engine/contract/contract.h). */
+struct eng_env {
+	char *v[8];                  /* NULL-terminated, into the buffers below */
+	char id[64];                 /* DLH_ENV_JOB_ID=... */
+	char dir[4200];              /* DLH_ENV_JOB_DIR=... */
+	char csv[4200];              /* DLH_ENV_METRICS_CSV=... */
+	char ckpt[4200];             /* DLH_ENV_CHECKPOINT_DIR=... */
+	char ranks[32];              /* DLH_ENV_RANKS=... */
+};
+
+/* Fills env for job id's run of ranks ranks: names in its directory, so
+ * it sits beside eng_job_dir. Any lock state. */
+void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env *env);
+
+#endif
