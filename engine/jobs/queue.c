@@ -2,6 +2,8 @@
  *
  * The arithmetic is sched.c's; this file feeds it the jobs (e->mu held) and
  * acts on its answer: launches, wait reasons, victims. */
+#include "engine/jobs/queue.h"
+
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -9,8 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/jobs/core.h"
 #include "engine/jobs/advise.h"
+#include "engine/jobs/supervise.h"
+#include "engine/jobs/table.h"
 #include "engine/sched/sched.h"
 #include "engine/util/util.h"
 

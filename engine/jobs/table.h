@@ -49,6 +49,11 @@ struct dlh_engine {
 	pthread_t calib_thread;      /* the first mount's measurement */
 	char calib_err[256];         /* why the last measurement failed, "" if it did not */
 	char calib_prog[1024];       /* dlh-calib, beside dlh-train */
+	/* called by the supervisor with e->mu held after a run ended and its
+	 * slots were freed (not while stopping): dlh_engine_open sets it to
+	 * eng_schedule, so the queue launches and the supervisor reschedules
+	 * without supervise.c and queue.c including each other */
+	void (*on_run_end)(struct dlh_engine *e);
 };
 
 /* Now, rounded to the millisecond (records store %.3f). Any lock state. */
