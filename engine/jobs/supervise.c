@@ -88,147 +88,235 @@ static int file_exists(const char *path)
 	return stat(path, &st) == 0;
 }
 
-/* ---- running a job ---- */
+/* ---- launching a run ---- */
 
 static void *waiter_main(void *arg);
 
-/* Plans and starts job j. Called with e->mu held. Returns 0, or -errno
- * after marking the job failed with the reason. */
-int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
-{
-	char dir[4096], path[4096], err[1024];
-	eng_job_dir(e, j->id, dir, sizeof dir);
-	struct dlh_plan *plan = malloc(sizeof *plan);
-	if (!plan)
-		return -ENOMEM;
-	j->status = DLH_PLANNING;
-	struct dlh_plan_override ov;
-	int rc = dlh_plan_make_with(&j->spec, eng_job_override(j, &ov) ? &ov : NULL, &e->pool,
-				    &e->tools, dir, plan, err, sizeof err);
-	if (rc) {
-		err[strcspn(err, "\n")] = '\0';
-		goto fail;
-	}
-	if (plan->ranks > e->pool.node.cpus - e->slots_used) {
-		snprintf(err, sizeof err, "internal error: %d cpu slots needed, %d free", plan->ranks,
-			 e->pool.node.cpus - e->slots_used);
-		rc = -EAGAIN;
-		goto fail;
-	}
-	/* the lowest free slots, one per rank */
-	for (int r = 0, s = 0; r < plan->ranks; s++)
-		if (!e->holder[s])
-			plan->slot[r++] = s;
-	if ((rc = dlh_plan_pin(plan))) {
-		snprintf(err, sizeof err, "spec: the command line is longer than %d bytes",
-			 DLH_ARGV_BYTES);
-		goto fail;
-	}
-	if ((rc = eng_write_plan(e, j->id, plan))) {
-		snprintf(err, sizeof err, "cannot write the plan: %s", strerror(-rc));
-		goto fail;
-	}
+/* What a launch carries from step to step (malloc'd: the plan is large). */
+struct launch {
+	struct dlh_plan plan;        /* the run: ranks, slots, argv */
+	struct dlh_cgroup cg;        /* its cgroups; zeroed when it has none */
+	int join[3];                 /* cgroup.procs descriptors the run joins; -1 ends the list */
+	int slots_taken;             /* plan.slot are marked held in e->holder */
+	int started;                 /* the backend started the run (j->run) */
+	struct waiter_arg *wa;       /* for the waiter thread; NULL once it owns it */
+	char dir[4096];              /* STATE/jobs/ID */
+	char err[1024];              /* why the launch failed */
+};
 
-	struct eng_env env;
-	eng_run_env(e, j->id, plan->ranks, &env);
-	eng_job_log(e, j, "launching %d rank%s on %s (restart %d)", plan->ranks,
-		plan->ranks == 1 ? "" : "s", plan->host, j->restarts);
-	eng_job_file(e, j->id, DLH_FILE_LOG, path, sizeof path);
-	struct waiter_arg *wa = malloc(sizeof *wa);
-	if (!wa) {
-		rc = -ENOMEM;
-		snprintf(err, sizeof err, "out of memory");
-		goto fail;
+/* Plans j's run in its directory with the job's recorded decision (j is
+ * PLANNING from here). Returns 0, or -errno with l->err (its first line). */
+static int plan_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
+{
+	struct dlh_plan_override ov;
+	j->status = DLH_PLANNING;
+	int rc = dlh_plan_make_with(&j->spec, eng_job_override(j, &ov) ? &ov : NULL, &e->pool,
+				    &e->tools, l->dir, &l->plan, l->err, sizeof l->err);
+	if (rc)
+		l->err[strcspn(l->err, "\n")] = '\0';
+	return rc;
+}
+
+/* Holds the lowest free CPU slots for j, one per rank, pins the ranks to
+ * them and writes the plan file that names them. Returns 0, or -errno with
+ * l->err (the slots stay held: launch_failed gives them back). */
+static int take_slots(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
+{
+	struct dlh_plan *p = &l->plan;
+	int rc, free_slots = e->pool.node.cpus - e->slots_used;
+	if (p->ranks > free_slots) {
+		snprintf(l->err, sizeof l->err, "internal error: %d cpu slots needed, %d free",
+			 p->ranks, free_slots);
+		return -EAGAIN;
 	}
-	/* isolation: a cpuset of the run's slots and its memory limit */
-	struct dlh_cgroup cg;
-	int join[3] = { -1, -1, -1 };
-	memset(&cg, 0, sizeof cg);
-	if (e->cg.mode != DLH_CG_NONE) {
-		char name[64], why[512], lim[32] = "none";
-		snprintf(name, sizeof name, "%ld-%lu", j->id, ++e->launches);
-		int crc = dlh_cgroup_create(&e->cg, name, plan->slot, plan->ranks, j->spec.memory,
-					    &cg, why, sizeof why);
-		if (!crc && (crc = dlh_cgroup_join_fds(&cg, join))) {
-			snprintf(why, sizeof why, "cannot open cgroup.procs: %s", strerror(-crc));
-			dlh_cgroup_destroy(&cg);
-		}
+	for (int r = 0, s = 0; r < p->ranks; s++)
+		if (!e->holder[s])
+			p->slot[r++] = s;
+	for (int r = 0; r < p->ranks; r++)
+		e->holder[p->slot[r]] = j->id;
+	e->slots_used += p->ranks;
+	l->slots_taken = 1;
+	if ((rc = dlh_plan_pin(p))) {
+		snprintf(l->err, sizeof l->err, "spec: the command line is longer than %d bytes",
+			 DLH_ARGV_BYTES);
+		return rc;
+	}
+	if ((rc = eng_write_plan(e, j->id, p)))
+		snprintf(l->err, sizeof l->err, "cannot write the plan: %s", strerror(-rc));
+	return rc;
+}
+
+/* Isolates the run where the machine allows: a cgroup with the cpuset of
+ * its slots and its memory limit, whose cgroup.procs descriptors go to
+ * l->join. Never fails: without cgroups the run runs anyway, and the job's
+ * log says why. */
+static void isolate(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
+{
+	if (e->cg.mode == DLH_CG_NONE) {
 		if (j->spec.memory > 0)
-			dlh_size_text(j->spec.memory, lim, sizeof lim);
-		if (crc)
-			eng_job_log(e, j, "isolation: none for this run: %s", why);
-		else
-			eng_job_log(e, j, "isolation: cgroup v%d \"%s\", memory limit %s",
-				e->cg.mode == DLH_CG_V1 ? 1 : 2, cg.cpuset, lim);
-	} else if (j->spec.memory > 0) {
-		eng_job_log(e, j, "isolation: none, the memory limit is not enforced: %s", e->cg.why);
+			eng_job_log(e, j, "isolation: none, the memory limit is not enforced: %s",
+				    e->cg.why);
+		return;
 	}
-	struct dlh_launch l = {
-		.argv = plan->argv, .ranks = plan->ranks, .env = env.v, .job_dir = dir,
-		.log_path = path, .join = join,
+	char name[64], why[512], lim[32] = "none";
+	snprintf(name, sizeof name, "%ld-%lu", j->id, ++e->launches);
+	int rc = dlh_cgroup_create(&e->cg, name, l->plan.slot, l->plan.ranks, j->spec.memory,
+				   &l->cg, why, sizeof why);
+	if (!rc && (rc = dlh_cgroup_join_fds(&l->cg, l->join))) {
+		snprintf(why, sizeof why, "cannot open cgroup.procs: %s", strerror(-rc));
+		dlh_cgroup_destroy(&l->cg);
+	}
+	if (j->spec.memory > 0)
+		dlh_size_text(j->spec.memory, lim, sizeof lim);
+	if (rc)
+		eng_job_log(e, j, "isolation: none for this run: %s", why);
+	else
+		eng_job_log(e, j, "isolation: cgroup v%d \"%s\", memory limit %s",
+			    e->cg.mode == DLH_CG_V1 ? 1 : 2, l->cg.cpuset, lim);
+}
+
+/* Closes the cgroup.procs descriptors still open in l->join. */
+static void close_joins(struct launch *l)
+{
+	for (int k = 0; l->join[k] >= 0; k++) {
+		close(l->join[k]);
+		l->join[k] = -1;
+	}
+}
+
+/* Starts the run through the backend, with the environment of
+ * engine/contract and its output appended to the job's log. Returns 0 with
+ * j->run set, or -errno with l->err. */
+static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
+{
+	char log[4096];
+	struct eng_env env;
+	eng_run_env(e, j->id, l->plan.ranks, &env);
+	eng_job_file(e, j->id, DLH_FILE_LOG, log, sizeof log);
+	struct dlh_launch dl = {
+		.argv = l->plan.argv, .ranks = l->plan.ranks, .env = env.v, .job_dir = l->dir,
+		.log_path = log, .join = l->join,
 	};
-	rc = e->backend.ops->start(&e->backend, &l, &j->run, err, sizeof err);
-	for (int k = 0; join[k] >= 0; k++)
-		close(join[k]);
-	if (rc) {
-		free(wa);
-		dlh_cgroup_destroy(&cg);
-		goto fail;
-	}
-	j->cg = cg;
+	int rc = e->backend.ops->start(&e->backend, &dl, &j->run, l->err, sizeof l->err);
+	close_joins(l);   /* the run has joined its cgroups, or there is no run */
+	l->started = !rc;
+	return rc;
+}
+
+/* Records the started run in j (RUNNING, its ranks, cgroups, start time
+ * and time limit), arms the timer for the limit and saves the record. */
+static void record_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
+{
+	j->cg = l->cg;
 	j->status = DLH_RUNNING;
 	j->reason[0] = '\0';
 	j->run_started = eng_stamp();
 	if (j->started == 0)
 		j->started = j->run_started;
 	j->finished = 0;
-	j->ranks = plan->ranks;
-	for (int r = 0; r < plan->ranks; r++)
-		e->holder[plan->slot[r]] = j->id;
-	e->slots_used += plan->ranks;
+	j->ranks = l->plan.ranks;
 	j->limit_at = j->spec.time_limit > 0 ? dlh_mono() + (double)j->spec.time_limit : 0;
 	j->timed_out = 0;
 	j->wait[0] = '\0';
 	if (j->limit_at)
 		pthread_cond_signal(&e->timer_cv);
 	eng_job_save(e, j);
-	*wa = (struct waiter_arg){ .e = e, .job = j, .run = j->run };
+}
+
+/* Starts the detached thread that waits for j's run (it takes l->wa).
+ * Returns 0, or -errno with l->err. */
+static int start_waiter(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
+{
 	pthread_attr_t attr;
+	pthread_t t;
+	*l->wa = (struct waiter_arg){ .e = e, .job = j, .run = j->run };
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_t t;
-	e->waiters++;
-	if ((rc = pthread_create(&t, &attr, waiter_main, wa))) {
-		/* without a waiter nobody would reap it: stop it and say so */
-		struct dlh_run_end end;
-		e->waiters--;
-		e->backend.ops->signal(&e->backend, &j->run, DLH_VERB_KILL);
-		e->backend.ops->wait(&e->backend, &j->run, dir, 1, &end);
-		e->slots_used -= plan->ranks;
-		for (int r = 0; r < plan->ranks; r++)
-			e->holder[plan->slot[r]] = 0;
-		memset(&j->run, 0, sizeof j->run);
-		dlh_cgroup_destroy(&j->cg);
-		free(wa);
-		snprintf(err, sizeof err, "cannot start a supervisor thread: %s", strerror(rc));
-		rc = -rc;
-		pthread_attr_destroy(&attr);
-		goto fail;
-	}
+	int rc = pthread_create(&t, &attr, waiter_main, l->wa);
 	pthread_attr_destroy(&attr);
-	free(plan);
-	pthread_cond_broadcast(&e->changed);
+	if (rc) {
+		snprintf(l->err, sizeof l->err, "cannot start a supervisor thread: %s", strerror(rc));
+		return -rc;
+	}
+	e->waiters++;
+	l->wa = NULL;
 	return 0;
-fail:
-	free(plan);
+}
+
+/* The one way out of a failed launch: stops and reaps the run if it
+ * started (without a waiter nobody would), gives back its slots and
+ * cgroups, and marks j failed with l->err. Returns rc. */
+static int launch_failed(struct dlh_engine *e, struct dlh_job *j, struct launch *l, int rc)
+{
+	if (l->started) {
+		struct dlh_run_end end;
+		e->backend.ops->signal(&e->backend, &j->run, DLH_VERB_KILL);
+		e->backend.ops->wait(&e->backend, &j->run, l->dir, 1, &end);
+		memset(&j->run, 0, sizeof j->run);
+	}
+	if (l->slots_taken) {
+		e->slots_used -= l->plan.ranks;
+		for (int r = 0; r < l->plan.ranks; r++)
+			e->holder[l->plan.slot[r]] = 0;
+	}
+	close_joins(l);
+	memset(&j->cg, 0, sizeof j->cg);
+	dlh_cgroup_destroy(&l->cg);
 	j->status = DLH_FAILED;
 	j->finished = eng_stamp();
-	snprintf(j->reason, sizeof j->reason, "%s", err);
-	eng_job_log(e, j, "failed: %s", err);
+	snprintf(j->reason, sizeof j->reason, "%s", l->err);
+	eng_job_log(e, j, "failed: %s", l->err);
 	eng_job_save(e, j);
 	pthread_cond_broadcast(&e->changed);
 	return rc;
 }
+
+/* A launch of job j with nothing done yet, or NULL when out of memory. */
+static struct launch *launch_new(const struct dlh_engine *e, const struct dlh_job *j)
+{
+	struct launch *l = calloc(1, sizeof *l);
+	struct waiter_arg *wa = malloc(sizeof *wa);
+	if (!l || !wa) {
+		free(l);
+		free(wa);
+		return NULL;
+	}
+	for (int k = 0; k < 3; k++)
+		l->join[k] = -1;
+	l->wa = wa;
+	eng_job_dir(e, j->id, l->dir, sizeof l->dir);
+	return l;
+}
+
+int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
+{
+	struct launch *l = launch_new(e, j);
+	if (!l)
+		return -ENOMEM;   /* nothing done: the job waits for the next schedule */
+	int rc = plan_run(e, j, l);
+	if (!rc)
+		rc = take_slots(e, j, l);
+	if (!rc) {
+		/* the run's part of the log starts here (failure_reason) */
+		eng_job_log(e, j, "launching %d rank%s on %s (restart %d)", l->plan.ranks,
+			    l->plan.ranks == 1 ? "" : "s", l->plan.host, j->restarts);
+		isolate(e, j, l);
+		rc = start_run(e, j, l);
+	}
+	if (!rc) {
+		record_run(e, j, l);
+		rc = start_waiter(e, j, l);
+	}
+	if (rc)
+		launch_failed(e, j, l, rc);
+	else
+		pthread_cond_broadcast(&e->changed);
+	free(l->wa);
+	free(l);
+	return rc;
+}
+
+/* ---- the end of a run ---- */
 
 /* Handles the end of job j's run (as its backend saw it); cg: the run's
  * cgroups, taken off the job (the caller removes them). e->mu held. */

@@ -11,7 +11,8 @@
 
 /* Plans and starts job j on free slots, isolated in cgroups where the
  * machine allows, and starts the thread that waits for its run. Returns 0,
- * or -errno after marking the job failed with the reason. */
+ * or -errno after marking the job failed with the reason; -ENOMEM before
+ * any step leaves the job as it was. */
 int eng_job_launch(struct dlh_engine *e, struct dlh_job *j);
 
 /* Stops j's run (DLH_VERB_TERMINATE), killing it after the grace period. */
