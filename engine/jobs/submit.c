@@ -1,8 +1,11 @@
 /* submit.c - jobs/new: a spec becomes a job, or a rejection in the errors log
  *
- * Parses the spec, decides how it runs (engine/plan/choose), plans it,
- * stores the job's files and record, inserts it and lets the queue start
- * it. Locking: table.h. */
+ * Parses the spec and decides how it runs (engine/plan/choose) without
+ * e->mu; then, under it, takes the next id tentatively, plans the job once
+ * in that id's directory, spends the id, stores the job's files and record,
+ * inserts it and lets the queue start it. A refusal (a bad spec, a plan the
+ * pool cannot run, a full queue) spends no id and goes to the errors log.
+ * Locking: table.h. */
 #include "engine/engine.h"
 
 #include <errno.h>
@@ -69,6 +72,35 @@ void dlh_engine_reject(struct dlh_engine *e, uid_t uid, const char *err)
 
 /* ---- submitting ---- */
 
+/* What a submission carries from step to step (malloc'd: it is large). */
+struct submission {
+	struct dlh_spec spec;        /* as parsed */
+	struct dlh_choice choice;    /* how it runs (engine/plan/choose) */
+	struct dlh_plan plan;        /* planned once, in the job's directory */
+	struct dlh_job *job;         /* the new job; NULL once the table owns it */
+	char dir[4096];              /* STATE/jobs/ID */
+	char norm[DLH_SPEC_MAX * 2]; /* the normalized spec (spec.ini) */
+	size_t norm_len;             /* its length */
+};
+
+/* A submission with nothing done yet, or NULL when out of memory. */
+static struct submission *submission_new(void)
+{
+	struct submission *s = malloc(sizeof *s);
+	if (s && !(s->job = calloc(1, sizeof *s->job))) {
+		free(s);
+		s = NULL;
+	}
+	return s;
+}
+
+/* Frees s and its job unless the table owns it. */
+static void submission_free(struct submission *s)
+{
+	free(s->job);
+	free(s);
+}
+
 /* Decides how spec runs (engine/choose); a refusal becomes spec error
  * text naming the key it comes from. e->mu not held. */
 static int decide(struct dlh_engine *e, const struct dlh_spec *spec, struct dlh_choice *c,
@@ -86,112 +118,152 @@ static int decide(struct dlh_engine *e, const struct dlh_spec *spec, struct dlh_
 	return rc ? -EINVAL : 0;
 }
 
-int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
-		      uid_t uid, long *id, char *err, size_t errlen)
+/* Parses the spec text, decides how it runs and normalizes it. e->mu not
+ * held: deciding may wait for a first-mount calibration. Returns 0, or
+ * -EINVAL/-EFBIG with err (a refusal). */
+static int read_spec(struct dlh_engine *e, struct submission *s, const char *text, size_t len,
+		     char *err, size_t errlen)
 {
-	struct dlh_spec *spec = malloc(sizeof *spec);
-	struct dlh_plan *plan = malloc(sizeof *plan);
-	struct dlh_job *j = calloc(1, sizeof *j);
-	struct dlh_choice *choice = malloc(sizeof *choice);
-	char *norm = malloc(DLH_SPEC_MAX * 2);
-	int rc = -ENOMEM;
-	if (!spec || !plan || !j || !norm || !choice) {
-		snprintf(err, errlen, "spec: out of memory\n");
-		goto out;
-	}
-	err[0] = '\0';
-	rc = dlh_spec_parse(text, len, spec, err, errlen);
+	int rc = dlh_spec_parse(text, len, &s->spec, err, errlen);
 	if (!rc)
-		rc = decide(e, spec, choice, err, errlen);
-	if (!rc) /* the pool must be able to run it at all */
-		rc = dlh_plan_make_with(spec, &(struct dlh_plan_override){
-						.ranks = choice->ranks, .batch = choice->batch,
-						.lr = choice->lr, .warmup_steps = choice->warmup_steps },
-					&e->pool, &e->tools, "/", plan, err, errlen);
-	if (rc) {
-		dlh_engine_reject(e, uid, err);
-		goto out;
-	}
-	int n = dlh_spec_format(spec, norm, DLH_SPEC_MAX * 2);
+		rc = decide(e, &s->spec, &s->choice, err, errlen);
+	if (rc)
+		return rc;
+	int n = dlh_spec_format(&s->spec, s->norm, sizeof s->norm);
 	if (n < 0) {
-		rc = -EINVAL;
 		snprintf(err, errlen, "spec: cannot normalize the spec\n");
-		dlh_engine_reject(e, uid, err);
-		goto out;
+		return -EINVAL;
 	}
+	s->norm_len = (size_t)n;
+	return 0;
+}
 
-	pthread_mutex_lock(&e->mu);
-	int queued = 0;
-	for (size_t i = 0; i < e->njobs; i++)
-		queued += e->jobs[i]->status == DLH_QUEUED;
-	if (queued >= e->max_queued) {
-		pthread_mutex_unlock(&e->mu);
-		snprintf(err, errlen, "spec: the queue is full: %d jobs queued (max_queued=%d); "
-			 "submit again when some have started\n", queued, e->max_queued);
-		dlh_engine_reject(e, uid, err);
-		rc = -EAGAIN;
-		goto out;
-	}
+/* Makes s's job from its spec and decision, with the next id taken
+ * tentatively: store_job spends it. e->mu held. */
+static void take_id(struct dlh_engine *e, struct submission *s, uid_t uid)
+{
+	struct dlh_job *j = s->job;
 	j->id = e->next_id;
 	j->uid = uid;
 	j->status = DLH_QUEUED;
 	j->submitted = eng_stamp();
-	j->spec = *spec;
-	j->priority = spec->priority;
-	eng_choice_apply(j, choice);
-	if (spec->dry_run) {
+	j->spec = s->spec;
+	j->priority = s->spec.priority;
+	eng_choice_apply(j, &s->choice);
+	if (s->spec.dry_run) {
 		j->status = DLH_PLANNED;
 		j->finished = j->submitted;
 		snprintf(j->reason, sizeof j->reason, "dry run: estimated and planned, not launched");
 	}
-	char dir[4096], path[4096], next[32];
+	eng_job_dir(e, j->id, s->dir, sizeof s->dir);
+}
+
+/* Plans the job, once, in its directory: a spec the pool cannot run is
+ * refused here. e->mu held. Returns 0, or -errno with err (a refusal). */
+static int plan_job(struct dlh_engine *e, struct submission *s, char *err, size_t errlen)
+{
 	struct dlh_plan_override ov;
-	eng_job_dir(e, j->id, dir, sizeof dir);
-	snprintf(path, sizeof path, "%s/" DLH_DIR_CHECKPOINTS, dir);
-	snprintf(next, sizeof next, "%ld\n", j->id + 1);
-	char np[4096];
-	snprintf(np, sizeof np, "%s/next_id", e->state);
-	/* the id is spent once next_id is on disk, even if the rest fails */
-	if ((rc = dlh_write_atomic(np, next, strlen(next))) || (rc = dlh_mkdir_p(path, 0755))) {
-		pthread_mutex_unlock(&e->mu);
-		snprintf(err, errlen, "spec: cannot create the job in \"%s\": %s\n", dir, strerror(-rc));
-		goto out;
+	return dlh_plan_make_with(&s->job->spec, eng_job_override(s->job, &ov) ? &ov : NULL,
+				  &e->pool, &e->tools, s->dir, &s->plan, err, errlen);
+}
+
+/* Refuses a job when max_queued jobs are queued already. e->mu held.
+ * Returns 0, or -EAGAIN with err (a refusal). */
+static int queue_room(struct dlh_engine *e, char *err, size_t errlen)
+{
+	int queued = 0;
+	for (size_t i = 0; i < e->njobs; i++)
+		queued += e->jobs[i]->status == DLH_QUEUED;
+	if (queued < e->max_queued)
+		return 0;
+	snprintf(err, errlen, "spec: the queue is full: %d jobs queued (max_queued=%d); "
+		 "submit again when some have started\n", queued, e->max_queued);
+	return -EAGAIN;
+}
+
+/* Spends the job's id, creates its directory and writes its files: the
+ * normalized spec, the submitted text, estimate, planner, plan and its
+ * record. e->mu held. Returns 0, or -errno with err; the id stays spent
+ * once next_id is on disk. */
+static int store_files(struct dlh_engine *e, struct submission *s, const char *text, size_t len,
+		       char *err, size_t errlen)
+{
+	struct dlh_job *j = s->job;
+	char path[4096];
+	int rc;
+	snprintf(path, sizeof path, "%s/" DLH_DIR_CHECKPOINTS, s->dir);
+	if ((rc = eng_spend_id(e, j->id)) || (rc = dlh_mkdir_p(path, 0755))) {
+		snprintf(err, errlen, "spec: cannot create the job in \"%s\": %s\n", s->dir,
+			 strerror(-rc));
+		return rc;
 	}
-	e->next_id++;
 	eng_job_file(e, j->id, "spec.ini", path, sizeof path);
-	if (!(rc = dlh_write_atomic(path, norm, (size_t)n))) {
+	if (!(rc = dlh_write_atomic(path, s->norm, s->norm_len))) {
 		eng_job_file(e, j->id, "submitted.ini", path, sizeof path);
 		rc = dlh_write_atomic(path, text, len);
 	}
-	if (!rc && (rc = dlh_plan_make_with(spec, eng_job_override(j, &ov) ? &ov : NULL, &e->pool,
-					    &e->tools, dir, plan, err, errlen)) == 0)
-		rc = eng_write_choice(e, j->id, choice, plan);
 	if (!rc)
-		rc = dlh_job_save(j, dir);
+		rc = eng_write_choice(e, j->id, &s->choice, &s->plan);
 	if (!rc)
-		rc = eng_insert(e, j);
+		rc = dlh_job_save(j, s->dir);
+	if (rc)
+		snprintf(err, errlen, "spec: cannot store the job in \"%s\": %s\n", s->dir,
+			 strerror(-rc));
+	return rc;
+}
+
+/* Inserts the stored job into the table, which owns it from then on, sets
+ * *id and starts its log. e->mu held. Returns 0, or -ENOMEM with err. */
+static int insert_job(struct dlh_engine *e, struct submission *s, long *id, char *err,
+		      size_t errlen)
+{
+	struct dlh_job *j = s->job;
+	int rc = eng_insert(e, j);
 	if (rc) {
-		pthread_mutex_unlock(&e->mu);
-		snprintf(err, errlen, "spec: cannot store the job in \"%s\": %s\n", dir, strerror(-rc));
-		goto out;
+		snprintf(err, errlen, "spec: cannot store the job in \"%s\": %s\n", s->dir,
+			 strerror(-rc));
+		return rc;
 	}
-	eng_job_log(e, j, "submitted by uid %u", (unsigned)uid);
-	if (choice->estimated)
-		eng_job_log(e, j, "planned: %d x %s, estimated %.1f s, %.0f J%s", choice->ranks,
-			    choice->type, choice->est.total_s, choice->est.joules,
-			    spec->dry_run ? " (dry run: not launched)" : "");
-	else
-		eng_job_log(e, j, "not estimated: %s", choice->why);
+	s->job = NULL;
 	*id = j->id;
-	j = NULL; /* owned by the table now */
-	eng_schedule(e);
-	pthread_mutex_unlock(&e->mu);
-	rc = 0;
-out:
-	free(spec);
-	free(plan);
-	free(j);
-	free(choice);
-	free(norm);
+	eng_job_log(e, j, "submitted by uid %u", (unsigned)j->uid);
+	if (s->choice.estimated)
+		eng_job_log(e, j, "planned: %d x %s, estimated %.1f s, %.0f J%s", s->choice.ranks,
+			    s->choice.type, s->choice.est.total_s, s->choice.est.joules,
+			    s->spec.dry_run ? " (dry run: not launched)" : "");
+	else
+		eng_job_log(e, j, "not estimated: %s", s->choice.why);
+	return 0;
+}
+
+int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
+		      uid_t uid, long *id, char *err, size_t errlen)
+{
+	struct submission *s = submission_new();
+	if (!s) {
+		snprintf(err, errlen, "spec: out of memory\n");
+		return -ENOMEM;
+	}
+	err[0] = '\0';
+	int rc = read_spec(e, s, text, len, err, errlen);   /* parse, decide: unlocked */
+	int refused = rc != 0;
+	if (!rc) {
+		pthread_mutex_lock(&e->mu);
+		take_id(e, s, uid);                          /* tentative: a refusal spends none */
+		rc = plan_job(e, s, err, errlen);
+		if (!rc)
+			rc = queue_room(e, err, errlen);
+		refused = rc != 0;
+		if (!rc)
+			rc = store_files(e, s, text, len, err, errlen);
+		if (!rc)
+			rc = insert_job(e, s, id, err, errlen);
+		if (!rc)
+			eng_schedule(e);
+		pthread_mutex_unlock(&e->mu);
+	}
+	if (refused)   /* not under e->mu: dlh_engine_reject takes it */
+		dlh_engine_reject(e, uid, err);
+	submission_free(s);
 	return rc;
 }

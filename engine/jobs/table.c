@@ -89,6 +89,17 @@ int eng_insert(struct dlh_engine *e, struct dlh_job *j)
 	return 0;
 }
 
+int eng_spend_id(struct dlh_engine *e, long id)
+{
+	char path[4096], next[32];
+	snprintf(path, sizeof path, "%s/next_id", e->state);
+	snprintf(next, sizeof next, "%ld\n", id + 1);
+	int rc = dlh_write_atomic(path, next, strlen(next));
+	if (!rc && id + 1 > e->next_id)
+		e->next_id = id + 1;
+	return rc;
+}
+
 /* Raises e->next_id to what STATE/next_id says, when it says more. */
 static void read_next_id(struct dlh_engine *e)
 {

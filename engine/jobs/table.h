@@ -77,6 +77,11 @@ struct dlh_job *eng_find(const struct dlh_engine *e, long id);
  * ascending. Returns 0, or -ENOMEM. */
 int eng_insert(struct dlh_engine *e, struct dlh_job *j);
 
+/* Spends id: writes STATE/next_id as id + 1 and hands out ids after it
+ * from now on. Once on disk the id is spent, whatever follows. Returns 0,
+ * or -errno (nothing spent). */
+int eng_spend_id(struct dlh_engine *e, long id);
+
 /* Reads STATE/next_id and loads every job record of STATE/jobs into the
  * table (unreadable ones are skipped with a line on stderr, their ids
  * spent). At open, before any thread. Returns 0, or -errno with err. */
