@@ -77,7 +77,8 @@ static int cmp_victims(const void *pa, const void *pb)
  * way) suspends the lowest-priority preemptible running jobs of lower
  * priority than its own, youngest first, until enough would be free. It
  * preempts nobody when even all of them would not be enough. The victims
- * checkpoint, stop, and wait in the queue (see job_exited). e->mu held. */
+ * checkpoint, stop, and wait in the queue (see job_exited in supervise.c).
+ * e->mu held. */
 static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t nw, double now)
 {
 	int avail = e->pool.node.cpus - e->slots_used;
