@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/jobs/table.h"
 #include "engine/util/util.h"
 
 _Static_assert(DLH_JOB_RANKS == DLH_RANKS_MAX, "a job records every rank of a plan");

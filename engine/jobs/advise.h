@@ -3,8 +3,11 @@
 #ifndef DLH_ENGINE_ADVISE_H
 #define DLH_ENGINE_ADVISE_H
 
+#include <stddef.h>
+
+#include "engine/engine.h"
 #include "engine/plan/choose.h"
-#include "engine/jobs/core.h"
+#include "engine/plan/plan.h"
 
 /* Loads the cached calibration and the history's correction factors; with
  * no cache (and no_calibrate 0) starts measuring in a thread. At open. */

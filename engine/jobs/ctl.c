@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/jobs/core.h"
+#include "engine/jobs/queue.h"
+#include "engine/jobs/supervise.h"
+#include "engine/jobs/table.h"
 #include "engine/util/util.h"
 
 /* ---- ctl verbs: each is called with e->mu held, the job found and the

@@ -2,6 +2,8 @@
  *
  * The arithmetic is sched.c's; this file feeds it the jobs (e->mu held) and
  * acts on its answer: launches, wait reasons, victims. */
+#include "engine/jobs/queue.h"
+
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -9,8 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/jobs/core.h"
 #include "engine/jobs/advise.h"
+#include "engine/jobs/supervise.h"
+#include "engine/jobs/table.h"
 #include "engine/sched/sched.h"
 #include "engine/util/util.h"
 
@@ -74,7 +77,8 @@ static int cmp_victims(const void *pa, const void *pb)
  * way) suspends the lowest-priority preemptible running jobs of lower
  * priority than its own, youngest first, until enough would be free. It
  * preempts nobody when even all of them would not be enough. The victims
- * checkpoint, stop, and wait in the queue (see job_exited). e->mu held. */
+ * checkpoint, stop, and wait in the queue (see job_exited in supervise.c).
+ * e->mu held. */
 static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t nw, double now)
 {
 	int avail = e->pool.node.cpus - e->slots_used;

@@ -73,6 +73,31 @@ TEST(engine_rejection_goes_to_errors_log_and_makes_no_job)
 	dlh_engine_close(e);
 }
 
+TEST(engine_spec_the_pool_cannot_run_is_refused_and_spends_no_id)
+{
+	char state[512], path[700], *text;
+	fresh_dir(state, sizeof state, "eng-unplannable");
+	struct dlh_engine *e = open_engine(state, "/bin/false", 2);
+	CHECK(e != NULL);
+	long id = 0;
+	char err[DLH_ERR_MAX];
+	const char wide[] = "[resources]\nranks = 3\n";
+	CHECK(dlh_engine_submit(e, wide, sizeof wide - 1, 77, &id, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "3 ranks need 3 cpu slots, the pool has 2"), "err: %s", err);
+	CHECK(dlh_engine_jobs(e, NULL, 0) == 0);
+	dlh_engine_errors_path(e, path, sizeof path);
+	CHECK(dlh_read_file(path, 1 << 20, &text, NULL) == 0);
+	CHECK_MSG(strstr(text, " uid=77 spec: [resources] ranks: 3 ranks need"), "errors: %s", text);
+	free(text);
+	struct stat st;
+	snprintf(path, sizeof path, "%s/jobs/1", state);
+	CHECK_MSG(stat(path, &st) != 0, "a refused spec left %s", path);
+	CHECK(dlh_engine_submit(e, slice_spec, sizeof slice_spec - 1, 0, &id, err, sizeof err) == 0);
+	CHECK_MSG(id == 1, "the refusal spent an id: the next job is %ld", id);
+	CHECK(dlh_engine_wait(e, id, 10) == 0);
+	dlh_engine_close(e);
+}
+
 TEST(engine_failed_run_gets_reason_and_ids_are_never_reused)
 {
 	char state[512];
@@ -407,6 +432,7 @@ int main(void)
 		return 1;
 	RUN(engine_second_open_of_a_state_dir_is_refused);
 	RUN(engine_rejection_goes_to_errors_log_and_makes_no_job);
+	RUN(engine_spec_the_pool_cannot_run_is_refused_and_spends_no_id);
 	RUN(engine_failed_run_gets_reason_and_ids_are_never_reused);
 	RUN(engine_success_needs_a_result_file);
 	RUN(engine_queue_is_fifo_and_cancel_of_queued_is_immediate);

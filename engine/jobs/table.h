@@ -1,19 +1,24 @@
-/* core.h - private to engine/: the engine's state and the helpers its files share
+/* table.h - private to engine/jobs/: struct dlh_engine, the job table and the job records in the state dir
  *
- * engine.c opens, launches and supervises runs; queue.c schedules (order,
- * backfill, preemption); ctl.c applies ctl verbs. Every function here is
- * called with e->mu held unless it says otherwise. */
-#ifndef DLH_ENGINE_CORE_H
-#define DLH_ENGINE_CORE_H
+ * The bottom of jobs/: table.c calls nothing else of jobs/ but the record
+ * (job.c). Every function here is called with e->mu held unless it says
+ * otherwise.
+ *
+ * Locking: one mutex (e->mu) guards the job table, the slot count and every
+ * job's fields. It is never held while waiting for a run (waiters block in
+ * the backend's wait without it) or removing a run's cgroup. No other lock
+ * nests inside it. */
+#ifndef DLH_ENGINE_TABLE_H
+#define DLH_ENGINE_TABLE_H
 
 #include <pthread.h>
 #include <stddef.h>
 
+#include "engine/engine.h"
 #include "engine/plan/calib.h"
+#include "engine/plan/plan.h"
 #include "engine/run/backend.h"
 #include "engine/run/cgroup.h"
-#include "engine/engine.h"
-#include "engine/plan/plan.h"
 
 struct dlh_engine {
 	pthread_mutex_t mu;          /* guards everything below */
@@ -44,12 +49,17 @@ struct dlh_engine {
 	pthread_t calib_thread;      /* the first mount's measurement */
 	char calib_err[256];         /* why the last measurement failed, "" if it did not */
 	char calib_prog[1024];       /* dlh-calib, beside dlh-train */
+	/* called by the supervisor with e->mu held after a run ended and its
+	 * slots were freed (not while stopping): dlh_engine_open sets it to
+	 * eng_schedule, so the queue launches and the supervisor reschedules
+	 * without supervise.c and queue.c including each other */
+	void (*on_run_end)(struct dlh_engine *e);
 };
 
-/* Now, rounded to the millisecond (records store %.3f). */
+/* Now, rounded to the millisecond (records store %.3f). Any lock state. */
 double eng_stamp(void);
 
-/* STATE/jobs/ID, and a file in it. */
+/* STATE/jobs/ID, and a file in it. Any lock state (e->state never changes). */
 void eng_job_dir(const struct dlh_engine *e, long id, char *buf, size_t len);
 void eng_job_file(const struct dlh_engine *e, long id, const char *name, char *buf, size_t len);
 
@@ -63,32 +73,35 @@ void eng_job_save(const struct dlh_engine *e, const struct dlh_job *j);
 /* The job with that id, or NULL. */
 struct dlh_job *eng_find(const struct dlh_engine *e, long id);
 
-/* Plans and starts job j on free slots. Returns 0, or -errno after marking
- * the job failed with the reason. */
-int eng_job_launch(struct dlh_engine *e, struct dlh_job *j);
+/* Inserts j (malloc'd; the table owns it on success) keeping ids
+ * ascending. Returns 0, or -ENOMEM. */
+int eng_insert(struct dlh_engine *e, struct dlh_job *j);
 
-/* Stops j's run (DLH_VERB_TERMINATE), killing it after the grace period. */
-void eng_job_terminate(struct dlh_engine *e, struct dlh_job *j);
+/* Spends id: writes STATE/next_id as id + 1 and hands out ids after it
+ * from now on. Once on disk the id is spent, whatever follows. Returns 0,
+ * or -errno (nothing spent). */
+int eng_spend_id(struct dlh_engine *e, long id);
 
-/* Asks j's run to checkpoint and stop (DLH_VERB_SUSPEND); terminates it
- * after the suspend grace. */
-void eng_job_suspend(struct dlh_engine *e, struct dlh_job *j);
+/* Reads STATE/next_id and loads every job record of STATE/jobs into the
+ * table (unreadable ones are skipped with a line on stderr, their ids
+ * spent). At open, before any thread. Returns 0, or -errno with err. */
+int eng_table_load(struct dlh_engine *e, char *err, size_t errlen);
 
-/* Sends verb v to j's run through the backend. Returns the processes
- * signalled, or -errno. */
-int eng_job_signal(struct dlh_engine *e, struct dlh_job *j, enum dlh_verb v);
+/* Frees every job of the table and the table. At close or a failed open. */
+void eng_table_free(struct dlh_engine *e);
 
 /* The environment every rank of a run gets (engine/contract/contract.h). */
 struct eng_env {
 	char *v[8];                  /* NULL-terminated, into the buffers below */
-	char id[64], dir[4200], csv[4200], ckpt[4200], ranks[32];
+	char id[64];                 /* DLH_ENV_JOB_ID=... */
+	char dir[4200];              /* DLH_ENV_JOB_DIR=... */
+	char csv[4200];              /* DLH_ENV_METRICS_CSV=... */
+	char ckpt[4200];             /* DLH_ENV_CHECKPOINT_DIR=... */
+	char ranks[32];              /* DLH_ENV_RANKS=... */
 };
 
-/* Fills env for job id's run of ranks ranks. */
+/* Fills env for job id's run of ranks ranks: names in its directory, so
+ * it sits beside eng_job_dir. Any lock state. */
 void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env *env);
-
-/* Starts what may start, preempts where a waiting job needs it, and tells
- * the others why they wait (queue.c). */
-void eng_schedule(struct dlh_engine *e);
 
 #endif

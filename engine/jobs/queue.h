@@ -1,0 +1,12 @@
+/* queue.h - private to engine/jobs/: the queue driver (queue.c) */
+#ifndef DLH_ENGINE_QUEUE_H
+#define DLH_ENGINE_QUEUE_H
+
+#include "engine/engine.h"
+
+/* Starts what may start, preempts where a waiting job needs it, and tells
+ * the others why they wait. e->mu held. Also e->on_run_end (table.h): the
+ * supervisor calls it when a run has ended. */
+void eng_schedule(struct dlh_engine *e);
+
+#endif

@@ -1,0 +1,269 @@
+/* submit.c - jobs/new: a spec becomes a job, or a rejection in the errors log
+ *
+ * Parses the spec and decides how it runs (engine/plan/choose) without
+ * e->mu; then, under it, takes the next id tentatively, plans the job once
+ * in that id's directory, spends the id, stores the job's files and record,
+ * inserts it and lets the queue start it. A refusal (a bad spec, a plan the
+ * pool cannot run, a full queue) spends no id and goes to the errors log.
+ * Locking: table.h. */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/jobs/advise.h"
+#include "engine/jobs/queue.h"
+#include "engine/jobs/table.h"
+#include "engine/plan/plan.h"
+#include "engine/util/util.h"
+
+/* ---- the errors log ---- */
+
+/* Appends each line of err to the errors log, prefixed with time and uid
+ * (O_APPEND, so `tail -f jobs/errors` follows it). When the log has grown to
+ * twice DLH_ERRORS_KEEP lines it is rewritten atomically to the newest
+ * DLH_ERRORS_KEEP. */
+static void log_rejection(struct dlh_engine *e, uid_t uid, const char *err)
+{
+	char path[4096], when[32];
+	snprintf(path, sizeof path, "%s/errors", e->state);
+	dlh_time_iso(dlh_now(), when, sizeof when);
+	struct dlh_buf add = {0};
+	for (const char *l = err; *l;) {
+		size_t n = strcspn(l, "\n");
+		if (n)
+			dlh_buf_printf(&add, "%s uid=%u %.*s\n", when, (unsigned)uid, (int)n, l);
+		l += n + (l[n] == '\n');
+	}
+	if (!add.data)
+		return;
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		dlh_write_all(fd, add.data, add.len);
+		close(fd);
+	}
+	dlh_buf_free(&add);
+	char *all = NULL;
+	size_t len = 0, lines = 0, from = 0;
+	if (dlh_read_file(path, 16 << 20, &all, &len))
+		return;
+	for (size_t i = 0; i < len; i++)
+		lines += all[i] == '\n';
+	if (lines > 2 * DLH_ERRORS_KEEP) {
+		while (lines > DLH_ERRORS_KEEP && from < len)
+			if (all[from++] == '\n')
+				lines--;
+		dlh_write_atomic(path, all + from, len - from);
+	}
+	free(all);
+}
+
+void dlh_engine_reject(struct dlh_engine *e, uid_t uid, const char *err)
+{
+	pthread_mutex_lock(&e->mu);
+	log_rejection(e, uid, err);
+	pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- submitting ---- */
+
+/* What a submission carries from step to step (malloc'd: it is large). */
+struct submission {
+	struct dlh_spec spec;        /* as parsed */
+	struct dlh_choice choice;    /* how it runs (engine/plan/choose) */
+	struct dlh_plan plan;        /* planned once, in the job's directory */
+	struct dlh_job *job;         /* the new job; NULL once the table owns it */
+	char dir[4096];              /* STATE/jobs/ID */
+	char norm[DLH_SPEC_MAX * 2]; /* the normalized spec (spec.ini) */
+	size_t norm_len;             /* its length */
+};
+
+/* A submission with nothing done yet, or NULL when out of memory. */
+static struct submission *submission_new(void)
+{
+	struct submission *s = malloc(sizeof *s);
+	if (s && !(s->job = calloc(1, sizeof *s->job))) {
+		free(s);
+		s = NULL;
+	}
+	return s;
+}
+
+/* Frees s and its job unless the table owns it. */
+static void submission_free(struct submission *s)
+{
+	free(s->job);
+	free(s);
+}
+
+/* Decides how spec runs (engine/choose); a refusal becomes spec error
+ * text naming the key it comes from. e->mu not held. */
+static int decide(struct dlh_engine *e, const struct dlh_spec *spec, struct dlh_choice *c,
+		  char *err, size_t errlen)
+{
+	char why[1024];
+	int rc = eng_choose(e, spec, c, why, sizeof why);
+
+	if (rc == -ETIME)
+		snprintf(err, errlen, "spec: [job] deadline: %s\n", why);
+	else if (rc == -ENOSPC)
+		snprintf(err, errlen, "spec: [train] batch_size: %s\n", why);
+	else if (rc)
+		snprintf(err, errlen, "spec: %s\n", why);
+	return rc ? -EINVAL : 0;
+}
+
+/* Parses the spec text, decides how it runs and normalizes it. e->mu not
+ * held: deciding may wait for a first-mount calibration. Returns 0, or
+ * -EINVAL/-EFBIG with err (a refusal). */
+static int read_spec(struct dlh_engine *e, struct submission *s, const char *text, size_t len,
+		     char *err, size_t errlen)
+{
+	int rc = dlh_spec_parse(text, len, &s->spec, err, errlen);
+	if (!rc)
+		rc = decide(e, &s->spec, &s->choice, err, errlen);
+	if (rc)
+		return rc;
+	int n = dlh_spec_format(&s->spec, s->norm, sizeof s->norm);
+	if (n < 0) {
+		snprintf(err, errlen, "spec: cannot normalize the spec\n");
+		return -EINVAL;
+	}
+	s->norm_len = (size_t)n;
+	return 0;
+}
+
+/* Makes s's job from its spec and decision, with the next id taken
+ * tentatively: store_job spends it. e->mu held. */
+static void take_id(struct dlh_engine *e, struct submission *s, uid_t uid)
+{
+	struct dlh_job *j = s->job;
+	j->id = e->next_id;
+	j->uid = uid;
+	j->status = DLH_QUEUED;
+	j->submitted = eng_stamp();
+	j->spec = s->spec;
+	j->priority = s->spec.priority;
+	eng_choice_apply(j, &s->choice);
+	if (s->spec.dry_run) {
+		j->status = DLH_PLANNED;
+		j->finished = j->submitted;
+		snprintf(j->reason, sizeof j->reason, "dry run: estimated and planned, not launched");
+	}
+	eng_job_dir(e, j->id, s->dir, sizeof s->dir);
+}
+
+/* Plans the job, once, in its directory: a spec the pool cannot run is
+ * refused here. e->mu held. Returns 0, or -errno with err (a refusal). */
+static int plan_job(struct dlh_engine *e, struct submission *s, char *err, size_t errlen)
+{
+	struct dlh_plan_override ov;
+	return dlh_plan_make_with(&s->job->spec, eng_job_override(s->job, &ov) ? &ov : NULL,
+				  &e->pool, &e->tools, s->dir, &s->plan, err, errlen);
+}
+
+/* Refuses a job when max_queued jobs are queued already. e->mu held.
+ * Returns 0, or -EAGAIN with err (a refusal). */
+static int queue_room(struct dlh_engine *e, char *err, size_t errlen)
+{
+	int queued = 0;
+	for (size_t i = 0; i < e->njobs; i++)
+		queued += e->jobs[i]->status == DLH_QUEUED;
+	if (queued < e->max_queued)
+		return 0;
+	snprintf(err, errlen, "spec: the queue is full: %d jobs queued (max_queued=%d); "
+		 "submit again when some have started\n", queued, e->max_queued);
+	return -EAGAIN;
+}
+
+/* Spends the job's id, creates its directory and writes its files: the
+ * normalized spec, the submitted text, estimate, planner, plan and its
+ * record. e->mu held. Returns 0, or -errno with err; the id stays spent
+ * once next_id is on disk. */
+static int store_files(struct dlh_engine *e, struct submission *s, const char *text, size_t len,
+		       char *err, size_t errlen)
+{
+	struct dlh_job *j = s->job;
+	char path[4096];
+	int rc;
+	snprintf(path, sizeof path, "%s/" DLH_DIR_CHECKPOINTS, s->dir);
+	if ((rc = eng_spend_id(e, j->id)) || (rc = dlh_mkdir_p(path, 0755))) {
+		snprintf(err, errlen, "spec: cannot create the job in \"%s\": %s\n", s->dir,
+			 strerror(-rc));
+		return rc;
+	}
+	eng_job_file(e, j->id, "spec.ini", path, sizeof path);
+	if (!(rc = dlh_write_atomic(path, s->norm, s->norm_len))) {
+		eng_job_file(e, j->id, "submitted.ini", path, sizeof path);
+		rc = dlh_write_atomic(path, text, len);
+	}
+	if (!rc)
+		rc = eng_write_choice(e, j->id, &s->choice, &s->plan);
+	if (!rc)
+		rc = dlh_job_save(j, s->dir);
+	if (rc)
+		snprintf(err, errlen, "spec: cannot store the job in \"%s\": %s\n", s->dir,
+			 strerror(-rc));
+	return rc;
+}
+
+/* Inserts the stored job into the table, which owns it from then on, sets
+ * *id and starts its log. e->mu held. Returns 0, or -ENOMEM with err. */
+static int insert_job(struct dlh_engine *e, struct submission *s, long *id, char *err,
+		      size_t errlen)
+{
+	struct dlh_job *j = s->job;
+	int rc = eng_insert(e, j);
+	if (rc) {
+		snprintf(err, errlen, "spec: cannot store the job in \"%s\": %s\n", s->dir,
+			 strerror(-rc));
+		return rc;
+	}
+	s->job = NULL;
+	*id = j->id;
+	eng_job_log(e, j, "submitted by uid %u", (unsigned)j->uid);
+	if (s->choice.estimated)
+		eng_job_log(e, j, "planned: %d x %s, estimated %.1f s, %.0f J%s", s->choice.ranks,
+			    s->choice.type, s->choice.est.total_s, s->choice.est.joules,
+			    s->spec.dry_run ? " (dry run: not launched)" : "");
+	else
+		eng_job_log(e, j, "not estimated: %s", s->choice.why);
+	return 0;
+}
+
+int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
+		      uid_t uid, long *id, char *err, size_t errlen)
+{
+	struct submission *s = submission_new();
+	if (!s) {
+		snprintf(err, errlen, "spec: out of memory\n");
+		return -ENOMEM;
+	}
+	err[0] = '\0';
+	int rc = read_spec(e, s, text, len, err, errlen);   /* parse, decide: unlocked */
+	int refused = rc != 0;
+	if (!rc) {
+		pthread_mutex_lock(&e->mu);
+		take_id(e, s, uid);                          /* tentative: a refusal spends none */
+		rc = plan_job(e, s, err, errlen);
+		if (!rc)
+			rc = queue_room(e, err, errlen);
+		refused = rc != 0;
+		if (!rc)
+			rc = store_files(e, s, text, len, err, errlen);
+		if (!rc)
+			rc = insert_job(e, s, id, err, errlen);
+		if (!rc)
+			eng_schedule(e);
+		pthread_mutex_unlock(&e->mu);
+	}
+	if (refused)   /* not under e->mu: dlh_engine_reject takes it */
+		dlh_engine_reject(e, uid, err);
+	submission_free(s);
+	return rc;
+}

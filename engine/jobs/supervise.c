@@ -1,0 +1,583 @@
+/* supervise.c - starting a planned run and watching it: its waiter, time limits, grace periods, a run found after a restart
+ *
+ * A run is started and signalled only through engine/run/backend.h. When a
+ * run ends its waiter records why and calls e->on_run_end (the queue) so
+ * that this file never calls up into queue.c, which calls it. */
+#include "engine/jobs/supervise.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/jobs/advise.h"
+#include "engine/jobs/table.h"
+#include "engine/plan/plan.h"
+#include "engine/run/cgroup.h"
+#include "engine/util/util.h"
+
+/* What the waiter thread of one run gets. */
+struct waiter_arg {
+	struct dlh_engine *e;        /* owner */
+	struct dlh_job *job;         /* the job whose run it waits for */
+	struct dlh_run run;          /* that run */
+};
+
+#define FAILURE_SCAN (1 << 20)   /* bytes of log searched for why a run failed */
+
+/* ---- why a run failed ---- */
+
+/* Finds the most telling line of a failed run in its log: a trainer error,
+ * the launcher's note about a rank that died, or an exec failure. */
+static void failure_reason(const struct dlh_engine *e, const struct dlh_job *j,
+			   char *out, size_t len)
+{
+	static const char *const marks[] = {
+		"noticed that process rank", "dlh-train: rank", "ERROR: AddressSanitizer",
+		"ERROR: LeakSanitizer", "runtime error:", "MPI_ABORT was invoked",
+	};
+	char path[4096];
+	out[0] = '\0';
+	eng_job_file(e, j->id, DLH_FILE_LOG, path, sizeof path);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct stat st;
+	size_t want = 0;
+	if (!fstat(fd, &st))
+		want = st.st_size > FAILURE_SCAN ? FAILURE_SCAN : (size_t)st.st_size;
+	char *text = malloc(want + 1);
+	ssize_t n = text ? pread(fd, text, want, st.st_size - (off_t)want) : -1;
+	close(fd);
+	if (n < 0) {
+		free(text);
+		return;
+	}
+	text[n] = '\0';
+	/* only this run: from the last launch on */
+	char *from = text;
+	for (char *p = strstr(text, "dlhfs: launching"); p; p = strstr(p + 1, "dlhfs: launching"))
+		from = p;
+	for (size_t m = 0; m < sizeof marks / sizeof marks[0] && !out[0]; m++) {
+		char *hit = NULL;
+		for (char *p = strstr(from, marks[m]); p; p = strstr(p + 1, marks[m]))
+			hit = p;
+		if (!hit)
+			continue;
+		char *bol = hit;
+		while (bol > from && bol[-1] != '\n')
+			bol--;
+		size_t l = strcspn(bol, "\n");
+		if (l >= len)
+			l = len - 1;
+		memcpy(out, bol, l);
+		out[l] = '\0';
+	}
+	free(text);
+}
+
+/* 1 when path exists. */
+static int file_exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* ---- launching a run ---- */
+
+static void *waiter_main(void *arg);
+
+/* What a launch carries from step to step (malloc'd: the plan is large). */
+struct launch {
+	struct dlh_plan plan;        /* the run: ranks, slots, argv */
+	struct dlh_cgroup cg;        /* its cgroups; zeroed when it has none */
+	int join[3];                 /* cgroup.procs descriptors the run joins; -1 ends the list */
+	int slots_taken;             /* plan.slot are marked held in e->holder */
+	int started;                 /* the backend started the run (j->run) */
+	struct waiter_arg *wa;       /* for the waiter thread; NULL once it owns it */
+	char dir[4096];              /* STATE/jobs/ID */
+	char err[1024];              /* why the launch failed */
+};
+
+/* Plans j's run in its directory with the job's recorded decision (j is
+ * PLANNING from here). Returns 0, or -errno with l->err (its first line). */
+static int plan_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
+{
+	struct dlh_plan_override ov;
+	j->status = DLH_PLANNING;
+	int rc = dlh_plan_make_with(&j->spec, eng_job_override(j, &ov) ? &ov : NULL, &e->pool,
+				    &e->tools, l->dir, &l->plan, l->err, sizeof l->err);
+	if (rc)
+		l->err[strcspn(l->err, "\n")] = '\0';
+	return rc;
+}
+
+/* Holds the lowest free CPU slots for j, one per rank, pins the ranks to
+ * them and writes the plan file that names them. Returns 0, or -errno with
+ * l->err (the slots stay held: launch_failed gives them back). */
+static int take_slots(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
+{
+	struct dlh_plan *p = &l->plan;
+	int rc, free_slots = e->pool.node.cpus - e->slots_used;
+	if (p->ranks > free_slots) {
+		snprintf(l->err, sizeof l->err, "internal error: %d cpu slots needed, %d free",
+			 p->ranks, free_slots);
+		return -EAGAIN;
+	}
+	for (int r = 0, s = 0; r < p->ranks; s++)
+		if (!e->holder[s])
+			p->slot[r++] = s;
+	for (int r = 0; r < p->ranks; r++)
+		e->holder[p->slot[r]] = j->id;
+	e->slots_used += p->ranks;
+	l->slots_taken = 1;
+	if ((rc = dlh_plan_pin(p))) {
+		snprintf(l->err, sizeof l->err, "spec: the command line is longer than %d bytes",
+			 DLH_ARGV_BYTES);
+		return rc;
+	}
+	if ((rc = eng_write_plan(e, j->id, p)))
+		snprintf(l->err, sizeof l->err, "cannot write the plan: %s", strerror(-rc));
+	return rc;
+}
+
+/* Isolates the run where the machine allows: a cgroup with the cpuset of
+ * its slots and its memory limit, whose cgroup.procs descriptors go to
+ * l->join. Never fails: without cgroups the run runs anyway, and the job's
+ * log says why. */
+static void isolate(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
+{
+	if (e->cg.mode == DLH_CG_NONE) {
+		if (j->spec.memory > 0)
+			eng_job_log(e, j, "isolation: none, the memory limit is not enforced: %s",
+				    e->cg.why);
+		return;
+	}
+	char name[64], why[512], lim[32] = "none";
+	snprintf(name, sizeof name, "%ld-%lu", j->id, ++e->launches);
+	int rc = dlh_cgroup_create(&e->cg, name, l->plan.slot, l->plan.ranks, j->spec.memory,
+				   &l->cg, why, sizeof why);
+	if (!rc && (rc = dlh_cgroup_join_fds(&l->cg, l->join))) {
+		snprintf(why, sizeof why, "cannot open cgroup.procs: %s", strerror(-rc));
+		dlh_cgroup_destroy(&l->cg);
+	}
+	if (j->spec.memory > 0)
+		dlh_size_text(j->spec.memory, lim, sizeof lim);
+	if (rc)
+		eng_job_log(e, j, "isolation: none for this run: %s", why);
+	else
+		eng_job_log(e, j, "isolation: cgroup v%d \"%s\", memory limit %s",
+			    e->cg.mode == DLH_CG_V1 ? 1 : 2, l->cg.cpuset, lim);
+}
+
+/* Closes the cgroup.procs descriptors still open in l->join. */
+static void close_joins(struct launch *l)
+{
+	for (int k = 0; l->join[k] >= 0; k++) {
+		close(l->join[k]);
+		l->join[k] = -1;
+	}
+}
+
+/* Starts the run through the backend, with the environment of
+ * engine/contract and its output appended to the job's log. Returns 0 with
+ * j->run set, or -errno with l->err. */
+static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
+{
+	char log[4096];
+	struct eng_env env;
+	eng_run_env(e, j->id, l->plan.ranks, &env);
+	eng_job_file(e, j->id, DLH_FILE_LOG, log, sizeof log);
+	struct dlh_launch dl = {
+		.argv = l->plan.argv, .ranks = l->plan.ranks, .env = env.v, .job_dir = l->dir,
+		.log_path = log, .join = l->join,
+	};
+	int rc = e->backend.ops->start(&e->backend, &dl, &j->run, l->err, sizeof l->err);
+	close_joins(l);   /* the run has joined its cgroups, or there is no run */
+	l->started = !rc;
+	return rc;
+}
+
+/* Records the started run in j (RUNNING, its ranks, cgroups, start time
+ * and time limit), arms the timer for the limit and saves the record. */
+static void record_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
+{
+	j->cg = l->cg;
+	j->status = DLH_RUNNING;
+	j->reason[0] = '\0';
+	j->run_started = eng_stamp();
+	if (j->started == 0)
+		j->started = j->run_started;
+	j->finished = 0;
+	j->ranks = l->plan.ranks;
+	j->limit_at = j->spec.time_limit > 0 ? dlh_mono() + (double)j->spec.time_limit : 0;
+	j->timed_out = 0;
+	j->wait[0] = '\0';
+	if (j->limit_at)
+		pthread_cond_signal(&e->timer_cv);
+	eng_job_save(e, j);
+}
+
+/* Starts the detached thread that waits for j's run (it takes l->wa).
+ * Returns 0, or -errno with l->err. */
+static int start_waiter(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	*l->wa = (struct waiter_arg){ .e = e, .job = j, .run = j->run };
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int rc = pthread_create(&t, &attr, waiter_main, l->wa);
+	pthread_attr_destroy(&attr);
+	if (rc) {
+		snprintf(l->err, sizeof l->err, "cannot start a supervisor thread: %s", strerror(rc));
+		return -rc;
+	}
+	e->waiters++;
+	l->wa = NULL;
+	return 0;
+}
+
+/* The one way out of a failed launch: stops and reaps the run if it
+ * started (without a waiter nobody would), gives back its slots and
+ * cgroups, and marks j failed with l->err. Returns rc. */
+static int launch_failed(struct dlh_engine *e, struct dlh_job *j, struct launch *l, int rc)
+{
+	if (l->started) {
+		struct dlh_run_end end;
+		e->backend.ops->signal(&e->backend, &j->run, DLH_VERB_KILL);
+		e->backend.ops->wait(&e->backend, &j->run, l->dir, 1, &end);
+		memset(&j->run, 0, sizeof j->run);
+	}
+	if (l->slots_taken) {
+		e->slots_used -= l->plan.ranks;
+		for (int r = 0; r < l->plan.ranks; r++)
+			e->holder[l->plan.slot[r]] = 0;
+	}
+	close_joins(l);
+	memset(&j->cg, 0, sizeof j->cg);
+	dlh_cgroup_destroy(&l->cg);
+	j->status = DLH_FAILED;
+	j->finished = eng_stamp();
+	snprintf(j->reason, sizeof j->reason, "%s", l->err);
+	eng_job_log(e, j, "failed: %s", l->err);
+	eng_job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	return rc;
+}
+
+/* A launch of job j with nothing done yet, or NULL when out of memory. */
+static struct launch *launch_new(const struct dlh_engine *e, const struct dlh_job *j)
+{
+	struct launch *l = calloc(1, sizeof *l);
+	struct waiter_arg *wa = malloc(sizeof *wa);
+	if (!l || !wa) {
+		free(l);
+		free(wa);
+		return NULL;
+	}
+	for (int k = 0; k < 3; k++)
+		l->join[k] = -1;
+	l->wa = wa;
+	eng_job_dir(e, j->id, l->dir, sizeof l->dir);
+	return l;
+}
+
+int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
+{
+	struct launch *l = launch_new(e, j);
+	if (!l)
+		return -ENOMEM;   /* nothing done: the job waits for the next schedule */
+	int rc = plan_run(e, j, l);
+	if (!rc)
+		rc = take_slots(e, j, l);
+	if (!rc) {
+		/* the run's part of the log starts here (failure_reason) */
+		eng_job_log(e, j, "launching %d rank%s on %s (restart %d)", l->plan.ranks,
+			    l->plan.ranks == 1 ? "" : "s", l->plan.host, j->restarts);
+		isolate(e, j, l);
+		rc = start_run(e, j, l);
+	}
+	if (!rc) {
+		record_run(e, j, l);
+		rc = start_waiter(e, j, l);
+	}
+	if (rc)
+		launch_failed(e, j, l, rc);
+	else
+		pthread_cond_broadcast(&e->changed);
+	free(l->wa);
+	free(l);
+	return rc;
+}
+
+/* ---- the end of a run ---- */
+
+/* Handles the end of job j's run (as its backend saw it); cg: the run's
+ * cgroups, taken off the job (the caller removes them). e->mu held. */
+static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run_end *end,
+		       const struct dlh_cgroup *cg)
+{
+	char path[4096];
+	int oom = dlh_cgroup_oom_kills(cg);
+	int leftover = end->leftover;
+	double run_started = j->run_started;
+	e->slots_used -= j->ranks;
+	for (int s = 0; s < e->pool.node.cpus; s++)
+		if (e->holder[s] == j->id)
+			e->holder[s] = 0;
+	j->run_started = 0;
+	j->limit_at = 0;
+	memset(&j->run, 0, sizeof j->run);
+	j->kill_at = 0;
+	j->term_at = 0;
+	j->exit_code = end->state == DLH_RUN_EXITED ? end->exit_code : -SIGKILL;
+	if (leftover)
+		eng_job_log(e, j, "killed %d leftover process%s of the run", leftover,
+			leftover == 1 ? "" : "es");
+	if (end->state != DLH_RUN_EXITED)
+		eng_job_log(e, j, "the run was lost: its launcher could not be waited for");
+	else if (j->exit_code >= 0)
+		eng_job_log(e, j, "%s exited with status %d", e->backend.launcher_name, j->exit_code);
+	else
+		eng_job_log(e, j, "%s killed by signal %d (%s)", e->backend.launcher_name,
+			-j->exit_code, strsignal(-j->exit_code));
+
+	eng_job_file(e, j->id, DLH_FILE_RESULT, path, sizeof path);
+	if (j->cancelling) {
+		j->status = DLH_CANCELLED;
+		j->finished = eng_stamp();
+	} else if (oom > 0 && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
+		char lim[32];
+		dlh_size_text(cg->limit, lim, sizeof lim);
+		eng_job_log(e, j, "out of memory: the kernel killed %d process%s of the run in its cgroup "
+			"(limit %s)", oom, oom == 1 ? "" : "es", lim);
+		j->status = DLH_FAILED;
+		j->finished = eng_stamp();
+		snprintf(j->reason, sizeof j->reason, "out of memory (limit %s)", lim);
+	} else if (j->timed_out && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
+		char lim[32];
+		dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
+		j->status = DLH_FAILED;
+		j->finished = eng_stamp();
+		snprintf(j->reason, sizeof j->reason, "time limit %s reached", lim);
+	} else if (j->exit_code == 0 && (j->spec.command[0] || file_exists(path))) {
+		j->status = DLH_SUCCEEDED;
+		j->reason[0] = '\0';
+		j->finished = eng_stamp();
+		eng_job_actuals(e, j, j->finished - run_started);
+	} else if (j->exit_code == DLH_EXIT_SUSPENDED || j->suspending) {
+		/* stopped at a checkpoint (or, past the grace, stopped anyway):
+		 * not a failure; resume restarts from the newest checkpoint. A
+		 * victim of preemption waits in the queue to resume by itself. */
+		j->status = j->preempted_by ? DLH_QUEUED : DLH_SUSPENDED;
+		j->suspends++;
+		if (!j->suspending)
+			snprintf(j->reason, sizeof j->reason,
+				 "the run stopped at a checkpoint by itself (exit status %d)",
+				 DLH_EXIT_SUSPENDED);
+		else if (j->exit_code != DLH_EXIT_SUSPENDED && strlen(j->reason) < 200)
+			snprintf(j->reason + strlen(j->reason), sizeof j->reason - strlen(j->reason),
+				 "; the run did not stop at a checkpoint, it resumes from its newest one");
+	} else if (e->stopping) {
+		j->status = DLH_QUEUED;
+		snprintf(j->reason, sizeof j->reason,
+			 "interrupted: dlhfs stopped while the job ran; it resumes from its newest checkpoint at the next mount");
+	} else {
+		char why[DLH_REASON_MAX - 64];
+		failure_reason(e, j, why, sizeof why);
+		if (!why[0]) {
+			if (j->exit_code == 0)
+				snprintf(why, sizeof why, "the trainer exited without writing a result");
+			else if (j->exit_code > 0)
+				snprintf(why, sizeof why, "%s exited with status %d",
+					 e->backend.launcher_name, j->exit_code);
+			else
+				snprintf(why, sizeof why, "%s was killed by signal %d",
+					 e->backend.launcher_name, -j->exit_code);
+		}
+		if (j->spec.restart == DLH_RESTART_ON_FAILURE && j->restarts < j->spec.max_restarts) {
+			j->restarts++;
+			j->status = DLH_QUEUED;
+			snprintf(j->reason, sizeof j->reason, "restarting (%d of %d) after: %s",
+				 j->restarts, j->spec.max_restarts, why);
+		} else {
+			j->status = DLH_FAILED;
+			j->finished = eng_stamp();
+			snprintf(j->reason, sizeof j->reason, "%s", why);
+		}
+	}
+	j->cancelling = 0;
+	j->suspending = 0;
+	j->preempted_by = 0;
+	j->timed_out = 0;
+	eng_job_log(e, j, "%s%s%s", dlh_status_name(j->status), j->reason[0] ? ": " : "", j->reason);
+	eng_job_save(e, j);
+	pthread_cond_broadcast(&e->changed);
+	if (!e->stopping && e->on_run_end)
+		e->on_run_end(e);   /* the queue: slots are free (see table.h) */
+}
+
+/* The thread that waits for one run (arg: its struct waiter_arg, freed
+ * here): blocks in the backend's wait without e->mu, then records the end
+ * and removes the run's cgroups. */
+static void *waiter_main(void *arg)
+{
+	struct waiter_arg *wa = arg;
+	struct dlh_engine *e = wa->e;
+	struct dlh_run_end end;
+	char dir[4096];
+	eng_job_dir(e, wa->job->id, dir, sizeof dir);   /* e->state never changes */
+	e->backend.ops->wait(&e->backend, &wa->run, dir, 1, &end);
+	pthread_mutex_lock(&e->mu);
+	struct dlh_cgroup cg = wa->job->cg;
+	memset(&wa->job->cg, 0, sizeof wa->job->cg);
+	job_exited(e, wa->job, &end, &cg);
+	pthread_mutex_unlock(&e->mu);
+	dlh_cgroup_destroy(&cg); /* waits for stragglers: not under the lock */
+	pthread_mutex_lock(&e->mu);
+	e->waiters--;
+	pthread_cond_broadcast(&e->changed);
+	pthread_mutex_unlock(&e->mu);
+	free(wa);
+	return NULL;
+}
+
+/* ---- the timer thread ---- */
+
+/* The timer thread (arg: the engine): terminates runs past their time limit
+ * or their suspend grace and kills those past their kill grace; ends once
+ * the engine stops and no waiter is left. */
+static void *timer_main(void *arg)
+{
+	struct dlh_engine *e = arg;
+	pthread_mutex_lock(&e->mu);
+	while (!(e->stopping && e->waiters == 0)) {
+		double now = dlh_mono(), next = 0;
+		for (size_t i = 0; i < e->njobs; i++) {
+			struct dlh_job *j = e->jobs[i];
+			if (j->limit_at && j->run.pid && !j->kill_at && !j->cancelling) {
+				if (j->limit_at <= now) {
+					char lim[32];
+					dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
+					eng_job_log(e, j, "time limit %s reached: SIGTERM to the run", lim);
+					j->limit_at = 0;
+					j->timed_out = 1;
+					eng_job_terminate(e, j);
+				} else if (!next || j->limit_at < next) {
+					next = j->limit_at;
+				}
+			}
+			if (j->term_at && j->run.pid && !j->kill_at) {
+				if (j->term_at <= now) {
+					eng_job_log(e, j, "the run did not suspend within %.0f s: SIGTERM",
+						e->suspend_grace);
+					j->term_at = 0;
+					eng_job_terminate(e, j);
+				} else if (!next || j->term_at < next) {
+					next = j->term_at;
+				}
+			}
+			if (!j->kill_at || !j->run.pid)
+				continue;
+			if (j->kill_at <= now) {
+				int n = eng_job_signal(e, j, DLH_VERB_KILL);
+				n = n < 0 ? 0 : n;
+				eng_job_log(e, j, "grace period over: SIGKILL to %d process%s", n,
+					n == 1 ? "" : "es");
+				j->kill_at = 0;
+			} else if (!next || j->kill_at < next) {
+				next = j->kill_at;
+			}
+		}
+		if (!next) {
+			pthread_cond_wait(&e->timer_cv, &e->mu);
+		} else {
+			struct timespec ts;
+			dlh_mono_ts(next, &ts);
+			pthread_cond_timedwait(&e->timer_cv, &e->mu, &ts);
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
+/* ---- signals ---- */
+
+int eng_job_signal(struct dlh_engine *e, struct dlh_job *j, enum dlh_verb v)
+{
+	return e->backend.ops->signal(&e->backend, &j->run, v);
+}
+
+/* Stops every process of j's run and arms the kill timer. e->mu held. */
+void eng_job_terminate(struct dlh_engine *e, struct dlh_job *j)
+{
+	eng_job_signal(e, j, DLH_VERB_TERMINATE);
+	j->kill_at = dlh_mono() + e->grace;
+	pthread_cond_signal(&e->timer_cv);
+}
+
+/* Asks a running job to checkpoint and stop, terminates it after the
+ * suspend grace. e->mu held. */
+void eng_job_suspend(struct dlh_engine *e, struct dlh_job *j)
+{
+	j->suspending = 1;
+	j->term_at = dlh_mono() + e->suspend_grace;
+	eng_job_signal(e, j, DLH_VERB_SUSPEND);
+	pthread_cond_signal(&e->timer_cv);
+}
+
+/* ---- after a restart ---- */
+
+void eng_job_recover(struct dlh_engine *e, struct dlh_job *j)
+{
+	char path[4096], dir[4096];
+	struct dlh_run run;
+	eng_job_dir(e, j->id, dir, sizeof dir);
+	if (!dlh_run_load(dir, &run))
+		e->backend.ops->stop(&e->backend, &run, dir, e->grace);
+	eng_job_file(e, j->id, DLH_FILE_RESULT, path, sizeof path);
+	memset(&j->run, 0, sizeof j->run);
+	if (file_exists(path)) {
+		j->status = DLH_SUCCEEDED;
+		j->reason[0] = '\0';
+		j->finished = eng_stamp();
+		eng_job_log(e, j, "found finished after a restart of dlhfs");
+	} else {
+		j->status = DLH_QUEUED;
+		snprintf(j->reason, sizeof j->reason,
+			 "interrupted: dlhfs stopped while the job ran; resuming from its newest checkpoint");
+		eng_job_log(e, j, "found running after a restart of dlhfs; requeued");
+	}
+	eng_job_save(e, j);
+}
+
+/* ---- the engine's open and close ---- */
+
+int eng_supervise_start(struct dlh_engine *e, char *err, size_t errlen)
+{
+	int rc = pthread_create(&e->timer, NULL, timer_main, e);
+	if (rc)
+		snprintf(err, errlen, "cannot start the timer thread: %s", strerror(rc));
+	return -rc;
+}
+
+void eng_supervise_stop(struct dlh_engine *e)
+{
+	pthread_mutex_lock(&e->mu);
+	e->stopping = 1;
+	for (size_t i = 0; i < e->njobs; i++)
+		if (e->jobs[i]->run.pid && !e->jobs[i]->kill_at)
+			eng_job_terminate(e, e->jobs[i]);
+	while (e->waiters > 0)
+		pthread_cond_wait(&e->changed, &e->mu);
+	pthread_cond_signal(&e->timer_cv);
+	pthread_cond_broadcast(&e->changed);   /* submissions waiting for calibration */
+	pthread_mutex_unlock(&e->mu);
+	pthread_join(e->timer, NULL);
+}

@@ -1,0 +1,187 @@
+/* table.c - the job table and the job records in the state dir: paths, logs, saves, lookups, loading
+ *
+ * The bottom of jobs/: nothing here calls up into the queue, the
+ * supervisor or submit (table.h). */
+#include "engine/jobs/table.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/util/util.h"
+
+/* Now, rounded to the millisecond: job records store times with %.3f, so
+ * what is rendered before and after a reload is the same. */
+double eng_stamp(void)
+{
+	return floor(dlh_now() * 1000.0 + 0.5) / 1000.0;
+}
+
+void eng_job_dir(const struct dlh_engine *e, long id, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/jobs/%ld", e->state, id);
+}
+
+void eng_job_file(const struct dlh_engine *e, long id, const char *name,
+		     char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/jobs/%ld/%s", e->state, id, name);
+}
+
+__attribute__((format(printf, 3, 4)))
+void eng_job_log(const struct dlh_engine *e, const struct dlh_job *j, const char *fmt, ...)
+{
+	char path[4096], when[32], msg[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	dlh_time_iso(dlh_now(), when, sizeof when);
+	char line[2200];
+	snprintf(line, sizeof line, "%s dlhfs: %s", when, msg);
+	eng_job_file(e, j->id, DLH_FILE_LOG, path, sizeof path);
+	dlh_append_line(path, line);
+}
+
+void eng_job_save(const struct dlh_engine *e, const struct dlh_job *j)
+{
+	char dir[4096];
+	eng_job_dir(e, j->id, dir, sizeof dir);
+	int rc = dlh_job_save(j, dir);
+	if (rc)
+		fprintf(stderr, "dlhfs: cannot save job %ld: %s\n", j->id, strerror(-rc));
+}
+
+struct dlh_job *eng_find(const struct dlh_engine *e, long id)
+{
+	size_t lo = 0, hi = e->njobs;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (e->jobs[mid]->id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < e->njobs && e->jobs[lo]->id == id ? e->jobs[lo] : NULL;
+}
+
+int eng_insert(struct dlh_engine *e, struct dlh_job *j)
+{
+	if (e->njobs == e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 64;
+		struct dlh_job **p = realloc(e->jobs, cap * sizeof *p);
+		if (!p)
+			return -ENOMEM;
+		e->jobs = p;
+		e->cap = cap;
+	}
+	size_t i = e->njobs;
+	while (i > 0 && e->jobs[i - 1]->id > j->id) {
+		e->jobs[i] = e->jobs[i - 1];
+		i--;
+	}
+	e->jobs[i] = j;
+	e->njobs++;
+	return 0;
+}
+
+int eng_spend_id(struct dlh_engine *e, long id)
+{
+	char path[4096], next[32];
+	snprintf(path, sizeof path, "%s/next_id", e->state);
+	snprintf(next, sizeof next, "%ld\n", id + 1);
+	int rc = dlh_write_atomic(path, next, strlen(next));
+	if (!rc && id + 1 > e->next_id)
+		e->next_id = id + 1;
+	return rc;
+}
+
+/* Raises e->next_id to what STATE/next_id says, when it says more. */
+static void read_next_id(struct dlh_engine *e)
+{
+	char path[4096], *text;
+	snprintf(path, sizeof path, "%s/next_id", e->state);
+	if (!dlh_read_file(path, 64, &text, NULL)) {
+		long n = strtol(text, NULL, 10);
+		if (n > e->next_id)
+			e->next_id = n;
+		free(text);
+	}
+}
+
+int eng_table_load(struct dlh_engine *e, char *err, size_t errlen)
+{
+	char dir[4096];
+	read_next_id(e);
+	snprintf(dir, sizeof dir, "%s/jobs", e->state);
+	DIR *d = opendir(dir);
+	if (!d) {
+		snprintf(err, errlen, "cannot open \"%s\": %s", dir, strerror(errno));
+		return -errno;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char *end;
+		long id = strtol(de->d_name, &end, 10);
+		if (*end || id <= 0)
+			continue;
+		struct dlh_job *j = malloc(sizeof *j);
+		if (!j) {
+			closedir(d);
+			return -ENOMEM;
+		}
+		char jd[4096];
+		eng_job_dir(e, id, jd, sizeof jd);
+		int rc = dlh_job_load(j, jd);
+		if (rc || j->id != id) {
+			fprintf(stderr, "dlhfs: skipping \"%s\": unreadable job record (%s)\n", jd,
+				strerror(rc ? -rc : EINVAL));
+			free(j);
+			if (id >= e->next_id)
+				e->next_id = id + 1;
+			continue;
+		}
+		if (eng_insert(e, j)) {
+			free(j);
+			closedir(d);
+			return -ENOMEM;
+		}
+		if (id >= e->next_id)
+			e->next_id = id + 1;
+	}
+	closedir(d);
+	return 0;
+}
+
+void eng_table_free(struct dlh_engine *e)
+{
+	for (size_t i = 0; i < e->njobs; i++)
+		free(e->jobs[i]);
+	free(e->jobs);
+	e->jobs = NULL;
+	e->njobs = e->cap = 0;
+}
+
+void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env *env)
+{
+	char dir[4096];
+	eng_job_dir(e, id, dir, sizeof dir);
+	snprintf(env->id, sizeof env->id, DLH_ENV_JOB_ID "=%ld", id);
+	snprintf(env->dir, sizeof env->dir, DLH_ENV_JOB_DIR "=%s", dir);
+	snprintf(env->csv, sizeof env->csv, DLH_ENV_METRICS_CSV "=%s/" DLH_FILE_METRICS, dir);
+	snprintf(env->ckpt, sizeof env->ckpt, DLH_ENV_CHECKPOINT_DIR "=%s/" DLH_DIR_CHECKPOINTS, dir);
+	snprintf(env->ranks, sizeof env->ranks, DLH_ENV_RANKS "=%d", ranks);
+	int n = 0;
+	env->v[n++] = "OPENBLAS_NUM_THREADS=1";   /* one core per rank */
+	env->v[n++] = "OMP_NUM_THREADS=1";
+	env->v[n++] = env->id;
+	env->v[n++] = env->dir;
+	env->v[n++] = env->csv;
+	env->v[n++] = env->ckpt;
+	env->v[n++] = env->ranks;
+	env->v[n] = NULL;
+}
