@@ -40,9 +40,9 @@ static const struct fs_entry jobs_entries[] = {
 };
 static const struct fs_entry job_entries[] = {
 	{ "spec", FS_JOB_SPEC }, { "status", FS_JOB_STATUS }, { "progress", FS_JOB_PROGRESS },
-	{ "metrics", FS_JOB_METRICS }, { "metrics.csv", FS_JOB_CSV }, { "estimate", FS_JOB_ESTIMATE },
+	{ "metrics", FS_JOB_METRICS }, { DLH_FILE_METRICS, FS_JOB_CSV }, { "estimate", FS_JOB_ESTIMATE },
 	{ "plan", FS_JOB_PLAN },
-	{ "log", FS_JOB_LOG }, { "checkpoints", FS_JOB_CKPTS }, { "result", FS_JOB_RESULT },
+	{ DLH_FILE_LOG, FS_JOB_LOG }, { DLH_DIR_CHECKPOINTS, FS_JOB_CKPTS }, { DLH_FILE_RESULT, FS_JOB_RESULT },
 	{ "lr_finder", FS_JOB_LRFIND }, { "ctl", FS_JOB_CTL }, { NULL, 0 },
 };
 

@@ -1,5 +1,6 @@
 /* main.c - dlh-calib: the microbenchmarks behind STATE/calibration (an MPI
- * program; engine/calib.c runs it under mpirun and reads what it prints)
+ * program; engine/plan/calib.c runs it through the launch backend and reads
+ * what it writes)
  *
  *   dlh-calib --phase single [--dir DIR] [--images P --labels P] [--out F]  (1 rank)
  *   dlh-calib --phase all [--out F]                                          (all ranks)
