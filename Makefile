@@ -133,7 +133,7 @@ $(LIBSCHEMA): $(SCHEMA_OBJ)
 # its shards and buffers with its plan (plan.c): linked, not copied
 ENGINE_DATA_OBJ = $(BUILD)/obj/engine/train/idx.o $(BUILD)/obj/engine/train/csv.o \
 	$(BUILD)/obj/engine/train/prefetch.o $(BUILD)/obj/engine/train/rng.o \
-	$(BUILD)/obj/engine/train/plan.o
+	$(BUILD)/obj/engine/train/plan.o $(BUILD)/obj/engine/train/files.o
 $(LIBENGINE): $(ENGINE_OBJ) $(ENGINE_DATA_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^

@@ -231,7 +231,9 @@ static int key(const char *section, const char *name)
 	return k;
 }
 
-/* Every data path, given or default, must be a readable file. */
+/* Every data path, given or default, must be a readable regular file.
+ * Nothing here opens it: a FIFO or a device is refused by its type, never
+ * waited on. */
 static void check_paths(struct ctx *c)
 {
 	for (int k = 0; k < dlh_spec_nkeys; k++) {
@@ -240,16 +242,23 @@ static void check_paths(struct ctx *c)
 			continue;
 		const char *path = (const char *)&c->spec + d->off;
 		struct stat st;
-		int e = 0;
+		int e = 0, odd = 0;
 		if (access(path, R_OK) != 0)
 			e = errno;
 		else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
 			e = EISDIR;
-		if (!e)
+		else if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+			odd = 1;
+		if (!e && !odd)
 			continue;
 		char q[DLH_SPEC_LINE_MAX + 8], why[128];
 		dlh_spec_quote(q, sizeof q, path, DLH_SPEC_LINE_MAX);
-		if (strerror_r(e, why, sizeof why))
+		if (odd)
+			snprintf(why, sizeof why, "not a regular file (a %s)",
+				 S_ISFIFO(st.st_mode) ? "FIFO" : S_ISCHR(st.st_mode) ? "character device" :
+				 S_ISBLK(st.st_mode) ? "block device" : S_ISSOCK(st.st_mode) ? "socket" :
+				 "special file");
+		else if (strerror_r(e, why, sizeof why))
 			snprintf(why, sizeof why, "error %d", e);
 		dlh_spec_error_add(&c->errs, c->line_of[k], "[%s] %s: cannot read %s: %s",
 				   d->section, d->name, q, why);

@@ -133,12 +133,14 @@ int dlh_engine_calibration(struct dlh_engine *e, struct dlh_buf *out)
 
 /* ---- before the run ---- */
 
-int eng_choose(struct dlh_engine *e, const struct dlh_spec *spec, struct dlh_choice *c,
+int eng_choose(struct dlh_engine *e, const struct dlh_spec *spec,
+	       const struct dlh_dataset_shape *shape, struct dlh_choice *c,
 	       char *err, size_t errlen)
 {
 	struct dlh_calib cal;
 	struct dlh_correction corr;
-	struct dlh_choose_in in = { .spec = spec, .pool = &e->pool, .cal = &cal, .corr = &corr };
+	struct dlh_choose_in in = { .spec = spec, .pool = &e->pool, .cal = &cal, .corr = &corr,
+				    .shape = shape };
 
 	/* a first-mount calibration takes seconds: the first jobs wait for it
 	 * rather than run unplanned */

@@ -22,7 +22,8 @@ void eng_calib_close(struct dlh_engine *e);
 
 /* Decides how spec runs on the pool as it is now (engine/choose), after
  * any first-mount calibration has ended. e->mu not held. */
-int eng_choose(struct dlh_engine *e, const struct dlh_spec *spec, struct dlh_choice *c,
+int eng_choose(struct dlh_engine *e, const struct dlh_spec *spec,
+	       const struct dlh_dataset_shape *shape, struct dlh_choice *c,
 	       char *err, size_t errlen);
 
 /* Records the decision in the job (its record keeps it across restarts). */

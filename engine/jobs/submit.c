@@ -103,11 +103,11 @@ static void submission_free(struct submission *s)
 
 /* Decides how spec runs (engine/choose); a refusal becomes spec error
  * text naming the key it comes from. e->mu not held. */
-static int decide(struct dlh_engine *e, const struct dlh_spec *spec, struct dlh_choice *c,
-		  char *err, size_t errlen)
+static int decide(struct dlh_engine *e, const struct dlh_spec *spec,
+		  const struct dlh_dataset_shape *shape, struct dlh_choice *c, char *err, size_t errlen)
 {
 	char why[1024];
-	int rc = eng_choose(e, spec, c, why, sizeof why);
+	int rc = eng_choose(e, spec, shape, c, why, sizeof why);
 
 	if (rc == -ETIME)
 		snprintf(err, errlen, "spec: [job] deadline: %s\n", why);
@@ -118,15 +118,38 @@ static int decide(struct dlh_engine *e, const struct dlh_spec *spec, struct dlh_
 	return rc ? -EINVAL : 0;
 }
 
-/* Parses the spec text, decides how it runs and normalizes it. e->mu not
- * held: deciding may wait for a first-mount calibration. Returns 0, or
- * -EINVAL/-EFBIG with err (a refusal). */
+/* The built-in trainer's data as dlh-train will read it: headers (magic,
+ * dimensions), counts, labels. A file that is not what its key says is
+ * refused now, at close(), not by a run that fails later. Returns 0 (also
+ * for a [job] command, whose data dlhfs does not read), or -EINVAL with err. */
+static int read_data(const struct dlh_spec *spec, struct dlh_dataset_shape *shape,
+		     int *have, char *err, size_t errlen)
+{
+	char why[1024];
+	*have = 0;
+	if (spec->command[0])
+		return 0;
+	if (dlh_dataset_shape(spec, shape, why, sizeof why) < 0) {
+		snprintf(err, errlen, "spec: [data]: %s\n", why);
+		return -EINVAL;
+	}
+	*have = 1;
+	return 0;
+}
+
+/* Parses the spec text, reads its data's headers, decides how it runs and
+ * normalizes it. e->mu not held: deciding may wait for a first-mount
+ * calibration. Returns 0, or -EINVAL/-EFBIG with err (a refusal). */
 static int read_spec(struct dlh_engine *e, struct submission *s, const char *text, size_t len,
 		     char *err, size_t errlen)
 {
+	struct dlh_dataset_shape shape;
+	int have = 0;
 	int rc = dlh_spec_parse(text, len, &s->spec, err, errlen);
 	if (!rc)
-		rc = decide(e, &s->spec, &s->choice, err, errlen);
+		rc = read_data(&s->spec, &shape, &have, err, errlen);
+	if (!rc)
+		rc = decide(e, &s->spec, have ? &shape : NULL, &s->choice, err, errlen);
 	if (rc)
 		return rc;
 	int n = dlh_spec_format(&s->spec, s->norm, sizeof s->norm);

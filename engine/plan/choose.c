@@ -207,7 +207,9 @@ int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err
 		return unestimated(in, out, "[job] command runs a program dlhfs does not model");
 	if (!in->cal || in->cal->when <= 0)
 		return unestimated(in, out, "the pool is not calibrated yet");
-	if (dlh_dataset_shape(s, &shape, why, sizeof why) < 0)
+	if (in->shape)
+		shape = *in->shape;
+	else if (dlh_dataset_shape(s, &shape, why, sizeof why) < 0)
 		return unestimated(in, out, why);
 
 	pool_view(in->pool, in->cpus_free, in->gpus_free, s->dry_run, &out->pool);

@@ -44,6 +44,8 @@ struct dlh_choose_in {
 	int gpus_free;                 /* free GPUs of the local node; < 0 = all */
 	const struct dlh_calib *cal;   /* NULL or when == 0: not calibrated */
 	const struct dlh_correction *corr;   /* NULL = none */
+	const struct dlh_dataset_shape *shape;   /* the data as read at submission;
+						    NULL = read it here */
 };
 
 /* Decides ranks, batches, lr and warmup for in->spec and estimates the run.

@@ -1,7 +1,9 @@
 /* dataset.c - what a spec's data holds, read before a run */
 #include "engine/plan/dataset.h"
 
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,7 +41,12 @@ static int idx_split(const char *images, const char *labels, long limit, long *n
 
 	if (rc < 0 || (rc = dlt_idx_probe(labels, DLT_IDX_MAGIC_LABELS, &hl, err, errlen)) < 0)
 		return rc;
-	*n = limited(hi.count < hl.count ? hi.count : hl.count, limit);
+	if (hi.count != hl.count) {   /* a pair that does not belong together */
+		snprintf(err, errlen, "\"%s\" holds %ld images but \"%s\" %ld labels", images,
+			 (long)hi.count, labels, (long)hl.count);
+		return -EINVAL;
+	}
+	*n = limited(hi.count, limit);
 	s->c = 1;
 	s->h = hi.rows;
 	s->w = hi.cols;

@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include "engine/train/files.h"
 
 #define DLT_CSV_CHUNK 65536            /* bytes per gzgets call */
 
@@ -24,12 +27,15 @@ static int reader_open(struct reader *r, const char *path, char *err, size_t err
 {
 	memset(r, 0, sizeof *r);
 	r->path = path;
-	r->gz = gzopen(path, "rb");
-	if (!r->gz) {
-		int e = errno ? errno : ENOMEM;
+	int fd = dlt_open_regular(path, err, errlen);
 
-		snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(e));
-		return -e;
+	if (fd < 0)
+		return fd;
+	r->gz = gzdopen(fd, "rb");
+	if (!r->gz) {
+		close(fd);
+		snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(ENOMEM));
+		return -ENOMEM;
 	}
 	gzbuffer(r->gz, DLT_CSV_CHUNK * 2);
 	r->cap = DLT_CSV_CHUNK;

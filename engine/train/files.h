@@ -27,6 +27,11 @@ int dlt_write_atomic(const char *path, const struct iovec *iov, int niov,
 int dlt_write_atomic_str(const char *path, const char *text,
 			 char *err, size_t errlen);
 
+/* Opens path for reading when it is a regular file, without ever waiting
+ * on it (O_NONBLOCK: a FIFO or a device is refused, not read). Returns the
+ * descriptor, or -errno with a message in err ("not a regular file": -EINVAL). */
+int dlt_open_regular(const char *path, char *err, size_t errlen);
+
 /* Joins dir and name with one '/' into out. Returns 0, or -ENAMETOOLONG
  * (out untouched beyond a NUL) when it does not fit in len bytes. */
 int dlt_path_join(char *out, size_t len, const char *dir, const char *name);

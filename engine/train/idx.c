@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include "engine/train/files.h"
 
 #define DLT_IDX_GZBUF (256 * 1024)   /* zlib input buffer */
 #define DLT_IDX_CHUNK (64 * 1024)    /* bytes decoded per read */
@@ -55,13 +58,15 @@ static int open_idx(const char *path, uint32_t magic, struct dlt_idx_header *h,
 	const char *what = images ? "IDX3 uint8 images" : "IDX1 uint8 labels";
 	int rc;
 
-	errno = 0;
-	*gz = gzopen(path, "rb");
-	if (!*gz) {
-		int e = errno ? errno : ENOMEM;
+	int fd = dlt_open_regular(path, err, errlen);
 
-		snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(e));
-		return -e;
+	if (fd < 0)
+		return fd;
+	*gz = gzdopen(fd, "rb");
+	if (!*gz) {
+		close(fd);
+		snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(ENOMEM));
+		return -ENOMEM;
 	}
 	gzbuffer(*gz, DLT_IDX_GZBUF);
 	rc = read_exact(*gz, path, b, images ? 16 : 8, "header", err, errlen);

@@ -814,6 +814,33 @@ TEST(rng_permutation_is_deterministic)
 	}
 }
 
+TEST(data_opens_only_regular_files_and_never_waits)
+{
+	char fifo[600], file[600], err[256];
+	int fd;
+
+	snprintf(fifo, sizeof fifo, "%s/fifo", tmpdir);
+	snprintf(file, sizeof file, "%s/plain", tmpdir);
+	CHECK(mkfifo(fifo, 0600) == 0);
+	fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	CHECK(fd >= 0 && write(fd, "x", 1) == 1);
+	close(fd);
+	/* a FIFO without a writer: refused at once, not waited on */
+	CHECK(dlt_open_regular(fifo, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "not a regular file"), "%s", err);
+	CHECK(dlt_open_regular("/dev/null", err, sizeof err) == -EINVAL);
+	CHECK(dlt_open_regular(tmpdir, err, sizeof err) == -EISDIR);
+	CHECK(dlt_open_regular("/nonexistent/x", err, sizeof err) == -ENOENT);
+	CHECK_MSG(strstr(err, "cannot open \"/nonexistent/x\""), "%s", err);
+	fd = dlt_open_regular(file, err, sizeof err);
+	CHECK(fd >= 0);
+	close(fd);
+	struct dlt_idx_header h;
+	CHECK(dlt_idx_probe(fifo, DLT_IDX_MAGIC_IMAGES, &h, err, sizeof err) == -EINVAL);
+	unlink(fifo);
+	unlink(file);
+}
+
 int main(void)
 {
 	strcpy(tmpdir, TMP_TEMPLATE);
@@ -822,6 +849,7 @@ int main(void)
 		return 1;
 	}
 	RUN(idx_loads_gzip_shard);
+	RUN(data_opens_only_regular_files_and_never_waits);
 	RUN(idx_rejects_bad_magic);
 	RUN(idx_rejects_truncated_file);
 	RUN(mlp_backward_matches_finite_differences);
