@@ -16,6 +16,7 @@
 #define DLH_STATE_DEFAULT "/var/lib/dlh"
 #define DLH_KILL_GRACE 3.0     /* seconds from SIGTERM to SIGKILL on cancel */
 #define DLH_ERRORS_KEEP 200    /* rejection lines kept in state/errors */
+#define DLH_ERRORS_DIR "errors.d"   /* in the state dir: each user's own rejections */
 #define DLH_SUSPEND_GRACE 30.0 /* seconds from a suspend request to SIGTERM */
 #define DLH_MAX_QUEUED 1000    /* default most jobs queued at once */
 
@@ -114,8 +115,10 @@ long dlh_engine_find_name(struct dlh_engine *e, const char *name);
 /* The job's state directory (STATE/jobs/ID). */
 void dlh_engine_job_dir(struct dlh_engine *e, long id, char *buf, size_t len);
 
-/* The file of recent rejections (STATE/errors). */
-void dlh_engine_errors_path(struct dlh_engine *e, char *buf, size_t len);
+/* The file of recent rejections that reader may see: everyone's
+ * (STATE/errors) for root and the user the daemon runs as, else reader's
+ * own (STATE/errors.d/UID; it may not exist yet: none so far). */
+void dlh_engine_errors_path(struct dlh_engine *e, uid_t reader, char *buf, size_t len);
 
 /* The pool and its current use. */
 void dlh_engine_pool(struct dlh_engine *e, struct dlh_pool *pool, struct dlh_usage *use);

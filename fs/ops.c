@@ -78,7 +78,7 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 	case FS_PASSTHROUGH: {
 		char real[4400];
 		struct stat rs;
-		fs_real_path(e, &n, real, sizeof real);
+		fs_real_path(e, &n, fuse_get_context()->uid, real, sizeof real);
 		if (!stat(real, &rs)) { /* a file not written yet reads as empty */
 			st->st_size = rs.st_size;
 			st->st_mtime = rs.st_mtime;
@@ -185,7 +185,7 @@ int dlh_fs_open(const char *path, struct fuse_file_info *fi)
 		break;
 	case FS_PASSTHROUGH: {
 		char real[4400];
-		fs_real_path(e, &n, real, sizeof real);
+		fs_real_path(e, &n, h->uid, real, sizeof real);
 		h->fd = open(real, O_RDONLY | O_CLOEXEC);
 		/* files a run has not written yet read as empty; a checkpoint
 		 * rotated away since lookup is gone */
@@ -253,7 +253,7 @@ int dlh_fs_read(const char *path, char *buf, size_t size, off_t off, struct fuse
 	case FS_PASSTHROUGH:
 		if (h->fd < 0) { /* opened before the file existed: it may now */
 			char real[4400];
-			fs_real_path(engine(), &h->node, real, sizeof real);
+			fs_real_path(engine(), &h->node, h->uid, real, sizeof real);
 			h->fd = open(real, O_RDONLY | O_CLOEXEC);
 		}
 		if (h->fd < 0) {

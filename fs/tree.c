@@ -181,7 +181,7 @@ static int optional_written(struct dlh_engine *e, enum fs_kind kind, long id)
 
 	if (kind != FS_JOB_LRFIND && kind != FS_JOB_ESTIMATE)
 		return 1;
-	fs_real_path(e, &n, path, sizeof path);
+	fs_real_path(e, &n, 0, path, sizeof path);
 	return stat(path, &st) == 0;
 }
 
@@ -271,11 +271,12 @@ int fs_resolve(struct dlh_engine *e, const char *path, struct fs_node *n)
 	return 0;
 }
 
-void fs_real_path(struct dlh_engine *e, const struct fs_node *n, char *buf, size_t len)
+void fs_real_path(struct dlh_engine *e, const struct fs_node *n, uid_t reader, char *buf,
+		  size_t len)
 {
 	char dir[4096];
 	if (n->kind == FS_JOBS_ERRORS) {
-		dlh_engine_errors_path(e, buf, len);
+		dlh_engine_errors_path(e, reader, buf, len);
 		return;
 	}
 	dlh_engine_job_dir(e, n->id, dir, sizeof dir);

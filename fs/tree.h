@@ -81,7 +81,8 @@ int fs_resolve(struct dlh_engine *e, const char *path, struct fs_node *n);
 enum fs_source fs_source_of(enum fs_kind k);
 
 /* The real file behind a FS_PASSTHROUGH node. */
-void fs_real_path(struct dlh_engine *e, const struct fs_node *n, char *buf, size_t len);
+void fs_real_path(struct dlh_engine *e, const struct fs_node *n, uid_t reader, char *buf,
+		  size_t len);
 
 /* Calls fill(ctx, name) for each entry of a directory node. Returns 0, or -errno. */
 int fs_list(struct dlh_engine *e, const struct fs_node *n,

@@ -51,6 +51,22 @@ dlh_umount() {
 	MNT=
 }
 
+# dlh_user VAR: creates a real user (no home, no login) for this test and
+# sets VAR to its name; dlh_cleanup removes it. Skips without useradd.
+DLH_USERS=()
+dlh_user() {
+	command -v useradd >/dev/null || skip "no useradd: users cannot be made here"
+	[ "$(id -u)" = 0 ] || skip "making users needs root"
+	local name="dlht$$${#DLH_USERS[@]}"
+	useradd --no-create-home --shell /usr/sbin/nologin "$name" || die "useradd $name failed"
+	DLH_USERS+=("$name")
+	trap dlh_cleanup EXIT
+	printf -v "$1" '%s' "$name"
+}
+
+# as USER CMD...: runs CMD as USER (runuser: no password, no PAM session)
+as() { local u=$1; shift; runuser -u "$u" -- "$@"; }
+
 dlh_cleanup() {
 	# readers left running (tail -f) would keep the mount busy
 	local p
@@ -66,6 +82,12 @@ dlh_cleanup() {
 	# a failed test must not leave ranks behind for the next one
 	[ -n "${STATE:-}" ] && pkill -KILL -f -- "--job-dir $STATE/" 2>/dev/null
 	[ -n "${STATE:-}" ] && rm -rf "$STATE"
+	local u
+	for u in "${DLH_USERS[@]}"; do
+		pkill -KILL -u "$u" 2>/dev/null
+		userdel "$u" 2>/dev/null
+	done
+	DLH_USERS=()
 	return 0
 }
 

@@ -278,9 +278,12 @@ void dlh_engine_job_dir(struct dlh_engine *e, long id, char *buf, size_t len)
 	eng_job_dir(e, id, buf, len);
 }
 
-void dlh_engine_errors_path(struct dlh_engine *e, char *buf, size_t len)
+void dlh_engine_errors_path(struct dlh_engine *e, uid_t reader, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/errors", e->state);
+	if (reader == 0 || reader == getuid())
+		snprintf(buf, len, "%s/errors", e->state);
+	else
+		snprintf(buf, len, "%s/%s/%u", e->state, DLH_ERRORS_DIR, (unsigned)reader);
 }
 
 void dlh_engine_pool(struct dlh_engine *e, struct dlh_pool *pool, struct dlh_usage *use)

@@ -24,30 +24,16 @@
 
 /* ---- the errors log ---- */
 
-/* Appends each line of err to the errors log, prefixed with time and uid
- * (O_APPEND, so `tail -f jobs/errors` follows it). When the log has grown to
- * twice DLH_ERRORS_KEEP lines it is rewritten atomically to the newest
- * DLH_ERRORS_KEEP. */
-static void log_rejection(struct dlh_engine *e, uid_t uid, const char *err)
+/* Appends add to the log at path (O_APPEND, so `tail -f jobs/errors`
+ * follows it). When the log has grown to twice DLH_ERRORS_KEEP lines it is
+ * rewritten atomically to the newest DLH_ERRORS_KEEP. */
+static void append_capped(const char *path, const struct dlh_buf *add)
 {
-	char path[4096], when[32];
-	snprintf(path, sizeof path, "%s/errors", e->state);
-	dlh_time_iso(dlh_now(), when, sizeof when);
-	struct dlh_buf add = {0};
-	for (const char *l = err; *l;) {
-		size_t n = strcspn(l, "\n");
-		if (n)
-			dlh_buf_printf(&add, "%s uid=%u %.*s\n", when, (unsigned)uid, (int)n, l);
-		l += n + (l[n] == '\n');
-	}
-	if (!add.data)
-		return;
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd >= 0) {
-		dlh_write_all(fd, add.data, add.len);
+		dlh_write_all(fd, add->data, add->len);
 		close(fd);
 	}
-	dlh_buf_free(&add);
 	char *all = NULL;
 	size_t len = 0, lines = 0, from = 0;
 	if (dlh_read_file(path, 16 << 20, &all, &len))
@@ -61,6 +47,34 @@ static void log_rejection(struct dlh_engine *e, uid_t uid, const char *err)
 		dlh_write_atomic(path, all + from, len - from);
 	}
 	free(all);
+}
+
+/* Appends each line of err, prefixed with time and uid, to the errors log
+ * of everyone (STATE/errors, what root and the mounting user read) and to
+ * uid's own (STATE/errors.d/UID, what uid reads as jobs/errors). */
+static void log_rejection(struct dlh_engine *e, uid_t uid, const char *err)
+{
+	char path[4096], when[32];
+	dlh_time_iso(dlh_now(), when, sizeof when);
+	struct dlh_buf add = {0};
+	for (const char *l = err; *l;) {
+		size_t n = strcspn(l, "\n");
+		if (n)
+			dlh_buf_printf(&add, "%s uid=%u %.*s\n", when, (unsigned)uid, (int)n, l);
+		l += n + (l[n] == '\n');
+	}
+	if (!add.data)
+		return;
+	dlh_engine_errors_path(e, 0, path, sizeof path);
+	append_capped(path, &add);
+	if (uid != 0 && uid != getuid()) {
+		snprintf(path, sizeof path, "%s/%s", e->state, DLH_ERRORS_DIR);
+		if (!dlh_mkdir_p(path, 0700)) {
+			dlh_engine_errors_path(e, uid, path, sizeof path);
+			append_capped(path, &add);
+		}
+	}
+	dlh_buf_free(&add);
 }
 
 void dlh_engine_reject(struct dlh_engine *e, uid_t uid, const char *err)

@@ -66,7 +66,7 @@ TEST(engine_rejection_goes_to_errors_log_and_makes_no_job)
 	const char bad[] = "[train]\nepochs = 0\n";
 	CHECK(dlh_engine_submit(e, bad, sizeof bad - 1, 1234, &id, err, sizeof err) == -EINVAL);
 	CHECK(dlh_engine_jobs(e, NULL, 0) == 0);
-	dlh_engine_errors_path(e, path, sizeof path);
+	dlh_engine_errors_path(e, 0, path, sizeof path);
 	CHECK(dlh_read_file(path, 1 << 20, &text, NULL) == 0);
 	CHECK_MSG(strstr(text, " uid=1234 spec:2: [train] epochs:"), "errors: %s", text);
 	free(text);
@@ -85,7 +85,7 @@ TEST(engine_spec_the_pool_cannot_run_is_refused_and_spends_no_id)
 	CHECK(dlh_engine_submit(e, wide, sizeof wide - 1, 77, &id, err, sizeof err) == -EINVAL);
 	CHECK_MSG(strstr(err, "3 ranks need 3 cpu slots, the pool has 2"), "err: %s", err);
 	CHECK(dlh_engine_jobs(e, NULL, 0) == 0);
-	dlh_engine_errors_path(e, path, sizeof path);
+	dlh_engine_errors_path(e, 0, path, sizeof path);
 	CHECK(dlh_read_file(path, 1 << 20, &text, NULL) == 0);
 	CHECK_MSG(strstr(text, " uid=77 spec: [resources] ranks: 3 ranks need"), "errors: %s", text);
 	free(text);

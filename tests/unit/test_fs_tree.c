@@ -256,9 +256,16 @@ TEST(tree_jobs_new_and_errors)
 	CHECK(fs_source_of(FS_JOBS_NEW) == FS_TRANSACTION);
 	CHECK(fs_source_of(FS_JOBS_ERRORS) == FS_PASSTHROUGH);
 	CHECK(fs_resolve(e, "/jobs/errors", &n) == 0);
-	fs_real_path(e, &n, real, sizeof real);
-	dlh_engine_errors_path(e, want, sizeof want);
+	fs_real_path(e, &n, 0, real, sizeof real);
+	dlh_engine_errors_path(e, 0, want, sizeof want);
 	CHECK_MSG(!strcmp(real, want), "errors at %s, want %s", real, want);
+	/* any other reader: that user's own rejections */
+	uid_t other = getuid() == 0 ? 4242 : getuid() + 1;
+	char own[64];
+	snprintf(own, sizeof own, "/errors.d/%u", (unsigned)other);
+	fs_real_path(e, &n, other, real, sizeof real);
+	CHECK_MSG(strlen(real) > strlen(own) && !strcmp(real + strlen(real) - strlen(own), own),
+		  "errors of uid %u at %s", (unsigned)other, real);
 	dlh_engine_close(e);
 }
 
@@ -384,7 +391,7 @@ TEST(tree_checkpoints_are_the_regular_files_of_the_job_checkpoints_dir)
 	CHECK(resolve(e, &n, "/jobs/%ld/checkpoints/step-5.ckpt", id) == 0);
 	CHECK(n.kind == FS_JOB_CKPT && n.id == id && !strcmp(n.name, "step-5.ckpt"));
 	CHECK(fs_source_of(FS_JOB_CKPT) == FS_PASSTHROUGH);
-	fs_real_path(e, &n, real, sizeof real);
+	fs_real_path(e, &n, 0, real, sizeof real);
 	snprintf(path, sizeof path, "%s/checkpoints/step-5.ckpt", dir);
 	CHECK_MSG(!strcmp(real, path), "real path %s", real);
 	CHECK(resolve(e, &n, "/jobs/%ld/checkpoints/step-6.ckpt.tmp", id) == -ENOENT);
@@ -466,7 +473,7 @@ TEST(tree_real_paths_of_passthrough_files)
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
 		struct fs_node n = { .kind = files[i].kind, .id = 7 };
 		CHECK(fs_source_of(files[i].kind) == FS_PASSTHROUGH);
-		fs_real_path(e, &n, real, sizeof real);
+		fs_real_path(e, &n, 0, real, sizeof real);
 		snprintf(want, sizeof want, "%s/%s", dir, files[i].file);
 		CHECK_MSG(!strcmp(real, want), "kind %d at %s, want %s", files[i].kind, real, want);
 	}

@@ -1,0 +1,41 @@
+# 85-users.sh - a mount shared by several real users (-o allow_other): what
+# each of them sees of the others (users made by the test, removed after)
+
+# world_file TEXT: a file every user may read, holding TEXT; prints its path
+world_file() {
+	local d f
+	d=$(mktemp -d /tmp/dlh-users.XXXXXX)
+	chmod 755 "$d"
+	f="$d/spec.ini"
+	printf '%b' "$1" > "$f"
+	chmod 644 "$f"
+	echo "$f"
+}
+
+test_jobs_errors_shows_each_user_only_their_own_rejections() {
+	local a b fa fb fr
+	dlh_user a
+	dlh_user b
+	DLH_OPTS="-o allow_other" dlh_mount
+	fa=$(world_file '[train]\nepochs = from_a\n')
+	fb=$(world_file '[train]\nepochs = from_b\n')
+	fr=$(world_file '[train]\nepochs = from_root\n')
+	expect_errno "Invalid argument" as "$a" cp "$fa" "$MNT/jobs/new"
+	expect_errno "Invalid argument" as "$b" cp "$fb" "$MNT/jobs/new"
+	expect_errno "Invalid argument" cp "$fr" "$MNT/jobs/new"
+	local seen_a seen_b seen_root
+	seen_a=$(as "$a" cat "$MNT/jobs/errors") || die "$a cannot read jobs/errors"
+	seen_b=$(as "$b" cat "$MNT/jobs/errors") || die "$b cannot read jobs/errors"
+	seen_root=$(cat "$MNT/jobs/errors")
+	case $seen_a in *from_a*) ;; *) die "$a does not see its rejection: $seen_a" ;; esac
+	case $seen_a in *from_b*|*from_root*) die "$a sees others' rejections: $seen_a" ;; esac
+	case $seen_b in *from_b*) ;; *) die "$b does not see its rejection: $seen_b" ;; esac
+	case $seen_b in *from_a*|*from_root*) die "$b sees others' rejections: $seen_b" ;; esac
+	for w in from_a from_b from_root; do
+		case $seen_root in *"$w"*) ;; *) die "root does not see $w: $seen_root" ;; esac
+	done
+	# the size a user's stat shows is that of their own view (tail -f follows it)
+	expect_eq "$(as "$a" stat -c %s "$MNT/jobs/errors")" "$(as "$a" cat "$MNT/jobs/errors" | wc -c)" "size of $a's jobs/errors"
+	rm -rf "$(dirname "$fa")" "$(dirname "$fb")" "$(dirname "$fr")"
+	dlh_umount
+}
