@@ -32,6 +32,7 @@ struct dlh_engine_opts {
 	double kill_grace;      /* seconds; 0 = DLH_KILL_GRACE */
 	double suspend_grace;   /* seconds; 0 = DLH_SUSPEND_GRACE */
 	int max_queued;         /* most jobs queued at once; 0 = DLH_MAX_QUEUED */
+	int max_queued_per_user; /* most jobs of one user queued at once; 0 = no limit */
 	int no_isolation;       /* 1: no cgroups (cpusets, memory limits) for runs */
 	int no_calibrate;       /* 1: never measure the devices (jobs without a cached
 				   calibration run unestimated); for tests */

@@ -23,6 +23,7 @@ struct dlh_options {
 	char *pool;        /* -o pool=FILE */
 	int cpus;          /* -o cpus=N */
 	int max_queued;    /* -o max_queued=N */
+	int max_queued_per_user; /* -o max_queued_per_user=N */
 	char *isolation;   /* -o isolation=auto|off */
 	int show_help;     /* --help */
 	int show_version;  /* --version */
@@ -37,6 +38,7 @@ static const struct fuse_opt option_spec[] = {
 	OPTION("pool=%s", pool),
 	OPTION("cpus=%d", cpus),
 	OPTION("max_queued=%d", max_queued),
+	OPTION("max_queued_per_user=%d", max_queued_per_user),
 	OPTION("isolation=%s", isolation),
 	OPTION("-h", show_help),
 	OPTION("--help", show_help),
@@ -113,6 +115,9 @@ static void usage(const char *prog)
 	       "                       describes the file)\n"
 	       "    -o cpus=N          CPU slots of the local node (default: online cores)\n"
 	       "    -o max_queued=N    most jobs queued at once; more are refused (default %d)\n"
+	       "    -o max_queued_per_user=N\n"
+	       "                       most jobs of one user queued at once (default: no limit\n"
+	       "                       but max_queued)\n"
 	       "    -o isolation=off   no cgroups for runs (default auto: cpusets and memory\n"
 	       "                       limits where cgroup v1 or v2 is usable)\n"
 	       "    -o trainer=PATH    the dlh-train program (default: beside dlhfs)\n"
@@ -207,6 +212,7 @@ int main(int argc, char *argv[])
 		.pool_file = o.pool,
 		.cpus = o.cpus,
 		.max_queued = o.max_queued,
+		.max_queued_per_user = o.max_queued_per_user,
 		.no_isolation = o.isolation && !strcmp(o.isolation, "off"),
 	};
 	if (o.isolation && strcmp(o.isolation, "off") && strcmp(o.isolation, "auto")) {

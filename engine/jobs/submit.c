@@ -206,16 +206,25 @@ static int plan_job(struct dlh_engine *e, struct submission *s, char *err, size_
 
 /* Refuses a job when max_queued jobs are queued already. e->mu held.
  * Returns 0, or -EAGAIN with err (a refusal). */
-static int queue_room(struct dlh_engine *e, char *err, size_t errlen)
+static int queue_room(struct dlh_engine *e, uid_t uid, char *err, size_t errlen)
 {
-	int queued = 0;
-	for (size_t i = 0; i < e->njobs; i++)
+	int queued = 0, mine = 0;
+	for (size_t i = 0; i < e->njobs; i++) {
 		queued += e->jobs[i]->status == DLH_QUEUED;
-	if (queued < e->max_queued)
-		return 0;
-	snprintf(err, errlen, "spec: the queue is full: %d jobs queued (max_queued=%d); "
-		 "submit again when some have started\n", queued, e->max_queued);
-	return -EAGAIN;
+		mine += e->jobs[i]->status == DLH_QUEUED && e->jobs[i]->uid == uid;
+	}
+	if (queued >= e->max_queued) {
+		snprintf(err, errlen, "spec: the queue is full: %d jobs queued (max_queued=%d); "
+			 "submit again when some have started\n", queued, e->max_queued);
+		return -EAGAIN;
+	}
+	if (e->max_queued_per_user > 0 && mine >= e->max_queued_per_user) {
+		snprintf(err, errlen, "spec: uid %u has %d jobs queued (max_queued_per_user=%d); "
+			 "submit again when some have started\n", (unsigned)uid, mine,
+			 e->max_queued_per_user);
+		return -EAGAIN;
+	}
+	return 0;
 }
 
 /* Spends the job's id, creates its directory and writes its files: the
@@ -289,7 +298,7 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 		take_id(e, s, uid);                          /* tentative: a refusal spends none */
 		rc = plan_job(e, s, err, errlen);
 		if (!rc)
-			rc = queue_room(e, err, errlen);
+			rc = queue_room(e, uid, err, errlen);
 		refused = rc != 0;
 		if (!rc)
 			rc = store_files(e, s, text, len, err, errlen);

@@ -37,6 +37,7 @@ struct dlh_engine {
 	int slots_used;              /* CPU slots held by running jobs */
 	long *holder;                /* pool.node.cpus entries: the job holding each slot, 0 = free */
 	int max_queued;              /* most jobs queued at once */
+	int max_queued_per_user;     /* most jobs of one uid queued at once; 0 = no limit */
 	struct dlh_cgroup_sys cg;    /* how runs are isolated */
 	unsigned long launches;      /* runs launched, to name their cgroups */
 	int waiters;                 /* live waiter threads */

@@ -370,6 +370,32 @@ TEST(engine_priority_orders_the_queue_and_max_queued_refuses)
 	dlh_engine_close(e);
 }
 
+TEST(engine_max_queued_per_user_refuses_one_user_not_the_others)
+{
+	char state[512], sleeper[700];
+	fresh_dir(state, sizeof state, "eng-peruser");
+	snprintf(sleeper, sizeof sleeper, "%s/sleeper", state);
+	write_text(sleeper, "#!/bin/sh\nexec sleep 30\n");
+	chmod(sleeper, 0755);
+	struct dlh_engine_opts o = {
+		.state_dir = state, .trainer = "/bin/true", .launcher = sleeper, .cpus = 1,
+		.kill_grace = 0.5, .max_queued_per_user = 1, .no_calibrate = 1,
+	};
+	struct dlh_engine *e = NULL;
+	char err[DLH_ERR_MAX];
+	CHECK(dlh_engine_open(&e, &o, err, sizeof err) == 0);
+	const char spec[] = "[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
+	long a = 0, b = 0, c = 0, d = 0;
+	CHECK(dlh_engine_submit(e, spec, sizeof spec - 1, 1000, &a, err, sizeof err) == 0); /* runs */
+	CHECK(dlh_engine_submit(e, spec, sizeof spec - 1, 1000, &b, err, sizeof err) == 0); /* waits */
+	CHECK(dlh_engine_submit(e, spec, sizeof spec - 1, 1000, &c, err, sizeof err) == -EAGAIN);
+	CHECK_MSG(strstr(err, "uid 1000 has 1 jobs queued (max_queued_per_user=1)"), "err: %s", err);
+	CHECK(dlh_engine_submit(e, spec, sizeof spec - 1, 2000, &d, err, sizeof err) == 0);
+	struct dlh_queue_entry q[4];
+	CHECK(dlh_engine_queue(e, q, 4) == 2);
+	dlh_engine_close(e);
+}
+
 /* Polls job id until its status is st or 4 s pass. Returns 1 when reached. */
 static int wait_status(struct dlh_engine *e, long id, enum dlh_status st)
 {
@@ -441,6 +467,7 @@ int main(void)
 	RUN(engine_user_command_succeeds_on_exit_zero);
 	RUN(engine_suspend_exit_75_is_suspended_and_resume_requeues);
 	RUN(engine_priority_orders_the_queue_and_max_queued_refuses);
+	RUN(engine_max_queued_per_user_refuses_one_user_not_the_others);
 	RUN(engine_preemption_requeues_the_victim_and_resumes_it);
 	RUN(engine_pool_ctl_names_unknown_verbs_and_refuses_other_users);
 	tmp_root_remove();
