@@ -118,6 +118,8 @@ static void usage(const char *prog)
 	       "    -o max_queued_per_user=N\n"
 	       "                       most jobs of one user queued at once (default: no limit\n"
 	       "                       but max_queued)\n"
+	       "    -o allow_other     let every user use the mount (libfuse; for a team's\n"
+	       "                       system mount: README.md, Sharing a mount)\n"
 	       "    -o isolation=off   no cgroups for runs (default auto: cpusets and memory\n"
 	       "                       limits where cgroup v1 or v2 is usable)\n"
 	       "    -o trainer=PATH    the dlh-train program (default: beside dlhfs)\n"
