@@ -141,7 +141,8 @@ static void value_text(const struct dlh_key *k, const struct dlh_spec *s, char *
 }
 
 /* Writes s as normalized INI: "[section]" headers in table order, a blank
- * line between sections, "key = value" (or "key =" for an empty value).
+ * line between sections, "key = value" (or "key =" for an empty value, and
+ * "key =;value" for one that starts with a comment character).
  * The spec should come from dlh_spec_parse or dlh_spec_defaults; then
  * parsing the text gives back an equal spec. Returns the length written
  * (without the NUL), or -ENOSPC when len is too small. */
@@ -158,7 +159,9 @@ int dlh_spec_format(const struct dlh_spec *s, char *buf, size_t len)
 			emit(&o, "%s[%s]\n", section ? "\n" : "", k->section);
 		section = k->section;
 		value_text(k, s, v, sizeof v);
-		emit(&o, "%s =%s%s\n", k->name, v[0] ? " " : "", v);
+		/* a value that starts with ';' or '#' follows '=' directly: after
+		 * a blank, inih would read it as a comment (and the value as empty) */
+		emit(&o, "%s =%s%s\n", k->name, v[0] && v[0] != ';' && v[0] != '#' ? " " : "", v);
 	}
 	if (o.full) {
 		if (len)

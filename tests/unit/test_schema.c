@@ -314,6 +314,28 @@ TEST(format_round_trip)
 	CHECK(spec_equal(&d, &b));
 }
 
+/* Values that begin with a comment character survive format -> parse:
+ * "command =;x /bin/true" was stored as "command = ;x /bin/true", which
+ * parses back as an empty command. */
+TEST(format_round_trip_of_values_that_start_like_comments)
+{
+	static const char *const texts[] = {
+		"[job]\ncommand =;x /bin/true\n", "[job]\ncommand =#y /bin/true\n",
+	};
+	struct dlh_spec a, b;
+	char err[DLH_ERR_MAX], out[FMT_MAX];
+	for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+		CHECK_MSG(dlh_spec_parse_flags(texts[i], strlen(texts[i]), &a, err, sizeof err,
+					       DLH_SPEC_STORED) == 0, "%s", oneline(err));
+		CHECK(a.command[0] == ';' || a.command[0] == '#');
+		CHECK(dlh_spec_format(&a, out, sizeof out) > 0);
+		CHECK_MSG(dlh_spec_parse_flags(out, strlen(out), &b, err, sizeof err,
+					       DLH_SPEC_STORED) == 0, "%s", oneline(err));
+		CHECK_MSG(spec_equal(&a, &b), "%s: command \"%s\" came back \"%s\"", texts[i],
+			  a.command, b.command);
+	}
+}
+
 /* dlh_spec_format says -ENOSPC, rather than overflowing, when short. */
 TEST(format_enospc)
 {
@@ -546,6 +568,7 @@ int main(int argc, char **argv)
 	RUN(golden_bad);
 	RUN(defaults);
 	RUN(format_round_trip);
+	RUN(format_round_trip_of_values_that_start_like_comments);
 	RUN(format_enospc);
 	RUN(all_errors_in_line_order);
 	RUN(size_limit);
