@@ -76,10 +76,9 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		break;
 	}
 	case FS_PASSTHROUGH: {
-		char real[4400];
 		struct stat rs;
-		fs_real_path(e, &n, fuse_get_context()->uid, real, sizeof real);
-		if (!stat(real, &rs)) { /* a file not written yet reads as empty */
+		/* a file not written yet (or not a plain file) reads as empty */
+		if (!fs_real_stat(e, &n, fuse_get_context()->uid, &rs)) {
 			st->st_size = rs.st_size;
 			st->st_mtime = rs.st_mtime;
 			st->st_mtim = rs.st_mtim;
@@ -184,13 +183,15 @@ int dlh_fs_open(const char *path, struct fuse_file_info *fi)
 		rc = fs_render(e, &n, &h->buf);
 		break;
 	case FS_PASSTHROUGH: {
-		char real[4400];
-		fs_real_path(e, &n, h->uid, real, sizeof real);
-		h->fd = open(real, O_RDONLY | O_CLOEXEC);
+		h->fd = fs_real_open(e, &n, h->uid);
 		/* files a run has not written yet read as empty; a checkpoint
-		 * rotated away since lookup is gone */
-		if (h->fd < 0 && (errno != ENOENT || n.kind == FS_JOB_CKPT))
-			rc = -errno;
+		 * rotated away since lookup is gone; a link or a special file
+		 * the job's owner put there is not served */
+		if (h->fd < 0) {
+			rc = h->fd == -ENOENT && n.kind != FS_JOB_CKPT ? 0 :
+			     h->fd == -ENOENT ? -ENOENT : -EACCES;
+			h->fd = -1;
+		}
 		break;
 	}
 	case FS_CONTROL:
@@ -252,9 +253,8 @@ int dlh_fs_read(const char *path, char *buf, size_t size, off_t off, struct fuse
 	switch (fs_source_of(h->node.kind)) {
 	case FS_PASSTHROUGH:
 		if (h->fd < 0) { /* opened before the file existed: it may now */
-			char real[4400];
-			fs_real_path(engine(), &h->node, h->uid, real, sizeof real);
-			h->fd = open(real, O_RDONLY | O_CLOEXEC);
+			int fd = fs_real_open(engine(), &h->node, h->uid);
+			h->fd = fd < 0 ? -1 : fd;
 		}
 		if (h->fd < 0) {
 			rc = 0;

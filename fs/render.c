@@ -402,7 +402,7 @@ static int render_result(struct dlh_engine *e, const struct dlh_job *j, struct d
 		rc |= dlh_buf_printf(out, "reason=%s\n", j->reason);
 	double wall = j->finished > j->started && j->started > 0 ? j->finished - j->started : 0;
 	rc |= dlh_buf_printf(out, "wall_time_s=%.3f\n", wall);
-	if (j->status == DLH_SUCCEEDED && !dlh_read_file(path, 1 << 20, &text, &len)) {
+	if (j->status == DLH_SUCCEEDED && !dlh_read_file_nofollow(path, 1 << 20, &text, &len)) {
 		rc |= dlh_buf_append(out, text, len);
 		if (len && text[len - 1] != '\n')
 			rc |= dlh_buf_append(out, "\n", 1);

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,13 +177,11 @@ static int list_pool(struct dlh_engine *e, const struct fs_node *n,
 static int optional_written(struct dlh_engine *e, enum fs_kind kind, long id)
 {
 	struct fs_node n = { .kind = kind, .id = id };
-	char path[4096];
 	struct stat st;
 
 	if (kind != FS_JOB_LRFIND && kind != FS_JOB_ESTIMATE)
 		return 1;
-	fs_real_path(e, &n, 0, path, sizeof path);
-	return stat(path, &st) == 0;
+	return fs_real_stat(e, &n, 0, &st) == 0;
 }
 
 /* Steps from node n into the child called name. Returns 0, or -ENOENT. */
@@ -220,13 +219,13 @@ static int step(struct dlh_engine *e, struct fs_node *n, const char *name)
 	case FS_JOB:
 		return -ENOENT;
 	case FS_JOB_CKPTS: {
-		char dir[4096], path[4400];
+		char dir[4096], rel[300];
 		struct stat st;
 		if (name[0] == '.' || strstr(name, ".tmp"))
 			return -ENOENT;
 		dlh_engine_job_dir(e, n->id, dir, sizeof dir);
-		snprintf(path, sizeof path, "%s/checkpoints/%s", dir, name);
-		if (stat(path, &st) || !S_ISREG(st.st_mode))
+		snprintf(rel, sizeof rel, "%s/%s", DLH_DIR_CHECKPOINTS, name);
+		if (dlh_stat_beneath(dir, rel, &st) || !S_ISREG(st.st_mode))
 			return -ENOENT;
 		n->kind = FS_JOB_CKPT;
 		snprintf(n->name, sizeof n->name, "%s", name);
@@ -292,6 +291,50 @@ void fs_real_path(struct dlh_engine *e, const struct fs_node *n, uid_t reader, c
 	snprintf(buf, len, "%s/.none", dir);
 }
 
+/* The real file of n relative to its job's directory into rel. Returns 0,
+ * or -ENOENT when n has none. */
+static int real_rel(const struct fs_node *n, char *rel, size_t len)
+{
+	if (n->kind == FS_JOB_CKPT) {
+		snprintf(rel, len, "%s/%s", DLH_DIR_CHECKPOINTS, n->name);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof real_files / sizeof real_files[0]; i++)
+		if (real_files[i].kind == n->kind) {
+			snprintf(rel, len, "%s", real_files[i].file);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+int fs_real_open(struct dlh_engine *e, const struct fs_node *n, uid_t reader)
+{
+	char dir[4096], rel[300];
+	if (n->kind == FS_JOBS_ERRORS) {
+		dlh_engine_errors_path(e, reader, dir, sizeof dir);
+		int fd = open(dir, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		return fd < 0 ? -errno : fd;
+	}
+	if (real_rel(n, rel, sizeof rel))
+		return -ENOENT;
+	dlh_engine_job_dir(e, n->id, dir, sizeof dir);
+	return dlh_open_beneath(dir, rel);
+}
+
+int fs_real_stat(struct dlh_engine *e, const struct fs_node *n, uid_t reader, struct stat *st)
+{
+	char dir[4096], rel[300];
+	if (n->kind == FS_JOBS_ERRORS) {
+		dlh_engine_errors_path(e, reader, dir, sizeof dir);
+		return lstat(dir, st) == 0 && S_ISREG(st->st_mode) ? 0 : -ENOENT;
+	}
+	if (real_rel(n, rel, sizeof rel))
+		return -ENOENT;
+	dlh_engine_job_dir(e, n->id, dir, sizeof dir);
+	int rc = dlh_stat_beneath(dir, rel, st);
+	return rc ? rc : S_ISREG(st->st_mode) ? 0 : -EINVAL;
+}
+
 int fs_list(struct dlh_engine *e, const struct fs_node *n,
 	    int (*fill)(void *ctx, const char *name), void *ctx)
 {
@@ -332,15 +375,18 @@ int fs_list(struct dlh_engine *e, const struct fs_node *n,
 		}
 		free(ids);
 	} else if (n->kind == FS_JOB_CKPTS) {
-		char dir[4096], path[4200];
+		char dir[4096];
 		dlh_engine_job_dir(e, n->id, dir, sizeof dir);
-		snprintf(path, sizeof path, "%s/checkpoints", dir);
-		DIR *d = opendir(path);
+		/* the run's owner writes there: links and other odd entries are not shown */
+		DIR *d = dlh_opendir_beneath(dir, DLH_DIR_CHECKPOINTS);
 		if (!d)
 			return 0;
 		struct dirent *de;
+		struct stat st;
 		while ((de = readdir(d)))
-			if (de->d_name[0] != '.' && !strstr(de->d_name, ".tmp") && fill(ctx, de->d_name))
+			if (de->d_name[0] != '.' && !strstr(de->d_name, ".tmp") &&
+			    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISREG(st.st_mode) && fill(ctx, de->d_name))
 				break;
 		closedir(d);
 	}

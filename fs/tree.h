@@ -2,6 +2,7 @@
 #ifndef DLH_FS_TREE_H
 #define DLH_FS_TREE_H
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "engine/engine.h"
@@ -83,6 +84,15 @@ enum fs_source fs_source_of(enum fs_kind k);
 /* The real file behind a FS_PASSTHROUGH node. */
 void fs_real_path(struct dlh_engine *e, const struct fs_node *n, uid_t reader, char *buf,
 		  size_t len);
+
+/* Opens n's real file for reading as reader sees it, never through a
+ * symbolic link its job's owner put in the job directory, only a regular
+ * file, never waiting on it. Returns the descriptor, or -errno (-ENOENT:
+ * not written yet; -ELOOP, -EINVAL: a link or not a regular file). */
+int fs_real_open(struct dlh_engine *e, const struct fs_node *n, uid_t reader);
+
+/* lstat of n's real file, the same way. Returns 0 for a regular file, or -errno. */
+int fs_real_stat(struct dlh_engine *e, const struct fs_node *n, uid_t reader, struct stat *st);
 
 /* Calls fill(ctx, name) for each entry of a directory node. Returns 0, or -errno. */
 int fs_list(struct dlh_engine *e, const struct fs_node *n,

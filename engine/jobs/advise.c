@@ -226,7 +226,7 @@ int eng_write_plan(struct dlh_engine *e, long id, const struct dlh_plan *plan)
 		rc = e->backend.ops->describe(&e->backend, &l, &b);
 
 	eng_job_file(e, id, "planner", path, sizeof path);
-	if (!rc && !dlh_read_file(path, 1 << 20, &planner, NULL))
+	if (!rc && !dlh_read_file_nofollow(path, 1 << 20, &planner, NULL))
 		rc = dlh_buf_printf(&b, "%s", planner) ? -ENOMEM : 0;
 	free(planner);
 	eng_job_file(e, id, "plan", path, sizeof path);
@@ -245,7 +245,7 @@ static int stored_estimate(struct dlh_engine *e, long id, struct dlh_estimate *p
 	int rc;
 
 	eng_job_file(e, id, "estimate", path, sizeof path);
-	if ((rc = dlh_read_file(path, 1 << 20, &text, NULL)) < 0)
+	if ((rc = dlh_read_file_nofollow(path, 1 << 20, &text, NULL)) < 0)
 		return rc;
 	rc = dlh_estimate_parse(text, pred);
 	if (!dlh_kv_get(text, "estimated", v, sizeof v) && !strcmp(v, "no"))

@@ -100,7 +100,7 @@ int dlh_job_load(struct dlh_job *j, const char *dir)
 	size_t speclen;
 	memset(j, 0, sizeof *j);
 	snprintf(path, sizeof path, "%s/job", dir);
-	int rc = dlh_read_file(path, 64 * 1024, &text, NULL);
+	int rc = dlh_read_file_nofollow(path, 64 * 1024, &text, NULL);
 	if (rc)
 		return rc;
 	char status[32] = "";
@@ -128,7 +128,7 @@ int dlh_job_load(struct dlh_job *j, const char *dir)
 		return -EINVAL;
 
 	snprintf(path, sizeof path, "%s/spec.ini", dir);
-	rc = dlh_read_file(path, DLH_SPEC_MAX, &spec, &speclen);
+	rc = dlh_read_file_nofollow(path, DLH_SPEC_MAX, &spec, &speclen);
 	if (rc)
 		return rc;
 	char err[DLH_ERR_MAX];

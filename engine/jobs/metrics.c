@@ -46,14 +46,19 @@ static int take_row(const char *line, size_t len, struct dlh_metrics *m)
 int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
 {
 	memset(m, 0, sizeof *m);
-	int fd = open(csv_path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
+	/* the run's owner writes there: no link, no FIFO */
+	int fd = open(csv_path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)   /* none yet, or a link: no rows */
+		return errno == ENOENT || errno == ELOOP ? 0 : -errno;
 	struct stat st;
 	if (fstat(fd, &st)) {
 		int e = -errno;
 		close(fd);
 		return e;
+	}
+	if (!S_ISREG(st.st_mode)) {   /* a FIFO or the like: no rows */
+		close(fd);
+		return 0;
 	}
 	char *buf = malloc(CHUNK + 512);
 	if (!buf) {
@@ -117,7 +122,7 @@ int dlh_run_info_read(const char *dir, struct dlh_run_info *ri)
 	char *text;
 	memset(ri, 0, sizeof *ri);
 	snprintf(path, sizeof path, "%s/%s", dir, DLH_FILE_RUNINFO);
-	int rc = dlh_read_file(path, 64 * 1024, &text, NULL);
+	int rc = dlh_read_file_nofollow(path, 64 * 1024, &text, NULL);
 	if (rc)
 		return rc;
 	if (!dlh_kv_get(text, "steps_per_epoch", v, sizeof v))

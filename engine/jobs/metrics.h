@@ -32,7 +32,8 @@ struct dlh_run_info {
 
 /* Scans csv_path backwards for the newest train and eval rows. A partial
  * last line (no newline yet) is ignored. Returns 0 (fields zero and have_*
- * 0 when the file is missing or holds no rows), or -errno on a read error. */
+ * 0 when the file is missing, holds no rows, or is a link or anything but a
+ * regular file), or -errno on a read error. */
 int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m);
 
 /* Parses DIR/run.info. Returns 0, or -errno (-ENOENT before the run starts). */

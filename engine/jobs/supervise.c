@@ -44,12 +44,12 @@ static void failure_reason(const struct dlh_engine *e, const struct dlh_job *j,
 	char path[4096];
 	out[0] = '\0';
 	eng_job_file(e, j->id, DLH_FILE_LOG, path, sizeof path);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	struct stat st;
 	size_t want = 0;
-	if (!fstat(fd, &st))
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode))
 		want = st.st_size > FAILURE_SCAN ? FAILURE_SCAN : (size_t)st.st_size;
 	char *text = malloc(want + 1);
 	ssize_t n = text ? pread(fd, text, want, st.st_size - (off_t)want) : -1;
@@ -82,10 +82,12 @@ static void failure_reason(const struct dlh_engine *e, const struct dlh_job *j,
 }
 
 /* 1 when path exists. */
+/* 1 when path is a regular file of its own (not a link the run's owner
+ * put there). */
 static int file_exists(const char *path)
 {
 	struct stat st;
-	return stat(path, &st) == 0;
+	return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 /* ---- launching a run ---- */

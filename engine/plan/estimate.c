@@ -693,7 +693,7 @@ static int job_file(const char *dir, const char *name, char **text)
 	char path[4096];
 	size_t len;
 	snprintf(path, sizeof path, "%s/%s", dir, name);
-	return dlh_read_file(path, ACT_TEXT_MAX, text, &len);
+	return dlh_read_file_nofollow(path, ACT_TEXT_MAX, text, &len);
 }
 
 /* From metrics.csv: the mean step (train rows after a train or eval row),

@@ -30,7 +30,7 @@ int dlh_run_load(const char *job_dir, struct dlh_run *run)
 {
 	char path[4096], v[128], *text = NULL;
 	handle_path(job_dir, path, sizeof path);
-	int rc = dlh_read_file(path, HANDLE_MAX, &text, NULL);
+	int rc = dlh_read_file_nofollow(path, HANDLE_MAX, &text, NULL);
 	if (rc)
 		return rc;
 	memset(run, 0, sizeof *run);

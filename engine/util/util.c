@@ -100,7 +100,9 @@ int dlh_write_atomic_iov(const char *path, const struct iovec *iov, int niov)
 	char dir[4096], tmp[4096];
 	if (tmp_name(path, dir, tmp, sizeof tmp) < 0)
 		return -ENAMETOOLONG;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* a new file of its own: whatever stands at tmp (a link) is not followed */
+	unlink(tmp);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
 	int rc = 0;
@@ -130,11 +132,39 @@ int dlh_write_atomic(const char *path, const void *data, size_t len)
 	return dlh_write_atomic_iov(path, &iov, 1);
 }
 
-int dlh_read_file(const char *path, size_t max, char **out, size_t *len)
+/* Opens path for reading when it is a regular file (flags: O_NOFOLLOW or
+ * 0), never waiting on it. Returns the descriptor, or -errno (-EINVAL: not
+ * a regular file; -ELOOP: a symbolic link refused by O_NOFOLLOW). */
+static int open_regular(const char *path, int flags)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags);
 	if (fd < 0)
 		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+static int read_fd(int fd, size_t max, char **out, size_t *len);
+
+int dlh_read_file(const char *path, size_t max, char **out, size_t *len)
+{
+	int fd = open_regular(path, 0);
+	return fd < 0 ? fd : read_fd(fd, max, out, len);
+}
+
+int dlh_read_file_nofollow(const char *path, size_t max, char **out, size_t *len)
+{
+	int fd = open_regular(path, O_NOFOLLOW);
+	return fd < 0 ? fd : read_fd(fd, max, out, len);
+}
+
+/* Reads all of fd (closing it) into *out. Returns 0, or -errno. */
+static int read_fd(int fd, size_t max, char **out, size_t *len)
+{
 	struct dlh_buf b = {0};
 	char chunk[8192];
 	for (;;) {
@@ -171,9 +201,15 @@ int dlh_read_file(const char *path, size_t max, char **out, size_t *len)
 
 int dlh_append_line(const char *path, const char *line)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	/* never through a link, never to anything but a regular file of one name */
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+		close(fd);
+		return -EPERM;
+	}
 	size_t n = strlen(line);
 	char stack[1024];
 	char *p = n + 2 <= sizeof stack ? stack : malloc(n + 2);
@@ -281,4 +317,92 @@ void dlh_size_text(long long bytes, char *out, size_t len)
 		u++;
 	}
 	snprintf(out, len, "%lld%s", bytes, unit[u]);
+}
+
+/* Opens the directory of rel's components but the last beneath dir, never
+ * through a symbolic link; *last points at the last component. Returns the
+ * directory's descriptor, or -errno. */
+static int walk_beneath(const char *dir, const char *rel, const char **last)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	const char *p = rel;
+	for (;;) {
+		size_t n = strcspn(p, "/");
+		if (!p[n]) {
+			*last = p;
+			return fd;
+		}
+		char comp[256];
+		if (n == 0 || n >= sizeof comp || (n == 2 && !strncmp(p, "..", 2))) {
+			close(fd);
+			return -EINVAL;
+		}
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		int sub = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int e = errno;
+		close(fd);
+		if (sub < 0)
+			return e == ENOTDIR ? -ENOENT : -e;
+		fd = sub;
+		p += n + 1;
+	}
+}
+
+int dlh_open_beneath(const char *dir, const char *rel)
+{
+	const char *last;
+	int d = walk_beneath(dir, rel, &last);
+	if (d < 0)
+		return d;
+	if (!*last || !strcmp(last, "..")) {
+		close(d);
+		return -EINVAL;
+	}
+	int fd = openat(d, last, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	int e = errno;
+	close(d);
+	if (fd < 0)
+		return -e;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+int dlh_stat_beneath(const char *dir, const char *rel, struct stat *st)
+{
+	const char *last;
+	int d = walk_beneath(dir, rel, &last);
+	if (d < 0)
+		return d;
+	int rc = 0;
+	if (!*last)
+		rc = -EINVAL;
+	else if (fstatat(d, last, st, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = -errno;
+	else if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
+		rc = S_ISLNK(st->st_mode) ? -ELOOP : -EINVAL;
+	close(d);
+	return rc;
+}
+
+DIR *dlh_opendir_beneath(const char *dir, const char *rel)
+{
+	const char *last;
+	int d = walk_beneath(dir, rel, &last);
+	if (d < 0)
+		return NULL;
+	int fd = openat(d, last, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	close(d);
+	if (fd < 0)
+		return NULL;
+	DIR *dp = fdopendir(fd);
+	if (!dp)
+		close(fd);
+	return dp;
 }

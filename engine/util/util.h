@@ -2,7 +2,9 @@
 #ifndef DLH_UTIL_H
 #define DLH_UTIL_H
 
+#include <dirent.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -27,20 +29,42 @@ void dlh_buf_free(struct dlh_buf *b);
 int dlh_write_all(int fd, const void *buf, size_t len);
 
 /* Replaces path atomically with the concatenation of the niov buffers:
- * writes DIR/.NAME.tmp, fsyncs it, renames it over path and fsyncs DIR, so a
- * reader sees the old file or the whole new one. Returns 0, or -errno (the
- * temporary file is removed on failure). */
+ * writes DIR/.NAME.tmp (a new file: a link standing there is not followed),
+ * fsyncs it, renames it over path and fsyncs DIR, so a reader sees the old
+ * file or the whole new one. Returns 0, or -errno (the temporary file is
+ * removed on failure). */
 int dlh_write_atomic_iov(const char *path, const struct iovec *iov, int niov);
 
 /* dlh_write_atomic_iov of one buffer. Returns 0, or -errno. */
 int dlh_write_atomic(const char *path, const void *data, size_t len);
 
-/* Reads a whole file of at most max bytes into a NUL-terminated malloc'd
- * buffer (*out, *len). Returns 0, -errno, or -EFBIG when larger than max. */
+/* Reads a whole regular file of at most max bytes into a NUL-terminated
+ * malloc'd buffer (*out, *len), never waiting on it (a FIFO or device is
+ * -EINVAL). Returns 0, -errno, or -EFBIG when larger than max. */
 int dlh_read_file(const char *path, size_t max, char **out, size_t *len);
 
+/* dlh_read_file of a file inside a job's directory, where its owner may put
+ * anything: a symbolic link as the last component is refused (-ELOOP). */
+int dlh_read_file_nofollow(const char *path, size_t max, char **out, size_t *len);
+
+/* Inside a job's directory dir (trusted: the daemon made it) its owner may
+ * put anything; these reach rel ("NAME" or "SUB/NAME") without following a
+ * symbolic link at any component, and without waiting on a FIFO or device.
+ * dlh_open_beneath opens a regular file for reading: the descriptor, or
+ * -errno (-ELOOP a link, -EINVAL not a regular file, -ENOENT). */
+int dlh_open_beneath(const char *dir, const char *rel);
+
+/* lstat of rel beneath dir: 0 for a regular file or a directory (st filled),
+ * or -errno (-EINVAL anything else, -ELOOP a link on the way). */
+int dlh_stat_beneath(const char *dir, const char *rel, struct stat *st);
+
+/* opendir of rel beneath dir, links refused. NULL with errno on failure. */
+DIR *dlh_opendir_beneath(const char *dir, const char *rel);
+
 /* Appends one line (a newline is added when missing) with O_APPEND, so
- * concurrent appenders never interleave within a line. Returns 0, or -errno. */
+ * concurrent appenders never interleave within a line. Only to a regular
+ * file with one name, never through a symbolic link (-ELOOP, -EPERM).
+ * Returns 0, or -errno. */
 int dlh_append_line(const char *path, const char *line);
 
 /* Creates dir and its parents with mode. Returns 0 (also when it exists), or -errno. */

@@ -39,3 +39,41 @@ test_jobs_errors_shows_each_user_only_their_own_rejections() {
 	rm -rf "$(dirname "$fa")" "$(dirname "$fb")" "$(dirname "$fr")"
 	dlh_umount
 }
+
+# what a job's owner can put in its directory (links, FIFOs) is never served
+# or written through by the daemon, which runs as root
+test_links_and_fifos_in_a_job_dir_are_not_served() {
+	dlh_mount
+	printf '[job]\ncommand = /bin/true\n[resources]\nranks = 1\n' > "$STATE/c.ini"
+	cp "$STATE/c.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/status")"
+	local jd="$STATE/jobs/1" secret="$STATE/secret"
+	echo "root only" > "$secret"
+	chmod 600 "$secret"
+	ln -s "$secret" "$jd/checkpoints/leak"
+	mkfifo "$jd/checkpoints/pipe"
+	echo "fine" > "$jd/checkpoints/real.ckpt"
+	expect_eq "$(ls "$MNT/jobs/1/checkpoints" | tr '\n' ' ')" "real.ckpt " "ls checkpoints"
+	expect_errno "No such file" cat "$MNT/jobs/1/checkpoints/leak"
+	expect_errno "No such file" cat "$MNT/jobs/1/checkpoints/pipe"
+	expect_eq "$(cat "$MNT/jobs/1/checkpoints/real.ckpt")" fine "a plain checkpoint"
+	# metrics.csv and lr_finder made links: not served, no hang
+	rm -f "$jd/metrics.csv"
+	ln -s "$secret" "$jd/metrics.csv"
+	local got
+	got=$(timeout 5 cat "$MNT/jobs/1/metrics.csv" 2>&1)
+	case $got in *"root only"*) die "metrics.csv served the link's target" ;; esac
+	got=$(timeout 5 cat "$MNT/jobs/1/metrics" 2>&1) || die "metrics: $got"
+	case $got in *"root only"*) die "metrics rendered the link's target" ;; esac
+	# the checkpoints directory itself made a link to the secret's directory
+	mv "$jd/checkpoints" "$jd/checkpoints.old"
+	ln -s "$STATE" "$jd/checkpoints"
+	expect_eq "$(ls "$MNT/jobs/1/checkpoints" | tr '\n' ' ')" "" "ls of a linked checkpoints"
+	expect_errno "No such file" cat "$MNT/jobs/1/checkpoints/secret"
+	# the log made a link: the daemon's next line does not go through it
+	rm -f "$jd/log"
+	ln -s "$secret" "$jd/log"
+	echo cancel > "$MNT/jobs/1/ctl" 2>/dev/null
+	expect_eq "$(cat "$secret")" "root only" "the secret after a logged ctl verb"
+	dlh_umount
+}

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/util/util.h"
@@ -77,11 +78,76 @@ TEST(size_text_uses_the_largest_exact_unit)
 	CHECK(!strcmp(t, "1000"));
 }
 
+/* The owner of a job's directory may put links, FIFOs and hard links where
+ * the daemon reads and writes: none is followed, waited on or written through. */
+TEST(job_dir_access_never_follows_what_its_owner_put_there)
+{
+	char dir[512], path[700], secret[700], *text = NULL;
+	struct stat st;
+	fresh_dir(dir, sizeof dir, "beneath");
+	snprintf(secret, sizeof secret, "%s/secret", tmp_root);
+	write_text(secret, "root only\n");
+	snprintf(path, sizeof path, "%s/sub", dir);
+	CHECK(mkdir(path, 0755) == 0);
+	snprintf(path, sizeof path, "%s/sub/plain", dir);
+	write_text(path, "ok\n");
+	snprintf(path, sizeof path, "%s/link", dir);
+	CHECK(symlink(secret, path) == 0);
+	snprintf(path, sizeof path, "%s/sub/link", dir);
+	CHECK(symlink(secret, path) == 0);
+	snprintf(path, sizeof path, "%s/dirlink", dir);
+	CHECK(symlink(tmp_root, path) == 0);
+	snprintf(path, sizeof path, "%s/fifo", dir);
+	CHECK(mkfifo(path, 0600) == 0);
+
+	int fd = dlh_open_beneath(dir, "sub/plain");
+	CHECK(fd >= 0);
+	close(fd);
+	CHECK(dlh_open_beneath(dir, "link") == -ELOOP);
+	CHECK(dlh_open_beneath(dir, "sub/link") == -ELOOP);
+	CHECK(dlh_open_beneath(dir, "dirlink/secret") < 0);   /* a linked directory */
+	CHECK(dlh_open_beneath(dir, "fifo") == -EINVAL);       /* refused at once */
+	CHECK(dlh_open_beneath(dir, "../secret") == -EINVAL);
+	CHECK(dlh_open_beneath(dir, "sub/..") == -EINVAL);
+	CHECK(dlh_open_beneath(dir, "none") == -ENOENT);
+	CHECK(dlh_stat_beneath(dir, "sub/plain", &st) == 0 && S_ISREG(st.st_mode));
+	CHECK(dlh_stat_beneath(dir, "sub", &st) == 0 && S_ISDIR(st.st_mode));
+	CHECK(dlh_stat_beneath(dir, "link", &st) == -ELOOP);
+	CHECK(dlh_stat_beneath(dir, "fifo", &st) == -EINVAL);
+	CHECK(dlh_stat_beneath(dir, "dirlink/secret", &st) < 0);
+	DIR *d = dlh_opendir_beneath(dir, "sub");
+	CHECK(d != NULL);
+	closedir(d);
+	CHECK(dlh_opendir_beneath(dir, "dirlink") == NULL);
+
+	snprintf(path, sizeof path, "%s/link", dir);
+	CHECK(dlh_read_file_nofollow(path, 4096, &text, NULL) == -ELOOP);
+	CHECK(dlh_read_file(path, 4096, &text, NULL) == 0);  /* the plain read follows */
+	free(text);
+	snprintf(path, sizeof path, "%s/fifo", dir);
+	CHECK(dlh_read_file(path, 4096, &text, NULL) == -EINVAL);
+	/* appends: not through a link, not to a second name of another file */
+	snprintf(path, sizeof path, "%s/link", dir);
+	CHECK(dlh_append_line(path, "owned") == -ELOOP);
+	snprintf(path, sizeof path, "%s/hard", dir);
+	CHECK(link(secret, path) == 0);
+	CHECK(dlh_append_line(path, "owned") == -EPERM);
+	/* an atomic write over a link replaces the link, not its target */
+	snprintf(path, sizeof path, "%s/.rec.tmp", dir);
+	CHECK(symlink(secret, path) == 0);
+	snprintf(path, sizeof path, "%s/rec", dir);
+	CHECK(dlh_write_atomic(path, "new\n", 4) == 0);
+	CHECK(dlh_read_file(secret, 4096, &text, NULL) == 0);
+	CHECK_MSG(!strcmp(text, "root only\n"), "the target became \"%s\"", text);
+	free(text);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
 		return 1;
 	RUN(atomic_write_replaces_whole_file);
+	RUN(job_dir_access_never_follows_what_its_owner_put_there);
 	RUN(read_file_refuses_over_max);
 	RUN(kv_get_finds_exact_keys);
 	RUN(duration_formats);
