@@ -291,7 +291,15 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 		return -ENOMEM;
 	}
 	err[0] = '\0';
-	int rc = read_spec(e, s, text, len, err, errlen);   /* parse, decide: unlocked */
+	int rc = 0;
+	if (geteuid() != 0 && uid != geteuid()) {
+		/* a daemon that is not root cannot run a job as its owner */
+		snprintf(err, errlen, "spec: this mount runs as uid %u and runs no other user's jobs "
+			 "(a team's mount runs as root: README, Sharing a mount)\n", (unsigned)geteuid());
+		rc = -EPERM;
+	}
+	if (!rc)
+		rc = read_spec(e, s, text, len, err, errlen);   /* parse, decide: unlocked */
 	int refused = rc != 0;
 	if (!rc) {
 		pthread_mutex_lock(&e->mu);

@@ -104,6 +104,8 @@ struct launch {
 	struct waiter_arg *wa;       /* for the waiter thread; NULL once it owns it */
 	char dir[4096];              /* STATE/jobs/ID */
 	char err[1024];              /* why the launch failed */
+	struct dlh_cred cred;        /* the owner the run runs as */
+	int as_owner;                /* cred applies (a root daemon, a job not root's) */
 };
 
 /* Plans j's run in its directory with the job's recorded decision (j is
@@ -189,17 +191,47 @@ static void close_joins(struct launch *l)
 /* Starts the run through the backend, with the environment of
  * engine/contract and its output appended to the job's log. Returns 0 with
  * j->run set, or -errno with l->err. */
+/* A daemon running as root runs each job as its owner (never as root but
+ * for root's jobs): it finds the owner's groups and lets them write the job
+ * directory and its checkpoints (engine/run/owner.h). Returns 0, or -errno
+ * with l->err. */
+static int as_owner(struct dlh_job *j, struct launch *l)
+{
+	char ck[4200];
+	int rc;
+	if (geteuid() != 0 || j->uid == 0)
+		return 0;
+	if ((rc = dlh_cred_of(j->uid, &l->cred, l->err, sizeof l->err)))
+		return rc;
+	snprintf(l->cred.dir, sizeof l->cred.dir, "%s", l->dir);
+	snprintf(ck, sizeof ck, "%s/%s", l->dir, DLH_DIR_CHECKPOINTS);
+	if ((rc = dlh_grant_dir(l->dir, j->uid, l->err, sizeof l->err)) ||
+	    (rc = dlh_grant_dir(ck, j->uid, l->err, sizeof l->err)))
+		return rc;
+	l->as_owner = 1;
+	return 0;
+}
+
 static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 {
 	char log[4096];
 	struct eng_env env;
+	int rc = as_owner(j, l);
+	if (rc) {
+		close_joins(l);
+		return rc;
+	}
 	eng_run_env(e, j->id, l->plan.ranks, &env);
 	eng_job_file(e, j->id, DLH_FILE_LOG, log, sizeof log);
 	struct dlh_launch dl = {
 		.argv = l->plan.argv, .ranks = l->plan.ranks, .env = env.v, .job_dir = l->dir,
-		.log_path = log, .join = l->join,
+		.log_path = log, .join = l->join, .cred = l->as_owner ? &l->cred : NULL,
 	};
-	int rc = e->backend.ops->start(&e->backend, &dl, &j->run, l->err, sizeof l->err);
+	rc = e->backend.ops->start(&e->backend, &dl, &j->run, l->err, sizeof l->err);
+	if (!rc && l->as_owner)
+		eng_job_log(e, j, "the run runs as its owner: uid %u (%s), group %u, %d groups",
+			    (unsigned)l->cred.uid, l->cred.user, (unsigned)l->cred.gid,
+			    l->cred.ngroups);
 	close_joins(l);   /* the run has joined its cgroups, or there is no run */
 	l->started = !rc;
 	return rc;

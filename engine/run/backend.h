@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "engine/run/owner.h"
 #include "engine/util/util.h"
 
 #define DLH_RUN_HANDLE_FILE "run.handle"   /* in the job dir, while a run lives */
@@ -65,6 +66,8 @@ struct dlh_launch {
 	const char *log_path;         /* every rank's output, appended */
 	const int *join;              /* cgroup.procs descriptors the run joins, -1-terminated;
 				         NULL = none */
+	const struct dlh_cred *cred;  /* run every process as this user (engine/run/owner.h);
+				         NULL = as the daemon */
 };
 
 struct dlh_backend;

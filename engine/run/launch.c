@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,12 +65,43 @@ static int write_own_pid(int fd)
 int dlh_launch_in(char *const argv[], char *const extra[], const char *log_path,
 		  const int *join, pid_t *pid)
 {
-	int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	return dlh_launch_as(argv, extra, log_path, join, NULL, pid);
+}
+
+#define LAUNCH_EXTRA_MAX 128   /* extra environment entries with the user's own */
+
+int dlh_launch_as(char *const argv[], char *const extra[], const char *log_path,
+		  const int *join, const struct dlh_cred *cred, pid_t *pid)
+{
+	/* the user's HOME, USER, LOGNAME after (and so over) the caller's */
+	char *more[LAUNCH_EXTRA_MAX + 4], home[600], user[80], logname[80];
+	size_t m = 0;
+	for (; extra && extra[m] && m < LAUNCH_EXTRA_MAX; m++)
+		more[m] = extra[m];
+	if (extra && extra[m])
+		return -E2BIG;
+	if (cred) {
+		snprintf(home, sizeof home, "HOME=%s", cred->home);
+		snprintf(user, sizeof user, "USER=%s", cred->user);
+		snprintf(logname, sizeof logname, "LOGNAME=%s", cred->user);
+		more[m++] = home;
+		more[m++] = user;
+		more[m++] = logname;
+	}
+	more[m] = NULL;
+	/* the log: a regular file of one name, never through a link */
+	int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK |
+			 O_CLOEXEC, 0644);
 	if (logfd < 0)
 		return -errno;
+	struct stat lst;
+	if (fstat(logfd, &lst) < 0 || !S_ISREG(lst.st_mode) || lst.st_nlink != 1) {
+		close(logfd);
+		return -EPERM;
+	}
 	int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	int status[2] = { -1, -1 };
-	char **env = build_env(extra);
+	char **env = build_env(more);
 	int e = 0;
 	/* pipe + FD_CLOEXEC: launches are serialized by the engine's lock */
 	if (nullfd < 0 || pipe(status) || fcntl(status[0], F_SETFD, FD_CLOEXEC) ||
@@ -88,6 +121,11 @@ int dlh_launch_in(char *const argv[], char *const extra[], const char *log_path,
 		int err = 0;
 		for (int i = 0; join && join[i] >= 0 && !err; i++)
 			err = write_own_pid(join[i]);
+		/* for good: groups, then the group, then the user */
+		if (!err && cred &&
+		    (setgroups((size_t)cred->ngroups, cred->groups) < 0 || setgid(cred->gid) < 0 ||
+		     setuid(cred->uid) < 0 || (cred->dir[0] && chdir(cred->dir) < 0)))
+			err = errno;
 		if (err)
 			;
 		else if (dup2(nullfd, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)

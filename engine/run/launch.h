@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include "engine/run/owner.h"
+
 /* Starts argv[0] (an absolute path) with argv, the daemon's environment
  * plus extra (NULL-terminated "K=V" strings, replacing same-named ones),
  * in a new session (so its pid is also the session id that finds every
@@ -17,5 +19,12 @@ int dlh_launch(char *const argv[], char *const extra[], const char *log_path, pi
  * starts run in those cgroups. A failed write fails the launch (-errno). */
 int dlh_launch_in(char *const argv[], char *const extra[], const char *log_path,
 		  const int *join, pid_t *pid);
+
+/* dlh_launch_in, and then (cred not NULL) the child takes cred's groups,
+ * group and user, in that order and for good, before exec, and HOME, USER
+ * and LOGNAME are cred's; it starts in cred->dir when that is set. A failed
+ * change fails the launch (-errno; -EPERM when this process may not). */
+int dlh_launch_as(char *const argv[], char *const extra[], const char *log_path,
+		  const int *join, const struct dlh_cred *cred, pid_t *pid);
 
 #endif

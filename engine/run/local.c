@@ -94,7 +94,7 @@ static int local_start(const struct dlh_backend *be, const struct dlh_launch *l,
 		snprintf(err, errlen, "the command line is longer than %d bytes", DLH_ARGV_STORE);
 		return -E2BIG;
 	}
-	rc = dlh_launch_in(argv, env, l->log_path, l->join, &pid);
+	rc = dlh_launch_as(argv, env, l->log_path, l->join, l->cred, &pid);
 	free(store);
 	if (rc) {
 		snprintf(err, errlen, "cannot start \"%s\": %s", be->launcher, strerror(-rc));

@@ -77,3 +77,39 @@ test_links_and_fifos_in_a_job_dir_are_not_served() {
 	expect_eq "$(cat "$secret")" "root only" "the secret after a logged ctl verb"
 	dlh_umount
 }
+
+# dlh_wait_ok ID: waits for job ID to end and expects it succeeded
+dlh_wait_ok() {
+	wait_for 120 job_terminal "$1" || die "job $1 did not end: $(cat "$MNT/jobs/$1/progress")"
+	expect_eq "$(cat "$MNT/jobs/$1/status")" succeeded "job $1 ($(tail -3 "$MNT/jobs/$1/log"))"
+}
+
+test_a_users_jobs_run_as_that_user() {
+	local a ua f
+	dlh_user a
+	ua=$(id -u "$a")
+	DLH_OPTS="-o allow_other" dlh_mount
+	chmod 711 "$STATE"   # its runs reach their job directories
+	# a user's own command, under mpirun
+	f=$(world_file '[job]\ncommand = /usr/bin/id -u\n[resources]\nranks = 1\n')
+	as "$a" cp "$f" "$MNT/jobs/new" || die "$a's submission: $(tail -2 "$MNT/jobs/errors")"
+	dlh_wait_ok 1
+	grep -qx "$ua" "$STATE/jobs/1/log" || die "the command did not run as uid $ua: $(tail -5 "$STATE/jobs/1/log")"
+	grep -q "the run runs as its owner: uid $ua ($a)" "$MNT/jobs/1/log" || die "log: $(grep dlhfs: "$MNT/jobs/1/log")"
+	# the built-in trainer: its files are the user's, the daemon's stay root's
+	slice_spec owned 1 > "$(dirname "$f")/t.ini"
+	chmod 644 "$(dirname "$f")/t.ini"
+	as "$a" cp "$(dirname "$f")/t.ini" "$MNT/jobs/new" || die "$a's trainer job: $(tail -2 "$MNT/jobs/errors")"
+	dlh_wait_ok 2
+	expect_eq "$(stat -c %U "$STATE/jobs/2/checkpoints/final.ckpt")" "$a" "owner of the final checkpoint"
+	expect_eq "$(stat -c %U "$STATE/jobs/2/metrics.csv")" "$a" "owner of metrics.csv"
+	expect_eq "$(stat -c %U "$STATE/jobs/2/job")" root "owner of the job record"
+	as "$a" rm -f "$STATE/jobs/2/job" 2>/dev/null
+	[ -f "$STATE/jobs/2/job" ] || die "$a removed the daemon's record of its job"
+	# root's job still runs as root
+	f=$(world_file '[job]\ncommand = /usr/bin/id -u\n[resources]\nranks = 1\n')
+	cp "$f" "$MNT/jobs/new" || die "root's submission"
+	dlh_wait_ok 3
+	grep -qx 0 "$STATE/jobs/3/log" || die "root's command: $(tail -3 "$STATE/jobs/3/log")"
+	dlh_umount
+}

@@ -97,12 +97,39 @@ TEST(cgroup_run_group_has_cpuset_limit_and_its_process)
 	dlh_cgroup_teardown(&sys);
 }
 
+TEST(launch_as_a_user_takes_its_ids_groups_and_home)
+{
+	char dir[512], log[600], err[256], *text = NULL;
+	struct dlh_cred c;
+	if (geteuid() != 0)
+		SKIP("needs root to change users");
+	if (dlh_cred_of(65534, &c, err, sizeof err))
+		SKIP("no user 65534 (nobody) here");
+	CHECK(dlh_cred_of(4000000000u, &c, err, sizeof err) == -ENOENT);
+	CHECK_MSG(strstr(err, "no entry in the password database"), "%s", err);
+	CHECK(dlh_cred_of(65534, &c, err, sizeof err) == 0);
+	fresh_dir(dir, sizeof dir, "as-user");
+	snprintf(log, sizeof log, "%s/log", dir);
+	snprintf(c.dir, sizeof c.dir, "/");
+	char *argv[] = { "/bin/sh", "-c", "echo \"$(id -u) $(id -g) $HOME $USER $(pwd)\"", NULL };
+	pid_t pid;
+	int st;
+	CHECK(dlh_launch_as(argv, NULL, log, NULL, &c, &pid) == 0);
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(dlh_read_file(log, 4096, &text, NULL) == 0);
+	char want[700];
+	snprintf(want, sizeof want, "65534 %u %s %s /\n", (unsigned)c.gid, c.home, c.user);
+	CHECK_MSG(!strcmp(text, want), "got \"%s\", want \"%s\"", text, want);
+	free(text);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
 		return 1;
 	RUN(launch_runs_in_own_session_and_session_kill_reaches_all);
 	RUN(launch_exec_failure_is_returned);
+	RUN(launch_as_a_user_takes_its_ids_groups_and_home);
 	RUN(cgroup_run_group_has_cpuset_limit_and_its_process);
 	tmp_root_remove();
 	return CHECK_EXIT();

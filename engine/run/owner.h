@@ -1,0 +1,33 @@
+/* owner.h - running a job as its owner: who that is (the password and group
+ * databases) and the right to write its job directory */
+#ifndef DLH_OWNER_H
+#define DLH_OWNER_H
+
+#include <sys/types.h>
+
+#define DLH_CRED_GROUPS_MAX 64   /* supplementary groups kept for a run */
+
+/* Who a launched program runs as. */
+struct dlh_cred {
+	uid_t uid;                       /* the user */
+	gid_t gid;                       /* their primary group */
+	int ngroups;                     /* entries of groups */
+	gid_t groups[DLH_CRED_GROUPS_MAX]; /* their groups, the primary one included */
+	char user[64];                   /* USER and LOGNAME */
+	char home[512];                  /* HOME */
+	char dir[4096];                  /* working directory of the run; "" = keep */
+};
+
+/* Fills c for uid from the password and group databases (getpwuid_r,
+ * getgrouplist), c->dir empty. Returns 0, or -ENOENT (no such user, with err
+ * saying so) or -errno. */
+int dlh_cred_of(uid_t uid, struct dlh_cred *c, char *err, size_t errlen);
+
+/* Lets uid create files in dir while the daemon's own files there stay
+ * the daemon's: dir gets the sticky bit and a POSIX ACL entry giving uid
+ * rwx (the owner may add files and remove their own, never the daemon's).
+ * Idempotent. Returns 0, or -errno with err (-EOPNOTSUPP: the filesystem
+ * keeps no ACLs). */
+int dlh_grant_dir(const char *dir, uid_t uid, char *err, size_t errlen);
+
+#endif
