@@ -180,20 +180,11 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		snprintf(e->cg.why, sizeof e->cg.why, "turned off (-o isolation=off)");
 	e->holder = calloc((size_t)e->pool.node.cpus, sizeof *e->holder);
 	if (!e->holder) {
-		dlh_cgroup_teardown(&e->cg);
-		close(e->lock_fd);
-		free(e);
-		return -ENOMEM;
+		rc = -ENOMEM;
+		goto no_table;
 	}
-
-	if ((rc = eng_table_load(e, err, errlen))) {
-		eng_table_free(e);
-		free(e->holder);
-		dlh_cgroup_teardown(&e->cg);
-		close(e->lock_fd);
-		free(e);
-		return rc;
-	}
+	if ((rc = eng_table_load(e, err, errlen)))
+		goto fail;
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_condattr_t ca; /* deadlines on the monotonic clock */
 	pthread_condattr_init(&ca);
@@ -202,14 +193,8 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	pthread_cond_init(&e->timer_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	e->on_run_end = eng_schedule;
-	if ((rc = eng_supervise_start(e, err, errlen))) {
-		eng_table_free(e);
-		free(e->holder);
-		dlh_cgroup_teardown(&e->cg);
-		close(e->lock_fd);
-		free(e);
-		return rc;
-	}
+	if ((rc = eng_supervise_start(e, err, errlen)))
+		goto fail;
 	eng_calib_open(e, o->no_calibrate);
 	pthread_mutex_lock(&e->mu);
 	for (size_t i = 0; i < e->njobs; i++) {
@@ -221,6 +206,14 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	pthread_mutex_unlock(&e->mu);
 	*out = e;
 	return 0;
+fail:
+	eng_table_free(e);
+	free(e->holder);
+no_table:
+	dlh_cgroup_teardown(&e->cg);
+	close(e->lock_fd);
+	free(e);
+	return rc;
 }
 
 void dlh_engine_close(struct dlh_engine *e)
