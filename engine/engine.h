@@ -104,6 +104,13 @@ int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *line,
 int dlh_engine_pool_ctl(struct dlh_engine *e, uid_t uid, const char *line, char *err,
 			size_t errlen);
 
+/* Whether uid (with groups, ngroups of them) may read job id's files: its
+ * spec, plan, log, metrics, checkpoints, result. Its owner and root may;
+ * others as its [job] readable_by says (group: members of the owner's
+ * primary group; all). Returns 0, -EACCES, or -ENOENT. */
+int dlh_engine_may_read(struct dlh_engine *e, long id, uid_t uid, const gid_t *groups,
+			int ngroups);
+
 /* Copies job id into *out. Returns 0, or -ENOENT. */
 int dlh_engine_job(struct dlh_engine *e, long id, struct dlh_job *out);
 

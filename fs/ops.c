@@ -48,6 +48,23 @@ static mode_t mode_of(enum fs_kind k)
 	}
 }
 
+#define FS_GROUPS_MAX 64   /* a reader's groups looked at for readable_by = group */
+
+/* Whether the caller of this FUSE request may read n (fs_private). Returns
+ * 0, or -EACCES. */
+static int may_read(const struct fs_node *n)
+{
+	if (!fs_private(n->kind))
+		return 0;
+	const struct fuse_context *cx = fuse_get_context();
+	gid_t groups[FS_GROUPS_MAX + 1];
+	int k = fuse_getgroups(FS_GROUPS_MAX, groups + 1);
+	groups[0] = cx->gid;
+	int rc = dlh_engine_may_read(engine(), n->id, cx->uid, groups,
+				     1 + (k > 0 && k <= FS_GROUPS_MAX ? k : 0));
+	return rc == -ENOENT ? -ENOENT : rc ? -EACCES : 0;
+}
+
 int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
 	(void)fi;
@@ -68,6 +85,11 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 	if (n.kind >= FS_JOB_LINK && !dlh_engine_job(e, n.id, &job)) {
 		st->st_uid = job.uid;
 		st->st_mtime = st->st_ctime = (time_t)job.submitted;
+		if (fs_private(n.kind)) {   /* who may read it, as ls -l shows */
+			mode_t keep = job.spec.readable_by == DLH_SHARE_ALL ? 0777 :
+				      job.spec.readable_by == DLH_SHARE_GROUP ? 0770 : 0700;
+			st->st_mode = (st->st_mode & ~(mode_t)0777) | (st->st_mode & keep);
+		}
 	}
 	switch (fs_source_of(n.kind)) {
 	case FS_SYMLINK: {
@@ -140,6 +162,8 @@ int dlh_fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t of
 		return rc;
 	if (fs_source_of(n.kind) != FS_DIR)
 		return -ENOTDIR;
+	if ((rc = may_read(&n)))
+		return rc;
 	struct fill_ctx c = { buf, filler };
 	return fs_list(engine(), &n, fill_one, &c);
 }
@@ -168,6 +192,8 @@ int dlh_fs_open(const char *path, struct fuse_file_info *fi)
 		return -EISDIR;
 	if (acc != O_RDONLY && src != FS_TRANSACTION && src != FS_CONTROL)
 		return -EACCES;
+	if ((rc = may_read(&n)))
+		return rc;
 	struct fs_handle *h = calloc(1, sizeof *h);
 	if (!h)
 		return -ENOMEM;

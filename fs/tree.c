@@ -54,6 +54,18 @@ static const struct { enum fs_kind kind; const char *file; } real_files[] = {
 	{ FS_JOB_ESTIMATE, "estimate" },
 };
 
+int fs_private(enum fs_kind k)
+{
+	switch (k) {
+	case FS_JOB_SPEC: case FS_JOB_METRICS: case FS_JOB_CSV: case FS_JOB_PLAN:
+	case FS_JOB_LOG: case FS_JOB_CKPTS: case FS_JOB_CKPT: case FS_JOB_RESULT:
+	case FS_JOB_ESTIMATE: case FS_JOB_LRFIND:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 enum fs_source fs_source_of(enum fs_kind k)
 {
 	switch (k) {

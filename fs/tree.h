@@ -73,6 +73,12 @@ struct fs_node {
 	char name[256];        /* a checkpoint file, or the node for FS_NODE* kinds */
 };
 
+/* 1 for a job's private files (spec, metrics, metrics.csv, plan, log,
+ * checkpoints and each checkpoint, result, estimate, lr_finder): read by
+ * its owner, root, and whom its [job] readable_by names; 0 for the rest
+ * (status, progress, ctl, the name link are everyone's, as squeue is). */
+int fs_private(enum fs_kind k);
+
 /* Maps path to a node. Returns 0, -ENOENT, -ENOTDIR (a file used as a
  * directory in the middle of the path), -ENAMETOOLONG (a name of 256 bytes
  * or more), or -ENOMEM. */

@@ -9,6 +9,7 @@
 /* The enum fields are written through an int (see value.c). */
 _Static_assert(sizeof(enum dlh_restart) == sizeof(int), "enum dlh_restart is int-sized");
 _Static_assert(sizeof(enum dlh_device) == sizeof(int), "enum dlh_device is int-sized");
+_Static_assert(sizeof(enum dlh_share) == sizeof(int), "enum dlh_share is int-sized");
 
 #define FIELD(f) offsetof(struct dlh_spec, f), sizeof(((struct dlh_spec *)0)->f)
 #define DATA_DIR "/usr/share/datasets/fashion-mnist/"
@@ -16,6 +17,7 @@ _Static_assert(sizeof(enum dlh_device) == sizeof(int), "enum dlh_device is int-s
 static const char *const restart_words[] = { "never", "on-failure", NULL };
 static const char *const device_words[] = { "cpu", "gpu", NULL };
 static const char *const bool_words[] = { "false", "true", NULL };
+static const char *const share_words[] = { "owner", "group", "all", NULL };
 static const char *const format_words[] = { "idx", "csv", NULL };
 static const char *const format_later[] = { "npy", "npz", "png", "jpeg", "tfrecord", "parquet", NULL };
 static const char *const model_words[] = { "mlp", "cnn", NULL };
@@ -37,6 +39,7 @@ const struct dlh_key dlh_spec_keys[] = {
 	{ "job", "time_limit", DLH_KIND_DURATION, FIELD(time_limit), .lo = 0, .hi = DLH_TIME_LIMIT_MAX, .def = "0" },
 	{ "job", "deadline", DLH_KIND_DURATION, FIELD(deadline), .lo = 0, .hi = DLH_TIME_LIMIT_MAX, .def = "0" },
 	{ "job", "dry_run", DLH_KIND_ENUM, FIELD(dry_run), .words = bool_words, .def = "false" },
+	{ "job", "readable_by", DLH_KIND_ENUM, FIELD(readable_by), .words = share_words, .def = "owner" },
 
 	{ "data", "train", DLH_KIND_PATH, FIELD(train), .hi = DLH_PATH_MAX, .def = DATA_DIR "train-images-idx3-ubyte.gz" },
 	{ "data", "train_labels", DLH_KIND_PATH, FIELD(train_labels), .hi = DLH_PATH_MAX, .def = DATA_DIR "train-labels-idx1-ubyte.gz" },

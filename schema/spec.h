@@ -23,6 +23,14 @@ enum dlh_restart {
 	DLH_RESTART_ON_FAILURE,     /* relaunch from the newest checkpoint */
 };
 
+/* Who besides its owner and root may read a job's files (spec, plan, log,
+ * metrics, checkpoints, result). */
+enum dlh_share {
+	DLH_SHARE_OWNER = 0,        /* nobody else */
+	DLH_SHARE_GROUP,            /* the members of the owner's primary group */
+	DLH_SHARE_ALL,              /* every user of the mount */
+};
+
 enum dlh_device {
 	DLH_DEVICE_CPU = 0,         /* one rank per CPU slot */
 	DLH_DEVICE_GPU,             /* one rank per GPU */
@@ -43,6 +51,7 @@ struct dlh_spec {
 	long deadline;                      /* seconds the run must finish in: the planner picks
 					       the fewest joules that meet it; 0 = none (fastest) */
 	int dry_run;                        /* 1: estimate and plan, never launch */
+	enum dlh_share readable_by;         /* owner | group | all: who reads its files */
 
 	/* [data] */
 	char train[DLH_PATH_MAX + 1];        /* absolute path, readable */

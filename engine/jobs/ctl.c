@@ -1,6 +1,7 @@
 /* ctl.c - the verbs of jobs/<id>/ctl (cancel, suspend, resume, checkpoint, priority N)
  * and of pool/ctl (recalibrate), with who may send them */
 #include <errno.h>
+#include <pwd.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -240,4 +241,31 @@ int dlh_engine_pool_ctl(struct dlh_engine *e, uid_t uid, const char *line, char 
 		return -EPERM;
 	}
 	return dlh_engine_recalibrate(e, err, errlen);
+}
+
+/* 1 when gid is the primary group of uid (the password database). */
+static int primary_group_of(uid_t uid, gid_t gid)
+{
+	struct passwd pw, *found = NULL;
+	char buf[4096];
+	return getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found && pw.pw_gid == gid;
+}
+
+int dlh_engine_may_read(struct dlh_engine *e, long id, uid_t uid, const gid_t *groups,
+			int ngroups)
+{
+	pthread_mutex_lock(&e->mu);
+	struct dlh_job *j = eng_find(e, id);
+	uid_t owner = j ? j->uid : 0;
+	enum dlh_share share = j ? j->spec.readable_by : DLH_SHARE_OWNER;
+	pthread_mutex_unlock(&e->mu);
+	if (!j)
+		return -ENOENT;
+	if (uid == 0 || uid == owner || share == DLH_SHARE_ALL)
+		return 0;
+	if (share == DLH_SHARE_GROUP)
+		for (int i = 0; i < ngroups; i++)
+			if (primary_group_of(owner, groups[i]))
+				return 0;
+	return -EACCES;
 }

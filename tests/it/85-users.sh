@@ -113,3 +113,35 @@ test_a_users_jobs_run_as_that_user() {
 	grep -qx 0 "$STATE/jobs/3/log" || die "root's command: $(tail -3 "$STATE/jobs/3/log")"
 	dlh_umount
 }
+
+# a job's files are its owner's (and root's) to read unless it shares them;
+# status and progress stay everyone's
+test_a_jobs_files_are_private_unless_shared() {
+	local a b f
+	dlh_user a
+	dlh_user b
+	DLH_OPTS="-o allow_other" dlh_mount
+	chmod 711 "$STATE"
+	f=$(world_file '[job]\ncommand = /bin/true\n[resources]\nranks = 1\n')
+	as "$a" cp "$f" "$MNT/jobs/new" || die "$a's submission: $(tail -2 "$MNT/jobs/errors")"
+	dlh_wait_ok 1
+	local p
+	for p in spec plan log metrics metrics.csv result; do
+		as "$a" cat "$MNT/jobs/1/$p" > /dev/null || die "$a cannot read its own $p"
+		expect_errno "Permission denied" as "$b" cat "$MNT/jobs/1/$p"
+	done
+	expect_errno "Permission denied" as "$b" ls "$MNT/jobs/1/checkpoints"
+	as "$a" ls "$MNT/jobs/1/checkpoints" > /dev/null || die "$a cannot list its checkpoints"
+	cat "$MNT/jobs/1/log" > /dev/null || die "root cannot read the log"
+	expect_eq "$(as "$b" cat "$MNT/jobs/1/status")" succeeded "status, read by $b"
+	as "$b" cat "$MNT/jobs/1/progress" > /dev/null || die "$b cannot read progress"
+	expect_eq "$(stat -c %A "$MNT/jobs/1/log")" "-r--------" "mode of a private log"
+	expect_errno "Operation not permitted" as "$b" bash -c "echo cancel > $MNT/jobs/1/ctl"
+	# shared with everyone
+	f=$(world_file '[job]\ncommand = /bin/true\nreadable_by = all\n[resources]\nranks = 1\n')
+	as "$a" cp "$f" "$MNT/jobs/new" || die "$a's shared job"
+	dlh_wait_ok 2
+	as "$b" cat "$MNT/jobs/2/log" > /dev/null || die "$b cannot read a job shared with all"
+	expect_eq "$(stat -c %A "$MNT/jobs/2/log")" "-r--r--r--" "mode of a shared log"
+	dlh_umount
+}
