@@ -1,7 +1,7 @@
 /* submit.c - jobs/new: a spec becomes a job, or a rejection in the errors log
  *
- * Parses the spec and decides how it runs (engine/plan/choose) without
- * e->mu; then, under it, takes the next id tentatively, plans the job once
+ * Parses the spec, checking its data with the submitter's file rights, and
+ * decides how it runs (engine/plan/choose) without e->mu; then, under it, takes the next id tentatively, plans the job once
  * in that id's directory, spends the id, stores the job's files and record,
  * inserts it and lets the queue start it. A refusal (a bad spec, a plan the
  * pool cannot run, a full queue) spends no id and goes to the errors log.
@@ -20,8 +20,11 @@
 #include "engine/jobs/queue.h"
 #include "engine/jobs/table.h"
 #include "engine/plan/plan.h"
+#include "engine/run/owner.h"
 #include "engine/util/util.h"
 
+
+#define SUBMIT_NOGROUP 65534   /* the group of a uid the password database lacks */
 /* ---- the errors log ---- */
 
 /* Appends add to the log at path (O_APPEND, so `tail -f jobs/errors`
@@ -151,17 +154,45 @@ static int read_data(const struct dlh_spec *spec, struct dlh_dataset_shape *shap
 	return 0;
 }
 
+/* Lends this thread uid's file rights (dlh_files_as): its groups from the
+ * password database, or none and nogroup for a uid without an entry. A
+ * root daemon checks a spec's data as its submitter would read it. Returns
+ * 0, or -EPERM with err. */
+static int files_of(uid_t uid, struct dlh_files_saved *saved, char *err, size_t errlen)
+{
+	struct dlh_cred who;
+	char why[256];
+	memset(saved, 0, sizeof *saved);
+	if (geteuid() != 0 || uid == 0)
+		return 0;
+	if (dlh_cred_of(uid, &who, why, sizeof why)) {
+		memset(&who, 0, sizeof who);
+		who.uid = uid;
+		who.gid = SUBMIT_NOGROUP;
+	}
+	if (dlh_files_as(&who, saved)) {
+		snprintf(err, errlen, "spec: cannot take uid %u's rights to check its data\n",
+			 (unsigned)uid);
+		return -EPERM;
+	}
+	return 0;
+}
+
 /* Parses the spec text, reads its data's headers, decides how it runs and
  * normalizes it. e->mu not held: deciding may wait for a first-mount
  * calibration. Returns 0, or -EINVAL/-EFBIG with err (a refusal). */
 static int read_spec(struct dlh_engine *e, struct submission *s, const char *text, size_t len,
-		     char *err, size_t errlen)
+		     uid_t uid, char *err, size_t errlen)
 {
 	struct dlh_dataset_shape shape;
+	struct dlh_files_saved saved;
 	int have = 0;
-	int rc = dlh_spec_parse(text, len, &s->spec, err, errlen);
+	int rc = files_of(uid, &saved, err, errlen);   /* the data as the submitter reaches it */
+	if (!rc)
+		rc = dlh_spec_parse(text, len, &s->spec, err, errlen);
 	if (!rc)
 		rc = read_data(&s->spec, &shape, &have, err, errlen);
+	dlh_files_back(&saved);
 	if (!rc)
 		rc = decide(e, &s->spec, have ? &shape : NULL, &s->choice, err, errlen);
 	if (rc)
@@ -299,7 +330,7 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 		rc = -EPERM;
 	}
 	if (!rc)
-		rc = read_spec(e, s, text, len, err, errlen);   /* parse, decide: unlocked */
+		rc = read_spec(e, s, text, len, uid, err, errlen);   /* parse, decide: unlocked */
 	int refused = rc != 0;
 	if (!rc) {
 		pthread_mutex_lock(&e->mu);

@@ -8,8 +8,10 @@
 #include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -90,4 +92,46 @@ int dlh_grant_dir(const char *dir, uid_t uid, char *err, size_t errlen)
 		return -e;
 	}
 	return 0;
+}
+
+/* The raw calls: glibc's setgroups and setfsuid wrappers would (for
+ * setgroups) change every thread of the process. */
+static long sys_setgroups(size_t n, const gid_t *g) { return syscall(SYS_setgroups, n, g); }
+static long sys_setfsuid(uid_t u) { return syscall(SYS_setfsuid, u); }
+static long sys_setfsgid(gid_t g) { return syscall(SYS_setfsgid, g); }
+
+int dlh_files_as(const struct dlh_cred *c, struct dlh_files_saved *saved)
+{
+	memset(saved, 0, sizeof *saved);
+	if (geteuid() != 0 || c->uid == 0)
+		return 0;
+	int n = getgroups(DLH_CRED_GROUPS_MAX, saved->groups);
+	if (n < 0)
+		return -errno;
+	saved->ngroups = n;
+	if (sys_setgroups((size_t)c->ngroups, c->groups) < 0)
+		return -errno;
+	saved->active = 1;
+	sys_setfsgid(c->gid);
+	sys_setfsuid(c->uid);
+	/* setfsuid reports the previous id, not errors: ask again */
+	if ((uid_t)sys_setfsuid((uid_t)-1) != c->uid || (gid_t)sys_setfsgid((gid_t)-1) != c->gid) {
+		dlh_files_back(saved);
+		return -EPERM;
+	}
+	return 0;
+}
+
+void dlh_files_back(struct dlh_files_saved *saved)
+{
+	if (!saved->active)
+		return;
+	sys_setfsuid(geteuid());
+	sys_setfsgid(getegid());
+	if (sys_setgroups((size_t)saved->ngroups, saved->groups) < 0 ||
+	    (uid_t)sys_setfsuid((uid_t)-1) != geteuid()) {
+		fprintf(stderr, "dlhfs: cannot take back root's file rights: %s\n", strerror(errno));
+		abort();
+	}
+	saved->active = 0;
 }

@@ -30,4 +30,23 @@ int dlh_cred_of(uid_t uid, struct dlh_cred *c, char *err, size_t errlen);
  * keeps no ACLs). */
 int dlh_grant_dir(const char *dir, uid_t uid, char *err, size_t errlen);
 
+/* What dlh_files_as changed in the calling thread, to put back. */
+struct dlh_files_saved {
+	int active;                        /* something was changed */
+	int ngroups;                       /* the thread's groups before */
+	gid_t groups[DLH_CRED_GROUPS_MAX];
+};
+
+/* Makes the calling thread, and only it, reach files as c's user (its
+ * filesystem uid and gid and its groups, by the raw system calls: the rest
+ * of the daemon keeps root's rights), so that a spec's data paths are
+ * checked with the submitter's rights. Does nothing unless this process is
+ * root and c is not. dlh_files_back undoes it; call it on every path out.
+ * Returns 0, or -errno (nothing changed then). */
+int dlh_files_as(const struct dlh_cred *c, struct dlh_files_saved *saved);
+
+/* Puts back what dlh_files_as changed. Aborts the daemon when that fails:
+ * a FUSE thread must not go on with a user's rights. */
+void dlh_files_back(struct dlh_files_saved *saved);
+
 #endif

@@ -145,3 +145,25 @@ test_a_jobs_files_are_private_unless_shared() {
 	expect_eq "$(stat -c %A "$MNT/jobs/2/log")" "-r--r--r--" "mode of a shared log"
 	dlh_umount
 }
+
+# [data] is checked with the submitter's rights, not the daemon's
+test_data_is_checked_with_the_submitters_rights() {
+	local a b d fm=${DLH_FMNIST:-/usr/share/datasets/fashion-mnist}
+	dlh_user a
+	dlh_user b
+	DLH_OPTS="-o allow_other" dlh_mount
+	d=$(mktemp -d /tmp/dlh-users.XXXXXX)
+	chmod 755 "$d"
+	cp "$fm/train-images-idx3-ubyte.gz" "$d/mine.gz"
+	chown "$a" "$d/mine.gz"
+	chmod 600 "$d/mine.gz"
+	printf '[job]\ndry_run = true\n[data]\ntrain = %s\n' "$d/mine.gz" > "$d/s.ini"
+	chmod 644 "$d/s.ini"
+	expect_errno "Invalid argument" as "$b" cp "$d/s.ini" "$MNT/jobs/new"
+	as "$b" cat "$MNT/jobs/errors" | grep -qF "[data] train: cannot read \"$d/mine.gz\": Permission denied" ||
+		die "$b's errors: $(as "$b" cat "$MNT/jobs/errors")"
+	as "$a" cp "$d/s.ini" "$MNT/jobs/new" || die "$a's own file: $(as "$a" cat "$MNT/jobs/errors")"
+	cp "$d/s.ini" "$MNT/jobs/new" || die "root: $(tail -2 "$MNT/jobs/errors")"
+	rm -rf "$d"
+	dlh_umount
+}

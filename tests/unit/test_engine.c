@@ -396,7 +396,7 @@ TEST(engine_max_queued_per_user_refuses_one_user_not_the_others)
 	CHECK(dlh_engine_submit(e, spec, sizeof spec - 1, 1000, &b, err, sizeof err) == 0); /* waits */
 	CHECK(dlh_engine_submit(e, spec, sizeof spec - 1, 1000, &c, err, sizeof err) == -EAGAIN);
 	CHECK_MSG(strstr(err, "uid 1000 has 1 jobs queued (max_queued_per_user=1)"), "err: %s", err);
-	CHECK(dlh_engine_submit(e, spec, sizeof spec - 1, 2000, &d, err, sizeof err) == 0);
+	CHECK_MSG(dlh_engine_submit(e, spec, sizeof spec - 1, 2000, &d, err, sizeof err) == 0, "%s", err);
 	struct dlh_queue_entry q[4];
 	CHECK(dlh_engine_queue(e, q, 4) == 2);
 	dlh_engine_close(e);
