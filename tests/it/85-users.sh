@@ -167,3 +167,36 @@ test_data_is_checked_with_the_submitters_rights() {
 	rm -rf "$d"
 	dlh_umount
 }
+
+# an ordinary user mounts dlhfs on a directory of their own, with no root
+# involved, and trains: everything runs as that user
+test_an_ordinary_user_mounts_and_trains_without_root() {
+	local a d
+	dlh_user a
+	# libfuse opens /dev/fuse itself: Debian makes it 0666, some containers 0600
+	if [ "$(stat -c %a /dev/fuse)" != 666 ]; then
+		DLH_FUSE_MODE=$(stat -c %a /dev/fuse)
+		chmod 666 /dev/fuse
+	fi
+	d=$(mktemp -d /tmp/dlh-own.XXXXXX)
+	chmod 755 "$d"
+	chown "$a" "$d"
+	as "$a" mkdir "$d/mnt" "$d/state"
+	OWN_MNT=$d/mnt
+	as "$a" "$DLH_BIN/dlhfs" -f -o "state=$d/state" "$d/mnt" 2>"$d/err" &
+	wait_for 10 as "$a" test -f "$d/mnt/pool/summary" || die "$a could not mount: $(cat "$d/err")"
+	printf '[job]\nname = mine\n[data]\ntrain_limit = 2000\ntest_limit = 500\n[model]\nlayers = 16\n' > "$d/s.ini"
+	printf '[train]\nepochs = 1\n[resources]\nranks = 1\n' >> "$d/s.ini"
+	chmod 644 "$d/s.ini"
+	as "$a" cp "$d/s.ini" "$d/mnt/jobs/new" || die "submission: $(as "$a" cat "$d/mnt/jobs/errors")"
+	wait_for 60 as "$a" grep -qxE 'succeeded|failed|cancelled' "$d/mnt/jobs/1/status" ||
+		die "the job did not end: $(as "$a" cat "$d/mnt/jobs/1/progress")"
+	expect_eq "$(as "$a" cat "$d/mnt/jobs/1/status")" succeeded "status ($(as "$a" tail -3 "$d/mnt/jobs/1/log"))"
+	expect_eq "$(stat -c %U "$d/state/jobs/1/checkpoints/final.ckpt")" "$a" "owner of the checkpoint"
+	expect_eq "$(stat -c %U "$d/state/jobs/1/job")" "$a" "owner of the job record"
+	as "$a" fusermount3 -u "$d/mnt" || die "$a could not unmount"
+	OWN_MNT=
+	wait
+	[ -s "$d/err" ] && die "dlhfs wrote to stderr: $(head -3 "$d/err")"
+	rm -rf "$d"
+}
