@@ -16,18 +16,43 @@ extern char **environ;
 
 /* Builds the child's environment before fork: the child may only call
  * async-signal-safe functions, so no malloc there. */
-static char **build_env(char *const extra[])
+/* What of the daemon's environment a run as another user keeps: where the
+ * launcher, its libraries and the GPU libraries are, the locale and the
+ * time zone, the sanitizers' settings. Everything else (the daemon's
+ * secrets, its HOME) stays with the daemon. */
+static const char *const kept_for_users[] = {
+	"LANG=", "LC_", "TZ=", "TMPDIR=", "LD_LIBRARY_PATH=", "OPAL_PREFIX=", "PMIX_",
+	"OMPI_MCA_", "NCCL_", "CUDA_", "DLH_TRAIN_CUDA=", "ASAN_OPTIONS=", "UBSAN_OPTIONS=",
+	"LSAN_OPTIONS=", NULL,
+};
+
+/* 1 when the daemon's entry kv passes into a run as another user. */
+static int kept(const char *kv)
+{
+	for (int i = 0; kept_for_users[i]; i++)
+		if (!strncmp(kv, kept_for_users[i], strlen(kept_for_users[i])))
+			return 1;
+	return 0;
+}
+
+#define LAUNCH_PATH "PATH=/usr/local/bin:/usr/bin:/bin"   /* a user's run, when extra has none */
+
+static char **build_env(char *const extra[], int for_user)
 {
 	size_t n = 0, m = 0;
 	while (environ[n])
 		n++;
 	while (extra && extra[m])
 		m++;
-	char **env = calloc(n + m + 1, sizeof *env);
+	char **env = calloc(n + m + 2, sizeof *env);
 	if (!env)
 		return NULL;
 	size_t k = 0;
+	if (for_user)
+		env[k++] = LAUNCH_PATH;
 	for (size_t i = 0; i < n; i++) {
+		if (for_user && !kept(environ[i]))
+			continue;
 		size_t name = strcspn(environ[i], "=");
 		int replaced = 0;
 		for (size_t j = 0; j < m && !replaced; j++)
@@ -35,8 +60,12 @@ static char **build_env(char *const extra[])
 		if (!replaced)
 			env[k++] = environ[i];
 	}
-	for (size_t j = 0; j < m; j++)
-		env[k++] = extra[j];
+	for (size_t j = 0; j < m; j++) {
+		if (for_user && !strncmp(extra[j], "PATH=", 5))
+			env[0] = extra[j];   /* the caller's PATH over the default */
+		else
+			env[k++] = extra[j];
+	}
 	env[k] = NULL;
 	return env;
 }
@@ -101,7 +130,7 @@ int dlh_launch_as(char *const argv[], char *const extra[], const char *log_path,
 	}
 	int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	int status[2] = { -1, -1 };
-	char **env = build_env(more);
+	char **env = build_env(more, cred != NULL);
 	int e = 0;
 	/* pipe + FD_CLOEXEC: launches are serialized by the engine's lock */
 	if (nullfd < 0 || pipe(status) || fcntl(status[0], F_SETFD, FD_CLOEXEC) ||

@@ -21,8 +21,11 @@ int dlh_launch_in(char *const argv[], char *const extra[], const char *log_path,
 		  const int *join, pid_t *pid);
 
 /* dlh_launch_in, and then (cred not NULL) the child takes cred's groups,
- * group and user, in that order and for good, before exec, and HOME, USER
- * and LOGNAME are cred's; it starts in cred->dir when that is set. A failed
+ * group and user, in that order and for good, before exec; it starts in
+ * cred->dir when that is set. Its environment is then not the daemon's: a
+ * default PATH, HOME, USER and LOGNAME of cred, what the launcher and the
+ * GPU libraries need of the daemon's (LD_LIBRARY_PATH, OPAL_PREFIX, PMIX_*,
+ * OMPI_MCA_*, NCCL_*, CUDA_*), its locale and time zone, and extra. A failed
  * change fails the launch (-errno; -EPERM when this process may not). */
 int dlh_launch_as(char *const argv[], char *const extra[], const char *log_path,
 		  const int *join, const struct dlh_cred *cred, pid_t *pid);

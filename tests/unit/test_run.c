@@ -111,14 +111,18 @@ TEST(launch_as_a_user_takes_its_ids_groups_and_home)
 	fresh_dir(dir, sizeof dir, "as-user");
 	snprintf(log, sizeof log, "%s/log", dir);
 	snprintf(c.dir, sizeof c.dir, "/");
-	char *argv[] = { "/bin/sh", "-c", "echo \"$(id -u) $(id -g) $HOME $USER $(pwd)\"", NULL };
+	char *argv[] = { "/bin/sh", "-c",
+		"echo \"$(id -u) $(id -g) $HOME $USER $(pwd) ${DLH_SECRET:-unset} $DLH_MINE\"", NULL };
+	char *extra[] = { "DLH_MINE=given", NULL };
 	pid_t pid;
 	int st;
-	CHECK(dlh_launch_as(argv, NULL, log, NULL, &c, &pid) == 0);
+	setenv("DLH_SECRET", "the daemon's", 1);   /* not for the user's run */
+	CHECK(dlh_launch_as(argv, extra, log, NULL, &c, &pid) == 0);
+	unsetenv("DLH_SECRET");
 	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	CHECK(dlh_read_file(log, 4096, &text, NULL) == 0);
 	char want[700];
-	snprintf(want, sizeof want, "65534 %u %s %s /\n", (unsigned)c.gid, c.home, c.user);
+	snprintf(want, sizeof want, "65534 %u %s %s / unset given\n", (unsigned)c.gid, c.home, c.user);
 	CHECK_MSG(!strcmp(text, want), "got \"%s\", want \"%s\"", text, want);
 	free(text);
 }
