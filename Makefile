@@ -4,6 +4,8 @@
 #   make deps       install the Debian packages that are missing (apt-get)
 #   make check      build, then run the whole test suite (unit + mount + MPI)
 #   make asan       the same suite built with AddressSanitizer/UBSan
+#   make fuzz       libFuzzer targets of the parsers, FUZZ_SECONDS (60) each
+#                   (make fuzz-deps installs clang)
 #   make bench      benchmarks (bench/), each printing a table with ratios
 #   make bench-deps what only the benchmarks need (python3-torch, hyperfine)
 #   make example    mount at /dlh and train examples/fashion-mnist-mlp.ini
@@ -93,7 +95,7 @@ LIBSCHEMA = $(BUILD)/libdlhschema.a
 LIBENGINE = $(BUILD)/libdlhengine.a
 LIBTRAIN  = $(BUILD)/libdlhtrain.a
 
-.PHONY: all deps check asan bench bench-estimate bench-deps example clean
+.PHONY: all deps check asan bench bench-estimate bench-deps example clean fuzz fuzz-deps
 all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(UNIT_BIN) $(GPU_BIN)
 
 $(BUILD)/obj/schema/%.o: schema/%.c
@@ -239,8 +241,27 @@ bench-deps:
 	if [ -n "$$missing" ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
+# libFuzzer targets (clang) for the parsers of what users write: the spec,
+# a ctl line, the pool file, a metrics.csv row; each runs FUZZ_SECONDS from
+# its seed corpus (tests/fuzz/corpus/NAME); `make fuzz-deps` installs clang
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD    = build-fuzz
+FUZZ_NAMES    = spec ctl poolfile metrics_row
+FUZZ_FLAGS    = -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+fuzz:
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang WARN="-Wall -Wextra -Werror" SANFLAGS="$(FUZZ_FLAGS)" \
+		OPT="-O1 -g" $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz/fuzz_%)
+	tests/fuzz/run $(FUZZ_BUILD) $(FUZZ_SECONDS)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIBENGINE) $(LIBSCHEMA)
+	@mkdir -p $(dir $@)
+	clang $(STD) -Wall -Wextra -Werror -O1 -g -I. -fsanitize=fuzzer,address,undefined \
+		-o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
+fuzz-deps:
+	@dpkg -s clang >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang; }
+
 example: all
 	examples/run.sh $(BUILD)
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
