@@ -282,25 +282,20 @@ int fs_resolve(struct dlh_engine *e, const char *path, struct fs_node *n)
 	return 0;
 }
 
+static int real_rel(const struct fs_node *n, char *rel, size_t len);
+
 void fs_real_path(struct dlh_engine *e, const struct fs_node *n, uid_t reader, char *buf,
 		  size_t len)
 {
-	char dir[4096];
+	char dir[4096], rel[300];
 	if (n->kind == FS_JOBS_ERRORS) {
 		dlh_engine_errors_path(e, reader, buf, len);
 		return;
 	}
 	dlh_engine_job_dir(e, n->id, dir, sizeof dir);
-	if (n->kind == FS_JOB_CKPT) {
-		snprintf(buf, len, "%s/checkpoints/%s", dir, n->name);
-		return;
-	}
-	for (size_t i = 0; i < sizeof real_files / sizeof real_files[0]; i++)
-		if (real_files[i].kind == n->kind) {
-			snprintf(buf, len, "%s/%s", dir, real_files[i].file);
-			return;
-		}
-	snprintf(buf, len, "%s/.none", dir);
+	if (real_rel(n, rel, sizeof rel))
+		snprintf(rel, sizeof rel, ".none");
+	snprintf(buf, len, "%s/%s", dir, rel);
 }
 
 /* The real file of n relative to its job's directory into rel. Returns 0,

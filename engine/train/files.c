@@ -55,40 +55,13 @@ int dlt_write_atomic_str(const char *path, const char *text,
 	return dlt_write_atomic(path, &iov, 1, err, errlen);
 }
 
-/* The message and status for a path that is not a regular file. */
-static int not_regular(const char *path, mode_t mode, char *err, size_t errlen)
-{
-	if (S_ISDIR(mode)) {
-		snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(EISDIR));
-		return -EISDIR;
-	}
-	snprintf(err, errlen, "\"%s\": not a regular file", path);
-	return -EINVAL;
-}
-
 int dlt_open_regular(const char *path, char *err, size_t errlen)
 {
-	struct stat st;
-	int fd, e;
+	int fd = dlh_open_regular(path, 0);   /* engine/util: the one such open */
 
-	/* stat first: a device or FIFO is never opened (an open may act on it) */
-	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-		return not_regular(path, st.st_mode, err, errlen);
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0) {
-		e = errno;
-		snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(e));
-		return -e;
-	}
-	if (fstat(fd, &st) < 0) {   /* what was opened, if it changed since */
-		e = errno;
-		close(fd);
-		snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(e));
-		return -e;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return not_regular(path, st.st_mode, err, errlen);
-	}
+	if (fd == -EINVAL)
+		snprintf(err, errlen, "\"%s\": not a regular file", path);
+	else if (fd < 0)
+		snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(-fd));
 	return fd;
 }

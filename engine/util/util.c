@@ -132,18 +132,25 @@ int dlh_write_atomic(const char *path, const void *data, size_t len)
 	return dlh_write_atomic_iov(path, &iov, 1);
 }
 
-/* Opens path for reading when it is a regular file (flags: O_NOFOLLOW or
- * 0), never waiting on it. Returns the descriptor, or -errno (-EINVAL: not
- * a regular file; -ELOOP: a symbolic link refused by O_NOFOLLOW). */
-static int open_regular(const char *path, int flags)
+/* The status of a path that is there but not a regular file. */
+static int not_regular(mode_t mode)
+{
+	return S_ISDIR(mode) ? -EISDIR : S_ISLNK(mode) ? -ELOOP : -EINVAL;
+}
+
+int dlh_open_regular(const char *path, int nofollow)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags);
+	/* stat first: a device or FIFO is never opened (an open may act on it) */
+	if ((nofollow ? lstat(path, &st) : stat(path, &st)) == 0 && !S_ISREG(st.st_mode))
+		return not_regular(st.st_mode);
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {   /* what was opened, if it changed */
+		int e = errno;
 		close(fd);
-		return -EINVAL;
+		return S_ISREG(st.st_mode) ? -e : not_regular(st.st_mode);
 	}
 	return fd;
 }
@@ -152,13 +159,13 @@ static int read_fd(int fd, size_t max, char **out, size_t *len);
 
 int dlh_read_file(const char *path, size_t max, char **out, size_t *len)
 {
-	int fd = open_regular(path, 0);
+	int fd = dlh_open_regular(path, 0);
 	return fd < 0 ? fd : read_fd(fd, max, out, len);
 }
 
 int dlh_read_file_nofollow(const char *path, size_t max, char **out, size_t *len)
 {
-	int fd = open_regular(path, O_NOFOLLOW);
+	int fd = dlh_open_regular(path, 1);
 	return fd < 0 ? fd : read_fd(fd, max, out, len);
 }
 

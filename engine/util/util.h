@@ -38,6 +38,13 @@ int dlh_write_atomic_iov(const char *path, const struct iovec *iov, int niov);
 /* dlh_write_atomic_iov of one buffer. Returns 0, or -errno. */
 int dlh_write_atomic(const char *path, const void *data, size_t len);
 
+/* Opens path for reading when it is a regular file, never waiting on it or
+ * opening anything else (it is looked at first: a FIFO or device is
+ * refused by its type). nofollow: a symbolic link as the last component is
+ * refused too. Returns the descriptor, or -errno (-EISDIR a directory,
+ * -ELOOP a link, -EINVAL anything else that is not a regular file). */
+int dlh_open_regular(const char *path, int nofollow);
+
 /* Reads a whole regular file of at most max bytes into a NUL-terminated
  * malloc'd buffer (*out, *len), never waiting on it (a FIFO or device is
  * -EINVAL). Returns 0, -errno, or -EFBIG when larger than max. */
