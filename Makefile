@@ -33,7 +33,7 @@ BASE_CFLAGS = $(STD) $(WARN) $(OPT) $(SANFLAGS) -I.
 BASE_LDFLAGS = $(SANFLAGS)
 
 # Flags come from pkg-config; evaluated lazily so `make deps` works on a bare machine.
-FUSE_CFLAGS  = $(shell pkg-config --cflags fuse3) -DFUSE_USE_VERSION=31
+FUSE_CFLAGS  = $(shell pkg-config --cflags fuse3) -DFUSE_USE_VERSION=312
 FUSE_LIBS    = $(shell pkg-config --libs fuse3)
 INIH_CFLAGS  = $(shell pkg-config --cflags inih)
 INIH_LIBS    = $(shell pkg-config --libs inih)
@@ -96,7 +96,8 @@ LIBENGINE = $(BUILD)/libdlhengine.a
 LIBTRAIN  = $(BUILD)/libdlhtrain.a
 
 .PHONY: all deps check asan bench bench-estimate bench-deps example clean fuzz fuzz-deps
-all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(UNIT_BIN) $(GPU_BIN)
+all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(UNIT_BIN) $(GPU_BIN) \
+	$(BUILD)/tests/stallfs
 
 $(BUILD)/obj/schema/%.o: schema/%.c
 	@mkdir -p $(dir $@)
@@ -208,6 +209,11 @@ deps:
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	else echo "all Debian packages present"; fi
+
+# what the mount tests start beside dlhfs: a filesystem that never answers a read
+$(BUILD)/tests/stallfs: tests/helpers/stallfs.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(FUSE_CFLAGS) $(BASE_LDFLAGS) -o $@ $< $(FUSE_LIBS)
 
 check: all
 	tests/run $(BUILD)

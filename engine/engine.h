@@ -19,6 +19,7 @@
 #define DLH_ERRORS_DIR "errors.d"   /* in the state dir: each user's own rejections */
 #define DLH_SUSPEND_GRACE 30.0 /* seconds from a suspend request to SIGTERM */
 #define DLH_MAX_QUEUED 1000    /* default most jobs queued at once */
+#define DLH_DATA_TIMEOUT 5.0   /* seconds a submission's data may take to answer */
 
 struct dlh_engine;
 
@@ -33,6 +34,8 @@ struct dlh_engine_opts {
 	double suspend_grace;   /* seconds; 0 = DLH_SUSPEND_GRACE */
 	int max_queued;         /* most jobs queued at once; 0 = DLH_MAX_QUEUED */
 	int max_queued_per_user; /* most jobs of one user queued at once; 0 = no limit */
+	double data_timeout;    /* seconds a submission's data may take to answer; 0 =
+				   DLH_DATA_TIMEOUT */
 	int no_isolation;       /* 1: no cgroups (cpusets, memory limits) for runs */
 	int no_calibrate;       /* 1: never measure the devices (jobs without a cached
 				   calibration run unestimated); for tests */

@@ -1,5 +1,6 @@
 /* main.c - dlhfs: mount the harness, parse options, run the FUSE loop */
 #include <errno.h>
+#include <limits.h>
 #include <fuse.h>
 #include <fuse_lowlevel.h>
 #include <stddef.h>
@@ -14,6 +15,10 @@
 #include "fs/ops.h"
 
 #define DLH_VERSION "0.1.0"
+/* Threads serving requests: libfuse's default is 10. A thread waits on a
+ * submission's data for up to -o data_timeout; more threads let others'
+ * reads go on meanwhile (engine/jobs/check.c bounds each user). */
+#define DLH_FUSE_THREADS 64
 
 /* Options of our own, beside libfuse's. */
 struct dlh_options {
@@ -24,6 +29,8 @@ struct dlh_options {
 	int cpus;          /* -o cpus=N */
 	int max_queued;    /* -o max_queued=N */
 	int max_queued_per_user; /* -o max_queued_per_user=N */
+	double data_timeout; /* -o data_timeout=SECONDS */
+	unsigned max_threads; /* -o max_threads=N (libfuse's, with our default) */
 	char *isolation;   /* -o isolation=auto|off */
 	int show_help;     /* --help */
 	int show_version;  /* --version */
@@ -39,6 +46,8 @@ static const struct fuse_opt option_spec[] = {
 	OPTION("cpus=%d", cpus),
 	OPTION("max_queued=%d", max_queued),
 	OPTION("max_queued_per_user=%d", max_queued_per_user),
+	OPTION("data_timeout=%lf", data_timeout),
+	OPTION("max_threads=%u", max_threads),
 	OPTION("isolation=%s", isolation),
 	OPTION("-h", show_help),
 	OPTION("--help", show_help),
@@ -118,6 +127,10 @@ static void usage(const char *prog)
 	       "    -o max_queued_per_user=N\n"
 	       "                       most jobs of one user queued at once (default: no limit\n"
 	       "                       but max_queued)\n"
+	       "    -o data_timeout=S  seconds a submission's data files may take to answer\n"
+	       "                       before the spec is refused (default %.0f: a hung\n"
+	       "                       filesystem never holds the mount)\n"
+	       "    -o max_threads=N   most threads serving requests (default %d)\n"
 	       "    -o allow_other     let every user use the mount (libfuse; for a team's\n"
 	       "                       system mount: README.md, Sharing a mount)\n"
 	       "    -o isolation=off   no cgroups for runs (default auto: cpusets and memory\n"
@@ -133,7 +146,8 @@ static void usage(const char *prog)
 	       "\n"
 	       "Unmount with: fusermount3 -u MOUNTPOINT (running jobs are stopped and\n"
 	       "resume from their newest checkpoint at the next mount).\n"
-	       "\n", prog, prog, DLH_STATE_DEFAULT, DLH_MAX_QUEUED);
+	       "\n", prog, prog, DLH_STATE_DEFAULT, DLH_MAX_QUEUED, DLH_DATA_TIMEOUT,
+	       DLH_FUSE_THREADS);
 }
 
 /* dlhfs --calibrate: measure, store, print. Returns the exit status. */
@@ -215,6 +229,7 @@ int main(int argc, char *argv[])
 		.cpus = o.cpus,
 		.max_queued = o.max_queued,
 		.max_queued_per_user = o.max_queued_per_user,
+		.data_timeout = o.data_timeout,
 		.no_isolation = o.isolation && !strcmp(o.isolation, "off"),
 	};
 	if (o.isolation && strcmp(o.isolation, "off") && strcmp(o.isolation, "auto")) {
@@ -243,8 +258,21 @@ int main(int argc, char *argv[])
 	fs.mounted_at = dlh_now();
 	if (fuse_set_signal_handlers(fuse_get_session(f)) != 0)
 		goto out_engine;
-	rc = c.singlethread ? fuse_loop(f) : fuse_loop_mt(f, c.clone_fd);
+	if (c.singlethread) {
+		rc = fuse_loop(f);
+	} else {
+		struct fuse_loop_config *lc = fuse_loop_cfg_create();
+		if (!lc)
+			goto out_signals;
+		fuse_loop_cfg_set_clone_fd(lc, (unsigned)c.clone_fd);
+		if (c.max_idle_threads != UINT_MAX)   /* UINT_MAX: not given */
+			fuse_loop_cfg_set_idle_threads(lc, c.max_idle_threads);
+		fuse_loop_cfg_set_max_threads(lc, o.max_threads ? o.max_threads : DLH_FUSE_THREADS);
+		rc = fuse_loop_mt(f, lc);
+		fuse_loop_cfg_destroy(lc);
+	}
 	rc = rc ? 1 : 0;
+out_signals:
 	fuse_remove_signal_handlers(fuse_get_session(f));
 out_engine:
 	dlh_engine_close(fs.engine);

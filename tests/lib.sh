@@ -67,7 +67,34 @@ dlh_user() {
 # as USER CMD...: runs CMD as USER (runuser: no password, no PAM session)
 as() { local u=$1; shift; runuser -u "$u" -- "$@"; }
 
+# stall_mount DIR: mounts at DIR (made here) a filesystem whose one file,
+# DIR/slow, never answers a read (tests/helpers/stallfs: a dead NFS server);
+# stall_kill ends it, and its blocked reads fail; dlh_cleanup does too
+stall_mount() {
+	mkdir -p "$1"
+	"$DLH_BIN/tests/stallfs" -f -o allow_other "$1" &
+	STALL_PID=$! STALL_MNT=$1
+	trap dlh_cleanup EXIT
+	wait_for 10 test -f "$1/slow" || die "stallfs did not mount on $1"
+}
+stall_kill() {
+	[ -n "${STALL_PID:-}" ] && kill -KILL "$STALL_PID" 2>/dev/null && wait "$STALL_PID" 2>/dev/null
+	[ -n "${STALL_MNT:-}" ] && fusermount3 -uz "$STALL_MNT" 2>/dev/null
+	STALL_PID= STALL_MNT=
+	return 0
+}
+
+# tree_procs PID: "PID UID" of PID and of every process below it, one a line
+tree_procs() {
+	ps -e -o pid=,ppid=,uid= | awk -v root="$1" '
+		{ parent[$1] = $2; uid[$1] = $3 }
+		END { for (p in parent) { q = p
+			while (q != "" && q != root && q in parent && q != 1) q = parent[q]
+			if (q == root) print p, uid[p] } }'
+}
+
 dlh_cleanup() {
+	stall_kill   # first: a check of the daemon's may be blocked on it
 	# readers left running (tail -f) would keep the mount busy
 	local p
 	for p in $(jobs -p); do
@@ -130,6 +157,9 @@ rank_pids() {
 	done
 	return 0
 }
+
+# ranks_are ID N: the job has N dlh-train processes
+ranks_are() { [ "$(rank_pids "$1" | wc -l)" -eq "$2" ]; }
 
 # no_ranks ID: no dlh-train process of the job is left
 no_ranks() { [ -z "$(rank_pids "$1")" ]; }

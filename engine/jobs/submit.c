@@ -1,8 +1,9 @@
 /* submit.c - jobs/new: a spec becomes a job, or a rejection in the errors log
  *
- * Parses the spec, checking its data with the submitter's file rights, and
- * decides how it runs (engine/plan/choose) without e->mu; then, under it, takes the next id tentatively, plans the job once
- * in that id's directory, spends the id, stores the job's files and record,
+ * Parses the spec, checking its data with the submitter's file rights in a
+ * thread that the FUSE thread waits for only so long (check.c), and decides
+ * how it runs (engine/plan/choose) without e->mu; then, under it, takes the
+ * next id tentatively, plans the job once in that id's directory, spends the id, stores the job's files and record,
  * inserts it and lets the queue start it. A refusal (a bad spec, a plan the
  * pool cannot run, a full queue) spends no id and goes to the errors log.
  * Locking: table.h. */
@@ -17,14 +18,13 @@
 #include <unistd.h>
 
 #include "engine/jobs/advise.h"
+#include "engine/jobs/check.h"
 #include "engine/jobs/queue.h"
 #include "engine/jobs/table.h"
 #include "engine/plan/plan.h"
-#include "engine/run/owner.h"
 #include "engine/util/util.h"
 
 
-#define SUBMIT_NOGROUP 65534   /* the group of a uid the password database lacks */
 /* ---- the errors log ---- */
 
 /* Appends add to the log at path (O_APPEND, so `tail -f jobs/errors`
@@ -92,6 +92,7 @@ void dlh_engine_reject(struct dlh_engine *e, uid_t uid, const char *err)
 /* What a submission carries from step to step (malloc'd: it is large). */
 struct submission {
 	struct dlh_spec spec;        /* as parsed */
+	struct eng_checked checked;  /* the spec and its data, as checked */
 	struct dlh_choice choice;    /* how it runs (engine/plan/choose) */
 	struct dlh_plan plan;        /* planned once, in the job's directory */
 	struct dlh_job *job;         /* the new job; NULL once the table owns it */
@@ -135,68 +136,20 @@ static int decide(struct dlh_engine *e, const struct dlh_spec *spec,
 	return rc ? -EINVAL : 0;
 }
 
-/* The built-in trainer's data as dlh-train will read it: headers (magic,
- * dimensions), counts, labels. A file that is not what its key says is
- * refused now, at close(), not by a run that fails later. Returns 0 (also
- * for a [job] command, whose data dlhfs does not read), or -EINVAL with err. */
-static int read_data(const struct dlh_spec *spec, struct dlh_dataset_shape *shape,
-		     int *have, char *err, size_t errlen)
-{
-	char why[1024];
-	*have = 0;
-	if (spec->command[0])
-		return 0;
-	if (dlh_dataset_shape(spec, shape, why, sizeof why) < 0) {
-		snprintf(err, errlen, "spec: [data]: %s\n", why);
-		return -EINVAL;
-	}
-	*have = 1;
-	return 0;
-}
-
-/* Lends this thread uid's file rights (dlh_files_as): its groups from the
- * password database, or none and nogroup for a uid without an entry. A
- * root daemon checks a spec's data as its submitter would read it. Returns
- * 0, or -EPERM with err. */
-static int files_of(uid_t uid, struct dlh_files_saved *saved, char *err, size_t errlen)
-{
-	struct dlh_cred who;
-	char why[256];
-	memset(saved, 0, sizeof *saved);
-	if (geteuid() != 0 || uid == 0)
-		return 0;
-	if (dlh_cred_of(uid, &who, why, sizeof why)) {
-		memset(&who, 0, sizeof who);
-		who.uid = uid;
-		who.gid = SUBMIT_NOGROUP;
-	}
-	if (dlh_files_as(&who, saved)) {
-		snprintf(err, errlen, "spec: cannot take uid %u's rights to check its data\n",
-			 (unsigned)uid);
-		return -EPERM;
-	}
-	return 0;
-}
-
-/* Parses the spec text, reads its data's headers, decides how it runs and
- * normalizes it. e->mu not held: deciding may wait for a first-mount
- * calibration. Returns 0, or -EINVAL/-EFBIG with err (a refusal). */
+/* Parses the spec text and reads its data's headers with the submitter's
+ * file rights (engine/jobs/check), then decides how it runs and normalizes
+ * it. e->mu not held: deciding may wait for a first-mount calibration.
+ * Returns 0, or -EINVAL/-EFBIG/-EAGAIN with err (a refusal). */
 static int read_spec(struct dlh_engine *e, struct submission *s, const char *text, size_t len,
 		     uid_t uid, char *err, size_t errlen)
 {
-	struct dlh_dataset_shape shape;
-	struct dlh_files_saved saved;
-	int have = 0;
-	int rc = files_of(uid, &saved, err, errlen);   /* the data as the submitter reaches it */
+	struct eng_checked *c = &s->checked;
+	int rc = eng_check_spec(text, len, uid, e->data_timeout_ms, c, err, errlen);
 	if (!rc)
-		rc = dlh_spec_parse(text, len, &s->spec, err, errlen);
-	if (!rc)
-		rc = read_data(&s->spec, &shape, &have, err, errlen);
-	dlh_files_back(&saved);
-	if (!rc)
-		rc = decide(e, &s->spec, have ? &shape : NULL, &s->choice, err, errlen);
+		rc = decide(e, &c->spec, c->have ? &c->shape : NULL, &s->choice, err, errlen);
 	if (rc)
 		return rc;
+	s->spec = c->spec;
 	int n = dlh_spec_format(&s->spec, s->norm, sizeof s->norm);
 	if (n < 0) {
 		snprintf(err, errlen, "spec: cannot normalize the spec\n");

@@ -38,6 +38,7 @@ struct dlh_engine {
 	long *holder;                /* pool.node.cpus entries: the job holding each slot, 0 = free */
 	int max_queued;              /* most jobs queued at once */
 	int max_queued_per_user;     /* most jobs of one uid queued at once; 0 = no limit */
+	int data_timeout_ms;         /* how long a submission's data may take to answer */
 	struct dlh_cgroup_sys cg;    /* how runs are isolated */
 	unsigned long launches;      /* runs launched, to name their cgroups */
 	int waiters;                 /* live waiter threads */

@@ -111,6 +111,23 @@ test_a_users_jobs_run_as_that_user() {
 	cp "$f" "$MNT/jobs/new" || die "root's submission"
 	dlh_wait_ok 3
 	grep -qx 0 "$STATE/jobs/3/log" || die "root's command: $(tail -3 "$STATE/jobs/3/log")"
+	# the process table: mpirun and every rank below it are the user's
+	slice_spec long 5000 > "$(dirname "$f")/long.ini"
+	chmod 644 "$(dirname "$f")/long.ini"
+	as "$a" cp "$(dirname "$f")/long.ini" "$MNT/jobs/new" || die "$a's long job: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 ranks_are 4 2 || die "job 4 has no 2 ranks: $(cat "$MNT/jobs/4/progress")"
+	local launcher procs r
+	launcher=$(sed -n 's/^pid=//p' "$STATE/jobs/4/run.handle")
+	expect_eq "$(ps -o comm= -p "$launcher")" mpirun "the run's launcher"
+	procs=$(tree_procs "$launcher")
+	for r in $(rank_pids 4); do
+		echo "$procs" | grep -q "^$r " || die "rank $r is not below mpirun $launcher: $procs"
+	done
+	[ "$(echo "$procs" | awk '{print $2}' | sort -u)" = "$ua" ] ||
+		die "mpirun ($launcher) and the processes below it are not all uid $ua: $procs"
+	[ "$(echo "$procs" | wc -l)" -ge 3 ] || die "mpirun and its 2 ranks are not all there: $procs"
+	echo cancel > "$MNT/jobs/4/ctl"
+	wait_for 30 job_terminal 4 || die "job 4 did not end"
 	dlh_umount
 }
 
@@ -199,4 +216,55 @@ test_an_ordinary_user_mounts_and_trains_without_root() {
 	wait
 	[ -s "$d/err" ] && die "dlhfs wrote to stderr: $(head -3 "$d/err")"
 	rm -rf "$d"
+}
+
+# a [data] file on a filesystem that never answers (a dead NFS server) holds
+# a FUSE thread no longer than -o data_timeout; its submitter's next specs
+# are refused at once until it answers, and everyone else goes on
+test_data_on_a_hung_filesystem_holds_nothing() {
+	local a b d t0 t1 i worst=0 pids=()
+	dlh_user a
+	dlh_user b
+	DLH_OPTS="-o allow_other -o data_timeout=1" dlh_mount
+	d=$(mktemp -d /tmp/dlh-users.XXXXXX)
+	chmod 755 "$d"
+	stall_mount "$d/hung"
+	printf '[job]\ndry_run = true\n[data]\ntrain = %s\n' "$d/hung/slow" > "$d/hung.ini"
+	printf '[job]\ndry_run = true\n[data]\ntrain_limit = 512\n' > "$d/good.ini"
+	chmod 644 "$d/hung.ini" "$d/good.ini"
+	t0=$(date +%s%N)
+	expect_errno "Invalid argument" as "$a" cp "$d/hung.ini" "$MNT/jobs/new"
+	t1=$(date +%s%N)
+	[ $(((t1 - t0) / 1000000)) -lt 3000 ] || die "the refusal took $(((t1 - t0) / 1000000)) ms"
+	as "$a" cat "$MNT/jobs/errors" | grep -qF "[data]: the data files did not answer within 1.0 s" ||
+		die "$a's errors: $(as "$a" cat "$MNT/jobs/errors")"
+	# a's next specs are refused at once while that read is stuck, 20 at a
+	# time, and b's reads and submissions go on meanwhile
+	for i in $(seq 20); do
+		as "$a" timeout 10 cp "$d/hung.ini" "$MNT/jobs/new" 2>/dev/null &
+		pids+=($!)
+	done
+	worst=$(as "$b" bash -c 'worst=0
+		for i in $(seq 100); do
+			t0=$(date +%s%N)
+			timeout 5 cat "$1/pool/summary" > /dev/null || { echo "read $i failed"; exit 1; }
+			t1=$(date +%s%N)
+			[ $((t1 - t0)) -gt "$worst" ] && worst=$((t1 - t0))
+		done
+		echo "$worst"' - "$MNT") || die "$b's reads of pool/summary: $worst"
+	for i in "${pids[@]}"; do
+		wait "$i" && die "a spec on the hung filesystem was accepted"
+		[ $? -eq 124 ] && die "a submission hung until timeout"
+	done
+	echo "slowest of 100 reads of pool/summary by $b beside 20 submissions on a hung filesystem: $((worst / 1000000)) ms"
+	[ "$worst" -lt 100000000 ] || die "a read of pool/summary took $((worst / 1000000)) ms"
+	as "$a" cat "$MNT/jobs/errors" | grep -qF "is still waiting for its data" ||
+		die "$a's errors: $(as "$a" cat "$MNT/jobs/errors" | tail -3)"
+	as "$b" cp "$d/good.ini" "$MNT/jobs/new" || die "$b's spec: $(as "$b" cat "$MNT/jobs/errors")"
+	# the filesystem goes away: the stuck read fails, and a may submit again
+	stall_kill
+	wait_for 10 as "$a" cp "$d/good.ini" "$MNT/jobs/new" 2>/dev/null ||
+		die "$a is still refused: $(as "$a" cat "$MNT/jobs/errors" | tail -2)"
+	rm -rf "$d"
+	dlh_umount
 }
