@@ -77,7 +77,7 @@ NVCC_FLAGS = -std=c++17 $(OPT) --fmad=false $(CUDA_ARCH) -I. \
 
 SCHEMA_SRC = $(wildcard schema/*.c)
 # the daemon's engine: every folder of engine/ but the two programs (see engine/README.md)
-ENGINE_SRC = $(filter-out engine/train/% engine/calib/%,$(wildcard engine/*/*.c))
+ENGINE_SRC = $(filter-out engine/train/% engine/calib/% engine/run/shepherd.c,$(wildcard engine/*/*.c))
 FS_SRC     = $(wildcard fs/*.c)
 TRAIN_SRC  = $(wildcard engine/train/*.c)
 UNIT_SRC   = $(wildcard tests/unit/test_*.c)
@@ -96,7 +96,8 @@ LIBENGINE = $(BUILD)/libdlhengine.a
 LIBTRAIN  = $(BUILD)/libdlhtrain.a
 
 .PHONY: all deps check asan bench bench-estimate bench-deps example clean fuzz fuzz-deps
-all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(UNIT_BIN) $(GPU_BIN) \
+all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(BUILD)/dlh-shepherd \
+	$(UNIT_BIN) $(GPU_BIN) \
 	$(BUILD)/tests/stallfs
 
 $(BUILD)/obj/schema/%.o: schema/%.c
@@ -152,6 +153,9 @@ $(BUILD)/dlh-train: $(TRAIN_OBJ) $(SHARED_OBJ)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
 # the calibration microbenchmarks (engine/plan/calib.c runs them under mpirun);
 # they time the trainer's own loader and initialisation
+# what holds each run, so that it outlives dlhfs (engine/run/shepherd.c)
+$(BUILD)/dlh-shepherd: $(BUILD)/obj/engine/run/shepherd.o
+	$(CC) $(BASE_LDFLAGS) -o $@ $^
 $(BUILD)/dlh-calib: $(BUILD)/obj/engine/calib/main.o $(LIBTRAIN)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
 # Unit tests link only the module they cover: test_train* the trainer,

@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/util/util.h"
 #include "fs/ops.h"
+#include "fs/stale.h"
 
 #define DLH_VERSION "0.1.0"
 /* Threads serving requests: libfuse's default is 10. A thread waits on a
@@ -185,6 +186,16 @@ int main(int argc, char *argv[])
 		usage(argv[0]);
 		fuse_opt_add_arg(&args, "--help");
 		args.argv[0][0] = '\0';
+	}
+	if (!o.show_help && !o.show_version && !o.calibrate) {
+		/* libfuse cannot even parse a mount point left by a dlhfs that died */
+		char msg[4400];
+		int cleared = dlh_clear_stale_mount(dlh_mountpoint_arg(args.argc, args.argv), msg,
+						    sizeof msg);
+		if (cleared)
+			fprintf(stderr, "dlhfs: %s\n", msg);
+		if (cleared < 0)
+			goto out_args;
 	}
 	if (fuse_parse_cmdline(&args, &c) != 0)
 		goto out_args;

@@ -24,20 +24,39 @@
 
 /* ---- opening and closing ---- */
 
-/* dlh-train beside the running program (/proc/self/exe). */
-static int trainer_beside_self(char *out, size_t len)
+/* The program name beside the file path (a program's path, or
+ * /proc/self/exe for the running one). Returns 0, or -errno. */
+static int beside(const char *path, const char *name, char *out, size_t len)
 {
 	char self[2048];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-	if (n < 0)
+	ssize_t n = strlen(path);
+	if (!strcmp(path, "/proc/self/exe") && (n = readlink(path, self, sizeof self - 1)) < 0)
 		return -errno;
-	self[n] = '\0';
+	if (strcmp(path, "/proc/self/exe"))
+		snprintf(self, sizeof self, "%s", path);
+	else
+		self[n] = '\0';
 	char *slash = strrchr(self, '/');
 	if (!slash)
 		return -ENOENT;
 	*slash = '\0';
-	snprintf(out, len, "%s/dlh-train", self);
+	snprintf(out, len, "%s/%s", self, name);
 	return access(out, X_OK) ? -errno : 0;
+}
+
+/* dlh-shepherd, which holds every run (engine/run/shepherd.c): beside the
+ * running program, else beside the trainer. Returns 0, or -errno with err. */
+static int find_shepherd(struct dlh_engine *e, char *err, size_t errlen)
+{
+	char *out = e->backend.shepherd;
+	size_t len = sizeof e->backend.shepherd;
+	if (!beside("/proc/self/exe", "dlh-shepherd", out, len) ||
+	    !beside(e->tools.trainer, "dlh-shepherd", out, len))
+		return 0;
+	snprintf(err, errlen, "cannot find dlh-shepherd beside this program or beside \"%s\" "
+		 "(it holds each run; it is built with dlhfs)", e->tools.trainer);
+	out[0] = '\0';
+	return -ENOENT;
 }
 
 /* Resolves the state directory and the tools of o into e, loads the pool
@@ -59,7 +78,8 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 	snprintf(e->state, sizeof e->state, "%s", state);
 	if (o->trainer)
 		snprintf(e->tools.trainer, sizeof e->tools.trainer, "%s", o->trainer);
-	else if ((rc = trainer_beside_self(e->tools.trainer, sizeof e->tools.trainer))) {
+	else if ((rc = beside("/proc/self/exe", "dlh-train", e->tools.trainer,
+			      sizeof e->tools.trainer))) {
 		snprintf(err, errlen, "cannot find dlh-train beside this program: %s", strerror(-rc));
 		return rc;
 	}
@@ -67,7 +87,8 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 		snprintf(err, errlen, "cannot execute \"%s\": %s", e->tools.trainer, strerror(errno));
 		return -errno;
 	}
-	if ((rc = dlh_backend_local(&e->backend, o->launcher, err, errlen)))
+	if ((rc = dlh_backend_local(&e->backend, o->launcher, err, errlen)) ||
+	    (rc = find_shepherd(e, err, errlen)))
 		return rc;
 	if (o->pool_file && (rc = dlh_pool_load(&e->pool, o->pool_file, o->cpus, err, errlen)))
 		return rc;

@@ -568,13 +568,103 @@ void eng_job_suspend(struct dlh_engine *e, struct dlh_job *j)
 
 /* ---- after a restart ---- */
 
+/* The CPU slots of j's run as its plan file names them ("rank R host H
+ * device cpuS"), marked held by j. Returns the ranks found, or -errno
+ * (nothing held then) when the plan is unreadable or a slot is not free. */
+static int hold_planned_slots(struct dlh_engine *e, struct dlh_job *j)
+{
+	char path[4096], *text = NULL;
+	int slot[DLH_RANKS_MAX], n = 0;
+	eng_job_file(e, j->id, "plan", path, sizeof path);
+	if (dlh_read_file_nofollow(path, 1 << 20, &text, NULL))
+		return -ENOENT;
+	for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		int r, s;
+		char host[256];
+		if (sscanf(l, "rank %d host %255s device cpu%d", &r, host, &s) != 3)
+			continue;
+		if (n >= DLH_RANKS_MAX || s < 0 || s >= e->pool.node.cpus || e->holder[s]) {
+			free(text);
+			return -EBUSY;
+		}
+		slot[n++] = s;
+	}
+	free(text);
+	if (n == 0)
+		return -ENOENT;
+	for (int r = 0; r < n; r++)
+		e->holder[slot[r]] = j->id;
+	e->slots_used += n;
+	return n;
+}
+
+/* Takes back a run that went on while no dlhfs watched (or ended then):
+ * its slots, its time limit, a waiter. Returns 0, or -errno (nothing
+ * taken). e->mu held. */
+static int adopt(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run *run,
+		 enum dlh_run_state st)
+{
+	int ranks = hold_planned_slots(e, j);
+	if (ranks < 0)
+		return ranks;
+	struct waiter_arg *wa = malloc(sizeof *wa);
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc = wa ? 0 : ENOMEM;
+	j->run = *run;
+	if (wa) {
+		*wa = (struct waiter_arg){ .e = e, .job = j, .run = *run };
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&t, &attr, waiter_main, wa);
+		pthread_attr_destroy(&attr);
+	}
+	if (rc) {
+		free(wa);
+		memset(&j->run, 0, sizeof j->run);
+		e->slots_used -= ranks;
+		for (int s = 0; s < e->pool.node.cpus; s++)
+			if (e->holder[s] == j->id)
+				e->holder[s] = 0;
+		return -rc;
+	}
+	e->waiters++;
+	j->status = DLH_RUNNING;
+	j->ranks = ranks;
+	memset(&j->cg, 0, sizeof j->cg);   /* its cgroups stay as they are */
+	if (j->run_started == 0)
+		j->run_started = run->started;
+	j->limit_at = 0;
+	if (j->spec.time_limit > 0) {
+		double left = (double)j->spec.time_limit - (dlh_now() - j->run_started);
+		j->limit_at = dlh_mono() + (left > 0 ? left : 0);
+		pthread_cond_signal(&e->timer_cv);
+	}
+	if (st == DLH_RUN_RUNNING)
+		eng_job_log(e, j, "found its run going on after a restart of dlhfs: %s pid %ld "
+			    "on %s, %d rank%s; watching it again", run->backend, (long)run->pid,
+			    run->host, ranks, ranks == 1 ? "" : "s");
+	else
+		eng_job_log(e, j, "found its run ended while dlhfs was away (%s pid %ld on %s)",
+			    run->backend, (long)run->pid, run->host);
+	eng_job_save(e, j);
+	return 0;
+}
+
 void eng_job_recover(struct dlh_engine *e, struct dlh_job *j)
 {
 	char path[4096], dir[4096];
 	struct dlh_run run;
 	eng_job_dir(e, j->id, dir, sizeof dir);
-	if (!dlh_run_load(dir, &run))
+	if (!dlh_run_load(dir, &run)) {
+		enum dlh_run_state st = e->backend.ops->state(&e->backend, &run, dir);
+		int rc = st == DLH_RUN_LOST ? -ESRCH : adopt(e, j, &run, st);
+		if (!rc)
+			return;
+		if (st != DLH_RUN_LOST)
+			eng_job_log(e, j, "cannot watch its run again (%s): stopping it", strerror(-rc));
 		e->backend.ops->stop(&e->backend, &run, dir, e->grace);
+	}
 	eng_job_file(e, j->id, DLH_FILE_RESULT, path, sizeof path);
 	memset(&j->run, 0, sizeof j->run);
 	if (file_exists(path)) {

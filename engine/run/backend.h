@@ -9,7 +9,11 @@
  *
  * A backend writes what it needs to find a run again (its ids, host, start
  * times) into the job's directory, DLH_RUN_HANDLE_FILE, when the run starts,
- * and removes it once the run has ended; dlh_run_load reads it back. */
+ * and removes it once the run has ended; dlh_run_load reads it back. A run
+ * outlives the daemon: the local backend starts it under dlh-shepherd
+ * (shepherd.c), which waits for the launcher and writes how it ended to
+ * DLH_RUN_EXIT_FILE, so a daemon mounted again finds the run going on (or
+ * how it ended) and takes it back. */
 #ifndef DLH_BACKEND_H
 #define DLH_BACKEND_H
 
@@ -20,6 +24,8 @@
 #include "engine/util/util.h"
 
 #define DLH_RUN_HANDLE_FILE "run.handle"   /* in the job dir, while a run lives */
+#define DLH_RUN_EXIT_FILE "run.exit"       /* in the job dir: how the run ended
+					      (dlh-shepherd writes it) */
 #define DLH_RUN_HOST_MAX 64
 #define DLH_LAUNCH_ARGV_MAX 200            /* launcher and program argv entries */
 #define DLH_ARGV_STORE (20 * 1024)         /* bytes behind them */
@@ -42,7 +48,8 @@ enum dlh_run_state {
 /* A started run, as its backend recorded it (also in DLH_RUN_HANDLE_FILE). */
 struct dlh_run {
 	char backend[16];             /* the backend's name, "" = no run */
-	pid_t pid;                    /* local: the launcher, leader of the run's session */
+	pid_t pid;                    /* local: dlh-shepherd (or the launcher without
+				         one), leader of the run's session */
 	unsigned long long pid_start; /* its start time (clock ticks since boot), to know it again */
 	char host[DLH_RUN_HOST_MAX + 1]; /* where the launcher runs */
 	double started;               /* epoch seconds */
@@ -85,15 +92,18 @@ struct dlh_backend_ops {
 	/* Asks the run for verb v. Returns the processes signalled (0: none
 	 * left), or -errno. Never blocks. */
 	int (*signal)(const struct dlh_backend *be, const struct dlh_run *run, enum dlh_verb v);
-	/* Learns whether a run started by this process has ended: blocks until
-	 * it has (block 1) or looks once (block 0). When it has ended, stops
-	 * what is left of it, removes the handle and fills *end. Returns 0
-	 * (ended), -EAGAIN (block 0: still running), or -errno. */
+	/* Learns whether a run has ended, one started by this process or one
+	 * found after a restart (state() not DLH_RUN_LOST): blocks until it has
+	 * (block 1) or looks once (block 0). When it has ended, stops what is
+	 * left of it, removes the handle and fills *end. Returns 0 (ended),
+	 * -EAGAIN (block 0: still running), or -errno. */
 	int (*wait)(const struct dlh_backend *be, const struct dlh_run *run, const char *job_dir,
 		    int block, struct dlh_run_end *end);
-	/* A run found in a job dir (dlh_run_load) after a restart: whether any
-	 * of its processes are left. Never blocks. */
-	enum dlh_run_state (*state)(const struct dlh_backend *be, const struct dlh_run *run);
+	/* A run found in job_dir (dlh_run_load) after a restart: RUNNING (it
+	 * goes on: wait() for it), EXITED (it ended while nobody watched, and
+	 * how is known: wait() says), or LOST. Never blocks. */
+	enum dlh_run_state (*state)(const struct dlh_backend *be, const struct dlh_run *run,
+				    const char *job_dir);
 	/* Stops what is left of a run found after a restart (TERMINATE, then
 	 * KILL after grace seconds) and removes its handle; blocks up to grace.
 	 * Returns the processes that had to be killed. */
@@ -110,6 +120,9 @@ struct dlh_backend {
 	const char *launcher_name;         /* what the log calls the launcher */
 	const struct dlh_backend_ops *ops; /* its functions */
 	char launcher[1024];               /* the program that starts the ranks (absolute) */
+	char shepherd[1024];               /* dlh-shepherd, which holds each run (absolute);
+					      "" = runs are the daemon's children and end
+					      with it */
 };
 
 /* The local backend (local.c): every rank on this machine under the MPI

@@ -135,7 +135,27 @@ static void remove_tree(const char *dir, double wait)
 	}
 }
 
-/* Removes the dlhfs-PID groups under parent whose daemon is gone. */
+/* Removes the empty groups of the tree at dir, deepest first; groups that
+ * still hold processes stay. */
+static void remove_empty(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d)))
+		if (de->d_type == DT_DIR && de->d_name[0] != '.') {
+			char sub[DLH_CG_PATH_MAX + 300];
+			snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
+			remove_empty(sub);
+		}
+	closedir(d);
+	rmdir(dir);
+}
+
+/* Removes the dlhfs-PID groups under parent whose daemon is gone, but for
+ * those that still hold a run: a run outlives its daemon (backend.h), and
+ * a later mount removes its group once it has ended. */
 static void remove_stale(const char *parent)
 {
 	DIR *d = opendir(parent);
@@ -150,7 +170,7 @@ static void remove_stale(const char *parent)
 			continue;
 		char dir[DLH_CG_PATH_MAX + 300];
 		snprintf(dir, sizeof dir, "%s/%s", parent, de->d_name);
-		remove_tree(dir, 1.0);
+		remove_empty(dir);
 	}
 	closedir(d);
 }

@@ -1,9 +1,14 @@
 /* local.c - the local backend: every rank on this machine under Open MPI's
- * mpirun, which leads the run's session (so every rank is found by session
- * id) and forwards SIGUSR1/SIGUSR2 to the ranks */
+ * mpirun, held by dlh-shepherd (shepherd.c), which leads the run's session
+ * (so every rank is found by session id), passes SIGUSR1/SIGUSR2 to mpirun
+ * (which forwards them to the ranks) and records how mpirun ended in the
+ * job's DLH_RUN_EXIT_FILE. The shepherd is the daemon's child; after the
+ * daemon has died it is nobody's, and a new daemon waits for it through a
+ * pidfd and reads its exit file. */
 #include "engine/run/backend.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +24,12 @@
 #define LOCAL_NAME "local"
 #define LOCAL_ENV_MAX 64          /* extra environment entries of one launch */
 #define LOCAL_POLL_NS 30000000L   /* polling a stopping run's processes (30 ms) */
+
+/* The shepherd's exit file of job_dir into buf. */
+static void exit_file(const char *job_dir, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s", job_dir, DLH_RUN_EXIT_FILE);
+}
 
 /* Appends s to out[*n], copied into store. Returns 0, or -E2BIG. */
 static int put(char **out, size_t max, int *n, char *store, size_t storelen, size_t *used,
@@ -79,16 +90,22 @@ static int local_env(const struct dlh_launch *l, char **env, size_t max)
 static int local_start(const struct dlh_backend *be, const struct dlh_launch *l,
 		       struct dlh_run *run, char *err, size_t errlen)
 {
-	char *argv[DLH_LAUNCH_ARGV_MAX], *env[LOCAL_ENV_MAX];
+	char *argv[DLH_LAUNCH_ARGV_MAX + 2], *env[LOCAL_ENV_MAX], exit_path[4200];
 	char *store = malloc(DLH_ARGV_STORE);
 	pid_t pid;
-	int rc;
+	int rc, k = 0;
 
 	if (!store) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	if (local_argv(be, l, argv, DLH_LAUNCH_ARGV_MAX, store, DLH_ARGV_STORE) < 0 ||
+	exit_file(l->job_dir, exit_path, sizeof exit_path);
+	unlink(exit_path);   /* an earlier run's */
+	if (be->shepherd[0]) {   /* dlh-shepherd EXIT_FILE mpirun ... */
+		argv[k++] = (char *)be->shepherd;
+		argv[k++] = exit_path;
+	}
+	if (local_argv(be, l, argv + k, DLH_LAUNCH_ARGV_MAX, store, DLH_ARGV_STORE) < 0 ||
 	    local_env(l, env, LOCAL_ENV_MAX) < 0) {
 		free(store);
 		snprintf(err, errlen, "the command line is longer than %d bytes", DLH_ARGV_STORE);
@@ -140,43 +157,89 @@ static int local_signal(const struct dlh_backend *be, const struct dlh_run *run,
 	return -EINVAL;
 }
 
+/* How the launcher ended, from the shepherd's exit file of job_dir:
+ * >= 0 its status, < 0 minus its signal. Returns 0, or -ENOENT when there
+ * is no such file (no shepherd, or it was killed) or it does not parse. */
+static int read_exit(const char *job_dir, int *code)
+{
+	char path[4200], v[32], *text = NULL;
+	exit_file(job_dir, path, sizeof path);
+	if (dlh_read_file_nofollow(path, 256, &text, NULL))
+		return -ENOENT;
+	int rc = -ENOENT;
+	if (!dlh_kv_get(text, "exit", v, sizeof v))
+		*code = atoi(v), rc = 0;
+	else if (!dlh_kv_get(text, "signal", v, sizeof v))
+		*code = -atoi(v), rc = 0;
+	free(text);
+	return rc;
+}
+
+/* Fills *end for a run whose leader has exited (status: from waitpid, or
+ * -1 when it was not ours to wait for), stops what is left of the run and
+ * forgets its files. */
+static void ended(const struct dlh_run *run, const char *job_dir, int wstatus,
+		  struct dlh_run_end *end)
+{
+	char path[4200];
+	int code;
+	memset(end, 0, sizeof *end);
+	if (!read_exit(job_dir, &code)) {
+		end->state = DLH_RUN_EXITED;   /* what the shepherd saw of the launcher */
+		end->exit_code = code;
+	} else if (wstatus != -1) {
+		end->state = DLH_RUN_EXITED;   /* the leader itself, as waitpid saw it */
+		end->exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -WTERMSIG(wstatus);
+	} else {
+		end->state = DLH_RUN_LOST;     /* nobody saw how it ended */
+	}
+	/* ranks that outlived mpirun keep its session id */
+	end->leftover = dlh_proc_kill_session_since(run->pid, run->pid_start, SIGKILL);
+	exit_file(job_dir, path, sizeof path);
+	unlink(path);
+	dlh_run_forget(job_dir);
+}
+
 static int local_wait(const struct dlh_backend *be, const struct dlh_run *run,
 		      const char *job_dir, int block, struct dlh_run_end *end)
 {
 	int wstatus = 0;
 	pid_t w;
 	(void)be;
-	memset(end, 0, sizeof *end);
-	while ((w = waitpid(run->pid, &wstatus, block ? 0 : WNOHANG)) <= 0) {
-		if (w == 0)
-			return -EAGAIN;
-		if (errno == EINTR)
-			continue;
-		/* not our child (nothing to reap): whatever is left is stopped */
-		end->state = DLH_RUN_LOST;
-		end->leftover = dlh_proc_kill_session_since(run->pid, run->pid_start, SIGKILL);
-		dlh_run_forget(job_dir);
-		return -errno;
+	while ((w = waitpid(run->pid, &wstatus, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
+		;
+	if (w == 0)
+		return -EAGAIN;
+	if (w > 0) {
+		ended(run, job_dir, wstatus, end);
+		return 0;
 	}
-	end->state = DLH_RUN_EXITED;
-	end->exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -WTERMSIG(wstatus);
-	/* ranks that outlived mpirun keep its session id */
-	end->leftover = dlh_proc_kill_session(run->pid, SIGKILL);
-	dlh_run_forget(job_dir);
+	if (errno != ECHILD)
+		return -errno;
+	/* not our child: a run found after a restart, held by its shepherd */
+	if (!block && dlh_proc_alive(run->pid, run->pid_start))
+		return -EAGAIN;
+	int rc = block ? dlh_proc_wait_exit(run->pid, run->pid_start) : 0;
+	if (rc)
+		return rc;
+	ended(run, job_dir, -1, end);
 	return 0;
 }
 
-static enum dlh_run_state local_state(const struct dlh_backend *be, const struct dlh_run *run)
+static enum dlh_run_state local_state(const struct dlh_backend *be, const struct dlh_run *run,
+				      const char *job_dir)
 {
+	int code;
 	(void)be;
-	return run->pid > 0 && run->pid_start &&
-	       dlh_proc_count_session_since(run->pid, run->pid_start) > 0 ?
-	       DLH_RUN_RUNNING : DLH_RUN_LOST;
+	if (run->pid > 0 && run->pid_start && dlh_proc_alive(run->pid, run->pid_start))
+		return DLH_RUN_RUNNING;
+	return read_exit(job_dir, &code) ? DLH_RUN_LOST : DLH_RUN_EXITED;
 }
 
 static int local_stop(const struct dlh_backend *be, const struct dlh_run *run,
 		      const char *job_dir, double grace)
 {
+	char path[4200];
 	int killed = 0;
 	(void)be;
 	if (run->pid > 0 && run->pid_start) {
@@ -190,6 +253,8 @@ static int local_stop(const struct dlh_backend *be, const struct dlh_run *run,
 		}
 		killed = dlh_proc_kill_session_since(run->pid, run->pid_start, SIGKILL);
 	}
+	exit_file(job_dir, path, sizeof path);
+	unlink(path);
 	dlh_run_forget(job_dir);
 	return killed;
 }
@@ -208,8 +273,9 @@ static int local_describe(const struct dlh_backend *be, const struct dlh_launch 
 		free(store);
 		return n;
 	}
-	rc |= dlh_buf_printf(out, "launch %s: every rank on this machine under %s\n", LOCAL_NAME,
-			     be->launcher);
+	rc |= dlh_buf_printf(out, "launch %s: every rank on this machine under %s%s%s\n",
+			     LOCAL_NAME, be->launcher, be->shepherd[0] ? ", held by " : "",
+			     be->shepherd);
 	rc |= dlh_buf_printf(out, "env");
 	for (int i = 0; l->env && l->env[i]; i++)
 		if (strncmp(l->env[i], "DLH_", 4))   /* the contract's DLH_* are per job */

@@ -2,10 +2,14 @@
 #include "engine/run/proc.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* Parses /proc/PID/stat: state, session and start time. The command name
  * may hold spaces and parentheses, so fields are counted after the last ')'.
@@ -51,6 +55,32 @@ unsigned long long dlh_proc_start(pid_t pid)
 	if (pid <= 0 || read_stat(pid, &st, NULL, &t))
 		return 0;
 	return t;
+}
+
+int dlh_proc_alive(pid_t pid, unsigned long long start)
+{
+	unsigned long long t;
+	char st;
+	return pid > 0 && !read_stat(pid, &st, NULL, &t) && t == start && st != 'Z';
+}
+
+int dlh_proc_wait_exit(pid_t pid, unsigned long long start)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return errno == ESRCH ? 0 : -errno;
+	/* the pid may have been reused before the pidfd was taken */
+	if (!dlh_proc_alive(pid, start)) {
+		close(fd);
+		return 0;
+	}
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int rc;
+	while ((rc = poll(&p, 1, -1)) < 0 && errno == EINTR)
+		;
+	rc = rc < 0 ? -errno : 0;
+	close(fd);
+	return rc;
 }
 
 /* Sends sig (0: none) to each live process of session sid that started

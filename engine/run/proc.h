@@ -8,6 +8,15 @@
  * boot), or 0 when the process does not exist. */
 unsigned long long dlh_proc_start(pid_t pid);
 
+/* 1 when pid is the process that started at start (clock ticks since
+ * boot) and has not exited (a zombie has). */
+int dlh_proc_alive(pid_t pid, unsigned long long start);
+
+/* Waits until the process pid that started at start has exited (without
+ * reaping it: it need not be the caller's child), through a pidfd: no
+ * polling. Returns 0 (exited, or was gone), or -errno. */
+int dlh_proc_wait_exit(pid_t pid, unsigned long long start);
+
 /* Sends sig to every process whose session id is sid (the session a job's
  * mpirun leads; Open MPI gives each rank its own process group but keeps
  * it in this session). Returns how many processes were signalled. */

@@ -111,21 +111,24 @@ test_a_users_jobs_run_as_that_user() {
 	cp "$f" "$MNT/jobs/new" || die "root's submission"
 	dlh_wait_ok 3
 	grep -qx 0 "$STATE/jobs/3/log" || die "root's command: $(tail -3 "$STATE/jobs/3/log")"
-	# the process table: mpirun and every rank below it are the user's
+	# the process table: the run's shepherd, mpirun below it and every rank
+	# below that are the user's
 	slice_spec long 5000 > "$(dirname "$f")/long.ini"
 	chmod 644 "$(dirname "$f")/long.ini"
 	as "$a" cp "$(dirname "$f")/long.ini" "$MNT/jobs/new" || die "$a's long job: $(tail -2 "$MNT/jobs/errors")"
 	wait_for 30 ranks_are 4 2 || die "job 4 has no 2 ranks: $(cat "$MNT/jobs/4/progress")"
 	local launcher procs r
 	launcher=$(sed -n 's/^pid=//p' "$STATE/jobs/4/run.handle")
-	expect_eq "$(ps -o comm= -p "$launcher")" mpirun "the run's launcher"
+	expect_eq "$(ps -o comm= -p "$launcher")" dlh-shepherd "what holds the run"
 	procs=$(tree_procs "$launcher")
+	echo "$procs" | while read -r p u; do ps -o comm= -p "$p"; done | grep -qx mpirun ||
+		die "no mpirun below the shepherd: $procs"
 	for r in $(rank_pids 4); do
 		echo "$procs" | grep -q "^$r " || die "rank $r is not below mpirun $launcher: $procs"
 	done
 	[ "$(echo "$procs" | awk '{print $2}' | sort -u)" = "$ua" ] ||
-		die "mpirun ($launcher) and the processes below it are not all uid $ua: $procs"
-	[ "$(echo "$procs" | wc -l)" -ge 3 ] || die "mpirun and its 2 ranks are not all there: $procs"
+		die "the shepherd ($launcher) and the processes below it are not all uid $ua: $procs"
+	[ "$(echo "$procs" | wc -l)" -ge 4 ] || die "shepherd, mpirun and 2 ranks are not all there: $procs"
 	echo cancel > "$MNT/jobs/4/ctl"
 	wait_for 30 job_terminal 4 || die "job 4 did not end"
 	dlh_umount

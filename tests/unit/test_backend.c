@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/contract/contract.h"
@@ -125,7 +126,7 @@ TEST(local_run_records_its_handle_takes_verbs_and_reports_its_exit)
 	/* what a restarted daemon reads */
 	CHECK(dlh_run_load(dir, &found) == 0);
 	CHECK(found.pid == run.pid && found.pid_start == run.pid_start && !strcmp(found.host, run.host));
-	CHECK(be.ops->state(&be, &found) == DLH_RUN_RUNNING);
+	CHECK(be.ops->state(&be, &found, dir) == DLH_RUN_RUNNING);
 	CHECK(be.ops->wait(&be, &run, dir, 0, &end) == -EAGAIN);
 	CHECK(be.ops->signal(&be, &run, DLH_VERB_CHECKPOINT) == 1);
 	CHECK(log_has(log, "checkpoint\n"));
@@ -134,7 +135,7 @@ TEST(local_run_records_its_handle_takes_verbs_and_reports_its_exit)
 	CHECK_MSG(end.state == DLH_RUN_EXITED && end.exit_code == DLH_EXIT_SUSPENDED,
 		  "state %d exit %d", end.state, end.exit_code);
 	CHECK(dlh_run_load(dir, &found) == -ENOENT);   /* an ended run leaves no handle */
-	CHECK(be.ops->state(&be, &run) == DLH_RUN_LOST);
+	CHECK(be.ops->state(&be, &run, dir) == DLH_RUN_LOST);
 	CHECK(be.ops->signal(&be, &run, DLH_VERB_TERMINATE) == 0);
 }
 
@@ -190,7 +191,95 @@ TEST(local_stop_ends_a_run_found_after_a_restart)
 	CHECK(dlh_run_load(dir, &found) == -ENOENT);
 	/* this process started it, so it reaps it (a restarted daemon cannot) */
 	CHECK(be.ops->wait(&be, &run, dir, 1, &end) == 0 && end.exit_code == -SIGKILL);
-	CHECK(be.ops->state(&be, &run) == DLH_RUN_LOST);
+	CHECK(be.ops->state(&be, &run, dir) == DLH_RUN_LOST);
+}
+
+/* dlh-shepherd of DLH_BUILD (build), or "" when it is not built. */
+static void shepherd_path(char *out, size_t len)
+{
+	char cwd[512];
+	const char *build = getenv("DLH_BUILD");
+	if (!getcwd(cwd, sizeof cwd))
+		cwd[0] = '\0';
+	snprintf(out, len, "%s/%s/dlh-shepherd", cwd, build ? build : "build");
+	if (access(out, X_OK))
+		out[0] = '\0';
+}
+
+/* A run started by a daemon that then died (a child process that starts it
+ * and exits) is found by another: it goes on, takes verbs through its
+ * shepherd, and how it ended comes from the shepherd's exit file. */
+TEST(local_run_outlives_the_process_that_started_it)
+{
+	char dir[512], launcher[600], log[600], err[256];
+	struct dlh_backend be;
+	struct dlh_run found;
+	struct dlh_run_end end;
+
+	fresh_dir(dir, sizeof dir, "outlive");
+	fake_launcher(dir, launcher, sizeof launcher);
+	snprintf(log, sizeof log, "%s/log", dir);
+	CHECK(dlh_backend_local(&be, launcher, err, sizeof err) == 0);
+	shepherd_path(be.shepherd, sizeof be.shepherd);
+	if (!be.shepherd[0])
+		SKIP("dlh-shepherd not built");
+	char *prog[] = { "/bin/sh", "-c", "trap 'echo checkpoint' USR1; trap 'exit 75' USR2; "
+			 "echo up; while :; do sleep 0.02; done", NULL };
+	struct dlh_launch l = { .argv = prog, .ranks = 1, .job_dir = dir, .log_path = log };
+	pid_t daemon = fork();
+	if (daemon == 0) {
+		struct dlh_run run;
+		_exit(be.ops->start(&be, &l, &run, err, sizeof err) ? 1 : 0);
+	}
+	int st;
+	CHECK(waitpid(daemon, &st, 0) == daemon && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(log_has(log, "up\n"));
+	CHECK(dlh_run_load(dir, &found) == 0);
+	CHECK(be.ops->state(&be, &found, dir) == DLH_RUN_RUNNING);
+	CHECK(be.ops->wait(&be, &found, dir, 0, &end) == -EAGAIN);
+	CHECK(be.ops->signal(&be, &found, DLH_VERB_CHECKPOINT) == 1);
+	CHECK(log_has(log, "checkpoint\n"));
+	CHECK(be.ops->signal(&be, &found, DLH_VERB_SUSPEND) == 1);
+	CHECK(be.ops->wait(&be, &found, dir, 1, &end) == 0);
+	CHECK_MSG(end.state == DLH_RUN_EXITED && end.exit_code == DLH_EXIT_SUSPENDED,
+		  "state %d exit %d", end.state, end.exit_code);
+	CHECK(dlh_run_load(dir, &found) == -ENOENT);
+	CHECK(be.ops->state(&be, &found, dir) == DLH_RUN_LOST);   /* its exit file is read once */
+}
+
+/* A run that ended while no daemon watched is found EXITED, with its status. */
+TEST(local_run_that_ended_unwatched_keeps_its_status)
+{
+	char dir[512], launcher[600], log[600], err[256];
+	struct dlh_backend be;
+	struct dlh_run found;
+	struct dlh_run_end end;
+
+	fresh_dir(dir, sizeof dir, "unwatched");
+	fake_launcher(dir, launcher, sizeof launcher);
+	snprintf(log, sizeof log, "%s/log", dir);
+	CHECK(dlh_backend_local(&be, launcher, err, sizeof err) == 0);
+	shepherd_path(be.shepherd, sizeof be.shepherd);
+	if (!be.shepherd[0])
+		SKIP("dlh-shepherd not built");
+	char *prog[] = { "/bin/sh", "-c", "exit 3", NULL };
+	struct dlh_launch l = { .argv = prog, .ranks = 1, .job_dir = dir, .log_path = log };
+	pid_t daemon = fork();
+	if (daemon == 0) {
+		struct dlh_run run;
+		_exit(be.ops->start(&be, &l, &run, err, sizeof err) ? 1 : 0);
+	}
+	int st;
+	CHECK(waitpid(daemon, &st, 0) == daemon && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(dlh_run_load(dir, &found) == 0);
+	char exit_path[600];
+	snprintf(exit_path, sizeof exit_path, "%s/%s", dir, DLH_RUN_EXIT_FILE);
+	for (int i = 0; i < 500 && access(exit_path, F_OK); i++)
+		usleep(10000);
+	CHECK(be.ops->state(&be, &found, dir) == DLH_RUN_EXITED);
+	CHECK(be.ops->wait(&be, &found, dir, 1, &end) == 0);
+	CHECK_MSG(end.state == DLH_RUN_EXITED && end.exit_code == 3, "state %d exit %d", end.state,
+		  end.exit_code);
 }
 
 TEST(handle_round_trips_and_refuses_garbage)
@@ -225,6 +314,8 @@ int main(void)
 	RUN(local_run_records_its_handle_takes_verbs_and_reports_its_exit);
 	RUN(local_terminate_reaches_every_process_of_the_run);
 	RUN(local_stop_ends_a_run_found_after_a_restart);
+	RUN(local_run_outlives_the_process_that_started_it);
+	RUN(local_run_that_ended_unwatched_keeps_its_status);
 	RUN(handle_round_trips_and_refuses_garbage);
 	tmp_root_remove();
 	return CHECK_EXIT();

@@ -1,0 +1,79 @@
+# 48-crash.sh - runs outlive dlhfs: after kill -9 of the daemon, the next
+# mount (the same command, no manual unmount) takes its runs back
+
+# remount: dlhfs again on the same MNT and STATE, as the user would type it
+remount() {
+	"$DLH_BIN/dlhfs" -f -o "state=$STATE" ${DLH_OPTS:-} "$MNT" 2>"$DLH_STDERR" &
+	DLH_PID=$!
+	wait_for 10 test -f "$MNT/pool/summary" || die "dlhfs did not mount again: $(cat "$DLH_STDERR")"
+	grep -q "dlhfs: cleared the stale mount at $MNT" "$DLH_STDERR" ||
+		die "no word of the stale mount: $(cat "$DLH_STDERR")"
+	: > "$DLH_STDERR"
+}
+
+# kill9: kills the daemon and waits for it; its mount point is left stale
+kill9() {
+	kill -KILL "$DLH_PID"
+	wait "$DLH_PID" 2>/dev/null
+	expect_errno "Transport endpoint is not connected" stat "$MNT/jobs"
+}
+
+# has_rows ID: metrics.csv has a train row
+has_rows() { [ "$(csv_rows "$1" train)" -gt 0 ]; }
+
+# train_steps ID: the train rows' steps in metrics.csv, one a line
+train_steps() { awk -F, '$1 == "train" { print $2 }' "$STATE/jobs/$1/metrics.csv"; }
+
+test_a_run_outlives_a_killed_daemon_and_is_taken_back() {
+	dlh_mount
+	slice_spec outlive 250 > "$STATE/s.ini"
+	cp "$STATE/s.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 ranks_are 1 2 || die "no 2 ranks: $(cat "$MNT/jobs/1/progress")"
+	wait_for 30 has_rows 1 || die "no train rows"
+	local before after
+	before=$(rank_pids 1 | sort | tr '\n' ' ')
+	kill9
+	after=$(rank_pids 1 | sort | tr '\n' ' ')
+	expect_eq "$after" "$before" "rank pids right after the daemon died"
+	remount
+	expect_eq "$(cat "$MNT/jobs/1/status")" running "status after the new mount"
+	grep -q "found its run going on after a restart of dlhfs" "$MNT/jobs/1/log" ||
+		die "log: $(grep dlhfs: "$MNT/jobs/1/log" | tail -3)"
+	expect_eq "$(rank_pids 1 | sort | tr '\n' ' ')" "$before" "rank pids after the new mount"
+	# ctl verbs reach the run that was taken back
+	echo checkpoint > "$MNT/jobs/1/ctl" || die "checkpoint verb refused"
+	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(tail -3 "$MNT/jobs/1/log"))"
+	# every step once, none computed twice: 1..N in order, no resume
+	local n
+	n=$(train_steps 1 | wc -l)
+	[ "$n" -gt 0 ] || die "no train rows"
+	expect_eq "$(train_steps 1 | sort -n | uniq -d | head -3)" "" "steps recorded twice"
+	expect_eq "$(train_steps 1 | tail -1)" "$(train_steps 1 | sort -n | tail -1)" "last step"
+	grep -q "resum" "$STATE/jobs/1/log" && die "the run resumed: $(grep resum "$STATE/jobs/1/log")"
+	dlh_umount
+}
+
+test_a_run_that_ends_while_no_daemon_watches_keeps_its_status() {
+	DLH_OPTS="-o cpus=3" dlh_mount
+	slice_spec away 30 > "$STATE/s.ini"
+	cp "$STATE/s.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	printf '#!/bin/sh\nsleep 1\nexit 3\n' > "$STATE/fail.sh"
+	chmod 755 "$STATE/fail.sh"
+	printf '[job]\ncommand = %s\n[resources]\nranks = 1\n' "$STATE/fail.sh" > "$STATE/f.ini"
+	cp "$STATE/f.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 ranks_are 1 2 || die "no 2 ranks: $(cat "$MNT/jobs/1/progress")"
+	wait_for 10 status_is 2 running || die "job 2: $(cat "$MNT/jobs/2/status")"
+	kill9
+	wait_for 120 no_ranks 1 || die "the ranks did not end"
+	wait_for 30 test -f "$STATE/jobs/2/run.exit" || die "job 2's run did not end"
+	remount
+	wait_for 10 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/status")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status of the run that succeeded unwatched"
+	grep -q "found its run ended while dlhfs was away" "$MNT/jobs/1/log" ||
+		die "log: $(grep dlhfs: "$MNT/jobs/1/log" | tail -3)"
+	wait_for 10 job_terminal 2 || die "job 2: $(cat "$MNT/jobs/2/status")"
+	expect_eq "$(cat "$MNT/jobs/2/status")" failed "status of the command that failed unwatched"
+	grep -q "exited with status 3" "$MNT/jobs/2/log" || die "job 2's log: $(tail -3 "$MNT/jobs/2/log")"
+	dlh_umount
+}
