@@ -37,6 +37,8 @@
 #define DLH_FILE_RESULT "result"
 #define DLH_FILE_RANK_TIMES "rank_times"
 #define DLH_FILE_LOG "log"
+#define DLH_FILE_READY "run.ready"        /* rank 0 makes it once every rank takes the
+					     verbs' signals; earlier verbs are held */
 #define DLH_DIR_CHECKPOINTS "checkpoints"
 #define DLH_FILE_LATEST "latest"          /* in checkpoints/: the newest file's name */
 

@@ -214,7 +214,7 @@ static int as_owner(struct dlh_job *j, struct launch *l)
 
 static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 {
-	char log[4096];
+	char log[4096], ready[4096];
 	struct eng_env env;
 	int rc = as_owner(j, l);
 	if (rc) {
@@ -223,9 +223,12 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	}
 	eng_run_env(e, j->id, l->plan.ranks, &env);
 	eng_job_file(e, j->id, DLH_FILE_LOG, log, sizeof log);
+	eng_job_file(e, j->id, DLH_FILE_READY, ready, sizeof ready);
 	struct dlh_launch dl = {
 		.argv = l->plan.argv, .ranks = l->plan.ranks, .env = env.v, .job_dir = l->dir,
 		.log_path = log, .join = l->join, .cred = l->as_owner ? &l->cred : NULL,
+		/* the trainer says when it takes verbs; a command takes them from its start */
+		.ready_path = j->spec.command[0] ? NULL : ready,
 	};
 	rc = e->backend.ops->start(&e->backend, &dl, &j->run, l->err, sizeof l->err);
 	if (!rc && l->as_owner)

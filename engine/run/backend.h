@@ -75,6 +75,10 @@ struct dlh_launch {
 				         NULL = none */
 	const struct dlh_cred *cred;  /* run every process as this user (engine/run/owner.h);
 				         NULL = as the daemon */
+	const char *ready_path;       /* the file the program creates once every rank takes
+				         the verbs' signals (DLH_FILE_READY); verbs sent
+				         before are held until then. NULL = the program
+				         takes them from its start */
 };
 
 struct dlh_backend;

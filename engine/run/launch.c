@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine/contract/contract.h"
+
 extern char **environ;
 
 /* Builds the child's environment before fork: the child may only call
@@ -99,8 +101,23 @@ int dlh_launch_in(char *const argv[], char *const extra[], const char *log_path,
 
 #define LAUNCH_EXTRA_MAX 128   /* extra environment entries with the user's own */
 
+static int launch(char *const argv[], char *const extra[], const char *log_path,
+		  const int *join, const struct dlh_cred *cred, int hold, pid_t *pid);
+
 int dlh_launch_as(char *const argv[], char *const extra[], const char *log_path,
 		  const int *join, const struct dlh_cred *cred, pid_t *pid)
+{
+	return launch(argv, extra, log_path, join, cred, 0, pid);
+}
+
+int dlh_launch_holding(char *const argv[], char *const extra[], const char *log_path,
+		       const int *join, const struct dlh_cred *cred, pid_t *pid)
+{
+	return launch(argv, extra, log_path, join, cred, 1, pid);
+}
+
+static int launch(char *const argv[], char *const extra[], const char *log_path,
+		  const int *join, const struct dlh_cred *cred, int hold, pid_t *pid)
 {
 	/* the user's HOME, USER, LOGNAME after (and so over) the caller's */
 	char *more[LAUNCH_EXTRA_MAX + 4], home[600], user[80], logname[80];
@@ -141,9 +158,13 @@ int dlh_launch_as(char *const argv[], char *const extra[], const char *log_path,
 	pid_t child = e ? -1 : fork();
 	if (child == 0) {
 		/* async-signal-safe calls only from here to execve */
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL); /* FUSE threads block some */
+		sigset_t mask;
+		sigemptyset(&mask);
+		if (hold) {
+			sigaddset(&mask, DLH_SIG_CHECKPOINT);
+			sigaddset(&mask, DLH_SIG_SUSPEND);
+		}
+		sigprocmask(SIG_SETMASK, &mask, NULL); /* FUSE threads block some */
 		struct sigaction dfl = { .sa_handler = SIG_DFL };
 		sigaction(SIGPIPE, &dfl, NULL);        /* libfuse ignores it */
 		setsid();

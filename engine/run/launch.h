@@ -30,4 +30,11 @@ int dlh_launch_in(char *const argv[], char *const extra[], const char *log_path,
 int dlh_launch_as(char *const argv[], char *const extra[], const char *log_path,
 		  const int *join, const struct dlh_cred *cred, pid_t *pid);
 
+/* dlh_launch_as, with the verbs' signals (DLH_SIG_CHECKPOINT,
+ * DLH_SIG_SUSPEND) blocked in the program it starts, so that one sent at
+ * once waits for the program to take it instead of killing it: for
+ * dlh-shepherd, which takes them from its first instruction. */
+int dlh_launch_holding(char *const argv[], char *const extra[], const char *log_path,
+		       const int *join, const struct dlh_cred *cred, pid_t *pid);
+
 #endif

@@ -90,7 +90,7 @@ static int local_env(const struct dlh_launch *l, char **env, size_t max)
 static int local_start(const struct dlh_backend *be, const struct dlh_launch *l,
 		       struct dlh_run *run, char *err, size_t errlen)
 {
-	char *argv[DLH_LAUNCH_ARGV_MAX + 2], *env[LOCAL_ENV_MAX], exit_path[4200];
+	char *argv[DLH_LAUNCH_ARGV_MAX + 4], *env[LOCAL_ENV_MAX], exit_path[4200];
 	char *store = malloc(DLH_ARGV_STORE);
 	pid_t pid;
 	int rc, k = 0;
@@ -101,8 +101,13 @@ static int local_start(const struct dlh_backend *be, const struct dlh_launch *l,
 	}
 	exit_file(l->job_dir, exit_path, sizeof exit_path);
 	unlink(exit_path);   /* an earlier run's */
-	if (be->shepherd[0]) {   /* dlh-shepherd EXIT_FILE mpirun ... */
+	if (be->shepherd[0]) {   /* dlh-shepherd [--ready FILE] EXIT_FILE mpirun ... */
 		argv[k++] = (char *)be->shepherd;
+		if (l->ready_path) {
+			argv[k++] = "--ready";
+			argv[k++] = (char *)l->ready_path;
+			unlink(l->ready_path);   /* an earlier run's */
+		}
 		argv[k++] = exit_path;
 	}
 	if (local_argv(be, l, argv + k, DLH_LAUNCH_ARGV_MAX, store, DLH_ARGV_STORE) < 0 ||
@@ -111,7 +116,8 @@ static int local_start(const struct dlh_backend *be, const struct dlh_launch *l,
 		snprintf(err, errlen, "the command line is longer than %d bytes", DLH_ARGV_STORE);
 		return -E2BIG;
 	}
-	rc = dlh_launch_as(argv, env, l->log_path, l->join, l->cred, &pid);
+	rc = be->shepherd[0] ? dlh_launch_holding(argv, env, l->log_path, l->join, l->cred, &pid) :
+			       dlh_launch_as(argv, env, l->log_path, l->join, l->cred, &pid);
 	free(store);
 	if (rc) {
 		snprintf(err, errlen, "cannot start \"%s\": %s", be->launcher, strerror(-rc));

@@ -1,6 +1,6 @@
 /* shepherd.c - dlh-shepherd: holds one run so that it outlives dlhfs
  *
- *   dlh-shepherd EXIT_FILE PROGRAM [ARGS...]
+ *   dlh-shepherd [--ready FILE] EXIT_FILE PROGRAM [ARGS...]
  *
  * The local backend starts this in the run's own session, as the run's
  * owner, instead of the launcher itself. It starts PROGRAM (mpirun) as its
@@ -10,8 +10,15 @@
  * and be mounted again meanwhile: the run goes on, and the new daemon reads
  * the exit file instead of a status it could not wait for.
  *
- * SIGTERM, SIGINT and SIGHUP reach the whole session (a terminate); the
- * shepherd lets them pass and stays to record how PROGRAM ended. */
+ * Verbs are never lost: with --ready, a verb that comes before FILE exists
+ * (the trainer's ranks make it once all of them take the signals) is held
+ * and passed on when it appears; the backend starts the shepherd with the
+ * signals blocked, so one sent at once waits for it too.
+ *
+ * Everything arrives as a blocked signal taken by sigtimedwait: the verbs,
+ * SIGCHLD (the launcher ended), and SIGTERM, SIGINT, SIGHUP, which reach
+ * the whole session (a terminate): the shepherd lets them pass and stays to
+ * record how PROGRAM ended. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -19,26 +26,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/contract/contract.h"
 
-static volatile sig_atomic_t child_pid;
-
-/* Passes a verb's signal on to the launcher. */
-static void pass_on(int sig)
-{
-	int saved = errno;
-	if (child_pid > 0)
-		kill((pid_t)child_pid, sig);
-	errno = saved;
-}
-
-/* SIGTERM and its kind: the session got it, the launcher too; stay. */
-static void stay(int sig)
-{
-	(void)sig;
-}
+#define HELD_POLL_NS 20000000L   /* looking for the ready file while a verb is held */
 
 /* Writes text to path atomically (PATH.tmp, fsync, rename). Returns 0 or -1. */
 static int write_exit(const char *path, const char *text)
@@ -59,31 +52,73 @@ static int write_exit(const char *path, const char *text)
 	return 0;
 }
 
+static int usage(void)
+{
+	fprintf(stderr, "usage: dlh-shepherd [--ready FILE] EXIT_FILE PROGRAM [ARGS...] "
+		"(absolute paths)\n"
+		"Started by dlhfs for each run: runs PROGRAM, passes it the checkpoint and\n"
+		"suspend signals (held until FILE exists), and writes how it ended to EXIT_FILE.\n");
+	return 2;
+}
+
+/* Waits for the launcher pid, passing verbs on; returns its wait status. */
+static int shepherd(pid_t pid, const char *ready, const sigset_t *taken)
+{
+	int held[2] = { 0, 0 };   /* verbs waiting for the ready file: checkpoint, suspend */
+	for (;;) {
+		int status;
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid)
+			return status;
+		if (w < 0 && errno != EINTR) {
+			fprintf(stderr, "dlh-shepherd: cannot wait for the launcher: %s\n",
+				strerror(errno));
+			return 127 << 8;
+		}
+		int is_ready = !ready || access(ready, F_OK) == 0;
+		if (is_ready && (held[0] || held[1])) {
+			if (held[0])
+				kill(pid, DLH_SIG_CHECKPOINT);
+			if (held[1])
+				kill(pid, DLH_SIG_SUSPEND);
+			held[0] = held[1] = 0;
+		}
+		struct timespec poll = { 0, HELD_POLL_NS };
+		int sig = held[0] || held[1] ? sigtimedwait(taken, NULL, &poll) :
+					       sigwaitinfo(taken, NULL);
+		if (sig == DLH_SIG_CHECKPOINT || sig == DLH_SIG_SUSPEND) {
+			if (!ready || access(ready, F_OK) == 0)
+				kill(pid, sig);
+			else
+				held[sig == DLH_SIG_SUSPEND] = 1;
+		}
+		/* SIGCHLD: the loop reaps; SIGTERM and its kind: the session got it */
+	}
+}
+
 int main(int argc, char **argv)
 {
-	if (argc < 3 || argv[1][0] != '/' || argv[2][0] != '/') {
-		fprintf(stderr, "usage: dlh-shepherd EXIT_FILE PROGRAM [ARGS...] (absolute paths)\n"
-			"Started by dlhfs for each run: runs PROGRAM, passes it the checkpoint and\n"
-			"suspend signals, and writes how it ended to EXIT_FILE.\n");
-		return 2;
+	const char *ready = NULL;
+	int a = 1;
+	if (argc > 2 && !strcmp(argv[1], "--ready")) {
+		ready = argv[2];
+		a = 3;
 	}
-	const char *exit_file = argv[1];
+	if (argc - a < 2 || argv[a][0] != '/' || argv[a + 1][0] != '/' || (ready && ready[0] != '/'))
+		return usage();
+	const char *exit_file = argv[a];
 	unlink(exit_file);   /* a run's own file only */
 
-	/* the verbs wait (blocked) until the launcher's pid is known */
-	sigset_t verbs, old;
-	sigemptyset(&verbs);
-	sigaddset(&verbs, DLH_SIG_CHECKPOINT);
-	sigaddset(&verbs, DLH_SIG_SUSPEND);
-	sigprocmask(SIG_BLOCK, &verbs, &old);
-	struct sigaction sa = { .sa_handler = pass_on };
-	sigemptyset(&sa.sa_mask);
-	sigaction(DLH_SIG_CHECKPOINT, &sa, NULL);
-	sigaction(DLH_SIG_SUSPEND, &sa, NULL);
-	sa.sa_handler = stay;
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	sigset_t taken, none;
+	sigemptyset(&none);
+	sigemptyset(&taken);
+	sigaddset(&taken, DLH_SIG_CHECKPOINT);
+	sigaddset(&taken, DLH_SIG_SUSPEND);
+	sigaddset(&taken, SIGCHLD);
+	sigaddset(&taken, SIGTERM);
+	sigaddset(&taken, SIGINT);
+	sigaddset(&taken, SIGHUP);
+	sigprocmask(SIG_BLOCK, &taken, NULL);
 
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -92,24 +127,14 @@ int main(int argc, char **argv)
 		return 127;
 	}
 	if (pid == 0) {
-		/* the launcher gets default dispositions (exec resets handlers)
-		 * and the mask the shepherd was started with */
-		sigprocmask(SIG_SETMASK, &old, NULL);
-		execv(argv[2], argv + 2);
-		fprintf(stderr, "dlh-shepherd: cannot execute \"%s\": %s\n", argv[2], strerror(errno));
+		/* the launcher takes every signal, as if started by itself */
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execv(argv[a + 1], argv + a + 1);
+		fprintf(stderr, "dlh-shepherd: cannot execute \"%s\": %s\n", argv[a + 1],
+			strerror(errno));
 		_exit(127);
 	}
-	child_pid = pid;
-	sigprocmask(SIG_SETMASK, &old, NULL);
-
-	int status = 0;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR) {
-			fprintf(stderr, "dlh-shepherd: cannot wait for \"%s\": %s\n", argv[2],
-				strerror(errno));
-			return 127;
-		}
-	child_pid = 0;
+	int status = shepherd(pid, ready, &taken);
 	char text[64];
 	int code;
 	if (WIFEXITED(status)) {

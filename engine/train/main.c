@@ -1,5 +1,6 @@
 /* main.c - dlh-train: the MPI driver (argv, data shards, train loop, job files) */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <mpi.h>
@@ -974,6 +975,22 @@ static void teardown(struct run *R)
 		close(R->mfd);
 }
 
+/* Makes DLH_FILE_READY in the job dir: every rank took the verbs' signals
+ * before MPI_Init (dlt_ctl_install), and rank 0 is past it, so a verb held
+ * by the run's shepherd can come now. */
+static void say_ready(const struct run *R)
+{
+	char path[4096];
+	if (dlt_path_join(path, sizeof path, R->o.job_dir, DLH_FILE_READY) < 0)
+		return;
+	int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd >= 0)
+		close(fd);
+	else
+		fprintf(stderr, "dlh-train: cannot make \"%s\": %s (verbs may wait)\n", path,
+			strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
 	static struct run run;   /* the plan is large: keep it off the stack */
@@ -1018,6 +1035,8 @@ int main(int argc, char **argv)
 		die("--job-dir \"%s\" too long", R->o.job_dir);
 	if (R->rank == 0 && dlt_mkdirs(R->ckdir, err, sizeof err) < 0)
 		die("%s", err);
+	if (R->rank == 0)
+		say_ready(R);
 
 	if (R->o.ncpus) {   /* first: the buffers setup touches are then near the CPU */
 		if (dlt_bind(MPI_COMM_WORLD, R->o.cpus, R->o.ncpus, err, sizeof err))

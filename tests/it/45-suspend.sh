@@ -164,3 +164,34 @@ test_every_verb_refused_where_it_does_not_apply() {
 	wait_for 10 status_is 4 cancelled || die "job 4: $(cat "$MNT/jobs/4/status")"
 	dlh_umount
 }
+
+# a suspend sent right after a resume, before the trainer takes signals, is
+# held by the run's shepherd and delivered when it does: 50 pairs back to
+# back, every suspend takes effect at a checkpoint (none by the SIGTERM
+# fallback, none lost to a run that goes on)
+test_suspend_right_after_resume_is_never_lost() {
+	dlh_mount
+	slow_spec pairs | sed 's/^epochs = 4$/epochs = 400/' > "$STATE/p.ini"
+	submit "$STATE/p.ini"
+	wait_for 60 status_is 1 running || die "not running: $(cat "$MNT/jobs/1/progress")"
+	ctl 1 suspend || die "first suspend refused"
+	wait_for 30 status_is 1 suspended || die "first suspend: $(cat "$MNT/jobs/1/status")"
+	local i st
+	for i in $(seq 50); do
+		ctl 1 resume || die "pair $i: resume refused: $(tail -2 "$MNT/jobs/1/log")"
+		st=$(cat "$MNT/jobs/1/status")
+		ctl 1 suspend || die "pair $i: suspend refused ($st): $(tail -2 "$MNT/jobs/1/log")"
+		wait_for 30 status_is 1 suspended ||
+			die "pair $i: status $(cat "$MNT/jobs/1/status") after a suspend sent while $st"
+		wait_for 5 no_ranks 1 || die "pair $i: ranks left: $(rank_pids 1)"
+	done
+	grep -q "did not suspend within" "$STATE/jobs/1/log" &&
+		die "a suspend took the SIGTERM fallback: $(grep -m1 -B3 "did not suspend within" "$STATE/jobs/1/log")"
+	grep -q '^suspends=51$' "$STATE/jobs/1/job" || die "record: $(grep suspends "$STATE/jobs/1/job")"
+	echo "50 resume/suspend pairs: $(grep -c 'on request, suspending' "$STATE/jobs/1/log") suspends at a checkpoint"
+	# the train rows stay every step once, in order
+	grep '^train,' "$MNT/jobs/1/metrics.csv" | cut -d, -f2 | cmp -s - <(seq 1 "$(last_step 1)") ||
+		die "train steps of metrics.csv are not 1..$(last_step 1) once each"
+	ctl 1 cancel
+	dlh_umount
+}
