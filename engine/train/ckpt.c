@@ -316,16 +316,18 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Removes all but the keep newest step-* checkpoints of dir.
- * Returns 0, or -errno with a message in err. */
-static int prune(const char *dir, int keep, char *err, size_t errlen)
+/* The steps of dir's step-* checkpoints, ascending, into *steps (malloc'd,
+ * NULL when none) and *n. Returns 0, or -errno with a message in err. */
+static int list_steps(const char *dir, uint64_t **steps, size_t *n, char *err, size_t errlen)
 {
 	DIR *d = opendir(dir);
-	uint64_t *steps = NULL, step;
-	size_t n = 0, cap = 0;
+	uint64_t step;
+	size_t cap = 0;
 	struct dirent *e;
 	int rc = 0;
 
+	*steps = NULL;
+	*n = 0;
 	if (!d) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot open \"%s\": %s", dir, strerror(-rc));
@@ -334,22 +336,60 @@ static int prune(const char *dir, int keep, char *err, size_t errlen)
 	while ((e = readdir(d))) {
 		if (!parse_step_name(e->d_name, &step))
 			continue;
-		if (n == cap) {
+		if (*n == cap) {
 			size_t ncap = cap ? 2 * cap : 16;
-			uint64_t *s = realloc(steps, ncap * sizeof *s);
+			uint64_t *s = realloc(*steps, ncap * sizeof *s);
 
 			if (!s) {
 				rc = -ENOMEM;
 				snprintf(err, errlen, "cannot list \"%s\": %s", dir, strerror(ENOMEM));
-				goto out;
+				free(*steps);
+				*steps = NULL;
+				*n = 0;
+				break;
 			}
-			steps = s;
+			*steps = s;
 			cap = ncap;
 		}
-		steps[n++] = step;
+		(*steps)[(*n)++] = step;
 	}
-	if (n > 1)   /* qsort(NULL, 0, ...) is undefined */
-		qsort(steps, n, sizeof *steps, cmp_u64);
+	closedir(d);
+	if (*n > 1)   /* qsort(NULL, 0, ...) is undefined */
+		qsort(*steps, *n, sizeof **steps, cmp_u64);
+	return rc;
+}
+
+int dlt_ckpt_previous(const char *dir, const char *name, char *out, size_t len,
+		      char *err, size_t errlen)
+{
+	uint64_t *steps, below = UINT64_MAX;
+	size_t n;
+	int rc = list_steps(dir, &steps, &n, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	if (!parse_step_name(name, &below))
+		below = UINT64_MAX;   /* final.ckpt: any step is before it */
+	rc = -ENOENT;
+	for (size_t i = n; i-- > 0;)
+		if (steps[i] < below) {
+			rc = dlt_ckpt_step_name(steps[i], out, len);
+			break;
+		}
+	free(steps);
+	return rc;
+}
+
+/* Removes all but the keep newest step-* checkpoints of dir.
+ * Returns 0, or -errno with a message in err. */
+static int prune(const char *dir, int keep, char *err, size_t errlen)
+{
+	uint64_t *steps;
+	size_t n;
+	int rc = list_steps(dir, &steps, &n, err, errlen);
+
+	if (rc < 0)
+		return rc;
 	for (size_t i = 0; i + (size_t)keep < n; i++) {
 		char name[DLT_CKPT_NAME_MAX], path[DLT_PATH_MAX];
 
@@ -358,12 +398,10 @@ static int prune(const char *dir, int keep, char *err, size_t errlen)
 		    unlink(path) < 0 && errno != ENOENT) {
 			rc = -errno;
 			snprintf(err, errlen, "cannot remove \"%s\": %s", path, strerror(-rc));
-			goto out;
+			break;
 		}
 	}
-out:
 	free(steps);
-	closedir(d);
 	return rc;
 }
 

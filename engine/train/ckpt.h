@@ -71,6 +71,13 @@ int dlt_ckpt_write(const char *path, const struct dlt_ckpt_meta *m,
 int dlt_ckpt_read(const char *path, struct dlt_ckpt_meta *m, size_t nparams,
 		  int nstate, float *params, float *state, char *err, size_t errlen);
 
+/* The newest step-* checkpoint of dir older than name (a step-N name: a
+ * smaller step; another name, final.ckpt: any) into out: where a resume
+ * falls back to when name is damaged. Returns 0, -ENOENT when there is
+ * none, or -errno with a message in err. */
+int dlt_ckpt_previous(const char *dir, const char *name, char *out, size_t len,
+		      char *err, size_t errlen);
+
 /* Compares the payloads (parameters and optimizer state) of checkpoints a
  * and b, ignoring the header (whose timing fields differ between runs).
  * Returns 1 when they are byte for byte the same, 0 when not (a message

@@ -355,6 +355,31 @@ static void setup(struct run *R)
 
 /* Rank 0 looks for checkpoints/latest and loads it; every rank then gets
  * its state. Returns what kind of start this is. */
+/* Reads checkpoint name of R->ckdir (its path into path) into R->st,
+ * R->params and R->mom; when it is damaged (a checksum, size or header
+ * that is wrong), says so and falls back to the previous checkpoint, and
+ * so on (name then holds the one read). Dies when none can be read. */
+static void read_usable(struct run *R, char *name, size_t namelen, char *path, size_t pathlen)
+{
+	char err[DLT_ERR_MAX], first[DLT_ERR_MAX] = "", prev[DLT_CKPT_NAME_MAX];
+	for (;;) {
+		if (dlt_path_join(path, pathlen, R->ckdir, name) < 0)
+			die("checkpoint path \"%s/%s\" too long", R->ckdir, name);
+		int rc = dlt_ckpt_read(path, &R->st, R->net.nparams, R->nstate, R->params, R->mom,
+				       err, sizeof err);
+		if (rc == 0)
+			return;
+		if (!first[0])
+			snprintf(first, sizeof first, "%s", err);
+		if (rc != -EINVAL ||
+		    dlt_ckpt_previous(R->ckdir, name, prev, sizeof prev, err, sizeof err) < 0)
+			die("%s", first);
+		fprintf(stderr, "dlh-train: rank 0: checkpoint \"%s\" cannot be used (%s); "
+			"resuming from the previous one, \"%s\"\n", name, err, prev);
+		snprintf(name, namelen, "%s", prev);
+	}
+}
+
 static enum resume load_latest(struct run *R)
 {
 	char err[DLT_ERR_MAX], name[DLT_CKPT_NAME_MAX], path[DLT_PATH_MAX];
@@ -367,11 +392,7 @@ static enum resume load_latest(struct run *R)
 		if (rc < 0 && rc != -ENOENT)
 			die("%s", err);
 		if (rc == 0) {
-			if (dlt_path_join(path, sizeof path, R->ckdir, name) < 0)
-				die("checkpoint path \"%s/%s\" too long", R->ckdir, name);
-			if (dlt_ckpt_read(path, &R->st, np, R->nstate, R->params, R->mom,
-					  err, sizeof err) < 0)
-				die("%s", err);
+			read_usable(R, name, sizeof name, path, sizeof path);
 			if (R->st.optimizer != (uint32_t)R->optim.kind)
 				die("\"%s\" holds the state of --optimizer %s, this run has %s",
 				    path, dlt_optim_name((enum dlt_optim_kind)R->st.optimizer),

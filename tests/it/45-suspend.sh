@@ -195,3 +195,28 @@ test_suspend_right_after_resume_is_never_lost() {
 	ctl 1 cancel
 	dlh_umount
 }
+
+# a damaged newest checkpoint (one byte flipped) is refused by its checksum
+# and the run resumes from the one before, saying so; no step is lost or
+# recorded twice
+test_a_damaged_checkpoint_falls_back_to_the_previous_one() {
+	dlh_mount
+	slow_spec damaged | sed 's/^checkpoint_every = 0$/checkpoint_every = 50/' > "$STATE/d.ini"
+	submit "$STATE/d.ini"
+	wait_for 60 step_at_least 1 230 || die "no step 230: $(cat "$MNT/jobs/1/progress")"
+	ctl 1 suspend || die "suspend refused"
+	wait_for 30 status_is 1 suspended || die "status $(cat "$MNT/jobs/1/status")"
+	local newest f byte
+	newest=$(cat "$STATE/jobs/1/checkpoints/latest")
+	f="$STATE/jobs/1/checkpoints/$newest"
+	byte=$(od -An -tu1 -j 4000 -N1 "$f" | tr -d ' ')
+	printf "$(printf '\\%03o' $(((byte + 1) % 256)))" | dd of="$f" bs=1 seek=4000 conv=notrunc status=none
+	ctl 1 resume || die "resume refused"
+	wait_for 120 job_terminal 1 || die "did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(tail -3 "$MNT/jobs/1/log"))"
+	grep -q "checkpoint \"$newest\" cannot be used (.*checksum.*); resuming from the previous one" "$MNT/jobs/1/log" ||
+		die "log: $(grep -i checkpoint "$MNT/jobs/1/log" | tail -3)"
+	grep '^train,' "$MNT/jobs/1/metrics.csv" | cut -d, -f2 | cmp -s - <(seq 1 500) ||
+		die "train steps of metrics.csv are not 1..500 once each"
+	dlh_umount
+}

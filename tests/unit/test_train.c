@@ -581,6 +581,14 @@ TEST(ckpt_save_updates_latest_and_keeps_three)
 	CHECK(dlt_ckpt_save(dir, DLT_CKPT_FINAL, &m, p, v, err, sizeof err) == 0);
 	CHECK(dlt_ckpt_latest(dir, name, sizeof name, err, sizeof err) == 0);
 	CHECK(strcmp(name, DLT_CKPT_FINAL) == 0);
+	/* where a resume falls back to when one is damaged */
+	char prev[DLT_CKPT_NAME_MAX];
+	CHECK(dlt_ckpt_previous(dir, DLT_CKPT_FINAL, prev, sizeof prev, err, sizeof err) == 0);
+	CHECK_MSG(strcmp(prev, "step-00000500.ckpt") == 0, "before final: %s", prev);
+	CHECK(dlt_ckpt_previous(dir, "step-00000500.ckpt", prev, sizeof prev, err, sizeof err) == 0);
+	CHECK_MSG(strcmp(prev, "step-00000400.ckpt") == 0, "before 500: %s", prev);
+	CHECK(dlt_ckpt_previous(dir, "step-00000300.ckpt", prev, sizeof prev, err,
+				sizeof err) == -ENOENT);
 }
 
 /* Reads a whole small file into buf. Returns its length, or -1. */
