@@ -315,7 +315,25 @@ static void check_cross(struct ctx *c)
 		dlh_spec_error_add(&c->errs, later(c, batch, limit),
 				   "[data] train_limit: %ld is smaller than [train] batch_size (%d)",
 				   s->train_limit, s->batch_size);
+	int tl = key("job", "time_limit"), grace = key("job", "time_limit_grace");
+	if (!c->bad[tl] && !c->bad[grace] && s->time_limit_grace &&
+	    (!s->time_limit || s->time_limit_grace >= s->time_limit))
+		dlh_spec_error_add(&c->errs, later(c, tl, grace),
+				   s->time_limit ?
+				   "[job] time_limit_grace: %ld s is not less than [job] time_limit (%ld s)" :
+				   "[job] time_limit_grace: %ld s given without a [job] time_limit",
+				   s->time_limit_grace, s->time_limit);
 	check_applies(c);
+}
+
+long dlh_spec_grace(const struct dlh_spec *s)
+{
+	if (s->time_limit <= 0)
+		return 0;
+	if (s->time_limit_grace > 0)
+		return s->time_limit_grace;
+	long g = s->time_limit / 10;
+	return g > DLH_GRACE_AUTO_MAX ? DLH_GRACE_AUTO_MAX : g;
 }
 
 int dlh_spec_parse(const char *text, size_t len, struct dlh_spec *s,

@@ -37,6 +37,7 @@ const struct dlh_key dlh_spec_keys[] = {
 	{ "job", "priority", DLH_KIND_INT, FIELD(priority), .lo = DLH_PRIORITY_MIN, .hi = DLH_PRIORITY_MAX, .def = "0" },
 	{ "job", "preemptible", DLH_KIND_ENUM, FIELD(preemptible), .words = bool_words, .def = "true" },
 	{ "job", "time_limit", DLH_KIND_DURATION, FIELD(time_limit), .lo = 0, .hi = DLH_TIME_LIMIT_MAX, .def = "0" },
+	{ "job", "time_limit_grace", DLH_KIND_DURATION, FIELD(time_limit_grace), .lo = 0, .hi = DLH_TIME_LIMIT_MAX, .def = "0" },
 	{ "job", "deadline", DLH_KIND_DURATION, FIELD(deadline), .lo = 0, .hi = DLH_TIME_LIMIT_MAX, .def = "0" },
 	{ "job", "dry_run", DLH_KIND_ENUM, FIELD(dry_run), .words = bool_words, .def = "false" },
 	{ "job", "readable_by", DLH_KIND_ENUM, FIELD(readable_by), .words = share_words, .def = "owner" },

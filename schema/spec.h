@@ -15,6 +15,7 @@
 #define DLH_PRIORITY_MIN (-1000)   /* lowest [job] priority */
 #define DLH_PRIORITY_MAX 1000      /* highest [job] priority */
 #define DLH_TIME_LIMIT_MAX (366L * 24 * 3600)   /* longest [job] time_limit, seconds */
+#define DLH_GRACE_AUTO_MAX 300L   /* most seconds of the automatic time_limit_grace */
 #define DLH_MEMORY_MIN (1LL << 20)              /* smallest [resources] memory but 0 */
 #define DLH_MEMORY_MAX (1LL << 50)              /* largest [resources] memory */
 
@@ -48,6 +49,10 @@ struct dlh_spec {
 	int preemptible;                    /* 1: a waiting job of higher priority may suspend it */
 	long time_limit;                    /* seconds one run may take (and the scheduler's
 					       estimate); 0 = none */
+	long time_limit_grace;              /* seconds before time_limit at which the run is
+					       told to checkpoint and stop; 0 = a tenth of
+					       time_limit, at most DLH_GRACE_AUTO_MAX
+					       (dlh_spec_grace) */
 	long deadline;                      /* seconds the run must finish in: the planner picks
 					       the fewest joules that meet it; 0 = none (fastest) */
 	int dry_run;                        /* 1: estimate and plan, never launch */
@@ -109,6 +114,11 @@ void dlh_spec_defaults(struct dlh_spec *s);
  * Returns 0 with *s filled, or -EINVAL (any error in the text) or -EFBIG
  * (len > DLH_SPEC_MAX) with err holding one line per problem, each of the
  * form `spec:LINE: [section] key: message` and ending in a newline. */
+/* The seconds before s's time_limit at which its run is told to checkpoint
+ * and stop: time_limit_grace, or a tenth of time_limit (at most
+ * DLH_GRACE_AUTO_MAX) when that is 0; 0 when there is no time limit. */
+long dlh_spec_grace(const struct dlh_spec *s);
+
 int dlh_spec_parse(const char *text, size_t len, struct dlh_spec *s,
 		   char *err, size_t errlen);
 

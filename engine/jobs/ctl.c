@@ -86,10 +86,14 @@ static int ctl_suspend(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char 
 
 static int ctl_resume(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *err, size_t errlen)
 {
-	if (j->status != DLH_SUSPENDED) {
-		snprintf(err, errlen, "ctl: \"resume\": job %ld is %s (resume applies to a suspended job)",
-			 j->id, state_words(j));
+	if (j->status != DLH_SUSPENDED && !(j->status == DLH_FAILED && j->resumable)) {
+		snprintf(err, errlen, "ctl: \"resume\": job %ld is %s (resume applies to a suspended "
+			 "job, or one stopped by its time limit)", j->id, state_words(j));
 		return -EBUSY;
+	}
+	if (j->status == DLH_FAILED) {   /* a new run, with a time limit of its own */
+		j->resumable = 0;
+		j->finished = 0;
 	}
 	j->status = DLH_QUEUED;
 	snprintf(j->reason, sizeof j->reason, "resumed by uid %u", (unsigned)uid);

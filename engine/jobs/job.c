@@ -38,9 +38,10 @@ int dlh_job_save(const struct dlh_job *j, const char *dir)
 	dlh_buf_printf(&b,
 		"id=%ld\nuid=%u\nstatus=%s\nreason=%s\nsubmitted=%.3f\nstarted=%.3f\n"
 		"finished=%.3f\nranks=%d\nrestarts=%d\nexit=%d\n"
-		"priority=%d\nsuspends=%d\n",
+		"priority=%d\nsuspends=%d\nresumable=%d\n",
 		j->id, (unsigned)j->uid, dlh_status_name(j->status), j->reason,
-		j->submitted, j->started, j->finished, j->ranks, j->restarts, j->exit_code, j->priority, j->suspends);
+		j->submitted, j->started, j->finished, j->ranks, j->restarts, j->exit_code, j->priority, j->suspends,
+		j->resumable);
 	if (j->plan_ranks > 0) {
 		dlh_buf_printf(&b, "plan_ranks=%d\nplan_lr=%.17g\nplan_warmup=%d\nest_total=%.3f\n"
 			       "plan_batch=", j->plan_ranks, j->plan_lr, j->plan_warmup, j->est_total);
@@ -122,6 +123,7 @@ int dlh_job_load(struct dlh_job *j, const char *dir)
 	j->priority = (int)kv_long(text, "priority");
 	int has_priority = !dlh_kv_get(text, "priority", v, sizeof v);
 	j->suspends = (int)kv_long(text, "suspends");
+	j->resumable = kv_long(text, "resumable") != 0;
 	load_plan(j, text);
 	free(text);
 	if ((int)j->status < 0 || j->id <= 0)

@@ -38,6 +38,7 @@ struct dlh_job {
 	int exit_code;               /* last exit: >= 0 status, < 0 minus the signal */
 	int priority;                /* higher starts first; [job] priority or ctl `priority N` */
 	int suspends;                /* times the job was suspended (by ctl or preemption) */
+	int resumable;               /* failed at its time limit: `resume` continues it */
 	struct dlh_spec spec;        /* the validated spec */
 	/* what the planner decided at submission (engine/choose) */
 	int plan_ranks;              /* ranks; 0 = not decided (the spec's own) */
@@ -55,6 +56,8 @@ struct dlh_job {
 	double kill_at;              /* when to SIGKILL the session, 0 = not due */
 	double run_started;          /* when the current run was launched (epoch s), 0 = none */
 	double limit_at;             /* CLOCK_MONOTONIC end of [job] time_limit, 0 = none */
+	double grace_at;             /* when to ask the run to checkpoint and stop before its
+					time limit (dlh_spec_grace), 0 = not due */
 	int timed_out;               /* the run was stopped at its time limit; ends as failed */
 	double est_start;            /* queued: the scheduler's estimated start (epoch s,
 					INFINITY = unknown) */

@@ -253,7 +253,9 @@ static void record_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l
 	j->finished = 0;
 	j->ranks = l->plan.ranks;
 	j->limit_at = j->spec.time_limit > 0 ? dlh_mono() + (double)j->spec.time_limit : 0;
+	j->grace_at = j->limit_at ? j->limit_at - (double)dlh_spec_grace(&j->spec) : 0;
 	j->timed_out = 0;
+	j->resumable = 0;
 	j->wait[0] = '\0';
 	if (j->limit_at)
 		pthread_cond_signal(&e->timer_cv);
@@ -370,6 +372,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 			e->holder[s] = 0;
 	j->run_started = 0;
 	j->limit_at = 0;
+	j->grace_at = 0;
 	memset(&j->run, 0, sizeof j->run);
 	j->kill_at = 0;
 	j->term_at = 0;
@@ -402,7 +405,11 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 		dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
 		j->status = DLH_FAILED;
 		j->finished = eng_stamp();
-		snprintf(j->reason, sizeof j->reason, "time limit %s reached", lim);
+		j->resumable = 1;
+		snprintf(j->reason, sizeof j->reason, "time limit %s reached: %s; `resume` continues "
+			 "it from its newest checkpoint", lim, j->exit_code == DLH_EXIT_SUSPENDED ?
+			 "the run stopped at a checkpoint it took then" :
+			 "the run was stopped without a checkpoint of its own");
 	} else if (j->exit_code == 0 && (j->spec.command[0] || file_exists(path))) {
 		j->status = DLH_SUCCEEDED;
 		j->reason[0] = '\0';
@@ -498,6 +505,21 @@ static void *timer_main(void *arg)
 		double now = dlh_mono(), next = 0;
 		for (size_t i = 0; i < e->njobs; i++) {
 			struct dlh_job *j = e->jobs[i];
+			if (j->grace_at && j->run.pid && !j->kill_at && !j->cancelling &&
+			    !j->suspending) {
+				if (j->grace_at <= now) {
+					char lim[32], g[32];
+					dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
+					dlh_duration((double)dlh_spec_grace(&j->spec), g, sizeof g);
+					eng_job_log(e, j, "time limit %s in %s: asking the run to "
+						    "checkpoint and stop", lim, g);
+					j->grace_at = 0;
+					j->timed_out = 1;
+					eng_job_signal(e, j, DLH_VERB_SUSPEND);
+				} else if (!next || j->grace_at < next) {
+					next = j->grace_at;
+				}
+			}
 			if (j->limit_at && j->run.pid && !j->kill_at && !j->cancelling) {
 				if (j->limit_at <= now) {
 					char lim[32];
@@ -641,6 +663,7 @@ static int adopt(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run *
 	if (j->spec.time_limit > 0) {
 		double left = (double)j->spec.time_limit - (dlh_now() - j->run_started);
 		j->limit_at = dlh_mono() + (left > 0 ? left : 0);
+		j->grace_at = j->limit_at - (double)dlh_spec_grace(&j->spec);
 		pthread_cond_signal(&e->timer_cv);
 	}
 	if (st == DLH_RUN_RUNNING)

@@ -220,3 +220,38 @@ test_a_damaged_checkpoint_falls_back_to_the_previous_one() {
 		die "train steps of metrics.csv are not 1..500 once each"
 	dlh_umount
 }
+
+# a time limit checkpoints first: time_limit_grace before the limit the run
+# is told to checkpoint and stop; the job fails at its limit with that
+# checkpoint, and `resume` continues it with every step once
+test_a_time_limit_checkpoints_first_and_resume_continues() {
+	dlh_mount
+	slow_spec limited | sed 's/^epochs = 4$/epochs = 150/
+		s/^name = limited$/name = limited\ntime_limit = 20s\ntime_limit_grace = 5s/' > "$STATE/t.ini"
+	submit "$STATE/t.ini"
+	wait_for 60 job_terminal 1 || die "did not stop: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" failed "status at the limit"
+	grep -q "time limit 0:20 reached: the run stopped at a checkpoint it took then; \`resume\` continues it" \
+		"$MNT/jobs/1/result" || die "result: $(cat "$MNT/jobs/1/result")"
+	grep -q "time limit 0:20 in 0:05: asking the run to checkpoint and stop" "$MNT/jobs/1/log" ||
+		die "log: $(grep dlhfs: "$MNT/jobs/1/log" | tail -3)"
+	local stopped
+	stopped=$(last_step 1)
+	[ "$stopped" -gt 1 ] || die "stopped at step $stopped"
+	expect_eq "$(cat "$MNT/jobs/1/checkpoints/latest")" "$(printf 'step-%08d.ckpt' "$stopped")" \
+		"the checkpoint taken at the stop"
+	# each run has a limit of its own: resume until the job is done
+	local runs=1
+	while [ "$(cat "$MNT/jobs/1/status")" = failed ] && [ "$runs" -lt 8 ]; do
+		ctl 1 resume || die "resume of a job stopped by its time limit refused: $(tail -2 "$MNT/jobs/1/log")"
+		runs=$((runs + 1))
+		[ "$runs" = 2 ] && { wait_for 30 grep -q "start step $stopped" "$MNT/jobs/1/log" ||
+			die "did not start at step $stopped: $(grep 'start step' "$MNT/jobs/1/log")"; }
+		wait_for 60 job_terminal 1 || die "run $runs did not stop: $(cat "$MNT/jobs/1/progress")"
+	done
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status after $runs runs ($(tail -2 "$MNT/jobs/1/log"))"
+	echo "the job took $runs runs of at most 20 s, stopped first at step $stopped"
+	grep '^train,' "$MNT/jobs/1/metrics.csv" | cut -d, -f2 | cmp -s - <(seq 1 18750) ||
+		die "train steps of metrics.csv are not 1..18750 once each"
+	dlh_umount
+}
