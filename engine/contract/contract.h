@@ -40,6 +40,8 @@
 #define DLH_FILE_READY "run.ready"        /* rank 0 makes it once every rank takes the
 					     verbs' signals; earlier verbs are held */
 #define DLH_DIR_CHECKPOINTS "checkpoints"
+#define DLH_DIR_LOGS "logs"                /* rank.N: each rank's output (also in log, as
+					      "[rank N] ...") */
 #define DLH_FILE_LATEST "latest"          /* in checkpoints/: the newest file's name */
 
 /* exit statuses and signals */

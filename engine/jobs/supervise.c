@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "engine/jobs/advise.h"
+#include "engine/jobs/reason.h"
 #include "engine/jobs/table.h"
 #include "engine/plan/plan.h"
 #include "engine/run/cgroup.h"
@@ -27,59 +28,6 @@ struct waiter_arg {
 	struct dlh_job *job;         /* the job whose run it waits for */
 	struct dlh_run run;          /* that run */
 };
-
-#define FAILURE_SCAN (1 << 20)   /* bytes of log searched for why a run failed */
-
-/* ---- why a run failed ---- */
-
-/* Finds the most telling line of a failed run in its log: a trainer error,
- * the launcher's note about a rank that died, or an exec failure. */
-static void failure_reason(const struct dlh_engine *e, const struct dlh_job *j,
-			   char *out, size_t len)
-{
-	static const char *const marks[] = {
-		"noticed that process rank", "dlh-train: rank", "ERROR: AddressSanitizer",
-		"ERROR: LeakSanitizer", "runtime error:", "MPI_ABORT was invoked",
-	};
-	char path[4096];
-	out[0] = '\0';
-	eng_job_file(e, j->id, DLH_FILE_LOG, path, sizeof path);
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	struct stat st;
-	size_t want = 0;
-	if (!fstat(fd, &st) && S_ISREG(st.st_mode))
-		want = st.st_size > FAILURE_SCAN ? FAILURE_SCAN : (size_t)st.st_size;
-	char *text = malloc(want + 1);
-	ssize_t n = text ? pread(fd, text, want, st.st_size - (off_t)want) : -1;
-	close(fd);
-	if (n < 0) {
-		free(text);
-		return;
-	}
-	text[n] = '\0';
-	/* only this run: from the last launch on */
-	char *from = text;
-	for (char *p = strstr(text, "dlhfs: launching"); p; p = strstr(p + 1, "dlhfs: launching"))
-		from = p;
-	for (size_t m = 0; m < sizeof marks / sizeof marks[0] && !out[0]; m++) {
-		char *hit = NULL;
-		for (char *p = strstr(from, marks[m]); p; p = strstr(p + 1, marks[m]))
-			hit = p;
-		if (!hit)
-			continue;
-		char *bol = hit;
-		while (bol > from && bol[-1] != '\n')
-			bol--;
-		size_t l = strcspn(bol, "\n");
-		if (l >= len)
-			l = len - 1;
-		memcpy(out, bol, l);
-		out[l] = '\0';
-	}
-	free(text);
-}
 
 /* 1 when path exists. */
 /* 1 when path is a regular file of its own (not a link the run's owner
@@ -336,7 +284,7 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 	if (!rc)
 		rc = take_slots(e, j, l);
 	if (!rc) {
-		/* the run's part of the log starts here (failure_reason) */
+		/* the run's part of the log starts here (reason.c) */
 		eng_job_log(e, j, "launching %d rank%s on %s (restart %d)", l->plan.ranks,
 			    l->plan.ranks == 1 ? "" : "s", l->plan.host, j->restarts);
 		isolate(e, j, l);
@@ -434,7 +382,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 			 "interrupted: dlhfs stopped while the job ran; it resumes from its newest checkpoint at the next mount");
 	} else {
 		char why[DLH_REASON_MAX - 64];
-		failure_reason(e, j, why, sizeof why);
+		eng_failure_reason(e, j, why, sizeof why);
 		if (!why[0]) {
 			if (j->exit_code == 0)
 				snprintf(why, sizeof why, "the trainer exited without writing a result");

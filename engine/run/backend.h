@@ -113,6 +113,10 @@ struct dlh_backend_ops {
 	 * Returns the processes that had to be killed. */
 	int (*stop)(const struct dlh_backend *be, const struct dlh_run *run, const char *job_dir,
 		    double grace);
+	/* Which rank of a failed run failed first, from the run's output (its
+	 * part of the job's log) as the launcher reports it; *code gets its exit
+	 * status (< 0: minus the signal; 0: not said). Returns the rank, or -1. */
+	int (*failed_rank)(const struct dlh_backend *be, const char *log, int *code);
 	/* Appends how l would be launched, for jobs/<id>/plan: "launcher ..."
 	 * and "env ..." lines and the exact "argv ..." line. Returns 0, or -errno. */
 	int (*describe)(const struct dlh_backend *be, const struct dlh_launch *l,

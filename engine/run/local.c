@@ -63,6 +63,8 @@ static int local_argv(const struct dlh_backend *be, const struct dlh_launch *l, 
 	rc |= put(out, max, &n, store, storelen, &used, np);
 	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
 		rc |= put(out, max, &n, store, storelen, &used, opts[i]);
+	if (be->shepherd[0])   /* "[1,R]<stdout>:": the shepherd sorts lines by rank */
+		rc |= put(out, max, &n, store, storelen, &used, "--tag-output");
 	for (int i = 0; l->argv[i]; i++)
 		rc |= put(out, max, &n, store, storelen, &used, l->argv[i]);
 	return rc ? -E2BIG : n;
@@ -90,7 +92,7 @@ static int local_env(const struct dlh_launch *l, char **env, size_t max)
 static int local_start(const struct dlh_backend *be, const struct dlh_launch *l,
 		       struct dlh_run *run, char *err, size_t errlen)
 {
-	char *argv[DLH_LAUNCH_ARGV_MAX + 4], *env[LOCAL_ENV_MAX], exit_path[4200];
+	char *argv[DLH_LAUNCH_ARGV_MAX + 6], *env[LOCAL_ENV_MAX], exit_path[4200], logs[4200];
 	char *store = malloc(DLH_ARGV_STORE);
 	pid_t pid;
 	int rc, k = 0;
@@ -108,6 +110,9 @@ static int local_start(const struct dlh_backend *be, const struct dlh_launch *l,
 			argv[k++] = (char *)l->ready_path;
 			unlink(l->ready_path);   /* an earlier run's */
 		}
+		snprintf(logs, sizeof logs, "%s/%s", l->job_dir, DLH_DIR_LOGS);
+		argv[k++] = "--ranks";
+		argv[k++] = logs;
 		argv[k++] = exit_path;
 	}
 	if (local_argv(be, l, argv + k, DLH_LAUNCH_ARGV_MAX, store, DLH_ARGV_STORE) < 0 ||
@@ -265,6 +270,32 @@ static int local_stop(const struct dlh_backend *be, const struct dlh_run *run,
 	return killed;
 }
 
+/* Open MPI's words for the first rank that failed: "Process name:
+ * [[JOB,STEP],R]" then "Exit code: N" (a non-zero exit), or "noticed that
+ * process rank R with PID P on node H exited on signal N". */
+static int local_failed_rank(const struct dlh_backend *be, const char *log, int *code)
+{
+	const char *p;
+	long r, c, job, step;
+	(void)be;
+	*code = 0;
+	if ((p = strstr(log, "Process name: [[")) &&
+	    sscanf(p, "Process name: [[%ld,%ld],%ld]", &job, &step, &r) == 3) {
+		const char *x = strstr(p, "Exit code:");
+		if (x && sscanf(x, "Exit code: %ld", &c) == 1)
+			*code = (int)c;
+		return (int)r;
+	}
+	if ((p = strstr(log, "noticed that process rank ")) &&
+	    sscanf(p, "noticed that process rank %ld", &r) == 1) {
+		const char *x = strstr(p, "exited on signal ");
+		if (x && sscanf(x, "exited on signal %ld", &c) == 1)
+			*code = -(int)c;
+		return (int)r;
+	}
+	return -1;
+}
+
 static int local_describe(const struct dlh_backend *be, const struct dlh_launch *l,
 			  struct dlh_buf *out)
 {
@@ -301,6 +332,7 @@ static const struct dlh_backend_ops local_ops = {
 	.wait = local_wait,
 	.state = local_state,
 	.stop = local_stop,
+	.failed_rank = local_failed_rank,
 	.describe = local_describe,
 };
 

@@ -1,6 +1,6 @@
 /* shepherd.c - dlh-shepherd: holds one run so that it outlives dlhfs
  *
- *   dlh-shepherd [--ready FILE] EXIT_FILE PROGRAM [ARGS...]
+ *   dlh-shepherd [--ready FILE] [--ranks DIR] EXIT_FILE PROGRAM [ARGS...]
  *
  * The local backend starts this in the run's own session, as the run's
  * owner, instead of the launcher itself. It starts PROGRAM (mpirun) as its
@@ -15,23 +15,33 @@
  * and passed on when it appears; the backend starts the shepherd with the
  * signals blocked, so one sent at once waits for it too.
  *
- * Everything arrives as a blocked signal taken by sigtimedwait: the verbs,
- * SIGCHLD (the launcher ended), and SIGTERM, SIGINT, SIGHUP, which reach
- * the whole session (a terminate): the shepherd lets them pass and stays to
- * record how PROGRAM ended. */
+ * Rank output: with --ranks, PROGRAM's output (mpirun --tag-output:
+ * "[JOB,R]<stdout>:TEXT") comes through a pipe; each line goes to the
+ * shepherd's own output (the job's log) as "[rank R] TEXT" and to
+ * DIR/rank.R as TEXT. Lines of the launcher itself pass as they are.
+ *
+ * Everything arrives through poll(2): the output pipe and a signalfd of
+ * the verbs, SIGCHLD (the launcher ended) and SIGTERM, SIGINT, SIGHUP,
+ * which reach the whole session (a terminate): the shepherd lets them pass
+ * and stays to record how PROGRAM ended. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "engine/contract/contract.h"
 
-#define HELD_POLL_NS 20000000L   /* looking for the ready file while a verb is held */
+#define HELD_POLL_MS 20          /* looking for the ready file while a verb is held */
+#define LINE_MAX_BYTES 65536     /* a longer line is passed on in pieces */
+#define RANK_FILES_MAX 4096      /* ranks with a file of their own */
+#define ENDED_WAIT_MS 1000       /* output still coming after the launcher ended */
 
 /* Writes text to path atomically (PATH.tmp, fsync, rename). Returns 0 or -1. */
 static int write_exit(const char *path, const char *text)
@@ -54,57 +64,163 @@ static int write_exit(const char *path, const char *text)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: dlh-shepherd [--ready FILE] EXIT_FILE PROGRAM [ARGS...] "
-		"(absolute paths)\n"
-		"Started by dlhfs for each run: runs PROGRAM, passes it the checkpoint and\n"
-		"suspend signals (held until FILE exists), and writes how it ended to EXIT_FILE.\n");
+	fprintf(stderr, "usage: dlh-shepherd [--ready FILE] [--ranks DIR] EXIT_FILE PROGRAM [ARGS...]\n"
+		"(absolute paths). Started by dlhfs for each run: runs PROGRAM, passes it the\n"
+		"checkpoint and suspend signals (held until FILE exists), sorts its tagged output\n"
+		"by rank (DIR/rank.R) and writes how it ended to EXIT_FILE.\n");
 	return 2;
 }
 
-/* Waits for the launcher pid, passing verbs on; returns its wait status. */
-static int shepherd(pid_t pid, const char *ready, const sigset_t *taken)
+/* Writes all of buf to fd (retrying short writes). */
+static void put(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		buf += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Where the ranks' lines go. */
+struct ranks_out {
+	const char *dir;             /* DIR/rank.R; NULL = no sorting */
+	int fd[RANK_FILES_MAX];      /* open rank files, 0 = not yet, -1 = cannot */
+	char line[LINE_MAX_BYTES];   /* the line being gathered */
+	size_t len;
+};
+
+/* The file of rank r (opened on first use), or -1. */
+static int rank_file(struct ranks_out *o, long r)
+{
+	if (r < 0 || r >= RANK_FILES_MAX)
+		return -1;
+	if (o->fd[r] == 0) {
+		char path[4200];
+		snprintf(path, sizeof path, "%s/rank.%ld", o->dir, r);
+		o->fd[r] = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (o->fd[r] == 0)   /* never: 0 is the run's stdin */
+			o->fd[r] = -1;
+	}
+	return o->fd[r];
+}
+
+/* Passes one line (len bytes, its newline included or not) on: a tagged
+ * one as "[rank R] TEXT" to the log and TEXT to the rank's file. */
+static void pass_line(struct ranks_out *o, const char *s, size_t len)
+{
+	long job, r;
+	int at = 0;
+	char stream[8];
+	if (sscanf(s, "[%ld,%ld]<%7[a-z]>:%n", &job, &r, stream, &at) == 3 && at > 0 &&
+	    (size_t)at <= len) {
+		char tag[40];
+		int n = snprintf(tag, sizeof tag, "[rank %ld] ", r);
+		put(STDOUT_FILENO, tag, (size_t)n);
+		put(STDOUT_FILENO, s + at, len - (size_t)at);
+		int fd = rank_file(o, r);
+		if (fd > 0)
+			put(fd, s + at, len - (size_t)at);
+	} else {
+		put(STDOUT_FILENO, s, len);
+	}
+}
+
+/* Reads what the pipe has; passes whole lines on. Returns 0 at end of file. */
+static int drain(struct ranks_out *o, int fd)
+{
+	char buf[16384];
+	ssize_t n = read(fd, buf, sizeof buf);
+	if (n < 0)
+		return errno == EINTR || errno == EAGAIN ? 1 : 0;
+	if (n == 0) {   /* the rest, without its newline */
+		if (o->len)
+			pass_line(o, o->line, o->len);
+		o->len = 0;
+		return 0;
+	}
+	for (ssize_t i = 0; i < n; i++) {
+		o->line[o->len++] = buf[i];
+		if (buf[i] == '\n' || o->len == sizeof o->line) {
+			pass_line(o, o->line, o->len);
+			o->len = 0;
+		}
+	}
+	return 1;
+}
+
+/* Waits for the launcher pid, passing verbs and output on; returns its
+ * wait status. */
+static int shepherd(pid_t pid, const char *ready, int sfd, int out, struct ranks_out *o)
 {
 	int held[2] = { 0, 0 };   /* verbs waiting for the ready file: checkpoint, suspend */
-	for (;;) {
-		int status;
-		pid_t w = waitpid(pid, &status, WNOHANG);
-		if (w == pid)
-			return status;
-		if (w < 0 && errno != EINTR) {
-			fprintf(stderr, "dlh-shepherd: cannot wait for the launcher: %s\n",
-				strerror(errno));
-			return 127 << 8;
+	int status = 0, ended = 0;
+	while (!ended || out >= 0) {
+		if (!ended) {
+			pid_t w = waitpid(pid, &status, WNOHANG);
+			if (w == pid)
+				ended = 1;
+			else if (w < 0 && errno != EINTR) {
+				fprintf(stderr, "dlh-shepherd: cannot wait for the launcher: %s\n",
+					strerror(errno));
+				return 127 << 8;
+			}
 		}
 		int is_ready = !ready || access(ready, F_OK) == 0;
-		if (is_ready && (held[0] || held[1])) {
+		if (!ended && is_ready && (held[0] || held[1])) {
 			if (held[0])
 				kill(pid, DLH_SIG_CHECKPOINT);
 			if (held[1])
 				kill(pid, DLH_SIG_SUSPEND);
 			held[0] = held[1] = 0;
 		}
-		struct timespec poll = { 0, HELD_POLL_NS };
-		int sig = held[0] || held[1] ? sigtimedwait(taken, NULL, &poll) :
-					       sigwaitinfo(taken, NULL);
-		if (sig == DLH_SIG_CHECKPOINT || sig == DLH_SIG_SUSPEND) {
-			if (!ready || access(ready, F_OK) == 0)
-				kill(pid, sig);
-			else
-				held[sig == DLH_SIG_SUSPEND] = 1;
+		if (ended && out < 0)
+			break;
+		struct pollfd p[2] = { { .fd = sfd, .events = POLLIN }, { .fd = out, .events = POLLIN } };
+		/* once the launcher has ended, what it left in the pipe, then no more
+		 * than a moment for a process of its that still holds the pipe */
+		int wait_ms = ended ? ENDED_WAIT_MS : held[0] || held[1] ? HELD_POLL_MS : -1;
+		int rc = poll(p, out >= 0 ? 2 : 1, wait_ms);
+		if (rc < 0 && errno != EINTR)
+			return 127 << 8;
+		if (rc == 0 && ended)
+			break;
+		if (rc > 0 && p[0].revents) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si &&
+			    ((int)si.ssi_signo == DLH_SIG_CHECKPOINT || (int)si.ssi_signo == DLH_SIG_SUSPEND)) {
+				if (!ready || access(ready, F_OK) == 0)
+					kill(pid, (int)si.ssi_signo);
+				else
+					held[(int)si.ssi_signo == DLH_SIG_SUSPEND] = 1;
+			}
+			/* SIGCHLD: the loop reaps; SIGTERM and its kind: the session got it */
 		}
-		/* SIGCHLD: the loop reaps; SIGTERM and its kind: the session got it */
+		if (rc > 0 && out >= 0 && p[1].revents && !drain(o, out)) {
+			close(out);
+			out = -1;
+		}
 	}
+	return status;
 }
 
 int main(int argc, char **argv)
 {
+	static struct ranks_out o;
 	const char *ready = NULL;
 	int a = 1;
-	if (argc > 2 && !strcmp(argv[1], "--ready")) {
-		ready = argv[2];
-		a = 3;
+	while (argc - a > 1 && (!strcmp(argv[a], "--ready") || !strcmp(argv[a], "--ranks"))) {
+		if (argv[a][2] == 'r' && argv[a][3] == 'e')
+			ready = argv[a + 1];
+		else
+			o.dir = argv[a + 1];
+		a += 2;
 	}
-	if (argc - a < 2 || argv[a][0] != '/' || argv[a + 1][0] != '/' || (ready && ready[0] != '/'))
+	if (argc - a < 2 || argv[a][0] != '/' || argv[a + 1][0] != '/' ||
+	    (ready && ready[0] != '/') || (o.dir && o.dir[0] != '/'))
 		return usage();
 	const char *exit_file = argv[a];
 	unlink(exit_file);   /* a run's own file only */
@@ -119,6 +235,19 @@ int main(int argc, char **argv)
 	sigaddset(&taken, SIGINT);
 	sigaddset(&taken, SIGHUP);
 	sigprocmask(SIG_BLOCK, &taken, NULL);
+	int sfd = signalfd(-1, &taken, SFD_CLOEXEC);
+	int pipefd[2] = { -1, -1 };
+	if (o.dir && (mkdir(o.dir, 0755) == 0 || errno == EEXIST) &&
+	    (pipe(pipefd) < 0 || fcntl(pipefd[0], F_SETFD, FD_CLOEXEC) < 0 ||
+	     fcntl(pipefd[1], F_SETFD, FD_CLOEXEC) < 0)) {
+		fprintf(stderr, "dlh-shepherd: cannot sort the output by rank: %s\n", strerror(errno));
+		pipefd[0] = pipefd[1] = -1;
+	}
+	if (sfd < 0) {
+		fprintf(stderr, "dlh-shepherd: cannot take signals: %s\n", strerror(errno));
+		write_exit(exit_file, "exit=127\n");
+		return 127;
+	}
 
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -129,12 +258,17 @@ int main(int argc, char **argv)
 	if (pid == 0) {
 		/* the launcher takes every signal, as if started by itself */
 		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (pipefd[1] >= 0 && (dup2(pipefd[1], STDOUT_FILENO) < 0 ||
+				       dup2(pipefd[1], STDERR_FILENO) < 0))
+			_exit(127);
 		execv(argv[a + 1], argv + a + 1);
 		fprintf(stderr, "dlh-shepherd: cannot execute \"%s\": %s\n", argv[a + 1],
 			strerror(errno));
 		_exit(127);
 	}
-	int status = shepherd(pid, ready, &taken);
+	if (pipefd[1] >= 0)
+		close(pipefd[1]);
+	int status = shepherd(pid, ready, sfd, pipefd[0], &o);
 	char text[64];
 	int code;
 	if (WIFEXITED(status)) {

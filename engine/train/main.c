@@ -374,7 +374,7 @@ static void read_usable(struct run *R, char *name, size_t namelen, char *path, s
 		if (rc != -EINVAL ||
 		    dlt_ckpt_previous(R->ckdir, name, prev, sizeof prev, err, sizeof err) < 0)
 			die("%s", first);
-		fprintf(stderr, "dlh-train: rank 0: checkpoint \"%s\" cannot be used (%s); "
+		fprintf(stderr, "dlh-train: rank 0: warning: checkpoint \"%s\" cannot be used (%s); "
 			"resuming from the previous one, \"%s\"\n", name, err, prev);
 		snprintf(name, namelen, "%s", prev);
 	}
@@ -1061,9 +1061,10 @@ int main(int argc, char **argv)
 
 	if (R->o.ncpus) {   /* first: the buffers setup touches are then near the CPU */
 		if (dlt_bind(MPI_COMM_WORLD, R->o.cpus, R->o.ncpus, err, sizeof err))
-			logline(R, "dlh-train: rank r pinned to CPU r of --cpus (%d ranks)", R->ranks);
+			logline(R, "dlh-train: each rank r pinned to CPU r of --cpus (%d ranks)", R->ranks);
 		else if (err[0])
-			fprintf(stderr, "dlh-train: rank %d: ranks not pinned to CPUs: %s\n", R->rank, err);
+			fprintf(stderr, "dlh-train: rank %d: warning: ranks not pinned to CPUs: %s\n",
+				R->rank, err);
 	}
 	setup(R);
 	R->st.nparams = R->net.nparams;

@@ -135,8 +135,15 @@ test_user_command_runs_under_mpirun_with_dlh_environment() {
 	cp "$STATE/c.ini" "$MNT/jobs/new" || die "submit failed"
 	wait_for 60 job_terminal 1 || die "did not end"
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(tail -3 "$MNT/jobs/1/log"))"
-	expect_eq "$(grep -c "^DLH_METRICS_CSV=$STATE/jobs/1/metrics.csv$" "$MNT/jobs/1/log")" 2 "one env dump per rank"
-	grep -q "^DLH_CHECKPOINT_DIR=$STATE/jobs/1/checkpoints$" "$MNT/jobs/1/log" || die "no DLH_CHECKPOINT_DIR"
+	# each rank's lines carry its rank in the log, and are in logs/rank.N as they were
+	local r
+	for r in 0 1; do
+		expect_eq "$(grep -c "^\[rank $r\] DLH_METRICS_CSV=$STATE/jobs/1/metrics.csv$" "$MNT/jobs/1/log")" 1 \
+			"rank $r's env dump in the log"
+		grep -qx "OMPI_COMM_WORLD_RANK=$r" "$STATE/jobs/1/logs/rank.$r" ||
+			die "logs/rank.$r: $(head -3 "$STATE/jobs/1/logs/rank.$r")"
+	done
+	grep -q "^\[rank 0\] DLH_CHECKPOINT_DIR=$STATE/jobs/1/checkpoints$" "$MNT/jobs/1/log" || die "no DLH_CHECKPOINT_DIR"
 	grep -q '^argv .*mpirun -np 2 .* /usr/bin/env$' "$MNT/jobs/1/plan" || die "plan: $(cat "$MNT/jobs/1/plan")"
 	dlh_umount
 }

@@ -176,7 +176,7 @@ test_cpus_pin_every_rank_or_none() {
 	train_direct "$w/pinned" 2 --cpus 1,0
 	grep -q 'rank r pinned to CPU r of --cpus (2 ranks)' "$w/pinned.out" || die "log: $(cat "$w/pinned.out")"
 	train_direct "$w/loose" 2 --cpus 0,4095
-	grep -q 'rank 1: ranks not pinned to CPUs: CPU 4095 is not among the [0-9]* CPUs rank 1 may run on' \
+	grep -q 'rank 1: warning: ranks not pinned to CPUs: CPU 4095 is not among the [0-9]* CPUs rank 1 may run on' \
 		"$w/loose.out" || die "log: $(cat "$w/loose.out")"
 	grep -q 'pinned to CPU r' "$w/loose.out" && die "pinned although rank 1 could not be"
 	expect_eq "$(params_of "$w/loose/checkpoints/final.ckpt")" \

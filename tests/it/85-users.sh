@@ -94,7 +94,7 @@ test_a_users_jobs_run_as_that_user() {
 	f=$(world_file '[job]\ncommand = /usr/bin/id -u\n[resources]\nranks = 1\n')
 	as "$a" cp "$f" "$MNT/jobs/new" || die "$a's submission: $(tail -2 "$MNT/jobs/errors")"
 	dlh_wait_ok 1
-	grep -qx "$ua" "$STATE/jobs/1/log" || die "the command did not run as uid $ua: $(tail -5 "$STATE/jobs/1/log")"
+	grep -qx "\[rank 0\] $ua" "$STATE/jobs/1/log" || die "the command did not run as uid $ua: $(tail -5 "$STATE/jobs/1/log")"
 	grep -q "the run runs as its owner: uid $ua ($a)" "$MNT/jobs/1/log" || die "log: $(grep dlhfs: "$MNT/jobs/1/log")"
 	# the built-in trainer: its files are the user's, the daemon's stay root's
 	slice_spec owned 1 > "$(dirname "$f")/t.ini"
@@ -110,7 +110,7 @@ test_a_users_jobs_run_as_that_user() {
 	f=$(world_file '[job]\ncommand = /usr/bin/id -u\n[resources]\nranks = 1\n')
 	cp "$f" "$MNT/jobs/new" || die "root's submission"
 	dlh_wait_ok 3
-	grep -qx 0 "$STATE/jobs/3/log" || die "root's command: $(tail -3 "$STATE/jobs/3/log")"
+	grep -qx "\[rank 0\] 0" "$STATE/jobs/3/log" || die "root's command: $(tail -3 "$STATE/jobs/3/log")"
 	# the process table: the run's shepherd, mpirun below it and every rank
 	# below that are the user's
 	slice_spec long 5000 > "$(dirname "$f")/long.ini"

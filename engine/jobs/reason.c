@@ -1,0 +1,140 @@
+/* reason.c - why a run failed, from its log
+ *
+ * Only the last run's part of the log counts: from its "dlhfs: launching"
+ * line on. Rank output is tagged there ("[rank R] ..." by dlh-shepherd);
+ * which rank failed first is the backend's to read (its launcher's words). */
+#include "engine/jobs/reason.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/jobs/supervise.h"
+
+#define REASON_SCAN (1 << 20)   /* bytes of log searched */
+#define REASON_TAIL 3           /* lines of a failed rank's output shown */
+
+/* The last REASON_SCAN bytes of j's log, from its last launch on (malloc'd,
+ * with *from where the run starts), or NULL. */
+static char *run_log(const struct dlh_engine *e, const struct dlh_job *j, char **from)
+{
+	char path[4096];
+	eng_job_file(e, j->id, DLH_FILE_LOG, path, sizeof path);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	size_t want = 0;
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode))
+		want = st.st_size > REASON_SCAN ? REASON_SCAN : (size_t)st.st_size;
+	char *text = malloc(want + 1);
+	ssize_t n = text ? pread(fd, text, want, st.st_size - (off_t)want) : -1;
+	close(fd);
+	if (n < 0) {
+		free(text);
+		return NULL;
+	}
+	text[n] = '\0';
+	*from = text;
+	for (char *p = strstr(text, "dlhfs: launching"); p; p = strstr(p + 1, "dlhfs: launching"))
+		*from = p;
+	return text;
+}
+
+/* Copies the line at bol into out, without a "[rank R] " tag. */
+static void copy_line(const char *bol, char *out, size_t len)
+{
+	long r;
+	int at = 0;
+	if (sscanf(bol, "[rank %ld] %n", &r, &at) == 1 && at > 0)
+		bol += at;
+	size_t l = strcspn(bol, "\n");
+	snprintf(out, len, "%.*s", (int)l, bol);
+}
+
+/* The first line from `from` holding mark but not ": warning:", into out.
+ * Returns 1 when found. */
+static int first_line_with(const char *from, const char *mark, char *out, size_t len)
+{
+	for (const char *p = strstr(from, mark); p; p = strstr(p + 1, mark)) {
+		const char *bol = p;
+		while (bol > from && bol[-1] != '\n')
+			bol--;
+		size_t l = strcspn(bol, "\n");
+		const char *warn = strstr(bol, ": warning:");
+		if (warn && warn < bol + l)
+			continue;
+		copy_line(bol, out, len);
+		return 1;
+	}
+	return 0;
+}
+
+/* The last REASON_TAIL non-empty lines rank r wrote in the run, joined
+ * with " | ", into out. Returns 1 when it wrote any. */
+static int rank_tail(const char *from, int r, char *out, size_t len)
+{
+	char tag[32];
+	const char *lines[REASON_TAIL];
+	int n = 0;
+	int tl = snprintf(tag, sizeof tag, "[rank %d] ", r);
+	for (const char *bol = from; *bol;) {
+		size_t l = strcspn(bol, "\n");
+		if (!strncmp(bol, tag, (size_t)tl) && l > (size_t)tl) {
+			if (n == REASON_TAIL)
+				memmove(lines, lines + 1, sizeof lines[0] * (REASON_TAIL - 1)), n--;
+			lines[n++] = bol;
+		}
+		bol += l + (bol[l] == '\n');
+	}
+	size_t used = 0;
+	out[0] = '\0';
+	for (int i = 0; i < n && used + 4 < len; i++) {
+		char one[512];
+		copy_line(lines[i], one, sizeof one);
+		used += (size_t)snprintf(out + used, len - used, "%s%s", i ? " | " : "", one);
+	}
+	return n > 0;
+}
+
+void eng_failure_reason(const struct dlh_engine *e, const struct dlh_job *j, char *out,
+			size_t len)
+{
+	static const char *const marks[] = {
+		"dlh-train: rank", "ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+		"runtime error:",
+	};
+	const char *launcher = e->backend.launcher_name;
+	out[0] = '\0';
+	if (j->exit_code < 0) {   /* the launcher itself was killed: nothing below tells more */
+		snprintf(out, len, "%s was killed by signal %d (%s)", launcher, -j->exit_code,
+			 strsignal(-j->exit_code));
+		return;
+	}
+	char *from = NULL, *text = run_log(e, j, &from);
+	if (!text)
+		return;
+	for (size_t m = 0; m < sizeof marks / sizeof marks[0] && !out[0]; m++)
+		first_line_with(from, marks[m], out, len);
+	int code = 0, r = e->backend.ops->failed_rank(&e->backend, from, &code);
+	char tail[DLH_REASON_MAX / 2];
+	if (!out[0] && r >= 0 && rank_tail(from, r, tail, sizeof tail)) {
+		if (code > 0)
+			snprintf(out, len, "rank %d exited with status %d: %s", r, code, tail);
+		else if (code < 0)
+			snprintf(out, len, "rank %d was killed by signal %d (%s): %s", r, -code,
+				 strsignal(-code), tail);
+		else
+			snprintf(out, len, "rank %d: %s", r, tail);
+	} else if (!out[0] && r >= 0 && code) {
+		snprintf(out, len, code > 0 ? "rank %d exited with status %d" :
+			 "rank %d was killed by signal %d", r, code > 0 ? code : -code);
+	}
+	if (!out[0])
+		first_line_with(from, "MPI_ABORT was invoked", out, len);
+	free(text);
+}

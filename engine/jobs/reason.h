@@ -1,0 +1,16 @@
+/* reason.h - why a run failed, from its log */
+#ifndef DLH_JOBS_REASON_H
+#define DLH_JOBS_REASON_H
+
+#include <stddef.h>
+
+#include "engine/jobs/table.h"
+
+/* The first real error of j's last run into out (one line): the launcher
+ * killed by a signal; else the first error line of the built-in trainer or
+ * a sanitizer; else the last lines of the first rank that failed (a [job]
+ * command's traceback); else the launcher's exit status. */
+void eng_failure_reason(const struct dlh_engine *e, const struct dlh_job *j, char *out,
+			size_t len);
+
+#endif
