@@ -214,7 +214,8 @@ int dlh_fs_open(const char *path, struct fuse_file_info *fi)
 		 * rotated away since lookup is gone; a link or a special file
 		 * the job's owner put there is not served */
 		if (h->fd < 0) {
-			rc = h->fd == -ENOENT && n.kind != FS_JOB_CKPT ? 0 :
+			rc = h->fd == -ENOENT && n.kind != FS_JOB_CKPT &&
+			     n.kind != FS_JOB_RANKLOG ? 0 :
 			     h->fd == -ENOENT ? -ENOENT : -EACCES;
 			h->fd = -1;
 		}

@@ -44,8 +44,35 @@ static const struct fs_entry job_entries[] = {
 	{ "metrics", FS_JOB_METRICS }, { DLH_FILE_METRICS, FS_JOB_CSV }, { "estimate", FS_JOB_ESTIMATE },
 	{ "plan", FS_JOB_PLAN },
 	{ DLH_FILE_LOG, FS_JOB_LOG }, { DLH_DIR_CHECKPOINTS, FS_JOB_CKPTS }, { DLH_FILE_RESULT, FS_JOB_RESULT },
+	{ DLH_DIR_LOGS, FS_JOB_LOGS },
 	{ "lr_finder", FS_JOB_LRFIND }, { "ctl", FS_JOB_CTL }, { NULL, 0 },
 };
+
+/* Real directories of a job whose regular files are served (the run's
+ * owner writes them): the directory's kind, its files' kind, its name. */
+static const struct { enum fs_kind dir, file; const char *name; } real_dirs[] = {
+	{ FS_JOB_CKPTS, FS_JOB_CKPT, DLH_DIR_CHECKPOINTS },
+	{ FS_JOB_LOGS, FS_JOB_RANKLOG, DLH_DIR_LOGS },
+};
+
+/* The real directory a directory kind (or one of its files' kind) stands
+ * for, or NULL. */
+static const char *real_dir_of(enum fs_kind k)
+{
+	for (size_t i = 0; i < sizeof real_dirs / sizeof real_dirs[0]; i++)
+		if (real_dirs[i].dir == k || real_dirs[i].file == k)
+			return real_dirs[i].name;
+	return NULL;
+}
+
+/* The kind of the files in directory kind k (FS_JOB_CKPTS: FS_JOB_CKPT). */
+static enum fs_kind file_kind_of(enum fs_kind k)
+{
+	for (size_t i = 0; i < sizeof real_dirs / sizeof real_dirs[0]; i++)
+		if (real_dirs[i].dir == k)
+			return real_dirs[i].file;
+	return k;
+}
 
 /* Real files behind passthrough nodes, relative to the job's directory. */
 static const struct { enum fs_kind kind; const char *file; } real_files[] = {
@@ -59,6 +86,7 @@ int fs_private(enum fs_kind k)
 	switch (k) {
 	case FS_JOB_SPEC: case FS_JOB_METRICS: case FS_JOB_CSV: case FS_JOB_PLAN:
 	case FS_JOB_LOG: case FS_JOB_CKPTS: case FS_JOB_CKPT: case FS_JOB_RESULT:
+	case FS_JOB_LOGS: case FS_JOB_RANKLOG:
 	case FS_JOB_ESTIMATE: case FS_JOB_LRFIND:
 		return 1;
 	default:
@@ -71,10 +99,11 @@ enum fs_source fs_source_of(enum fs_kind k)
 	switch (k) {
 	case FS_ROOT: case FS_POOL: case FS_POOL_NODES: case FS_NODE: case FS_NODE_GPUS:
 	case FS_NODE_GPU: case FS_NODE_CPU_DIR: case FS_NODE_CPU: case FS_JOBS: case FS_JOB:
-	case FS_JOB_CKPTS:
+	case FS_JOB_CKPTS: case FS_JOB_LOGS:
 		return FS_DIR;
 	case FS_JOB_SPEC: case FS_JOB_CSV: case FS_JOB_PLAN: case FS_JOB_LOG:
 	case FS_JOB_CKPT: case FS_JOBS_ERRORS: case FS_JOB_LRFIND: case FS_JOB_ESTIMATE:
+	case FS_JOB_RANKLOG:
 		return FS_PASSTHROUGH;
 	case FS_JOBS_NEW:
 		return FS_TRANSACTION;
@@ -230,16 +259,16 @@ static int step(struct dlh_engine *e, struct fs_node *n, const char *name)
 	}
 	case FS_JOB:
 		return -ENOENT;
-	case FS_JOB_CKPTS: {
+	case FS_JOB_CKPTS: case FS_JOB_LOGS: {
 		char dir[4096], rel[300];
 		struct stat st;
 		if (name[0] == '.' || strstr(name, ".tmp"))
 			return -ENOENT;
 		dlh_engine_job_dir(e, n->id, dir, sizeof dir);
-		snprintf(rel, sizeof rel, "%s/%s", DLH_DIR_CHECKPOINTS, name);
+		snprintf(rel, sizeof rel, "%s/%s", real_dir_of(n->kind), name);
 		if (dlh_stat_beneath(dir, rel, &st) || !S_ISREG(st.st_mode))
 			return -ENOENT;
-		n->kind = FS_JOB_CKPT;
+		n->kind = file_kind_of(n->kind);
 		snprintf(n->name, sizeof n->name, "%s", name);
 		return 0;
 	}
@@ -302,8 +331,8 @@ void fs_real_path(struct dlh_engine *e, const struct fs_node *n, uid_t reader, c
  * or -ENOENT when n has none. */
 static int real_rel(const struct fs_node *n, char *rel, size_t len)
 {
-	if (n->kind == FS_JOB_CKPT) {
-		snprintf(rel, len, "%s/%s", DLH_DIR_CHECKPOINTS, n->name);
+	if (n->kind == FS_JOB_CKPT || n->kind == FS_JOB_RANKLOG) {
+		snprintf(rel, len, "%s/%s", real_dir_of(n->kind), n->name);
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof real_files / sizeof real_files[0]; i++)
@@ -381,11 +410,11 @@ int fs_list(struct dlh_engine *e, const struct fs_node *n,
 				break;
 		}
 		free(ids);
-	} else if (n->kind == FS_JOB_CKPTS) {
+	} else if (n->kind == FS_JOB_CKPTS || n->kind == FS_JOB_LOGS) {
 		char dir[4096];
 		dlh_engine_job_dir(e, n->id, dir, sizeof dir);
 		/* the run's owner writes there: links and other odd entries are not shown */
-		DIR *d = dlh_opendir_beneath(dir, DLH_DIR_CHECKPOINTS);
+		DIR *d = dlh_opendir_beneath(dir, real_dir_of(n->kind));
 		if (!d)
 			return 0;
 		struct dirent *de;

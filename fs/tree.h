@@ -54,6 +54,8 @@ enum fs_kind {
 	FS_JOB_CTL,       /* ctl */
 	FS_JOB_CKPTS,     /* checkpoints/ */
 	FS_JOB_CKPT,      /* checkpoints/<file> */
+	FS_JOB_LOGS,      /* logs/ */
+	FS_JOB_RANKLOG,   /* logs/<file> (rank.N) */
 };
 
 /* How a node's content comes to be. */

@@ -140,9 +140,10 @@ test_user_command_runs_under_mpirun_with_dlh_environment() {
 	for r in 0 1; do
 		expect_eq "$(grep -c "^\[rank $r\] DLH_METRICS_CSV=$STATE/jobs/1/metrics.csv$" "$MNT/jobs/1/log")" 1 \
 			"rank $r's env dump in the log"
-		grep -qx "OMPI_COMM_WORLD_RANK=$r" "$STATE/jobs/1/logs/rank.$r" ||
-			die "logs/rank.$r: $(head -3 "$STATE/jobs/1/logs/rank.$r")"
+		grep -qx "OMPI_COMM_WORLD_RANK=$r" "$MNT/jobs/1/logs/rank.$r" ||
+			die "logs/rank.$r: $(head -3 "$MNT/jobs/1/logs/rank.$r")"
 	done
+	expect_eq "$(ls "$MNT/jobs/1/logs" | tr '\n' ' ')" "rank.0 rank.1 " "ls logs"
 	grep -q "^\[rank 0\] DLH_CHECKPOINT_DIR=$STATE/jobs/1/checkpoints$" "$MNT/jobs/1/log" || die "no DLH_CHECKPOINT_DIR"
 	grep -q '^argv .*mpirun -np 2 .* /usr/bin/env$' "$MNT/jobs/1/plan" || die "plan: $(cat "$MNT/jobs/1/plan")"
 	dlh_umount
