@@ -6,8 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine/jobs/metrics.h"
+
+#define FS_IDLE_SHOWN 10.0   /* seconds without a step after which progress says so */
 
 static const char job_ctl_help[] =
 	"# write one verb per line:\n"
@@ -364,9 +367,19 @@ static int render_progress(struct dlh_engine *e, const struct dlh_job *j, struct
 		: m.step > 0 ? m.time_s * (double)(total - m.step) / (double)m.step : 0;
 	dlh_duration(left, eta, sizeof eta);
 	dlh_duration(m.time_s, took, sizeof took);
-	if (j->status == DLH_RUNNING)
-		return dlh_buf_printf(out, "epoch %d/%d  step %ld/%ld  %.0f%%  %.0f samples/s  ETA %s\n",
-				      m.epoch, epochs, m.step, total, pct, m.samples_per_s, eta);
+	if (j->status == DLH_RUNNING) {
+		/* a run that waits shows how long it has not stepped */
+		struct stat st;
+		char quiet[48] = "", q[32];
+		double idle = stat(csv, &st) ? 0 :
+			      dlh_now() - ((double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec);
+		if (idle >= FS_IDLE_SHOWN) {
+			dlh_duration(idle, q, sizeof q);
+			snprintf(quiet, sizeof quiet, "  no step for %s", q);
+		}
+		return dlh_buf_printf(out, "epoch %d/%d  step %ld/%ld  %.0f%%  %.0f samples/s  ETA %s%s\n",
+				      m.epoch, epochs, m.step, total, pct, m.samples_per_s, eta, quiet);
+	}
 	return dlh_buf_printf(out, "%s: epoch %d/%d  step %ld/%ld  %.0f%%  in %s%s%s\n",
 			      dlh_status_name(j->status), m.epoch, epochs, m.step, total, pct, took,
 			      j->reason[0] ? "  " : "", j->reason);

@@ -38,6 +38,7 @@ const struct dlh_key dlh_spec_keys[] = {
 	{ "job", "preemptible", DLH_KIND_ENUM, FIELD(preemptible), .words = bool_words, .def = "true" },
 	{ "job", "time_limit", DLH_KIND_DURATION, FIELD(time_limit), .lo = 0, .hi = DLH_TIME_LIMIT_MAX, .def = "0" },
 	{ "job", "time_limit_grace", DLH_KIND_DURATION, FIELD(time_limit_grace), .lo = 0, .hi = DLH_TIME_LIMIT_MAX, .def = "0" },
+	{ "job", "hang_timeout", DLH_KIND_DURATION, FIELD(hang_timeout), .lo = 0, .hi = DLH_TIME_LIMIT_MAX, .def = "0" },
 	{ "job", "deadline", DLH_KIND_DURATION, FIELD(deadline), .lo = 0, .hi = DLH_TIME_LIMIT_MAX, .def = "0" },
 	{ "job", "dry_run", DLH_KIND_ENUM, FIELD(dry_run), .words = bool_words, .def = "false" },
 	{ "job", "readable_by", DLH_KIND_ENUM, FIELD(readable_by), .words = share_words, .def = "owner" },

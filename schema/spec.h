@@ -53,6 +53,9 @@ struct dlh_spec {
 					       told to checkpoint and stop; 0 = a tenth of
 					       time_limit, at most DLH_GRACE_AUTO_MAX
 					       (dlh_spec_grace) */
+	long hang_timeout;                  /* seconds without a step after which a run is
+					       hung: stopped, and its restart policy applies;
+					       0 = ten estimated steps, at least a minute */
 	long deadline;                      /* seconds the run must finish in: the planner picks
 					       the fewest joules that meet it; 0 = none (fastest) */
 	int dry_run;                        /* 1: estimate and plan, never launch */

@@ -1,4 +1,5 @@
-/* contract.c - the one formatter and the one parser of a metrics.csv row */
+/* contract.c - the one formatter and the one parser of a metrics.csv row and
+ * of a heartbeat record */
 #include "engine/contract/contract.h"
 
 #include <errno.h>
@@ -93,5 +94,33 @@ int dlh_metrics_row_parse(const char *line, size_t len, struct dlh_metrics_row *
 		return -EINVAL;
 	r->step = step;
 	r->epoch = (int)epoch;
+	return 0;
+}
+
+int dlh_heartbeat_format(const struct dlh_heartbeat *h, char *buf, size_t len)
+{
+	if (len < DLH_HEARTBEAT_REC)
+		return -EOVERFLOW;
+	int n = snprintf(buf, len, "rank=%ld step=%ld time=%.3f pid=%ld host=%.63s", h->rank,
+			 h->step, h->time, h->pid, h->host);
+	if (n < 0 || n >= DLH_HEARTBEAT_REC)
+		return -EOVERFLOW;
+	memset(buf + n, ' ', (size_t)(DLH_HEARTBEAT_REC - 1 - n));
+	buf[DLH_HEARTBEAT_REC - 1] = '\n';
+	return DLH_HEARTBEAT_REC;
+}
+
+int dlh_heartbeat_parse(const char *rec, size_t len, struct dlh_heartbeat *h)
+{
+	char line[DLH_HEARTBEAT_REC + 1];
+	int at = 0;
+	if (len < DLH_HEARTBEAT_REC || rec[DLH_HEARTBEAT_REC - 1] != '\n')
+		return -EINVAL;
+	memcpy(line, rec, DLH_HEARTBEAT_REC);
+	line[DLH_HEARTBEAT_REC] = '\0';
+	memset(h, 0, sizeof *h);
+	if (sscanf(line, "rank=%ld step=%ld time=%lf pid=%ld host=%63s%n", &h->rank, &h->step,
+		   &h->time, &h->pid, h->host, &at) != 5 || at <= 0 || h->rank < 0 || h->pid <= 0)
+		return -EINVAL;
 	return 0;
 }

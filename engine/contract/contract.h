@@ -12,6 +12,8 @@
  *   rank_times    CSV per rank after the run (compute, wait, peak RSS)
  *   checkpoints/  the program's checkpoints; `latest` names the newest
  *   log           the harness's events and every rank's output (dlhfs writes it)
+ *   heartbeat     one record per rank, rewritten in place after every step
+ *                 (dlh_heartbeat_format): what dlhfs watches for a hung run
  *
  * Signals dlhfs sends to a run (the launcher forwards them to every rank):
  *   DLH_SIG_CHECKPOINT  write a checkpoint at the next step, keep training
@@ -37,6 +39,8 @@
 #define DLH_FILE_RESULT "result"
 #define DLH_FILE_RANK_TIMES "rank_times"
 #define DLH_FILE_LOG "log"
+#define DLH_FILE_HEARTBEAT "heartbeat"    /* rank R's record at offset R * DLH_HEARTBEAT_REC */
+#define DLH_HEARTBEAT_REC 128             /* bytes of one record, its newline included */
 #define DLH_FILE_READY "run.ready"        /* rank 0 makes it once every rank takes the
 					     verbs' signals; earlier verbs are held */
 #define DLH_DIR_CHECKPOINTS "checkpoints"
@@ -88,6 +92,25 @@ struct dlh_metrics_row {
  *   eval,STEP,EPOCH,TIME_S,TEST_LOSS,TEST_ACC,,
  * Returns the row's length, or -EOVERFLOW when it does not fit. */
 int dlh_metrics_row_format(const struct dlh_metrics_row *r, char *buf, size_t len);
+
+/* One rank's heartbeat: where it is and since when. */
+struct dlh_heartbeat {
+	long rank;
+	long step;                    /* steps done (0: none yet, the run is starting) */
+	double time;                  /* epoch seconds of the record */
+	long pid;                     /* the rank's process */
+	char host[64];                /* where it runs */
+};
+
+/* Writes h as one DLH_HEARTBEAT_REC-byte record (blank-padded, ending in
+ * '\n') into buf (at least DLH_HEARTBEAT_REC bytes):
+ *   rank=R step=S time=T pid=P host=H
+ * Returns DLH_HEARTBEAT_REC, or -EOVERFLOW. */
+int dlh_heartbeat_format(const struct dlh_heartbeat *h, char *buf, size_t len);
+
+/* Parses one record (len bytes) into h. Returns 0, or -EINVAL (an unwritten
+ * or torn record). */
+int dlh_heartbeat_parse(const char *rec, size_t len, struct dlh_heartbeat *h);
 
 /* Parses the len bytes of one row (no newline needed; a trailing '\n' or
  * "\r\n" is allowed) into r. A train row needs all eight columns; an eval

@@ -59,6 +59,9 @@ struct dlh_job {
 	double grace_at;             /* when to ask the run to checkpoint and stop before its
 					time limit (dlh_spec_grace), 0 = not due */
 	int timed_out;               /* the run was stopped at its time limit; ends as failed */
+	double hang_after;           /* seconds without a step that make the run hung */
+	int hung;                    /* the run was stopped as hung; hang_why says why */
+	char hang_why[512];
 	double est_start;            /* queued: the scheduler's estimated start (epoch s,
 					INFINITY = unknown) */
 	char wait[256];              /* queued: why it waits, from the scheduler */

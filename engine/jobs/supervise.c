@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "engine/jobs/advise.h"
+#include "engine/jobs/hang.h"
 #include "engine/jobs/reason.h"
 #include "engine/jobs/table.h"
 #include "engine/plan/plan.h"
@@ -204,9 +205,9 @@ static void record_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l
 	j->grace_at = j->limit_at ? j->limit_at - (double)dlh_spec_grace(&j->spec) : 0;
 	j->timed_out = 0;
 	j->resumable = 0;
+	eng_hang_arm(e, j);
 	j->wait[0] = '\0';
-	if (j->limit_at)
-		pthread_cond_signal(&e->timer_cv);
+	pthread_cond_signal(&e->timer_cv);   /* its time limit, its hang watch */
 	eng_job_save(e, j);
 }
 
@@ -382,7 +383,10 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 			 "interrupted: dlhfs stopped while the job ran; it resumes from its newest checkpoint at the next mount");
 	} else {
 		char why[DLH_REASON_MAX - 64];
-		eng_failure_reason(e, j, why, sizeof why);
+		if (j->hung)
+			snprintf(why, sizeof why, "%s", j->hang_why);
+		else
+			eng_failure_reason(e, j, why, sizeof why);
 		if (!why[0]) {
 			if (j->exit_code == 0)
 				snprintf(why, sizeof why, "the trainer exited without writing a result");
@@ -408,6 +412,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	j->suspending = 0;
 	j->preempted_by = 0;
 	j->timed_out = 0;
+	j->hung = 0;
 	eng_job_log(e, j, "%s%s%s", dlh_status_name(j->status), j->reason[0] ? ": " : "", j->reason);
 	eng_job_save(e, j);
 	pthread_cond_broadcast(&e->changed);
@@ -453,6 +458,11 @@ static void *timer_main(void *arg)
 		double now = dlh_mono(), next = 0;
 		for (size_t i = 0; i < e->njobs; i++) {
 			struct dlh_job *j = e->jobs[i];
+			if (j->status == DLH_RUNNING && j->run.pid) {
+				double at = eng_hang_check(e, j, now);
+				if (at && (!next || at < next))
+					next = at;
+			}
 			if (j->grace_at && j->run.pid && !j->kill_at && !j->cancelling &&
 			    !j->suspending) {
 				if (j->grace_at <= now) {
@@ -612,8 +622,9 @@ static int adopt(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run *
 		double left = (double)j->spec.time_limit - (dlh_now() - j->run_started);
 		j->limit_at = dlh_mono() + (left > 0 ? left : 0);
 		j->grace_at = j->limit_at - (double)dlh_spec_grace(&j->spec);
-		pthread_cond_signal(&e->timer_cv);
 	}
+	eng_hang_arm(e, j);
+	pthread_cond_signal(&e->timer_cv);
 	if (st == DLH_RUN_RUNNING)
 		eng_job_log(e, j, "found its run going on after a restart of dlhfs: %s pid %ld "
 			    "on %s, %d rank%s; watching it again", run->backend, (long)run->pid,

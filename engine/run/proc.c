@@ -64,6 +64,12 @@ int dlh_proc_alive(pid_t pid, unsigned long long start)
 	return pid > 0 && !read_stat(pid, &st, NULL, &t) && t == start && st != 'Z';
 }
 
+char dlh_proc_state(pid_t pid)
+{
+	char st;
+	return pid > 0 && !read_stat(pid, &st, NULL, NULL) ? st : 0;
+}
+
 int dlh_proc_wait_exit(pid_t pid, unsigned long long start)
 {
 	int fd = (int)syscall(SYS_pidfd_open, pid, 0);

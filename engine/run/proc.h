@@ -12,6 +12,9 @@ unsigned long long dlh_proc_start(pid_t pid);
  * boot) and has not exited (a zombie has). */
 int dlh_proc_alive(pid_t pid, unsigned long long start);
 
+/* The state letter of pid (R, S, D, T, Z, ...), or 0 when it is gone. */
+char dlh_proc_state(pid_t pid);
+
 /* Waits until the process pid that started at start has exited (without
  * reaping it: it need not be the caller's child), through a pidfd: no
  * polling. Returns 0 (exited, or was gone), or -errno. */

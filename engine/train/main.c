@@ -625,6 +625,36 @@ static void gpu_start(struct run *R)
 		name, R->ranks, R->ranks == 1 ? "" : "s");
 }
 
+/* Rewrites this rank's record of the job's heartbeat file (contract.h):
+ * steps done and when. The file is opened once; a rank that cannot write
+ * it says so once and trains on (dlhfs then sees no heartbeat). */
+static void heartbeat(struct run *R, long step)
+{
+	static int fd = -2;
+	static char host[64];
+	char rec[DLH_HEARTBEAT_REC], path[DLT_PATH_MAX];
+	if (fd == -2) {
+		fd = -1;
+		if (gethostname(host, sizeof host) < 0)
+			snprintf(host, sizeof host, "localhost");
+		host[sizeof host - 1] = '\0';
+		if (dlt_path_join(path, sizeof path, R->o.job_dir, DLH_FILE_HEARTBEAT) == 0 &&
+		    (fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0)
+			fprintf(stderr, "dlh-train: rank %d: warning: cannot write \"%s\": %s\n",
+				R->rank, path, strerror(errno));
+	}
+	if (fd < 0)
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	struct dlh_heartbeat h = { .rank = R->rank, .step = step, .pid = (long)getpid(),
+				   .time = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec };
+	snprintf(h.host, sizeof h.host, "%s", host);
+	if (dlh_heartbeat_format(&h, rec, sizeof rec) == DLH_HEARTBEAT_REC &&
+	    pwrite(fd, rec, sizeof rec, (off_t)R->rank * DLH_HEARTBEAT_REC) < 0)
+		fd = -1;
+}
+
 /* step_once on the GPU (started at t0 with the batch bx, by of b rows): forward,
  * backward, ncclAllReduce and the optimizer in the backend. */
 static double gpu_step(struct run *R, long step, float lr, const float *bx, const uint8_t *by,
@@ -762,6 +792,7 @@ static void lr_find(struct run *R)
 
 		/* requests wait for the training steps */
 		step_once(R, i + 1, (float)dlt_lrfind_rate(i, steps), 0, &loss, &acc);
+		heartbeat(R, 0);   /* no training step done yet, but alive */
 		if (!dlt_lrfind_push(&f, loss))
 			break;
 	}
@@ -894,6 +925,7 @@ static void rebalance(struct run *R, long step)
 		step + DLT_PREFETCH_MAX_DEPTH + 1, speed[0], R->ranks - 1, speed[R->ranks - 1]);
 }
 
+
 /* The training loop, from the step after R->st.step to the last; dies
  * when the loss stops being finite or a file cannot be written. */
 static void train(struct run *R)
@@ -913,6 +945,7 @@ static void train(struct run *R)
 		die("%s", err);
 	R->t_compute = R->t_comm_wait = R->shm.t_wait = 0.0;   /* not the range test's */
 	R->rows_done = 0.0;
+	heartbeat(R, (long)R->st.step);
 	for (long step = (long)R->st.step + 1; step <= p->total_steps; step++) {
 		long e0 = (step - 1) / spe, k = (step - 1) % spe;
 		double dt, loss, acc, lr = dlt_sched_lr(&R->sched, step - 1);
@@ -922,6 +955,7 @@ static void train(struct run *R)
 			R->st.epoch_steps = 0;
 		}
 		dt = step_once(R, step, (float)lr, 1, &loss, &acc);
+		heartbeat(R, step);
 		if (!isfinite(loss))
 			die("training diverged: loss %g at step %ld (try a smaller --lr)", loss, step);
 		if (step == first + 1) {   /* the first step is cold: not measured for re-splits */

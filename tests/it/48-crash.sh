@@ -21,6 +21,9 @@ kill9() {
 # has_rows ID: metrics.csv has a train row
 has_rows() { [ "$(csv_rows "$1" train)" -gt 0 ]; }
 
+# step_past ID N: metrics.csv has a train row past step N
+step_past() { [ "$(train_steps "$1" | tail -1)" -gt "$2" ] 2>/dev/null; }
+
 # train_steps ID: the train rows' steps in metrics.csv, one a line
 train_steps() { awk -F, '$1 == "train" { print $2 }' "$STATE/jobs/$1/metrics.csv"; }
 
@@ -75,5 +78,37 @@ test_a_run_that_ends_while_no_daemon_watches_keeps_its_status() {
 	wait_for 10 job_terminal 2 || die "job 2: $(cat "$MNT/jobs/2/status")"
 	expect_eq "$(cat "$MNT/jobs/2/status")" failed "status of the command that failed unwatched"
 	grep -q "exited with status 3" "$MNT/jobs/2/log" || die "job 2's log: $(tail -3 "$MNT/jobs/2/log")"
+	dlh_umount
+}
+
+# a rank that stops (SIGSTOP) holds the whole run: after hang_timeout the
+# hang is logged naming that rank, the run is stopped and, with restart =
+# on-failure, resumes from its checkpoint and succeeds with every step once
+test_a_stalled_rank_is_found_named_and_the_run_restarted() {
+	dlh_mount
+	slice_spec stall 60 | sed 's/^name = stall$/name = stall\nhang_timeout = 5s\nrestart = on-failure/' > "$STATE/s.ini"
+	cp "$STATE/s.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 ranks_are 1 2 || die "no 2 ranks: $(cat "$MNT/jobs/1/progress")"
+	wait_for 30 step_past 1 100 || die "no step 100: $(cat "$MNT/jobs/1/progress")"
+	local p r1 t0 t1
+	for p in $(rank_pids 1); do
+		grep -qx "OMPI_COMM_WORLD_RANK=1" <(tr '\0' '\n' < "/proc/$p/environ") && r1=$p
+	done
+	[ -n "${r1:-}" ] || die "rank 1 not found"
+	t0=$(date +%s)
+	kill -STOP "$r1"
+	wait_for 15 grep -q "hung: no step for" "$MNT/jobs/1/log" ||
+		die "no hang logged within 5 + 10 s: $(tail -3 "$MNT/jobs/1/log")"
+	t1=$(date +%s)
+	grep -q "hung: no step for .* (hang_timeout 0:05): rank 1 (pid $r1 on $(hostname), [0-9]* steps done) stopped (SIGSTOP or a debugger); stopping the run" \
+		"$MNT/jobs/1/log" || die "hang line: $(grep 'hung:' "$MNT/jobs/1/log")"
+	echo "hang logged $((t1 - t0)) s after the SIGSTOP (hang_timeout 5 s)"
+	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(tail -3 "$MNT/jobs/1/log"))"
+	grep -q "restarting (1 of 3) after: hung: no step for" "$MNT/jobs/1/log" ||
+		die "no restart after the hang: $(grep dlhfs: "$MNT/jobs/1/log" | tail -4)"
+	local n
+	n=$(train_steps 1 | wc -l)
+	train_steps 1 | cmp -s - <(seq 1 "$n") || die "train steps of metrics.csv are not 1..$n once each"
 	dlh_umount
 }
