@@ -134,10 +134,12 @@ $(LIBSCHEMA): $(SCHEMA_OBJ)
 	rm -f $@ && ar rcs $@ $^
 # the daemon reads data headers (engine/plan/dataset.c) with the trainer's readers,
 # and the estimator sizes the trainer's batch ring with its rule (prefetch.c) and
-# its shards and buffers with its plan (plan.c): linked, not copied
+# its shards and buffers with its plan (plan.c), and checks each argv it makes
+# with its option parser (opts.c): linked, not copied
 ENGINE_DATA_OBJ = $(BUILD)/obj/engine/train/idx.o $(BUILD)/obj/engine/train/csv.o \
 	$(BUILD)/obj/engine/train/prefetch.o $(BUILD)/obj/engine/train/rng.o \
-	$(BUILD)/obj/engine/train/plan.o $(BUILD)/obj/engine/train/files.o
+	$(BUILD)/obj/engine/train/plan.o $(BUILD)/obj/engine/train/files.o \
+	$(BUILD)/obj/engine/train/opts.o
 $(LIBENGINE): $(ENGINE_OBJ) $(ENGINE_DATA_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^

@@ -28,6 +28,9 @@ struct dlh_engine_opts {
 	const char *trainer;    /* dlh-train; NULL = beside the running program */
 	const char *launcher;   /* the local backend's MPI launcher (the mount's launcher option); NULL = found
 				   on PATH (engine/run/local.c) */
+	const char *shepherd;   /* dlh-shepherd, which holds each run (engine/run/backend.h);
+				   NULL = beside this program, else beside the trainer;
+				   "" = none: runs end with the engine (tests of the engine alone) */
 	const char *pool_file;  /* the pool file (engine/pool/pool.h); NULL = detect this machine */
 	int cpus;               /* CPU slots; 0 = the online cores */
 	double kill_grace;      /* seconds; 0 = DLH_KILL_GRACE */

@@ -44,12 +44,20 @@ static int beside(const char *path, const char *name, char *out, size_t len)
 	return access(out, X_OK) ? -errno : 0;
 }
 
-/* dlh-shepherd, which holds every run (engine/run/shepherd.c): beside the
- * running program, else beside the trainer. Returns 0, or -errno with err. */
-static int find_shepherd(struct dlh_engine *e, char *err, size_t errlen)
+/* dlh-shepherd, which holds every run (engine/run/shepherd.c): given, or
+ * beside the running program, else beside the trainer. Returns 0, or -errno
+ * with err. */
+static int find_shepherd(struct dlh_engine *e, const char *given, char *err, size_t errlen)
 {
 	char *out = e->backend.shepherd;
 	size_t len = sizeof e->backend.shepherd;
+	if (given) {
+		snprintf(out, len, "%s", given);
+		if (!given[0] || !access(out, X_OK))
+			return 0;
+		snprintf(err, errlen, "cannot execute \"%s\": %s", given, strerror(errno));
+		return -errno;
+	}
 	if (!beside("/proc/self/exe", "dlh-shepherd", out, len) ||
 	    !beside(e->tools.trainer, "dlh-shepherd", out, len))
 		return 0;
@@ -88,7 +96,7 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 		return -errno;
 	}
 	if ((rc = dlh_backend_local(&e->backend, o->launcher, err, errlen)) ||
-	    (rc = find_shepherd(e, err, errlen)))
+	    (rc = find_shepherd(e, o->shepherd, err, errlen)))
 		return rc;
 	if (o->pool_file && (rc = dlh_pool_load(&e->pool, o->pool_file, o->cpus, err, errlen)))
 		return rc;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/train/opts.h"
 #include "engine/util/util.h"
 
 int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool)
@@ -166,6 +167,25 @@ int dlh_split_batch(int global, const double *speed, int n, int *out)
 	return 0;
 }
 
+/* Whatever the schema accepts, dlh-train accepts: the argv is read with
+ * the trainer's own option parser (linked, not copied), so that a spec the
+ * trainer would refuse is refused now, with its words, not by a run.
+ * Returns 0, or -EINVAL with err. */
+static int trainer_accepts(struct dlh_plan *p, char *err, size_t errlen)
+{
+	struct dlt_opts *o = malloc(sizeof *o);
+	char why[512];
+	if (!o)
+		return 0;   /* the run will say */
+	int rc = dlt_opts_parse(p->argc, p->argv, o, why, sizeof why);
+	free(o);
+	if (rc == 0)
+		return 0;
+	snprintf(err, errlen, "spec: dlh-train refuses the options made of this spec: %s\n",
+		 rc > 0 ? "it asks for help" : why);
+	return -EINVAL;
+}
+
 int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_override *ov,
 		       const struct dlh_pool *pool, const struct dlh_tools *tools,
 		       const char *job_dir, struct dlh_plan *p, char *err, size_t errlen)
@@ -275,7 +295,7 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 		rc |= opt(p, "--device", "%s", "gpu");
 	if (rc)
 		goto toolong;
-	return 0;
+	return trainer_accepts(p, err, errlen);
 toolong:
 	snprintf(err, errlen, "spec: the command line is longer than %d bytes\n", DLH_ARGV_BYTES);
 	return -E2BIG;

@@ -239,10 +239,10 @@ static int set_value(struct dlt_opts *o, const struct opt_def *d, const char *v,
 		return rank_list("cpus", "CPU numbers", v, o->cpus, &o->ncpus, 0, DLT_MAX_CPU,
 				 err, errlen);
 	if (d->kind == K_DENSE) {
-		int n = dlt_opts_layers(v, o->dense);
+		int n = v[0] ? dlt_opts_layers(v, o->dense) : 0;   /* "": the convs feed the output */
 
 		if (n < 0 || n > DLT_NET_MAX_DENSE) {
-			snprintf(err, errlen, "--dense \"%s\": expected 1..%d comma-separated widths of 1..%d",
+			snprintf(err, errlen, "--dense \"%s\": expected \"\" (none) or 1..%d comma-separated widths of 1..%d",
 				 v, DLT_NET_MAX_DENSE, DLT_NET_MAX_WIDTH);
 			return -EINVAL;
 		}

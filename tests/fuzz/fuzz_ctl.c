@@ -32,7 +32,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (!mkdtemp(state))
 		abort();
 	struct dlh_engine_opts o = {
-		.state_dir = state, .trainer = "/bin/true", .launcher = "/bin/false", .cpus = 1,
+		.state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = "/bin/false", .cpus = 1,
 		.no_isolation = 1, .no_calibrate = 1,
 	};
 	const char spec[] = "[job]\ndry_run = true\n[data]\ntrain_limit = 256\n";

@@ -22,7 +22,7 @@ TEST(engine_second_open_of_a_state_dir_is_refused)
 {
 	char state[512], err[512];
 	fresh_dir(state, sizeof state, "eng-lock");
-	struct dlh_engine_opts o = { .state_dir = state, .trainer = "/bin/true", .launcher = "/bin/false",
+	struct dlh_engine_opts o = { .state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = "/bin/false",
 				      .no_calibrate = 1 };
 	struct dlh_engine *a = NULL, *b = NULL;
 	CHECK(dlh_engine_open(&a, &o, err, sizeof err) == 0);
@@ -45,7 +45,7 @@ TEST(engine_second_open_of_a_state_dir_is_refused)
 static struct dlh_engine *open_engine(const char *state, const char *mpirun, int cpus)
 {
 	struct dlh_engine_opts o = {
-		.state_dir = state, .trainer = "/bin/true", .launcher = mpirun, .cpus = cpus,
+		.state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = mpirun, .cpus = cpus,
 		.kill_grace = 0.5, .no_calibrate = 1,
 	};
 	struct dlh_engine *e = NULL;
@@ -334,7 +334,7 @@ TEST(engine_priority_orders_the_queue_and_max_queued_refuses)
 	write_text(sleeper, "#!/bin/sh\nexec sleep 30\n");
 	chmod(sleeper, 0755);
 	struct dlh_engine_opts o = {
-		.state_dir = state, .trainer = "/bin/true", .launcher = sleeper, .cpus = 1,
+		.state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = sleeper, .cpus = 1,
 		.kill_grace = 0.5, .max_queued = 2, .no_calibrate = 1,
 	};
 	struct dlh_engine *e = NULL;
@@ -378,7 +378,7 @@ TEST(engine_max_queued_per_user_refuses_one_user_not_the_others)
 	write_text(sleeper, "#!/bin/sh\nexec sleep 30\n");
 	chmod(sleeper, 0755);
 	struct dlh_engine_opts o = {
-		.state_dir = state, .trainer = "/bin/true", .launcher = sleeper, .cpus = 1,
+		.state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = sleeper, .cpus = 1,
 		.kill_grace = 0.5, .max_queued_per_user = 1, .no_calibrate = 1,
 	};
 	struct dlh_engine *e = NULL;

@@ -86,7 +86,7 @@ static struct dlh_engine *tree_engine(char *state, size_t len, const char *name)
 	write_text(sleeper, "#!/bin/sh\nexec sleep 30\n");
 	chmod(sleeper, 0755);
 	struct dlh_engine_opts o = {
-		.state_dir = state, .trainer = "/bin/true", .launcher = sleeper, .pool_file = pool,
+		.state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = sleeper, .pool_file = pool,
 		.kill_grace = 0.5, .no_isolation = 1, .no_calibrate = 1,
 	};
 	if (dlh_engine_open(&e, &o, err, sizeof err))

@@ -1,6 +1,7 @@
 /* test_plan.c - placing a job (engine/plan/plan.c): ranks, batch per rank, GPUs,
  * rebalancing, the exact argv of the program each rank runs (the launcher
  * around it is the backend's: test_backend.c) */
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,44 @@ static int argv_index(const struct dlh_plan *p, const char *word)
 }
 
 static const struct dlh_tools tools = { "/opt/dlh-train" };
+
+/* Whatever the schema accepts, dlh-train accepts: every good spec of the
+ * corpus (tests/spec/good) plans to an argv that the trainer's own option
+ * parser reads (the planner refuses it otherwise, with the trainer's words). */
+TEST(plan_argv_of_every_good_spec_is_one_the_trainer_accepts)
+{
+	struct dlh_pool pool = { .node = { "n1", 64, 0, "", 8 } };
+	struct dlh_plan *p = malloc(sizeof *p);
+	char path[1024], err[1024];
+	int n = 0, planned = 0;
+	DIR *d = opendir("tests/spec/good");
+	CHECK(d != NULL);
+	for (struct dirent *de; d && (de = readdir(d));) {
+		size_t l = strlen(de->d_name);
+		char *text = NULL;
+		size_t len;
+		struct dlh_spec s;
+		if (l <= 4 || strcmp(de->d_name + l - 4, ".ini"))
+			continue;
+		snprintf(path, sizeof path, "tests/spec/good/%s", de->d_name);
+		CHECK(dlh_read_file(path, 1 << 20, &text, &len) == 0);
+		n++;
+		if (text && !dlh_spec_parse(text, len, &s, err, sizeof err)) {
+			int rc = dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err);
+			planned += rc == 0;
+			CHECK_MSG(rc == 0 || !strstr(err, "dlh-train refuses"), "%s: %s", path, err);
+		}
+		free(text);
+	}
+	if (d)
+		closedir(d);
+	CHECK_MSG(n >= 10 && planned >= n / 2, "%d good specs, %d planned", n, planned);
+	/* the schema's "no dense layers" for a CNN */
+	struct dlh_spec s = parsed("[model]\ntype = cnn\ndense =\n");
+	CHECK(s.ndense == 0);
+	CHECK_MSG(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
+	free(p);
+}
 
 TEST(plan_splits_batch_with_remainder_first)
 {
@@ -153,6 +192,7 @@ TEST(plan_user_command_is_split_on_blanks_only)
 int main(void)
 {
 	RUN(plan_splits_batch_with_remainder_first);
+	RUN(plan_argv_of_every_good_spec_is_one_the_trainer_accepts);
 	RUN(plan_auto_ranks_take_every_slot);
 	RUN(plan_refuses_more_ranks_than_slots_and_missing_gpus);
 	RUN(plan_gpu_takes_one_rank_per_gpu_and_passes_device);
