@@ -59,7 +59,7 @@ test_time_limit_stops_the_run_and_fails_it() {
 	submit "$STATE/a.ini"
 	wait_for 20 job_terminal 1 || die "not stopped at its limit: $(cat "$MNT/jobs/1/progress")"
 	expect_eq "$(cat "$MNT/jobs/1/status")" failed "status"
-	grep -q '^reason=time limit 0:02 reached$' "$MNT/jobs/1/result" || die "result: $(cat "$MNT/jobs/1/result")"
+	grep -q '^reason=time limit 0:02 reached: the run was stopped without a checkpoint of its own; .resume. continues it' "$MNT/jobs/1/result" || die "result: $(cat "$MNT/jobs/1/result")"
 	dlh_umount
 }
 
