@@ -84,6 +84,34 @@ stall_kill() {
 	return 0
 }
 
+# slowest_read FILE N: reads FILE N times, prints the slowest read in ns;
+# fails (naming the read) when one fails or takes over 5 s. Self-contained,
+# so that another user can run it: as USER bash -c "$(declare -f slowest_read); ..."
+slowest_read() {
+	local i t0 t1 worst=0
+	for i in $(seq "$2"); do
+		t0=$(date +%s%N)
+		timeout 5 cat "$1" > /dev/null || { echo "read $i of $1 failed"; return 1; }
+		t1=$(date +%s%N)
+		[ $((t1 - t0)) -gt "$worst" ] && worst=$((t1 - t0))
+	done
+	echo "$worst"
+}
+
+# refused_beside WORST WHAT PID...: every PID (a background submission) failed
+# without hanging, and WORST (ns: the slowest of 100 reads of pool/summary
+# meanwhile) is under 100 ms
+refused_beside() {
+	local worst=$1 what=$2 p
+	shift 2
+	for p in "$@"; do
+		wait "$p" && die "a submission $what was accepted"
+		[ $? -eq 124 ] && die "a submission $what hung until timeout"
+	done
+	echo "slowest of 100 reads of pool/summary beside $# submissions $what: $((worst / 1000000)) ms"
+	[ "$worst" -lt 100000000 ] || die "a read of pool/summary took $((worst / 1000000)) ms"
+}
+
 # tree_procs PID: "PID UID" of PID and of every process below it, one a line
 tree_procs() {
 	ps -e -o pid=,ppid=,uid= | awk -v root="$1" '

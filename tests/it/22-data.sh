@@ -58,22 +58,12 @@ test_fifo_submissions_leave_every_other_file_answering() {
 	dlh_mount
 	mkfifo "$STATE/fifo"
 	data_spec "$STATE/f.ini" "$STATE/fifo"
-	local i pids=() t0 t1 worst=0
+	local i pids=() worst
 	for i in $(seq 20); do
 		timeout 10 cp "$STATE/f.ini" "$MNT/jobs/new" 2>/dev/null &
 		pids+=($!)
 	done
-	for i in $(seq 100); do
-		t0=$(date +%s%N)
-		timeout 5 cat "$MNT/pool/summary" > /dev/null || die "pool/summary read $i failed"
-		t1=$(date +%s%N)
-		[ $((t1 - t0)) -gt "$worst" ] && worst=$((t1 - t0))
-	done
-	for i in "${pids[@]}"; do
-		wait "$i" && die "a FIFO submission was accepted"
-		[ $? -eq 124 ] && die "a FIFO submission hung until timeout"
-	done
-	echo "slowest of 100 reads of pool/summary beside 20 FIFO submissions: $((worst / 1000000)) ms"
-	[ "$worst" -lt 100000000 ] || die "a read of pool/summary took $((worst / 1000000)) ms"
+	worst=$(slowest_read "$MNT/pool/summary" 100) || die "$worst"
+	refused_beside "$worst" "of a FIFO" "${pids[@]}"
 	dlh_umount
 }

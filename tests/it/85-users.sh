@@ -247,20 +247,9 @@ test_data_on_a_hung_filesystem_holds_nothing() {
 		as "$a" timeout 10 cp "$d/hung.ini" "$MNT/jobs/new" 2>/dev/null &
 		pids+=($!)
 	done
-	worst=$(as "$b" bash -c 'worst=0
-		for i in $(seq 100); do
-			t0=$(date +%s%N)
-			timeout 5 cat "$1/pool/summary" > /dev/null || { echo "read $i failed"; exit 1; }
-			t1=$(date +%s%N)
-			[ $((t1 - t0)) -gt "$worst" ] && worst=$((t1 - t0))
-		done
-		echo "$worst"' - "$MNT") || die "$b's reads of pool/summary: $worst"
-	for i in "${pids[@]}"; do
-		wait "$i" && die "a spec on the hung filesystem was accepted"
-		[ $? -eq 124 ] && die "a submission hung until timeout"
-	done
-	echo "slowest of 100 reads of pool/summary by $b beside 20 submissions on a hung filesystem: $((worst / 1000000)) ms"
-	[ "$worst" -lt 100000000 ] || die "a read of pool/summary took $((worst / 1000000)) ms"
+	worst=$(as "$b" bash -c "$(declare -f slowest_read); slowest_read \"\$1\" 100" - "$MNT/pool/summary") ||
+		die "$b's reads of pool/summary: $worst"
+	refused_beside "$worst" "on a hung filesystem (reads by $b)" "${pids[@]}"
 	as "$a" cat "$MNT/jobs/errors" | grep -qF "is still waiting for its data" ||
 		die "$a's errors: $(as "$a" cat "$MNT/jobs/errors" | tail -3)"
 	as "$b" cp "$d/good.ini" "$MNT/jobs/new" || die "$b's spec: $(as "$b" cat "$MNT/jobs/errors")"

@@ -206,35 +206,51 @@ static void shepherd_path(char *out, size_t len)
 		out[0] = '\0';
 }
 
-/* A run started by a daemon that then died (a child process that starts it
- * and exits) is found by another: it goes on, takes verbs through its
- * shepherd, and how it ended comes from the shepherd's exit file. */
-TEST(local_run_outlives_the_process_that_started_it)
+/* Starts prog (/bin/sh -c TEXT) in a fresh dir NAME under dlh-shepherd from
+ * a child process that then exits, as a daemon that dies would, and loads
+ * the handle the run left into *found. Returns 0, 1 when dlh-shepherd is
+ * not built, or -1. */
+static int start_orphan(const char *name, const char *text, struct dlh_backend *be, char *dir,
+			size_t dirlen, char *log, size_t loglen, struct dlh_run *found)
 {
-	char dir[512], launcher[600], log[600], err[256];
-	struct dlh_backend be;
-	struct dlh_run found;
-	struct dlh_run_end end;
-
-	fresh_dir(dir, sizeof dir, "outlive");
+	char launcher[600], err[256];
+	fresh_dir(dir, dirlen, name);
 	fake_launcher(dir, launcher, sizeof launcher);
-	snprintf(log, sizeof log, "%s/log", dir);
-	CHECK(dlh_backend_local(&be, launcher, err, sizeof err) == 0);
-	shepherd_path(be.shepherd, sizeof be.shepherd);
-	if (!be.shepherd[0])
-		SKIP("dlh-shepherd not built");
-	char *prog[] = { "/bin/sh", "-c", "trap 'echo checkpoint' USR1; trap 'exit 75' USR2; "
-			 "echo up; while :; do sleep 0.02; done", NULL };
+	snprintf(log, loglen, "%s/log", dir);
+	if (dlh_backend_local(be, launcher, err, sizeof err))
+		return -1;
+	shepherd_path(be->shepherd, sizeof be->shepherd);
+	if (!be->shepherd[0])
+		return 1;
+	char *prog[] = { "/bin/sh", "-c", (char *)text, NULL };
 	struct dlh_launch l = { .argv = prog, .ranks = 1, .job_dir = dir, .log_path = log };
 	pid_t daemon = fork();
 	if (daemon == 0) {
 		struct dlh_run run;
-		_exit(be.ops->start(&be, &l, &run, err, sizeof err) ? 1 : 0);
+		_exit(be->ops->start(be, &l, &run, err, sizeof err) ? 1 : 0);
 	}
 	int st;
-	CHECK(waitpid(daemon, &st, 0) == daemon && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	if (waitpid(daemon, &st, 0) != daemon || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return -1;
+	return dlh_run_load(dir, found) ? -1 : 0;
+}
+
+/* A run started by a daemon that then died is found by another: it goes
+ * on, takes verbs through its shepherd, and how it ended comes from the
+ * shepherd's exit file. */
+TEST(local_run_outlives_the_process_that_started_it)
+{
+	char dir[512], log[600];
+	struct dlh_backend be;
+	struct dlh_run found;
+	struct dlh_run_end end;
+	int rc = start_orphan("outlive", "trap 'echo checkpoint' USR1; trap 'exit 75' USR2; "
+			      "echo up; while :; do sleep 0.02; done", &be, dir, sizeof dir, log,
+			      sizeof log, &found);
+	if (rc == 1)
+		SKIP("dlh-shepherd not built");
+	CHECK(rc == 0);
 	CHECK(log_has(log, "up\n"));
-	CHECK(dlh_run_load(dir, &found) == 0);
 	CHECK(be.ops->state(&be, &found, dir) == DLH_RUN_RUNNING);
 	CHECK(be.ops->wait(&be, &found, dir, 0, &end) == -EAGAIN);
 	CHECK(be.ops->signal(&be, &found, DLH_VERB_CHECKPOINT) == 1);
@@ -250,29 +266,14 @@ TEST(local_run_outlives_the_process_that_started_it)
 /* A run that ended while no daemon watched is found EXITED, with its status. */
 TEST(local_run_that_ended_unwatched_keeps_its_status)
 {
-	char dir[512], launcher[600], log[600], err[256];
+	char dir[512], log[600], exit_path[600];
 	struct dlh_backend be;
 	struct dlh_run found;
 	struct dlh_run_end end;
-
-	fresh_dir(dir, sizeof dir, "unwatched");
-	fake_launcher(dir, launcher, sizeof launcher);
-	snprintf(log, sizeof log, "%s/log", dir);
-	CHECK(dlh_backend_local(&be, launcher, err, sizeof err) == 0);
-	shepherd_path(be.shepherd, sizeof be.shepherd);
-	if (!be.shepherd[0])
+	int rc = start_orphan("unwatched", "exit 3", &be, dir, sizeof dir, log, sizeof log, &found);
+	if (rc == 1)
 		SKIP("dlh-shepherd not built");
-	char *prog[] = { "/bin/sh", "-c", "exit 3", NULL };
-	struct dlh_launch l = { .argv = prog, .ranks = 1, .job_dir = dir, .log_path = log };
-	pid_t daemon = fork();
-	if (daemon == 0) {
-		struct dlh_run run;
-		_exit(be.ops->start(&be, &l, &run, err, sizeof err) ? 1 : 0);
-	}
-	int st;
-	CHECK(waitpid(daemon, &st, 0) == daemon && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	CHECK(dlh_run_load(dir, &found) == 0);
-	char exit_path[600];
+	CHECK(rc == 0);
 	snprintf(exit_path, sizeof exit_path, "%s/%s", dir, DLH_RUN_EXIT_FILE);
 	for (int i = 0; i < 500 && access(exit_path, F_OK); i++)
 		usleep(10000);
