@@ -232,6 +232,11 @@ static int store_files(struct dlh_engine *e, struct submission *s, const char *t
 		eng_job_file(e, j->id, "submitted.ini", path, sizeof path);
 		rc = dlh_write_atomic(path, text, len);
 	}
+	char why[600];
+	if (!rc && (rc = eng_job_protect(e, j, why, sizeof why))) {
+		snprintf(err, errlen, "spec: cannot keep the job's files private: %s\n", why);
+		return rc;
+	}
 	if (!rc)
 		rc = eng_write_choice(e, j->id, &s->choice, &s->plan);
 	if (!rc)

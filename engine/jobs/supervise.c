@@ -144,18 +144,15 @@ static void close_joins(struct launch *l)
  * for root's jobs): it finds the owner's groups and lets them write the job
  * directory and its checkpoints (engine/run/owner.h). Returns 0, or -errno
  * with l->err. */
-static int as_owner(struct dlh_job *j, struct launch *l)
+static int as_owner(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 {
-	char ck[4200];
 	int rc;
 	if (geteuid() != 0 || j->uid == 0)
 		return 0;
 	if ((rc = dlh_cred_of(j->uid, &l->cred, l->err, sizeof l->err)))
 		return rc;
 	snprintf(l->cred.dir, sizeof l->cred.dir, "%s", l->dir);
-	snprintf(ck, sizeof ck, "%s/%s", l->dir, DLH_DIR_CHECKPOINTS);
-	if ((rc = dlh_grant_dir(l->dir, j->uid, l->err, sizeof l->err)) ||
-	    (rc = dlh_grant_dir(ck, j->uid, l->err, sizeof l->err)))
+	if ((rc = eng_job_protect(e, j, l->err, sizeof l->err)))
 		return rc;
 	l->as_owner = 1;
 	return 0;
@@ -165,7 +162,7 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 {
 	char log[4096], ready[4096];
 	struct eng_env env;
-	int rc = as_owner(j, l);
+	int rc = as_owner(e, j, l);
 	if (rc) {
 		close_joins(l);
 		return rc;

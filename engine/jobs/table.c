@@ -6,12 +6,16 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pwd.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "engine/run/owner.h"
 #include "engine/util/util.h"
 
 /* Now, rounded to the millisecond: job records store times with %.3f, so
@@ -184,4 +188,40 @@ void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env 
 	env->v[n++] = env->ckpt;
 	env->v[n++] = env->ranks;
 	env->v[n] = NULL;
+}
+
+/* uid's primary group, or (gid_t)-1 when the password database lacks it. */
+static gid_t primary_gid(uid_t uid)
+{
+	struct passwd pw, *found = NULL;
+	char buf[4096];
+	return getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found ? pw.pw_gid :
+									    (gid_t)-1;
+}
+
+int eng_job_protect(const struct dlh_engine *e, const struct dlh_job *j, char *err,
+		    size_t errlen)
+{
+	char dirs[2][4200];
+	enum dlh_share share = j->spec.readable_by;
+	eng_job_dir(e, j->id, dirs[0], sizeof dirs[0]);
+	snprintf(dirs[1], sizeof dirs[1], "%s/%s", dirs[0], DLH_DIR_CHECKPOINTS);
+	for (int i = 0; i < 2; i++) {
+		if (geteuid() == 0 && j->uid != 0) {   /* the owner writes, the readers read */
+			struct dlh_readers r = {
+				.group = share == DLH_SHARE_GROUP ? primary_gid(j->uid) : (gid_t)-1,
+				.all = share == DLH_SHARE_ALL,
+			};
+			int rc = dlh_grant_dir(dirs[i], j->uid, &r, err, errlen);
+			if (rc)
+				return rc;
+		} else {   /* the daemon's own job: its mode says who else reads */
+			mode_t m = share == DLH_SHARE_ALL ? 0755 : share == DLH_SHARE_GROUP ? 0750 : 0700;
+			if (chmod(dirs[i], m) < 0) {
+				snprintf(err, errlen, "cannot chmod \"%s\": %s", dirs[i], strerror(errno));
+				return -errno;
+			}
+		}
+	}
+	return 0;
 }

@@ -104,6 +104,13 @@ struct eng_env {
 
 /* Fills env for job id's run of ranks ranks: names in its directory, so
  * it sits beside eng_job_dir. Any lock state. */
+/* Keeps job j's directory and its checkpoints from everyone but its owner
+ * (who may write there when the daemon is root: engine/run/owner.h), root,
+ * and its [job] readable_by readers, on disk as through the mount. Returns
+ * 0, or -errno with err. */
+int eng_job_protect(const struct dlh_engine *e, const struct dlh_job *j, char *err,
+		    size_t errlen);
+
 void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env *env);
 
 #endif

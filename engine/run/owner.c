@@ -44,6 +44,7 @@ int dlh_cred_of(uid_t uid, struct dlh_cred *c, char *err, size_t errlen)
 #define ACL_TAG_USER_OBJ 0x01
 #define ACL_TAG_USER 0x02
 #define ACL_TAG_GROUP_OBJ 0x04
+#define ACL_TAG_GROUP 0x08
 #define ACL_TAG_MASK 0x10
 #define ACL_TAG_OTHER 0x20
 #define ACL_UNDEFINED_ID 0xffffffffu
@@ -53,7 +54,8 @@ struct acl_entry {
 	uint32_t id;
 };
 
-int dlh_grant_dir(const char *dir, uid_t uid, char *err, size_t errlen)
+int dlh_grant_dir(const char *dir, uid_t uid, const struct dlh_readers *r, char *err,
+		  size_t errlen)
 {
 	struct stat st;
 	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
@@ -61,30 +63,31 @@ int dlh_grant_dir(const char *dir, uid_t uid, char *err, size_t errlen)
 		return -(errno ? errno : ENOTDIR);
 	}
 	/* sticky: nobody but a file's owner (and root) removes or renames it */
-	if (chmod(dir, S_ISVTX | 0755) < 0) {
+	if (chmod(dir, S_ISVTX | (r->all ? 0755 : 0700)) < 0) {
 		snprintf(err, errlen, "cannot chmod \"%s\": %s", dir, strerror(errno));
 		return -errno;
 	}
+	/* entries in the kernel's order: user_obj, user, group_obj, group, mask, other */
 	struct {
 		uint32_t version;
-		struct acl_entry e[5];
-	} __attribute__((packed)) acl = {
-		ACL_XATTR_VERSION,
-		{
-			{ ACL_TAG_USER_OBJ, 7, ACL_UNDEFINED_ID },
-			{ ACL_TAG_USER, 7, (uint32_t)uid },
-			{ ACL_TAG_GROUP_OBJ, 5, ACL_UNDEFINED_ID },
-			{ ACL_TAG_MASK, 7, ACL_UNDEFINED_ID },
-			{ ACL_TAG_OTHER, 5, ACL_UNDEFINED_ID },
-		},
-	};
+		struct acl_entry e[6];
+	} __attribute__((packed)) acl = { ACL_XATTR_VERSION, { { 0 } } };
+	size_t n = 0;
+	acl.e[n++] = (struct acl_entry){ ACL_TAG_USER_OBJ, 7, ACL_UNDEFINED_ID };
+	acl.e[n++] = (struct acl_entry){ ACL_TAG_USER, 7, (uint32_t)uid };
+	acl.e[n++] = (struct acl_entry){ ACL_TAG_GROUP_OBJ, 0, ACL_UNDEFINED_ID };
+	if (r->group != (gid_t)-1)
+		acl.e[n++] = (struct acl_entry){ ACL_TAG_GROUP, 5, (uint32_t)r->group };
+	acl.e[n++] = (struct acl_entry){ ACL_TAG_MASK, 7, ACL_UNDEFINED_ID };
+	acl.e[n++] = (struct acl_entry){ ACL_TAG_OTHER, r->all ? 5 : 0, ACL_UNDEFINED_ID };
 	acl.version = htole32(acl.version);   /* the kernel's format is little-endian */
-	for (size_t i = 0; i < sizeof acl.e / sizeof acl.e[0]; i++) {
+	for (size_t i = 0; i < n; i++) {
 		acl.e[i].tag = htole16(acl.e[i].tag);
 		acl.e[i].perm = htole16(acl.e[i].perm);
 		acl.e[i].id = htole32(acl.e[i].id);
 	}
-	if (setxattr(dir, "system.posix_acl_access", &acl, sizeof acl, 0) < 0) {
+	size_t size = sizeof acl.version + n * sizeof acl.e[0];
+	if (setxattr(dir, "system.posix_acl_access", &acl, size, 0) < 0) {
 		int e = errno;
 		snprintf(err, errlen, "cannot let uid %u write \"%s\" (a POSIX ACL): %s%s",
 			 (unsigned)uid, dir, strerror(e),

@@ -23,12 +23,20 @@ struct dlh_cred {
  * saying so) or -errno. */
 int dlh_cred_of(uid_t uid, struct dlh_cred *c, char *err, size_t errlen);
 
+/* Who besides a job's owner may read its directory on disk. */
+struct dlh_readers {
+	gid_t group;                  /* this group too; (gid_t)-1 = none */
+	int all;                      /* 1: every user */
+};
+
 /* Lets uid create files in dir while the daemon's own files there stay
- * the daemon's: dir gets the sticky bit and a POSIX ACL entry giving uid
- * rwx (the owner may add files and remove their own, never the daemon's).
- * Idempotent. Returns 0, or -errno with err (-EOPNOTSUPP: the filesystem
- * keeps no ACLs). */
-int dlh_grant_dir(const char *dir, uid_t uid, char *err, size_t errlen);
+ * the daemon's, and keeps dir from everyone else but r's readers: dir gets
+ * the sticky bit and a POSIX ACL giving uid rwx (the owner may add files
+ * and remove their own, never the daemon's), r->group r-x, others r-x only
+ * when r->all (the daemon's group: nothing). Idempotent. Returns 0, or
+ * -errno with err (-EOPNOTSUPP: the filesystem keeps no ACLs). */
+int dlh_grant_dir(const char *dir, uid_t uid, const struct dlh_readers *r, char *err,
+		  size_t errlen);
 
 /* What dlh_files_as changed in the calling thread, to put back. */
 struct dlh_files_saved {

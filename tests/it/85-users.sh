@@ -156,12 +156,17 @@ test_a_jobs_files_are_private_unless_shared() {
 	expect_eq "$(as "$b" cat "$MNT/jobs/1/status")" succeeded "status, read by $b"
 	as "$b" cat "$MNT/jobs/1/progress" > /dev/null || die "$b cannot read progress"
 	expect_eq "$(stat -c %A "$MNT/jobs/1/log")" "-r--------" "mode of a private log"
+	# on disk as through the mount: the state dir keeps the job from b
+	expect_errno "Permission denied" as "$b" cat "$STATE/jobs/1/log"
+	expect_errno "Permission denied" as "$b" ls "$STATE/jobs/1/checkpoints"
+	as "$a" cat "$STATE/jobs/1/spec.ini" > /dev/null || die "$a cannot read its own spec on disk"
 	expect_errno "Operation not permitted" as "$b" bash -c "echo cancel > $MNT/jobs/1/ctl"
 	# shared with everyone
 	f=$(world_file '[job]\ncommand = /bin/true\nreadable_by = all\n[resources]\nranks = 1\n')
 	as "$a" cp "$f" "$MNT/jobs/new" || die "$a's shared job"
 	dlh_wait_ok 2
 	as "$b" cat "$MNT/jobs/2/log" > /dev/null || die "$b cannot read a job shared with all"
+	as "$b" cat "$STATE/jobs/2/log" > /dev/null || die "$b cannot read a shared job's log on disk"
 	expect_eq "$(stat -c %A "$MNT/jobs/2/log")" "-r--r--r--" "mode of a shared log"
 	dlh_umount
 }
