@@ -101,6 +101,20 @@ static int rank_tail(const char *from, int r, char *out, size_t len)
 	return n > 0;
 }
 
+/* The rank of the last "[rank R] " line from `from`, or -1. */
+static int last_tagged_rank(const char *from)
+{
+	int r = -1;
+	for (const char *bol = from; *bol;) {
+		long v;
+		if (!strncmp(bol, "[rank ", 6) && sscanf(bol, "[rank %ld] ", &v) == 1)
+			r = (int)v;
+		bol += strcspn(bol, "\n");
+		bol += *bol == '\n';
+	}
+	return r;
+}
+
 void eng_failure_reason(const struct dlh_engine *e, const struct dlh_job *j, char *out,
 			size_t len)
 {
@@ -136,5 +150,9 @@ void eng_failure_reason(const struct dlh_engine *e, const struct dlh_job *j, cha
 	}
 	if (!out[0])
 		first_line_with(from, "MPI_ABORT was invoked", out, len);
+	/* the launcher did not say which rank failed: the last one that spoke */
+	if (!out[0] && r < 0 && (r = last_tagged_rank(from)) >= 0 && rank_tail(from, r, tail, sizeof tail))
+		snprintf(out, len, "%s exited with status %d; the last lines, of rank %d: %s", launcher,
+			 j->exit_code, r, tail);
 	free(text);
 }
