@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "engine/jobs/supervise.h"
+#include "engine/util/util.h"
 
 #define REASON_SCAN (1 << 20)   /* bytes of log searched */
 #define REASON_TAIL 3           /* lines of a failed rank's output shown */
@@ -45,13 +46,16 @@ static char *run_log(const struct dlh_engine *e, const struct dlh_job *j, char *
 	return text;
 }
 
-/* Copies the line at bol into out, without a "[rank R] " tag. */
+/* Copies the line at bol into out, without a "[rank R] " tag or the
+ * blanks that indent it. */
 static void copy_line(const char *bol, char *out, size_t len)
 {
 	long r;
 	int at = 0;
 	if (sscanf(bol, "[rank %ld] %n", &r, &at) == 1 && at > 0)
 		bol += at;
+	while (*bol == ' ' || *bol == '\t')
+		bol++;
 	size_t l = strcspn(bol, "\n");
 	snprintf(out, len, "%.*s", (int)l, bol);
 }
@@ -74,17 +78,17 @@ static int first_line_with(const char *from, const char *mark, char *out, size_t
 	return 0;
 }
 
-/* The last REASON_TAIL non-empty lines rank r wrote in the run, joined
- * with " | ", into out. Returns 1 when it wrote any. */
-static int rank_tail(const char *from, int r, char *out, size_t len)
+/* The last REASON_TAIL non-empty lines of text (from `from`) that start
+ * with tag ("" = every line), joined with " | ", into out. Returns 1 when
+ * it wrote any. */
+static int tail_of(const char *from, const char *tag, char *out, size_t len)
 {
-	char tag[32];
 	const char *lines[REASON_TAIL];
 	int n = 0;
-	int tl = snprintf(tag, sizeof tag, "[rank %d] ", r);
+	size_t tl = strlen(tag);
 	for (const char *bol = from; *bol;) {
 		size_t l = strcspn(bol, "\n");
-		if (!strncmp(bol, tag, (size_t)tl) && l > (size_t)tl) {
+		if (!strncmp(bol, tag, tl) && l > tl) {
 			if (n == REASON_TAIL)
 				memmove(lines, lines + 1, sizeof lines[0] * (REASON_TAIL - 1)), n--;
 			lines[n++] = bol;
@@ -115,6 +119,27 @@ static int last_tagged_rank(const char *from)
 	return r;
 }
 
+/* The last lines rank r wrote in j's last run, into out: of its stderr
+ * (logs/rank.R.err, written since the run started) when there are any,
+ * else of all its output in the log. Returns 1 when it wrote any. */
+static int rank_tail(const struct dlh_engine *e, const struct dlh_job *j, const char *from, int r,
+		     char *out, size_t len)
+{
+	char name[64], path[4096], *text = NULL;
+	struct stat st;
+	size_t n = 0;
+	snprintf(name, sizeof name, "%s/rank.%d.err", DLH_DIR_LOGS, r);
+	eng_job_file(e, j->id, name, path, sizeof path);
+	int ok = !lstat(path, &st) && S_ISREG(st.st_mode) &&
+		 (double)st.st_mtim.tv_sec + 1 >= j->run_started && st.st_size > 0 &&
+		 !dlh_read_file_nofollow(path, REASON_SCAN, &text, &n) && tail_of(text, "", out, len);
+	free(text);
+	if (ok)
+		return 1;
+	snprintf(name, sizeof name, "[rank %d] ", r);
+	return tail_of(from, name, out, len);
+}
+
 void eng_failure_reason(const struct dlh_engine *e, const struct dlh_job *j, char *out,
 			size_t len)
 {
@@ -136,7 +161,7 @@ void eng_failure_reason(const struct dlh_engine *e, const struct dlh_job *j, cha
 		first_line_with(from, marks[m], out, len);
 	int code = 0, r = e->backend.ops->failed_rank(&e->backend, from, &code);
 	char tail[DLH_REASON_MAX / 2];
-	if (!out[0] && r >= 0 && rank_tail(from, r, tail, sizeof tail)) {
+	if (!out[0] && r >= 0 && rank_tail(e, j, from, r, tail, sizeof tail)) {
 		if (code > 0)
 			snprintf(out, len, "rank %d exited with status %d: %s", r, code, tail);
 		else if (code < 0)
@@ -151,7 +176,7 @@ void eng_failure_reason(const struct dlh_engine *e, const struct dlh_job *j, cha
 	if (!out[0])
 		first_line_with(from, "MPI_ABORT was invoked", out, len);
 	/* the launcher did not say which rank failed: the last one that spoke */
-	if (!out[0] && r < 0 && (r = last_tagged_rank(from)) >= 0 && rank_tail(from, r, tail, sizeof tail))
+	if (!out[0] && r < 0 && (r = last_tagged_rank(from)) >= 0 && rank_tail(e, j, from, r, tail, sizeof tail))
 		snprintf(out, len, "%s exited with status %d; the last lines, of rank %d: %s", launcher,
 			 j->exit_code, r, tail);
 	free(text);

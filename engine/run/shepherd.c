@@ -18,7 +18,9 @@
  * Rank output: with --ranks, PROGRAM's output (mpirun --tag-output:
  * "[JOB,R]<stdout>:TEXT") comes through a pipe; each line goes to the
  * shepherd's own output (the job's log) as "[rank R] TEXT" and to
- * DIR/rank.R as TEXT. Lines of the launcher itself pass as they are.
+ * DIR/rank.R as TEXT, a line of its stderr also to DIR/rank.R.err (where
+ * dlhfs finds a failed program's last words). Lines of the launcher itself
+ * pass as they are.
  *
  * Everything arrives through poll(2): the output pipe and a signalfd of
  * the verbs, SIGCHLD (the launcher ended) and SIGTERM, SIGINT, SIGHUP,
@@ -88,24 +90,26 @@ static void put(int fd, const char *buf, size_t len)
 /* Where the ranks' lines go. */
 struct ranks_out {
 	const char *dir;             /* DIR/rank.R; NULL = no sorting */
-	int fd[RANK_FILES_MAX];      /* open rank files, 0 = not yet, -1 = cannot */
+	int fd[2][RANK_FILES_MAX];   /* open rank files (rank.R, rank.R.err), 0 = not yet,
+					-1 = cannot */
 	char line[LINE_MAX_BYTES];   /* the line being gathered */
 	size_t len;
 };
 
-/* The file of rank r (opened on first use), or -1. */
-static int rank_file(struct ranks_out *o, long r)
+/* The file of rank r (err: its stderr file), opened on first use, or -1. */
+static int rank_file(struct ranks_out *o, long r, int err)
 {
 	if (r < 0 || r >= RANK_FILES_MAX)
 		return -1;
-	if (o->fd[r] == 0) {
+	int *fd = &o->fd[err][r];
+	if (*fd == 0) {
 		char path[4200];
-		snprintf(path, sizeof path, "%s/rank.%ld", o->dir, r);
-		o->fd[r] = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
-		if (o->fd[r] == 0)   /* never: 0 is the run's stdin */
-			o->fd[r] = -1;
+		snprintf(path, sizeof path, "%s/rank.%ld%s", o->dir, r, err ? ".err" : "");
+		*fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (*fd == 0)   /* never: 0 is the run's stdin */
+			*fd = -1;
 	}
-	return o->fd[r];
+	return *fd;
 }
 
 /* Passes one line (len bytes, its newline included or not) on: a tagged
@@ -121,9 +125,11 @@ static void pass_line(struct ranks_out *o, const char *s, size_t len)
 		int n = snprintf(tag, sizeof tag, "[rank %ld] ", r);
 		put(STDOUT_FILENO, tag, (size_t)n);
 		put(STDOUT_FILENO, s + at, len - (size_t)at);
-		int fd = rank_file(o, r);
-		if (fd > 0)
-			put(fd, s + at, len - (size_t)at);
+		for (int err = 0; err <= !strcmp(stream, "stderr"); err++) {
+			int fd = rank_file(o, r, err);
+			if (fd > 0)
+				put(fd, s + at, len - (size_t)at);
+		}
 	} else {
 		put(STDOUT_FILENO, s, len);
 	}

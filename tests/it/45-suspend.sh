@@ -232,7 +232,8 @@ test_a_time_limit_checkpoints_first_and_resume_continues() {
 	wait_for 60 job_terminal 1 || die "did not stop: $(cat "$MNT/jobs/1/progress")"
 	expect_eq "$(cat "$MNT/jobs/1/status")" failed "status at the limit"
 	grep -q "time limit 0:20 reached: the run stopped at a checkpoint it took then; \`resume\` continues it" \
-		"$MNT/jobs/1/result" || die "result: $(cat "$MNT/jobs/1/result")"
+		"$MNT/jobs/1/result" ||
+		die "result: $(cat "$MNT/jobs/1/result"); log: $(grep -v '^\[rank 0\] epoch' "$MNT/jobs/1/log" | tail -25)"
 	grep -q "time limit 0:20 in 0:05: asking the run to checkpoint and stop" "$MNT/jobs/1/log" ||
 		die "log: $(grep dlhfs: "$MNT/jobs/1/log" | tail -3)"
 	local stopped
