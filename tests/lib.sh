@@ -108,7 +108,7 @@ refused_beside() {
 		wait "$p" && die "a submission $what was accepted"
 		[ $? -eq 124 ] && die "a submission $what hung until timeout"
 	done
-	echo "slowest of 100 reads of pool/summary beside $# submissions $what: $((worst / 1000000)) ms"
+	echo "measured: slowest of 100 reads of pool/summary beside $# submissions $what: $((worst / 1000000)) ms"
 	[ "$worst" -lt 100000000 ] || die "a read of pool/summary took $((worst / 1000000)) ms"
 }
 

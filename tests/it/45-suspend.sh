@@ -188,7 +188,7 @@ test_suspend_right_after_resume_is_never_lost() {
 	grep -q "did not suspend within" "$STATE/jobs/1/log" &&
 		die "a suspend took the SIGTERM fallback: $(grep -m1 -B3 "did not suspend within" "$STATE/jobs/1/log")"
 	grep -q '^suspends=51$' "$STATE/jobs/1/job" || die "record: $(grep suspends "$STATE/jobs/1/job")"
-	echo "50 resume/suspend pairs: $(grep -c 'on request, suspending' "$STATE/jobs/1/log") suspends at a checkpoint"
+	echo "measured: 50 resume/suspend pairs: $(grep -c 'on request, suspending' "$STATE/jobs/1/log") suspends at a checkpoint"
 	# the train rows stay every step once, in order
 	grep '^train,' "$MNT/jobs/1/metrics.csv" | cut -d, -f2 | cmp -s - <(seq 1 "$(last_step 1)") ||
 		die "train steps of metrics.csv are not 1..$(last_step 1) once each"
@@ -251,7 +251,7 @@ test_a_time_limit_checkpoints_first_and_resume_continues() {
 		wait_for 60 job_terminal 1 || die "run $runs did not stop: $(cat "$MNT/jobs/1/progress")"
 	done
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status after $runs runs ($(tail -2 "$MNT/jobs/1/log"))"
-	echo "the job took $runs runs of at most 20 s, stopped first at step $stopped"
+	echo "measured: the job took $runs runs of at most 20 s, stopped first at step $stopped"
 	grep '^train,' "$MNT/jobs/1/metrics.csv" | cut -d, -f2 | cmp -s - <(seq 1 18750) ||
 		die "train steps of metrics.csv are not 1..18750 once each"
 	dlh_umount

@@ -110,7 +110,7 @@ test_a_stalled_rank_is_found_named_and_the_run_restarted() {
 	t1=$(date +%s)
 	grep -q "hung: no step for .* (hang_timeout 0:05): rank 1 (pid $r1 on $(hostname), [0-9]* steps done) stopped (SIGSTOP or a debugger); stopping the run" \
 		"$MNT/jobs/1/log" || die "hang line: $(grep 'hung:' "$MNT/jobs/1/log")"
-	echo "hang logged $((t1 - t0)) s after the SIGSTOP (hang_timeout 5 s)"
+	echo "measured: hang logged $((t1 - t0)) s after the SIGSTOP (hang_timeout 5 s)"
 	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(tail -3 "$MNT/jobs/1/log"))"
 	grep -q "restarting (1 of 3) after: hung: no step for" "$MNT/jobs/1/log" ||

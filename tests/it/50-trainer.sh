@@ -313,7 +313,7 @@ test_lr_auto_trains_the_example_mlp_within_1pct_of_the_tuned_rate() {
 	a=$(sed -n 's/^test_accuracy=//p' "$MNT/jobs/1/result")
 	b=$(sed -n 's/^test_accuracy=//p' "$MNT/jobs/2/result")
 	lr=$(sed -n 's/^chosen_lr=//p' "$MNT/jobs/2/lr_finder")
-	echo "tuned lr 0.01: test accuracy $a; lr = auto chose $lr: $b"
+	echo "measured: tuned lr 0.01: test accuracy $a; lr = auto chose $lr: $b"
 	awk -v a="$a" -v b="$b" 'BEGIN { exit !(b >= a - 0.01) }' ||
 		die "lr = auto ($lr) reached $b, the tuned rate $a"
 	dlh_umount

@@ -58,7 +58,7 @@ test_gpu_mlp_slice_trains_and_matches_the_cpu_run() {
 	local ga gl ca cl
 	ga=$(field 1 test_accuracy); gl=$(field 1 test_loss)
 	ca=$(field 2 test_accuracy); cl=$(field 2 test_loss)
-	echo "gpu: test accuracy $ga loss $gl $(field 1 samples_per_s) samples/s; cpu: $ca $cl $(field 2 samples_per_s) samples/s"
+	echo "measured: gpu: test accuracy $ga loss $gl $(field 1 samples_per_s) samples/s; cpu: $ca $cl $(field 2 samples_per_s) samples/s"
 	awk -v a="$ga" 'BEGIN { exit !(a > 0.7) }' || die "gpu test accuracy $ga"
 	awk -v a="$ca" 'BEGIN { exit !(a > 0.7) }' || die "cpu test accuracy $ca"
 	# same seed, same weights, same batches: only float rounding differs (on
@@ -68,7 +68,7 @@ test_gpu_mlp_slice_trains_and_matches_the_cpu_run() {
 		END { w = -1; for (s = 1; s <= n; s++) { if (!((1, s) in l) || !((2, s) in l)) { print "missing step " s; exit }
 			d = (l[1, s] - l[2, s]) / l[2, s]; if (d < 0) d = -d; if (d > w) w = d }
 		printf "%.3g over %d steps\n", w, n }' "$MNT/jobs/1/metrics.csv" "$MNT/jobs/2/metrics.csv")
-	echo "train loss: largest relative difference gpu/cpu $worst"
+	echo "measured: train loss: largest relative difference gpu/cpu $worst"
 	awk -v w="${worst%% *}" -v n="${worst##* over }" 'BEGIN { exit !(w ~ /^[0-9.e+-]+$/ && w < 1e-4 && n + 0 >= 250) }' ||
 		die "gpu and cpu train losses apart: $worst"
 	awk -v a="$ga" -v b="$ca" 'BEGIN { d = a - b; exit !(d < 0.005 && d > -0.005) }' ||
@@ -84,7 +84,7 @@ test_gpu_cnn_slice_trains_with_dropout_and_adam() {
 		"$(printf 'optimizer = adam\nlr = 0.001')" > "$STATE/g.ini"
 	run_job "$STATE/g.ini" 300 1
 	local acc; acc=$(field 1 test_accuracy)
-	echo "gpu cnn: test accuracy $acc, $(field 1 samples_per_s) samples/s"
+	echo "measured: gpu cnn: test accuracy $acc, $(field 1 samples_per_s) samples/s"
 	awk -v a="$acc" 'BEGIN { exit !(a > 0.75) }' || die "cnn test accuracy $acc"
 	[ -f "$STATE/jobs/1/checkpoints/final.ckpt" ] || die "no final checkpoint"
 	dlh_umount
@@ -127,7 +127,7 @@ test_gpu_path_on_the_host_emulation_matches_the_cpu_trainer() {
 	local ga ca gl cl
 	ga=$(sed -n 's/^test_accuracy=//p' "$d/g/result"); ca=$(sed -n 's/^test_accuracy=//p' "$d/c/result")
 	gl=$(sed -n 's/^test_loss=//p' "$d/g/result"); cl=$(sed -n 's/^test_loss=//p' "$d/c/result")
-	echo "emulated gpu: accuracy $ga loss $gl; cpu: accuracy $ca loss $cl"
+	echo "measured: emulated gpu: accuracy $ga loss $gl; cpu: accuracy $ca loss $cl"
 	expect_eq "$ga" "$ca" "test accuracy"
 	awk -v a="$gl" -v b="$cl" 'BEGIN { exit !(a < 1.001 * b && b < 1.001 * a) }' || die "loss $gl vs $cl"
 	# resume from a step checkpoint of the GPU path (uploaded after loading):
