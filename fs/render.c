@@ -22,7 +22,9 @@ static const char job_ctl_help[] =
 
 static const char pool_ctl_help[] =
 	"# write one verb per line:\n"
-	"recalibrate\n";
+	"recalibrate\n"
+	"drain NODE\n"
+	"undrain NODE\n";
 
 const char *fs_ctl_help(enum fs_kind kind)
 {
@@ -51,7 +53,10 @@ static const char readme_text[] =
 	"pool/calibration         the devices' measured speeds, the date first; or\n"
 	"                         why there are none yet (being measured, failed)\n"
 	"pool/ctl                 write recalibrate: measure again (the write\n"
-	"                         returns when done, failing with the errno)\n"
+	"                         returns when done, failing with the errno);\n"
+	"                         drain NODE: no new ranks go there (running jobs\n"
+	"                         finish); undrain NODE reverses it\n"
+	"pool/nodes/<node>/state  up, drained, or unprobed (a remote node)\n"
 	"queue                    waiting jobs in start order: id, priority, cpus,\n"
 	"                         time limit, estimated start\n"
 	"jobs/new                 write a spec (INI) here; close() creates the job\n"
@@ -153,31 +158,41 @@ static int held(const long *holder, int n)
 }
 
 /* One line per device type, `TYPE total N held N free N` over every node
- * (what runs hold is on the local node), then the job counts. */
+ * (what runs hold is on the local node), ` drained N` where drained nodes
+ * keep some from new runs; then the job counts. */
 static int render_summary(struct dlh_engine *e, struct dlh_buf *out)
 {
 	struct node_view v;
-	struct dlh_pool_free *f = malloc(sizeof *f);
-	int rc = f ? node_view_open(e, NULL, &v) : -ENOMEM;
+	struct dlh_pool_free *f = malloc(sizeof *f), *all = malloc(sizeof *all);
+	int rc = f && all ? node_view_open(e, NULL, &v) : -ENOMEM;
 	if (rc) {
 		free(f);
+		free(all);
 		return rc;
 	}
-	const struct dlh_pool *p = v.pool;
-	dlh_pool_free_view(p, v.use.slots_used, held(v.gpu, v.ngpu), f);
+	struct dlh_pool *p = v.pool;   /* the view's own copy */
+	int gpus_held = held(v.gpu, v.ngpu);
+	dlh_pool_free_view(p, v.use.slots_used, gpus_held, f);
+	for (int k = 0; k < p->nnodes; k++)   /* what would be free without the drains */
+		p->nodes[k].drained = 0;
+	dlh_pool_free_view(p, v.use.slots_used, gpus_held, all);
 	for (int t = 0; t < p->ntypes && !rc; t++) {
-		int total = 0, free_n = 0;
+		int total = 0, free_n = 0, free_all = 0;
 		for (int k = 0; k < p->nnodes; k++) {
 			total += p->nodes[k].devices[t];
 			free_n += f->free[k][t];
+			free_all += all->free[k][t];
 		}
-		rc = dlh_buf_printf(out, "%s total %d held %d free %d\n", p->type[t].name, total,
-				    total - free_n, free_n);
+		rc = dlh_buf_printf(out, "%s total %d held %d free %d", p->type[t].name, total,
+				    total - free_all, free_n);
+		rc |= free_all > free_n ? dlh_buf_printf(out, " drained %d\n", free_all - free_n) :
+					  dlh_buf_printf(out, "\n");
 	}
 	rc |= dlh_buf_printf(out, "jobs running %d queued %d suspended %d\n", v.use.running,
 			     v.use.queued, v.use.suspended);
 	node_view_close(&v);
 	free(f);
+	free(all);
 	return rc ? -ENOMEM : 0;
 }
 
@@ -292,6 +307,12 @@ static int render_node_file(struct dlh_engine *e, const struct node_view *v,
 		return dlh_buf_printf(out, "%s\n", model);
 	case FS_NODE_HOST:
 		return dlh_buf_printf(out, "%s\n", nd->host);
+	case FS_NODE_STATE:
+		if (v->pool->nodes[v->k].drained)
+			return dlh_buf_printf(out, "drained: no new ranks go there (echo undrain %s > pool/ctl)\n",
+					      v->pool->nodes[v->k].name);
+		return v->local ? dlh_buf_printf(out, "up\n")
+				: dlh_buf_printf(out, "unprobed: " REMOTE_NOTE "\n", v->pool->node.host);
 	case FS_NODE_ROLE:
 		return v->local ? dlh_buf_printf(out, "local\n")
 				: dlh_buf_printf(out, "remote: " REMOTE_NOTE "\n", v->pool->node.host);
@@ -446,7 +467,8 @@ int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out
 		return dlh_engine_calibration(e, out);
 	case FS_NODE_CPUS: case FS_NODE_USED: case FS_NODE_MEMORY: case FS_NODE_MODEL:
 	case FS_NODE_JOBS: case FS_NODE_DEVICES: case FS_NODE_CPU_JOB: case FS_NODE_ISOLATION:
-	case FS_NODE_HOST: case FS_NODE_ROLE: case FS_NODE_GPU_MODEL: case FS_NODE_GPU_MEMORY:
+	case FS_NODE_HOST: case FS_NODE_ROLE: case FS_NODE_STATE: case FS_NODE_GPU_MODEL:
+	case FS_NODE_GPU_MEMORY:
 	case FS_NODE_GPU_STATE: case FS_NODE_GPU_JOB:
 		return render_node(e, n, out);
 	case FS_QUEUE:

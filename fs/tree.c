@@ -27,7 +27,7 @@ static const struct fs_entry node_entries[] = {
 	{ "cpus", FS_NODE_CPUS }, { "cpus_used", FS_NODE_USED }, { "memory", FS_NODE_MEMORY },
 	{ "cpu_model", FS_NODE_MODEL }, { "jobs", FS_NODE_JOBS }, { "gpus", FS_NODE_GPUS },
 	{ "devices", FS_NODE_DEVICES }, { "cpu", FS_NODE_CPU_DIR }, { "isolation", FS_NODE_ISOLATION },
-	{ "host", FS_NODE_HOST }, { "role", FS_NODE_ROLE }, { NULL, 0 },
+	{ "host", FS_NODE_HOST }, { "role", FS_NODE_ROLE }, { "state", FS_NODE_STATE }, { NULL, 0 },
 };
 static const struct fs_entry gpu_entries[] = {
 	{ "model", FS_NODE_GPU_MODEL }, { "memory", FS_NODE_GPU_MEMORY },

@@ -19,6 +19,7 @@ enum fs_kind {
 	FS_NODE,          /* /pool/nodes/<node> (name = the node) */
 	FS_NODE_HOST,     /* .../host: where the node is reached */
 	FS_NODE_ROLE,     /* .../role: local (runs launch here) or remote */
+	FS_NODE_STATE,    /* .../state: up, drained, or unprobed (a remote node) */
 	FS_NODE_CPUS,     /* .../cpus */
 	FS_NODE_USED,     /* .../cpus_used */
 	FS_NODE_MEMORY,   /* .../memory */

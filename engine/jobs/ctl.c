@@ -1,5 +1,5 @@
 /* ctl.c - the verbs of jobs/<id>/ctl (cancel, suspend, resume, checkpoint, priority N)
- * and of pool/ctl (recalibrate), with who may send them */
+ * and of pool/ctl (recalibrate, drain, undrain), with who may send them */
 #include <errno.h>
 #include <pwd.h>
 #include <pthread.h>
@@ -19,7 +19,7 @@
  * caller allowed; returns 0, or -EBUSY with err saying why ---- */
 
 #define CTL_VERBS "cancel, suspend, resume, checkpoint, priority N"
-#define POOL_CTL_VERBS "recalibrate"
+#define POOL_CTL_VERBS "recalibrate, drain NODE, undrain NODE"
 
 /* The state a verb saw, for its refusal: "running", "being suspended"... */
 static const char *state_words(const struct dlh_job *j)
@@ -226,16 +226,29 @@ int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *line,
 int dlh_engine_pool_ctl(struct dlh_engine *e, uid_t uid, const char *line, char *err,
 			size_t errlen)
 {
-	char word[64];
+	char word[64], arg[DLH_HOST_MAX + 2] = "";
 	while (*line == ' ' || *line == '\t')
 		line++;
 	size_t n = strcspn(line, "\n");
 	while (n && (line[n - 1] == ' ' || line[n - 1] == '\t' || line[n - 1] == '\r'))
 		n--;
-	snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), line);
-	if (n >= sizeof word || strcmp(word, "recalibrate")) {
+	size_t w = strcspn(line, " \t\n");
+	w = w < n ? w : n;
+	snprintf(word, sizeof word, "%.*s", (int)(w < sizeof word ? w : sizeof word - 1), line);
+	const char *a = line + w;
+	while (a < line + n && (*a == ' ' || *a == '\t'))
+		a++;
+	size_t al = (size_t)(line + n - a);
+	snprintf(arg, sizeof arg, "%.*s", (int)(al < sizeof arg ? al : sizeof arg - 1), a);
+	int drain = !strcmp(word, "drain"), undrain = !strcmp(word, "undrain");
+	if (w >= sizeof word || (strcmp(word, "recalibrate") && !drain && !undrain)) {
 		snprintf(err, errlen, "pool ctl: unknown verb \"%s\" (expected: " POOL_CTL_VERBS ")",
 			 word);
+		return -EINVAL;
+	}
+	if ((drain || undrain) != (al > 0) || al >= sizeof arg - 1) {
+		snprintf(err, errlen, drain || undrain ? "pool ctl: \"%s\" takes a node's name" :
+			 "pool ctl: \"%s\" takes no argument", word);
 		return -EINVAL;
 	}
 	/* the mounting user runs the daemon */
@@ -244,7 +257,25 @@ int dlh_engine_pool_ctl(struct dlh_engine *e, uid_t uid, const char *line, char 
 			 word, (unsigned)getuid());
 		return -EPERM;
 	}
-	return dlh_engine_recalibrate(e, err, errlen);
+	if (!drain && !undrain)
+		return dlh_engine_recalibrate(e, err, errlen);
+	pthread_mutex_lock(&e->mu);
+	int k = dlh_pool_find_node(&e->pool, arg), rc = 0;
+	if (k < 0) {
+		snprintf(err, errlen, "pool ctl: \"%s\": no node \"%s\" in the pool (see pool/nodes)",
+			 word, arg);
+		rc = -EINVAL;
+	} else {
+		e->pool.nodes[k].drained = drain;
+		if ((rc = eng_drained_save(e)))
+			snprintf(err, errlen, "pool ctl: cannot record the drained nodes: %s",
+				 strerror(-rc));
+		if (undrain)
+			eng_schedule(e);   /* its slots are there again */
+		pthread_cond_broadcast(&e->changed);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return rc;
 }
 
 /* 1 when gid is the primary group of uid (the password database). */

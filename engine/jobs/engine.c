@@ -215,6 +215,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	}
 	if ((rc = eng_table_load(e, err, errlen)))
 		goto fail;
+	eng_drained_load(e);
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_condattr_t ca; /* deadlines on the monotonic clock */
 	pthread_condattr_init(&ca);

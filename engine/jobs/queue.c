@@ -81,7 +81,7 @@ static int cmp_victims(const void *pa, const void *pb)
  * e->mu held. */
 static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t nw, double now)
 {
-	int avail = e->pool.node.cpus - e->slots_used;
+	int avail = eng_local_slots(e) - e->slots_used;
 	struct dlh_job **cand = malloc((e->njobs ? e->njobs : 1) * sizeof *cand);
 	if (!cand)
 		return;
@@ -140,7 +140,7 @@ void eng_schedule(struct dlh_engine *e)
 		struct dlh_job *j = eng_find(e, w[k].id);
 		if (!j || j->status != DLH_QUEUED)
 			continue;
-		int need = w[k].cpus, free_slots = e->pool.node.cpus - e->slots_used;
+		int need = w[k].cpus, free_slots = eng_local_slots(e) - e->slots_used;
 		if (need > e->pool.node.cpus) {
 			eng_job_launch(e, j); /* planning refuses it, with the reason */
 			continue;

@@ -225,3 +225,41 @@ int eng_job_protect(const struct dlh_engine *e, const struct dlh_job *j, char *e
 	}
 	return 0;
 }
+
+int eng_local_slots(const struct dlh_engine *e)
+{
+	return e->pool.nodes[e->pool.local].drained ? 0 : e->pool.node.cpus;
+}
+
+#define DRAINED_FILE "drained"   /* in the state dir: drained nodes, a name a line */
+
+void eng_drained_load(struct dlh_engine *e)
+{
+	char path[4200], *text = NULL;
+	snprintf(path, sizeof path, "%s/%s", e->state, DRAINED_FILE);
+	if (dlh_read_file_nofollow(path, 1 << 20, &text, NULL))
+		return;
+	for (char *l = text; *l;) {
+		size_t n = strcspn(l, "\n");
+		char name[DLH_HOST_MAX + 1];
+		snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), l);
+		int k = dlh_pool_find_node(&e->pool, name);
+		if (k >= 0)
+			e->pool.nodes[k].drained = 1;
+		l += n + (l[n] == '\n');
+	}
+	free(text);
+}
+
+int eng_drained_save(const struct dlh_engine *e)
+{
+	char path[4200];
+	struct dlh_buf b = { 0 };
+	for (int k = 0; k < e->pool.nnodes; k++)
+		if (e->pool.nodes[k].drained)
+			dlh_buf_printf(&b, "%s\n", e->pool.nodes[k].name);
+	snprintf(path, sizeof path, "%s/%s", e->state, DRAINED_FILE);
+	int rc = dlh_write_atomic(path, b.data ? b.data : "", b.len);
+	dlh_buf_free(&b);
+	return rc;
+}

@@ -111,6 +111,16 @@ struct eng_env {
 int eng_job_protect(const struct dlh_engine *e, const struct dlh_job *j, char *err,
 		    size_t errlen);
 
+/* CPU slots of the local node that new runs may take: none while it is
+ * drained. e->mu held. */
+int eng_local_slots(const struct dlh_engine *e);
+
+/* Marks the nodes named in STATE/drained drained (pool/ctl drain). */
+void eng_drained_load(struct dlh_engine *e);
+
+/* Writes the drained nodes' names to STATE/drained. Returns 0, or -errno. */
+int eng_drained_save(const struct dlh_engine *e);
+
 void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env *env);
 
 #endif

@@ -77,6 +77,7 @@ struct dlh_pool_node {
 	long long mem_bytes;           /* memory, 0 = unknown */
 	int cpu_type;                  /* type of its cores (index into type[]) */
 	int devices[DLH_POOL_TYPES];   /* devices per type; [cpu_type] = cpus */
+	int drained;                   /* 1: no new ranks go there (pool/ctl drain) */
 };
 
 struct dlh_pool {
@@ -132,7 +133,8 @@ int dlh_pool_gpu_type(const struct dlh_pool *p, int k, int i);
 /* The planner's view: every type (same indices as p->type) and node (same
  * indices as p->nodes) with the devices not in use. used_cpus CPU slots and
  * used_gpus GPUs of the local node are in use (GPUs taken in type order);
- * other nodes are all free, since runs launch only on the local node. */
+ * other nodes are all free, since runs launch only on the local node. A
+ * drained node has nothing free. */
 void dlh_pool_free_view(const struct dlh_pool *p, int used_cpus, int used_gpus,
 			struct dlh_pool_free *f);
 

@@ -131,7 +131,7 @@ calibrated() { head -1 "$MNT/pool/calibration" | grep -q '^date=[0-9-]*T[0-9:]*Z
 test_pool_ctl_recalibrates_and_calibration_shows_the_figures() {
 	dlh_mount
 	expect_eq "$(ls "$MNT/pool" | tr '\n' ' ')" "calibration ctl nodes summary types " "ls pool"
-	expect_eq "$(cat "$MNT/pool/ctl")" "$(printf '# write one verb per line:\nrecalibrate')" "ctl help"
+	expect_eq "$(cat "$MNT/pool/ctl")" "$(printf '# write one verb per line:\nrecalibrate\ndrain NODE\nundrain NODE')" "ctl help"
 	expect_errno "Invalid argument" bash -c "echo recalibrat > '$MNT/pool/ctl'"
 	expect_errno "Permission denied" bash -c "echo x > '$MNT/pool/calibration'"
 	# the first mount measures in the background; the file says so meanwhile
@@ -207,5 +207,46 @@ test_dry_run_mixes_two_gpu_types_with_batches_by_speed() {
 	grep -q '^batches by device speed: 1 x A100 take 64 each, 1 x H100 192 each' "$plan" ||
 		die "plan says why: $(cat "$plan")"
 	grep -q -- '--rank-batches 64,192 ' "$plan" || die "argv: $(grep '^argv' "$plan")"
+	dlh_umount
+}
+
+# pool/ctl drain: a drained node gets no new ranks (dry runs do not plan on
+# it, the local node starts nothing), it says so in its state, the drain
+# survives a new mount, and undrain reverses it
+test_a_drained_node_gets_no_ranks_until_undrained() {
+	mount_pool two_node_pool
+	expect_eq "$(cat "$MNT/pool/nodes/here/state")" up "state of the local node"
+	printf '[job]\nname = g1\ndry_run = true\n[resources]\nranks = 2\n' > "$STATE/g1.ini"
+	submit "$STATE/g1.ini"
+	grep -q '^chosen 2 x cpu on 2 nodes (1+1)' "$MNT/jobs/g1/plan" || die "plan: $(grep chosen "$MNT/jobs/g1/plan")"
+	echo drain gpu01 > "$MNT/pool/ctl" || die "drain refused"
+	expect_eq "$(cat "$MNT/pool/nodes/gpu01/state")" \
+		"drained: no new ranks go there (echo undrain gpu01 > pool/ctl)" "state of gpu01"
+	grep -qx 'H100 total 8 held 0 free 0 drained 8' "$MNT/pool/summary" || die "summary: $(cat "$MNT/pool/summary")"
+	sed 's/g1/g2/' "$STATE/g1.ini" > "$STATE/g2.ini"
+	submit "$STATE/g2.ini"
+	grep -q '^chosen 2 x cpu on 1 node' "$MNT/jobs/g2/plan" || die "plan with gpu01 drained: $(grep chosen "$MNT/jobs/g2/plan")"
+	grep -q 'on 2 nodes' "$MNT/jobs/g2/plan" && die "a drained node planned: $(grep nodes "$MNT/jobs/g2/plan")"
+	expect_errno "Invalid argument" bash -c "echo drain nosuch > $MNT/pool/ctl"
+	# the local node: a job waits while it is drained, and starts once undrained
+	echo drain here > "$MNT/pool/ctl" || die "drain here refused"
+	printf '[job]\ncommand = /bin/sleep 60\n[resources]\nranks = 1\n' > "$STATE/s.ini"
+	submit "$STATE/s.ini"
+	local id
+	id=$(ls "$MNT/jobs" | grep -E '^[0-9]+$' | sort -n | tail -1)
+	expect_eq "$(cat "$MNT/jobs/$id/status")" queued "a job submitted while the local node is drained"
+	# a new mount keeps the drains
+	dlh_umount
+	DLH_OPTS="-o pool=$STATE/pool.ini" dlh_mount "$STATE"
+	grep -q '^drained' "$MNT/pool/nodes/gpu01/state" || die "gpu01 after a new mount: $(cat "$MNT/pool/nodes/gpu01/state")"
+	expect_eq "$(cat "$MNT/jobs/$id/status")" queued "the job after a new mount"
+	echo undrain here > "$MNT/pool/ctl" || die "undrain here refused"
+	wait_for 10 status_is "$id" running || die "job $id after undrain: $(cat "$MNT/jobs/$id/status")"
+	echo undrain gpu01 > "$MNT/pool/ctl" || die "undrain refused"
+	sed 's/g1/g3/' "$STATE/g1.ini" > "$STATE/g3.ini"
+	submit "$STATE/g3.ini"
+	grep -q '^chosen 2 x cpu on 2 nodes (1+1)' "$MNT/jobs/g3/plan" || die "plan after undrain: $(grep chosen "$MNT/jobs/g3/plan")"
+	echo cancel > "$MNT/jobs/$id/ctl"
+	wait_for 10 job_terminal "$id" || die "job $id did not end"
 	dlh_umount
 }

@@ -448,13 +448,25 @@ TEST(engine_pool_ctl_names_unknown_verbs_and_refuses_other_users)
 	fresh_dir(state, sizeof state, "eng-poolctl");
 	struct dlh_engine *e = open_engine(state, "/bin/false", 1);
 	CHECK(e);
-	int rc = dlh_engine_pool_ctl(e, 0, "  drain node1\n", err, sizeof err);
-	CHECK_MSG(rc == -EINVAL && strstr(err, "unknown verb \"drain node1\"") &&
-		  strstr(err, "expected: recalibrate"), "%d %s", rc, err);
+	int rc = dlh_engine_pool_ctl(e, 0, "  shutdown node1\n", err, sizeof err);
+	CHECK_MSG(rc == -EINVAL && strstr(err, "unknown verb \"shutdown\"") &&
+		  strstr(err, "expected: recalibrate, drain NODE, undrain NODE"), "%d %s", rc, err);
+	rc = dlh_engine_pool_ctl(e, 0, "drain nosuch\n", err, sizeof err);
+	CHECK_MSG(rc == -EINVAL && strstr(err, "no node \"nosuch\" in the pool"), "%d %s", rc, err);
+	rc = dlh_engine_pool_ctl(e, 0, "drain\n", err, sizeof err);
+	CHECK_MSG(rc == -EINVAL && strstr(err, "takes a node's name"), "%d %s", rc, err);
+	rc = dlh_engine_pool_ctl(e, 0, "recalibrate now\n", err, sizeof err);
+	CHECK_MSG(rc == -EINVAL && strstr(err, "takes no argument"), "%d %s", rc, err);
 	/* neither root nor the user the daemon runs as */
 	uid_t other = getuid() == 0 ? 4242 : getuid() + 1;
 	rc = dlh_engine_pool_ctl(e, other, "recalibrate", err, sizeof err);
 	CHECK_MSG(rc == -EPERM && strstr(err, "may control the pool"), "%d %s", rc, err);
+	char host[128];
+	gethostname(host, sizeof host);
+	char line[300];
+	snprintf(line, sizeof line, "drain %s", host);
+	rc = dlh_engine_pool_ctl(e, other, line, err, sizeof err);
+	CHECK_MSG(rc == -EPERM, "%d %s", rc, err);
 	dlh_engine_close(e);
 }
 
