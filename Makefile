@@ -20,7 +20,7 @@ SAN    ?=
 
 DEPS_DEB = fuse3 libfuse3-dev libinih-dev openmpi-bin libopenmpi-dev \
            libopenblas-dev zlib1g-dev dataset-fashion-mnist pkg-config \
-           make gcc g++ procps util-linux passwd
+           make gcc g++ procps util-linux passwd openssh-client openssh-server iproute2
 
 STD      = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 # -Wformat-truncation guesses at snprintf into bounded buffers, which is how
@@ -77,7 +77,8 @@ NVCC_FLAGS = -std=c++17 $(OPT) --fmad=false $(CUDA_ARCH) -I. \
 
 SCHEMA_SRC = $(wildcard schema/*.c)
 # the daemon's engine: every folder of engine/ but the two programs (see engine/README.md)
-ENGINE_SRC = $(filter-out engine/train/% engine/calib/% engine/run/shepherd.c,$(wildcard engine/*/*.c))
+ENGINE_SRC = $(filter-out engine/train/% engine/calib/% engine/probe/% engine/run/shepherd.c,\
+	$(wildcard engine/*/*.c))
 FS_SRC     = $(wildcard fs/*.c)
 TRAIN_SRC  = $(wildcard engine/train/*.c)
 UNIT_SRC   = $(wildcard tests/unit/test_*.c)
@@ -96,7 +97,7 @@ LIBENGINE = $(BUILD)/libdlhengine.a
 LIBTRAIN  = $(BUILD)/libdlhtrain.a
 
 .PHONY: all deps check asan bench bench-estimate bench-deps example clean fuzz fuzz-deps
-all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(BUILD)/dlh-shepherd \
+all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(BUILD)/dlh-shepherd $(BUILD)/dlh-probe \
 	$(UNIT_BIN) $(GPU_BIN) \
 	$(BUILD)/tests/stallfs
 
@@ -155,6 +156,9 @@ $(BUILD)/dlh-train: $(TRAIN_OBJ) $(SHARED_OBJ)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
 # the calibration microbenchmarks (engine/plan/calib.c runs them under mpirun);
 # they time the trainer's own loader and initialisation
+# what the daemon runs on each node of its pool to learn what it has
+$(BUILD)/dlh-probe: $(BUILD)/obj/engine/probe/main.o $(LIBENGINE) $(LIBSCHEMA)
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 # what holds each run, so that it outlives dlhfs (engine/run/shepherd.c)
 $(BUILD)/dlh-shepherd: $(BUILD)/obj/engine/run/shepherd.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^

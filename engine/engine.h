@@ -40,6 +40,8 @@ struct dlh_engine_opts {
 	double data_timeout;    /* seconds a submission's data may take to answer; 0 =
 				   DLH_DATA_TIMEOUT */
 	int no_isolation;       /* 1: no cgroups (cpusets, memory limits) for runs */
+	int no_probe;           /* 1: never probe the pool's other nodes (they show
+				   unprobed and count as the pool file says) */
 	int no_calibrate;       /* 1: never measure the devices (jobs without a cached
 				   calibration run unestimated); for tests */
 };

@@ -33,6 +33,7 @@ struct dlh_options {
 	double data_timeout; /* -o data_timeout=SECONDS */
 	unsigned max_threads; /* -o max_threads=N (libfuse's, with our default) */
 	char *isolation;   /* -o isolation=auto|off */
+	char *probe;       /* -o probe=on|off */
 	int show_help;     /* --help */
 	int show_version;  /* --version */
 	int calibrate;     /* --calibrate */
@@ -50,6 +51,7 @@ static const struct fuse_opt option_spec[] = {
 	OPTION("data_timeout=%lf", data_timeout),
 	OPTION("max_threads=%u", max_threads),
 	OPTION("isolation=%s", isolation),
+	OPTION("probe=%s", probe),
 	OPTION("-h", show_help),
 	OPTION("--help", show_help),
 	OPTION("-V", show_version),
@@ -134,6 +136,8 @@ static void usage(const char *prog)
 	       "    -o max_threads=N   most threads serving requests (default %d)\n"
 	       "    -o allow_other     let every user use the mount (libfuse; for a team's\n"
 	       "                       system mount: README.md, Sharing a mount)\n"
+	       "    -o probe=off       do not probe the pool file's other nodes over their\n"
+	       "                       agent (ssh) at mount: take the file as it is\n"
 	       "    -o isolation=off   no cgroups for runs (default auto: cpusets and memory\n"
 	       "                       limits where cgroup v1 or v2 is usable)\n"
 	       "    -o trainer=PATH    the dlh-train program (default: beside dlhfs)\n"
@@ -242,7 +246,12 @@ int main(int argc, char *argv[])
 		.max_queued_per_user = o.max_queued_per_user,
 		.data_timeout = o.data_timeout,
 		.no_isolation = o.isolation && !strcmp(o.isolation, "off"),
+		.no_probe = o.probe && !strcmp(o.probe, "off"),
 	};
+	if (o.probe && strcmp(o.probe, "off") && strcmp(o.probe, "on")) {
+		fprintf(stderr, "dlhfs: -o probe: expected \"on\" or \"off\", got \"%s\"\n", o.probe);
+		goto out_args;
+	}
 	if (o.isolation && strcmp(o.isolation, "off") && strcmp(o.isolation, "auto")) {
 		fprintf(stderr, "dlhfs: -o isolation: expected \"auto\" or \"off\", got \"%s\"\n", o.isolation);
 		goto out_args;
@@ -298,6 +307,7 @@ out_args:
 	free(o.mpirun);
 	free(o.pool);
 	free(o.isolation);
+	free(o.probe);
 	fuse_opt_free_args(&args);
 	return rc;
 }

@@ -23,6 +23,7 @@ static const char job_ctl_help[] =
 static const char pool_ctl_help[] =
 	"# write one verb per line:\n"
 	"recalibrate\n"
+	"refresh\n"
 	"drain NODE\n"
 	"undrain NODE\n";
 
@@ -54,9 +55,12 @@ static const char readme_text[] =
 	"                         why there are none yet (being measured, failed)\n"
 	"pool/ctl                 write recalibrate: measure again (the write\n"
 	"                         returns when done, failing with the errno);\n"
+	"                         refresh: probe the other nodes again (returns\n"
+	"                         when they have answered or timed out);\n"
 	"                         drain NODE: no new ranks go there (running jobs\n"
 	"                         finish); undrain NODE reverses it\n"
-	"pool/nodes/<node>/state  up, drained, or unprobed (a remote node)\n"
+	"pool/nodes/<node>/state  up (what its probe found), probing, down: why,\n"
+	"                         drained, or unprobed (-o probe=off)\n"
 	"queue                    waiting jobs in start order: id, priority, cpus,\n"
 	"                         time limit, estimated start\n"
 	"jobs/new                 write a spec (INI) here; close() creates the job\n"
@@ -311,8 +315,18 @@ static int render_node_file(struct dlh_engine *e, const struct node_view *v,
 		if (v->pool->nodes[v->k].drained)
 			return dlh_buf_printf(out, "drained: no new ranks go there (echo undrain %s > pool/ctl)\n",
 					      v->pool->nodes[v->k].name);
-		return v->local ? dlh_buf_printf(out, "up\n")
-				: dlh_buf_printf(out, "unprobed: " REMOTE_NOTE "\n", v->pool->node.host);
+		switch (v->local ? DLH_PROBE_UP : v->pool->nodes[v->k].probe) {
+		case DLH_PROBE_RUNNING:
+			return dlh_buf_printf(out, "probing\n");
+		case DLH_PROBE_UP:
+			return v->local ? dlh_buf_printf(out, "up\n") :
+			       dlh_buf_printf(out, "up: %s\n", v->pool->nodes[v->k].probe_what);
+		case DLH_PROBE_DOWN:
+			return dlh_buf_printf(out, "down: %s\n", v->pool->nodes[v->k].probe_what);
+		default:
+			return dlh_buf_printf(out, "unprobed: the pool file says what it has "
+					      "(-o probe=off)\n");
+		}
 	case FS_NODE_ROLE:
 		return v->local ? dlh_buf_printf(out, "local\n")
 				: dlh_buf_printf(out, "remote: " REMOTE_NOTE "\n", v->pool->node.host);

@@ -137,6 +137,7 @@ dlh_cleanup() {
 	# a failed test must not leave ranks behind for the next one
 	[ -n "${STATE:-}" ] && pkill -KILL -f -- "--job-dir $STATE/" 2>/dev/null
 	[ -n "${STATE:-}" ] && rm -rf "$STATE"
+	declare -F nodes_down >/dev/null && nodes_down   # tests/nodes.sh
 	# a mount a test user made (OWN_MNT), and /dev/fuse's mode if the test opened it
 	[ -n "${OWN_MNT:-}" ] && { fusermount3 -uz "$OWN_MNT" 2>/dev/null; OWN_MNT=; }
 	[ -n "${DLH_FUSE_MODE:-}" ] && { chmod "$DLH_FUSE_MODE" /dev/fuse; DLH_FUSE_MODE=; }

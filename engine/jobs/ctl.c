@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/jobs/nodes.h"
 #include "engine/jobs/queue.h"
 #include "engine/jobs/supervise.h"
 #include "engine/jobs/table.h"
@@ -19,7 +20,7 @@
  * caller allowed; returns 0, or -EBUSY with err saying why ---- */
 
 #define CTL_VERBS "cancel, suspend, resume, checkpoint, priority N"
-#define POOL_CTL_VERBS "recalibrate, drain NODE, undrain NODE"
+#define POOL_CTL_VERBS "recalibrate, refresh, drain NODE, undrain NODE"
 
 /* The state a verb saw, for its refusal: "running", "being suspended"... */
 static const char *state_words(const struct dlh_job *j)
@@ -241,7 +242,8 @@ int dlh_engine_pool_ctl(struct dlh_engine *e, uid_t uid, const char *line, char 
 	size_t al = (size_t)(line + n - a);
 	snprintf(arg, sizeof arg, "%.*s", (int)(al < sizeof arg ? al : sizeof arg - 1), a);
 	int drain = !strcmp(word, "drain"), undrain = !strcmp(word, "undrain");
-	if (w >= sizeof word || (strcmp(word, "recalibrate") && !drain && !undrain)) {
+	int refresh = !strcmp(word, "refresh");
+	if (w >= sizeof word || (strcmp(word, "recalibrate") && !refresh && !drain && !undrain)) {
 		snprintf(err, errlen, "pool ctl: unknown verb \"%s\" (expected: " POOL_CTL_VERBS ")",
 			 word);
 		return -EINVAL;
@@ -257,6 +259,8 @@ int dlh_engine_pool_ctl(struct dlh_engine *e, uid_t uid, const char *line, char 
 			 word, (unsigned)getuid());
 		return -EPERM;
 	}
+	if (refresh)
+		return eng_nodes_refresh(e, err, errlen);
 	if (!drain && !undrain)
 		return dlh_engine_recalibrate(e, err, errlen);
 	pthread_mutex_lock(&e->mu);

@@ -17,6 +17,7 @@
 #include "engine/jobs/advise.h"
 #include "engine/jobs/queue.h"
 #include "engine/jobs/supervise.h"
+#include "engine/jobs/nodes.h"
 #include "engine/jobs/table.h"
 #include "engine/util/util.h"
 
@@ -98,6 +99,10 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 	if ((rc = dlh_backend_local(&e->backend, o->launcher, err, errlen)) ||
 	    (rc = find_shepherd(e, o->shepherd, err, errlen)))
 		return rc;
+	/* dlh-probe, for the pool's other nodes: a node shows its absence */
+	if (beside("/proc/self/exe", "dlh-probe", e->probe_path, sizeof e->probe_path) &&
+	    beside(e->tools.trainer, "dlh-probe", e->probe_path, sizeof e->probe_path))
+		e->probe_path[0] = '\0';
 	if (o->pool_file && (rc = dlh_pool_load(&e->pool, o->pool_file, o->cpus, err, errlen)))
 		return rc;
 	char dir[4096];
@@ -200,6 +205,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	e->suspend_grace = o->suspend_grace > 0 ? o->suspend_grace : DLH_SUSPEND_GRACE;
 	e->max_queued = o->max_queued > 0 ? o->max_queued : DLH_MAX_QUEUED;
 	e->max_queued_per_user = o->max_queued_per_user > 0 ? o->max_queued_per_user : 0;
+	e->no_probe = o->no_probe;
 	e->data_timeout_ms = (int)(1000 * (o->data_timeout > 0 ? o->data_timeout : DLH_DATA_TIMEOUT));
 	e->next_id = 1;
 	if (!o->pool_file)   /* else setup() loaded it */
@@ -235,6 +241,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	}
 	eng_schedule(e);
 	pthread_mutex_unlock(&e->mu);
+	eng_nodes_probe_start(e);
 	*out = e;
 	return 0;
 fail:
@@ -251,6 +258,7 @@ void dlh_engine_close(struct dlh_engine *e)
 {
 	if (!e)
 		return;
+	eng_nodes_stop(e);
 	eng_supervise_stop(e);
 	eng_calib_close(e);
 	eng_table_free(e);

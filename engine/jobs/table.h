@@ -39,6 +39,11 @@ struct dlh_engine {
 	int max_queued;              /* most jobs queued at once */
 	int max_queued_per_user;     /* most jobs of one uid queued at once; 0 = no limit */
 	int data_timeout_ms;         /* how long a submission's data may take to answer */
+	char probe_path[1024];       /* dlh-probe, run on each node (nodes.c); "" = not found */
+	pthread_t probe_thread;      /* the mount's probing of the nodes */
+	int probe_started;           /* probe_thread is to be joined */
+	int probing;                 /* a round of probes is under way */
+	int no_probe;                /* -o probe=off: the pool file is taken as it is */
 	struct dlh_cgroup_sys cg;    /* how runs are isolated */
 	unsigned long launches;      /* runs launched, to name their cgroups */
 	int waiters;                 /* live waiter threads */

@@ -374,7 +374,8 @@ void dlh_pool_free_view(const struct dlh_pool *p, int used_cpus, int used_gpus,
 	}
 	for (int k = 0; k < p->nnodes; k++)
 		for (int t = 0; t < p->ntypes; t++)
-			f->free[k][t] = p->nodes[k].drained ? 0 : p->nodes[k].devices[t];
+			f->free[k][t] = p->nodes[k].drained || p->nodes[k].probe == DLH_PROBE_DOWN ?
+					0 : p->nodes[k].devices[t];
 	int *local = f->free[p->local];
 	local[p->nodes[p->local].cpu_type] -= take(&used_cpus, local[p->nodes[p->local].cpu_type]);
 	for (int t = 0; t < p->ntypes; t++)

@@ -17,6 +17,9 @@
  *   cpu_type = cpu   the type of its cores (default "cpu")
  *   memory = 512G    its memory (default 0 = unknown)
  *   gpus = H100:8    GPUs by type: TYPE:COUNT, ... (TYPE alone = 1)
+ *   agent = /usr/bin/ssh -F /etc/dlh/ssh_config
+ *                    how the node is reached: a program and its options, split on
+ *                    blanks, given the host and a command (default: ssh in BatchMode)
  *
  * Rates (flops, bandwidth) take K M G T P as powers of 1000; sizes (memory)
  * as powers of 1024; watts are plain numbers. A type's figures default to
@@ -78,6 +81,17 @@ struct dlh_pool_node {
 	int cpu_type;                  /* type of its cores (index into type[]) */
 	int devices[DLH_POOL_TYPES];   /* devices per type; [cpu_type] = cpus */
 	int drained;                   /* 1: no new ranks go there (pool/ctl drain) */
+	char agent[512];               /* how it is reached ("" = ssh); see the pool file */
+	int probe;                     /* enum dlh_probe_state: what its probe found */
+	char probe_what[256];          /* up: what it has; down: why */
+};
+
+/* What probing a node found (engine/run/probe.c). */
+enum dlh_probe_state {
+	DLH_PROBE_NONE = 0,            /* not probed (the local node: detected) */
+	DLH_PROBE_RUNNING,             /* being probed */
+	DLH_PROBE_UP,                  /* answered, sees the state dir */
+	DLH_PROBE_DOWN,                /* cannot be reached or cannot see the state dir */
 };
 
 struct dlh_pool {
@@ -134,7 +148,7 @@ int dlh_pool_gpu_type(const struct dlh_pool *p, int k, int i);
  * indices as p->nodes) with the devices not in use. used_cpus CPU slots and
  * used_gpus GPUs of the local node are in use (GPUs taken in type order);
  * other nodes are all free, since runs launch only on the local node. A
- * drained node has nothing free. */
+ * drained node, or one whose probe found it down, has nothing free. */
 void dlh_pool_free_view(const struct dlh_pool *p, int used_cpus, int used_gpus,
 			struct dlh_pool_free *f);
 

@@ -26,11 +26,11 @@ static const char *const section_kinds[] = { "type", "node" };
 static const char *const type_keys[] = {
 	"flops", "memory", "bandwidth", "watts_idle", "watts_busy", "gpu",
 };
-static const char *const node_keys[] = { "host", "cpus", "cpu_type", "memory", "gpus" };
+static const char *const node_keys[] = { "host", "cpus", "cpu_type", "memory", "gpus", "agent" };
 #define NTYPE_KEYS (int)(sizeof type_keys / sizeof type_keys[0])
 #define NNODE_KEYS (int)(sizeof node_keys / sizeof node_keys[0])
 enum { K_FLOPS, K_TMEM, K_BW, K_IDLE, K_BUSY, K_GPU };
-enum { K_HOST, K_CPUS, K_CPU_TYPE, K_NMEM, K_GPUS };
+enum { K_HOST, K_CPUS, K_CPU_TYPE, K_NMEM, K_GPUS, K_AGENT };
 
 /* One problem of the file. */
 struct pf_problem {
@@ -374,6 +374,14 @@ static int node_key(struct pf *c, int k, const char *v, char *msg, size_t n)
 		return 0;
 	case K_NMEM:
 		return set_size(v, &nd->mem_bytes, msg, n);
+	case K_AGENT:
+		if (!v[0] || v[0] != '/' || strlen(v) >= sizeof nd->agent) {
+			snprintf(msg, n, "expected the absolute path of a program and its options "
+				 "(split on blanks), at most %zu bytes", sizeof nd->agent - 1);
+			return -1;
+		}
+		snprintf(nd->agent, sizeof nd->agent, "%s", v);
+		return 0;
 	default:
 		snprintf(c->gpus[c->idx], sizeof c->gpus[c->idx], "%s", v);
 		return 0;

@@ -33,7 +33,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		abort();
 	struct dlh_engine_opts o = {
 		.state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = "/bin/false", .cpus = 1,
-		.no_isolation = 1, .no_calibrate = 1,
+		.no_isolation = 1, .no_calibrate = 1, .no_probe = 1,
 	};
 	const char spec[] = "[job]\ndry_run = true\n[data]\ntrain_limit = 256\n";
 	if (dlh_engine_open(&eng, &o, err, sizeof err) ||

@@ -23,7 +23,7 @@ TEST(engine_second_open_of_a_state_dir_is_refused)
 	char state[512], err[512];
 	fresh_dir(state, sizeof state, "eng-lock");
 	struct dlh_engine_opts o = { .state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = "/bin/false",
-				      .no_calibrate = 1 };
+				      .no_calibrate = 1, .no_probe = 1 };
 	struct dlh_engine *a = NULL, *b = NULL;
 	CHECK(dlh_engine_open(&a, &o, err, sizeof err) == 0);
 	/* a lock held by this same process does not conflict (POSIX record
@@ -46,7 +46,7 @@ static struct dlh_engine *open_engine(const char *state, const char *mpirun, int
 {
 	struct dlh_engine_opts o = {
 		.state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = mpirun, .cpus = cpus,
-		.kill_grace = 0.5, .no_calibrate = 1,
+		.kill_grace = 0.5, .no_calibrate = 1, .no_probe = 1,
 	};
 	struct dlh_engine *e = NULL;
 	char err[512];
@@ -335,7 +335,7 @@ TEST(engine_priority_orders_the_queue_and_max_queued_refuses)
 	chmod(sleeper, 0755);
 	struct dlh_engine_opts o = {
 		.state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = sleeper, .cpus = 1,
-		.kill_grace = 0.5, .max_queued = 2, .no_calibrate = 1,
+		.kill_grace = 0.5, .max_queued = 2, .no_calibrate = 1, .no_probe = 1,
 	};
 	struct dlh_engine *e = NULL;
 	char err[DLH_ERR_MAX];
@@ -379,7 +379,7 @@ TEST(engine_max_queued_per_user_refuses_one_user_not_the_others)
 	chmod(sleeper, 0755);
 	struct dlh_engine_opts o = {
 		.state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = sleeper, .cpus = 1,
-		.kill_grace = 0.5, .max_queued_per_user = 1, .no_calibrate = 1,
+		.kill_grace = 0.5, .max_queued_per_user = 1, .no_calibrate = 1, .no_probe = 1,
 	};
 	struct dlh_engine *e = NULL;
 	char err[DLH_ERR_MAX];
@@ -450,7 +450,7 @@ TEST(engine_pool_ctl_names_unknown_verbs_and_refuses_other_users)
 	CHECK(e);
 	int rc = dlh_engine_pool_ctl(e, 0, "  shutdown node1\n", err, sizeof err);
 	CHECK_MSG(rc == -EINVAL && strstr(err, "unknown verb \"shutdown\"") &&
-		  strstr(err, "expected: recalibrate, drain NODE, undrain NODE"), "%d %s", rc, err);
+		  strstr(err, "expected: recalibrate, refresh, drain NODE, undrain NODE"), "%d %s", rc, err);
 	rc = dlh_engine_pool_ctl(e, 0, "drain nosuch\n", err, sizeof err);
 	CHECK_MSG(rc == -EINVAL && strstr(err, "no node \"nosuch\" in the pool"), "%d %s", rc, err);
 	rc = dlh_engine_pool_ctl(e, 0, "drain\n", err, sizeof err);

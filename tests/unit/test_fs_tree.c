@@ -87,7 +87,7 @@ static struct dlh_engine *tree_engine(char *state, size_t len, const char *name)
 	chmod(sleeper, 0755);
 	struct dlh_engine_opts o = {
 		.state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = sleeper, .pool_file = pool,
-		.kill_grace = 0.5, .no_isolation = 1, .no_calibrate = 1,
+		.kill_grace = 0.5, .no_isolation = 1, .no_calibrate = 1, .no_probe = 1,
 	};
 	if (dlh_engine_open(&e, &o, err, sizeof err))
 		printf("# open: %s\n", err);

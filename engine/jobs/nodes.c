@@ -1,0 +1,142 @@
+/* nodes.c - the pool's nodes probed: what each has, which answer
+ *
+ * Each node of the pool but the local one (which dlhfs detects itself) is
+ * asked through its agent what it has (engine/run/probe.c runs dlh-probe
+ * there): at mount, in a thread of its own, and on pool/ctl refresh. The
+ * nodes are asked at once, one thread each, without e->mu; the answers are
+ * applied under it. A node that does not answer, or cannot see the state
+ * directory, is down: the planner leaves it out (dlh_pool_free_view). */
+#include "engine/jobs/nodes.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/run/probe.h"
+#include "engine/util/util.h"
+
+/* One node's probe, as its thread sees it. */
+struct node_probe {
+	char agent[512], host[DLH_HOST_MAX + 1];
+	const char *probe, *state;
+	struct dlh_probe_result r;
+	pthread_t t;
+	int started;
+};
+
+static void *probe_one(void *arg)
+{
+	struct node_probe *p = arg;
+	dlh_probe_node(p->agent, p->host, p->probe, p->state, DLH_PROBE_TIMEOUT, &p->r);
+	return NULL;
+}
+
+/* What node k's answer says, applied to the pool. e->mu held. */
+static void apply(struct dlh_engine *e, int k, const struct dlh_probe_result *r)
+{
+	struct dlh_pool_node *nd = &e->pool.nodes[k];
+	if (!r->up) {
+		nd->probe = DLH_PROBE_DOWN;
+		snprintf(nd->probe_what, sizeof nd->probe_what, "%s", r->why);
+		return;
+	}
+	char mem[32];
+	nd->probe = DLH_PROBE_UP;
+	nd->cpus = r->cpus;   /* what the node has, over what the pool file says */
+	nd->devices[nd->cpu_type] = r->cpus;
+	if (r->mem_bytes > 0)
+		nd->mem_bytes = r->mem_bytes;
+	dlh_size_text(nd->mem_bytes, mem, sizeof mem);
+	snprintf(nd->probe_what, sizeof nd->probe_what, "%s answers: %d cpus, %s memory, gpus %s",
+		 r->hostname, r->cpus, mem, r->gpus);
+}
+
+/* One round: every node but the local one, at once. e->mu not held;
+ * e->probing is set by the caller. */
+static void probe_round(struct dlh_engine *e)
+{
+	struct node_probe *p = calloc((size_t)DLH_POOL_NODES, sizeof *p);
+	if (!p)
+		return;
+	pthread_mutex_lock(&e->mu);
+	int n = e->pool.nnodes;
+	for (int k = 0; k < n; k++) {
+		if (k == e->pool.local)
+			continue;
+		snprintf(p[k].agent, sizeof p[k].agent, "%s", e->pool.nodes[k].agent);
+		snprintf(p[k].host, sizeof p[k].host, "%s", e->pool.nodes[k].host);
+		e->pool.nodes[k].probe = DLH_PROBE_RUNNING;
+	}
+	pthread_mutex_unlock(&e->mu);
+	for (int k = 0; k < n; k++) {
+		if (k == e->pool.local)
+			continue;
+		p[k].probe = e->probe_path;
+		p[k].state = e->state;
+		if (!e->probe_path[0]) {
+			snprintf(p[k].r.why, sizeof p[k].r.why, "dlh-probe was not found beside dlhfs");
+			continue;
+		}
+		p[k].started = !pthread_create(&p[k].t, NULL, probe_one, &p[k]);
+		if (!p[k].started)
+			snprintf(p[k].r.why, sizeof p[k].r.why, "cannot start a thread to probe it");
+	}
+	for (int k = 0; k < n; k++)
+		if (p[k].started)
+			pthread_join(p[k].t, NULL);
+	pthread_mutex_lock(&e->mu);
+	for (int k = 0; k < n; k++)
+		if (k != e->pool.local)
+			apply(e, k, &p[k].r);
+	e->probing = 0;
+	pthread_cond_broadcast(&e->changed);
+	pthread_mutex_unlock(&e->mu);
+	free(p);
+}
+
+static void *probe_thread(void *arg)
+{
+	probe_round(arg);
+	return NULL;
+}
+
+void eng_nodes_probe_start(struct dlh_engine *e)
+{
+	if (e->pool.nnodes < 2 || e->no_probe)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->probing = 1;
+	e->probe_started = !pthread_create(&e->probe_thread, NULL, probe_thread, e);
+	if (!e->probe_started)
+		e->probing = 0;
+	pthread_mutex_unlock(&e->mu);
+}
+
+int eng_nodes_refresh(struct dlh_engine *e, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&e->mu);
+	int busy = e->probing, off = e->no_probe;
+	e->probing |= !off;
+	pthread_mutex_unlock(&e->mu);
+	if (off) {
+		snprintf(err, errlen, "pool ctl: \"refresh\": this mount does not probe its nodes "
+			 "(-o probe=off)");
+		return -EINVAL;
+	}
+	if (busy) {
+		snprintf(err, errlen, "pool ctl: \"refresh\": the nodes are being probed; "
+			 "try again when pool/nodes/*/state no longer says probing");
+		return -EBUSY;
+	}
+	probe_round(e);
+	return 0;
+}
+
+void eng_nodes_stop(struct dlh_engine *e)
+{
+	if (e->probe_started)
+		pthread_join(e->probe_thread, NULL);
+	e->probe_started = 0;
+}

@@ -1,0 +1,197 @@
+/* probe.c - what a node of the pool has, asked over its agent (ssh)
+ *
+ * The agent is started with an argv: its own words (the pool file's
+ * `agent`, split on blanks), the host, then one command for the node's
+ * shell, every word of it single-quoted. Its output is read through pipes
+ * with a deadline; a node that does not answer in time is killed off and
+ * shown down with the agent's last words. */
+#include "engine/run/probe.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine/util/util.h"
+
+#define PROBE_ARGV_MAX 64
+#define PROBE_OUT_MAX 8192
+
+/* Appends word to out, single-quoted for a POSIX shell. Returns 0 or -1. */
+static int quote(char *out, size_t len, const char *word)
+{
+	size_t n = strlen(out);
+	if (n + 4 >= len)
+		return -1;
+	if (n)
+		out[n++] = ' ';
+	out[n++] = '\'';
+	for (const char *c = word; *c; c++) {
+		const char *piece = *c == '\'' ? "'\\''" : NULL;
+		size_t pl = piece ? 4 : 1;
+		if (n + pl + 2 >= len)
+			return -1;
+		if (piece)
+			memcpy(out + n, piece, pl);
+		else
+			out[n] = *c;
+		n += pl;
+	}
+	out[n++] = '\'';
+	out[n] = '\0';
+	return 0;
+}
+
+/* The last non-empty line of text into out (ssh ends its lines "\r\n"). */
+static void last_line(const char *text, char *out, size_t len)
+{
+	const char *best = NULL;
+	size_t bl = 0;
+	for (const char *l = text; *l;) {
+		size_t n = strcspn(l, "\r\n");
+		if (n) {
+			best = l;
+			bl = n;
+		}
+		l += n;
+		l += strspn(l, "\r\n");
+	}
+	snprintf(out, len, "%.*s", best ? (int)bl : 0, best ? best : "");
+}
+
+/* Reads the child's two pipes until both end or the deadline passes.
+ * Returns 0, or -ETIMEDOUT. */
+static int gather(int fds[2], char *out, char *err, double timeout)
+{
+	size_t used[2] = { 0, 0 };
+	double until = dlh_mono() + timeout;
+	char *buf[2] = { out, err };
+	while (fds[0] >= 0 || fds[1] >= 0) {
+		double left = until - dlh_mono();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd p[2] = { { .fd = fds[0], .events = POLLIN }, { .fd = fds[1], .events = POLLIN } };
+		int rc = poll(p, 2, (int)(left * 1000) + 1);
+		if (rc < 0 && errno != EINTR)
+			return -errno;
+		for (int i = 0; i < 2 && rc > 0; i++) {
+			if (fds[i] < 0 || !p[i].revents)
+				continue;
+			char tmp[1024];
+			ssize_t n = read(fds[i], tmp, sizeof tmp);
+			if (n <= 0) {
+				close(fds[i]);
+				fds[i] = -1;
+				continue;
+			}
+			size_t take = (size_t)n < PROBE_OUT_MAX - 1 - used[i] ? (size_t)n :
+								       PROBE_OUT_MAX - 1 - used[i];
+			memcpy(buf[i] + used[i], tmp, take);
+			used[i] += take;
+			buf[i][used[i]] = '\0';
+		}
+	}
+	return 0;
+}
+
+/* Reads dlh-probe's key=value lines into r. */
+static void parse(const char *text, struct dlh_probe_result *r)
+{
+	char v[256];
+	if (!dlh_kv_get(text, "hostname", v, sizeof v))
+		snprintf(r->hostname, sizeof r->hostname, "%s", v);
+	if (!dlh_kv_get(text, "cpus", v, sizeof v))
+		r->cpus = atoi(v);
+	if (!dlh_kv_get(text, "memory", v, sizeof v))
+		r->mem_bytes = atoll(v);
+	if (!dlh_kv_get(text, "gpus", v, sizeof v))
+		snprintf(r->gpus, sizeof r->gpus, "%s", v);
+	r->up = r->cpus > 0;
+	if (!r->up)
+		snprintf(r->why, sizeof r->why, "the probe said nothing of its cores");
+	else if (!dlh_kv_get(text, "state_dir", v, sizeof v) && strcmp(v, "yes")) {
+		r->up = 0;
+		snprintf(r->why, sizeof r->why, "cannot see the state directory (%s): runs need "
+			 "it on every node", strncmp(v, "no: ", 4) ? v : v + 4);
+	}
+}
+
+void dlh_probe_node(const char *agent, const char *host, const char *probe, const char *state,
+		    double timeout, struct dlh_probe_result *r)
+{
+	char words[512], cmd[4096] = "", *argv[PROBE_ARGV_MAX];
+	int n = 0;
+	memset(r, 0, sizeof *r);
+	snprintf(words, sizeof words, "%s", agent && agent[0] ? agent :
+		 "ssh -o BatchMode=yes -o ConnectTimeout=5");
+	for (char *w = strtok(words, " \t"); w && n < PROBE_ARGV_MAX - 3; w = strtok(NULL, " \t"))
+		argv[n++] = w;
+	if (quote(cmd, sizeof cmd, probe) || quote(cmd, sizeof cmd, "--state") ||
+	    quote(cmd, sizeof cmd, state)) {
+		snprintf(r->why, sizeof r->why, "the probe's command line is too long");
+		return;
+	}
+	argv[n++] = (char *)host;
+	argv[n++] = cmd;
+	argv[n] = NULL;
+	int out[2] = { -1, -1 }, err[2] = { -1, -1 };
+	if (pipe(out) || pipe(err)) {
+		snprintf(r->why, sizeof r->why, "cannot make a pipe: %s", strerror(errno));
+		for (int i = 0; i < 2; i++) {
+			if (out[i] >= 0)
+				close(out[i]);
+			if (err[i] >= 0)
+				close(err[i]);
+		}
+		return;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		setpgid(0, 0);   /* the agent and what it starts: killed together */
+		int devnull = open("/dev/null", O_RDONLY);
+		if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
+			_exit(127);
+		execvp(argv[0], argv);
+		dprintf(2, "cannot execute \"%s\": %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(out[1]);
+	close(err[1]);
+	if (pid < 0) {
+		snprintf(r->why, sizeof r->why, "cannot fork: %s", strerror(errno));
+		close(out[0]);
+		close(err[0]);
+		return;
+	}
+	static const size_t cap = PROBE_OUT_MAX;
+	char *text = calloc(1, cap), *errtext = calloc(1, cap);
+	int fds[2] = { out[0], err[0] };
+	int rc = text && errtext ? gather(fds, text, errtext, timeout) : -ENOMEM;
+	for (int i = 0; i < 2; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	if (rc == -ETIMEDOUT)
+		kill(-pid, SIGKILL);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (rc == -ETIMEDOUT) {
+		snprintf(r->why, sizeof r->why, "did not answer within %.0f s", timeout);
+	} else if (rc) {
+		snprintf(r->why, sizeof r->why, "cannot read the probe: %s", strerror(-rc));
+	} else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		char last[200];
+		last_line(errtext, last, sizeof last);
+		snprintf(r->why, sizeof r->why, "%s: %s", argv[0],
+			 last[0] ? last : WIFEXITED(st) ? "exited with an error" : "killed");
+	} else {
+		parse(text, r);
+	}
+	free(text);
+	free(errtext);
+}

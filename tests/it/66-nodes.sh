@@ -1,0 +1,55 @@
+# 66-nodes.sh - the pool's nodes are probed through their agent (ssh): what
+# each has, which answer; a node that cannot be reached is down with the
+# reason and nothing is planned on it. Nodes are network namespaces with
+# their own hostname, address and sshd, made by the test (tests/nodes.sh).
+
+source tests/nodes.sh
+
+# nodes_pool: this machine, then dlhn1..dlhn3 reached by ssh with the test's key
+nodes_pool() {
+	printf '[node here]\nhost = %s\ncpus = 2\n' "$(hostname)"
+	local i
+	for i in 1 2 3; do
+		printf '[node dlhn%d]\nhost = dlhn%d\ncpus = 8\nagent = /usr/bin/ssh -F %s\n' \
+			"$i" "$i" "$(node_ssh_config)"
+	done
+}
+
+# probed NODE...: every NODE's state is no longer "probing"
+probed() {
+	local n
+	for n in "$@"; do
+		grep -q '^probing' "$MNT/pool/nodes/$n/state" && return 1
+	done
+	return 0
+}
+
+test_nodes_are_probed_and_one_that_does_not_answer_is_down() {
+	nodes_up 3 dlhn3
+	local state cores
+	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	nodes_pool > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini" dlh_mount "$state"
+	wait_for 30 probed dlhn1 dlhn2 dlhn3 || die "still probing: $(cat "$MNT"/pool/nodes/*/state)"
+	cores=$("$DLH_BIN/dlh-probe" | sed -n 's/^cpus=//p')
+	local n
+	for n in dlhn1 dlhn2; do
+		grep -q "^up: $n answers: $cores cpus, .* memory, gpus none$" "$MNT/pool/nodes/$n/state" ||
+			die "$n: $(cat "$MNT/pool/nodes/$n/state")"
+		expect_eq "$(cat "$MNT/pool/nodes/$n/cpus")" "$cores" "$n's cores, as its probe says"
+	done
+	expect_eq "$(cat "$MNT/pool/nodes/dlhn3/state")" \
+		"down: /usr/bin/ssh: ssh: connect to host $NODES_NET.13 port 22: Connection refused" "dlhn3"
+	echo "measured: $(cat "$MNT/pool/nodes/dlhn3/state")"
+	# the planner's view: dlhn3's 8 cores (the pool file's) are not free
+	grep -qx "cpu total $((2 + 2 * cores + 8)) held 8 free $((2 + 2 * cores))" "$MNT/pool/summary" ||
+		die "summary: $(cat "$MNT/pool/summary")"
+	# dlhn3 comes up: refresh probes again and returns when done
+	node_sshd_start 3
+	echo refresh > "$MNT/pool/ctl" || die "refresh refused"
+	grep -q "^up: dlhn3 answers: $cores cpus" "$MNT/pool/nodes/dlhn3/state" ||
+		die "dlhn3 after refresh: $(cat "$MNT/pool/nodes/dlhn3/state")"
+	grep -qx "cpu total $((2 + 3 * cores)) held 0 free $((2 + 3 * cores))" "$MNT/pool/summary" ||
+		die "summary after refresh: $(cat "$MNT/pool/summary")"
+	dlh_umount
+}

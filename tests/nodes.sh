@@ -1,0 +1,103 @@
+# tests/nodes.sh - several nodes on one machine, for the mount tests: each node
+# is a network namespace (dlhnN) with its own hostname and address on a bridge
+# this file makes, its own sshd, and a key made here. The filesystem is shared.
+# Only addresses inside these namespaces are ever contacted.
+#
+#   nodes_up N [DOWN...]   make nodes dlhn1..dlhnN (a node listed in DOWN gets
+#                          no sshd); NODES_DIR holds keys and the ssh config
+#   node_ssh_config        the ssh config file (Host dlhnN -> its address)
+#   node_sshd_start I      start node I's sshd (again)
+#   nodes_down             remove them all (dlh_cleanup calls it too)
+
+NODES_NET=10.77.0           # the bridge's /24
+NODES_BRIDGE=dlhbr0
+
+# nodes_can: skips the test with the reason when nodes cannot be made here
+nodes_can() {
+	[ "$(id -u)" = 0 ] || skip "nodes need root (network namespaces)"
+	command -v ip >/dev/null || skip "no ip (iproute2): nodes cannot be made here"
+	[ -x /usr/sbin/sshd ] || skip "no sshd (openssh-server: make deps): nodes cannot be made here"
+	ip netns add dlhn-probe 2>/dev/null || skip "network namespaces cannot be made here"
+	ip netns del dlhn-probe
+}
+
+nodes_up() {
+	local n=$1 i
+	shift
+	nodes_can
+	NODES_DIR=$(mktemp -d /tmp/dlh-nodes.XXXXXX)
+	NODES_N=$n
+	NODES_DOWN=" $* "
+	trap dlh_cleanup EXIT
+	ip link add "$NODES_BRIDGE" type bridge || die "cannot make bridge $NODES_BRIDGE"
+	ip addr add "$NODES_NET.1/24" dev "$NODES_BRIDGE"
+	ip link set "$NODES_BRIDGE" up
+	ssh-keygen -q -t ed25519 -N "" -f "$NODES_DIR/id" || die "ssh-keygen failed"
+	cp "$NODES_DIR/id.pub" "$NODES_DIR/authorized_keys"
+	: > "$NODES_DIR/ssh_config"
+	for i in $(seq "$n"); do
+		ip netns add "dlhn$i" || die "cannot make namespace dlhn$i"
+		ip link add "dlhv$i" type veth peer name eth0 netns "dlhn$i"
+		ip link set "dlhv$i" master "$NODES_BRIDGE" up
+		ip -n "dlhn$i" addr add "$NODES_NET.$((10 + i))/24" dev eth0
+		ip -n "dlhn$i" link set eth0 up
+		ip -n "dlhn$i" link set lo up
+		ssh-keygen -q -t ed25519 -N "" -f "$NODES_DIR/host$i" || die "ssh-keygen failed"
+		cat > "$NODES_DIR/sshd$i.conf" <<CONF
+ListenAddress $NODES_NET.$((10 + i))
+HostKey $NODES_DIR/host$i
+PidFile $NODES_DIR/sshd$i.pid
+AuthorizedKeysFile $NODES_DIR/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+AcceptEnv *
+CONF
+		cat >> "$NODES_DIR/ssh_config" <<CONF
+Host dlhn$i
+	HostName $NODES_NET.$((10 + i))
+	User root
+	IdentityFile $NODES_DIR/id
+	IdentitiesOnly yes
+	StrictHostKeyChecking no
+	UserKnownHostsFile /dev/null
+	BatchMode yes
+	ConnectTimeout 5
+	LogLevel ERROR
+CONF
+		case $NODES_DOWN in *" dlhn$i "*) continue ;; esac
+		node_sshd_start "$i"
+	done
+}
+
+node_ssh_config() { echo "$NODES_DIR/ssh_config"; }
+
+# node_sshd_start I: node I's sshd, in its network namespace, under its own
+# hostname. nsenter, not `ip netns exec`: that makes a mount namespace too,
+# whose copy of a dlhfs mount made before would outlive its unmount.
+node_sshd_start() {
+	mkdir -p /run/sshd
+	nsenter --net="/var/run/netns/dlhn$1" unshare --uts sh -c 'hostname "$1"; exec /usr/sbin/sshd -f "$2"' \
+		- "dlhn$1" "$NODES_DIR/sshd$1.conf" || die "sshd of dlhn$1 did not start"
+	wait_for 10 ssh -F "$NODES_DIR/ssh_config" "dlhn$1" true ||
+		die "dlhn$1 does not answer ssh: $(ssh -F "$NODES_DIR/ssh_config" "dlhn$1" true 2>&1)"
+}
+
+nodes_down() {
+	[ -n "${NODES_DIR:-}" ] || return 0
+	local i f
+	for f in "$NODES_DIR"/sshd*.pid; do
+		[ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
+	done
+	for i in $(seq "${NODES_N:-0}"); do
+		ip netns pids "dlhn$i" 2>/dev/null | xargs -r kill -9 2>/dev/null
+		ip netns del "dlhn$i" 2>/dev/null
+		ip link del "dlhv$i" 2>/dev/null
+	done
+	ip link del "$NODES_BRIDGE" 2>/dev/null
+	rm -rf "$NODES_DIR"
+	NODES_DIR=
+	return 0
+}
