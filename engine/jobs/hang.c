@@ -104,12 +104,16 @@ double eng_hang_check(struct dlh_engine *e, struct dlh_job *j, double now)
 	double last = newest_beat(e, j, why, sizeof why);
 	if (!last && j->spec.command[0])
 		return 0;   /* a command that shows no steps: nothing to watch */
-	if (!last)
-		last = j->run_started;   /* starting: the same allowance */
+	double after = j->hang_after;
+	if (!last) {   /* starting: loading data may take longer than a step */
+		last = j->run_started;
+		if (j->spec.hang_timeout <= 0 && after < ENG_HANG_STARTUP)
+			after = ENG_HANG_STARTUP;
+	}
 	double quiet = dlh_now() - last;
-	if (quiet < j->hang_after)
-		return now + (j->hang_after - quiet) + 0.05;
-	dlh_duration(j->hang_after, lim, sizeof lim);
+	if (quiet < after)
+		return now + (after - quiet) + 0.05;
+	dlh_duration(after, lim, sizeof lim);
 	dlh_duration(quiet, idle, sizeof idle);
 	snprintf(j->hang_why, sizeof j->hang_why, "hung: no step for %s (hang_timeout %s)%s%s",
 		 idle, lim, why[0] ? ": " : "", why);

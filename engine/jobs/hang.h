@@ -6,6 +6,8 @@
 
 #define ENG_HANG_MIN 60.0        /* the automatic hang_timeout is never shorter */
 #define ENG_HANG_STEPS 10.0      /* ... and is this many estimated steps */
+#define ENG_HANG_STARTUP 300.0   /* ... and before the first step (loading data),
+				    at least this: an explicit hang_timeout applies as is */
 
 /* Sets j->hang_after for a run that starts now: [job] hang_timeout, or
  * ENG_HANG_STEPS estimated steps (the job's estimate), at least
