@@ -1011,9 +1011,11 @@ static void train(struct run *R)
 	write_rank_times(R, (long)R->st.step - first);
 }
 
-/* Frees what setup() allocated. */
+/* Frees what setup() allocated: the prefetch thread first, which may still
+ * be gathering from the training set (a suspend leaves the loop early). */
 static void teardown(struct run *R)
 {
+	dlt_prefetch_stop(&R->pf);
 	dlt_dataset_free(&R->train);
 	dlt_dataset_free(&R->test);
 	dlt_net_destroy(&R->net);
@@ -1025,7 +1027,6 @@ static void teardown(struct run *R)
 		free(R->mom);
 		free(R->grads);
 	}
-	dlt_prefetch_stop(&R->pf);
 	if (R->mfd >= 0)
 		close(R->mfd);
 }
