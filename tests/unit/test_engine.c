@@ -41,18 +41,36 @@ TEST(engine_second_open_of_a_state_dir_is_refused)
 	dlh_engine_close(b);
 }
 
-/* An engine whose "mpirun" is a program of our choosing. */
-static struct dlh_engine *open_engine(const char *state, const char *mpirun, int cpus)
+/* An engine with o's state dir, launcher, cpus and limits, and what every
+ * test here wants besides: no trainer, shepherd, calibration or probes, a
+ * short kill grace. NULL (said) when it does not open. */
+static struct dlh_engine *open_engine_opts(struct dlh_engine_opts o)
 {
-	struct dlh_engine_opts o = {
-		.state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = mpirun, .cpus = cpus,
-		.kill_grace = 0.5, .no_calibrate = 1, .no_probe = 1,
-	};
+	o.trainer = "/bin/true";
+	o.shepherd = "";
+	o.kill_grace = 0.5;
+	o.no_calibrate = 1;
+	o.no_probe = 1;
 	struct dlh_engine *e = NULL;
 	char err[512];
 	if (dlh_engine_open(&e, &o, err, sizeof err))
 		printf("# open: %s\n", err);
 	return e;
+}
+
+/* An engine whose "mpirun" is a program of our choosing. */
+static struct dlh_engine *open_engine(const char *state, const char *mpirun, int cpus)
+{
+	return open_engine_opts((struct dlh_engine_opts){ .state_dir = state, .launcher = mpirun,
+							   .cpus = cpus });
+}
+
+/* A "mpirun" in state that sleeps 30 s, its path into out. */
+static void sleeper_in(const char *state, char *out, size_t len)
+{
+	snprintf(out, len, "%s/sleeper", state);
+	write_text(out, "#!/bin/sh\nexec sleep 30\n");
+	chmod(out, 0755);
 }
 
 TEST(engine_rejection_goes_to_errors_log_and_makes_no_job)
@@ -330,16 +348,11 @@ TEST(engine_priority_orders_the_queue_and_max_queued_refuses)
 {
 	char state[512], sleeper[700];
 	fresh_dir(state, sizeof state, "eng-prio");
-	snprintf(sleeper, sizeof sleeper, "%s/sleeper", state);
-	write_text(sleeper, "#!/bin/sh\nexec sleep 30\n");
-	chmod(sleeper, 0755);
-	struct dlh_engine_opts o = {
-		.state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = sleeper, .cpus = 1,
-		.kill_grace = 0.5, .max_queued = 2, .no_calibrate = 1, .no_probe = 1,
-	};
-	struct dlh_engine *e = NULL;
+	sleeper_in(state, sleeper, sizeof sleeper);
+	struct dlh_engine *e = open_engine_opts((struct dlh_engine_opts){
+		.state_dir = state, .launcher = sleeper, .cpus = 1, .max_queued = 2 });
 	char err[DLH_ERR_MAX];
-	CHECK(dlh_engine_open(&e, &o, err, sizeof err) == 0);
+	CHECK(e != NULL);
 	/* not preemptible: this is about order, not preemption */
 	const char lo[] = "[job]\npriority = 1\npreemptible = false\n[data]\ntrain_limit = 256\n"
 			  "[resources]\nranks = 1\n";
@@ -374,18 +387,13 @@ TEST(engine_max_queued_per_user_refuses_one_user_not_the_others)
 {
 	char state[512], sleeper[700];
 	fresh_dir(state, sizeof state, "eng-peruser");
-	snprintf(sleeper, sizeof sleeper, "%s/sleeper", state);
-	write_text(sleeper, "#!/bin/sh\nexec sleep 30\n");
-	chmod(sleeper, 0755);
-	struct dlh_engine_opts o = {
-		.state_dir = state, .trainer = "/bin/true", .shepherd = "", .launcher = sleeper, .cpus = 1,
-		.kill_grace = 0.5, .max_queued_per_user = 1, .no_calibrate = 1, .no_probe = 1,
-	};
-	struct dlh_engine *e = NULL;
-	char err[DLH_ERR_MAX];
 	if (geteuid() != 0)
 		SKIP("needs root: only a root daemon takes other users' jobs");
-	CHECK(dlh_engine_open(&e, &o, err, sizeof err) == 0);
+	sleeper_in(state, sleeper, sizeof sleeper);
+	struct dlh_engine *e = open_engine_opts((struct dlh_engine_opts){
+		.state_dir = state, .launcher = sleeper, .cpus = 1, .max_queued_per_user = 1 });
+	char err[DLH_ERR_MAX];
+	CHECK(e != NULL);
 	const char spec[] = "[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
 	long a = 0, b = 0, c = 0, d = 0;
 	/* this process's own job holds the one slot, so the others only queue
