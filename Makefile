@@ -160,7 +160,7 @@ $(BUILD)/dlh-train: $(TRAIN_OBJ) $(SHARED_OBJ)
 $(BUILD)/dlh-probe: $(BUILD)/obj/engine/probe/main.o $(LIBENGINE) $(LIBSCHEMA)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 # what holds each run, so that it outlives dlhfs (engine/run/shepherd.c)
-$(BUILD)/dlh-shepherd: $(BUILD)/obj/engine/run/shepherd.o
+$(BUILD)/dlh-shepherd: $(BUILD)/obj/engine/run/shepherd.o $(BUILD)/obj/engine/util/util.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^
 $(BUILD)/dlh-calib: $(BUILD)/obj/engine/calib/main.o $(LIBTRAIN)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm

@@ -1,7 +1,6 @@
 /* ctl.c - the verbs of jobs/<id>/ctl (cancel, suspend, resume, checkpoint, priority N)
  * and of pool/ctl (recalibrate, drain, undrain), with who may send them */
 #include <errno.h>
-#include <pwd.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -282,14 +281,6 @@ int dlh_engine_pool_ctl(struct dlh_engine *e, uid_t uid, const char *line, char 
 	return rc;
 }
 
-/* 1 when gid is the primary group of uid (the password database). */
-static int primary_group_of(uid_t uid, gid_t gid)
-{
-	struct passwd pw, *found = NULL;
-	char buf[4096];
-	return getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found && pw.pw_gid == gid;
-}
-
 int dlh_engine_may_read(struct dlh_engine *e, long id, uid_t uid, const gid_t *groups,
 			int ngroups)
 {
@@ -302,9 +293,11 @@ int dlh_engine_may_read(struct dlh_engine *e, long id, uid_t uid, const gid_t *g
 		return -ENOENT;
 	if (uid == 0 || uid == owner || share == DLH_SHARE_ALL)
 		return 0;
-	if (share == DLH_SHARE_GROUP)
-		for (int i = 0; i < ngroups; i++)
-			if (primary_group_of(owner, groups[i]))
+	if (share == DLH_SHARE_GROUP) {
+		gid_t shared = eng_primary_gid(owner);
+		for (int i = 0; i < ngroups && shared != (gid_t)-1; i++)
+			if (groups[i] == shared)
 				return 0;
+	}
 	return -EACCES;
 }

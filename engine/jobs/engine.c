@@ -25,24 +25,30 @@
 
 /* ---- opening and closing ---- */
 
-/* The program name beside the file path (a program's path, or
- * /proc/self/exe for the running one). Returns 0, or -errno. */
+/* The program name in the directory of the program at path, into out.
+ * Returns 0 when it is executable, or -errno. */
 static int beside(const char *path, const char *name, char *out, size_t len)
 {
-	char self[2048];
-	ssize_t n = strlen(path);
-	if (!strcmp(path, "/proc/self/exe") && (n = readlink(path, self, sizeof self - 1)) < 0)
-		return -errno;
-	if (strcmp(path, "/proc/self/exe"))
-		snprintf(self, sizeof self, "%s", path);
-	else
-		self[n] = '\0';
-	char *slash = strrchr(self, '/');
+	const char *slash = strrchr(path, '/');
 	if (!slash)
 		return -ENOENT;
-	*slash = '\0';
-	snprintf(out, len, "%s/%s", self, name);
+	snprintf(out, len, "%.*s/%s", (int)(slash - path), path, name);
 	return access(out, X_OK) ? -errno : 0;
+}
+
+/* The program name beside the running program, else (also not NULL)
+ * beside the program also, into out. Returns 0, or -errno of the first
+ * place looked at. */
+static int find_tool(const char *name, const char *also, char *out, size_t len)
+{
+	char self[2048];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	int rc = n < 0 ? -errno : 0;
+	if (n >= 0) {
+		self[n] = '\0';
+		rc = beside(self, name, out, len);
+	}
+	return rc && also && !beside(also, name, out, len) ? 0 : rc;
 }
 
 /* dlh-shepherd, which holds every run (engine/run/shepherd.c): given, or
@@ -59,8 +65,7 @@ static int find_shepherd(struct dlh_engine *e, const char *given, char *err, siz
 		snprintf(err, errlen, "cannot execute \"%s\": %s", given, strerror(errno));
 		return -errno;
 	}
-	if (!beside("/proc/self/exe", "dlh-shepherd", out, len) ||
-	    !beside(e->tools.trainer, "dlh-shepherd", out, len))
+	if (!find_tool("dlh-shepherd", e->tools.trainer, out, len))
 		return 0;
 	snprintf(err, errlen, "cannot find dlh-shepherd beside this program or beside \"%s\" "
 		 "(it holds each run; it is built with dlhfs)", e->tools.trainer);
@@ -87,8 +92,7 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 	snprintf(e->state, sizeof e->state, "%s", state);
 	if (o->trainer)
 		snprintf(e->tools.trainer, sizeof e->tools.trainer, "%s", o->trainer);
-	else if ((rc = beside("/proc/self/exe", "dlh-train", e->tools.trainer,
-			      sizeof e->tools.trainer))) {
+	else if ((rc = find_tool("dlh-train", NULL, e->tools.trainer, sizeof e->tools.trainer))) {
 		snprintf(err, errlen, "cannot find dlh-train beside this program: %s", strerror(-rc));
 		return rc;
 	}
@@ -100,8 +104,7 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 	    (rc = find_shepherd(e, o->shepherd, err, errlen)))
 		return rc;
 	/* dlh-probe, for the pool's other nodes: a node shows its absence */
-	if (beside("/proc/self/exe", "dlh-probe", e->probe_path, sizeof e->probe_path) &&
-	    beside(e->tools.trainer, "dlh-probe", e->probe_path, sizeof e->probe_path))
+	if (find_tool("dlh-probe", e->tools.trainer, e->probe_path, sizeof e->probe_path))
 		e->probe_path[0] = '\0';
 	if (o->pool_file && (rc = dlh_pool_load(&e->pool, o->pool_file, o->cpus, err, errlen)))
 		return rc;

@@ -91,8 +91,7 @@ void dlh_engine_reject(struct dlh_engine *e, uid_t uid, const char *err)
 
 /* What a submission carries from step to step (malloc'd: it is large). */
 struct submission {
-	struct dlh_spec spec;        /* as parsed */
-	struct eng_checked checked;  /* the spec and its data, as checked */
+	struct eng_checked checked;  /* the spec as parsed, and its data, as checked */
 	struct dlh_choice choice;    /* how it runs (engine/plan/choose) */
 	struct dlh_plan plan;        /* planned once, in the job's directory */
 	struct dlh_job *job;         /* the new job; NULL once the table owns it */
@@ -149,8 +148,7 @@ static int read_spec(struct dlh_engine *e, struct submission *s, const char *tex
 		rc = decide(e, &c->spec, c->have ? &c->shape : NULL, &s->choice, err, errlen);
 	if (rc)
 		return rc;
-	s->spec = c->spec;
-	int n = dlh_spec_format(&s->spec, s->norm, sizeof s->norm);
+	int n = dlh_spec_format(&c->spec, s->norm, sizeof s->norm);
 	if (n < 0) {
 		snprintf(err, errlen, "spec: cannot normalize the spec\n");
 		return -EINVAL;
@@ -168,10 +166,10 @@ static void take_id(struct dlh_engine *e, struct submission *s, uid_t uid)
 	j->uid = uid;
 	j->status = DLH_QUEUED;
 	j->submitted = eng_stamp();
-	j->spec = s->spec;
-	j->priority = s->spec.priority;
+	j->spec = s->checked.spec;
+	j->priority = s->checked.spec.priority;
 	eng_choice_apply(j, &s->choice);
-	if (s->spec.dry_run) {
+	if (s->checked.spec.dry_run) {
 		j->status = DLH_PLANNED;
 		j->finished = j->submitted;
 		snprintf(j->reason, sizeof j->reason, "dry run: estimated and planned, not launched");
@@ -265,7 +263,7 @@ static int insert_job(struct dlh_engine *e, struct submission *s, long *id, char
 	if (s->choice.estimated)
 		eng_job_log(e, j, "planned: %d x %s, estimated %.1f s, %.0f J%s", s->choice.ranks,
 			    s->choice.type, s->choice.est.total_s, s->choice.est.joules,
-			    s->spec.dry_run ? " (dry run: not launched)" : "");
+			    s->checked.spec.dry_run ? " (dry run: not launched)" : "");
 	else
 		eng_job_log(e, j, "not estimated: %s", s->choice.why);
 	return 0;

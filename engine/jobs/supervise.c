@@ -208,22 +208,32 @@ static void record_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l
 	eng_job_save(e, j);
 }
 
+/* Starts the detached waiter of j's run (j->run) with wa, which it then
+ * owns and frees, and counts it. Returns 0, or pthread_create's error (wa
+ * stays the caller's). e->mu held. */
+static int spawn_waiter(struct dlh_engine *e, struct dlh_job *j, struct waiter_arg *wa)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	*wa = (struct waiter_arg){ .e = e, .job = j, .run = j->run };
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int rc = pthread_create(&t, &attr, waiter_main, wa);
+	pthread_attr_destroy(&attr);
+	if (!rc)
+		e->waiters++;
+	return rc;
+}
+
 /* Starts the detached thread that waits for j's run (it takes l->wa).
  * Returns 0, or -errno with l->err. */
 static int start_waiter(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 {
-	pthread_attr_t attr;
-	pthread_t t;
-	*l->wa = (struct waiter_arg){ .e = e, .job = j, .run = j->run };
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int rc = pthread_create(&t, &attr, waiter_main, l->wa);
-	pthread_attr_destroy(&attr);
+	int rc = spawn_waiter(e, j, l->wa);
 	if (rc) {
 		snprintf(l->err, sizeof l->err, "cannot start a supervisor thread: %s", strerror(rc));
 		return -rc;
 	}
-	e->waiters++;
 	l->wa = NULL;
 	return 0;
 }
@@ -588,17 +598,8 @@ static int adopt(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run *
 	if (ranks < 0)
 		return ranks;
 	struct waiter_arg *wa = malloc(sizeof *wa);
-	pthread_attr_t attr;
-	pthread_t t;
-	int rc = wa ? 0 : ENOMEM;
 	j->run = *run;
-	if (wa) {
-		*wa = (struct waiter_arg){ .e = e, .job = j, .run = *run };
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		rc = pthread_create(&t, &attr, waiter_main, wa);
-		pthread_attr_destroy(&attr);
-	}
+	int rc = wa ? spawn_waiter(e, j, wa) : ENOMEM;
 	if (rc) {
 		free(wa);
 		memset(&j->run, 0, sizeof j->run);
@@ -608,7 +609,6 @@ static int adopt(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run *
 				e->holder[s] = 0;
 		return -rc;
 	}
-	e->waiters++;
 	j->status = DLH_RUNNING;
 	j->ranks = ranks;
 	memset(&j->cg, 0, sizeof j->cg);   /* its cgroups stay as they are */

@@ -190,8 +190,7 @@ void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env 
 	env->v[n] = NULL;
 }
 
-/* uid's primary group, or (gid_t)-1 when the password database lacks it. */
-static gid_t primary_gid(uid_t uid)
+gid_t eng_primary_gid(uid_t uid)
 {
 	struct passwd pw, *found = NULL;
 	char buf[4096];
@@ -209,7 +208,7 @@ int eng_job_protect(const struct dlh_engine *e, const struct dlh_job *j, char *e
 	for (int i = 0; i < 2; i++) {
 		if (geteuid() == 0 && j->uid != 0) {   /* the owner writes, the readers read */
 			struct dlh_readers r = {
-				.group = share == DLH_SHARE_GROUP ? primary_gid(j->uid) : (gid_t)-1,
+				.group = share == DLH_SHARE_GROUP ? eng_primary_gid(j->uid) : (gid_t)-1,
 				.all = share == DLH_SHARE_ALL,
 			};
 			int rc = dlh_grant_dir(dirs[i], j->uid, &r, err, errlen);

@@ -109,6 +109,10 @@ struct eng_env {
 
 /* Fills env for job id's run of ranks ranks: names in its directory, so
  * it sits beside eng_job_dir. Any lock state. */
+/* uid's primary group (the password database), or (gid_t)-1 when it lacks
+ * uid: the group a job of uid with readable_by = group is shared with. */
+gid_t eng_primary_gid(uid_t uid);
+
 /* Keeps job j's directory and its checkpoints from everyone but its owner
  * (who may write there when the daemon is root: engine/run/owner.h), root,
  * and its [job] readable_by readers, on disk as through the mount. Returns

@@ -31,6 +31,16 @@ static void exit_file(const char *job_dir, char *buf, size_t len)
 	snprintf(buf, len, "%s/%s", job_dir, DLH_RUN_EXIT_FILE);
 }
 
+/* Removes what a run that has ended left in job_dir: its exit file and its
+ * handle. */
+static void forget(const char *job_dir)
+{
+	char path[4200];
+	exit_file(job_dir, path, sizeof path);
+	unlink(path);
+	dlh_run_forget(job_dir);
+}
+
 /* Appends s to out[*n], copied into store. Returns 0, or -E2BIG. */
 static int put(char **out, size_t max, int *n, char *store, size_t storelen, size_t *used,
 	       const char *s)
@@ -192,7 +202,6 @@ static int read_exit(const char *job_dir, int *code)
 static void ended(const struct dlh_run *run, const char *job_dir, int wstatus,
 		  struct dlh_run_end *end)
 {
-	char path[4200];
 	int code;
 	memset(end, 0, sizeof *end);
 	if (!read_exit(job_dir, &code)) {
@@ -206,9 +215,7 @@ static void ended(const struct dlh_run *run, const char *job_dir, int wstatus,
 	}
 	/* ranks that outlived mpirun keep its session id */
 	end->leftover = dlh_proc_kill_session_since(run->pid, run->pid_start, SIGKILL);
-	exit_file(job_dir, path, sizeof path);
-	unlink(path);
-	dlh_run_forget(job_dir);
+	forget(job_dir);
 }
 
 static int local_wait(const struct dlh_backend *be, const struct dlh_run *run,
@@ -250,7 +257,6 @@ static enum dlh_run_state local_state(const struct dlh_backend *be, const struct
 static int local_stop(const struct dlh_backend *be, const struct dlh_run *run,
 		      const char *job_dir, double grace)
 {
-	char path[4200];
 	int killed = 0;
 	(void)be;
 	if (run->pid > 0 && run->pid_start) {
@@ -264,9 +270,7 @@ static int local_stop(const struct dlh_backend *be, const struct dlh_run *run,
 		}
 		killed = dlh_proc_kill_session_since(run->pid, run->pid_start, SIGKILL);
 	}
-	exit_file(job_dir, path, sizeof path);
-	unlink(path);
-	dlh_run_forget(job_dir);
+	forget(job_dir);
 	return killed;
 }
 

@@ -39,29 +39,17 @@
 #include <unistd.h>
 
 #include "engine/contract/contract.h"
+#include "engine/util/util.h"
 
 #define HELD_POLL_MS 20          /* looking for the ready file while a verb is held */
 #define LINE_MAX_BYTES 65536     /* a longer line is passed on in pieces */
 #define RANK_FILES_MAX 4096      /* ranks with a file of their own */
 #define ENDED_WAIT_MS 1000       /* output still coming after the launcher ended */
 
-/* Writes text to path atomically (PATH.tmp, fsync, rename). Returns 0 or -1. */
+/* Writes text to path atomically (engine/util). Returns 0, or -errno. */
 static int write_exit(const char *path, const char *text)
 {
-	char tmp[4200];
-	if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-		return -1;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -1;
-	size_t len = strlen(text);
-	int ok = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0;
-	ok &= close(fd) == 0;
-	if (!ok || rename(tmp, path) < 0) {
-		unlink(tmp);
-		return -1;
-	}
-	return 0;
+	return dlh_write_atomic(path, text, strlen(text));
 }
 
 static int usage(void)
@@ -219,7 +207,7 @@ int main(int argc, char **argv)
 	const char *ready = NULL;
 	int a = 1;
 	while (argc - a > 1 && (!strcmp(argv[a], "--ready") || !strcmp(argv[a], "--ranks"))) {
-		if (argv[a][2] == 'r' && argv[a][3] == 'e')
+		if (!strcmp(argv[a], "--ready"))
 			ready = argv[a + 1];
 		else
 			o.dir = argv[a + 1];
@@ -284,7 +272,8 @@ int main(int argc, char **argv)
 		code = 128 + WTERMSIG(status);
 		snprintf(text, sizeof text, "signal=%d\n", WTERMSIG(status));
 	}
-	if (write_exit(exit_file, text) < 0)
-		fprintf(stderr, "dlh-shepherd: cannot write \"%s\": %s\n", exit_file, strerror(errno));
+	int rc = write_exit(exit_file, text);
+	if (rc < 0)
+		fprintf(stderr, "dlh-shepherd: cannot write \"%s\": %s\n", exit_file, strerror(-rc));
 	return code;
 }
