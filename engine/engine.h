@@ -60,6 +60,8 @@ struct dlh_queue_entry {
 /* What the pool is doing right now. */
 struct dlh_usage {
 	int slots_used;         /* CPU slots held by running jobs */
+	int node_cpus[DLH_POOL_NODES];   /* of which on each node */
+	int node_gpus[DLH_POOL_NODES];   /* GPUs held on each node (a GPU job's ranks) */
 	int running;            /* running jobs */
 	int queued;             /* queued jobs */
 	int suspended;          /* suspended jobs */
@@ -147,9 +149,9 @@ size_t dlh_engine_running(struct dlh_engine *e, long *ids, int *ranks, size_t ma
  * scheduler's estimated starts: up to max into out. Returns how many wait. */
 size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_t max);
 
-/* The holder of each CPU slot of the node: up to max job ids into out, 0
+/* The holder of each CPU slot of node k: up to max job ids into out, 0
  * for a free slot. Returns the number of slots. */
-int dlh_engine_holders(struct dlh_engine *e, long *out, int max);
+int dlh_engine_holders(struct dlh_engine *e, int k, long *out, int max);
 
 /* How runs are isolated: "cgroup v1", "cgroup v2" or "none: WHY". */
 void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len);

@@ -98,21 +98,22 @@ struct node_view {
 	long *cpu, *gpu;         /* the job holding each, 0 = free */
 };
 
-/* Who holds the local node's GPUs. plan.c puts rank r of a GPU job on
- * gpu r, so a running GPU job of R ranks holds gpu0 to gpuR-1. */
-static void local_gpu_holders(struct dlh_engine *e, long *gpu, int ngpu)
+/* Who holds a node's GPUs: a GPU job's ranks on the node take its GPUs in
+ * order (dlh_plan_place), one per CPU slot the job holds there. */
+static void gpu_holders(struct dlh_engine *e, const long *cpu, int ncpu, long *gpu, int ngpu)
 {
 	long ids[256];
-	int ranks[256];
-	struct dlh_job j;
-	size_t n = dlh_engine_running(e, ids, ranks, 256);
+	int ranks[256], g = 0;
+	struct dlh_job *j = malloc(sizeof *j);
+	size_t n = j ? dlh_engine_running(e, ids, ranks, 256) : 0;
 	for (size_t i = 0; i < n && i < 256; i++) {
-		if (dlh_engine_job(e, ids[i], &j) || j.spec.device != DLH_DEVICE_GPU)
+		if (dlh_engine_job(e, ids[i], j) || j->spec.device != DLH_DEVICE_GPU)
 			continue;
-		for (int r = 0; r < ranks[i] && r < ngpu; r++)
-			if (!gpu[r])
-				gpu[r] = ids[i];
+		for (int s = 0; s < ncpu; s++)
+			if (cpu[s] == ids[i] && g < ngpu)
+				gpu[g++] = ids[i];
 	}
+	free(j);
 }
 
 static void node_view_close(struct node_view *v)
@@ -122,8 +123,7 @@ static void node_view_close(struct node_view *v)
 	free(v->gpu);
 }
 
-/* Fills v for the node called name (NULL: the local node). Remote nodes'
- * devices are all free: runs launch only on the local node. Returns 0,
+/* Fills v for the node called name (NULL: the local node). Returns 0,
  * -ENOENT (no such node), or -ENOMEM. */
 static int node_view_open(struct dlh_engine *e, const char *name, struct node_view *v)
 {
@@ -145,10 +145,8 @@ static int node_view_open(struct dlh_engine *e, const char *name, struct node_vi
 		node_view_close(v);
 		return -ENOMEM;
 	}
-	if (v->local) {
-		dlh_engine_holders(e, v->cpu, v->ncpu);
-		local_gpu_holders(e, v->gpu, v->ngpu);
-	}
+	dlh_engine_holders(e, v->k, v->cpu, v->ncpu);
+	gpu_holders(e, v->cpu, v->ncpu, v->gpu, v->ngpu);
 	return 0;
 }
 
@@ -175,11 +173,10 @@ static int render_summary(struct dlh_engine *e, struct dlh_buf *out)
 		return rc;
 	}
 	struct dlh_pool *p = v.pool;   /* the view's own copy */
-	int gpus_held = held(v.gpu, v.ngpu);
-	dlh_pool_free_view(p, v.use.slots_used, gpus_held, f);
+	dlh_pool_free_view_nodes(p, v.use.node_cpus, v.use.node_gpus, f);
 	for (int k = 0; k < p->nnodes; k++)   /* what would be free without the drains */
 		p->nodes[k].drained = 0;
-	dlh_pool_free_view(p, v.use.slots_used, gpus_held, all);
+	dlh_pool_free_view_nodes(p, v.use.node_cpus, v.use.node_gpus, all);
 	for (int t = 0; t < p->ntypes && !rc; t++) {
 		int total = 0, free_n = 0, free_all = 0;
 		for (int k = 0; k < p->nnodes; k++) {
@@ -291,8 +288,6 @@ static int render_queue(struct dlh_engine *e, struct dlh_buf *out)
 	return rc ? -ENOMEM : 0;
 }
 
-/* A remote node's isolation and role: what a reader must know of it. */
-#define REMOTE_NOTE "runs launch only on the local node (%s) today"
 
 /* The files of pool/nodes/<node>/ of v's node. */
 static int render_node_file(struct dlh_engine *e, const struct node_view *v,
@@ -304,7 +299,7 @@ static int render_node_file(struct dlh_engine *e, const struct node_view *v,
 	case FS_NODE_CPUS:
 		return dlh_buf_printf(out, "%d\n", nd->cpus);
 	case FS_NODE_USED:
-		return dlh_buf_printf(out, "%d\n", v->local ? v->use.slots_used : 0);
+		return dlh_buf_printf(out, "%d\n", held(v->cpu, v->ncpu));
 	case FS_NODE_MEMORY:
 		return dlh_buf_printf(out, "%lld\n", nd->mem_bytes);
 	case FS_NODE_MODEL:
@@ -329,24 +324,31 @@ static int render_node_file(struct dlh_engine *e, const struct node_view *v,
 		}
 	case FS_NODE_ROLE:
 		return v->local ? dlh_buf_printf(out, "local\n")
-				: dlh_buf_printf(out, "remote: " REMOTE_NOTE "\n", v->pool->node.host);
+				: dlh_buf_printf(out, "remote: ranks started by mpirun on %s through \"%s\"\n",
+						 v->pool->node.host, nd->agent[0] ? nd->agent : DLH_AGENT_DEFAULT);
 	case FS_NODE_DEVICES:
 	case FS_NODE_CPU_JOB:
 		return render_holders(v, n, out);
 	case FS_NODE_ISOLATION: {
 		char text[512];
 		if (!v->local)
-			return dlh_buf_printf(out, "none: " REMOTE_NOTE "\n", v->pool->node.host);
+			return dlh_buf_printf(out, "none: ranks on other nodes than %s are not isolated "
+					      "by dlhfs\n", v->pool->node.host);
 		dlh_engine_isolation(e, text, sizeof text);
 		return dlh_buf_printf(out, "%s\n", text);
 	}
 	case FS_NODE_JOBS: {
 		long ids[256];
 		int ranks[256];
-		size_t k = v->local ? dlh_engine_running(e, ids, ranks, 256) : 0;
+		size_t k = dlh_engine_running(e, ids, ranks, 256);
 		int rc = 0;
-		for (size_t i = 0; i < k && i < 256; i++)
-			rc |= dlh_buf_printf(out, "%ld cpu %d\n", ids[i], ranks[i]);
+		for (size_t i = 0; i < k && i < 256; i++) {
+			int here = 0;   /* its ranks on this node: the slots it holds here */
+			for (int s = 0; s < v->ncpu; s++)
+				here += v->cpu[s] == ids[i];
+			if (here)
+				rc |= dlh_buf_printf(out, "%ld cpu %d\n", ids[i], here);
+		}
 		return rc ? -ENOMEM : 0;
 	}
 	default:

@@ -306,6 +306,11 @@ static void check_cross(struct ctx *c)
 {
 	const struct dlh_spec *s = &c->spec;
 	int batch = key("train", "batch_size"), ranks = key("resources", "ranks");
+	int nodes = key("resources", "nodes");
+	if (!c->bad[nodes] && !c->bad[ranks] && s->ranks > 0 && s->nodes > s->ranks)
+		dlh_spec_error_add(&c->errs, later(c, nodes, ranks),
+				   "[resources] nodes: %d nodes for %d ranks: each node needs a rank",
+				   s->nodes, s->ranks);
 	int limit = key("data", "train_limit");
 	if (!c->bad[batch] && !c->bad[ranks] && s->ranks > 0 && s->batch_size < s->ranks)
 		dlh_spec_error_add(&c->errs, later(c, batch, ranks),

@@ -79,6 +79,7 @@ const struct dlh_key dlh_spec_keys[] = {
 	{ "train", "rebalance", DLH_KIND_ENUM, FIELD(rebalance), .words = bool_words, .def = "true" },
 
 	{ "resources", "ranks", DLH_KIND_RANKS, FIELD(ranks), .lo = 1, .hi = 1024, .def = "auto" },
+	{ "resources", "nodes", DLH_KIND_RANKS, FIELD(nodes), .lo = 1, .hi = 256, .def = "auto" },
 	{ "resources", "device", DLH_KIND_ENUM, FIELD(device), .words = device_words, .def = "cpu" },
 	{ "resources", "memory", DLH_KIND_SIZE, FIELD(memory), .lo = DLH_MEMORY_MIN, .hi = DLH_MEMORY_MAX, .def = "0" },
 };

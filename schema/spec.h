@@ -106,6 +106,8 @@ struct dlh_spec {
 
 	/* [resources] */
 	int ranks;                           /* 1..1024; 0 = auto (decided by the planner) */
+	int nodes;                           /* nodes the ranks spread over, as evenly as they
+						divide; 0 = auto (the planner's choice) */
 	enum dlh_device device;              /* cpu | gpu */
 	long long memory;                    /* bytes all ranks together may use; 0 = no limit */
 };

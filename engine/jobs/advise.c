@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/jobs/table.h"
 #include "engine/util/util.h"
@@ -149,8 +150,9 @@ int eng_choose(struct dlh_engine *e, const struct dlh_spec *spec,
 		pthread_cond_wait(&e->changed, &e->mu);
 	cal = e->cal;
 	corr = e->corr;
-	in.cpus_free = e->pool.node.cpus - e->slots_used;
-	in.gpus_free = -1;   /* GPUs are not allocated per job yet: all of them */
+	int used[DLH_POOL_NODES];
+	memcpy(used, e->node_used, sizeof used);
+	in.cpus_used = used;
 	pthread_mutex_unlock(&e->mu);
 	return dlh_choose(&in, c, err, errlen);
 }
@@ -161,6 +163,7 @@ void eng_choice_apply(struct dlh_job *j, const struct dlh_choice *c)
 	memcpy(j->plan_batch, c->batch, sizeof c->batch[0] * (size_t)c->ranks);
 	j->plan_lr = c->lr;
 	j->plan_warmup = c->warmup_steps;
+	j->plan_nodes = c->estimated ? c->best.c.nodes : 0;
 	j->est_total = c->estimated ? c->est.total_s : 0.0;
 }
 
@@ -173,6 +176,45 @@ int eng_job_override(const struct dlh_job *j, struct dlh_plan_override *ov)
 		.warmup_steps = j->plan_warmup,
 	};
 	return 1;
+}
+
+int eng_job_nodes(const struct dlh_job *j)
+{
+	return j->spec.nodes > 0 ? j->spec.nodes : j->plan_nodes;
+}
+
+int eng_launch_hosts(const struct dlh_engine *e, const struct dlh_plan *plan,
+		     struct dlh_launch_host *hosts, int *nhosts, char *agent, size_t agentlen,
+		     char *err, size_t errlen)
+{
+	int node[DLH_POOL_NODES], count[DLH_POOL_NODES], other = -1;
+	int n = plan->ranks > 0 && plan->node[0] >= 0 ?
+		dlh_plan_nodes(plan, node, count, DLH_POOL_NODES) : 0;
+	*nhosts = 0;
+	agent[0] = '\0';
+	if (n == 0 || (n == 1 && node[0] == e->pool.local))
+		return 0;   /* this machine only */
+	for (int i = 0; i < n; i++) {
+		struct dlh_launch_host *h = &hosts[i];
+		const struct dlh_pool_node *nd = &e->pool.nodes[node[i]];
+		if (node[i] == e->pool.local) {   /* the name mpirun knows itself by */
+			if (gethostname(h->host, sizeof h->host - 1) < 0)
+				snprintf(h->host, sizeof h->host, "localhost");
+		} else {
+			snprintf(h->host, sizeof h->host, "%s", nd->host);
+			if (other >= 0 && strcmp(nd->agent, e->pool.nodes[other].agent)) {
+				snprintf(err, errlen, "nodes %s and %s are reached by different agents "
+					 "(pool file): one run reaches its nodes one way",
+					 e->pool.nodes[other].name, nd->name);
+				return -EINVAL;
+			}
+			other = node[i];
+		}
+		h->ranks = count[i];
+	}
+	*nhosts = n;
+	snprintf(agent, agentlen, "%s", other >= 0 ? e->pool.nodes[other].agent : "");
+	return 0;
 }
 
 int eng_job_slots(const struct dlh_engine *e, const struct dlh_job *j)
@@ -214,13 +256,18 @@ int eng_write_plan(struct dlh_engine *e, long id, const struct dlh_plan *plan)
 	char path[4096], dir[4096], *planner = NULL;
 	struct dlh_buf b = {0};
 	struct eng_env env;
-	int rc = dlh_plan_format(plan, &b);
+	struct dlh_launch_host hosts[DLH_POOL_NODES];
+	char agent[512], why[512];
+	int nhosts, rc = dlh_plan_format(plan, &e->pool, &b);
 
 	/* how it is launched, as the backend will do it */
 	eng_run_env(e, id, plan->ranks, &env);
 	eng_job_dir(e, id, dir, sizeof dir);
+	if (eng_launch_hosts(e, plan, hosts, &nhosts, agent, sizeof agent, why, sizeof why) && !rc)
+		rc = dlh_buf_printf(&b, "launch refused: %s\n", why) ? -ENOMEM : 0, nhosts = 0;
 	struct dlh_launch l = {
 		.argv = plan->argv, .ranks = plan->ranks, .env = env.v, .job_dir = dir,
+		.hosts = hosts, .nhosts = nhosts, .agent = agent,
 	};
 	if (!rc)
 		rc = e->backend.ops->describe(&e->backend, &l, &b);

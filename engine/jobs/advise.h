@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "engine/plan/choose.h"
 #include "engine/plan/plan.h"
+#include "engine/run/backend.h"
 
 /* Loads the cached calibration and the history's correction factors; with
  * no cache (and no_calibrate 0) starts measuring in a thread. At open. */
@@ -31,6 +32,18 @@ void eng_choice_apply(struct dlh_job *j, const struct dlh_choice *c);
 
 /* Fills ov from the job's recorded decision; returns 1, or 0 when it has none. */
 int eng_job_override(const struct dlh_job *j, struct dlh_plan_override *ov);
+
+/* The nodes j's ranks spread over: the spec's [resources] nodes, else the
+ * planner's choice (0: the fewest that hold them). */
+int eng_job_nodes(const struct dlh_job *j);
+
+/* The nodes of a placed plan as the launch names them (hosts, *nhosts; 0
+ * when every rank is on this machine or it is not placed) and the agent
+ * that reaches the others (agent, "" = ssh). Returns 0, or -EINVAL with
+ * err when two nodes are reached by different agents. e->mu held. */
+int eng_launch_hosts(const struct dlh_engine *e, const struct dlh_plan *plan,
+		     struct dlh_launch_host *hosts, int *nhosts, char *agent, size_t agentlen,
+		     char *err, size_t errlen);
 
 /* CPU slots (or GPUs) job j runs on. e->mu held. */
 int eng_job_slots(const struct dlh_engine *e, const struct dlh_job *j);

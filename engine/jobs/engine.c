@@ -217,11 +217,8 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		dlh_cgroup_setup(&e->cg);
 	else
 		snprintf(e->cg.why, sizeof e->cg.why, "turned off (-o isolation=off)");
-	e->holder = calloc((size_t)e->pool.node.cpus, sizeof *e->holder);
-	if (!e->holder) {
-		rc = -ENOMEM;
+	if ((rc = eng_slots_fit(e)))
 		goto no_table;
-	}
 	if ((rc = eng_table_load(e, err, errlen)))
 		goto fail;
 	eng_drained_load(e);
@@ -249,8 +246,8 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	return 0;
 fail:
 	eng_table_free(e);
-	free(e->holder);
 no_table:
+	eng_slots_close(e);
 	dlh_cgroup_teardown(&e->cg);
 	close(e->lock_fd);
 	free(e);
@@ -265,7 +262,7 @@ void dlh_engine_close(struct dlh_engine *e)
 	eng_supervise_stop(e);
 	eng_calib_close(e);
 	eng_table_free(e);
-	free(e->holder);
+	eng_slots_close(e);
 	dlh_cgroup_teardown(&e->cg);
 	pthread_cond_destroy(&e->changed);
 	pthread_cond_destroy(&e->timer_cv);
@@ -330,6 +327,13 @@ void dlh_engine_pool(struct dlh_engine *e, struct dlh_pool *pool, struct dlh_usa
 	if (use) {
 		memset(use, 0, sizeof *use);
 		use->slots_used = e->slots_used;
+		for (int k = 0; k < e->pool.nnodes; k++) {
+			use->node_cpus[k] = e->node_used[k];
+			for (int s = 0; s < e->holder_len[k]; s++) {
+				const struct dlh_job *j = e->holder[k][s] ? eng_find(e, e->holder[k][s]) : NULL;
+				use->node_gpus[k] += j && j->spec.device == DLH_DEVICE_GPU;
+			}
+		}
 		for (size_t i = 0; i < e->njobs; i++) {
 			use->running += e->jobs[i]->status == DLH_RUNNING;
 			use->queued += e->jobs[i]->status == DLH_QUEUED;

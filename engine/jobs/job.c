@@ -43,8 +43,9 @@ int dlh_job_save(const struct dlh_job *j, const char *dir)
 		j->submitted, j->started, j->finished, j->ranks, j->restarts, j->exit_code, j->priority, j->suspends,
 		j->resumable);
 	if (j->plan_ranks > 0) {
-		dlh_buf_printf(&b, "plan_ranks=%d\nplan_lr=%.17g\nplan_warmup=%d\nest_total=%.3f\n"
-			       "plan_batch=", j->plan_ranks, j->plan_lr, j->plan_warmup, j->est_total);
+		dlh_buf_printf(&b, "plan_ranks=%d\nplan_lr=%.17g\nplan_warmup=%d\nplan_nodes=%d\n"
+			       "est_total=%.3f\nplan_batch=", j->plan_ranks, j->plan_lr, j->plan_warmup,
+			       j->plan_nodes, j->est_total);
 		for (int r = 0; r < j->plan_ranks; r++)
 			dlh_buf_printf(&b, "%s%d", r ? "," : "", j->plan_batch[r]);
 		dlh_buf_printf(&b, "\n");
@@ -91,6 +92,7 @@ static void load_plan(struct dlh_job *j, const char *text)
 	j->plan_ranks = n;
 	j->plan_lr = kv_double(text, "plan_lr");
 	j->plan_warmup = (int)kv_long(text, "plan_warmup");
+	j->plan_nodes = (int)kv_long(text, "plan_nodes");
 	j->est_total = kv_double(text, "est_total");
 }
 

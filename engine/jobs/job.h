@@ -45,6 +45,7 @@ struct dlh_job {
 	int plan_batch[DLH_JOB_RANKS];   /* per-rank batches */
 	double plan_lr;              /* lr to train with; 0 = auto */
 	int plan_warmup;             /* warmup steps */
+	int plan_nodes;              /* nodes the ranks spread over; 0 = fewest */
 	double est_total;            /* estimated run time, seconds; 0 = no estimate */
 
 	/* daemon-only, not stored */

@@ -91,6 +91,10 @@ static void probe_round(struct dlh_engine *e)
 		if (k != e->pool.local)
 			apply(e, k, &p[k].r);
 	e->probing = 0;
+	if (eng_slots_fit(e))
+		fprintf(stderr, "dlhfs: out of memory growing the nodes' slots to their cores\n");
+	if (e->on_run_end && !e->stopping)
+		e->on_run_end(e);   /* the queue: nodes up now take queued jobs */
 	pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->mu);
 	free(p);

@@ -4,6 +4,7 @@
  * acts on its answer: launches, wait reasons, victims. */
 #include "engine/jobs/queue.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -57,7 +58,7 @@ static size_t plan_queue(struct dlh_engine *e, double now, struct dlh_sched_wait
 		}
 	}
 	dlh_sched_order(w, nw);
-	dlh_sched_plan(e->pool.node.cpus, now, r, nr, w, nw);
+	dlh_sched_plan(eng_slots_usable(e), now, r, nr, w, nw);
 	free(r);
 	*wout = w;
 	return nw;
@@ -81,7 +82,7 @@ static int cmp_victims(const void *pa, const void *pb)
  * e->mu held. */
 static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t nw, double now)
 {
-	int avail = eng_local_slots(e) - e->slots_used;
+	int avail = eng_slots_free(e);
 	struct dlh_job **cand = malloc((e->njobs ? e->njobs : 1) * sizeof *cand);
 	if (!cand)
 		return;
@@ -90,7 +91,7 @@ static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t
 			avail += e->jobs[i]->ranks;
 	for (size_t k = 0; k < nw; k++) {
 		struct dlh_job *h = eng_find(e, w[k].id);
-		if (!h || h->status != DLH_QUEUED || w[k].cpus > e->pool.node.cpus)
+		if (!h || h->status != DLH_QUEUED || w[k].cpus > eng_slots_usable(e))
 			continue;
 		if (w[k].start <= now || w[k].cpus <= avail) {
 			avail -= w[k].cpus < avail ? w[k].cpus : avail;
@@ -140,15 +141,14 @@ void eng_schedule(struct dlh_engine *e)
 		struct dlh_job *j = eng_find(e, w[k].id);
 		if (!j || j->status != DLH_QUEUED)
 			continue;
-		int need = w[k].cpus, free_slots = eng_local_slots(e) - e->slots_used;
-		if (need > e->pool.node.cpus) {
+		int need = w[k].cpus, free_slots = eng_slots_free(e);
+		if (need > eng_slots_usable(e)) {
 			eng_job_launch(e, j); /* planning refuses it, with the reason */
 			continue;
 		}
-		if (w[k].start <= now && need <= free_slots) {
-			eng_job_launch(e, j);
-			continue;
-		}
+		int tried = w[k].start <= now && need <= free_slots;
+		if (tried && eng_job_launch(e, j) != -EAGAIN)
+			continue;   /* launched, or failed with the reason */
 		char when[64];
 		j->est_start = w[k].start;
 		if (isinf(w[k].start))
@@ -158,7 +158,9 @@ void eng_schedule(struct dlh_engine *e)
 			clock_text(w[k].start, hms, sizeof hms);
 			snprintf(when, sizeof when, "est. start %s", hms);
 		}
-		if (need <= free_slots)
+		if (tried)
+			;   /* the launch said why: the ranks do not fit the nodes' room */
+		else if (need <= free_slots)
 			snprintf(j->wait, sizeof j->wait, "waiting for %d cpu slot%s; %d free but held "
 				 "for jobs ahead in the queue; %s", need, need == 1 ? "" : "s",
 				 free_slots, when);
@@ -190,12 +192,12 @@ size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_
 	return nw;
 }
 
-int dlh_engine_holders(struct dlh_engine *e, long *out, int max)
+int dlh_engine_holders(struct dlh_engine *e, int k, long *out, int max)
 {
 	pthread_mutex_lock(&e->mu);
-	int n = e->pool.node.cpus;
+	int n = k >= 0 && k < e->pool.nnodes ? e->holder_len[k] : 0;
 	for (int s = 0; s < n && s < max; s++)
-		out[s] = e->holder[s];
+		out[s] = e->holder[k][s];
 	pthread_mutex_unlock(&e->mu);
 	return n;
 }

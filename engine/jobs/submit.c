@@ -182,8 +182,21 @@ static void take_id(struct dlh_engine *e, struct submission *s, uid_t uid)
 static int plan_job(struct dlh_engine *e, struct submission *s, char *err, size_t errlen)
 {
 	struct dlh_plan_override ov;
-	return dlh_plan_make_with(&s->job->spec, eng_job_override(s->job, &ov) ? &ov : NULL,
-				  &e->pool, &e->tools, s->dir, &s->plan, err, errlen);
+	int avail[DLH_POOL_NODES], rc;
+	char why[512];
+	rc = dlh_plan_make_with(&s->job->spec, eng_job_override(s->job, &ov) ? &ov : NULL,
+				&e->pool, &e->tools, s->dir, &s->plan, err, errlen);
+	if (rc)
+		return rc;
+	/* where its ranks would go were every node free: the plan's hosts
+	 * (at launch they go where there is room then) */
+	eng_slots_avail(e, s->plan.gpu, 1, avail);
+	if (dlh_plan_place(&s->plan, &e->pool, avail, eng_job_nodes(s->job), why, sizeof why)) {
+		snprintf(err, errlen, "spec: [resources] %s: %s\n",
+			 s->job->spec.nodes > 0 ? "nodes" : "ranks", why);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 /* Refuses a job when max_queued jobs are queued already. e->mu held.

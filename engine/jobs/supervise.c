@@ -45,7 +45,10 @@ static void *waiter_main(void *arg);
 
 /* What a launch carries from step to step (malloc'd: the plan is large). */
 struct launch {
-	struct dlh_plan plan;        /* the run: ranks, slots, argv */
+	struct dlh_plan plan;        /* the run: ranks, their nodes and slots, argv */
+	struct dlh_launch_host hosts[DLH_POOL_NODES];   /* its nodes, in rank order */
+	int nhosts;                  /* 0: every rank on the local node */
+	char agent[512];             /* how the other nodes are reached ("" = ssh) */
 	struct dlh_cgroup cg;        /* its cgroups; zeroed when it has none */
 	int join[3];                 /* cgroup.procs descriptors the run joins; -1 ends the list */
 	int slots_taken;             /* plan.slot are marked held in e->holder */
@@ -70,30 +73,38 @@ static int plan_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	return rc;
 }
 
-/* Holds the lowest free CPU slots for j, one per rank, pins the ranks to
- * them and writes the plan file that names them. Returns 0, or -errno with
- * l->err (the slots stay held: launch_failed gives them back). */
+/* The nodes of l's placed plan as the launch names them (l->hosts) and
+ * the agent that reaches them. Returns 0, or -EINVAL with l->err. */
+static int launch_hosts(struct dlh_engine *e, struct launch *l)
+{
+	return eng_launch_hosts(e, &l->plan, l->hosts, &l->nhosts, l->agent, sizeof l->agent,
+				l->err, sizeof l->err);
+}
+
+/* Places j's ranks on the nodes with room (engine/plan dlh_plan_place),
+ * holds the lowest free CPU slot of each rank's node, pins the ranks to
+ * them and writes the plan file that names them. Returns 0, -EAGAIN with
+ * l->err when the ranks do not fit what is free now (nothing held), or
+ * -errno with l->err (the slots stay held: launch_failed gives them back). */
 static int take_slots(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 {
 	struct dlh_plan *p = &l->plan;
-	int rc, free_slots = e->pool.node.cpus - e->slots_used;
-	if (p->ranks > free_slots) {
-		snprintf(l->err, sizeof l->err, "internal error: %d cpu slots needed, %d free",
-			 p->ranks, free_slots);
+	int avail[DLH_POOL_NODES], rc;
+	eng_slots_avail(e, p->gpu, 0, avail);
+	if ((rc = dlh_plan_place(p, &e->pool, avail, eng_job_nodes(j), l->err, sizeof l->err)) ||
+	    (rc = eng_slots_take(e, j->id, p))) {
+		if (!l->err[0])
+			snprintf(l->err, sizeof l->err, "its ranks' slots are not free");
 		return -EAGAIN;
 	}
-	for (int r = 0, s = 0; r < p->ranks; s++)
-		if (!e->holder[s])
-			p->slot[r++] = s;
-	for (int r = 0; r < p->ranks; r++)
-		e->holder[p->slot[r]] = j->id;
-	e->slots_used += p->ranks;
 	l->slots_taken = 1;
 	if ((rc = dlh_plan_pin(p))) {
 		snprintf(l->err, sizeof l->err, "spec: the command line is longer than %d bytes",
 			 DLH_ARGV_BYTES);
 		return rc;
 	}
+	if ((rc = launch_hosts(e, l)))
+		return rc;
 	if ((rc = eng_write_plan(e, j->id, p)))
 		snprintf(l->err, sizeof l->err, "cannot write the plan: %s", strerror(-rc));
 	return rc;
@@ -113,8 +124,16 @@ static void isolate(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	}
 	char name[64], why[512], lim[32] = "none";
 	snprintf(name, sizeof name, "%ld-%lu", j->id, ++e->launches);
-	int rc = dlh_cgroup_create(&e->cg, name, l->plan.slot, l->plan.ranks, j->spec.memory,
-				   &l->cg, why, sizeof why);
+	int local[DLH_RANKS_MAX], n = 0;   /* the slots of the ranks on this machine */
+	for (int r = 0; r < l->plan.ranks; r++)
+		if (l->plan.node[r] == e->pool.local)
+			local[n++] = l->plan.slot[r];
+	if (n == 0) {
+		eng_job_log(e, j, "isolation: none: no rank runs on this machine (each node's "
+			    "ranks run under its own agent)");
+		return;
+	}
+	int rc = dlh_cgroup_create(&e->cg, name, local, n, j->spec.memory, &l->cg, why, sizeof why);
 	if (!rc && (rc = dlh_cgroup_join_fds(&l->cg, l->join))) {
 		snprintf(why, sizeof why, "cannot open cgroup.procs: %s", strerror(-rc));
 		dlh_cgroup_destroy(&l->cg);
@@ -175,6 +194,7 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 		.log_path = log, .join = l->join, .cred = l->as_owner ? &l->cred : NULL,
 		/* the trainer says when it takes verbs; a command takes them from its start */
 		.ready_path = j->spec.command[0] ? NULL : ready,
+		.hosts = l->hosts, .nhosts = l->nhosts, .agent = l->agent,
 	};
 	rc = e->backend.ops->start(&e->backend, &dl, &j->run, l->err, sizeof l->err);
 	if (!rc && l->as_owner)
@@ -249,11 +269,8 @@ static int launch_failed(struct dlh_engine *e, struct dlh_job *j, struct launch 
 		e->backend.ops->wait(&e->backend, &j->run, l->dir, 1, &end);
 		memset(&j->run, 0, sizeof j->run);
 	}
-	if (l->slots_taken) {
-		e->slots_used -= l->plan.ranks;
-		for (int r = 0; r < l->plan.ranks; r++)
-			e->holder[l->plan.slot[r]] = 0;
-	}
+	if (l->slots_taken)
+		eng_slots_give(e, j->id);
 	close_joins(l);
 	memset(&j->cg, 0, sizeof j->cg);
 	dlh_cgroup_destroy(&l->cg);
@@ -289,12 +306,24 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 	if (!l)
 		return -ENOMEM;   /* nothing done: the job waits for the next schedule */
 	int rc = plan_run(e, j, l);
-	if (!rc)
-		rc = take_slots(e, j, l);
+	if (!rc && (rc = take_slots(e, j, l)) == -EAGAIN) {
+		/* not with what is free now: it waits (eng_schedule says why) */
+		j->status = DLH_QUEUED;
+		snprintf(j->wait, sizeof j->wait, "waiting for room: %s", l->err);
+		free(l->wa);
+		free(l);
+		return -EAGAIN;
+	}
 	if (!rc) {
+		char where[512] = "";
+		size_t used = 0;
+		for (int i = 0; i < l->nhosts && used < sizeof where; i++)
+			used += (size_t)snprintf(where + used, sizeof where - used, "%s%s:%d",
+						 i ? "," : "", l->hosts[i].host, l->hosts[i].ranks);
 		/* the run's part of the log starts here (reason.c) */
 		eng_job_log(e, j, "launching %d rank%s on %s (restart %d)", l->plan.ranks,
-			    l->plan.ranks == 1 ? "" : "s", l->plan.host, j->restarts);
+			    l->plan.ranks == 1 ? "" : "s", l->nhosts ? where : l->plan.host,
+			    j->restarts);
 		isolate(e, j, l);
 		rc = start_run(e, j, l);
 	}
@@ -322,10 +351,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	int oom = dlh_cgroup_oom_kills(cg);
 	int leftover = end->leftover;
 	double run_started = j->run_started;
-	e->slots_used -= j->ranks;
-	for (int s = 0; s < e->pool.node.cpus; s++)
-		if (e->holder[s] == j->id)
-			e->holder[s] = 0;
+	eng_slots_give(e, j->id);
 	j->run_started = 0;
 	j->limit_at = 0;
 	j->grace_at = 0;
@@ -558,34 +584,40 @@ void eng_job_suspend(struct dlh_engine *e, struct dlh_job *j)
 
 /* ---- after a restart ---- */
 
+/* The node of the pool whose host is host (the local node also by this
+ * machine's name), or -1. */
+static int node_of_host(const struct dlh_engine *e, const char *host)
+{
+	char self[256] = "";
+	gethostname(self, sizeof self - 1);
+	for (int k = 0; k < e->pool.nnodes; k++)
+		if (!strcmp(e->pool.nodes[k].host, host))
+			return k;
+	return !strcmp(host, self) || !strcmp(host, e->pool.node.host) ? e->pool.local : -1;
+}
+
 /* The CPU slots of j's run as its plan file names them ("rank R host H
  * device cpuS"), marked held by j. Returns the ranks found, or -errno
  * (nothing held then) when the plan is unreadable or a slot is not free. */
 static int hold_planned_slots(struct dlh_engine *e, struct dlh_job *j)
 {
 	char path[4096], *text = NULL;
-	int slot[DLH_RANKS_MAX], n = 0;
+	int n = 0, rc = 0;
 	eng_job_file(e, j->id, "plan", path, sizeof path);
 	if (dlh_read_file_nofollow(path, 1 << 20, &text, NULL))
 		return -ENOENT;
-	for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+	for (char *l = text; l && *l && !rc; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
 		int r, s;
 		char host[256];
 		if (sscanf(l, "rank %d host %255s device cpu%d", &r, host, &s) != 3)
 			continue;
-		if (n >= DLH_RANKS_MAX || s < 0 || s >= e->pool.node.cpus || e->holder[s]) {
-			free(text);
-			return -EBUSY;
-		}
-		slot[n++] = s;
+		rc = n >= DLH_RANKS_MAX ? -EBUSY : eng_slots_hold(e, j->id, node_of_host(e, host), s);
+		n++;
 	}
 	free(text);
-	if (n == 0)
-		return -ENOENT;
-	for (int r = 0; r < n; r++)
-		e->holder[slot[r]] = j->id;
-	e->slots_used += n;
-	return n;
+	if (rc)
+		eng_slots_give(e, j->id);
+	return rc ? rc : n ? n : -ENOENT;
 }
 
 /* Takes back a run that went on while no dlhfs watched (or ended then):
@@ -603,10 +635,7 @@ static int adopt(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run *
 	if (rc) {
 		free(wa);
 		memset(&j->run, 0, sizeof j->run);
-		e->slots_used -= ranks;
-		for (int s = 0; s < e->pool.node.cpus; s++)
-			if (e->holder[s] == j->id)
-				e->holder[s] = 0;
+		eng_slots_give(e, j->id);
 		return -rc;
 	}
 	j->status = DLH_RUNNING;

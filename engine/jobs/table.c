@@ -225,11 +225,6 @@ int eng_job_protect(const struct dlh_engine *e, const struct dlh_job *j, char *e
 	return 0;
 }
 
-int eng_local_slots(const struct dlh_engine *e)
-{
-	return e->pool.nodes[e->pool.local].drained ? 0 : e->pool.node.cpus;
-}
-
 #define DRAINED_FILE "drained"   /* in the state dir: drained nodes, a name a line */
 
 void eng_drained_load(struct dlh_engine *e)

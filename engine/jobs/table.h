@@ -34,8 +34,11 @@ struct dlh_engine {
 	struct dlh_job **jobs;       /* ascending ids */
 	size_t njobs, cap;           /* used and allocated entries */
 	long next_id;                /* next id to hand out */
-	int slots_used;              /* CPU slots held by running jobs */
-	long *holder;                /* pool.node.cpus entries: the job holding each slot, 0 = free */
+	int slots_used;              /* CPU slots held by running jobs, every node */
+	int node_used[DLH_POOL_NODES];   /* of which on each node */
+	long *holder[DLH_POOL_NODES];    /* per node, holder_len entries: the job holding
+					    each slot, 0 = free (slots.c) */
+	int holder_len[DLH_POOL_NODES];
 	int max_queued;              /* most jobs queued at once */
 	int max_queued_per_user;     /* most jobs of one uid queued at once; 0 = no limit */
 	int data_timeout_ms;         /* how long a submission's data may take to answer */
@@ -120,9 +123,33 @@ gid_t eng_primary_gid(uid_t uid);
 int eng_job_protect(const struct dlh_engine *e, const struct dlh_job *j, char *err,
 		    size_t errlen);
 
-/* CPU slots of the local node that new runs may take: none while it is
- * drained. e->mu held. */
-int eng_local_slots(const struct dlh_engine *e);
+/* ---- slots.c: the CPU slots of every node and who holds them ---- */
+
+/* Grows each node's slots to its cores (after open or a probe). Returns 0,
+ * or -ENOMEM. */
+int eng_slots_fit(struct dlh_engine *e);
+
+/* Frees the slot tables. */
+void eng_slots_close(struct dlh_engine *e);
+
+/* CPU slots of the usable nodes (new runs may count on), and of those
+ * the ones free now. */
+int eng_slots_usable(const struct dlh_engine *e);
+int eng_slots_free(const struct dlh_engine *e);
+
+/* Ranks each node may take now (all 0: as if nothing were held), GPU
+ * ranks (gpu 1) no more than its GPUs; 0 for nodes not usable. */
+void eng_slots_avail(const struct dlh_engine *e, int gpu, int all, int *avail);
+
+/* Holds the lowest free slot of each rank's node (p->node[]) for job id
+ * into p->slot[]. Returns 0, or -EAGAIN (nothing held then). */
+int eng_slots_take(struct dlh_engine *e, long id, struct dlh_plan *p);
+
+/* Holds slot s of node k for job id. Returns 0, or -EBUSY. */
+int eng_slots_hold(struct dlh_engine *e, long id, int k, int s);
+
+/* Gives back every slot job id holds. */
+void eng_slots_give(struct dlh_engine *e, long id);
 
 /* Marks the nodes named in STATE/drained drained (pool/ctl drain). */
 void eng_drained_load(struct dlh_engine *e);

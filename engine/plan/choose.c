@@ -108,9 +108,10 @@ static int estimate_config(void *ctxp, const struct dlh_pool_free *p, const stru
 			return -EINVAL;
 	if (s->ranks > 0 && c->count != s->ranks)
 		return -EINVAL;
-	/* runs launch on the local node, whose GPUs dlh-train takes in index
-	 * order, not by type: devices of two types are planned (a dry run) but
-	 * not launched */
+	if (s->nodes > 0 && c->nodes != s->nodes)
+		return -EINVAL;
+	/* dlh-train takes a node's GPUs by --gpus, not by type: devices of two
+	 * types are planned (a dry run) but not launched */
 	if (c->nparts > 1 && !s->dry_run)
 		return -EINVAL;
 	x->tried++;
@@ -130,20 +131,11 @@ static int estimate_config(void *ctxp, const struct dlh_pool_free *p, const stru
 	return 0;
 }
 
-/* The planner's view of the pool: free devices (cpus_free / gpus_free of
- * the local node; < 0: all). A run launches on the local node only, so
- * other nodes count unless plan_all is 0; a dry run plans on them all. */
-static void pool_view(const struct dlh_pool *pool, int cpus_free, int gpus_free, int plan_all,
-		      struct dlh_pool_free *v)
+/* The planner's view of the pool: the devices of every usable node not in
+ * use (used: CPU slots in use per node; NULL = none). */
+static void pool_view(const struct dlh_pool *pool, const int *used, struct dlh_pool_free *v)
 {
-	const struct dlh_node *n = &pool->node;
-	int used_cpus = cpus_free < 0 ? 0 : n->cpus - cpus_free;
-	int used_gpus = gpus_free < 0 ? 0 : n->gpus - gpus_free;
-
-	dlh_pool_free_view(pool, used_cpus < 0 ? 0 : used_cpus, used_gpus < 0 ? 0 : used_gpus, v);
-	for (int k = 0; !plan_all && k < v->nnodes; k++)
-		if (k != pool->local)
-			memset(v->free[k], 0, sizeof v->free[k]);
+	dlh_pool_free_view_nodes(pool, used, NULL, v);
 }
 
 /* The spec's own ranks and equal batches, not estimated (why says why). */
@@ -212,12 +204,12 @@ int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err
 	else if (dlh_dataset_shape(s, &shape, why, sizeof why) < 0)
 		return unestimated(in, out, why);
 
-	pool_view(in->pool, in->cpus_free, in->gpus_free, s->dry_run, &out->pool);
+	pool_view(in->pool, s->dry_run ? NULL : in->cpus_used, &out->pool);
 	rc = dlh_planner_choose(&out->pool, out->deadline_s, 0, estimate_config, &x, &out->best,
 				out->alt, DLH_CHOOSE_ALTS, &out->nalt, err, errlen);
-	if ((!x.tried || (rc == -ENOSPC && x.estimated)) && (in->cpus_free >= 0 || in->gpus_free >= 0)) {
+	if ((!x.tried || (rc == -ENOSPC && x.estimated)) && in->cpus_used && !s->dry_run) {
 		/* nothing (that fits) is free: plan on the whole pool and wait for it */
-		pool_view(in->pool, -1, -1, s->dry_run, &out->pool);
+		pool_view(in->pool, NULL, &out->pool);
 		x.tried = x.estimated = 0;
 		rc = dlh_planner_choose(&out->pool, out->deadline_s, 0, estimate_config, &x,
 					&out->best, out->alt, DLH_CHOOSE_ALTS, &out->nalt, err, errlen);

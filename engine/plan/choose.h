@@ -40,8 +40,8 @@ struct dlh_choice {
 struct dlh_choose_in {
 	const struct dlh_spec *spec;
 	const struct dlh_pool *pool;
-	int cpus_free;                 /* free CPU slots of the local node; < 0 = all */
-	int gpus_free;                 /* free GPUs of the local node; < 0 = all */
+	const int *cpus_used;          /* CPU slots in use on each node (pool indices);
+					  NULL = none. GPUs are not held per job: all free */
 	const struct dlh_calib *cal;   /* NULL or when == 0: not calibrated */
 	const struct dlh_correction *corr;   /* NULL = none */
 	const struct dlh_dataset_shape *shape;   /* the data as read at submission;

@@ -14,7 +14,9 @@ int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool)
 {
 	if (spec->ranks > 0)
 		return spec->ranks;
-	int n = spec->device == DLH_DEVICE_GPU ? pool->node.gpus : pool->node.cpus;
+	int n = dlh_pool_usable_devices(pool, spec->device == DLH_DEVICE_GPU);
+	if (n < 1)
+		n = 1;
 	return n < spec->batch_size ? n : spec->batch_size;
 }
 
@@ -191,25 +193,40 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 		       const char *job_dir, struct dlh_plan *p, char *err, size_t errlen)
 {
 	memset(p, 0, sizeof *p);
-	if (spec->device == DLH_DEVICE_GPU && pool->node.gpus == 0) {
-		snprintf(err, errlen, "spec: [resources] device: \"gpu\" asked for, the pool has no GPU\n");
+	int gpus = dlh_pool_usable_devices(pool, 1), cpus = dlh_pool_usable_devices(pool, 0);
+	long long most_mem = 0;
+	for (int k = 0; k < pool->nnodes; k++)
+		if (dlh_pool_node_usable(pool, k) && pool->nodes[k].mem_bytes > most_mem)
+			most_mem = pool->nodes[k].mem_bytes;
+	if (spec->device == DLH_DEVICE_GPU && gpus == 0) {
+		snprintf(err, errlen, "spec: [resources] device: \"gpu\" asked for, the pool has no GPU%s\n",
+			 dlh_pool_node_gpus(pool, pool->local) || pool->nnodes > 1 ?
+			 " on a usable node (see pool/nodes/*/state)" : "");
 		return -EINVAL;
 	}
-	if (spec->memory > 0 && pool->node.mem_bytes > 0 && spec->memory > pool->node.mem_bytes) {
-		snprintf(err, errlen, "spec: [resources] memory: %lld MiB asked for, the node has %lld MiB\n",
-			 spec->memory >> 20, pool->node.mem_bytes >> 20);
+	if (spec->memory > 0 && most_mem > 0 && spec->memory > most_mem) {
+		snprintf(err, errlen, "spec: [resources] memory: %lld MiB asked for, the largest node has %lld MiB\n",
+			 spec->memory >> 20, most_mem >> 20);
 		return -EINVAL;
 	}
 	int ranks = ov ? ov->ranks : dlh_plan_slots(spec, pool);
-	if (spec->device == DLH_DEVICE_GPU && ranks > pool->node.gpus) {
+	if (spec->device == DLH_DEVICE_GPU && ranks > gpus) {
 		snprintf(err, errlen, "spec: [resources] ranks: %d ranks need %d GPUs (one each), the pool has %d\n",
-			 ranks, ranks, pool->node.gpus);
+			 ranks, ranks, gpus);
 		return -EINVAL;
 	}
 	p->gpu = spec->device == DLH_DEVICE_GPU;
-	if (ranks > pool->node.cpus) {
+	if (ranks > cpus) {
 		snprintf(err, errlen, "spec: [resources] ranks: %d ranks need %d cpu slots, the pool has %d\n",
-			 ranks, ranks, pool->node.cpus);
+			 ranks, ranks, cpus);
+		return -EINVAL;
+	}
+	int usable = 0;
+	for (int k = 0; k < pool->nnodes; k++)
+		usable += dlh_pool_node_usable(pool, k);
+	if (spec->nodes > usable) {
+		snprintf(err, errlen, "spec: [resources] nodes: %d nodes asked for, the pool has %d usable\n",
+			 spec->nodes, usable);
 		return -EINVAL;
 	}
 	if (ranks > DLH_RANKS_MAX) {
@@ -217,8 +234,11 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 		return -EINVAL;
 	}
 	p->ranks = ranks;
-	for (int r = 0; r < ranks; r++)
-		p->slot[r] = -1;   /* the engine assigns slots at launch */
+	for (int r = 0; r < ranks; r++) {
+		p->slot[r] = -1;   /* the engine places the ranks (dlh_plan_place) */
+		p->node[r] = -1;
+		p->dev[r] = r;
+	}
 	int global = 0;
 	for (int r = 0; r < ranks; r++) {
 		p->batch[r] = ov ? ov->batch[r] : equal_share(spec->batch_size, ranks, r);
@@ -301,6 +321,99 @@ toolong:
 	return -E2BIG;
 }
 
+/* Node indices of pool by room: most avail first, the local node first
+ * among equals, then pool order. */
+static void by_room(const struct dlh_pool *pool, const int *avail, int *order)
+{
+	int n = pool->nnodes;
+	for (int k = 0; k < n; k++)
+		order[k] = k;
+	for (int i = 1; i < n; i++) {   /* insertion sort: stable, n is small */
+		int k = order[i], m = i;
+		for (; m > 0; m--) {
+			int o = order[m - 1];
+			int before = avail[k] > avail[o] ||
+				     (avail[k] == avail[o] && k == pool->local);
+			if (!before)
+				break;
+			order[m] = o;
+		}
+		order[m] = k;
+	}
+}
+
+int dlh_plan_place(struct dlh_plan *p, const struct dlh_pool *pool, const int *avail, int nodes,
+		   char *why, size_t len)
+{
+	int order[DLH_POOL_NODES], share[DLH_POOL_NODES] = { 0 }, room = 0, used = 0;
+	const int ranks = p->ranks;
+	by_room(pool, avail, order);
+	for (int k = 0; k < pool->nnodes; k++)
+		room += avail[k] > 0 ? avail[k] : 0;
+	if (nodes > 0) {
+		for (int i = 0; i < nodes && i < pool->nnodes; i++)
+			used += avail[order[i]] > 0;
+		if (used < nodes || nodes > ranks) {
+			snprintf(why, len, "%d ranks over %d nodes: %d nodes have room", ranks, nodes, used);
+			return -EAGAIN;
+		}
+		for (int i = 0; i < nodes; i++) {
+			share[i] = ranks / nodes + (i < ranks % nodes);
+			if (share[i] > avail[order[i]]) {
+				snprintf(why, len, "%d ranks over %d nodes: node %s has room for %d, not %d",
+					 ranks, nodes, pool->nodes[order[i]].name, avail[order[i]], share[i]);
+				return -EAGAIN;
+			}
+		}
+	} else if (avail[pool->local] >= ranks) {
+		order[0] = pool->local;
+		share[0] = ranks;
+		nodes = 1;
+	} else {
+		if (room < ranks) {
+			snprintf(why, len, "%d ranks, room for %d on the usable nodes", ranks, room);
+			return -EAGAIN;
+		}
+		int left = ranks;
+		for (nodes = 0; left > 0; nodes++) {
+			share[nodes] = avail[order[nodes]] < left ? avail[order[nodes]] : left;
+			left -= share[nodes];
+		}
+	}
+	/* the local node's ranks first when it is among the chosen: rank 0
+	 * beside the launcher */
+	for (int i = 1; i < nodes; i++)
+		if (order[i] == pool->local) {
+			int o = order[i], s = share[i];
+			memmove(order + 1, order, sizeof *order * (size_t)i);
+			memmove(share + 1, share, sizeof *share * (size_t)i);
+			order[0] = o;
+			share[0] = s;
+		}
+	for (int i = 0, r = 0; i < nodes; i++)
+		for (int d = 0; d < share[i]; d++, r++) {
+			p->node[r] = order[i];
+			p->dev[r] = d;
+		}
+	return 0;
+}
+
+int dlh_plan_nodes(const struct dlh_plan *p, int *out, int *count, int max)
+{
+	int n = 0;
+	for (int r = 0; r < p->ranks; r++) {
+		if (n && out[n - 1] == p->node[r]) {
+			count[n - 1]++;
+			continue;
+		}
+		if (n == max)
+			break;
+		out[n] = p->node[r];
+		count[n++] = 1;
+	}
+	return n;
+}
+
 int dlh_plan_pin(struct dlh_plan *p)
 {
 	if (!p->trainer || p->ranks < 1)
@@ -309,10 +422,17 @@ int dlh_plan_pin(struct dlh_plan *p)
 	ints_text(p->slot, p->ranks, list, sizeof list);
 	if (strlen(list) + 1 >= sizeof list)
 		return -E2BIG;
-	return arg(p, "--cpus") | arg(p, "%s", list);
+	int rc = arg(p, "--cpus") | arg(p, "%s", list);
+	if (p->gpu && !rc && p->node[0] >= 0) {
+		ints_text(p->dev, p->ranks, list, sizeof list);
+		if (strlen(list) + 1 >= sizeof list)
+			return -E2BIG;
+		rc = arg(p, "--gpus") | arg(p, "%s", list);
+	}
+	return rc;
 }
 
-int dlh_plan_format(const struct dlh_plan *p, struct dlh_buf *out)
+int dlh_plan_format(const struct dlh_plan *p, const struct dlh_pool *pool, struct dlh_buf *out)
 {
 	int global = 0, rc = 0;
 	for (int r = 0; r < p->ranks; r++)
@@ -329,15 +449,17 @@ int dlh_plan_format(const struct dlh_plan *p, struct dlh_buf *out)
 	} else {
 		rc |= dlh_buf_printf(out, "memory none\n");
 	}
-	for (int r = 0; r < p->ranks; r++)
+	for (int r = 0; r < p->ranks; r++) {
+		const char *host = p->node[r] >= 0 ? pool->nodes[p->node[r]].host : p->host;
 		rc |= p->gpu ?
-			dlh_buf_printf(out, "rank %d host %s device gpu%d batch %d\n", r, p->host, r,
-				       p->batch[r]) :
+			dlh_buf_printf(out, "rank %d host %s device gpu%d batch %d env CUDA_VISIBLE_DEVICES=%d\n",
+				       r, host, p->dev[r], p->batch[r], p->dev[r]) :
 			p->slot[r] < 0 ?
 			dlh_buf_printf(out, "rank %d host %s device cpu (a free slot at launch) batch %d\n",
-				       r, p->host, p->batch[r]) :
-			dlh_buf_printf(out, "rank %d host %s device cpu%d batch %d\n", r, p->host,
+				       r, host, p->batch[r]) :
+			dlh_buf_printf(out, "rank %d host %s device cpu%d batch %d\n", r, host,
 				       p->slot[r], p->batch[r]);
+	}
 	if (p->rebalance)
 		rc |= dlh_buf_printf(out, "rebalance every %d steps (the batches above are the start; "
 				     "they follow each rank's measured samples/s, see log)\n",

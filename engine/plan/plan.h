@@ -21,10 +21,14 @@ struct dlh_plan {
 	int ranks;                      /* MPI ranks, one per CPU slot (and per GPU) */
 	int gpu;                        /* 1: [resources] device = gpu, rank r on GPU r */
 	int batch[DLH_RANKS_MAX];       /* per-rank batch; sums to the global batch */
-	int slot[DLH_RANKS_MAX];        /* the CPU slot each rank holds (set by the engine) */
+	int slot[DLH_RANKS_MAX];        /* the CPU slot each rank holds on its node (set by
+					   the engine at launch; -1 before) */
+	int node[DLH_RANKS_MAX];        /* the pool node each rank runs on (dlh_plan_place;
+					   -1 before): ranks of a node are consecutive */
+	int dev[DLH_RANKS_MAX];         /* gpu: the GPU each rank takes on its node */
 	double lr;                      /* learning rate used */
 	long long memory;               /* memory limit of all ranks together, bytes; 0 = none */
-	char host[DLH_HOST_MAX + 1];    /* where every rank runs */
+	char host[DLH_HOST_MAX + 1];    /* where the launcher runs (the local node) */
 	char *argv[DLH_ARGV_MAX];       /* what every rank runs (dlh-train or the [job]
 					   command), NULL-terminated */
 	int argc;                       /* entries used in argv */
@@ -58,16 +62,32 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
  * to the first ranks. Returns 0, or -EINVAL when global < n. */
 int dlh_split_batch(int global, const double *speed, int n, int *out);
 
+/* Places plan->ranks ranks on the nodes of pool into plan->node[] (and
+ * plan->dev[]): avail[k] ranks may go to node k (free CPU slots, for a GPU
+ * plan no more than its GPUs; 0 for a node that is not usable). nodes > 0:
+ * spread over exactly that many nodes, those with the most room, as evenly
+ * as the ranks divide; 0: on the fewest nodes, the local node first when
+ * all fit there. Ranks fill the chosen nodes in order (the local node
+ * first among equals), so that each node's ranks are consecutive. Returns
+ * 0, or -EAGAIN with why when avail cannot hold them. */
+int dlh_plan_place(struct dlh_plan *plan, const struct dlh_pool *pool, const int *avail, int nodes,
+		   char *why, size_t len);
+
 /* Once the engine has set plan->slot[]: appends --cpus with them, so that
- * dlh-train pins rank r to CPU slot[r] (a [job] command gets nothing).
- * Returns 0, or -E2BIG when the command line is full. */
+ * dlh-train pins rank r to CPU slot[r] of its node, and for a GPU plan
+ * --gpus with dev[] (a [job] command gets nothing). Returns 0, or -E2BIG
+ * when the command line is full. */
 int dlh_plan_pin(struct dlh_plan *plan);
+
+/* The nodes of a placed plan in rank order: node indices into out (up to
+ * max), ranks on each into count. Returns how many. */
+int dlh_plan_nodes(const struct dlh_plan *plan, int *out, int *count, int max);
 
 /* The number of CPU slots spec needs on pool (ranks, or all for auto). */
 int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool);
 
 /* Appends the plan as the text of jobs/<id>/plan, up to how it is launched
- * (the backend's part). Returns 0, or -ENOMEM. */
-int dlh_plan_format(const struct dlh_plan *plan, struct dlh_buf *out);
+ * (the backend's part); hosts are pool's. Returns 0, or -ENOMEM. */
+int dlh_plan_format(const struct dlh_plan *plan, const struct dlh_pool *pool, struct dlh_buf *out);
 
 #endif

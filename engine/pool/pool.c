@@ -358,8 +358,23 @@ static int take(int *want, int have)
 	return n;
 }
 
-void dlh_pool_free_view(const struct dlh_pool *p, int used_cpus, int used_gpus,
-			struct dlh_pool_free *f)
+int dlh_pool_node_usable(const struct dlh_pool *p, int k)
+{
+	const struct dlh_pool_node *nd = &p->nodes[k];
+	return !nd->drained && (nd->probe == DLH_PROBE_NONE || nd->probe == DLH_PROBE_UP);
+}
+
+int dlh_pool_usable_devices(const struct dlh_pool *p, int gpu)
+{
+	int n = 0;
+	for (int k = 0; k < p->nnodes; k++)
+		if (dlh_pool_node_usable(p, k))
+			n += gpu ? dlh_pool_node_gpus(p, k) : p->nodes[k].cpus;
+	return n;
+}
+
+void dlh_pool_free_view_nodes(const struct dlh_pool *p, const int *used_cpus, const int *used_gpus,
+			      struct dlh_pool_free *f)
 {
 	memset(f, 0, sizeof *f);
 	f->ntypes = p->ntypes;
@@ -372,15 +387,27 @@ void dlh_pool_free_view(const struct dlh_pool *p, int used_cpus, int used_gpus,
 		d->watts_idle = p->type[t].watts_idle;
 		d->watts_busy = p->type[t].watts_busy;
 	}
-	for (int k = 0; k < p->nnodes; k++)
+	for (int k = 0; k < p->nnodes; k++) {
+		int *fk = f->free[k], cpus = used_cpus ? used_cpus[k] : 0;
+		int gpus = used_gpus ? used_gpus[k] : 0;
+		if (!dlh_pool_node_usable(p, k))
+			continue;
 		for (int t = 0; t < p->ntypes; t++)
-			f->free[k][t] = p->nodes[k].drained || p->nodes[k].probe == DLH_PROBE_DOWN ?
-					0 : p->nodes[k].devices[t];
-	int *local = f->free[p->local];
-	local[p->nodes[p->local].cpu_type] -= take(&used_cpus, local[p->nodes[p->local].cpu_type]);
-	for (int t = 0; t < p->ntypes; t++)
-		if (p->type[t].gpu)
-			local[t] -= take(&used_gpus, local[t]);
+			fk[t] = p->nodes[k].devices[t];
+		fk[p->nodes[k].cpu_type] -= take(&cpus, fk[p->nodes[k].cpu_type]);
+		for (int t = 0; t < p->ntypes; t++)
+			if (p->type[t].gpu)
+				fk[t] -= take(&gpus, fk[t]);
+	}
+}
+
+void dlh_pool_free_view(const struct dlh_pool *p, int used_cpus, int used_gpus,
+			struct dlh_pool_free *f)
+{
+	int cpus[DLH_POOL_NODES] = { 0 }, gpus[DLH_POOL_NODES] = { 0 };
+	cpus[p->local] = used_cpus;
+	gpus[p->local] = used_gpus;
+	dlh_pool_free_view_nodes(p, cpus, gpus, f);
 }
 
 void dlh_pool_rate_text(double v, char *out, size_t len)

@@ -27,8 +27,11 @@
  * memory among the nodes with cores of that type. A node may use the type
  * "cpu" without defining it: the built-in defaults below apply.
  *
- * Runs launch on the local node only (today): the node whose host is this
- * machine's hostname, else the first node of the file. */
+ * The local node, where the launcher runs, is the node whose host is this
+ * machine's hostname, else the first node of the file. Ranks go to any
+ * usable node: the others are reached through their agent (mpirun's
+ * launch agent; the state dir and the data must be on a filesystem every
+ * node shares). */
 #ifndef DLH_POOL_H
 #define DLH_POOL_H
 
@@ -52,7 +55,7 @@
 /* A GPU's idle power as a share of its power limit (NVML gives the limit). */
 #define DLH_GPU_IDLE_SHARE 0.1
 
-/* The local node: where runs launch today. Existing callers use these. */
+/* The local node: where the launcher runs. */
 struct dlh_node {
 	char host[DLH_HOST_MAX + 1]; /* hostname */
 	int cpus;                    /* CPU slots (cores) */
@@ -144,11 +147,21 @@ int dlh_pool_node_gpus(const struct dlh_pool *p, int k);
 /* The type of node k's GPU number i (GPUs numbered in type order), or -ENOENT. */
 int dlh_pool_gpu_type(const struct dlh_pool *p, int k, int i);
 
+/* 1 when new ranks may go to node k: not drained, and not found down (or
+ * still being probed). */
+int dlh_pool_node_usable(const struct dlh_pool *p, int k);
+
+/* CPU slots (gpu 0) or GPUs (gpu 1) of the usable nodes together. */
+int dlh_pool_usable_devices(const struct dlh_pool *p, int gpu);
+
 /* The planner's view: every type (same indices as p->type) and node (same
- * indices as p->nodes) with the devices not in use. used_cpus CPU slots and
- * used_gpus GPUs of the local node are in use (GPUs taken in type order);
- * other nodes are all free, since runs launch only on the local node. A
- * drained node, or one whose probe found it down, has nothing free. */
+ * indices as p->nodes) with the devices not in use: used_cpus[k] CPU slots
+ * and used_gpus[k] GPUs of node k are (GPUs taken in type order; NULL =
+ * none). A node that is not usable has nothing free. */
+void dlh_pool_free_view_nodes(const struct dlh_pool *p, const int *used_cpus, const int *used_gpus,
+			      struct dlh_pool_free *f);
+
+/* The same with only the local node's used_cpus and used_gpus in use. */
 void dlh_pool_free_view(const struct dlh_pool *p, int used_cpus, int used_gpus,
 			struct dlh_pool_free *f);
 

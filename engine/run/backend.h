@@ -26,7 +26,11 @@
 #define DLH_RUN_HANDLE_FILE "run.handle"   /* in the job dir, while a run lives */
 #define DLH_RUN_EXIT_FILE "run.exit"       /* in the job dir: how the run ended
 					      (dlh-shepherd writes it) */
+#define DLH_RUN_HOSTFILE "hostfile"    /* in the job dir: mpirun's hosts of a run on
+					      several nodes */
 #define DLH_RUN_HOST_MAX 64
+#define DLH_AGENT_DEFAULT "ssh -o BatchMode=yes -o ConnectTimeout=5"   /* how other
+					      nodes are reached unless the pool says */
 #define DLH_LAUNCH_ARGV_MAX 200            /* launcher and program argv entries */
 #define DLH_ARGV_STORE (20 * 1024)         /* bytes behind them */
 
@@ -62,6 +66,13 @@ struct dlh_run_end {
 	int leftover;                 /* processes of the run still there after, killed */
 };
 
+/* One node of a run: its ranks are consecutive, in the order of hosts. */
+struct dlh_launch_host {
+	char host[DLH_RUN_HOST_MAX + 1];  /* where: this machine's hostname for the
+					     local node, else as the agent reaches it */
+	int ranks;                        /* ranks there */
+};
+
 /* What to start. */
 struct dlh_launch {
 	char *const *argv;            /* what every rank runs (absolute program path first),
@@ -75,6 +86,12 @@ struct dlh_launch {
 				         NULL = none */
 	const struct dlh_cred *cred;  /* run every process as this user (engine/run/owner.h);
 				         NULL = as the daemon */
+	const struct dlh_launch_host *hosts;   /* the nodes, in rank order; NULL (or
+				         nhosts 0) = every rank on this machine */
+	int nhosts;
+	const char *agent;            /* how the other nodes are reached: a program and
+				         its options, split on blanks (mpirun's launch
+				         agent); NULL or "" = DLH_AGENT_DEFAULT */
 	const char *ready_path;       /* the file the program creates once every rank takes
 				         the verbs' signals (DLH_FILE_READY); verbs sent
 				         before are held until then. NULL = the program
@@ -133,9 +150,10 @@ struct dlh_backend {
 					      with it */
 };
 
-/* The local backend (local.c): every rank on this machine under the MPI
- * launcher at path (NULL: "mpirun" found on PATH). Returns 0, or -errno
- * with err saying what is missing. */
+/* The local backend (local.c): the MPI launcher at path (NULL: "mpirun"
+ * found on PATH) on this machine, its ranks here or, by a hostfile, on the
+ * run's nodes reached through their agent (ssh). Returns 0, or -errno with
+ * err saying what is missing. */
 int dlh_backend_local(struct dlh_backend *be, const char *path, char *err, size_t errlen);
 
 /* Reads DLH_RUN_HANDLE_FILE of job_dir into *run. Returns 0, -ENOENT when

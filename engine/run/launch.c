@@ -25,11 +25,10 @@ extern char **environ;
 static const char *const kept_for_users[] = {
 	"LANG=", "LC_", "TZ=", "TMPDIR=", "LD_LIBRARY_PATH=", "OPAL_PREFIX=", "PMIX_",
 	"OMPI_MCA_", "NCCL_", "CUDA_", "DLH_TRAIN_CUDA=", "ASAN_OPTIONS=", "UBSAN_OPTIONS=",
-	"LSAN_OPTIONS=", NULL,
+	"LSAN_OPTIONS=", "OPENBLAS_", "OMP_", NULL,
 };
 
-/* 1 when the daemon's entry kv passes into a run as another user. */
-static int kept(const char *kv)
+int dlh_launch_kept(const char *kv)
 {
 	for (int i = 0; kept_for_users[i]; i++)
 		if (!strncmp(kv, kept_for_users[i], strlen(kept_for_users[i])))
@@ -53,7 +52,7 @@ static char **build_env(char *const extra[], int for_user)
 	if (for_user)
 		env[k++] = LAUNCH_PATH;
 	for (size_t i = 0; i < n; i++) {
-		if (for_user && !kept(environ[i]))
+		if (for_user && !dlh_launch_kept(environ[i]))
 			continue;
 		size_t name = strcspn(environ[i], "=");
 		int replaced = 0;

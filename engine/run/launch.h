@@ -37,4 +37,9 @@ int dlh_launch_as(char *const argv[], char *const extra[], const char *log_path,
 int dlh_launch_holding(char *const argv[], char *const extra[], const char *log_path,
 		       const int *join, const struct dlh_cred *cred, pid_t *pid);
 
+/* 1 when the daemon's environment entry kv ("K=V") passes into a run as
+ * another user (where the launcher, its libraries and the GPU libraries
+ * are, the locale, the math libraries' threads, the sanitizers' settings). */
+int dlh_launch_kept(const char *kv);
+
 #endif

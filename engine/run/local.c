@@ -1,8 +1,12 @@
-/* local.c - the local backend: every rank on this machine under Open MPI's
- * mpirun, held by dlh-shepherd (shepherd.c), which leads the run's session
- * (so every rank is found by session id), passes SIGUSR1/SIGUSR2 to mpirun
- * (which forwards them to the ranks) and records how mpirun ended in the
- * job's DLH_RUN_EXIT_FILE. The shepherd is the daemon's child; after the
+/* local.c - the local backend: Open MPI's mpirun on this machine, its ranks
+ * here or on the run's nodes (a hostfile in the job's directory; mpirun
+ * starts its daemon on each other node through the agent, ssh by default,
+ * and forwards the ranks' environment with -x), held by dlh-shepherd
+ * (shepherd.c), which leads the run's session (so every local process is
+ * found by session id), passes SIGUSR1/SIGUSR2 to mpirun (which forwards
+ * them to every rank, on every node) and records how mpirun ended in the
+ * job's DLH_RUN_EXIT_FILE. Ranks on other nodes end with mpirun: their
+ * node's daemon kills them when it loses mpirun. The shepherd is the daemon's child; after the
  * daemon has died it is nobody's, and a new daemon waits for it through a
  * pidfd and reads its exit file. */
 #include "engine/run/backend.h"
@@ -55,15 +59,67 @@ static int put(char **out, size_t max, int *n, char *store, size_t storelen, siz
 	return 0;
 }
 
+/* 1 when l runs on other nodes than this one (then mpirun reaches them
+ * through the agent, by the hostfile). */
+static int several(const struct dlh_launch *l)
+{
+	return l->hosts && l->nhosts > 0;
+}
+
+/* The names of the environment every rank gets, forwarded by mpirun to the
+ * ranks on other nodes (-x NAME): l's own, and the daemon's that a run
+ * keeps (launch.c), but mpirun's own settings (it passes those itself). */
+static int forward_env(const struct dlh_launch *l, char **out, size_t max, int *n, char *store,
+		       size_t storelen, size_t *used)
+{
+	extern char **environ;
+	char name[256];
+	int rc = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		char *const *v = pass ? environ : l->env;
+		for (int i = 0; v && v[i] && !rc; i++) {
+			size_t len = strcspn(v[i], "=");
+			if (pass && !dlh_launch_kept(v[i]) && strncmp(v[i], "PATH=", 5))
+				continue;
+			if (!strncmp(v[i], "OMPI_", 5) || !strncmp(v[i], "PMIX_", 5) ||
+			    !strncmp(v[i], "OPAL_", 5) || len >= sizeof name || !v[i][len])
+				continue;
+			int dup = 0;   /* the daemon's, where l has its own */
+			for (int j = 0; pass && l->env && l->env[j] && !dup; j++)
+				dup = !strncmp(l->env[j], v[i], len + 1);
+			if (dup)
+				continue;
+			snprintf(name, sizeof name, "%.*s", (int)len, v[i]);
+			rc = put(out, max, n, store, storelen, used, "-x") |
+			     put(out, max, n, store, storelen, used, name);
+		}
+	}
+	return rc;
+}
+
+/* The hostfile of l's run in job_dir into buf. */
+static void hostfile_path(const struct dlh_launch *l, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s", l->job_dir, DLH_RUN_HOSTFILE);
+}
+
+/* The text of l's hostfile: "HOST slots=N" a node, in rank order (mpirun
+ * maps ranks by slot: a node's ranks are consecutive). */
+static int hostfile_text(const struct dlh_launch *l, struct dlh_buf *b)
+{
+	int rc = 0;
+	for (int i = 0; i < l->nhosts; i++)
+		rc |= dlh_buf_printf(b, "%s slots=%d\n", l->hosts[i].host, l->hosts[i].ranks);
+	return rc ? -ENOMEM : 0;
+}
+
 static int local_argv(const struct dlh_backend *be, const struct dlh_launch *l, char **out,
 		      size_t max, char *store, size_t storelen)
 {
 	static const char *const opts[] = {
-		"--oversubscribe", "--bind-to", "none",
-		/* one node: shared memory only; skips probing the network (about 200 ms) */
-		"--mca", "pml", "ob1", "--mca", "btl", "self,vader",
+		"--oversubscribe", "--bind-to", "none", "--mca", "pml", "ob1",
 	};
-	char np[16];
+	char np[16], hostfile[4200];
 	size_t used = 0;
 	int n = 0, rc;
 
@@ -73,6 +129,29 @@ static int local_argv(const struct dlh_backend *be, const struct dlh_launch *l, 
 	rc |= put(out, max, &n, store, storelen, &used, np);
 	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
 		rc |= put(out, max, &n, store, storelen, &used, opts[i]);
+	rc |= put(out, max, &n, store, storelen, &used, "--mca");
+	rc |= put(out, max, &n, store, storelen, &used, "btl");
+	if (!several(l)) {
+		/* one node: shared memory only; skips probing the network (about 200 ms) */
+		rc |= put(out, max, &n, store, storelen, &used, "self,vader");
+	} else {
+		/* shared memory within a node, TCP between them; every node's
+		 * daemon started from here through the agent (no tree of ssh) */
+		hostfile_path(l, hostfile, sizeof hostfile);
+		rc |= put(out, max, &n, store, storelen, &used, "self,vader,tcp");
+		rc |= put(out, max, &n, store, storelen, &used, "--hostfile");
+		rc |= put(out, max, &n, store, storelen, &used, hostfile);
+		rc |= put(out, max, &n, store, storelen, &used, "--map-by");
+		rc |= put(out, max, &n, store, storelen, &used, "slot");
+		rc |= put(out, max, &n, store, storelen, &used, "--mca");
+		rc |= put(out, max, &n, store, storelen, &used, "plm_rsh_agent");
+		rc |= put(out, max, &n, store, storelen, &used,
+			  l->agent && l->agent[0] ? l->agent : DLH_AGENT_DEFAULT);
+		rc |= put(out, max, &n, store, storelen, &used, "--mca");
+		rc |= put(out, max, &n, store, storelen, &used, "plm_rsh_no_tree_spawn");
+		rc |= put(out, max, &n, store, storelen, &used, "1");
+		rc |= forward_env(l, out, max, &n, store, storelen, &used);
+	}
 	if (be->shepherd[0])   /* "[1,R]<stdout>:": the shepherd sorts lines by rank */
 		rc |= put(out, max, &n, store, storelen, &used, "--tag-output");
 	for (int i = 0; l->argv[i]; i++)
@@ -113,6 +192,20 @@ static int local_start(const struct dlh_backend *be, const struct dlh_launch *l,
 	}
 	exit_file(l->job_dir, exit_path, sizeof exit_path);
 	unlink(exit_path);   /* an earlier run's */
+	if (several(l)) {
+		struct dlh_buf hf = {0};
+		char path[4200];
+		hostfile_path(l, path, sizeof path);
+		rc = hostfile_text(l, &hf);
+		if (!rc)
+			rc = dlh_write_atomic(path, hf.data, hf.len);
+		dlh_buf_free(&hf);
+		if (rc) {
+			free(store);
+			snprintf(err, errlen, "cannot write the hostfile \"%s\": %s", path, strerror(-rc));
+			return rc;
+		}
+	}
 	if (be->shepherd[0]) {   /* dlh-shepherd [--ready FILE] EXIT_FILE mpirun ... */
 		argv[k++] = (char *)be->shepherd;
 		if (l->ready_path) {
@@ -314,9 +407,22 @@ static int local_describe(const struct dlh_backend *be, const struct dlh_launch 
 		free(store);
 		return n;
 	}
-	rc |= dlh_buf_printf(out, "launch %s: every rank on this machine under %s%s%s\n",
-			     LOCAL_NAME, be->launcher, be->shepherd[0] ? ", held by " : "",
-			     be->shepherd);
+	if (!several(l)) {
+		rc |= dlh_buf_printf(out, "launch %s: every rank on this machine under %s%s%s\n",
+				     LOCAL_NAME, be->launcher, be->shepherd[0] ? ", held by " : "",
+				     be->shepherd);
+	} else {
+		char path[4200];
+		hostfile_path(l, path, sizeof path);
+		rc |= dlh_buf_printf(out, "launch %s: %d ranks on %d nodes under %s%s%s, the other "
+				     "nodes reached by \"%s\"\nhostfile %s\n", LOCAL_NAME, l->ranks,
+				     l->nhosts, be->launcher, be->shepherd[0] ? ", held by " : "",
+				     be->shepherd, l->agent && l->agent[0] ? l->agent : DLH_AGENT_DEFAULT,
+				     path);
+		for (int i = 0; i < l->nhosts; i++)
+			rc |= dlh_buf_printf(out, "host %s slots=%d\n", l->hosts[i].host,
+					     l->hosts[i].ranks);
+	}
 	rc |= dlh_buf_printf(out, "env");
 	for (int i = 0; l->env && l->env[i]; i++)
 		if (strncmp(l->env[i], "DLH_", 4))   /* the contract's DLH_* are per job */

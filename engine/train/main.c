@@ -601,6 +601,8 @@ static void gpu_start(struct run *R)
 	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, R->rank, MPI_INFO_NULL, &node);
 	MPI_Comm_rank(node, &local);
 	MPI_Comm_free(&node);
+	if (R->o.ngpus)   /* main set CUDA_VISIBLE_DEVICES: the one GPU this rank sees */
+		local = 0;
 	count = dlt_gpu_count(err, sizeof err);
 	if (count < 0)
 		die("--device gpu: %s", err);
@@ -1047,6 +1049,25 @@ static void say_ready(const struct run *R)
 			strerror(errno));
 }
 
+/* Every rank says where it runs (its lines reach the job's log as
+ * "[rank R] ..."); with --gpus it takes its GPU by CUDA_VISIBLE_DEVICES,
+ * set here before CUDA is loaded. */
+static void where(struct run *R)
+{
+	char host[256] = "localhost", gpu[32] = "";
+	if (R->o.ngpus && R->o.ngpus != R->ranks)
+		die("--gpus gives %d GPUs for %d ranks", R->o.ngpus, R->ranks);
+	if (R->o.ngpus) {
+		snprintf(gpu, sizeof gpu, "%d", R->o.gpus[R->rank]);
+		if (setenv("CUDA_VISIBLE_DEVICES", gpu, 1) < 0)
+			die("cannot set CUDA_VISIBLE_DEVICES: %s", strerror(errno));
+	}
+	gethostname(host, sizeof host - 1);
+	printf("dlh-train: rank %d of %d on %s%s%s\n", R->rank, R->ranks, host,
+	       gpu[0] ? ", CUDA_VISIBLE_DEVICES=" : "", gpu);
+	fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
 	static struct run run;   /* the plan is large: keep it off the stack */
@@ -1094,6 +1115,7 @@ int main(int argc, char **argv)
 	if (R->rank == 0)
 		say_ready(R);
 
+	where(R);
 	if (R->o.ncpus) {   /* first: the buffers setup touches are then near the CPU */
 		if (dlt_bind(MPI_COMM_WORLD, R->o.cpus, R->o.ncpus, err, sizeof err))
 			logline(R, "dlh-train: each rank r pinned to CPU r of --cpus (%d ranks)", R->ranks);

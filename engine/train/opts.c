@@ -21,7 +21,7 @@ const char dlt_opts_usage[] =
 	"                 [--warmup-steps N] [--allreduce auto|mpi|shm] [--bucket-mb X]\n"
 	"                 [--format idx|csv] [--image-size N] [--seed N] [--device cpu|gpu]\n"
 	"                 [--lr-find-steps N] [--rank-batches B0,B1,..] [--rebalance STEPS]\n"
-	"                 [--cpus C0,C1,..]\n"
+	"                 [--cpus C0,C1,..] [--gpus G0,G1,..]\n"
 	"                 [--checkpoint-every STEPS] [--train-limit N] [--test-limit N] [--help]\n"
 	"       dlh-train --same-params A.ckpt B.ckpt   (exit 0 when the payloads match)\n"
 	"Data-parallel training under mpirun. --model mlp (default): --layers are\n"
@@ -50,14 +50,15 @@ const char dlt_opts_usage[] =
 	"the first N images (0 = all). --lr auto: a range test first (--lr-find-steps\n"
 	"200 steps, the rate growing from 1e-6 to 10) picks the rate, written with the\n"
 	"sweep to DIR/lr_finder; the weights then start again from their initial values.\n"
-	"--device gpu: one GPU per rank (local rank modulo the GPUs), cuBLAS, gradients\n"
+	"--device gpu: one GPU per rank (its node rank, or with --gpus GPU Gr of its node,\n"
+	"given to the rank as CUDA_VISIBLE_DEVICES=Gr), cuBLAS, gradients\n"
 	"averaged with ncclAllReduce (needs a build with CUDA: make GPU=1).\n"
 	"Files in DIR: run.info, metrics.csv, checkpoints/, result.\n";
 
 #define DLT_MAX_COUNT_OPT 1e15   /* bound of --checkpoint-every and the limits */
 
 enum opt_kind { K_STR, K_LAYERS, K_INT, K_LONG, K_DOUBLE, K_U64, K_CHOICE, K_CONV, K_DENSE,
-		K_BATCHES, K_CPUS };
+		K_BATCHES, K_CPUS, K_GPUS };
 
 /* Words of the K_CHOICE options, NULL-terminated; the value stored is the
  * matching entry of the parallel *_val array. */
@@ -116,6 +117,7 @@ static const struct opt_def defs[] = {
 	{ "rank-batches", K_BATCHES, 0, 0, 0, 0, OFF(rank_batches), NULL, NULL },
 	{ "rebalance", K_INT, 0, 0, DLT_REBALANCE_MAX, 0, OFF(rebalance), NULL, NULL },
 	{ "cpus", K_CPUS, 0, 0, 0, 0, OFF(cpus), NULL, NULL },
+	{ "gpus", K_GPUS, 0, 0, 0, 0, OFF(gpus), NULL, NULL },
 	{ "lr", K_DOUBLE, 1, 0, DLT_MAX_LR, 0, OFF(lr), NULL, NULL },
 	{ "momentum", K_DOUBLE, 0, 0, 1, 1, OFF(momentum), NULL, NULL },
 	{ "weight-decay", K_DOUBLE, 0, 0, 1, 1, OFF(weight_decay), NULL, NULL },
@@ -237,6 +239,9 @@ static int set_value(struct dlt_opts *o, const struct opt_def *d, const char *v,
 				 1, DLT_MAX_BATCH, err, errlen);
 	if (d->kind == K_CPUS)
 		return rank_list("cpus", "CPU numbers", v, o->cpus, &o->ncpus, 0, DLT_MAX_CPU,
+				 err, errlen);
+	if (d->kind == K_GPUS)
+		return rank_list("gpus", "GPU numbers", v, o->gpus, &o->ngpus, 0, DLT_MAX_GPU,
 				 err, errlen);
 	if (d->kind == K_DENSE) {
 		int n = v[0] ? dlt_opts_layers(v, o->dense) : 0;   /* "": the convs feed the output */

@@ -14,6 +14,7 @@
 #define DLT_MAX_BUCKET_MB 1024.0      /* largest --bucket-mb */
 #define DLT_MAX_IMAGE_SIZE 4096       /* largest --image-size */
 #define DLT_MAX_CPU 65535             /* largest CPU number in --cpus */
+#define DLT_MAX_GPU 1023              /* largest GPU number in --gpus */
 #define DLT_REBALANCE_MIN 10          /* fewest steps between re-splits (> the prefetch ring) */
 #define DLT_REBALANCE_MAX 1000000     /* most */
 
@@ -58,6 +59,8 @@ struct dlt_opts {
 	int rebalance;                         /* --rebalance STEPS between re-splits, 0 = none */
 	int cpus[DLT_MAX_RANKS];               /* --cpus, rank r's CPU on its node */
 	int ncpus;                             /* entries given, 0 = not pinned */
+	int gpus[DLT_MAX_RANKS];               /* --gpus, rank r's GPU on its node */
+	int ngpus;                             /* entries given, 0 = by node rank */
 	double lr;                             /* --lr, (0, DLT_MAX_LR]; 0 with lr_auto */
 	int lr_auto;                           /* --lr auto: the range test picks it */
 	int lr_find_steps;                     /* --lr-find-steps, default DLT_LRFIND_STEPS */

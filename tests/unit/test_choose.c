@@ -54,8 +54,7 @@ static void world(struct world *w, int cpus)
 	w->cal.launch_s = 0.15;
 	w->cal.decode_bw = 2e8;
 	w->cal.init_rate = 5e7;
-	w->in = (struct dlh_choose_in){ .spec = &w->spec, .pool = &w->pool, .cpus_free = -1,
-					.gpus_free = -1, .cal = &w->cal };
+	w->in = (struct dlh_choose_in){ .spec = &w->spec, .pool = &w->pool, .cal = &w->cal };
 }
 
 /* Of c's configurations (all of them when there are at most
@@ -177,7 +176,9 @@ TEST(nothing_free_plans_on_the_whole_pool)
 	char err[512];
 
 	world(&w, 2);
-	w.in.cpus_free = 0;
+	int used[DLH_POOL_NODES] = { 0 };
+	used[w.pool.local] = w.pool.nodes[w.pool.local].cpus;   /* every slot held */
+	w.in.cpus_used = used;
 	CHECK_MSG(dlh_choose(&w.in, &c, err, sizeof err) == 0, "%s", err);
 	CHECK(c.estimated && c.ranks >= 1 && c.ranks <= 2);
 }

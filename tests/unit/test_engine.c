@@ -368,7 +368,7 @@ TEST(engine_priority_orders_the_queue_and_max_queued_refuses)
 	CHECK(dlh_engine_queue(e, q, 4) == 2);
 	CHECK_MSG(q[0].id == c && q[0].priority == 9 && q[1].id == b, "queue %ld %ld", q[0].id, q[1].id);
 	long h[2] = { 0, 0 };
-	CHECK(dlh_engine_holders(e, h, 2) == 1 && h[0] == a);
+	CHECK(dlh_engine_holders(e, 0, h, 2) == 1 && h[0] == a);
 	/* the higher priority starts first when the slot frees */
 	CHECK(dlh_engine_ctl(e, a, 0, "cancel", err, sizeof err) == 0);
 	CHECK(dlh_engine_wait(e, a, 10) == 0);

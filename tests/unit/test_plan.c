@@ -30,12 +30,30 @@ static int argv_index(const struct dlh_plan *p, const char *word)
 
 static const struct dlh_tools tools = { "/opt/dlh-train" };
 
+/* A pool of one node, n1, with cpus cores and gpus GPUs of one type. */
+static struct dlh_pool one_node(int cpus, int gpus)
+{
+	struct dlh_pool p;
+	memset(&p, 0, sizeof p);
+	p.node = (struct dlh_node){ "n1", cpus, 0, "", gpus };
+	p.ntypes = gpus ? 2 : 1;
+	snprintf(p.type[0].name, sizeof p.type[0].name, "cpu");
+	snprintf(p.type[1].name, sizeof p.type[1].name, "G");
+	p.type[1].gpu = 1;
+	p.nnodes = 1;
+	snprintf(p.nodes[0].name, sizeof p.nodes[0].name, "n1");
+	snprintf(p.nodes[0].host, sizeof p.nodes[0].host, "n1");
+	p.nodes[0].cpus = p.nodes[0].devices[0] = cpus;
+	p.nodes[0].devices[1] = gpus;
+	return p;
+}
+
 /* Whatever the schema accepts, dlh-train accepts: every good spec of the
  * corpus (tests/spec/good) plans to an argv that the trainer's own option
  * parser reads (the planner refuses it otherwise, with the trainer's words). */
 TEST(plan_argv_of_every_good_spec_is_one_the_trainer_accepts)
 {
-	struct dlh_pool pool = { .node = { "n1", 64, 0, "", 8 } };
+	struct dlh_pool pool = one_node(64, 8);
 	struct dlh_plan *p = malloc(sizeof *p);
 	char path[1024], err[1024];
 	int n = 0, planned = 0;
@@ -70,7 +88,7 @@ TEST(plan_argv_of_every_good_spec_is_one_the_trainer_accepts)
 
 TEST(plan_splits_batch_with_remainder_first)
 {
-	struct dlh_pool pool = { .node = { "n1", 4, 0, "", 0 } };
+	struct dlh_pool pool = one_node(4, 0);
 	struct dlh_spec s = parsed("[train]\nbatch_size = 10\n[resources]\nranks = 4\n");
 	struct dlh_plan *p = malloc(sizeof *p);
 	char err[256];
@@ -82,7 +100,7 @@ TEST(plan_splits_batch_with_remainder_first)
 
 TEST(plan_auto_ranks_take_every_slot)
 {
-	struct dlh_pool pool = { .node = { "n1", 3, 0, "", 0 } };
+	struct dlh_pool pool = one_node(3, 0);
 	struct dlh_spec s = parsed("[train]\nbatch_size = 64\n");
 	CHECK(s.ranks == 0);
 	CHECK(dlh_plan_slots(&s, &pool) == 3);
@@ -92,7 +110,7 @@ TEST(plan_auto_ranks_take_every_slot)
 
 TEST(plan_refuses_more_ranks_than_slots_and_missing_gpus)
 {
-	struct dlh_pool pool = { .node = { "n1", 2, 0, "", 0 } };
+	struct dlh_pool pool = one_node(2, 0);
 	struct dlh_plan *p = malloc(sizeof *p);
 	char err[256];
 	struct dlh_spec s = parsed("[resources]\nranks = 3\n");
@@ -106,7 +124,7 @@ TEST(plan_refuses_more_ranks_than_slots_and_missing_gpus)
 
 TEST(plan_gpu_takes_one_rank_per_gpu_and_passes_device)
 {
-	struct dlh_pool pool = { .node = { "n1", 16, 0, "", 2 } };
+	struct dlh_pool pool = one_node(16, 2);
 	struct dlh_spec s = parsed("[resources]\ndevice = gpu\n");
 	struct dlh_plan *p = malloc(sizeof *p);
 	struct dlh_buf out = { 0 };
@@ -117,8 +135,8 @@ TEST(plan_gpu_takes_one_rank_per_gpu_and_passes_device)
 	CHECK(p->ranks == 2 && p->gpu == 1);
 	dev = argv_index(p, "--device");
 	CHECK(dev > 0 && !strcmp(p->argv[dev + 1], "gpu"));
-	CHECK(dlh_plan_format(p, &out) == 0);
-	CHECK_MSG(strstr(out.data, "rank 1 host n1 device gpu1 batch 32\n"), "plan: %s", out.data);
+	CHECK(dlh_plan_format(p, &pool, &out) == 0);
+	CHECK_MSG(strstr(out.data, "rank 1 host n1 device gpu1 batch 32 env CUDA_VISIBLE_DEVICES=1\n"), "plan: %s", out.data);
 	free(out.data);
 	s = parsed("[resources]\nranks = 3\ndevice = gpu\n");
 	CHECK(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == -EINVAL);
@@ -131,7 +149,7 @@ TEST(plan_gpu_takes_one_rank_per_gpu_and_passes_device)
 
 TEST(plan_unequal_cpu_batches_are_rebalanced_unless_the_spec_says_not)
 {
-	struct dlh_pool pool = { .node = { "n1", 2, 0, "", 2 } };
+	struct dlh_pool pool = one_node(2, 2);
 	struct dlh_spec s = parsed("[train]\nbatch_size = 64\n");
 	struct dlh_plan *p = malloc(sizeof *p);
 	struct dlh_buf out = { 0 };
@@ -144,7 +162,7 @@ TEST(plan_unequal_cpu_batches_are_rebalanced_unless_the_spec_says_not)
 	CHECK_MSG(at > 0 && p->rebalance == DLH_REBALANCE_STEPS && atoi(p->argv[at + 1]) == DLH_REBALANCE_STEPS,
 		  "--rebalance at %d", at);
 	CHECK(argv_index(p, "48,16") > 0);
-	CHECK(dlh_plan_format(p, &out) == 0);
+	CHECK(dlh_plan_format(p, &pool, &out) == 0);
 	CHECK_MSG(strstr(out.data, "\nrebalance every 20 steps ("), "plan: %s", out.data);
 	free(out.data);
 	ov.batch = even;   /* one speed: nothing to correct */
@@ -162,7 +180,7 @@ TEST(plan_unequal_cpu_batches_are_rebalanced_unless_the_spec_says_not)
 
 TEST(plan_argv_is_exact_words_without_a_shell)
 {
-	struct dlh_pool pool = { .node = { "n1", 2, 0, "", 0 } };
+	struct dlh_pool pool = one_node(2, 0);
 	struct dlh_spec s = parsed("[resources]\nranks = 2\n[train]\nlr = 0.1\n");
 	struct dlh_plan *p = malloc(sizeof *p);
 	char err[256];
@@ -178,7 +196,7 @@ TEST(plan_argv_is_exact_words_without_a_shell)
 
 TEST(plan_user_command_is_split_on_blanks_only)
 {
-	struct dlh_pool pool = { .node = { "n1", 2, 0, "", 0 } };
+	struct dlh_pool pool = one_node(2, 0);
 	struct dlh_spec s = parsed("[job]\ncommand = /bin/echo a;b  $(x)\n[resources]\nranks = 1\n");
 	struct dlh_plan *p = malloc(sizeof *p);
 	char err[256];
@@ -186,6 +204,64 @@ TEST(plan_user_command_is_split_on_blanks_only)
 	CHECK(!strcmp(p->argv[p->argc - 3], "/bin/echo"));
 	CHECK(!strcmp(p->argv[p->argc - 2], "a;b"));
 	CHECK(!strcmp(p->argv[p->argc - 1], "$(x)"));
+	free(p);
+}
+
+
+/* Placement across nodes: ranks of a node are consecutive, the local node
+ * first; [resources] nodes spreads them evenly; a GPU plan gives each rank
+ * its node's GPU by --gpus (CUDA_VISIBLE_DEVICES in the plan). */
+TEST(plan_places_ranks_across_nodes)
+{
+	static struct dlh_pool pool;
+	struct dlh_plan *p = malloc(sizeof *p);
+	struct dlh_buf out = { 0 };
+	char err[512];
+	pool = one_node(2, 0);
+	for (int k = 1; k < 4; k++) {   /* n2..n4: 4 cores and 2 GPUs each */
+		snprintf(pool.nodes[k].name, sizeof pool.nodes[k].name, "n%d", k + 1);
+		snprintf(pool.nodes[k].host, sizeof pool.nodes[k].host, "h%d", k + 1);
+		pool.nodes[k].cpus = pool.nodes[k].devices[0] = 4;
+		pool.nodes[k].devices[1] = 2;
+	}
+	pool.nnodes = 4;
+	pool.ntypes = 2;
+	int avail[4] = { 2, 4, 4, 4 };
+	struct dlh_spec s = parsed("[resources]\nranks = 6\nnodes = 3\n");
+	CHECK_MSG(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
+	CHECK(dlh_plan_place(p, &pool, avail, 3, err, sizeof err) == 0);
+	/* the nodes with the most room (n2..n4, not the local node's 2) */
+	CHECK_MSG(p->node[0] == 1 && p->node[1] == 1 && p->node[2] == 2 && p->node[3] == 2 &&
+		  p->node[4] == 3 && p->node[5] == 3, "nodes %d %d %d %d %d %d", p->node[0], p->node[1],
+		  p->node[2], p->node[3], p->node[4], p->node[5]);
+	int node[4], count[4];
+	CHECK(dlh_plan_nodes(p, node, count, 4) == 3 && count[0] == 2 && count[2] == 2);
+	/* with equal room the local node is among the chosen, and first */
+	avail[0] = 4;
+	CHECK(dlh_plan_place(p, &pool, avail, 3, err, sizeof err) == 0);
+	CHECK(p->node[0] == 0 && p->node[2] == 1 && p->node[4] == 2);
+	avail[0] = 2;
+	/* fewest nodes: 6 ranks do not fit the local node's 2: the roomiest nodes, filled */
+	CHECK(dlh_plan_place(p, &pool, avail, 0, err, sizeof err) == 0);
+	CHECK(dlh_plan_nodes(p, node, count, 4) == 2 && node[0] == 1 && count[0] == 4 && count[1] == 2);
+	/* 4 nodes with room for 2 each cannot hold 3 ranks on one node */
+	avail[1] = avail[2] = avail[3] = 1;
+	CHECK(dlh_plan_place(p, &pool, avail, 2, err, sizeof err) == -EAGAIN);
+	CHECK_MSG(strstr(err, "has room for 2, not 3") || strstr(err, "has room for 1, not 3"), "%s", err);
+	/* GPUs: two per node, each rank its own */
+	s = parsed("[resources]\nranks = 4\nnodes = 2\ndevice = gpu\n");
+	int gavail[4] = { 0, 2, 2, 2 };
+	CHECK_MSG(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
+	CHECK(dlh_plan_place(p, &pool, gavail, 2, err, sizeof err) == 0);
+	for (int r = 0; r < 4; r++)
+		p->slot[r] = r % 2;
+	CHECK(dlh_plan_pin(p) == 0);
+	int g = argv_index(p, "--gpus");
+	CHECK(g > 0 && !strcmp(p->argv[g + 1], "0,1,0,1"));
+	CHECK(dlh_plan_format(p, &pool, &out) == 0);
+	CHECK_MSG(strstr(out.data, "rank 2 host h3 device gpu0 batch 16 env CUDA_VISIBLE_DEVICES=0\n"),
+		  "plan: %s", out.data);
+	free(out.data);
 	free(p);
 }
 
@@ -199,5 +275,6 @@ int main(void)
 	RUN(plan_unequal_cpu_batches_are_rebalanced_unless_the_spec_says_not);
 	RUN(plan_argv_is_exact_words_without_a_shell);
 	RUN(plan_user_command_is_split_on_blanks_only);
+	RUN(plan_places_ranks_across_nodes);
 	return CHECK_EXIT();
 }

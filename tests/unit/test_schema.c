@@ -483,7 +483,7 @@ TEST(did_you_mean)
 		{ "[JOB]\n", "spec:1: [JOB]: unknown section (did you mean \"[job]\"?)\n" },
 		{ "[hyperparameters]\n", "spec:1: [hyperparameters]: unknown section\n" },
 		{ "lr = 1\n", "spec:1: \"lr\": key outside any section (put it under [train])\n" },
-		{ "nodes = 1\n", "spec:1: \"nodes\": key outside any section\n" },
+		{ "workers = 1\n", "spec:1: \"workers\": key outside any section\n" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		struct dlh_spec s;
