@@ -8,6 +8,10 @@
 #   node_ssh_config        the ssh config file (Host dlhnN -> its address)
 #   node_sshd_start I      start node I's sshd (again)
 #   nodes_down             remove them all (dlh_cleanup calls it too)
+#   nodes_pool [N]         a pool file: this machine ("here"), then dlhn1..dlhnN
+#   nodes_probed NODE...   every NODE's state is no longer "probing"
+#   node_kill I            kill every process of node I (its sshd, mpirun's
+#                          daemon, its ranks): the node is lost
 
 NODES_NET=10.77.0           # the bridge's /24
 NODES_BRIDGE=dlhbr0
@@ -29,6 +33,8 @@ nodes_up() {
 	NODES_N=$n
 	NODES_DOWN=" $* "
 	trap dlh_cleanup EXIT
+	# Open MPI between the nodes: only the bridge's addresses
+	export OMPI_MCA_oob_tcp_if_include="$NODES_NET.0/24" OMPI_MCA_btl_tcp_if_include="$NODES_NET.0/24"
 	ip link add "$NODES_BRIDGE" type bridge || die "cannot make bridge $NODES_BRIDGE"
 	ip addr add "$NODES_NET.1/24" dev "$NODES_BRIDGE"
 	ip link set "$NODES_BRIDGE" up
@@ -73,6 +79,27 @@ CONF
 }
 
 node_ssh_config() { echo "$NODES_DIR/ssh_config"; }
+
+nodes_pool() {
+	local n=${1:-$NODES_N} i
+	printf '[node here]\nhost = %s\ncpus = 2\n' "$(hostname)"
+	for i in $(seq "$n"); do
+		printf '[node dlhn%d]\nhost = dlhn%d\ncpus = 8\nagent = /usr/bin/ssh -F %s\n' \
+			"$i" "$i" "$(node_ssh_config)"
+	done
+}
+
+nodes_probed() {
+	local n
+	for n in "$@"; do
+		grep -q '^probing' "$MNT/pool/nodes/$n/state" && return 1
+	done
+	return 0
+}
+
+node_kill() {
+	ip netns pids "dlhn$1" | xargs -r kill -9
+}
 
 # node_sshd_start I: node I's sshd, in its network namespace, under its own
 # hostname. nsenter, not `ip netns exec`: that makes a mount namespace too,

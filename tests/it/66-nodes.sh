@@ -5,32 +5,13 @@
 
 source tests/nodes.sh
 
-# nodes_pool: this machine, then dlhn1..dlhn3 reached by ssh with the test's key
-nodes_pool() {
-	printf '[node here]\nhost = %s\ncpus = 2\n' "$(hostname)"
-	local i
-	for i in 1 2 3; do
-		printf '[node dlhn%d]\nhost = dlhn%d\ncpus = 8\nagent = /usr/bin/ssh -F %s\n' \
-			"$i" "$i" "$(node_ssh_config)"
-	done
-}
-
-# probed NODE...: every NODE's state is no longer "probing"
-probed() {
-	local n
-	for n in "$@"; do
-		grep -q '^probing' "$MNT/pool/nodes/$n/state" && return 1
-	done
-	return 0
-}
-
 test_nodes_are_probed_and_one_that_does_not_answer_is_down() {
 	nodes_up 3 dlhn3
 	local state cores
 	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
 	nodes_pool > "$state/pool.ini"
 	DLH_OPTS="-o pool=$state/pool.ini" dlh_mount "$state"
-	wait_for 30 probed dlhn1 dlhn2 dlhn3 || die "still probing: $(cat "$MNT"/pool/nodes/*/state)"
+	wait_for 30 nodes_probed dlhn1 dlhn2 dlhn3 || die "still probing: $(cat "$MNT"/pool/nodes/*/state)"
 	cores=$("$DLH_BIN/dlh-probe" | sed -n 's/^cpus=//p')
 	local n
 	for n in dlhn1 dlhn2; do

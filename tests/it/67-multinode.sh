@@ -1,0 +1,69 @@
+# 67-multinode.sh - one job across several nodes: ranks placed on the pool's
+# nodes by the planner, launched by mpirun over ssh (the node's agent), the
+# gradients summed across them. Nodes are network namespaces with their own
+# hostname, address and sshd, sharing this machine's filesystem
+# (tests/nodes.sh); only their addresses are contacted.
+
+source tests/nodes.sh
+
+submit() { cp "$1" "$MNT/jobs/new" || die "submit $1 failed: $(tail -3 "$MNT/jobs/errors")"; }
+
+# mount_nodes N: nodes dlhn1..dlhnN up, mounted with this machine and them
+# as the pool, every node probed
+mount_nodes() {
+	nodes_up "$1"
+	local state i names=
+	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	nodes_pool "$1" > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini" dlh_mount "$state"
+	for i in $(seq "$1"); do names="$names dlhn$i"; done
+	# shellcheck disable=SC2086
+	wait_for 30 nodes_probed $names || die "still probing: $(cat "$MNT"/pool/nodes/*/state)"
+	for i in $(seq "$1"); do
+		grep -q '^up: ' "$MNT/pool/nodes/dlhn$i/state" ||
+			die "dlhn$i: $(cat "$MNT/pool/nodes/dlhn$i/state")"
+	done
+}
+
+# ended_ok ID: the job ended and succeeded
+ended_ok() {
+	wait_for 240 job_terminal "$1" || die "job $1 did not end: $(cat "$MNT/jobs/$1/progress")"
+	expect_eq "$(cat "$MNT/jobs/$1/status")" succeeded "job $1 ($(tail -5 "$MNT/jobs/$1/log"))"
+}
+
+# rank_host ID R: the host rank R of the job says it runs on
+rank_host() { sed -n "s/^\[rank $2\] dlh-train: rank $2 of [0-9]* on \([^ ,]*\).*/\1/p" "$MNT/jobs/$1/log" | tail -1; }
+
+# A job of 2 ranks on 2 nodes through jobs/new: the plan names each rank's
+# node, the hostfile and the argv mpirun gets; each rank runs (and says so)
+# on its own host; it learns what the same job learns on one node
+test_two_nodes_one_rank_each_train_as_one_node_two_ranks() {
+	mount_nodes 2
+	slice_spec one 1 'nodes = 1' > "$STATE/one.ini"
+	submit "$STATE/one.ini"
+	ended_ok 1
+	slice_spec two 1 'nodes = 2' > "$STATE/two.ini"
+	submit "$STATE/two.ini"
+	ended_ok 2
+	local plan=$MNT/jobs/2/plan h0 h1
+	grep -q "^rank 0 host $(hostname) device cpu[01] batch 32$" "$plan" || die "plan: $(grep '^rank' "$plan")"
+	grep -q '^rank 1 host dlhn1 device cpu0 batch 32$' "$plan" || die "plan: $(grep '^rank' "$plan")"
+	grep -q "^hostfile $STATE/jobs/2/hostfile$" "$plan" || die "plan: $(grep '^hostfile' "$plan")"
+	expect_eq "$(cat "$STATE/jobs/2/hostfile")" "$(printf '%s slots=1\ndlhn1 slots=1' "$(hostname)")" "hostfile"
+	grep -q "^argv .*mpirun -np 2 .* --hostfile $STATE/jobs/2/hostfile --map-by slot --mca plm_rsh_agent /usr/bin/ssh -F $(node_ssh_config) " "$plan" ||
+		die "argv: $(grep '^argv' "$plan")"
+	grep -q "^launching 2 ranks on $(hostname):1,dlhn1:1 " "$MNT/jobs/2/log" ||
+		grep -q "launching 2 ranks on $(hostname):1,dlhn1:1 " "$MNT/jobs/2/log" || die "log: $(grep launching "$MNT/jobs/2/log")"
+	h0=$(rank_host 2 0)
+	h1=$(rank_host 2 1)
+	expect_eq "$h0" "$(hostname)" "rank 0's host"
+	expect_eq "$h1" dlhn1 "rank 1's host"
+	grep -q '^allreduce=mpi$' "$STATE/jobs/2/run.info" || die "run.info: $(cat "$STATE/jobs/2/run.info")"
+	local a1 a2
+	a1=$(sed -n 's/^test_accuracy=//p' "$MNT/jobs/1/result")
+	a2=$(sed -n 's/^test_accuracy=//p' "$MNT/jobs/2/result")
+	echo "measured: test accuracy 1 node x 2 ranks $a1, 2 nodes x 1 rank $a2"
+	awk -v a="$a1" -v b="$a2" 'BEGIN { d = a - b; exit !(a > 0.5 && d < 0.005 && d > -0.005) }' ||
+		die "test accuracy 1 node $a1, 2 nodes $a2: not within 0.5%"
+	dlh_umount
+}
