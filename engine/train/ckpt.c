@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -465,4 +466,58 @@ int dlt_ckpt_latest(const char *dir, char *name, size_t len,
 	}
 	strcpy(name, buf);
 	return 0;
+}
+
+/* The payload floats of the checkpoint at path (malloc'd into *out, count
+ * *n). Returns 0, or -errno with err. */
+static int payload_floats(const char *path, float **out, long *n, char *err, size_t errlen)
+{
+	unsigned char hdr[DLT_CKPT_HEADER];
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	*out = NULL;
+	if (fd < 0 || fstat(fd, &st) < 0 || read_all(fd, hdr, sizeof hdr) < 0 ||
+	    memcmp(hdr, DLT_CKPT_MAGIC, sizeof DLT_CKPT_MAGIC) != 0) {
+		rc = fd < 0 ? -errno : -EINVAL;
+		snprintf(err, errlen, "\"%s\": %s", path, fd < 0 ? strerror(-rc) : "not a dlh-train checkpoint");
+		goto out;
+	}
+	*n = (long)((st.st_size - DLT_CKPT_HEADER) / (off_t)sizeof(float));
+	if (!(*out = malloc((size_t)*n * sizeof(float) + 1)) ||
+	    read_all(fd, *out, (size_t)*n * sizeof(float)) < 0) {
+		rc = *out ? -EIO : -ENOMEM;
+		snprintf(err, errlen, "cannot read \"%s\": %s", path, strerror(-rc));
+		free(*out);
+		*out = NULL;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+int dlt_ckpt_payload_diff(const char *a, const char *b, double *diff, double *mag, long *n,
+			  char *err, size_t errlen)
+{
+	float *x = NULL, *y = NULL;
+	long na = 0, nb = 0;
+	int rc = payload_floats(a, &x, &na, err, errlen);
+	if (!rc)
+		rc = payload_floats(b, &y, &nb, err, errlen);
+	if (!rc && na != nb) {
+		snprintf(err, errlen, "\"%s\" holds %ld floats, \"%s\" %ld", a, na, b, nb);
+		rc = -EINVAL;
+	}
+	*diff = *mag = 0.0;
+	*n = na;
+	for (long i = 0; !rc && i < na; i++) {
+		double d = fabs((double)x[i] - (double)y[i]);
+		if (d > *diff || d != d)
+			*diff = d;
+		if (fabs((double)x[i]) > *mag)
+			*mag = fabs((double)x[i]);
+	}
+	free(x);
+	free(y);
+	return rc;
 }

@@ -85,6 +85,13 @@ int dlt_ckpt_previous(const char *dir, const char *name, char *out, size_t len,
  * when one cannot be read. */
 int dlt_ckpt_same_payload(const char *a, const char *b, char *err, size_t errlen);
 
+/* The largest absolute difference between the payload floats (parameters
+ * and optimizer state) of checkpoints a and b into *diff, the largest
+ * magnitude of a's into *mag, their count into *n. Returns 0, or -errno
+ * with err (not checkpoints, or payloads of different sizes). */
+int dlt_ckpt_payload_diff(const char *a, const char *b, double *diff, double *mag, long *n,
+			  char *err, size_t errlen);
+
 /* Writes the name of step's checkpoint ("step-00000500.ckpt") into out.
  * Returns 0, or -ENAMETOOLONG. */
 int dlt_ckpt_step_name(uint64_t step, char *out, size_t len);

@@ -1089,6 +1089,17 @@ int main(int argc, char **argv)
 			fprintf(stderr, "dlh-train: %s\n", err);
 		return rc == 1 ? 0 : 1;
 	}
+	if (argc == 4 && strcmp(argv[1], "--params-diff") == 0) {
+		/* a check for the tests: how far two checkpoints' payloads are apart */
+		double diff, mag;
+		long n;
+		if (dlt_ckpt_payload_diff(argv[2], argv[3], &diff, &mag, &n, err, sizeof err)) {
+			fprintf(stderr, "dlh-train: %s\n", err);
+			return 1;
+		}
+		printf("floats=%ld max_abs_diff=%.9g max_abs=%.9g\n", n, diff, mag);
+		return 0;
+	}
 	/* only the main thread calls MPI; the prefetch thread never does */
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
 	R->t_origin = now();

@@ -24,6 +24,7 @@ const char dlt_opts_usage[] =
 	"                 [--cpus C0,C1,..] [--gpus G0,G1,..]\n"
 	"                 [--checkpoint-every STEPS] [--train-limit N] [--test-limit N] [--help]\n"
 	"       dlh-train --same-params A.ckpt B.ckpt   (exit 0 when the payloads match)\n"
+	"       dlh-train --params-diff A.ckpt B.ckpt   (the largest difference of their floats)\n"
 	"Data-parallel training under mpirun. --model mlp (default): --layers are\n"
 	"the hidden widths; --model cnn: conv blocks --conv (default 32:5,64:5; each\n"
 	"conv -> ReLU -> max-pool --pool, default 2), then hidden dense layers --dense\n"

@@ -67,3 +67,41 @@ test_two_nodes_one_rank_each_train_as_one_node_two_ranks() {
 		die "test accuracy 1 node $a1, 2 nodes $a2: not within 0.5%"
 	dlh_umount
 }
+
+# train_nodes DIR HOSTFILE NP ARGS...: the MLP on a slice, each step's global
+# batch of 60 the same rows however it is split (--rebalance that never
+# re-splits), run by mpirun over the nodes as dlhfs launches it
+train_nodes() {
+	local dir=$1 hosts=$2 np=$3 d=/usr/share/datasets/fashion-mnist
+	shift 3
+	OPENBLAS_NUM_THREADS=1 mpirun --oversubscribe --bind-to none --mca pml ob1 \
+		--mca btl self,vader,tcp --hostfile "$hosts" --map-by slot \
+		--mca plm_rsh_agent "/usr/bin/ssh -F $(node_ssh_config)" --mca plm_rsh_no_tree_spawn 1 \
+		-x OPENBLAS_NUM_THREADS -np "$np" "$DLH_BIN/dlh-train" --job-dir "$dir" \
+		--train-images "$d/train-images-idx3-ubyte.gz" --train-labels "$d/train-labels-idx1-ubyte.gz" \
+		--test-images "$d/t10k-images-idx3-ubyte.gz" --test-labels "$d/t10k-labels-idx1-ubyte.gz" \
+		--train-limit 3000 --test-limit 500 --layers 64,32 --dropout 0 --epochs 1 --batch 60 \
+		--lr 0.05 --momentum 0.9 --checkpoint-every 0 --rebalance 1000000 \
+		"$@" >"$dir.out" 2>&1 || die "dlh-train on $np ranks: $(tail -5 "$dir.out")"
+}
+
+# 3 nodes x 2 ranks: gradients summed within each node and across the nodes;
+# the update is the one process's on the same global batch, to float rounding
+test_three_nodes_two_ranks_each_update_as_one_process() {
+	nodes_up 3
+	W=$(mktemp -d /tmp/dlh-direct.XXXXXX)
+	trap 'rm -rf "$W"; dlh_cleanup' EXIT
+	printf 'dlhn1 slots=2\ndlhn2 slots=2\ndlhn3 slots=2\n' > "$W/hosts"
+	printf 'dlhn1 slots=1\n' > "$W/one"
+	train_nodes "$W/six" "$W/hosts" 6 --rank-batches 10,10,10,10,10,10
+	train_nodes "$W/single" "$W/one" 1
+	local hosts
+	hosts=$(grep -o 'rank [0-5] of 6 on dlhn[1-3]' "$W/six.out" | sort | awk '{print $NF}' | tr '\n' ' ')
+	expect_eq "$hosts" "dlhn1 dlhn1 dlhn2 dlhn2 dlhn3 dlhn3 " "the ranks' hosts"
+	local diff
+	diff=$("$DLH_BIN/dlh-train" --params-diff "$W/six/checkpoints/final.ckpt" "$W/single/checkpoints/final.ckpt") ||
+		die "params-diff failed"
+	echo "measured: 3 nodes x 2 ranks against 1 process: $diff"
+	awk -v t="$diff" 'BEGIN { split(t, f, /[ =]/); d = f[4]; m = f[6]; exit !(m > 0 && d <= 1e-4 * m) }' ||
+		die "weights differ beyond float rounding: $diff"
+}
