@@ -178,9 +178,14 @@ int eng_job_override(const struct dlh_job *j, struct dlh_plan_override *ov)
 	return 1;
 }
 
-int eng_job_nodes(const struct dlh_job *j)
+int eng_job_nodes(const struct dlh_engine *e, const struct dlh_job *j)
 {
-	return j->spec.nodes > 0 ? j->spec.nodes : j->plan_nodes;
+	int n = j->spec.nodes > 0 ? j->spec.nodes : j->plan_nodes, up = 0;
+	if (!j->nodes_lost)
+		return n;
+	for (int k = 0; k < e->pool.nnodes; k++)   /* after a lost node: those that remain */
+		up += dlh_pool_node_usable(&e->pool, k);
+	return n < up ? n : up;
 }
 
 int eng_launch_hosts(const struct dlh_engine *e, const struct dlh_plan *plan,

@@ -34,8 +34,9 @@ void eng_choice_apply(struct dlh_job *j, const struct dlh_choice *c);
 int eng_job_override(const struct dlh_job *j, struct dlh_plan_override *ov);
 
 /* The nodes j's ranks spread over: the spec's [resources] nodes, else the
- * planner's choice (0: the fewest that hold them). */
-int eng_job_nodes(const struct dlh_job *j);
+ * planner's choice (0: the fewest that hold them); after its run lost a
+ * node, no more than the usable nodes that remain. e->mu held. */
+int eng_job_nodes(const struct dlh_engine *e, const struct dlh_job *j);
 
 /* The nodes of a placed plan as the launch names them (hosts, *nhosts; 0
  * when every rank is on this machine or it is not placed) and the agent

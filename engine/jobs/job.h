@@ -62,6 +62,8 @@ struct dlh_job {
 	int timed_out;               /* the run was stopped at its time limit; ends as failed */
 	double hang_after;           /* seconds without a step that make the run hung */
 	int hung;                    /* the run was stopped as hung; hang_why says why */
+	int nodes_lost;              /* a run lost a node: the next spreads over the nodes
+					that remain ([resources] nodes at most those) */
 	char hang_why[512];
 	double est_start;            /* queued: the scheduler's estimated start (epoch s,
 					INFINITY = unknown) */

@@ -100,6 +100,45 @@ static void probe_round(struct dlh_engine *e)
 	free(p);
 }
 
+int eng_nodes_lost(struct dlh_engine *e, const int *nodes, int n, char *lost, size_t len)
+{
+	struct node_probe *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);
+	int down = 0;
+	size_t used = 0;
+	lost[0] = '\0';
+	if (!p || e->no_probe || !e->probe_path[0]) {
+		free(p);
+		return 0;
+	}
+	pthread_mutex_lock(&e->mu);
+	for (int i = 0; i < n; i++) {
+		snprintf(p[i].agent, sizeof p[i].agent, "%s", e->pool.nodes[nodes[i]].agent);
+		snprintf(p[i].host, sizeof p[i].host, "%s", e->pool.nodes[nodes[i]].host);
+		p[i].probe = e->probe_path;
+		p[i].state = e->state;
+	}
+	pthread_mutex_unlock(&e->mu);
+	for (int i = 0; i < n; i++)
+		p[i].started = !pthread_create(&p[i].t, NULL, probe_one, &p[i]);
+	for (int i = 0; i < n; i++)
+		if (p[i].started)
+			pthread_join(p[i].t, NULL);
+	pthread_mutex_lock(&e->mu);
+	for (int i = 0; i < n; i++) {
+		if (!p[i].started || p[i].r.up)
+			continue;
+		apply(e, nodes[i], &p[i].r);
+		down++;
+		if (used < len)
+			used += (size_t)snprintf(lost + used, len - used, "%snode %s lost (down: %s)",
+						 down > 1 ? "; " : "", e->pool.nodes[nodes[i]].name,
+						 p[i].r.why);
+	}
+	pthread_mutex_unlock(&e->mu);
+	free(p);
+	return down;
+}
+
 static void *probe_thread(void *arg)
 {
 	probe_round(arg);

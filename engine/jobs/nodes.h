@@ -15,6 +15,12 @@ void eng_nodes_probe_start(struct dlh_engine *e);
  * while another round runs. e->mu not held. */
 int eng_nodes_refresh(struct dlh_engine *e, char *err, size_t errlen);
 
+/* A run on nodes[] (n of them, none the local one) failed: probes them
+ * now (e->mu not held; at most DLH_PROBE_TIMEOUT), marks those that do not
+ * answer down, and writes them into lost ("node dlhn2 lost (down: WHY)",
+ * "" when every node answers). Returns how many were lost. */
+int eng_nodes_lost(struct dlh_engine *e, const int *nodes, int n, char *lost, size_t len);
+
 /* Waits for the probing thread eng_nodes_probe_start started. e->mu not held. */
 void eng_nodes_stop(struct dlh_engine *e);
 

@@ -191,7 +191,7 @@ static int plan_job(struct dlh_engine *e, struct submission *s, char *err, size_
 	/* where its ranks would go were every node free: the plan's hosts
 	 * (at launch they go where there is room then) */
 	eng_slots_avail(e, s->plan.gpu, 1, avail);
-	if (dlh_plan_place(&s->plan, &e->pool, avail, eng_job_nodes(s->job), why, sizeof why)) {
+	if (dlh_plan_place(&s->plan, &e->pool, avail, eng_job_nodes(e, s->job), why, sizeof why)) {
 		snprintf(err, errlen, "spec: [resources] %s: %s\n",
 			 s->job->spec.nodes > 0 ? "nodes" : "ranks", why);
 		return -EINVAL;

@@ -17,6 +17,7 @@
 
 #include "engine/jobs/advise.h"
 #include "engine/jobs/hang.h"
+#include "engine/jobs/nodes.h"
 #include "engine/jobs/reason.h"
 #include "engine/jobs/table.h"
 #include "engine/plan/plan.h"
@@ -28,6 +29,8 @@ struct waiter_arg {
 	struct dlh_engine *e;        /* owner */
 	struct dlh_job *job;         /* the job whose run it waits for */
 	struct dlh_run run;          /* that run */
+	int nodes[DLH_POOL_NODES];   /* the nodes of its ranks but the local one */
+	int nnodes;
 };
 
 /* 1 when path exists. */
@@ -91,7 +94,7 @@ static int take_slots(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	struct dlh_plan *p = &l->plan;
 	int avail[DLH_POOL_NODES], rc;
 	eng_slots_avail(e, p->gpu, 0, avail);
-	if ((rc = dlh_plan_place(p, &e->pool, avail, eng_job_nodes(j), l->err, sizeof l->err)) ||
+	if ((rc = dlh_plan_place(p, &e->pool, avail, eng_job_nodes(e, j), l->err, sizeof l->err)) ||
 	    (rc = eng_slots_take(e, j->id, p))) {
 		if (!l->err[0])
 			snprintf(l->err, sizeof l->err, "its ranks' slots are not free");
@@ -231,11 +234,19 @@ static void record_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l
 /* Starts the detached waiter of j's run (j->run) with wa, which it then
  * owns and frees, and counts it. Returns 0, or pthread_create's error (wa
  * stays the caller's). e->mu held. */
-static int spawn_waiter(struct dlh_engine *e, struct dlh_job *j, struct waiter_arg *wa)
+static int spawn_waiter(struct dlh_engine *e, struct dlh_job *j, struct waiter_arg *wa,
+			const int *node, int ranks)
 {
 	pthread_attr_t attr;
 	pthread_t t;
 	*wa = (struct waiter_arg){ .e = e, .job = j, .run = j->run };
+	for (int r = 0; r < ranks; r++) {   /* the other nodes, each once */
+		int seen = node[r] < 0 || node[r] == e->pool.local;
+		for (int i = 0; i < wa->nnodes && !seen; i++)
+			seen = wa->nodes[i] == node[r];
+		if (!seen)
+			wa->nodes[wa->nnodes++] = node[r];
+	}
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	int rc = pthread_create(&t, &attr, waiter_main, wa);
@@ -249,7 +260,7 @@ static int spawn_waiter(struct dlh_engine *e, struct dlh_job *j, struct waiter_a
  * Returns 0, or -errno with l->err. */
 static int start_waiter(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 {
-	int rc = spawn_waiter(e, j, l->wa);
+	int rc = spawn_waiter(e, j, l->wa, l->plan.node, l->plan.ranks);
 	if (rc) {
 		snprintf(l->err, sizeof l->err, "cannot start a supervisor thread: %s", strerror(rc));
 		return -rc;
@@ -345,7 +356,7 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 /* Handles the end of job j's run (as its backend saw it); cg: the run's
  * cgroups, taken off the job (the caller removes them). e->mu held. */
 static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run_end *end,
-		       const struct dlh_cgroup *cg)
+		       const struct dlh_cgroup *cg, const char *lost)
 {
 	char path[4096];
 	int oom = dlh_cgroup_oom_kills(cg);
@@ -416,10 +427,14 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 			 "interrupted: dlhfs stopped while the job ran; it resumes from its newest checkpoint at the next mount");
 	} else {
 		char why[DLH_REASON_MAX - 64];
-		if (j->hung)
+		if (lost[0]) {   /* the node, not what mpirun made of it */
+			snprintf(why, sizeof why, "%s", lost);
+			j->nodes_lost = 1;
+		} else if (j->hung) {
 			snprintf(why, sizeof why, "%s", j->hang_why);
-		else
+		} else {
 			eng_failure_reason(e, j, why, sizeof why);
+		}
 		if (!why[0]) {
 			if (j->exit_code == 0)
 				snprintf(why, sizeof why, "the trainer exited without writing a result");
@@ -464,10 +479,16 @@ static void *waiter_main(void *arg)
 	char dir[4096];
 	eng_job_dir(e, wa->job->id, dir, sizeof dir);   /* e->state never changes */
 	e->backend.ops->wait(&e->backend, &wa->run, dir, 1, &end);
+	char lost[DLH_REASON_MAX - 64] = "";
+	if (wa->nnodes > 0 && !(end.state == DLH_RUN_EXITED && end.exit_code == 0))
+		eng_nodes_lost(e, wa->nodes, wa->nnodes, lost, sizeof lost);   /* no e->mu */
 	pthread_mutex_lock(&e->mu);
+	if (lost[0])
+		eng_job_log(e, wa->job, "%s: nothing more is planned there until it answers "
+			    "(echo refresh > pool/ctl)", lost);
 	struct dlh_cgroup cg = wa->job->cg;
 	memset(&wa->job->cg, 0, sizeof wa->job->cg);
-	job_exited(e, wa->job, &end, &cg);
+	job_exited(e, wa->job, &end, &cg, lost);
 	pthread_mutex_unlock(&e->mu);
 	dlh_cgroup_destroy(&cg); /* waits for stragglers: not under the lock */
 	pthread_mutex_lock(&e->mu);
@@ -599,7 +620,7 @@ static int node_of_host(const struct dlh_engine *e, const char *host)
 /* The CPU slots of j's run as its plan file names them ("rank R host H
  * device cpuS"), marked held by j. Returns the ranks found, or -errno
  * (nothing held then) when the plan is unreadable or a slot is not free. */
-static int hold_planned_slots(struct dlh_engine *e, struct dlh_job *j)
+static int hold_planned_slots(struct dlh_engine *e, struct dlh_job *j, int *node)
 {
 	char path[4096], *text = NULL;
 	int n = 0, rc = 0;
@@ -611,7 +632,12 @@ static int hold_planned_slots(struct dlh_engine *e, struct dlh_job *j)
 		char host[256];
 		if (sscanf(l, "rank %d host %255s device cpu%d", &r, host, &s) != 3)
 			continue;
-		rc = n >= DLH_RANKS_MAX ? -EBUSY : eng_slots_hold(e, j->id, node_of_host(e, host), s);
+		if (n >= DLH_RANKS_MAX) {
+			rc = -EBUSY;
+			break;
+		}
+		node[n] = node_of_host(e, host);
+		rc = eng_slots_hold(e, j->id, node[n], s);
 		n++;
 	}
 	free(text);
@@ -626,12 +652,13 @@ static int hold_planned_slots(struct dlh_engine *e, struct dlh_job *j)
 static int adopt(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run *run,
 		 enum dlh_run_state st)
 {
-	int ranks = hold_planned_slots(e, j);
+	int node[DLH_RANKS_MAX];
+	int ranks = hold_planned_slots(e, j, node);
 	if (ranks < 0)
 		return ranks;
 	struct waiter_arg *wa = malloc(sizeof *wa);
 	j->run = *run;
-	int rc = wa ? spawn_waiter(e, j, wa) : ENOMEM;
+	int rc = wa ? spawn_waiter(e, j, wa, node, ranks) : ENOMEM;
 	if (rc) {
 		free(wa);
 		memset(&j->run, 0, sizeof j->run);

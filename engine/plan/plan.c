@@ -221,14 +221,6 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 			 ranks, ranks, cpus);
 		return -EINVAL;
 	}
-	int usable = 0;
-	for (int k = 0; k < pool->nnodes; k++)
-		usable += dlh_pool_node_usable(pool, k);
-	if (spec->nodes > usable) {
-		snprintf(err, errlen, "spec: [resources] nodes: %d nodes asked for, the pool has %d usable\n",
-			 spec->nodes, usable);
-		return -EINVAL;
-	}
 	if (ranks > DLH_RANKS_MAX) {
 		snprintf(err, errlen, "spec: [resources] ranks: at most %d ranks\n", DLH_RANKS_MAX);
 		return -EINVAL;

@@ -105,3 +105,35 @@ test_three_nodes_two_ranks_each_update_as_one_process() {
 	awk -v t="$diff" 'BEGIN { split(t, f, /[ =]/); d = f[4]; m = f[6]; exit !(m > 0 && d <= 1e-4 * m) }' ||
 		die "weights differ beyond float rounding: $diff"
 }
+
+# One node lost mid-run (every process of it killed: its sshd, mpirun's
+# daemon, its rank) with restart = on-failure: the log names the node, it is
+# down and nothing is planned there; the job is planned again on the nodes
+# that remain (the same ranks and global batch) and resumes from its newest
+# checkpoint; metrics.csv has every step once
+test_a_lost_node_fails_the_run_naming_it_and_it_resumes_on_the_others() {
+	mount_nodes 3
+	echo drain here > "$MNT/pool/ctl" || die "drain here refused"   # the ranks on the nodes
+	printf '[job]\nname = k\nrestart = on-failure\n[data]\ntrain_limit = 20000\ntest_limit = 500\n[model]\nlayers = 256,128\n[train]\nepochs = 2\nbatch_size = 60\nlr = 0.05\ncheckpoint_every = 20\n[resources]\nranks = 3\nnodes = 3\n' \
+		> "$STATE/k.ini"
+	submit "$STATE/k.ini"
+	wait_for 60 eval '[ "$(csv_rows 1 train)" -gt 50 ]' || die "no steps: $(tail -5 "$MNT/jobs/1/log")"
+	grep -q '^rank 1 host dlhn2 ' "$MNT/jobs/1/plan" || die "plan: $(grep '^rank' "$MNT/jobs/1/plan")"
+	node_kill 2
+	ended_ok 1
+	local log=$MNT/jobs/1/log
+	grep -q 'dlhfs: node dlhn2 lost (down: .*Connection refused)' "$log" ||
+		die "log: $(grep -v '^\[rank' "$log" | tail -8)"
+	grep -q 'queued: restarting (1 of 3) after: node dlhn2 lost' "$log" || die "log: $(grep restarting "$log")"
+	grep -q 'launching 3 ranks on dlhn1:2,dlhn3:1 (restart 1)' "$log" ||
+		grep -q 'launching 3 ranks on dlhn1:1,dlhn3:2 (restart 1)' "$log" || die "relaunch: $(grep launching "$log")"
+	grep -q '^down: ' "$MNT/pool/nodes/dlhn2/state" || die "dlhn2: $(cat "$MNT/pool/nodes/dlhn2/state")"
+	grep 'host dlhn2' "$MNT/jobs/1/plan" && die "dlhn2 planned again"
+	local start
+	start=$(grep -o 'start step [0-9]*' "$log" | tail -1 | awk '{print $3}')
+	[ "${start:-0}" -gt 0 ] || die "the second run did not resume from a checkpoint: $(grep 'start step' "$log")"
+	echo "measured: resumed at step $start on $(grep -o 'launching 3 ranks on [^ ]*' "$log" | tail -1 | awk '{print $NF}')"
+	expect_eq "$(csv_rows 1 train)" 666 "train rows (333 steps x 2 epochs)"
+	expect_eq "$(grep '^train,' "$MNT/jobs/1/metrics.csv" | cut -d, -f2 | sort -n | uniq -d | head -3)" "" "steps recorded twice"
+	dlh_umount
+}
