@@ -323,9 +323,16 @@ static int render_node_file(struct dlh_engine *e, const struct node_view *v,
 					      "(-o probe=off)\n");
 		}
 	case FS_NODE_ROLE:
-		return v->local ? dlh_buf_printf(out, "local\n")
-				: dlh_buf_printf(out, "remote: ranks started by mpirun on %s through \"%s\"\n",
-						 v->pool->node.host, nd->agent[0] ? nd->agent : DLH_AGENT_DEFAULT);
+		if (v->local)
+			return dlh_buf_printf(out, "local\n");
+		if (nd->link_alpha > 0)   /* the measured link (dlh-calib --phase link) */
+			return dlh_buf_printf(out, "remote: ranks started by mpirun on %s through \"%s\"; "
+					      "link: allreduce %.0f us + %.3g GB/s\n", v->pool->node.host,
+					      nd->agent[0] ? nd->agent : DLH_AGENT_DEFAULT,
+					      nd->link_alpha * 1e6,
+					      nd->link_beta > 0 ? 1e-9 / nd->link_beta : 0.0);
+		return dlh_buf_printf(out, "remote: ranks started by mpirun on %s through \"%s\"\n",
+				      v->pool->node.host, nd->agent[0] ? nd->agent : DLH_AGENT_DEFAULT);
 	case FS_NODE_DEVICES:
 	case FS_NODE_CPU_JOB:
 		return render_holders(v, n, out);

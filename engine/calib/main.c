@@ -4,6 +4,7 @@
  *
  *   dlh-calib --phase single [--dir DIR] [--images P --labels P] [--out F]  (1 rank)
  *   dlh-calib --phase all [--out F]                                          (all ranks)
+ *   dlh-calib --phase link [--out F]                  (2 ranks, each on its own node)
  *
  * single times one core: sgemm over the grid of DLH_CALIB_GEMM_DIMS (untransposed,
  * and with B or A transposed, as the trainer calls them), copy
@@ -12,7 +13,8 @@
  * initialisation, atomic file writes and a checkpoint written by its own
  * code. all times what the ranks of one node
  * do together: barrier, allreduce (alpha-beta fit), copy bandwidth and
- * sgemm with every core busy. Both print key=value lines (the cache's
+ * sgemm with every core busy. link times an allreduce between two nodes
+ * (net_alpha, net_beta: the link's latency and seconds per byte). All print key=value lines (the cache's
  * keys, see calib.h) and the wall-clock moments the parent needs to time
  * mpirun's launch and exit: to --out F when given (rank 0 writes it; what
  * mpirun and its libraries print then stays out of the figures), else to
@@ -858,6 +860,25 @@ static void phase_all(int rank)
 	free(pool);
 }
 
+/* Two ranks on two nodes: the allreduce between them, alpha-beta fit. */
+static void phase_link(int rank)
+{
+	double x[AR_SIZES], y[AR_SIZES], alpha, beta;
+	float *buf = xmalloc((size_t)4 << 20);
+
+	fill(buf, (size_t)1 << 20);
+	for (int i = 0; i < AR_SIZES; i++) {
+		x[i] = (double)(8L << (3 * i)) < (4 << 20) ? (double)(8L << (3 * i)) : (4 << 20);
+		y[i] = allreduce_s(buf, (long)x[i]);
+	}
+	fit_line(x, y, AR_SIZES, &alpha, &beta);
+	if (alpha < y[0] / 2)
+		alpha = y[0];
+	if (rank == 0)
+		printf("net_alpha=%.4g\nnet_beta=%.4g\n", alpha, beta > 0 ? beta : 0.0);
+	free(buf);
+}
+
 int main(int argc, char **argv)
 {
 	const char *phase = NULL, *dir = "/tmp", *images = NULL, *labels = NULL, *out = NULL;
@@ -883,14 +904,16 @@ int main(int argc, char **argv)
 		else
 			die("unknown option", argv[i]);
 	}
-	if (!phase || (strcmp(phase, "single") && strcmp(phase, "all")))
-		die("usage: dlh-calib --phase single|all [--dir DIR] [--images P --labels P] [--out F]",
-		    NULL);
+	if (!phase || (strcmp(phase, "single") && strcmp(phase, "all") && strcmp(phase, "link")))
+		die("usage: dlh-calib --phase single|all|link [--dir DIR] [--images P --labels P] "
+		    "[--out F]", NULL);
 	if (rank == 0 && out && !freopen(out, "w", stdout))
 		die("cannot write --out", out);
 	if (!strcmp(phase, "single")) {
 		if (rank == 0)
 			phase_single(dir, images, labels);
+	} else if (!strcmp(phase, "link")) {
+		phase_link(rank);
 	} else {
 		phase_all(rank);
 	}

@@ -27,6 +27,10 @@ static int measure(struct dlh_engine *e, char *err, size_t errlen)
 	};
 	int rc = dlh_calib_measure(&o, &c, err, errlen);
 
+	pthread_mutex_lock(&e->mu);   /* the links, measured apart (eng_link_measure) */
+	c.net_alpha = e->cal.net_alpha;
+	c.net_beta = e->cal.net_beta;
+	pthread_mutex_unlock(&e->mu);
 	if (!rc && (rc = dlh_calib_save(e->state, &c)) < 0)
 		snprintf(err, errlen, "cannot write %s/%s: %s", e->state, DLH_CALIB_FILE,
 			 strerror(-rc));
@@ -38,6 +42,22 @@ static int measure(struct dlh_engine *e, char *err, size_t errlen)
 	pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->mu);
 	return rc;
+}
+
+int eng_link_measure(struct dlh_engine *e, const char *host, const char *agent, double *alpha,
+		     double *beta, char *err, size_t errlen)
+{
+	struct dlh_launch_host hosts[2];
+	if (gethostname(hosts[0].host, sizeof hosts[0].host - 1) < 0)
+		snprintf(hosts[0].host, sizeof hosts[0].host, "localhost");
+	hosts[0].ranks = 1;
+	snprintf(hosts[1].host, sizeof hosts[1].host, "%s", host);
+	hosts[1].ranks = 1;
+	struct dlh_calib_opts o = {
+		.backend = &e->backend, .program = e->calib_prog, .cpus = 2, .dir = e->state,
+		.hosts = hosts, .nhosts = 2, .agent = agent,
+	};
+	return dlh_calib_link(&o, alpha, beta, err, errlen);
 }
 
 static void *calib_main(void *arg)

@@ -33,6 +33,12 @@ void eng_choice_apply(struct dlh_job *j, const struct dlh_choice *c);
 /* Fills ov from the job's recorded decision; returns 1, or 0 when it has none. */
 int eng_job_override(const struct dlh_job *j, struct dlh_plan_override *ov);
 
+/* Times the allreduce between this node and host (reached through agent)
+ * with dlh-calib --phase link. e->mu not held; blocks for seconds. Returns
+ * 0, or -errno with err. */
+int eng_link_measure(struct dlh_engine *e, const char *host, const char *agent, double *alpha,
+		     double *beta, char *err, size_t errlen);
+
 /* The nodes j's ranks spread over: the spec's [resources] nodes, else the
  * planner's choice (0: the fewest that hold them); after its run lost a
  * node, no more than the usable nodes that remain. e->mu held. */

@@ -9,11 +9,14 @@
 #include "engine/jobs/nodes.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/jobs/advise.h"
+#include "engine/plan/calib.h"
 #include "engine/run/probe.h"
 #include "engine/util/util.h"
 
@@ -22,6 +25,9 @@ struct node_probe {
 	char agent[512], host[DLH_HOST_MAX + 1];
 	const char *probe, *state;
 	struct dlh_probe_result r;
+	int measure;                 /* time the link once it answers */
+	double alpha, beta;          /* the link, when measured (0: not) */
+	char link_err[256];
 	pthread_t t;
 	int started;
 };
@@ -31,6 +37,35 @@ static void *probe_one(void *arg)
 	struct node_probe *p = arg;
 	dlh_probe_node(p->agent, p->host, p->probe, p->state, DLH_PROBE_TIMEOUT, &p->r);
 	return NULL;
+}
+
+/* Times the links of the nodes of p that answered and wait for it (one
+ * after the other: each run takes the network between them). e->mu not held. */
+static void measure_links(struct dlh_engine *e, struct node_probe *p, int n)
+{
+	for (int k = 0; k < n; k++)
+		if (p[k].measure && p[k].r.up &&
+		    eng_link_measure(e, p[k].host, p[k].agent, &p[k].alpha, &p[k].beta,
+				     p[k].link_err, sizeof p[k].link_err))
+			p[k].alpha = p[k].beta = 0;
+}
+
+/* The slowest link measured into the calibration the estimator reads
+ * (inter-node allreduce), saved. e->mu held. */
+static void note_links(struct dlh_engine *e)
+{
+	double a = 0, b = 0;
+	for (int k = 0; k < e->pool.nnodes; k++) {
+		a = fmax(a, e->pool.nodes[k].link_alpha);
+		b = fmax(b, e->pool.nodes[k].link_beta);
+	}
+	if (a <= 0 || e->cal.when <= 0 || (a == e->cal.net_alpha && b == e->cal.net_beta))
+		return;
+	e->cal.net_alpha = a;
+	e->cal.net_beta = b;
+	if (dlh_calib_save(e->state, &e->cal) < 0)
+		fprintf(stderr, "dlhfs: cannot save the links' figures in %s/%s\n", e->state,
+			DLH_CALIB_FILE);
 }
 
 /* What node k's answer says, applied to the pool. e->mu held. */
@@ -67,6 +102,7 @@ static void probe_round(struct dlh_engine *e)
 			continue;
 		snprintf(p[k].agent, sizeof p[k].agent, "%s", e->pool.nodes[k].agent);
 		snprintf(p[k].host, sizeof p[k].host, "%s", e->pool.nodes[k].host);
+		p[k].measure = e->pool.nodes[k].link_alpha <= 0 && e->calib_prog[0];
 		e->pool.nodes[k].probe = DLH_PROBE_RUNNING;
 	}
 	pthread_mutex_unlock(&e->mu);
@@ -86,10 +122,21 @@ static void probe_round(struct dlh_engine *e)
 	for (int k = 0; k < n; k++)
 		if (p[k].started)
 			pthread_join(p[k].t, NULL);
+	measure_links(e, p, n);
 	pthread_mutex_lock(&e->mu);
-	for (int k = 0; k < n; k++)
-		if (k != e->pool.local)
-			apply(e, k, &p[k].r);
+	for (int k = 0; k < n; k++) {
+		if (k == e->pool.local)
+			continue;
+		apply(e, k, &p[k].r);
+		if (p[k].alpha > 0) {
+			e->pool.nodes[k].link_alpha = p[k].alpha;
+			e->pool.nodes[k].link_beta = p[k].beta;
+		} else if (p[k].link_err[0]) {
+			fprintf(stderr, "dlhfs: node %s: the link was not measured: %s\n",
+				e->pool.nodes[k].name, p[k].link_err);
+		}
+	}
+	note_links(e);
 	e->probing = 0;
 	if (eng_slots_fit(e))
 		fprintf(stderr, "dlhfs: out of memory growing the nodes' slots to their cores\n");

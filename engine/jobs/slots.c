@@ -53,6 +53,16 @@ int eng_slots_usable(const struct dlh_engine *e)
 	return n;
 }
 
+int eng_slots_capacity(const struct dlh_engine *e, int gpu)
+{
+	int n = 0;
+	for (int k = 0; k < e->pool.nnodes; k++) {
+		int c = e->pool.nodes[k].cpus, g = dlh_pool_node_gpus(&e->pool, k);
+		n += gpu && g < c ? g : c;
+	}
+	return n;
+}
+
 int eng_slots_free(const struct dlh_engine *e)
 {
 	int n = 0;

@@ -191,12 +191,16 @@ static int plan_job(struct dlh_engine *e, struct submission *s, char *err, size_
 	/* where its ranks would go were every node free: the plan's hosts
 	 * (at launch they go where there is room then) */
 	eng_slots_avail(e, s->plan.gpu, 1, avail);
-	if (dlh_plan_place(&s->plan, &e->pool, avail, eng_job_nodes(e, s->job), why, sizeof why)) {
-		snprintf(err, errlen, "spec: [resources] %s: %s\n",
-			 s->job->spec.nodes > 0 ? "nodes" : "ranks", why);
-		return -EINVAL;
-	}
-	return 0;
+	if (!dlh_plan_place(&s->plan, &e->pool, avail, eng_job_nodes(e, s->job), why, sizeof why))
+		return 0;
+	for (int r = 0; r < s->plan.ranks; r++)   /* it waits for its nodes */
+		s->plan.node[r] = -1;
+	if (!s->job->spec.dry_run && eng_slots_capacity(e, s->plan.gpu) >= s->plan.ranks &&
+	    s->job->spec.nodes <= e->pool.nnodes)
+		return 0;   /* nodes drained or down now: it waits for them */
+	snprintf(err, errlen, "spec: [resources] %s: %s\n", s->job->spec.nodes > 0 ? "nodes" : "ranks",
+		 why);
+	return -EINVAL;
 }
 
 /* Refuses a job when max_queued jobs are queued already. e->mu held.

@@ -135,6 +135,10 @@ void eng_slots_close(struct dlh_engine *e);
 /* CPU slots of the usable nodes (new runs may count on), and of those
  * the ones free now. */
 int eng_slots_usable(const struct dlh_engine *e);
+
+/* Ranks every node together could ever take (drained and down ones too;
+ * gpu 1: no more than each node's GPUs). */
+int eng_slots_capacity(const struct dlh_engine *e, int gpu);
 int eng_slots_free(const struct dlh_engine *e);
 
 /* Ranks each node may take now (all 0: as if nothing were held), GPU

@@ -35,6 +35,8 @@ static const struct field calib_fields[] = {
 	{ "ar_alpha", offsetof(struct dlh_calib, ar_alpha) },
 	{ "ar_beta", offsetof(struct dlh_calib, ar_beta) },
 	{ "sync_s", offsetof(struct dlh_calib, sync_s) },
+	{ "net_alpha", offsetof(struct dlh_calib, net_alpha) },
+	{ "net_beta", offsetof(struct dlh_calib, net_beta) },
 	{ "launch_s", offsetof(struct dlh_calib, launch_s) },
 	{ "launch_rank_s", offsetof(struct dlh_calib, launch_rank_s) },
 	{ "finalize_s", offsetof(struct dlh_calib, finalize_s) },
@@ -436,6 +438,7 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 	snprintf(log_path, sizeof log_path, "%s.log", out_path);
 	struct dlh_launch l = {
 		.argv = argv, .ranks = ranks, .env = env, .job_dir = dir, .log_path = log_path,
+		.hosts = o->hosts, .nhosts = o->nhosts, .agent = o->agent,
 	};
 	struct dlh_run run;
 	struct dlh_run_end end;
@@ -481,6 +484,28 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 	free(text);
 	*launch = t_init - t0;
 	*fin = t1 - t_fin;
+	return rc;
+}
+
+int dlh_calib_link(const struct dlh_calib_opts *o, double *alpha, double *beta,
+		   char *err, size_t errlen)
+{
+	const char *dir = o->dir ? o->dir : "/tmp";
+	char out[4096];
+	double l, f;
+	struct dlh_calib *c = calloc(1, sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	snprintf(out, sizeof out, "%s/.calib-link.%d", dir, (int)getpid());
+	int rc = run_phase(o, "link", 2, dir, out, c, &l, &f, err, errlen);
+	unlink(out);
+	*alpha = c->net_alpha;
+	*beta = c->net_beta;
+	free(c);
+	if (!rc && *alpha <= 0) {
+		snprintf(err, errlen, "dlh-calib --phase link gave no figures");
+		rc = -EIO;
+	}
 	return rc;
 }
 

@@ -79,6 +79,9 @@ struct dlh_calib {
 	double ar_alpha;                  /* allreduce latency, seconds */
 	double ar_beta;                   /* allreduce seconds per byte */
 	double sync_s;                    /* one barrier of the node's ranks, seconds */
+	double net_alpha, net_beta;       /* allreduce between two nodes (one rank each):
+					     latency and seconds per byte on the slowest
+					     link measured (0: none measured) */
 	double launch_s;                  /* launcher start to MPI_Init returned, 1 rank */
 	double launch_rank_s;             /* and per rank more */
 	double finalize_s;                /* MPI_Finalize to the launcher's exit */
@@ -115,12 +118,21 @@ struct dlh_calib_opts {
 					     output (the state dir); NULL = /tmp */
 	const char *images, *labels;      /* an IDX pair to time decoding (the default
 					     data set); NULL = a synthesized pair */
+	const struct dlh_launch_host *hosts;   /* dlh_calib_link: this node and the other */
+	int nhosts;
+	const char *agent;                /* how the other is reached (NULL = ssh) */
 };
 
 /* Runs the microbenchmarks (blocking; seconds, not minutes). Returns 0, or
  * -errno with err naming what failed. */
 int dlh_calib_measure(const struct dlh_calib_opts *o, struct dlh_calib *c,
 		      char *err, size_t errlen);
+
+/* Times the allreduce between this node and another (o->hosts: one rank
+ * on each, reached through o->agent) into *alpha (seconds) and *beta
+ * (seconds per byte). Blocks for seconds. Returns 0, or -errno with err. */
+int dlh_calib_link(const struct dlh_calib_opts *o, double *alpha, double *beta,
+		   char *err, size_t errlen);
 
 /* Loads STATE/calibration. Returns 0, -ENOENT (never measured), or -EINVAL
  * with err naming the bad line. */

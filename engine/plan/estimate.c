@@ -421,13 +421,29 @@ static int check_in(const struct dlh_estimate_in *in, const struct dlh_calib *ca
 	return 0;
 }
 
-/* Ring allreduce of bytes over n ranks: 2(n-1) latencies, 2(n-1)/n of
- * the bytes through each rank. */
-static double ring_s(const struct dlh_calib *cal, int n, double bytes)
+/* Ring allreduce of bytes over n ranks on a link of latency alpha and
+ * seconds per byte beta: 2(n-1) latencies, 2(n-1)/n of the bytes through
+ * each rank. */
+static double ring_ab(double alpha, double beta, int n, double bytes)
 {
 	if (n < 2)
 		return 0.0;
-	return 2.0 * (n - 1) * cal->ar_alpha + 2.0 * (n - 1) / n * bytes * cal->ar_beta;
+	return 2.0 * (n - 1) * alpha + 2.0 * (n - 1) / n * bytes * beta;
+}
+
+/* The same within a node (its ranks' allreduce, calibrated on this node). */
+static double ring_s(const struct dlh_calib *cal, int n, double bytes)
+{
+	return ring_ab(cal->ar_alpha, cal->ar_beta, n, bytes);
+}
+
+/* The same between nodes: on the slowest link measured to another node
+ * (dlh-calib --phase link), else as within one. */
+static double net_ring_s(const struct dlh_calib *cal, int n, double bytes)
+{
+	if (cal->net_alpha > 0 || cal->net_beta > 0)
+		return ring_ab(cal->net_alpha, cal->net_beta, n, bytes);
+	return ring_s(cal, n, bytes);
 }
 
 /* Peak bytes rank r holds (see dlh_estimate's contract). */
@@ -486,7 +502,8 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	const double np = (double)mc.params, grad_bytes = (np + 2) * F4;
 	update_bytes(spec, &nstate);
 	const int cnn = !strcmp(spec->model_type, "cnn");
-	const int shm = in->nodes == 1 && in->ranks > 1 && in->dev[0]->grid;   /* CPU, one node */
+	/* CPU ranks: each node's in shared memory, its leader across nodes */
+	const int shm = in->ranks > 1 && in->dev[0]->grid;
 	per_node = (in->ranks + in->nodes - 1) / in->nodes;
 
 	/* steps: the shard that fills the fewest batches sets the epoch */
@@ -530,10 +547,12 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		double comp = pass_s(&rd, s, nl, b, 1, &first_bwd) + gather_s(&rd, b * mc.in * F4,
 									     (double)in->train_n * mc.in * F4);
 		double bwd = comp - pass_s(&rd, s, nl, b, 0, NULL);
-		/* shm: each rank sums and updates its slice; else all of it */
-		double u = update_s(&rd, spec, shm ? np / in->ranks : np);
-		if (shm)
+		/* shm: each rank sums and updates its slice of its node's copy; else all of it */
+		double u = update_s(&rd, spec, shm ? np / per_node : np);
+		if (shm && in->nodes == 1)
 			shm_sum = fmax(shm_sum, shm_sum_s(&rd, cal, np, in->ranks));
+		else if (shm && per_node > 1)   /* the leader sums the node's slots */
+			shm_sum = fmax(shm_sum, move_s(&rd, np * F4 * per_node, np * F4));
 		shard(in, in->test_n, r, &tlo, &thi);
 		double ev = 0.0;
 		for (double i = 0; i < thi - tlo; i += rows)
@@ -554,7 +573,15 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	/* the gradient sum: shm = two barriers (the sum is in u); across
 	 * nodes a ring allreduce, bucket by bucket behind backward */
 	double comm = 0.0;
-	if (shm) {
+	if (shm && in->nodes > 1) {
+		/* the node's sum, then the leaders' ring across the nodes, bucket
+		 * by bucket behind backward, and the node's two fences */
+		double ar = net_ring_s(cal, in->nodes, grad_bytes);
+		double last = net_ring_s(cal, in->nodes, (double)mc.layer[0].params * F4);
+		double leaders = spec->bucket_mb > 0 ? fmax(last, ar - bwd_overlap) : ar;
+		comm = shm_sum + leaders + 2.0 * cal->fence_a_s +
+		       cal->fence_b * (comp_max + upd_max + shm_sum);
+	} else if (shm) {
 		/* and at each of its two fences the ranks' jitter: the slowest
 		 * of them after the forward and backward, and after the sum and
 		 * update, sets the pace */
@@ -564,7 +591,8 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		double last = ring_s(cal, in->ranks, (double)mc.layer[0].params * F4);
 		comm = spec->bucket_mb > 0 ? fmax(last, ar - bwd_overlap) : ar;
 	}
-	out->comm_bytes = in->ranks > 1 ? 2.0 * (in->ranks - 1) / in->ranks * grad_bytes : 0.0;
+	out->comm_bytes = shm && in->nodes > 1 ? 2.0 * (in->nodes - 1) / in->nodes * grad_bytes :
+			  in->ranks > 1 ? 2.0 * (in->ranks - 1) / in->ranks * grad_bytes : 0.0;
 
 	/* correction factors (dlh_history_fit) scale the three kinds of term */
 	double compute_f = corr->compute, comm_f = corr->comm, startup_f = corr->startup;

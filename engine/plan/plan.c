@@ -14,7 +14,7 @@ int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool)
 {
 	if (spec->ranks > 0)
 		return spec->ranks;
-	int n = dlh_pool_usable_devices(pool, spec->device == DLH_DEVICE_GPU);
+	int n = dlh_pool_devices(pool, spec->device == DLH_DEVICE_GPU, 1);
 	if (n < 1)
 		n = 1;
 	return n < spec->batch_size ? n : spec->batch_size;
@@ -193,15 +193,15 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 		       const char *job_dir, struct dlh_plan *p, char *err, size_t errlen)
 {
 	memset(p, 0, sizeof *p);
-	int gpus = dlh_pool_usable_devices(pool, 1), cpus = dlh_pool_usable_devices(pool, 0);
+	/* what the pool can ever run (drained and down nodes too: a job waits
+	 * for them); where the ranks go now is dlh_plan_place's */
+	int gpus = dlh_pool_devices(pool, 1, 0), cpus = dlh_pool_devices(pool, 0, 0);
 	long long most_mem = 0;
 	for (int k = 0; k < pool->nnodes; k++)
-		if (dlh_pool_node_usable(pool, k) && pool->nodes[k].mem_bytes > most_mem)
+		if (pool->nodes[k].mem_bytes > most_mem)
 			most_mem = pool->nodes[k].mem_bytes;
 	if (spec->device == DLH_DEVICE_GPU && gpus == 0) {
-		snprintf(err, errlen, "spec: [resources] device: \"gpu\" asked for, the pool has no GPU%s\n",
-			 dlh_pool_node_gpus(pool, pool->local) || pool->nnodes > 1 ?
-			 " on a usable node (see pool/nodes/*/state)" : "");
+		snprintf(err, errlen, "spec: [resources] device: \"gpu\" asked for, the pool has no GPU\n");
 		return -EINVAL;
 	}
 	if (spec->memory > 0 && most_mem > 0 && spec->memory > most_mem) {

@@ -364,11 +364,11 @@ int dlh_pool_node_usable(const struct dlh_pool *p, int k)
 	return !nd->drained && (nd->probe == DLH_PROBE_NONE || nd->probe == DLH_PROBE_UP);
 }
 
-int dlh_pool_usable_devices(const struct dlh_pool *p, int gpu)
+int dlh_pool_devices(const struct dlh_pool *p, int gpu, int usable)
 {
 	int n = 0;
 	for (int k = 0; k < p->nnodes; k++)
-		if (dlh_pool_node_usable(p, k))
+		if (!usable || dlh_pool_node_usable(p, k))
 			n += gpu ? dlh_pool_node_gpus(p, k) : p->nodes[k].cpus;
 	return n;
 }

@@ -87,6 +87,8 @@ struct dlh_pool_node {
 	char agent[512];               /* how it is reached ("" = ssh); see the pool file */
 	int probe;                     /* enum dlh_probe_state: what its probe found */
 	char probe_what[256];          /* up: what it has; down: why */
+	double link_alpha, link_beta;  /* allreduce with the local node: seconds, seconds
+					  per byte (dlh-calib --phase link); 0 = unmeasured */
 };
 
 /* What probing a node found (engine/run/probe.c). */
@@ -151,8 +153,9 @@ int dlh_pool_gpu_type(const struct dlh_pool *p, int k, int i);
  * still being probed). */
 int dlh_pool_node_usable(const struct dlh_pool *p, int k);
 
-/* CPU slots (gpu 0) or GPUs (gpu 1) of the usable nodes together. */
-int dlh_pool_usable_devices(const struct dlh_pool *p, int gpu);
+/* CPU slots (gpu 0) or GPUs (gpu 1) of every node together, or (usable 1)
+ * of the usable nodes. */
+int dlh_pool_devices(const struct dlh_pool *p, int gpu, int usable);
 
 /* The planner's view: every type (same indices as p->type) and node (same
  * indices as p->nodes) with the devices not in use: used_cpus[k] CPU slots

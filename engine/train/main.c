@@ -69,6 +69,7 @@ struct run {
 					     count, requests (shm.h) (idem) */
 	enum dlt_ctl_request agreed;      /* the ranks' requests summed with the last step */
 	int shm_on;                       /* 1 = gradients summed through shm */
+	int multi;                        /* 1 = the ranks span several nodes */
 	struct dlt_shm shm;               /* the node's shared model, when shm_on */
 	struct dlt_prefetch pf;           /* batches, gathered by a helper thread */
 	int split[DLT_MAX_RANKS];         /* --rebalance: the ranks' batches as last re-split
@@ -324,28 +325,46 @@ static void setup(struct run *R)
 		.step_epochs = o->step_epochs, .warmup_steps = o->warmup_steps,
 		.steps_per_epoch = R->plan.steps_per_epoch, .total_steps = R->plan.total_steps,
 	};
-	/* collective: every rank has the same --allreduce */
+	/* collective: every rank has the same --allreduce; the node's ranks
+	 * share memory, and with several nodes their leaders sum across them */
+	MPI_Comm node;
+	int nsize, most = 0;
+	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, R->rank, MPI_INFO_NULL, &node);
+	MPI_Comm_size(node, &nsize);
+	MPI_Allreduce(&nsize, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	R->multi = nsize < R->ranks;   /* the same on every rank: one node has them all, or none */
 	R->shm_on = o->device != DLT_DEVICE_GPU && o->allreduce != DLT_ALLREDUCE_MPI &&
-		    dlt_shm_possible(MPI_COMM_WORLD);
+		    R->ranks > 1 && most <= DLT_SHM_MAX_RANKS;
 	if (o->allreduce == DLT_ALLREDUCE_SHM && o->device == DLT_DEVICE_GPU)
 		die("--allreduce shm: ranks on GPUs sum gradients with ncclAllReduce");
 	if (o->allreduce == DLT_ALLREDUCE_SHM && !R->shm_on && R->ranks > 1)
-		die("--allreduce shm: the %d ranks are not all on one node", R->ranks);
+		die("--allreduce shm: more than %d ranks on a node", DLT_SHM_MAX_RANKS);
 	if (R->shm_on) {
 		static int weight[DLT_MAX_RANKS];
+		size_t lo[DLT_MAX_BUCKETS], hi[DLT_MAX_BUCKETS];
 
+		/* one node: slices by batch (the plan's ranks are the node's) */
 		dlt_shm_update_weights(R->plan.batch, R->ranks, weight);
-		if (dlt_shm_create(&R->shm, MPI_COMM_WORLD, np, R->nstate, weight, err, sizeof err) < 0)
+		if (dlt_shm_create(&R->shm, node, np, R->nstate, R->multi ? NULL : weight,
+				   err, sizeof err) < 0)
+			die("%s", err);
+		for (int b = 0; b < R->nbuckets; b++) {
+			lo[b] = R->bucket[b].lo;
+			hi[b] = R->bucket[b].hi;
+		}
+		if (!R->multi)
+			R->nbuckets = 0;
+		else if (dlt_shm_multi(&R->shm, MPI_COMM_WORLD, lo, hi, R->nbuckets, err, sizeof err) < 0)
 			die("%s", err);
 		R->params = R->shm.params;
 		R->mom = R->shm.state;
-		R->grads = R->shm.slot[R->rank];
-		R->nbuckets = 0;
-		if (R->rank == 0)
+		R->grads = R->shm.slot[R->shm.rank];
+		if (R->shm.rank == 0)   /* each node's one copy */
 			dlt_net_init_params(&R->net, R->params, o->seed);
 		dlt_shm_fence(&R->shm);
 		return;
 	}
+	MPI_Comm_free(&node);
 	R->params = xmalloc(np * sizeof(float));
 	R->mom = xmalloc((size_t)R->nstate * np * sizeof(float));
 	R->grads = xmalloc((np + DLT_GRAD_EXTRA) * sizeof(float));
@@ -409,7 +428,12 @@ static enum resume load_latest(struct run *R)
 	if (kind == RESUME_NONE)
 		return RESUME_NONE;
 	MPI_Bcast(&R->st, (int)sizeof R->st, MPI_BYTE, 0, MPI_COMM_WORLD);
-	if (R->shm_on) {   /* rank 0 read it into the one shared copy */
+	if (R->shm_on) {   /* rank 0 read it into its node's shared copy */
+		if (R->multi && R->shm.rank == 0) {   /* and the other nodes' leaders get it */
+			MPI_Bcast(R->params, (int)np, MPI_FLOAT, 0, R->shm.leaders);
+			for (int k = 0; k < R->nstate; k++)
+				MPI_Bcast(R->mom + (size_t)k * np, (int)np, MPI_FLOAT, 0, R->shm.leaders);
+		}
 		dlt_shm_fence(&R->shm);
 		return (enum resume)kind;
 	}
@@ -501,7 +525,7 @@ static void open_files(struct run *R)
 		.total_steps = p->total_steps, .params = R->net.nparams,
 		.start_step = (long)R->st.step, .model = desc,
 		.optimizer = dlt_optim_name(R->optim.kind), .buckets = R->nbuckets,
-		.allreduce = R->shm_on ? "shm" : R->ranks > 1 ? "mpi" : "none",
+		.allreduce = R->shm_on ? (R->multi ? "shm+leaders" : "shm") : R->ranks > 1 ? "mpi" : "none",
 	};
 	if (dlt_runinfo_write(R->o.job_dir, &ri, err, sizeof err) < 0)
 		die("%s", err);
@@ -510,7 +534,13 @@ static void open_files(struct run *R)
 		"%ld steps/epoch x %d epochs = %ld steps, %zu params, start step %" PRIu64,
 		p->ranks, p->global_batch, list, p->train_n, p->test_n,
 		p->steps_per_epoch, p->epochs, p->total_steps, R->net.nparams, R->st.step);
-	if (R->shm_on)
+	if (R->shm_on && R->multi)
+		logline(R, "dlh-train: model %s, optimizer %s, gradients summed in each node's "
+			"shared memory, then across the %d nodes by their leaders in %d bucket%s "
+			"(--bucket-mb %g) as backward produces them", desc,
+			dlt_optim_name(R->optim.kind), R->shm.nodes, R->shm.nb,
+			R->shm.nb == 1 ? "" : "s", R->o.bucket_mb);
+	else if (R->shm_on)
 		logline(R, "dlh-train: model %s, optimizer %s, gradients summed in shared memory "
 			"(each rank updates 1/%d of the model)", desc,
 			dlt_optim_name(R->optim.kind), R->ranks);
@@ -575,6 +605,11 @@ static void on_layer(void *ctx, int l)
 	struct run *R = ctx;
 	int flag;
 
+	if (R->shm_on) {   /* several nodes: the node's leader sums and starts it */
+		while (R->launched < R->nbuckets && R->bucket[R->launched].trigger == l)
+			dlt_shm_mark(&R->shm, R->launched++);
+		return;
+	}
 	while (R->launched < R->nbuckets && R->bucket[R->launched].trigger == l) {
 		const struct bucket *b = &R->bucket[R->launched];
 
@@ -758,7 +793,7 @@ static struct dlt_feed feed(const struct run *R)
 static void lr_find(struct run *R)
 {
 	const size_t np = R->net.nparams, ns = (size_t)R->nstate * np;
-	const int owner = !R->shm_on || R->rank == 0;   /* keeps and restores the copy */
+	const int owner = !R->shm_on || R->shm.rank == 0;   /* keeps and restores the copy */
 	const int steps = R->o.lr_find_steps;
 	char err[DLT_ERR_MAX], path[DLT_PATH_MAX], num[32];
 	struct dlt_lrfind f;
@@ -1063,7 +1098,7 @@ static void where(struct run *R)
 			die("cannot set CUDA_VISIBLE_DEVICES: %s", strerror(errno));
 	}
 	gethostname(host, sizeof host - 1);
-	printf("dlh-train: rank %d of %d on %s%s%s\n", R->rank, R->ranks, host,
+	printf("dlh-train: host %s runs rank %d of %d%s%s\n", host, R->rank, R->ranks,
 	       gpu[0] ? ", CUDA_VISIBLE_DEVICES=" : "", gpu);
 	fflush(stdout);
 }

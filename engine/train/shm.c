@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 
 #define LINE_FLOATS 16   /* floats in a 64-byte cache line */
 #define SUM_BLOCK 2048   /* floats summed, then updated, at a time (8 KiB) */
+#define READY_FLOATS DLT_SHM_MAX_BUCKETS   /* the buckets' counters (one uint each) */
 /* A step's barrier polls, then sleeps. Where this rank's waits have been
  * short (ranks in step: microseconds), it polls up to SPIN_LONG_NS, since a
  * futex wake-up costs tens of microseconds per step; where they have been
@@ -90,6 +92,8 @@ int dlt_shm_create(struct dlt_shm *s, MPI_Comm comm, size_t nparams, int nstate,
 
 	memset(s, 0, sizeof *s);
 	s->comm = comm;
+	s->leaders = MPI_COMM_NULL;
+	s->nodes = 1;
 	s->nparams = nparams;
 	s->nstate = nstate;
 	MPI_Comm_rank(comm, &s->rank);
@@ -101,7 +105,7 @@ int dlt_shm_create(struct dlt_shm *s, MPI_Comm comm, size_t nparams, int nstate,
 	}
 	/* rank 0's segment: the barrier's line, params, state, its slot; the
 	 * others' only their slot */
-	bytes = (MPI_Aint)((s->rank == 0 ? LINE_FLOATS + pad(nparams) +
+	bytes = (MPI_Aint)((s->rank == 0 ? LINE_FLOATS + READY_FLOATS + pad(nparams) +
 			    pad(nparams * (size_t)nstate) : 0) + slot) * (MPI_Aint)sizeof(float);
 	/* each rank's segment on its own pages, placed near the rank (first touch) */
 	MPI_Info_create(&info);
@@ -124,6 +128,8 @@ int dlt_shm_create(struct dlt_shm *s, MPI_Comm comm, size_t nparams, int nstate,
 		if (r == 0) {
 			s->bar = p;
 			p += LINE_FLOATS;
+			s->ready = p;
+			p += READY_FLOATS;
 			s->params = p;
 			s->state = p + pad(nparams);
 			p += pad(nparams) + pad(nparams * (size_t)nstate);
@@ -137,6 +143,7 @@ int dlt_shm_create(struct dlt_shm *s, MPI_Comm comm, size_t nparams, int nstate,
 	if (s->rank == 0) {
 		memset(s->state, 0, nparams * (size_t)nstate * sizeof(float));
 		memset(s->bar, 0, LINE_FLOATS * sizeof(float));
+		memset(s->ready, 0, READY_FLOATS * sizeof(float));
 	}
 	dlt_shm_fence(s);
 	return 0;
@@ -146,6 +153,8 @@ void dlt_shm_destroy(struct dlt_shm *s)
 {
 	if (!s->params)
 		return;
+	if (s->leaders != MPI_COMM_NULL)
+		MPI_Comm_free(&s->leaders);
 	dlt_shm_fence(s);
 	MPI_Win_unlock_all(s->win);
 	MPI_Win_free(&s->win);
@@ -242,10 +251,104 @@ static void sum_slice(const struct dlt_shm *s, float *restrict d, size_t lo, siz
 	}
 }
 
+int dlt_shm_multi(struct dlt_shm *s, MPI_Comm world, const size_t *lo, const size_t *hi, int nb,
+		  char *err, size_t errlen)
+{
+	int me, lead = s->rank == 0;
+	if (nb > DLT_SHM_MAX_BUCKETS) {
+		snprintf(err, errlen, "shared-memory reduction: %d buckets, at most %d", nb,
+			 DLT_SHM_MAX_BUCKETS);
+		return -EINVAL;
+	}
+	MPI_Comm_rank(world, &me);
+	MPI_Comm_split(world, lead ? 0 : MPI_UNDEFINED, me, &s->leaders);
+	MPI_Allreduce(&lead, &s->nodes, 1, MPI_INT, MPI_SUM, world);
+	s->nb = nb > 0 ? nb : 1;
+	for (int b = 0; b < nb; b++) {
+		s->blo[b] = lo[b];
+		s->bhi[b] = hi[b];
+	}
+	if (nb == 0) {
+		s->blo[0] = 0;
+		s->bhi[0] = s->nparams + DLT_GRAD_EXTRA;
+	}
+	return 0;
+}
+
+/* The leader: sums (over the node's slots, into its own, in rank order)
+ * and starts the leaders' allreduce of every bucket in order that every
+ * rank of the node has marked in this step; lets MPI progress the rest. */
+static void leader_progress(struct dlt_shm *s)
+{
+	atomic_uint *ready = s->ready;
+	const unsigned want = (unsigned)s->ranks * (s->done + 1);
+	float *g = s->slot[0];
+	int flag;
+
+	while (s->started < s->nb &&
+	       atomic_load_explicit(&ready[s->started], memory_order_acquire) >= want) {
+		const int b = s->started;
+		for (int r = 1; r < s->ranks; r++) {
+			const float *restrict x = s->slot[r];
+			for (size_t i = s->blo[b]; i < s->bhi[b]; i++)
+				g[i] += x[i];
+		}
+		MPI_Iallreduce(MPI_IN_PLACE, g + s->blo[b], (int)(s->bhi[b] - s->blo[b]), MPI_FLOAT,
+			       MPI_SUM, s->leaders, &s->req[b]);
+		s->started++;
+	}
+	if (s->started)
+		MPI_Testall(s->started, s->req, &flag, MPI_STATUSES_IGNORE);
+}
+
+void dlt_shm_mark(struct dlt_shm *s, int b)
+{
+	atomic_uint *ready = s->ready;
+	atomic_fetch_add_explicit(&ready[b], 1, memory_order_release);
+	s->marked = b + 1;
+	if (s->rank == 0)
+		leader_progress(s);
+}
+
+/* Several nodes: the step after backward. The leader waits for its node's
+ * marks and the leaders' sums; the global sum is then in slot[0]. */
+static void multi_step(struct dlt_shm *s, const struct dlt_optim *o, float lr, unsigned long t,
+		       double sums[DLT_GRAD_EXTRA])
+{
+	const size_t np = s->nparams;
+	while (s->marked < s->nb)
+		dlt_shm_mark(s, s->marked);
+	if (s->rank == 0) {
+		int64_t a = mono_ns();
+		while (s->started < s->nb) {   /* a rank of the node is still in backward */
+			leader_progress(s);
+			if (s->started < s->nb)
+				sched_yield();
+		}
+		MPI_Waitall(s->nb, s->req, MPI_STATUSES_IGNORE);
+		s->t_leaders += 1e-9 * (double)(mono_ns() - a);
+	}
+	timed_fence(s);
+	const float *g = s->slot[0];
+	for (int k = 0; k < DLT_GRAD_EXTRA; k++)
+		sums[k] = g[np + k];
+	if (s->hi > s->lo)
+		dlt_optim_step_strided(o, lr, t, s->params + s->lo, s->state + s->lo, np,
+				       g + s->lo, s->hi - s->lo);
+	timed_fence(s);
+	s->done++;
+	s->marked = 0;
+	s->started = 0;
+}
+
 void dlt_shm_step(struct dlt_shm *s, const struct dlt_optim *o, float lr, unsigned long t,
 		  double sums[DLT_GRAD_EXTRA])
 {
 	const size_t np = s->nparams;
+	if (s->nodes > 1) {
+		multi_step(s, o, lr, t, sums);
+		return;
+	}
 	/* the sum goes into this rank's own slot: no other rank reads lo..hi
 	 * of it after the fence below has let them all start reducing */
 	float *g = s->slot[s->rank];

@@ -61,7 +61,7 @@ test_pool_file_shows_its_nodes_and_types() {
 		"H100 85899345920 free -" "gpu01 gpu 7"
 	expect_eq "$(sed -n '32,40p' "$g/devices" | tr '\n' ' ')" "cpu31 - gpu0 - gpu1 - gpu2 - gpu3 - gpu4 - gpu5 - gpu6 - gpu7 - " \
 		"gpu01 devices"
-	expect_eq "$(cat "$g/role")" "remote: runs launch only on the local node ($(hostname)) today" "gpu01 role"
+	expect_eq "$(cat "$g/role")" "remote: ranks started by mpirun on $(hostname) through \"ssh -o BatchMode=yes -o ConnectTimeout=5\"" "gpu01 role"
 	expect_eq "$(cat "$h/role") $(cat "$h/host") $(cat "$h/cpus")" "local $(hostname) 2" "here"
 	expect_eq "$(ls "$h/gpus")" "" "here has no gpus"
 	[ -e "$g/gpus/8" ] && die "gpus/8 exists"
@@ -82,9 +82,17 @@ test_jobs_run_on_the_local_node_of_the_pool_file() {
 	expect_eq "$(cat "$MNT/pool/nodes/gpu01/cpu/1/job")" - "gpu01 cpu 1"
 	expect_eq "$(cat "$MNT/pool/nodes/gpu01/cpus_used")" 0 "gpu01 cpus_used"
 	grep -qx 'cpu total 34 held 2 free 32' "$MNT/pool/summary" || die "summary: $(cat "$MNT/pool/summary")"
-	# three ranks do not fit the local node, whatever gpu01 has
+	# gpu01 drained: three ranks wait for room (the drained node's is not
+	# counted); more than the whole pool has is refused
+	echo drain gpu01 > "$MNT/pool/ctl" || die "drain refused"
 	printf '[job]\ncommand = /bin/sleep 1\n[resources]\nranks = 3\n' > "$STATE/b.ini"
-	expect_errno "Invalid argument" cp "$STATE/b.ini" "$MNT/jobs/new"
+	submit "$STATE/b.ini"
+	expect_eq "$(cat "$MNT/jobs/2/status")" queued "3 ranks while gpu01 is drained"
+	grep -q 'waiting for room: 3 ranks' "$MNT/jobs/2/progress" || die "progress: $(cat "$MNT/jobs/2/progress")"
+	printf '[job]\ncommand = /bin/sleep 1\n[resources]\nranks = 35\n' > "$STATE/c.ini"
+	expect_errno "Invalid argument" cp "$STATE/c.ini" "$MNT/jobs/new"
+	grep -q '35 ranks need 35 cpu slots, the pool has 34' "$MNT/jobs/errors" || die "errors: $(cat "$MNT/jobs/errors")"
+	echo cancel > "$MNT/jobs/2/ctl"
 	echo cancel > "$MNT/jobs/1/ctl"
 	wait_for 10 status_is 1 cancelled || die "job 1: $(cat "$MNT/jobs/1/status")"
 	dlh_umount
@@ -204,7 +212,7 @@ test_dry_run_mixes_two_gpu_types_with_batches_by_speed() {
 	expect_eq "$(cat "$MNT/jobs/mix/status")" planned "status of a dry run"
 	grep -q '^chosen 1 x A100 + 1 x H100 on 1 node: ' "$plan" || die "plan: $(cat "$plan")"
 	# 19.5 : 58.5 TFLOP/s: the A100 (rank 0) takes a quarter of 256
-	grep -q '^rank 0 host .* batch 64$' "$plan" && grep -q '^rank 1 host .* batch 192$' "$plan" ||
+	grep -Eq '^rank 0 host .* batch 64( |$)' "$plan" && grep -Eq '^rank 1 host .* batch 192( |$)' "$plan" ||
 		die "batches: $(grep '^rank ' "$plan")"
 	grep -q '^batches by device speed: 1 x A100 take 64 each, 1 x H100 192 each' "$plan" ||
 		die "plan says why: $(cat "$plan")"

@@ -32,7 +32,7 @@ ended_ok() {
 }
 
 # rank_host ID R: the host rank R of the job says it runs on
-rank_host() { sed -n "s/^\[rank $2\] dlh-train: rank $2 of [0-9]* on \([^ ,]*\).*/\1/p" "$MNT/jobs/$1/log" | tail -1; }
+rank_host() { sed -n "s/^\[rank $2\] dlh-train: host \([^ ]*\) runs rank $2 of .*/\1/p" "$MNT/jobs/$1/log" | tail -1; }
 
 # A job of 2 ranks on 2 nodes through jobs/new: the plan names each rank's
 # node, the hostfile and the argv mpirun gets; each rank runs (and says so)
@@ -58,7 +58,7 @@ test_two_nodes_one_rank_each_train_as_one_node_two_ranks() {
 	h1=$(rank_host 2 1)
 	expect_eq "$h0" "$(hostname)" "rank 0's host"
 	expect_eq "$h1" dlhn1 "rank 1's host"
-	grep -q '^allreduce=mpi$' "$STATE/jobs/2/run.info" || die "run.info: $(cat "$STATE/jobs/2/run.info")"
+	grep -q '^allreduce=shm+leaders$' "$STATE/jobs/2/run.info" || die "run.info: $(cat "$STATE/jobs/2/run.info")"
 	local a1 a2
 	a1=$(sed -n 's/^test_accuracy=//p' "$MNT/jobs/1/result")
 	a2=$(sed -n 's/^test_accuracy=//p' "$MNT/jobs/2/result")
@@ -81,11 +81,12 @@ train_nodes() {
 		--train-images "$d/train-images-idx3-ubyte.gz" --train-labels "$d/train-labels-idx1-ubyte.gz" \
 		--test-images "$d/t10k-images-idx3-ubyte.gz" --test-labels "$d/t10k-labels-idx1-ubyte.gz" \
 		--train-limit 3000 --test-limit 500 --layers 64,32 --dropout 0 --epochs 1 --batch 60 \
-		--lr 0.05 --momentum 0.9 --checkpoint-every 0 --rebalance 1000000 \
+		--lr 0.05 --momentum 0.9 --checkpoint-every 0 --rebalance 1000000 --bucket-mb 0.005 \
 		"$@" >"$dir.out" 2>&1 || die "dlh-train on $np ranks: $(tail -5 "$dir.out")"
 }
 
-# 3 nodes x 2 ranks: gradients summed within each node and across the nodes;
+# 3 nodes x 2 ranks: gradients summed in each node's shared memory, then
+# bucket by bucket across the nodes by their leaders while backward goes on;
 # the update is the one process's on the same global batch, to float rounding
 test_three_nodes_two_ranks_each_update_as_one_process() {
 	nodes_up 3
@@ -95,8 +96,11 @@ test_three_nodes_two_ranks_each_update_as_one_process() {
 	printf 'dlhn1 slots=1\n' > "$W/one"
 	train_nodes "$W/six" "$W/hosts" 6 --rank-batches 10,10,10,10,10,10
 	train_nodes "$W/single" "$W/one" 1
+	grep -q '^allreduce=shm+leaders$' "$W/six/run.info" || die "run.info: $(cat "$W/six/run.info")"
+	grep -q 'gradients summed in each node.s shared memory, then across the 3 nodes by their leaders in [2-9] buckets' "$W/six.out" ||
+		die "log: $(grep 'gradients' "$W/six.out")"
 	local hosts
-	hosts=$(grep -o 'rank [0-5] of 6 on dlhn[1-3]' "$W/six.out" | sort | awk '{print $NF}' | tr '\n' ' ')
+	hosts=$(grep -o 'host dlhn[1-3] runs rank [0-5] of 6' "$W/six.out" | awk '{print $2}' | sort | tr '\n' ' ')
 	expect_eq "$hosts" "dlhn1 dlhn1 dlhn2 dlhn2 dlhn3 dlhn3 " "the ranks' hosts"
 	local diff
 	diff=$("$DLH_BIN/dlh-train" --params-diff "$W/six/checkpoints/final.ckpt" "$W/single/checkpoints/final.ckpt") ||
