@@ -263,3 +263,39 @@ test_a_drained_node_gets_no_ranks_until_undrained() {
 	wait_for 10 job_terminal "$id" || die "job $id did not end"
 	dlh_umount
 }
+
+# four remote nodes of 8 H100 each (none is this machine; the first is where
+# mpirun would run): a dry run of device = gpu plans over every node, and the
+# plan names each rank's true host, GPU and CUDA_VISIBLE_DEVICES, the
+# hostfile and mpirun's argv with the agent
+h100_pool() {
+	printf '[type H100]\nflops = 67T\nmemory = 80G\nbandwidth = 3.35T\nwatts_idle = 70\nwatts_busy = 700\ngpu = true\n'
+	local i
+	for i in 1 2 3 4; do
+		printf '[node gpu0%d]\nhost = gpu0%d.example\ncpus = 32\nmemory = 512G\ngpus = H100:8\n' "$i" "$i"
+	done
+}
+
+test_dry_run_plans_gpus_across_four_h100_nodes() {
+	mount_pool h100_pool
+	grep -qx 'H100 total 32 held 0 free 32' "$MNT/pool/summary" || die "summary: $(cat "$MNT/pool/summary")"
+	printf '[job]\nname = big\ndry_run = true\n[data]\ntrain_limit = 60000\n[train]\nepochs = 1\nbatch_size = 4096\n[resources]\ndevice = gpu\nranks = 32\n' \
+		> "$STATE/big.ini"
+	submit "$STATE/big.ini"
+	local plan=$MNT/jobs/big/plan
+	expect_eq "$(cat "$MNT/jobs/big/status")" planned "status of the dry run"
+	grep -q '^chosen 32 x H100 on 4 nodes (8+8+8+8)' "$plan" || die "plan: $(grep -E '^(chosen|planner)' "$plan")"
+	local i
+	for i in 1 2 3 4; do
+		expect_eq "$(grep -c "^rank [0-9]* host gpu0$i.example device gpu[0-7] batch 128 env CUDA_VISIBLE_DEVICES=[0-7]$" "$plan")" 8 \
+			"ranks on gpu0$i"
+	done
+	grep -q '^rank 13 host gpu02.example device gpu5 batch 128 env CUDA_VISIBLE_DEVICES=5$' "$plan" ||
+		die "rank 13: $(grep '^rank 13 ' "$plan")"
+	grep -q "^hostfile $STATE/jobs/1/hostfile$" "$plan" || die "plan: $(grep hostfile "$plan")"
+	grep -q '^host gpu04.example slots=8$' "$plan" || die "plan: $(grep '^host ' "$plan")"
+	grep -q -- "--hostfile $STATE/jobs/1/hostfile --map-by slot --mca plm_rsh_agent ssh -o BatchMode=yes -o ConnectTimeout=5 " "$plan" ||
+		die "argv: $(grep '^argv' "$plan")"
+	grep -q -- '--device gpu' "$plan" || die "argv: $(grep '^argv' "$plan")"
+	dlh_umount
+}
