@@ -7,6 +7,7 @@
 #   make fuzz       libFuzzer targets of the parsers, FUZZ_SECONDS (60) each
 #                   (make fuzz-deps installs clang)
 #   make bench      benchmarks (bench/), each printing a table with ratios
+#   make bench-nodes one job on one and two nodes (namespaces; root)
 #   make bench-deps what only the benchmarks need (python3-torch, hyperfine)
 #   make example    mount at /dlh and train examples/fashion-mnist-mlp.ini
 #   make GPU=1      also build dlh-train's CUDA backend (cuBLAS, NCCL) and
@@ -96,7 +97,7 @@ LIBSCHEMA = $(BUILD)/libdlhschema.a
 LIBENGINE = $(BUILD)/libdlhengine.a
 LIBTRAIN  = $(BUILD)/libdlhtrain.a
 
-.PHONY: all deps check asan bench bench-estimate bench-deps example clean fuzz fuzz-deps
+.PHONY: all deps check asan bench bench-estimate bench-nodes bench-deps example clean fuzz fuzz-deps
 all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(BUILD)/dlh-shepherd $(BUILD)/dlh-probe \
 	$(UNIT_BIN) $(GPU_BIN) \
 	$(BUILD)/tests/stallfs
@@ -249,6 +250,11 @@ bench: all $(BUILD)/bench-launch $(BUILD)/bench-estimate
 # predicted vs actual wall time of a dozen real runs (bench/estimate)
 bench-estimate: all $(BUILD)/bench-estimate
 	bench/estimate $(BUILD)
+
+# one job on one and two nodes (namespaces on this machine; root): samples/s,
+# allreduce per step, scaling efficiency, the estimate's error (bench/nodes)
+bench-nodes: all
+	bench/nodes $(BUILD)
 
 # what only the benchmarks need: the PyTorch peer and hyperfine
 bench-deps:

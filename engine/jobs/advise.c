@@ -5,6 +5,7 @@
 #include "engine/jobs/advise.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +29,14 @@ static int measure(struct dlh_engine *e, char *err, size_t errlen)
 	int rc = dlh_calib_measure(&o, &c, err, errlen);
 
 	pthread_mutex_lock(&e->mu);   /* the links, measured apart (eng_link_measure) */
-	c.net_alpha = e->cal.net_alpha;
-	c.net_beta = e->cal.net_beta;
+	for (int k = 0; k < e->pool.nnodes; k++) {
+		c.net_alpha = fmax(c.net_alpha, e->pool.nodes[k].link_alpha);
+		c.net_beta = fmax(c.net_beta, e->pool.nodes[k].link_beta);
+	}
+	if (c.net_alpha <= 0) {   /* measured by an earlier mount */
+		c.net_alpha = e->cal.net_alpha;
+		c.net_beta = e->cal.net_beta;
+	}
 	pthread_mutex_unlock(&e->mu);
 	if (!rc && (rc = dlh_calib_save(e->state, &c)) < 0)
 		snprintf(err, errlen, "cannot write %s/%s: %s", e->state, DLH_CALIB_FILE,

@@ -879,11 +879,12 @@ static double peak_rss(void)
 /* Rank 0 writes DIR/rank_times: per rank its batch, the seconds of
  * training forward + backward, the seconds it waited for the other
  * ranks (shm: at the barrier before the sum; mpi: in the allreduce, its
- * transfer included), over steps steps of this process, and its peak
+ * transfer included; a node's leader also for the leaders' sums), over steps steps of this process, and its peak
  * resident memory (what the estimator predicts per device). */
 static void write_rank_times(struct run *R, long steps)
 {
-	double mine[3] = { R->t_compute, R->shm_on ? R->shm.t_wait : R->t_comm_wait, peak_rss() };
+	double mine[3] = { R->t_compute,
+			   R->shm_on ? R->shm.t_wait + R->shm.t_leaders : R->t_comm_wait, peak_rss() };
 	double *all = R->rank == 0 ? xmalloc((size_t)R->ranks * sizeof mine) : NULL;
 	char err[DLT_ERR_MAX], path[DLT_PATH_MAX];
 	size_t cap = 64 + (size_t)R->ranks * 96, n = 0;
