@@ -191,6 +191,18 @@ void eng_choice_apply(struct dlh_job *j, const struct dlh_choice *c)
 	j->plan_lr = c->lr;
 	j->plan_warmup = c->warmup_steps;
 	j->plan_nodes = c->estimated ? c->best.c.nodes : 0;
+	j->plan_parts[0] = '\0';
+	for (int i = 0, used = 0; c->estimated && i < c->best.c.nparts; i++) {
+		const struct dlh_part *pt = &c->best.c.part[i];
+		if (j->spec.device != DLH_DEVICE_GPU)
+			break;
+		used += snprintf(j->plan_parts + used, sizeof j->plan_parts - (size_t)used, "%s%s:%d",
+				 i ? "," : "", c->pool.type[pt->type].name, pt->count);
+		if (used >= (int)sizeof j->plan_parts) {   /* cannot happen: 2 parts of short names */
+			j->plan_parts[0] = '\0';
+			break;
+		}
+	}
 	j->est_total = c->estimated ? c->est.total_s : 0.0;
 }
 
@@ -203,6 +215,29 @@ int eng_job_override(const struct dlh_job *j, struct dlh_plan_override *ov)
 		.warmup_steps = j->plan_warmup,
 	};
 	return 1;
+}
+
+void eng_plan_types(const struct dlh_engine *e, const struct dlh_job *j, struct dlh_plan *plan)
+{
+	char name[DLH_POOL_TYPE_NAME];
+	int r = 0, count;
+	const char *s = j->plan_parts;
+	if (!plan->gpu || !s[0])
+		return;
+	while (*s) {
+		size_t n = strcspn(s, ":");
+		if (n >= sizeof name || s[n] != ':' || sscanf(s + n + 1, "%d", &count) != 1)
+			break;
+		snprintf(name, sizeof name, "%.*s", (int)n, s);
+		int t = dlh_pool_find_type(&e->pool, name);
+		for (int i = 0; t >= 0 && i < count && r < plan->ranks; i++)
+			plan->gtype[r++] = t;
+		s += n + 1 + strcspn(s + n + 1, ",");
+		s += *s == ',';
+	}
+	if (r != plan->ranks)   /* the record does not match the plan: any GPU */
+		for (r = 0; r < plan->ranks; r++)
+			plan->gtype[r] = -1;
 }
 
 int eng_job_nodes(const struct dlh_engine *e, const struct dlh_job *j)

@@ -39,6 +39,10 @@ int eng_job_override(const struct dlh_job *j, struct dlh_plan_override *ov);
 int eng_link_measure(struct dlh_engine *e, const char *host, const char *agent, double *alpha,
 		     double *beta, char *err, size_t errlen);
 
+/* The GPU type of each rank of j's plan (plan->gtype), as the planner
+ * chose them (j->plan_parts); left as any GPU without a record. */
+void eng_plan_types(const struct dlh_engine *e, const struct dlh_job *j, struct dlh_plan *plan);
+
 /* The nodes j's ranks spread over: the spec's [resources] nodes, else the
  * planner's choice (0: the fewest that hold them); after its run lost a
  * node, no more than the usable nodes that remain. e->mu held. */

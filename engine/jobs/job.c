@@ -49,6 +49,8 @@ int dlh_job_save(const struct dlh_job *j, const char *dir)
 		for (int r = 0; r < j->plan_ranks; r++)
 			dlh_buf_printf(&b, "%s%d", r ? "," : "", j->plan_batch[r]);
 		dlh_buf_printf(&b, "\n");
+		if (j->plan_parts[0])
+			dlh_buf_printf(&b, "plan_parts=%s\n", j->plan_parts);
 	}
 	if (!b.data)
 		return -ENOMEM;
@@ -93,6 +95,8 @@ static void load_plan(struct dlh_job *j, const char *text)
 	j->plan_lr = kv_double(text, "plan_lr");
 	j->plan_warmup = (int)kv_long(text, "plan_warmup");
 	j->plan_nodes = (int)kv_long(text, "plan_nodes");
+	if (dlh_kv_get(text, "plan_parts", j->plan_parts, sizeof j->plan_parts))
+		j->plan_parts[0] = '\0';
 	j->est_total = kv_double(text, "est_total");
 }
 

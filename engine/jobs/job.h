@@ -46,6 +46,8 @@ struct dlh_job {
 	double plan_lr;              /* lr to train with; 0 = auto */
 	int plan_warmup;             /* warmup steps */
 	int plan_nodes;              /* nodes the ranks spread over; 0 = fewest */
+	char plan_parts[96];         /* GPU ranks by type, in rank order: "A100:1,H100:3"
+					("" = any GPU) */
 	double est_total;            /* estimated run time, seconds; 0 = no estimate */
 
 	/* daemon-only, not stored */

@@ -188,6 +188,7 @@ static int plan_job(struct dlh_engine *e, struct submission *s, char *err, size_
 				&e->pool, &e->tools, s->dir, &s->plan, err, errlen);
 	if (rc)
 		return rc;
+	eng_plan_types(e, s->job, &s->plan);
 	/* where its ranks would go were every node free: the plan's hosts
 	 * (at launch they go where there is room then) */
 	eng_slots_avail(e, s->plan.gpu, 1, avail);

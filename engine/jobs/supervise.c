@@ -73,6 +73,8 @@ static int plan_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 				    &e->tools, l->dir, &l->plan, l->err, sizeof l->err);
 	if (rc)
 		l->err[strcspn(l->err, "\n")] = '\0';
+	else
+		eng_plan_types(e, j, &l->plan);
 	return rc;
 }
 

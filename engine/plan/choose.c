@@ -110,9 +110,10 @@ static int estimate_config(void *ctxp, const struct dlh_pool_free *p, const stru
 		return -EINVAL;
 	if (s->nodes > 0 && c->nodes != s->nodes)
 		return -EINVAL;
-	/* dlh-train takes a node's GPUs by --gpus, not by type: devices of two
-	 * types are planned (a dry run) but not launched */
-	if (c->nparts > 1 && !s->dry_run)
+	/* devices of two types launch too: each rank gets a GPU of its part's
+	 * type (dlh_plan_place, --gpus); CPU types of two kinds share no
+	 * placement rule yet: planned in a dry run only */
+	if (c->nparts > 1 && !s->dry_run && !x->in->pool->type[c->part[0].type].gpu)
 		return -EINVAL;
 	x->tried++;
 	if (fill_in(x, p, c, &ein) < 0 ||

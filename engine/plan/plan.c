@@ -230,6 +230,7 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 		p->slot[r] = -1;   /* the engine places the ranks (dlh_plan_place) */
 		p->node[r] = -1;
 		p->dev[r] = r;
+		p->gtype[r] = -1;
 	}
 	int global = 0;
 	for (int r = 0; r < ranks; r++) {
@@ -334,9 +335,57 @@ static void by_room(const struct dlh_pool *pool, const int *avail, int *order)
 	}
 }
 
+/* The number node k gives its first GPU of type t (GPUs in type order). */
+static int gpu_base(const struct dlh_pool *pool, int k, int t)
+{
+	int base = 0;
+	for (int u = 0; u < t; u++)
+		if (pool->type[u].gpu)
+			base += pool->nodes[k].devices[u];
+	return base;
+}
+
+/* dlh_plan_place for GPU ranks of named types: each type's consecutive
+ * ranks on the nodes with the most of its GPUs free. */
+static int place_typed(struct dlh_plan *p, const struct dlh_pool *pool, const int *avail,
+		       char *why, size_t len)
+{
+	int left[DLH_POOL_NODES], taken[DLH_POOL_NODES][DLH_POOL_TYPES];
+	memset(taken, 0, sizeof taken);
+	for (int k = 0; k < pool->nnodes; k++)
+		left[k] = avail[k];
+	for (int r = 0; r < p->ranks;) {
+		int t = p->gtype[r], n = 0;
+		while (r + n < p->ranks && p->gtype[r + n] == t)
+			n++;
+		for (int placed = 0; placed < n;) {
+			int best = -1, room = 0;
+			for (int k = 0; k < pool->nnodes; k++) {
+				int f = pool->nodes[k].devices[t] - taken[k][t];
+				f = f < left[k] ? f : left[k];
+				if (f > room || (f == room && f > 0 && k == pool->local))
+					best = k, room = f;
+			}
+			if (best < 0 || room <= 0) {
+				snprintf(why, len, "%d ranks on %s GPUs: room for %d", n, pool->type[t].name,
+					 placed);
+				return -EAGAIN;
+			}
+			for (; room > 0 && placed < n; room--, placed++, r++) {
+				p->node[r] = best;
+				p->dev[r] = gpu_base(pool, best, t) + taken[best][t]++;
+				left[best]--;
+			}
+		}
+	}
+	return 0;
+}
+
 int dlh_plan_place(struct dlh_plan *p, const struct dlh_pool *pool, const int *avail, int nodes,
 		   char *why, size_t len)
 {
+	if (p->gpu && p->ranks > 0 && p->gtype[0] >= 0)
+		return place_typed(p, pool, avail, why, len);
 	int order[DLH_POOL_NODES], share[DLH_POOL_NODES] = { 0 }, room = 0, used = 0;
 	const int ranks = p->ranks;
 	by_room(pool, avail, order);

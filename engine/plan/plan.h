@@ -26,6 +26,8 @@ struct dlh_plan {
 	int node[DLH_RANKS_MAX];        /* the pool node each rank runs on (dlh_plan_place;
 					   -1 before): ranks of a node are consecutive */
 	int dev[DLH_RANKS_MAX];         /* gpu: the GPU each rank takes on its node */
+	int gtype[DLH_RANKS_MAX];       /* gpu: the pool type each rank's GPU must be (-1:
+					   any); ranks of one type are consecutive */
 	double lr;                      /* learning rate used */
 	long long memory;               /* memory limit of all ranks together, bytes; 0 = none */
 	char host[DLH_HOST_MAX + 1];    /* where the launcher runs (the local node) */
@@ -64,7 +66,10 @@ int dlh_split_batch(int global, const double *speed, int n, int *out);
 
 /* Places plan->ranks ranks on the nodes of pool into plan->node[] (and
  * plan->dev[]): avail[k] ranks may go to node k (free CPU slots, for a GPU
- * plan no more than its GPUs; 0 for a node that is not usable). nodes > 0:
+ * plan no more than its GPUs; 0 for a node that is not usable). A GPU plan
+ * whose ranks name their GPU type (gtype[]) places each type's ranks on the
+ * fewest nodes with GPUs of that type, each rank on the next GPU of the
+ * type there (GPUs numbered in type order, as pool/nodes shows). nodes > 0:
  * spread over exactly that many nodes, those with the most room, as evenly
  * as the ranks divide; 0: on the fewest nodes, the local node first when
  * all fit there. Ranks fill the chosen nodes in order (the local node

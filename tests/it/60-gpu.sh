@@ -143,3 +143,32 @@ test_gpu_path_on_the_host_emulation_matches_the_cpu_trainer() {
 	"$DLH_BIN/dlh-train" --same-params "$d/first.ckpt" "$d/g/checkpoints/final.ckpt" ||
 		die "the resumed run ended with other weights"
 }
+
+# two GPU types on one node, launched (the host emulation stands in for the
+# GPUs): each rank gets a GPU of its part's type by CUDA_VISIBLE_DEVICES
+# (dlh-train --gpus), with batches by the types' speeds
+mixed_pool() {
+	printf '[type A100]\nflops = 19.5T\nmemory = 40G\nbandwidth = 1.5T\nwatts_idle = 50\nwatts_busy = 400\ngpu = true\n'
+	printf '[type H100]\nflops = 58.5T\nmemory = 80G\nbandwidth = 3.35T\nwatts_idle = 70\nwatts_busy = 700\ngpu = true\n'
+	printf '[node here]\nhost = %s\ncpus = 2\ngpus = H100:1, A100:1\n' "$(hostname)"
+}
+
+test_two_gpu_types_launch_each_rank_on_its_type() {
+	[ -x "$DLH_BIN/dlh-train-gpuemu" ] || skip "no $DLH_BIN/dlh-train-gpuemu (built with GPU=1)"
+	local state; state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	mixed_pool > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini -o trainer=$DLH_BIN/dlh-train-gpuemu" dlh_mount "$state"
+	RANKS=2 fm_spec mix gpu 1 'layers = 32' 'batch_size = 256' | sed '/^batch_size = 64$/d' > "$STATE/mix.ini"
+	run_job "$STATE/mix.ini" 300 1
+	local plan=$MNT/jobs/1/plan
+	grep -q '^chosen 1 x A100 + 1 x H100 on 1 node' "$plan" || die "plan: $(grep '^chosen' "$plan")"
+	# the pool numbers GPUs in type order: A100 (gpu0), then H100 (gpu1)
+	grep -q '^rank 0 host .* device gpu0 batch 64 env CUDA_VISIBLE_DEVICES=0$' "$plan" &&
+		grep -q '^rank 1 host .* device gpu1 batch 192 env CUDA_VISIBLE_DEVICES=1$' "$plan" ||
+		die "ranks: $(grep '^rank ' "$plan")"
+	grep -q -- '--rank-batches 64,192 .*--gpus 0,1' "$plan" || die "argv: $(grep '^argv' "$plan")"
+	grep -q '^\[rank 0\] dlh-train: host .* runs rank 0 of 2, CUDA_VISIBLE_DEVICES=0$' "$MNT/jobs/1/log" &&
+		grep -q '^\[rank 1\] dlh-train: host .* runs rank 1 of 2, CUDA_VISIBLE_DEVICES=1$' "$MNT/jobs/1/log" ||
+		die "log: $(grep 'runs rank' "$MNT/jobs/1/log")"
+	dlh_umount
+}
