@@ -153,6 +153,9 @@ size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_
  * for a free slot. Returns the number of slots. */
 int dlh_engine_holders(struct dlh_engine *e, int k, long *out, int max);
 
+/* The same for node k's GPUs (numbered in type order). */
+int dlh_engine_gpu_holders(struct dlh_engine *e, int k, long *out, int max);
+
 /* How runs are isolated: "cgroup v1", "cgroup v2" or "none: WHY". */
 void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len);
 

@@ -98,24 +98,6 @@ struct node_view {
 	long *cpu, *gpu;         /* the job holding each, 0 = free */
 };
 
-/* Who holds a node's GPUs: a GPU job's ranks on the node take its GPUs in
- * order (dlh_plan_place), one per CPU slot the job holds there. */
-static void gpu_holders(struct dlh_engine *e, const long *cpu, int ncpu, long *gpu, int ngpu)
-{
-	long ids[256];
-	int ranks[256], g = 0;
-	struct dlh_job *j = malloc(sizeof *j);
-	size_t n = j ? dlh_engine_running(e, ids, ranks, 256) : 0;
-	for (size_t i = 0; i < n && i < 256; i++) {
-		if (dlh_engine_job(e, ids[i], j) || j->spec.device != DLH_DEVICE_GPU)
-			continue;
-		for (int s = 0; s < ncpu; s++)
-			if (cpu[s] == ids[i] && g < ngpu)
-				gpu[g++] = ids[i];
-	}
-	free(j);
-}
-
 static void node_view_close(struct node_view *v)
 {
 	free(v->pool);
@@ -146,7 +128,7 @@ static int node_view_open(struct dlh_engine *e, const char *name, struct node_vi
 		return -ENOMEM;
 	}
 	dlh_engine_holders(e, v->k, v->cpu, v->ncpu);
-	gpu_holders(e, v->cpu, v->ncpu, v->gpu, v->ngpu);
+	dlh_engine_gpu_holders(e, v->k, v->gpu, v->ngpu);
 	return 0;
 }
 
@@ -331,8 +313,9 @@ static int render_node_file(struct dlh_engine *e, const struct node_view *v,
 					      nd->agent[0] ? nd->agent : DLH_AGENT_DEFAULT,
 					      nd->link_alpha * 1e6,
 					      nd->link_beta > 0 ? 1e-9 / nd->link_beta : 0.0);
-		return dlh_buf_printf(out, "remote: ranks started by mpirun on %s through \"%s\"\n",
-				      v->pool->node.host, nd->agent[0] ? nd->agent : DLH_AGENT_DEFAULT);
+		return dlh_buf_printf(out, "remote: ranks started by mpirun on %s through \"%s\"%s%s\n",
+				      v->pool->node.host, nd->agent[0] ? nd->agent : DLH_AGENT_DEFAULT,
+				      nd->link_why[0] ? "; link not measured: " : "", nd->link_why);
 	case FS_NODE_DEVICES:
 	case FS_NODE_CPU_JOB:
 		return render_holders(v, n, out);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/jobs/table.h"
@@ -55,13 +56,24 @@ int eng_link_measure(struct dlh_engine *e, const char *host, const char *agent, 
 		     double *beta, char *err, size_t errlen)
 {
 	struct dlh_launch_host hosts[2];
+	char dir[2200];
+	/* not beside the calibration's runs: their files in the state dir */
+	snprintf(dir, sizeof dir, "%s/links", e->state);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot make \"%s\": %s", dir, strerror(errno));
+		return -errno;
+	}
+	pthread_mutex_lock(&e->mu);   /* nor at the same time: each would time the other */
+	while (e->calibrating && !e->stopping)
+		pthread_cond_wait(&e->changed, &e->mu);
+	pthread_mutex_unlock(&e->mu);
 	if (gethostname(hosts[0].host, sizeof hosts[0].host - 1) < 0)
 		snprintf(hosts[0].host, sizeof hosts[0].host, "localhost");
 	hosts[0].ranks = 1;
 	snprintf(hosts[1].host, sizeof hosts[1].host, "%s", host);
 	hosts[1].ranks = 1;
 	struct dlh_calib_opts o = {
-		.backend = &e->backend, .program = e->calib_prog, .cpus = 2, .dir = e->state,
+		.backend = &e->backend, .program = e->calib_prog, .cpus = 2, .dir = dir,
 		.hosts = hosts, .nhosts = 2, .agent = agent,
 	};
 	return dlh_calib_link(&o, alpha, beta, err, errlen);

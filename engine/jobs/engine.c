@@ -329,10 +329,8 @@ void dlh_engine_pool(struct dlh_engine *e, struct dlh_pool *pool, struct dlh_usa
 		use->slots_used = e->slots_used;
 		for (int k = 0; k < e->pool.nnodes; k++) {
 			use->node_cpus[k] = e->node_used[k];
-			for (int s = 0; s < e->holder_len[k]; s++) {
-				const struct dlh_job *j = e->holder[k][s] ? eng_find(e, e->holder[k][s]) : NULL;
-				use->node_gpus[k] += j && j->spec.device == DLH_DEVICE_GPU;
-			}
+			for (int g = 0; g < e->gholder_len[k]; g++)
+				use->node_gpus[k] += e->gholder[k][g] != 0;
 		}
 		for (size_t i = 0; i < e->njobs; i++) {
 			use->running += e->jobs[i]->status == DLH_RUNNING;

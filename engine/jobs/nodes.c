@@ -131,10 +131,10 @@ static void probe_round(struct dlh_engine *e)
 		if (p[k].alpha > 0) {
 			e->pool.nodes[k].link_alpha = p[k].alpha;
 			e->pool.nodes[k].link_beta = p[k].beta;
-		} else if (p[k].link_err[0]) {
-			fprintf(stderr, "dlhfs: node %s: the link was not measured: %s\n",
-				e->pool.nodes[k].name, p[k].link_err);
 		}
+		if (p[k].measure)   /* its role says why it was not measured */
+			snprintf(e->pool.nodes[k].link_why, sizeof e->pool.nodes[k].link_why, "%s",
+				 p[k].alpha > 0 ? "" : p[k].link_err);
 	}
 	note_links(e);
 	e->probing = 0;

@@ -192,6 +192,16 @@ size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_
 	return nw;
 }
 
+int dlh_engine_gpu_holders(struct dlh_engine *e, int k, long *out, int max)
+{
+	pthread_mutex_lock(&e->mu);
+	int n = k >= 0 && k < e->pool.nnodes ? e->gholder_len[k] : 0;
+	for (int g = 0; g < n && g < max; g++)
+		out[g] = e->gholder[k][g];
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
 int dlh_engine_holders(struct dlh_engine *e, int k, long *out, int max)
 {
 	pthread_mutex_lock(&e->mu);

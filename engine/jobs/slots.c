@@ -12,18 +12,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define DLH_NODE_SLOTS_MAX 65536   /* most slots a run found after a restart may name */
+
+/* Grows *tab (of *len entries) to n zeroed ones. Returns 0, or -ENOMEM. */
+static int grow(long **tab, int *len, int n)
+{
+	if (n <= *len)
+		return 0;
+	long *h = realloc(*tab, (size_t)n * sizeof *h);
+	if (!h)
+		return -ENOMEM;
+	memset(h + *len, 0, (size_t)(n - *len) * sizeof *h);
+	*tab = h;
+	*len = n;
+	return 0;
+}
+
 int eng_slots_fit(struct dlh_engine *e)
 {
 	for (int k = 0; k < e->pool.nnodes; k++) {
-		int n = e->pool.nodes[k].cpus > 0 ? e->pool.nodes[k].cpus : 1;
-		if (n <= e->holder_len[k])
-			continue;
-		long *h = realloc(e->holder[k], (size_t)n * sizeof *h);
-		if (!h)
+		int g = dlh_pool_node_gpus(&e->pool, k);
+		if (g > 0 && grow(&e->gholder[k], &e->gholder_len[k], g))
 			return -ENOMEM;
-		memset(h + e->holder_len[k], 0, (size_t)(n - e->holder_len[k]) * sizeof *h);
-		e->holder[k] = h;
-		e->holder_len[k] = n;
+		int n = e->pool.nodes[k].cpus > 0 ? e->pool.nodes[k].cpus : 1;
+		if (grow(&e->holder[k], &e->holder_len[k], n))
+			return -ENOMEM;
 	}
 	return 0;
 }
@@ -34,6 +47,9 @@ void eng_slots_close(struct dlh_engine *e)
 		free(e->holder[k]);
 		e->holder[k] = NULL;
 		e->holder_len[k] = 0;
+		free(e->gholder[k]);
+		e->gholder[k] = NULL;
+		e->gholder_len[k] = 0;
 	}
 }
 
@@ -73,11 +89,20 @@ int eng_slots_free(const struct dlh_engine *e)
 	return n;
 }
 
+/* GPUs of node k not held by a job. */
+static int gpus_free(const struct dlh_engine *e, int k)
+{
+	int n = 0;
+	for (int i = 0; i < e->gholder_len[k]; i++)
+		n += !e->gholder[k][i];
+	return n;
+}
+
 void eng_slots_avail(const struct dlh_engine *e, int gpu, int all, int *avail)
 {
 	for (int k = 0; k < e->pool.nnodes; k++) {
 		int f = node_slots(e, k) - (all ? 0 : e->node_used[k]);
-		int g = dlh_pool_node_gpus(&e->pool, k);
+		int g = all ? dlh_pool_node_gpus(&e->pool, k) : gpus_free(e, k);
 		if (gpu && f > g)
 			f = dlh_pool_node_usable(&e->pool, k) ? g : 0;
 		avail[k] = f > 0 ? f : 0;
@@ -88,7 +113,7 @@ int eng_slots_take(struct dlh_engine *e, long id, struct dlh_plan *p)
 {
 	for (int r = 0; r < p->ranks; r++) {
 		int k = p->node[r], s = 0;
-		while (s < e->holder_len[k] && e->holder[k][s])
+		while (k >= 0 && s < e->holder_len[k] && e->holder[k][s])
 			s++;
 		if (k < 0 || s == e->holder_len[k]) {
 			eng_slots_give(e, id);
@@ -98,12 +123,29 @@ int eng_slots_take(struct dlh_engine *e, long id, struct dlh_plan *p)
 		e->node_used[k]++;
 		e->slots_used++;
 		p->slot[r] = s;
+		if (!p->gpu)
+			continue;
+		/* its GPU: the lowest free one of its type on its node */
+		int g = 0;
+		while (g < e->gholder_len[k] && (e->gholder[k][g] ||
+		       (p->gtype[r] >= 0 && dlh_pool_gpu_type(&e->pool, k, g) != p->gtype[r])))
+			g++;
+		if (g == e->gholder_len[k]) {
+			eng_slots_give(e, id);
+			return -EAGAIN;
+		}
+		e->gholder[k][g] = id;
+		p->dev[r] = g;
 	}
 	return 0;
 }
 
 int eng_slots_hold(struct dlh_engine *e, long id, int k, int s)
 {
+	/* a run placed when a probe had found more cores than the pool file says */
+	if (k >= 0 && k < e->pool.nnodes && s < DLH_NODE_SLOTS_MAX &&
+	    grow(&e->holder[k], &e->holder_len[k], s + 1))
+		return -ENOMEM;
 	if (k < 0 || k >= e->pool.nnodes || s < 0 || s >= e->holder_len[k] || e->holder[k][s])
 		return -EBUSY;
 	e->holder[k][s] = id;
@@ -114,11 +156,15 @@ int eng_slots_hold(struct dlh_engine *e, long id, int k, int s)
 
 void eng_slots_give(struct dlh_engine *e, long id)
 {
-	for (int k = 0; k < e->pool.nnodes; k++)
+	for (int k = 0; k < e->pool.nnodes; k++) {
 		for (int s = 0; s < e->holder_len[k]; s++)
 			if (e->holder[k][s] == id) {
 				e->holder[k][s] = 0;
 				e->node_used[k]--;
 				e->slots_used--;
 			}
+		for (int g = 0; g < e->gholder_len[k]; g++)
+			if (e->gholder[k][g] == id)
+				e->gholder[k][g] = 0;
+	}
 }

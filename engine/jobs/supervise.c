@@ -227,6 +227,7 @@ static void record_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l
 	j->grace_at = j->limit_at ? j->limit_at - (double)dlh_spec_grace(&j->spec) : 0;
 	j->timed_out = 0;
 	j->resumable = 0;
+	j->nodes_lost = 0;   /* placed again on the nodes that remain */
 	eng_hang_arm(e, j);
 	j->wait[0] = '\0';
 	pthread_cond_signal(&e->timer_cv);   /* its time limit, its hang watch */
@@ -482,7 +483,12 @@ static void *waiter_main(void *arg)
 	eng_job_dir(e, wa->job->id, dir, sizeof dir);   /* e->state never changes */
 	e->backend.ops->wait(&e->backend, &wa->run, dir, 1, &end);
 	char lost[DLH_REASON_MAX - 64] = "";
-	if (wa->nnodes > 0 && !(end.state == DLH_RUN_EXITED && end.exit_code == 0))
+	pthread_mutex_lock(&e->mu);   /* a run stopped on purpose lost no node */
+	const struct dlh_job *j = wa->job;
+	int asked = j->cancelling || j->suspending || j->timed_out || e->stopping;
+	pthread_mutex_unlock(&e->mu);
+	if (wa->nnodes > 0 && !asked && !(end.state == DLH_RUN_EXITED &&
+					  (end.exit_code == 0 || end.exit_code == DLH_EXIT_SUSPENDED)))
 		eng_nodes_lost(e, wa->nodes, wa->nnodes, lost, sizeof lost);   /* no e->mu */
 	pthread_mutex_lock(&e->mu);
 	if (lost[0])

@@ -39,6 +39,9 @@ struct dlh_engine {
 	long *holder[DLH_POOL_NODES];    /* per node, holder_len entries: the job holding
 					    each slot, 0 = free (slots.c) */
 	int holder_len[DLH_POOL_NODES];
+	long *gholder[DLH_POOL_NODES];   /* per node, gholder_len entries: the job holding
+					    each GPU (numbered in type order), 0 = free */
+	int gholder_len[DLH_POOL_NODES];
 	int max_queued;              /* most jobs queued at once */
 	int max_queued_per_user;     /* most jobs of one uid queued at once; 0 = no limit */
 	int data_timeout_ms;         /* how long a submission's data may take to answer */
@@ -146,7 +149,8 @@ int eng_slots_free(const struct dlh_engine *e);
 void eng_slots_avail(const struct dlh_engine *e, int gpu, int all, int *avail);
 
 /* Holds the lowest free slot of each rank's node (p->node[]) for job id
- * into p->slot[]. Returns 0, or -EAGAIN (nothing held then). */
+ * into p->slot[], and for a GPU plan the lowest free GPU of the rank's type
+ * there into p->dev[]. Returns 0, or -EAGAIN (nothing held then). */
 int eng_slots_take(struct dlh_engine *e, long id, struct dlh_plan *p);
 
 /* Holds slot s of node k for job id. Returns 0, or -EBUSY. */

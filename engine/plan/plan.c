@@ -350,7 +350,8 @@ static int gpu_base(const struct dlh_pool *pool, int k, int t)
 static int place_typed(struct dlh_plan *p, const struct dlh_pool *pool, const int *avail,
 		       char *why, size_t len)
 {
-	int left[DLH_POOL_NODES], taken[DLH_POOL_NODES][DLH_POOL_TYPES];
+	int left[DLH_POOL_NODES], taken[DLH_POOL_NODES][DLH_POOL_TYPES], used[DLH_POOL_NODES] = { 0 };
+	int last = -1;   /* a node's ranks stay consecutive: only it may take more */
 	memset(taken, 0, sizeof taken);
 	for (int k = 0; k < pool->nnodes; k++)
 		left[k] = avail[k];
@@ -361,6 +362,8 @@ static int place_typed(struct dlh_plan *p, const struct dlh_pool *pool, const in
 		for (int placed = 0; placed < n;) {
 			int best = -1, room = 0;
 			for (int k = 0; k < pool->nnodes; k++) {
+				if (used[k] && k != last)
+					continue;
 				int f = pool->nodes[k].devices[t] - taken[k][t];
 				f = f < left[k] ? f : left[k];
 				if (f > room || (f == room && f > 0 && k == pool->local))
@@ -371,6 +374,8 @@ static int place_typed(struct dlh_plan *p, const struct dlh_pool *pool, const in
 					 placed);
 				return -EAGAIN;
 			}
+			used[best] = 1;
+			last = best;
 			for (; room > 0 && placed < n; room--, placed++, r++) {
 				p->node[r] = best;
 				p->dev[r] = gpu_base(pool, best, t) + taken[best][t]++;

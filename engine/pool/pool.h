@@ -89,6 +89,7 @@ struct dlh_pool_node {
 	char probe_what[256];          /* up: what it has; down: why */
 	double link_alpha, link_beta;  /* allreduce with the local node: seconds, seconds
 					  per byte (dlh-calib --phase link); 0 = unmeasured */
+	char link_why[160];            /* why its link could not be measured ("" = it was) */
 };
 
 /* What probing a node found (engine/run/probe.c). */

@@ -981,7 +981,7 @@ static void train(struct run *R)
 	    dlt_prefetch_start(&R->pf, &R->train, &f, spe, R->o.seed, R->rank,
 			       (long)R->st.step + 1, p->total_steps, err, sizeof err) < 0)
 		die("%s", err);
-	R->t_compute = R->t_comm_wait = R->shm.t_wait = 0.0;   /* not the range test's */
+	R->t_compute = R->t_comm_wait = R->shm.t_wait = R->shm.t_leaders = 0.0;   /* not the range test's */
 	R->rows_done = 0.0;
 	heartbeat(R, (long)R->st.step);
 	for (long step = (long)R->st.step + 1; step <= p->total_steps; step++) {
@@ -1085,6 +1085,30 @@ static void say_ready(const struct run *R)
 			strerror(errno));
 }
 
+/* --gpus before MPI_Init: a CUDA-aware MPI may load CUDA there, after which
+ * CUDA_VISIBLE_DEVICES no longer counts. The rank is the launcher's
+ * (OMPI_COMM_WORLD_RANK); where() checks the list once MPI is up. */
+static void early_gpu(int argc, char **argv)
+{
+	const char *rank = getenv("OMPI_COMM_WORLD_RANK"), *list = NULL;
+	for (int i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "--gpus"))
+			list = argv[i + 1];
+	if (!rank || !list)
+		return;
+	long want = strtol(rank, NULL, 10);
+	for (long r = 0; *list; r++) {
+		size_t n = strcspn(list, ",");
+		if (r == want && n > 0 && n < 16) {
+			char v[16];
+			snprintf(v, sizeof v, "%.*s", (int)n, list);
+			setenv("CUDA_VISIBLE_DEVICES", v, 1);
+			return;
+		}
+		list += n + (list[n] == ',');
+	}
+}
+
 /* Every rank says where it runs (its lines reach the job's log as
  * "[rank R] ..."); with --gpus it takes its GPU by CUDA_VISIBLE_DEVICES,
  * set here before CUDA is loaded. */
@@ -1136,6 +1160,7 @@ int main(int argc, char **argv)
 		printf("floats=%ld max_abs_diff=%.9g max_abs=%.9g\n", n, diff, mag);
 		return 0;
 	}
+	early_gpu(argc, argv);
 	/* only the main thread calls MPI; the prefetch thread never does */
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
 	R->t_origin = now();

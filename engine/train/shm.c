@@ -285,8 +285,8 @@ static void leader_progress(struct dlt_shm *s)
 	float *g = s->slot[0];
 	int flag;
 
-	while (s->started < s->nb &&
-	       atomic_load_explicit(&ready[s->started], memory_order_acquire) >= want) {
+	while (s->started < s->nb &&   /* as a difference: the counters wrap */
+	       (int)(atomic_load_explicit(&ready[s->started], memory_order_acquire) - want) >= 0) {
 		const int b = s->started;
 		for (int r = 1; r < s->ranks; r++) {
 			const float *restrict x = s->slot[r];

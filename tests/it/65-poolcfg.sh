@@ -299,3 +299,32 @@ test_dry_run_plans_gpus_across_four_h100_nodes() {
 	grep -q -- '--device gpu' "$plan" || die "argv: $(grep '^argv' "$plan")"
 	dlh_umount
 }
+
+# GPUs are held per job: two GPU jobs on one node get different GPUs, and
+# pool/nodes shows who holds each
+two_gpu_pool() {
+	printf '[type H100]\nflops = 67T\nmemory = 80G\nbandwidth = 3.35T\nwatts_idle = 70\nwatts_busy = 700\ngpu = true\n'
+	printf '[node here]\nhost = %s\ncpus = 2\ngpus = H100:2\n' "$(hostname)"
+}
+
+test_two_gpu_jobs_on_one_node_hold_different_gpus() {
+	mount_pool two_gpu_pool
+	printf '[job]\ncommand = /bin/sleep 60\n[resources]\ndevice = gpu\nranks = 1\n' > "$STATE/g.ini"
+	submit "$STATE/g.ini"
+	submit "$STATE/g.ini"
+	wait_for 10 status_is 2 running || die "job 2: $(cat "$MNT/jobs/2/progress")"
+	grep -q '^rank 0 host .* device gpu0 ' "$MNT/jobs/1/plan" || die "job 1: $(grep '^rank' "$MNT/jobs/1/plan")"
+	grep -q '^rank 0 host .* device gpu1 ' "$MNT/jobs/2/plan" || die "job 2: $(grep '^rank' "$MNT/jobs/2/plan")"
+	expect_eq "$(grep '^gpu' "$MNT/pool/nodes/here/devices" | tr '\n' ' ')" "gpu0 1 gpu1 2 " "here's GPUs"
+	expect_eq "$(cat "$MNT/pool/nodes/here/gpus/1/job")" 2 "gpu 1's job"
+	grep -qx 'H100 total 2 held 2 free 0' "$MNT/pool/summary" || die "summary: $(cat "$MNT/pool/summary")"
+	# a third waits for a GPU
+	submit "$STATE/g.ini"
+	expect_eq "$(cat "$MNT/jobs/3/status")" queued "a third GPU job"
+	echo cancel > "$MNT/jobs/1/ctl"
+	wait_for 10 status_is 3 running || die "job 3 after job 1 ended: $(cat "$MNT/jobs/3/progress")"
+	grep -q '^rank 0 host .* device gpu0 ' "$MNT/jobs/3/plan" || die "job 3: $(grep '^rank' "$MNT/jobs/3/plan")"
+	for i in 2 3; do echo cancel > "$MNT/jobs/$i/ctl"; done
+	wait_for 10 job_terminal 3 || die "job 3 did not end"
+	dlh_umount
+}
