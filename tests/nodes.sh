@@ -6,7 +6,9 @@
 #   nodes_up N [DOWN...]   make nodes dlhn1..dlhnN (a node listed in DOWN gets
 #                          no sshd); NODES_DIR holds keys and the ssh config
 #   node_ssh_config        the ssh config file (Host dlhnN -> its address)
-#   node_sshd_start I      start node I's sshd (again)
+#   node_sshd_start I [HIDE]  start node I's sshd (again); with HIDE, in a mount
+#                          namespace of its own where an empty tmpfs covers the
+#                          directory HIDE: a node that cannot see what is there
 #   nodes_down             remove them all (dlh_cleanup calls it too)
 #   nodes_pool [N]         a pool file: this machine ("here"), then dlhn1..dlhnN
 #   nodes_probed NODE...   every NODE's state is no longer "probing"
@@ -106,8 +108,14 @@ node_kill() {
 # whose copy of a dlhfs mount made before would outlive its unmount.
 node_sshd_start() {
 	mkdir -p /run/sshd
-	nsenter --net="/var/run/netns/dlhn$1" unshare --uts sh -c 'hostname "$1"; exec /usr/sbin/sshd -f "$2"' \
-		- "dlhn$1" "$NODES_DIR/sshd$1.conf" || die "sshd of dlhn$1 did not start"
+	if [ -n "${2:-}" ]; then   # before any dlhfs mount: its namespace holds no copy of one
+		nsenter --net="/var/run/netns/dlhn$1" unshare --uts --mount --propagation private \
+			sh -c 'hostname "$1" && mount -t tmpfs none "$3" && exec /usr/sbin/sshd -f "$2"' \
+			- "dlhn$1" "$NODES_DIR/sshd$1.conf" "$2" || die "sshd of dlhn$1 did not start"
+	else
+		nsenter --net="/var/run/netns/dlhn$1" unshare --uts sh -c 'hostname "$1"; exec /usr/sbin/sshd -f "$2"' \
+			- "dlhn$1" "$NODES_DIR/sshd$1.conf" || die "sshd of dlhn$1 did not start"
+	fi
 	wait_for 10 ssh -F "$NODES_DIR/ssh_config" "dlhn$1" true ||
 		die "dlhn$1 does not answer ssh: $(ssh -F "$NODES_DIR/ssh_config" "dlhn$1" true 2>&1)"
 }

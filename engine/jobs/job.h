@@ -64,6 +64,8 @@ struct dlh_job {
 	int timed_out;               /* the run was stopped at its time limit; ends as failed */
 	double hang_after;           /* seconds without a step that make the run hung */
 	int hung;                    /* the run was stopped as hung; hang_why says why */
+	unsigned char seen[256];     /* seen[k]: node k can read the job's data (DLH_POOL_NODES) */
+	int seeing;                  /* its nodes are being asked whether they see its data */
 	int nodes_lost;              /* a run lost a node: the next spreads over the nodes
 					that remain ([resources] nodes at most those) */
 	char hang_why[512];

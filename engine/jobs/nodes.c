@@ -186,6 +186,112 @@ int eng_nodes_lost(struct dlh_engine *e, const int *nodes, int n, char *lost, si
 	return down;
 }
 
+/* What the data check of one job asks. */
+struct seer {
+	struct dlh_engine *e;
+	struct dlh_job *job;
+	int n;                              /* nodes asked */
+	int node[DLH_POOL_NODES];
+	struct node_probe p[DLH_POOL_NODES];
+	char paths[4][DLH_PATH_MAX + 1];
+	const char *see[5];
+};
+
+static void *seer_main(void *arg)
+{
+	struct seer *s = arg;
+	struct dlh_engine *e = s->e;
+	struct dlh_job *j = s->job;
+	for (int i = 0; i < s->n; i++)   /* one after the other: a few, and each is quick */
+		dlh_probe_node_sees(s->p[i].agent, s->p[i].host, s->p[i].probe, s->p[i].state, s->see,
+				    DLH_PROBE_TIMEOUT, &s->p[i].r);
+	pthread_mutex_lock(&e->mu);
+	char why[DLH_REASON_MAX - 64] = "";
+	for (int i = 0; i < s->n; i++) {
+		int k = s->node[i];
+		if (!s->p[i].r.up)   /* not answering: down, and the job placed again */
+			apply(e, k, &s->p[i].r);
+		else if (s->p[i].r.seen)
+			j->seen[k] = 1;
+		else if (!why[0])
+			snprintf(why, sizeof why, "node %s cannot read the job's data: %s (the data "
+				 "must be on a filesystem every node shares)", e->pool.nodes[k].name,
+				 s->p[i].r.unseen);
+	}
+	j->seeing = 0;
+	if (why[0] && j->status == DLH_QUEUED) {
+		j->status = DLH_FAILED;
+		j->finished = eng_stamp();
+		snprintf(j->reason, sizeof j->reason, "%s", why);
+		eng_job_log(e, j, "failed: %s", why);
+		eng_job_save(e, j);
+	} else if (!why[0]) {
+		eng_job_log(e, j, "its nodes read its data");
+	}
+	if (e->on_run_end && !e->stopping)
+		e->on_run_end(e);   /* the queue: it may start now */
+	e->waiters--;
+	pthread_cond_broadcast(&e->changed);
+	pthread_mutex_unlock(&e->mu);
+	free(s);
+	return NULL;
+}
+
+int eng_nodes_see(struct dlh_engine *e, struct dlh_job *j, const struct dlh_plan *plan)
+{
+	if (j->spec.command[0] || e->no_probe || !e->probe_path[0])
+		return 1;   /* a command's files are its own; without probes, as the pool file says */
+	if (j->seeing)
+		return 0;
+	struct seer *s = calloc(1, sizeof *s);
+	if (!s)
+		return 1;   /* the run will say */
+	for (int r = 0; r < plan->ranks; r++) {
+		int k = plan->node[r], dup = 0;
+		if (k < 0 || k == e->pool.local || j->seen[k])
+			continue;
+		for (int i = 0; i < s->n && !dup; i++)
+			dup = s->node[i] == k;
+		if (dup)
+			continue;
+		struct node_probe *p = &s->p[s->n];
+		s->node[s->n++] = k;
+		snprintf(p->agent, sizeof p->agent, "%s", e->pool.nodes[k].agent);
+		snprintf(p->host, sizeof p->host, "%s", e->pool.nodes[k].host);
+		p->probe = e->probe_path;
+		p->state = e->state;
+	}
+	if (s->n == 0) {
+		free(s);
+		return 1;
+	}
+	const char *files[4] = { j->spec.train, j->spec.train_labels, j->spec.test, j->spec.test_labels };
+	int m = 0;
+	for (int i = 0; i < 4; i++)
+		if (files[i][0] && (i % 2 == 0 || strcmp(j->spec.format, "csv"))) {
+			snprintf(s->paths[m], sizeof s->paths[m], "%s", files[i]);
+			s->see[m] = s->paths[m];
+			m++;
+		}
+	s->see[m] = NULL;
+	s->e = e;
+	s->job = j;
+	pthread_attr_t attr;
+	pthread_t t;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int rc = pthread_create(&t, &attr, seer_main, s);
+	pthread_attr_destroy(&attr);
+	if (rc) {
+		free(s);
+		return 1;
+	}
+	j->seeing = 1;
+	e->waiters++;
+	eng_job_log(e, j, "asking %d node%s whether they read its data", s->n, s->n == 1 ? "" : "s");
+	return 0;
+}
+
 static void *probe_thread(void *arg)
 {
 	probe_round(arg);

@@ -21,6 +21,15 @@ int eng_nodes_refresh(struct dlh_engine *e, char *err, size_t errlen);
  * "" when every node answers). Returns how many were lost. */
 int eng_nodes_lost(struct dlh_engine *e, const int *nodes, int n, char *lost, size_t len);
 
+/* Whether job j's run, placed on plan's nodes, may start: 1 when every
+ * node of it but the local one is known to read j's data files. Else 0:
+ * a thread (counted in e->waiters) asks those nodes now, through their
+ * agents (the paths on the probe's standard input); when they answer,
+ * the nodes that see them are noted in j->seen and the queue runs again,
+ * and a node that cannot read them fails the job with the file and why
+ * (the data must be on a filesystem every node shares). e->mu held. */
+int eng_nodes_see(struct dlh_engine *e, struct dlh_job *j, const struct dlh_plan *plan);
+
 /* Waits for the probing thread eng_nodes_probe_start started. e->mu not held. */
 void eng_nodes_stop(struct dlh_engine *e);
 

@@ -320,7 +320,13 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 	if (!l)
 		return -ENOMEM;   /* nothing done: the job waits for the next schedule */
 	int rc = plan_run(e, j, l);
-	if (!rc && (rc = take_slots(e, j, l)) == -EAGAIN) {
+	if (!rc && (rc = take_slots(e, j, l)) == 0 && !eng_nodes_see(e, j, &l->plan)) {
+		/* its nodes are asked whether they read its data: it waits for them */
+		eng_slots_give(e, j->id);
+		snprintf(l->err, sizeof l->err, "asking its nodes whether they read its data");
+		rc = -EAGAIN;
+	}
+	if (rc == -EAGAIN) {
 		/* not with what is free now: it waits (eng_schedule says why) */
 		j->status = DLH_QUEUED;
 		snprintf(j->wait, sizeof j->wait, "waiting for room: %s", l->err);

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,10 +120,22 @@ static void parse(const char *text, struct dlh_probe_result *r)
 		snprintf(r->why, sizeof r->why, "cannot see the state directory (%s): runs need "
 			 "it on every node", strncmp(v, "no: ", 4) ? v : v + 4);
 	}
+	char s[512];
+	if (!dlh_kv_get(text, "seen", s, sizeof s)) {
+		r->seen = !strcmp(s, "yes");
+		snprintf(r->unseen, sizeof r->unseen, "%s", r->seen ? "" : strncmp(s, "no: ", 4) ? s : s + 4);
+	}
 }
 
 void dlh_probe_node(const char *agent, const char *host, const char *probe, const char *state,
 		    double timeout, struct dlh_probe_result *r)
+{
+	dlh_probe_node_sees(agent, host, probe, state, NULL, timeout, r);
+}
+
+void dlh_probe_node_sees(const char *agent, const char *host, const char *probe,
+			 const char *state, const char *const *see, double timeout,
+			 struct dlh_probe_result *r)
 {
 	char words[512], cmd[4096] = "", *argv[PROBE_ARGV_MAX];
 	int n = 0;
@@ -132,14 +145,18 @@ void dlh_probe_node(const char *agent, const char *host, const char *probe, cons
 	for (char *w = strtok(words, " \t"); w && n < PROBE_ARGV_MAX - 3; w = strtok(NULL, " \t"))
 		argv[n++] = w;
 	if (quote(cmd, sizeof cmd, probe) || quote(cmd, sizeof cmd, "--state") ||
-	    quote(cmd, sizeof cmd, state)) {
+	    quote(cmd, sizeof cmd, state) || (see && quote(cmd, sizeof cmd, "--see-stdin"))) {
 		snprintf(r->why, sizeof r->why, "the probe's command line is too long");
 		return;
 	}
 	argv[n++] = (char *)host;
 	argv[n++] = cmd;
 	argv[n] = NULL;
-	int out[2] = { -1, -1 }, err[2] = { -1, -1 };
+	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, in[2] = { -1, -1 };
+	if (see && pipe(in)) {
+		snprintf(r->why, sizeof r->why, "cannot make a pipe: %s", strerror(errno));
+		return;
+	}
 	if (pipe(out) || pipe(err)) {
 		snprintf(r->why, sizeof r->why, "cannot make a pipe: %s", strerror(errno));
 		for (int i = 0; i < 2; i++) {
@@ -153,8 +170,10 @@ void dlh_probe_node(const char *agent, const char *host, const char *probe, cons
 	pid_t pid = fork();
 	if (pid == 0) {
 		setpgid(0, 0);   /* the agent and what it starts: killed together */
-		int devnull = open("/dev/null", O_RDONLY);
-		if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
+		int src = see ? in[0] : open("/dev/null", O_RDONLY);
+		if (see)
+			close(in[1]);
+		if (src < 0 || dup2(src, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
 			_exit(127);
 		execvp(argv[0], argv);
 		dprintf(2, "cannot execute \"%s\": %s\n", argv[0], strerror(errno));
@@ -162,6 +181,23 @@ void dlh_probe_node(const char *agent, const char *host, const char *probe, cons
 	}
 	close(out[1]);
 	close(err[1]);
+	if (see) {   /* the paths, each ended by a NUL (a few KiB: the pipe holds them) */
+		/* an agent gone early must not kill the daemon: SIGPIPE held in this
+		 * thread while it writes, and one it raised taken back */
+		sigset_t pipe_set, old;
+		struct timespec now = { 0, 0 };
+		sigemptyset(&pipe_set);
+		sigaddset(&pipe_set, SIGPIPE);
+		pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+		close(in[0]);
+		for (int i = 0; pid > 0 && see[i]; i++)
+			if (write(in[1], see[i], strlen(see[i]) + 1) < 0)
+				break;
+		close(in[1]);
+		while (sigtimedwait(&pipe_set, NULL, &now) == SIGPIPE)
+			;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
 	if (pid < 0) {
 		snprintf(r->why, sizeof r->why, "cannot fork: %s", strerror(errno));
 		close(out[0]);

@@ -14,6 +14,8 @@ struct dlh_probe_result {
 	long long mem_bytes;        /* memory */
 	char gpus[128];             /* TYPE:COUNT,... or "none" */
 	char why[256];              /* down: why (the agent's last words, or the probe's) */
+	int seen;                   /* dlh_probe_node_sees: 1 = every path readable there */
+	char unseen[512];           /* else the first path it cannot read, and why */
 };
 
 /* Runs probe (dlh-probe's absolute path, the same on every node: a shared
@@ -23,5 +25,12 @@ struct dlh_probe_result {
  * killed). Fills *r; never fails otherwise. */
 void dlh_probe_node(const char *agent, const char *host, const char *probe, const char *state,
 		    double timeout, struct dlh_probe_result *r);
+
+/* dlh_probe_node that also asks whether the node can read each of the
+ * files see[] (NULL-terminated): they go to the probe on its standard
+ * input, never on a command line. r->seen, r->unseen say. */
+void dlh_probe_node_sees(const char *agent, const char *host, const char *probe,
+			 const char *state, const char *const *see, double timeout,
+			 struct dlh_probe_result *r);
 
 #endif

@@ -141,3 +141,45 @@ test_a_lost_node_fails_the_run_naming_it_and_it_resumes_on_the_others() {
 	expect_eq "$(grep '^train,' "$MNT/jobs/1/metrics.csv" | cut -d, -f2 | sort -n | uniq -d | head -3)" "" "steps recorded twice"
 	dlh_umount
 }
+
+# The data must be on a filesystem every node shares: a node that cannot
+# read a job's files (here an empty tmpfs covers their directory in dlhn2's
+# own mount namespace) is asked before the run starts, and the job fails
+# naming the node, the file and why; a job placed on a node that reads
+# them runs
+test_a_node_that_cannot_read_the_data_fails_the_job_naming_it() {
+	nodes_up 2 dlhn2
+	local state data f d=/usr/share/datasets/fashion-mnist
+	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	data=$state/data
+	mkdir "$data"
+	for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+		cp "$d/$f" "$data/$f"
+	done
+	node_sshd_start 2 "$data"
+	nodes_pool 2 > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini" dlh_mount "$state"
+	wait_for 30 nodes_probed dlhn1 dlhn2 || die "still probing: $(cat "$MNT"/pool/nodes/*/state)"
+	echo drain here > "$MNT/pool/ctl" || die "drain here refused"
+	local at="train = $data/train-images-idx3-ubyte.gz
+train_labels = $data/train-labels-idx1-ubyte.gz
+test = $data/t10k-images-idx3-ubyte.gz
+test_labels = $data/t10k-labels-idx1-ubyte.gz"
+	slice_spec both 1 'nodes = 2' | sed "s|^\[data\]|[data]\n$(printf '%s' "$at" | sed 's/$/\\n/' | tr -d '\n')|" > "$STATE/both.ini"
+	grep -q "^train = $data/" "$STATE/both.ini" || die "spec: $(cat "$STATE/both.ini")"
+	submit "$STATE/both.ini"
+	wait_for 60 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" failed "a job placed on dlhn2"
+	grep -q "^reason=node dlhn2 cannot read the job's data: \"$data/train-images-idx3-ubyte.gz\": No such file or directory (the data must be on a filesystem every node shares)$" \
+		"$MNT/jobs/1/result" 2>/dev/null || grep -q "node dlhn2 cannot read the job's data: \"$data/train-images-idx3-ubyte.gz\": No such file or directory" "$MNT/jobs/1/log" ||
+		die "reason: $(grep -v '^\[rank' "$MNT/jobs/1/log" | tail -3)"
+	echo "measured: $(grep -o 'node dlhn2 cannot read.*' "$MNT/jobs/1/log" | head -1)"
+	# on dlhn1 alone (the node with the most room, first) it runs
+	echo drain dlhn2 > "$MNT/pool/ctl" || die "drain dlhn2 refused"
+	sed 's/^nodes = 2$/nodes = 1/; s/^name = both$/name = one/' "$STATE/both.ini" > "$STATE/one.ini"
+	submit "$STATE/one.ini"
+	ended_ok 2
+	grep -q 'its nodes read its data' "$MNT/jobs/2/log" || die "log: $(grep -v '^\[rank' "$MNT/jobs/2/log" | head -8)"
+	grep -q '^rank 1 host dlhn1 ' "$MNT/jobs/2/plan" || die "plan: $(grep '^rank' "$MNT/jobs/2/plan")"
+	dlh_umount
+}
