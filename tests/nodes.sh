@@ -10,7 +10,8 @@
 #                          namespace of its own where an empty tmpfs covers the
 #                          directory HIDE: a node that cannot see what is there
 #   nodes_down             remove them all (dlh_cleanup calls it too)
-#   nodes_pool [N]         a pool file: this machine ("here"), then dlhn1..dlhnN
+#   nodes_pool [N]         a pool file: this machine ("here", its cores), then
+#                          dlhn1..dlhnN (8 cores each until probed)
 #   nodes_probed NODE...   every NODE's state is no longer "probing"
 #   node_kill I            kill every process of node I (its sshd, mpirun's
 #                          daemon, its ranks): the node is lost
@@ -83,8 +84,11 @@ CONF
 node_ssh_config() { echo "$NODES_DIR/ssh_config"; }
 
 nodes_pool() {
-	local n=${1:-$NODES_N} i
-	printf '[node here]\nhost = %s\ncpus = 2\n' "$(hostname)"
+	local n=${1:-$NODES_N} i cores
+	# this machine's cores as the nodes' probes will find them: the same
+	# room everywhere, so that ties put ranks here first
+	cores=$("$DLH_BIN/dlh-probe" | sed -n 's/^cpus=//p')
+	printf '[node here]\nhost = %s\ncpus = %d\n' "$(hostname)" "$cores"
 	for i in $(seq "$n"); do
 		printf '[node dlhn%d]\nhost = dlhn%d\ncpus = 8\nagent = /usr/bin/ssh -F %s\n' \
 			"$i" "$i" "$(node_ssh_config)"

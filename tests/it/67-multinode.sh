@@ -77,12 +77,13 @@ train_nodes() {
 	OPENBLAS_NUM_THREADS=1 mpirun --oversubscribe --bind-to none --mca pml ob1 \
 		--mca btl self,vader,tcp --hostfile "$hosts" --map-by slot \
 		--mca plm_rsh_agent "/usr/bin/ssh -F $(node_ssh_config)" --mca plm_rsh_no_tree_spawn 1 \
-		-x OPENBLAS_NUM_THREADS -np "$np" "$DLH_BIN/dlh-train" --job-dir "$dir" \
+		-x OPENBLAS_NUM_THREADS -x ASAN_OPTIONS -x UBSAN_OPTIONS -x LSAN_OPTIONS \
+		-np "$np" "$DLH_BIN/dlh-train" --job-dir "$dir" \
 		--train-images "$d/train-images-idx3-ubyte.gz" --train-labels "$d/train-labels-idx1-ubyte.gz" \
 		--test-images "$d/t10k-images-idx3-ubyte.gz" --test-labels "$d/t10k-labels-idx1-ubyte.gz" \
 		--train-limit 3000 --test-limit 500 --layers 64,32 --dropout 0 --epochs 1 --batch 60 \
 		--lr 0.05 --momentum 0.9 --checkpoint-every 0 --rebalance 1000000 --bucket-mb 0.005 \
-		"$@" >"$dir.out" 2>&1 || die "dlh-train on $np ranks: $(tail -5 "$dir.out")"
+		"$@" >"$dir.out" 2>&1 || die "dlh-train on $np ranks: $(grep -v "^\s*$" "$dir.out" | grep -iv "^---\|^ *Process\|^ *Exit code\|^mpirun\|terminated\|non-zero" | tail -8)"
 }
 
 # 3 nodes x 2 ranks: gradients summed in each node's shared memory, then
