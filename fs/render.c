@@ -2,13 +2,17 @@
 #include "fs/render.h"
 
 #include <errno.h>
+#include <fuse.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "engine/jobs/metrics.h"
+
+#define INDEX_GROUPS_MAX 64   /* a reader's groups looked at for readable_by = group */
 
 #define FS_IDLE_SHOWN 10.0   /* seconds without a step after which progress says so */
 
@@ -68,6 +72,8 @@ static const char readme_text[] =
 	"                         or fails with EINVAL/EFBIG; read it on the same\n"
 	"                         descriptor (O_RDWR) for the new id or the error\n"
 	"jobs/errors              recent rejections: time, uid, spec:LINE: message\n"
+	"jobs/index               the job history: id owner status submitted ended\n"
+	"                         accuracy name, a line per job\n"
 	"jobs/<id>/spec           the spec with every default filled in\n"
 	"jobs/<id>/status         queued planning running suspended succeeded failed\n"
 	"                         cancelled planned (dry_run: never launched)\n"
@@ -432,6 +438,62 @@ static int render_metrics(struct dlh_engine *e, const struct dlh_job *j, struct 
 	return rc ? -ENOMEM : 0;
 }
 
+/* The test accuracy job id reached (its last eval row), into out ("-"
+ * without one, or when the caller of this request may not read the job). */
+static void accuracy_of(struct dlh_engine *e, long id, char *out, size_t len)
+{
+	const struct fuse_context *cx = fuse_get_context();
+	gid_t groups[INDEX_GROUPS_MAX + 1];
+	int k = fuse_getgroups(INDEX_GROUPS_MAX, groups + 1);
+	char dir[4096], csv[4200];
+	struct dlh_metrics m;
+	snprintf(out, len, "-");
+	groups[0] = cx->gid;
+	if (dlh_engine_may_read(e, id, cx->uid, groups, 1 + (k > 0 && k <= INDEX_GROUPS_MAX ? k : 0)))
+		return;   /* its results are its owner's (and readable_by's) */
+	dlh_engine_job_dir(e, id, dir, sizeof dir);
+	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, dir);
+	if (!dlh_metrics_read(csv, &m) && m.have_eval)
+		snprintf(out, len, "%.4f", m.test_accuracy);
+}
+
+/* jobs/index: the job history, a header then one line per job, as sacct
+ * lists them: `ID OWNER STATUS SUBMITTED ENDED ACCURACY NAME` (times in
+ * ISO 8601 UTC, "-" where a job has not ended, has no accuracy or no name;
+ * the accuracy only of jobs the reader may read). */
+static int render_index(struct dlh_engine *e, struct dlh_buf *out)
+{
+	size_t n = dlh_engine_jobs(e, NULL, 0);
+	long *ids = malloc((n ? n : 1) * sizeof *ids);
+	struct dlh_job *j = malloc(sizeof *j);
+	int rc = ids && j ? 0 : -ENOMEM;
+	if (!rc) {
+		size_t now = dlh_engine_jobs(e, ids, n);   /* ids of jobs removed since: skipped */
+		n = now < n ? now : n;
+		rc = dlh_buf_printf(out, "id owner status submitted ended accuracy name\n");
+	}
+	for (size_t i = 0; i < n && !rc; i++) {
+		char owner[64], sub[40], end[40] = "-", acc[32], pwbuf[1024];
+		struct passwd pw, *found = NULL;
+		if (dlh_engine_job(e, ids[i], j))
+			continue;   /* gone since */
+		if (getpwuid_r(j->uid, &pw, pwbuf, sizeof pwbuf, &found) == 0 && found)
+			snprintf(owner, sizeof owner, "%s", pw.pw_name);
+		else
+			snprintf(owner, sizeof owner, "%u", (unsigned)j->uid);
+		dlh_time_iso(j->submitted, sub, sizeof sub);
+		if (j->finished > 0)
+			dlh_time_iso(j->finished, end, sizeof end);
+		accuracy_of(e, j->id, acc, sizeof acc);
+		rc = dlh_buf_printf(out, "%ld %s %s %s %s %s %s\n", j->id, owner,
+				    dlh_status_name(j->status), sub, end, acc,
+				    j->spec.name[0] ? j->spec.name : "-");
+	}
+	free(ids);
+	free(j);
+	return rc ? -ENOMEM : 0;
+}
+
 static int render_result(struct dlh_engine *e, const struct dlh_job *j, struct dlh_buf *out)
 {
 	char dir[4096], path[4200], *text = NULL;
@@ -480,6 +542,8 @@ int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out
 		return render_node(e, n, out);
 	case FS_QUEUE:
 		return render_queue(e, out);
+	case FS_JOBS_INDEX:
+		return render_index(e, out);
 	default:
 		break;
 	}

@@ -37,7 +37,8 @@ static const struct fs_entry cpu_entries[] = {
 	{ "job", FS_NODE_CPU_JOB }, { NULL, 0 },
 };
 static const struct fs_entry jobs_entries[] = {
-	{ "new", FS_JOBS_NEW }, { "errors", FS_JOBS_ERRORS }, { NULL, 0 },
+	{ "new", FS_JOBS_NEW }, { "errors", FS_JOBS_ERRORS }, { "index", FS_JOBS_INDEX },
+	{ NULL, 0 },
 };
 static const struct fs_entry job_entries[] = {
 	{ "spec", FS_JOB_SPEC }, { "status", FS_JOB_STATUS }, { "progress", FS_JOB_PROGRESS },

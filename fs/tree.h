@@ -40,6 +40,7 @@ enum fs_kind {
 	FS_JOBS,          /* /jobs */
 	FS_JOBS_NEW,      /* /jobs/new */
 	FS_JOBS_ERRORS,   /* /jobs/errors */
+	FS_JOBS_INDEX,    /* /jobs/index: every job a line (the history) */
 	FS_JOB_LINK,      /* /jobs/<name> -> <id> */
 	FS_JOB,           /* /jobs/<id> */
 	FS_JOB_SPEC,      /* spec */

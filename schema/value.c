@@ -182,8 +182,8 @@ static int set_name(const char *v, char *field, char *msg, size_t n)
 		return fail(msg, n, v, "expected a name that is not all digits (those are job ids)");
 	if (v[0] == '.')
 		return fail(msg, n, v, "expected a name that does not start with \".\"");
-	if (!strcmp(v, "new") || !strcmp(v, "errors"))
-		return fail(msg, n, v, "expected a name other than \"new\" and \"errors\" (reserved)");
+	if (!strcmp(v, "new") || !strcmp(v, "errors") || !strcmp(v, "index"))
+		return fail(msg, n, v, "expected a name other than \"new\", \"errors\" and \"index\" (reserved)");
 	memcpy(field, v, len + 1);
 	return 0;
 }

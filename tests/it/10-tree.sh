@@ -31,7 +31,7 @@ test_sizes_match_content() {
 
 test_jobs_dir_starts_with_new_and_errors() {
 	dlh_mount
-	expect_eq "$(ls "$MNT/jobs" | tr '\n' ' ')" "errors new " "ls jobs"
+	expect_eq "$(ls "$MNT/jobs" | tr '\n' ' ')" "errors index new " "ls jobs"
 	expect_eq "$(cat "$MNT/jobs/errors")" "" "errors before any rejection"
 	dlh_umount
 }

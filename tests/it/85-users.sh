@@ -265,3 +265,22 @@ test_data_on_a_hung_filesystem_holds_nothing() {
 	rm -rf "$d"
 	dlh_umount
 }
+
+# jobs/index: the job history, every job a line for every reader; the
+# accuracy only for those who may read the job's results
+test_jobs_index_lists_every_job_and_keeps_results_private() {
+	local b
+	dlh_user b
+	DLH_OPTS="-o allow_other" dlh_mount
+	slice_spec idx 1 > "$STATE/idx.ini"
+	cp "$STATE/idx.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	dlh_wait_ok 1
+	local iso='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z'
+	expect_eq "$(head -1 "$MNT/jobs/index")" "id owner status submitted ended accuracy name" "header"
+	grep -Eqx "1 root succeeded $iso $iso 0\.[0-9]{4} idx" "$MNT/jobs/index" ||
+		die "root's index: $(cat "$MNT/jobs/index")"
+	as "$b" cat "$MNT/jobs/index" | grep -Eqx "1 root succeeded $iso $iso - idx" ||
+		die "$b's index: $(as "$b" cat "$MNT/jobs/index")"
+	expect_eq "$(stat -c %s "$MNT/jobs/index")" "$(wc -c < "$MNT/jobs/index")" "size of jobs/index"
+	dlh_umount
+}

@@ -365,7 +365,7 @@ TEST(tree_job_name_is_a_symlink_to_its_newest_job)
 	CHECK(fs_resolve(e, "/jobs/fmnist/spec", &n) == -ENOENT);
 	CHECK(list(e, "/jobs", &l) == 0);
 	char want[128];
-	snprintf(want, sizeof want, ". .. new errors %ld %ld fmnist ", a, b);
+	snprintf(want, sizeof want, ". .. new errors index %ld %ld fmnist ", a, b);
 	CHECK_MSG(!strcmp(l.text, want), "listing \"%s\", want \"%s\"", l.text, want);
 	dlh_engine_close(e);
 }
@@ -523,7 +523,7 @@ TEST(tree_lists_fixed_entries_nodes_and_devices)
 	CHECK(list(e, "/pool/nodes/gpu01/gpus/0", &l) == 0);
 	CHECK_MSG(!strcmp(l.text, ". .. model memory state job "), "gpus/0: %s", l.text);
 	CHECK(list(e, "/jobs", &l) == 0);
-	CHECK_MSG(!strcmp(l.text, ". .. new errors "), "/jobs: %s", l.text);
+	CHECK_MSG(!strcmp(l.text, ". .. new errors index "), "/jobs: %s", l.text);
 	/* a fill that says "full" ends the listing there */
 	struct fs_node n;
 	CHECK(fs_resolve(e, "/", &n) == 0);
