@@ -78,7 +78,8 @@ NVCC_FLAGS = -std=c++17 $(OPT) --fmad=false $(CUDA_ARCH) -I. \
 
 SCHEMA_SRC = $(wildcard schema/*.c)
 # the daemon's engine: every folder of engine/ but the two programs (see engine/README.md)
-ENGINE_SRC = $(filter-out engine/train/% engine/calib/% engine/probe/% engine/run/shepherd.c,\
+ENGINE_SRC = $(filter-out engine/train/% engine/calib/% engine/probe/% engine/run/shepherd.c \
+	engine/run/rank.c,\
 	$(wildcard engine/*/*.c))
 FS_SRC     = $(wildcard fs/*.c)
 TRAIN_SRC  = $(wildcard engine/train/*.c)
@@ -99,6 +100,7 @@ LIBTRAIN  = $(BUILD)/libdlhtrain.a
 
 .PHONY: all deps check asan bench bench-estimate bench-nodes bench-deps example clean fuzz fuzz-deps
 all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(BUILD)/dlh-shepherd $(BUILD)/dlh-probe \
+	$(BUILD)/dlh-rank \
 	$(UNIT_BIN) $(GPU_BIN) \
 	$(BUILD)/tests/stallfs
 
@@ -162,6 +164,9 @@ $(BUILD)/dlh-probe: $(BUILD)/obj/engine/probe/main.o $(LIBENGINE) $(LIBSCHEMA)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 # what holds each run, so that it outlives dlhfs (engine/run/shepherd.c)
 $(BUILD)/dlh-shepherd: $(BUILD)/obj/engine/run/shepherd.o $(BUILD)/obj/engine/util/util.o
+	$(CC) $(BASE_LDFLAGS) -o $@ $^
+# what gives a [job] command's ranks torchrun's environment (engine/run/rank.c)
+$(BUILD)/dlh-rank: $(BUILD)/obj/engine/run/rank.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^
 $(BUILD)/dlh-calib: $(BUILD)/obj/engine/calib/main.o $(LIBTRAIN)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm

@@ -192,6 +192,7 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 		return rc;
 	}
 	eng_run_env(e, j->id, l->plan.ranks, &env);
+	eng_run_master(e, j->id, &l->plan, l->nhosts, &env);
 	eng_job_file(e, j->id, DLH_FILE_LOG, log, sizeof log);
 	eng_job_file(e, j->id, DLH_FILE_READY, ready, sizeof ready);
 	struct dlh_launch dl = {

@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -187,6 +190,43 @@ void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env 
 	env->v[n++] = env->csv;
 	env->v[n++] = env->ckpt;
 	env->v[n++] = env->ranks;
+	env->v[n] = NULL;
+}
+
+/* A TCP port free on this machine now (the kernel's choice), or 0. */
+static int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
+	socklen_t len = sizeof a;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = 0;
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+void eng_run_master(const struct dlh_engine *e, long id, const struct dlh_plan *plan, int nhosts,
+		    struct eng_env *env)
+{
+	char host[DLH_HOST_MAX + 1] = "127.0.0.1";
+	int k = plan->ranks > 0 ? plan->node[0] : -1, port = 0;
+	if (k >= 0 && k != e->pool.local)
+		snprintf(host, sizeof host, "%s", e->pool.nodes[k].host);
+	else if (nhosts > 0 && gethostname(host, sizeof host - 1) < 0)
+		snprintf(host, sizeof host, "localhost");
+	if (k < 0 || k == e->pool.local)
+		port = free_port();
+	if (!port)
+		port = 29500 + (int)(id % 500);
+	snprintf(env->master_addr, sizeof env->master_addr, "DLH_MASTER_ADDR=%s", host);
+	snprintf(env->master_port, sizeof env->master_port, "DLH_MASTER_PORT=%d", port);
+	int n = 0;
+	while (env->v[n])
+		n++;
+	env->v[n++] = env->master_addr;
+	env->v[n++] = env->master_port;
 	env->v[n] = NULL;
 }
 

@@ -105,12 +105,14 @@ void eng_table_free(struct dlh_engine *e);
 
 /* The environment every rank of a run gets (engine/contract/contract.h). */
 struct eng_env {
-	char *v[8];                  /* NULL-terminated, into the buffers below */
+	char *v[12];                 /* NULL-terminated, into the buffers below */
 	char id[64];                 /* DLH_ENV_JOB_ID=... */
 	char dir[4200];              /* DLH_ENV_JOB_DIR=... */
 	char csv[4200];              /* DLH_ENV_METRICS_CSV=... */
 	char ckpt[4200];             /* DLH_ENV_CHECKPOINT_DIR=... */
 	char ranks[32];              /* DLH_ENV_RANKS=... */
+	char master_addr[128];       /* DLH_MASTER_ADDR=... (eng_run_master) */
+	char master_port[40];        /* DLH_MASTER_PORT=... */
 };
 
 /* Fills env for job id's run of ranks ranks: names in its directory, so
@@ -166,5 +168,13 @@ void eng_drained_load(struct dlh_engine *e);
 int eng_drained_save(const struct dlh_engine *e);
 
 void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env *env);
+
+/* Adds DLH_MASTER_ADDR and DLH_MASTER_PORT to env (dlh-rank makes them
+ * torchrun's MASTER_ADDR and MASTER_PORT): rank 0's host (127.0.0.1 when
+ * every rank runs here; this machine's name when some run elsewhere; else
+ * rank 0's node's host) and a port: one free here at this moment when rank 0
+ * runs here, else 29500 + id % 500. Any lock state. */
+void eng_run_master(const struct dlh_engine *e, long id, const struct dlh_plan *plan, int nhosts,
+		    struct eng_env *env);
 
 #endif

@@ -244,6 +244,8 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 
 	int rc = 0;
 	if (spec->command[0]) {
+		if (tools->rank[0] && (rc = arg(p, "%s", tools->rank)))
+			goto toolong;
 		rc = user_command(p, spec->command);
 		if (rc == -EINVAL) {
 			snprintf(err, errlen, "spec: [job] command: empty command\n");

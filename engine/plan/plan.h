@@ -15,6 +15,8 @@
 /* Where the programs the plan runs live. */
 struct dlh_tools {
 	char trainer[1024];  /* absolute path of dlh-train */
+	char rank[1024];     /* dlh-rank, which gives a [job] command's ranks torchrun's
+				environment; "" = the command runs as it is */
 };
 
 struct dlh_plan {

@@ -148,3 +148,29 @@ test_user_command_runs_under_mpirun_with_dlh_environment() {
 	grep -q '^argv .*mpirun -np 2 .* /usr/bin/env$' "$MNT/jobs/1/plan" || die "plan: $(cat "$MNT/jobs/1/plan")"
 	dlh_umount
 }
+
+# A [job] command's ranks get torchrun's environment (dlh-rank, in the
+# plan's argv): RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+# MASTER_PORT, besides DLH_*; the program itself is exec'd
+test_a_command_gets_torchruns_environment() {
+	dlh_mount
+	local prog=$STATE/env.sh
+	printf '#!/bin/sh\nenv | grep -E "^(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|DLH_JOB_ID)=" | sort > "$DLH_JOB_DIR/env.$RANK"\n' > "$prog"
+	chmod 755 "$prog"
+	printf '[job]\nname = envs\ncommand = %s\n[resources]\nranks = 2\n' "$prog" > "$STATE/c.ini"
+	cp "$STATE/c.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(tail -3 "$MNT/jobs/1/log"))"
+	grep -q "^argv .*/dlh-rank $prog$" "$MNT/jobs/1/plan" || die "argv: $(grep '^argv' "$MNT/jobs/1/plan")"
+	local r port
+	for r in 0 1; do
+		[ -f "$STATE/jobs/1/env.$r" ] || die "rank $r wrote nothing: $(ls "$STATE/jobs/1")"
+		port=$(sed -n 's/^MASTER_PORT=//p' "$STATE/jobs/1/env.$r")
+		expect_eq "$(tr '\n' ' ' < "$STATE/jobs/1/env.$r")" \
+			"DLH_JOB_ID=1 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 " \
+			"rank $r's environment"
+		[ "$port" -gt 0 ] 2>/dev/null || die "MASTER_PORT \"$port\""
+	done
+	expect_eq "$(sed -n 's/^MASTER_PORT=//p' "$STATE/jobs/1/env.0")" "$port" "both ranks' MASTER_PORT"
+	dlh_umount
+}

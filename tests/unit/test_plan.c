@@ -28,7 +28,7 @@ static int argv_index(const struct dlh_plan *p, const char *word)
 	return at;
 }
 
-static const struct dlh_tools tools = { "/opt/dlh-train" };
+static const struct dlh_tools tools = { "/opt/dlh-train", "" };
 
 /* A pool of one node, n1, with cpus cores and gpus GPUs of one type. */
 static struct dlh_pool one_node(int cpus, int gpus)

@@ -1,0 +1,57 @@
+/* rank.c - dlh-rank: a [job] command's rank with the environment PyTorch's
+ * torchrun gives its workers, then the command itself
+ *
+ *   dlh-rank PROGRAM [ARG...]
+ *
+ * mpirun starts it as every rank of a [job] command; it sets RANK,
+ * WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE from Open MPI's
+ * OMPI_COMM_WORLD_* variables, MASTER_ADDR and
+ * MASTER_PORT from the engine's DLH_MASTER_ADDR and DLH_MASTER_PORT (rank
+ * 0's host and a port free there at launch), and replaces itself with
+ * PROGRAM (found on PATH when it has no slash): torch.distributed's env://
+ * initialisation then works as under torchrun. Variables already set are
+ * kept. No shell is involved. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* name=value of from (an Open MPI or dlhfs variable), unless name is set. */
+static int pass(const char *name, const char *from)
+{
+	const char *v = getenv(from);
+	if (!v || getenv(name))
+		return 0;
+	if (setenv(name, v, 1) < 0) {
+		fprintf(stderr, "dlh-rank: cannot set %s: %s\n", name, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const map[][2] = {
+		{ "RANK", "OMPI_COMM_WORLD_RANK" },
+		{ "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE" },
+		{ "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK" },
+		{ "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE" },
+		{ "MASTER_ADDR", "DLH_MASTER_ADDR" },
+		{ "MASTER_PORT", "DLH_MASTER_PORT" },
+	};
+	if (argc < 2 || !strcmp(argv[1], "--help")) {
+		fprintf(argc < 2 ? stderr : stdout,
+			"usage: dlh-rank PROGRAM [ARG...]\n"
+			"Runs PROGRAM as this MPI rank with torchrun's environment: RANK, WORLD_SIZE,\n"
+			"LOCAL_RANK, LOCAL_WORLD_SIZE (from OMPI_COMM_WORLD_*),\n"
+			"MASTER_ADDR and MASTER_PORT (from DLH_MASTER_ADDR, DLH_MASTER_PORT).\n");
+		return argc < 2 ? 2 : 0;
+	}
+	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+		if (pass(map[i][0], map[i][1]))
+			return 127;
+	execvp(argv[1], argv + 1);
+	fprintf(stderr, "dlh-rank: cannot run \"%s\": %s\n", argv[1], strerror(errno));
+	return 127;
+}
