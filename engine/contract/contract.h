@@ -59,6 +59,10 @@
 #define DLH_ENV_METRICS_CSV "DLH_METRICS_CSV"     /* DLH_JOB_DIR/metrics.csv */
 #define DLH_ENV_CHECKPOINT_DIR "DLH_CHECKPOINT_DIR" /* DLH_JOB_DIR/checkpoints */
 #define DLH_ENV_RANKS "DLH_RANKS"                 /* ranks of the run */
+/* a [job] command run again (restart, resume): its newest checkpoint and the
+ * step it was taken at (metrics.csv holds no row past it); absent on a first run */
+#define DLH_ENV_RESUME_FROM "DLH_RESUME_FROM"
+#define DLH_ENV_START_STEP "DLH_START_STEP"
 
 /* rank_times: this header, then one row per rank (the rank, its last batch,
  * steps of the process, seconds of forward + backward, seconds waiting for

@@ -19,6 +19,7 @@
 #include "engine/jobs/hang.h"
 #include "engine/jobs/nodes.h"
 #include "engine/jobs/reason.h"
+#include "engine/jobs/resume.h"
 #include "engine/jobs/table.h"
 #include "engine/plan/plan.h"
 #include "engine/run/cgroup.h"
@@ -182,6 +183,32 @@ static int as_owner(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	return 0;
 }
 
+/* A [job] command run again: where its program takes up (resume.c), in
+ * env; metrics.csv cut back to that step. */
+static void resume_env(struct dlh_engine *e, struct dlh_job *j, struct launch *l,
+		       struct eng_env *env)
+{
+	char path[4300], csv[4200];
+	long step;
+	if (eng_resume_point(l->dir, path, sizeof path, &step))
+		return;   /* no checkpoint: it starts again */
+	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, l->dir);
+	int rc = eng_metrics_keep(csv, step);
+	if (rc)
+		eng_job_log(e, j, "cannot cut %s back to step %ld: %s", DLH_FILE_METRICS, step,
+			    strerror(-rc));
+	snprintf(env->resume, sizeof env->resume, DLH_ENV_RESUME_FROM "=%s", path);
+	snprintf(env->start, sizeof env->start, DLH_ENV_START_STEP "=%ld", step);
+	int n = 0;
+	while (env->v[n])
+		n++;
+	env->v[n++] = env->resume;
+	env->v[n++] = env->start;
+	env->v[n] = NULL;
+	eng_job_log(e, j, "its command takes up from %s, step %ld (" DLH_ENV_RESUME_FROM ", "
+		    DLH_ENV_START_STEP ")", path, step);
+}
+
 static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 {
 	char log[4096], ready[4096];
@@ -193,6 +220,8 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	}
 	eng_run_env(e, j->id, l->plan.ranks, &env);
 	eng_run_master(e, j->id, &l->plan, l->nhosts, &env);
+	if (j->spec.command[0] && j->started > 0)
+		resume_env(e, j, l, &env);
 	eng_job_file(e, j->id, DLH_FILE_LOG, log, sizeof log);
 	eng_job_file(e, j->id, DLH_FILE_READY, ready, sizeof ready);
 	struct dlh_launch dl = {
@@ -373,6 +402,10 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	int leftover = end->leftover;
 	double run_started = j->run_started;
 	eng_slots_give(e, j->id);
+	if (j->spec.command[0]) {   /* the program's checkpoints get a `latest` */
+		eng_job_dir(e, j->id, path, sizeof path);
+		eng_latest_update(path);
+	}
 	j->run_started = 0;
 	j->limit_at = 0;
 	j->grace_at = 0;

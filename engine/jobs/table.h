@@ -105,7 +105,7 @@ void eng_table_free(struct dlh_engine *e);
 
 /* The environment every rank of a run gets (engine/contract/contract.h). */
 struct eng_env {
-	char *v[12];                 /* NULL-terminated, into the buffers below */
+	char *v[16];                 /* NULL-terminated, into the buffers below */
 	char id[64];                 /* DLH_ENV_JOB_ID=... */
 	char dir[4200];              /* DLH_ENV_JOB_DIR=... */
 	char csv[4200];              /* DLH_ENV_METRICS_CSV=... */
@@ -113,6 +113,8 @@ struct eng_env {
 	char ranks[32];              /* DLH_ENV_RANKS=... */
 	char master_addr[128];       /* DLH_MASTER_ADDR=... (eng_run_master) */
 	char master_port[40];        /* DLH_MASTER_PORT=... */
+	char resume[4400];           /* DLH_RESUME_FROM=... (a command run again) */
+	char start[48];              /* DLH_START_STEP=... */
 };
 
 /* Fills env for job id's run of ranks ranks: names in its directory, so

@@ -256,3 +256,50 @@ test_a_time_limit_checkpoints_first_and_resume_continues() {
 		die "train steps of metrics.csv are not 1..18750 once each"
 	dlh_umount
 }
+
+# A user's program ([job] command) run again takes up where it left: a
+# restart after its rank was killed and a suspend + resume each get
+# DLH_RESUME_FROM (the newest checkpoint; dlhfs keeps `latest` pointing at
+# it) and DLH_START_STEP (the step in its name), and metrics.csv is cut back
+# to that step: the train rows are steps 1..N, each once
+test_a_command_run_again_takes_up_from_its_newest_checkpoint() {
+	dlh_mount
+	local prog=$STATE/steps.sh
+	cat > "$prog" <<'PROG'
+#!/bin/sh
+# a user's program: 60 steps, a row each, a checkpoint every 5; on SIGUSR2
+# it stops at its next checkpoint (exit 75)
+s=${DLH_START_STEP:-0} stop=0
+trap 'stop=1' USR2
+[ -s "$DLH_METRICS_CSV" ] || echo kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s > "$DLH_METRICS_CSV"
+while [ "$s" -lt 60 ]; do
+	s=$((s + 1))
+	echo "train,$s,1,$s,0.5,0.5,0.1,100" >> "$DLH_METRICS_CSV"
+	if [ $((s % 5)) = 0 ]; then
+		: > "$DLH_CHECKPOINT_DIR/step-$s.ckpt"
+		[ "$stop" = 1 ] && exit 75
+	fi
+	sleep 0.05
+done
+PROG
+	chmod 755 "$prog"
+	printf '[job]\nname = steps\ncommand = %s\nrestart = on-failure\n[resources]\nranks = 1\n' "$prog" > "$STATE/c.ini"
+	cp "$STATE/c.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 eval '[ "$(csv_rows 1 train)" -ge 12 ]' || die "no rows: $(cat "$MNT/jobs/1/progress")"
+	pkill -KILL -f "^/bin/sh $prog" || die "the program's rank was not found"
+	wait_for 30 grep -q 'takes up from .*/step-[0-9]*\.ckpt, step [0-9]*' "$MNT/jobs/1/log" ||
+		die "log: $(tail -5 "$MNT/jobs/1/log")"
+	wait_for 30 eval '[ "$(csv_rows 1 train)" -ge 35 ]' || die "no rows after the restart: $(cat "$MNT/jobs/1/progress")"
+	echo suspend > "$MNT/jobs/1/ctl" || die "suspend refused"
+	wait_for 30 status_is 1 suspended || die "status: $(cat "$MNT/jobs/1/status")"
+	local latest
+	latest=$(cat "$STATE/jobs/1/checkpoints/latest")
+	expect_eq "$latest" "step-$(grep '^train,' "$MNT/jobs/1/metrics.csv" | tail -1 | cut -d, -f2).ckpt" "latest"
+	echo resume > "$MNT/jobs/1/ctl" || die "resume refused"
+	wait_for 60 status_is 1 succeeded || die "status: $(cat "$MNT/jobs/1/status") ($(tail -3 "$MNT/jobs/1/log"))"
+	grep -q "takes up from $STATE/jobs/1/checkpoints/$latest, step ${latest//[!0-9]/}" "$MNT/jobs/1/log" ||
+		die "log: $(grep 'takes up' "$MNT/jobs/1/log")"
+	echo "measured: $(grep -o 'takes up from [^ ]*, step [0-9]*' "$MNT/jobs/1/log" | sed 's|.*/||' | tr '\n' ';')"
+	expect_eq "$(grep '^train,' "$MNT/jobs/1/metrics.csv" | cut -d, -f2 | tr '\n' ' ')" "$(seq 1 60 | tr '\n' ' ')" "train steps"
+	dlh_umount
+}
