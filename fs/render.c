@@ -72,6 +72,8 @@ static const char readme_text[] =
 	"                         or fails with EINVAL/EFBIG; read it on the same\n"
 	"                         descriptor (O_RDWR) for the new id or the error\n"
 	"jobs/errors              recent rejections: time, uid, spec:LINE: message\n"
+	"prometheus/dlhfs.prom    the Prometheus text format: per job and per node\n"
+	"                         (node_exporter --collector.textfile.directory)\n"
 	"jobs/index               the job history: id owner status submitted ended\n"
 	"                         accuracy name, a line per job\n"
 	"jobs/<id>/spec           the spec with every default filled in\n"
@@ -438,18 +440,25 @@ static int render_metrics(struct dlh_engine *e, const struct dlh_job *j, struct 
 	return rc ? -ENOMEM : 0;
 }
 
-/* The test accuracy job id reached (its last eval row), into out ("-"
- * without one, or when the caller of this request may not read the job). */
-static void accuracy_of(struct dlh_engine *e, long id, char *out, size_t len)
+/* 1 when the caller of this FUSE request may read job id's files. */
+static int reader_may_read(struct dlh_engine *e, long id)
 {
 	const struct fuse_context *cx = fuse_get_context();
 	gid_t groups[INDEX_GROUPS_MAX + 1];
 	int k = fuse_getgroups(INDEX_GROUPS_MAX, groups + 1);
+	groups[0] = cx->gid;
+	return !dlh_engine_may_read(e, id, cx->uid, groups,
+				    1 + (k > 0 && k <= INDEX_GROUPS_MAX ? k : 0));
+}
+
+/* The test accuracy job id reached (its last eval row), into out ("-"
+ * without one, or when the caller of this request may not read the job). */
+static void accuracy_of(struct dlh_engine *e, long id, char *out, size_t len)
+{
 	char dir[4096], csv[4200];
 	struct dlh_metrics m;
 	snprintf(out, len, "-");
-	groups[0] = cx->gid;
-	if (dlh_engine_may_read(e, id, cx->uid, groups, 1 + (k > 0 && k <= INDEX_GROUPS_MAX ? k : 0)))
+	if (!reader_may_read(e, id))
 		return;   /* its results are its owner's (and readable_by's) */
 	dlh_engine_job_dir(e, id, dir, sizeof dir);
 	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, dir);
@@ -492,6 +501,201 @@ static int render_index(struct dlh_engine *e, struct dlh_buf *out)
 	free(ids);
 	free(j);
 	return rc ? -ENOMEM : 0;
+}
+
+/* ---- /prometheus/dlhfs.prom: node_exporter's textfile collector reads it ---- */
+
+#define PROM_ENDED_S 3600.0   /* ended jobs stay in the export this long */
+
+/* One metric family: its HELP and TYPE lines. */
+static int prom_family(struct dlh_buf *b, const char *name, const char *type, const char *help)
+{
+	return dlh_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value as the exposition format quotes it (\\, \", \n). */
+static void prom_label(const char *v, char *out, size_t len)
+{
+	size_t n = 0;
+	for (; *v && n + 3 < len; v++) {
+		if (*v == '\\' || *v == '"' || *v == '\n') {
+			out[n++] = '\\';
+			out[n++] = *v == '\n' ? 'n' : *v;
+		} else {
+			out[n++] = *v;
+		}
+	}
+	out[n] = '\0';
+}
+
+/* What the export says of one job. */
+struct prom_job {
+	long id;
+	char labels[300];             /* job_id="..",name="..",owner=".." */
+	int status;                   /* enum dlh_status */
+	int readable;                 /* the reader may read its files */
+	struct dlh_metrics m;
+	double predicted_s, elapsed_s, joules;
+	int restarts;
+};
+
+/* The jobs of the export (not ended, or ended within PROM_ENDED_S), into
+ * *out (malloc'd). Returns how many. */
+static size_t prom_jobs(struct dlh_engine *e, struct prom_job **out)
+{
+	size_t n = dlh_engine_jobs(e, NULL, 0), k = 0;
+	long *ids = malloc((n ? n : 1) * sizeof *ids);
+	struct dlh_job *j = malloc(sizeof *j);
+	struct prom_job *p = calloc(n ? n : 1, sizeof *p);
+	double now = dlh_now();
+	*out = p;
+	if (!ids || !j || !p) {
+		free(ids);
+		free(j);
+		return 0;
+	}
+	size_t have = dlh_engine_jobs(e, ids, n);
+	n = have < n ? have : n;
+	for (size_t i = 0; i < n; i++) {
+		char owner[64], name[160], pwbuf[1024], dir[4096], path[4200], *text = NULL, v[64];
+		struct passwd pw, *found = NULL;
+		if (dlh_engine_job(e, ids[i], j) || (j->finished > 0 && now - j->finished > PROM_ENDED_S))
+			continue;
+		struct prom_job *q = &p[k++];
+		if (getpwuid_r(j->uid, &pw, pwbuf, sizeof pwbuf, &found) == 0 && found)
+			prom_label(pw.pw_name, owner, sizeof owner);
+		else
+			snprintf(owner, sizeof owner, "%u", (unsigned)j->uid);
+		prom_label(j->spec.name, name, sizeof name);
+		q->id = j->id;
+		snprintf(q->labels, sizeof q->labels, "job_id=\"%ld\",name=\"%s\",owner=\"%s\"", j->id,
+			 name, owner);
+		q->status = j->status;
+		q->restarts = j->restarts;
+		q->readable = reader_may_read(e, j->id);
+		q->predicted_s = j->est_total;
+		q->elapsed_s = j->started > 0 ? (j->finished > 0 ? j->finished : now) - j->started : 0;
+		dlh_engine_job_dir(e, j->id, dir, sizeof dir);
+		snprintf(path, sizeof path, "%s/" DLH_FILE_METRICS, dir);
+		if (q->readable)
+			dlh_metrics_read(path, &q->m);
+		snprintf(path, sizeof path, "%s/estimate", dir);
+		if (!dlh_read_file_nofollow(path, 1 << 16, &text, NULL) &&
+		    !dlh_kv_get(text, "joules", v, sizeof v))
+			q->joules = strtod(v, NULL);
+		free(text);
+	}
+	free(ids);
+	free(j);
+	return k;
+}
+
+/* One gauge per job of the export where has(q); value(q) its value. */
+#define PROM_PER_JOB(b, rc, jobs, n, name, type, help, has, value)                     \
+	do {                                                                           \
+		int first_ = 1;                                                        \
+		for (size_t i_ = 0; i_ < (n); i_++) {                                  \
+			const struct prom_job *q = &(jobs)[i_];                        \
+			if (!(has))                                                    \
+				continue;                                              \
+			if (first_)                                                    \
+				rc |= prom_family(b, name, type, help);                \
+			first_ = 0;                                                    \
+			rc |= dlh_buf_printf(b, "%s{%s} %.9g\n", name, q->labels,      \
+					     (double)(value));                         \
+		}                                                                      \
+	} while (0)
+
+/* The devices of every node by type: held and free (dlhfs_devices). */
+static int prom_devices(struct dlh_engine *e, struct dlh_buf *b)
+{
+	struct dlh_pool *p = malloc(sizeof *p);
+	struct dlh_usage use;
+	long gh[1024];
+	int rc = 0;
+	if (!p)
+		return -ENOMEM;
+	dlh_engine_pool(e, p, &use);
+	rc |= prom_family(b, "dlhfs_devices", "gauge",
+			  "Devices of a node of the pool by type and state (held by a job, or free).");
+	for (int k = 0; k < p->nnodes; k++) {
+		int held[DLH_POOL_TYPES] = { 0 };
+		int ng = dlh_engine_gpu_holders(e, k, gh, 1024);
+		for (int g = 0; g < ng && g < 1024; g++)
+			if (gh[g]) {
+				int t = dlh_pool_gpu_type(p, k, g);
+				if (t >= 0)
+					held[t]++;
+			}
+		held[p->nodes[k].cpu_type] = use.node_cpus[k];
+		for (int t = 0; t < p->ntypes; t++) {
+			if (!p->nodes[k].devices[t])
+				continue;
+			int usable = dlh_pool_node_usable(p, k);
+			int free_n = usable ? p->nodes[k].devices[t] - held[t] : 0;
+			rc |= dlh_buf_printf(b, "dlhfs_devices{node=\"%s\",type=\"%s\",state=\"held\"} %d\n"
+					     "dlhfs_devices{node=\"%s\",type=\"%s\",state=\"free\"} %d\n",
+					     p->nodes[k].name, p->type[t].name, held[t], p->nodes[k].name,
+					     p->type[t].name, free_n > 0 ? free_n : 0);
+		}
+	}
+	rc |= prom_family(b, "dlhfs_node_up", "gauge",
+			  "1 when new ranks may go to the node (not drained, not down).");
+	for (int k = 0; k < p->nnodes; k++)
+		rc |= dlh_buf_printf(b, "dlhfs_node_up{node=\"%s\"} %d\n", p->nodes[k].name,
+				     dlh_pool_node_usable(p, k));
+	rc |= prom_family(b, "dlhfs_jobs", "gauge", "Jobs of the mount by state.");
+	rc |= dlh_buf_printf(b, "dlhfs_jobs{state=\"running\"} %d\ndlhfs_jobs{state=\"queued\"} %d\n"
+			     "dlhfs_jobs{state=\"suspended\"} %d\n", use.running, use.queued, use.suspended);
+	free(p);
+	return rc ? -ENOMEM : 0;
+}
+
+/* /prometheus/dlhfs.prom: the text exposition format, every family with
+ * HELP and TYPE, names prefixed dlhfs_, base units (seconds, joules, ratios).
+ * Per job (not ended, or ended within the hour): its state, and where the
+ * reader may read the job, its step, epoch, samples per second, loss, test
+ * accuracy; predicted and elapsed seconds, predicted joules, restarts. Per
+ * node and device type: held and free. */
+static int render_prom(struct dlh_engine *e, struct dlh_buf *b)
+{
+	struct prom_job *jobs;
+	size_t n = prom_jobs(e, &jobs);
+	int rc = 0;
+	if (!jobs)
+		return -ENOMEM;
+	if (n)
+		rc |= prom_family(b, "dlhfs_job_state", "gauge",
+				  "A job's state: 1 for the state it is in (label state).");
+	for (size_t i = 0; i < n; i++)
+		rc |= dlh_buf_printf(b, "dlhfs_job_state{%s,state=\"%s\"} 1\n", jobs[i].labels,
+				     dlh_status_name((enum dlh_status)jobs[i].status));
+	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_step", "gauge", "The newest training step the job recorded.",
+		     q->readable && q->m.have_train, q->m.step);
+	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_epoch", "gauge", "The epoch of that step.",
+		     q->readable && q->m.have_train, q->m.epoch);
+	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_samples_per_second", "gauge",
+		     "Training throughput of the newest step, samples per second.",
+		     q->readable && q->m.have_train, q->m.samples_per_s);
+	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_loss", "gauge", "Training loss of the newest step.",
+		     q->readable && q->m.have_train, q->m.loss);
+	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_test_accuracy_ratio", "gauge",
+		     "Test accuracy of the newest evaluation (0 to 1).", q->readable && q->m.have_eval,
+		     q->m.test_accuracy);
+	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_predicted_seconds", "gauge",
+		     "The estimate of the job's run time, seconds.", q->predicted_s > 0, q->predicted_s);
+	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_elapsed_seconds", "gauge",
+		     "Seconds since the job first started (to its end once ended).", q->elapsed_s > 0,
+		     q->elapsed_s);
+	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_predicted_joules", "gauge",
+		     "The estimate of the energy of the devices the job holds, joules.", q->joules > 0,
+		     q->joules);
+	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_restarts_total", "counter",
+		     "Relaunches of the job under restart = on-failure.", 1, q->restarts);
+	free(jobs);
+	if (rc)
+		return -ENOMEM;
+	return prom_devices(e, b);
 }
 
 static int render_result(struct dlh_engine *e, const struct dlh_job *j, struct dlh_buf *out)
@@ -544,6 +748,8 @@ int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out
 		return render_queue(e, out);
 	case FS_JOBS_INDEX:
 		return render_index(e, out);
+	case FS_PROM_FILE:
+		return render_prom(e, out);
 	default:
 		break;
 	}

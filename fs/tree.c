@@ -17,7 +17,10 @@ struct fs_entry {
 
 static const struct fs_entry root_entries[] = {
 	{ "README", FS_README }, { "pool", FS_POOL }, { "jobs", FS_JOBS }, { "queue", FS_QUEUE },
-	{ NULL, 0 },
+	{ "prometheus", FS_PROM }, { NULL, 0 },
+};
+static const struct fs_entry prom_entries[] = {
+	{ "dlhfs.prom", FS_PROM_FILE }, { NULL, 0 },
 };
 static const struct fs_entry pool_entries[] = {
 	{ "summary", FS_POOL_SUMMARY }, { "types", FS_POOL_TYPES }, { "nodes", FS_POOL_NODES },
@@ -98,7 +101,7 @@ int fs_private(enum fs_kind k)
 enum fs_source fs_source_of(enum fs_kind k)
 {
 	switch (k) {
-	case FS_ROOT: case FS_POOL: case FS_POOL_NODES: case FS_NODE: case FS_NODE_GPUS:
+	case FS_ROOT: case FS_POOL: case FS_POOL_NODES: case FS_NODE: case FS_NODE_GPUS: case FS_PROM:
 	case FS_NODE_GPU: case FS_NODE_CPU_DIR: case FS_NODE_CPU: case FS_JOBS: case FS_JOB:
 	case FS_JOB_CKPTS: case FS_JOB_LOGS:
 		return FS_DIR;
@@ -122,6 +125,7 @@ static const struct fs_entry *entries_of(enum fs_kind k)
 	switch (k) {
 	case FS_ROOT: return root_entries;
 	case FS_POOL: return pool_entries;
+	case FS_PROM: return prom_entries;
 	case FS_NODE: return node_entries;
 	case FS_NODE_CPU: return cpu_entries;
 	case FS_NODE_GPU: return gpu_entries;

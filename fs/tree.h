@@ -11,6 +11,8 @@ enum fs_kind {
 	FS_ROOT,          /* / */
 	FS_README,        /* /README */
 	FS_POOL,          /* /pool */
+	FS_PROM,          /* /prometheus: for node_exporter's textfile collector */
+	FS_PROM_FILE,     /* /prometheus/dlhfs.prom: the text exposition format */
 	FS_POOL_SUMMARY,  /* /pool/summary */
 	FS_POOL_TYPES,    /* /pool/types: the device-type table */
 	FS_POOL_CALIB,    /* /pool/calibration: the measured figures, date first */

@@ -2,7 +2,7 @@
 
 test_root_lists_readme_pool_jobs_queue() {
 	dlh_mount
-	expect_eq "$(ls "$MNT" | tr '\n' ' ')" "README jobs pool queue " "ls /"
+	expect_eq "$(ls "$MNT" | tr '\n' ' ')" "README jobs pool prometheus queue " "ls /"
 	grep -q '^jobs/new' "$MNT/README" || die "README does not describe jobs/new"
 	dlh_umount
 }

@@ -31,6 +31,7 @@ struct want {
 /* What fs/tree.c's tables say, restated: the mount's layout (README.md). */
 static const struct want root_want[] = {
 	{ "README", FS_README }, { "pool", FS_POOL }, { "jobs", FS_JOBS }, { "queue", FS_QUEUE },
+	{ "prometheus", FS_PROM },
 };
 static const struct want pool_want[] = {
 	{ "summary", FS_POOL_SUMMARY }, { "types", FS_POOL_TYPES }, { "nodes", FS_POOL_NODES },
@@ -47,7 +48,7 @@ static const struct want gpu_want[] = {
 	{ "state", FS_NODE_GPU_STATE }, { "job", FS_NODE_GPU_JOB },
 };
 static const struct want jobs_want[] = {
-	{ "new", FS_JOBS_NEW }, { "errors", FS_JOBS_ERRORS },
+	{ "new", FS_JOBS_NEW }, { "errors", FS_JOBS_ERRORS }, { "index", FS_JOBS_INDEX },
 };
 /* a job's files that are there from submission on (result, lr_finder and
  * estimate come later: see their own cases) */
