@@ -510,7 +510,9 @@ TEST(tree_lists_fixed_entries_nodes_and_devices)
 	struct names l;
 	CHECK(e != NULL);
 	CHECK(list(e, "/", &l) == 0);
-	CHECK_MSG(!strcmp(l.text, ". .. README pool jobs queue "), "/: %s", l.text);
+	CHECK_MSG(!strcmp(l.text, ". .. README pool jobs queue prometheus "), "/: %s", l.text);
+	CHECK(list(e, "/prometheus", &l) == 0);
+	CHECK_MSG(!strcmp(l.text, ". .. dlhfs.prom "), "/prometheus: %s", l.text);
 	CHECK(list(e, "/pool", &l) == 0);
 	CHECK_MSG(!strcmp(l.text, ". .. summary types nodes calibration ctl "), "/pool: %s", l.text);
 	CHECK(list(e, "/pool/nodes", &l) == 0);
