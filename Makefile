@@ -22,7 +22,7 @@ SAN    ?=
 DEPS_DEB = fuse3 libfuse3-dev libinih-dev openmpi-bin libopenmpi-dev \
            libopenblas-dev zlib1g-dev dataset-fashion-mnist pkg-config \
            make gcc g++ procps util-linux passwd openssh-client openssh-server iproute2 \
-           prometheus-node-exporter curl
+           prometheus-node-exporter curl man-db
 
 STD      = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 # -Wformat-truncation guesses at snprintf into bounded buffers, which is how
@@ -99,7 +99,8 @@ LIBSCHEMA = $(BUILD)/libdlhschema.a
 LIBENGINE = $(BUILD)/libdlhengine.a
 LIBTRAIN  = $(BUILD)/libdlhtrain.a
 
-.PHONY: all deps check asan bench bench-estimate bench-nodes bench-deps example clean fuzz fuzz-deps
+.PHONY: all deps check asan bench bench-estimate bench-nodes bench-deps example clean fuzz fuzz-deps \
+	install
 all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(BUILD)/dlh-shepherd $(BUILD)/dlh-probe \
 	$(BUILD)/dlh-rank \
 	$(UNIT_BIN) $(GPU_BIN) \
@@ -293,3 +294,26 @@ example: all
 
 clean:
 	rm -rf build build-asan build-fuzz
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the programs in PREFIX/lib/dlhfs
+# (dlhfs finds its tools beside itself), PREFIX/bin/dlhfs, the man pages
+# dlhfs(8) and dlhfs-spec(5), the systemd unit, the examples. It copies what
+# BUILD holds (make first); it builds nothing, so that it never mixes flags.
+PREFIX ?= /usr/local
+DESTDIR ?=
+DLH_LIBEXEC = $(PREFIX)/lib/dlhfs
+DLH_PROGRAMS = dlhfs dlh-train dlh-calib dlh-shepherd dlh-probe dlh-rank
+install:
+	@for p in $(DLH_PROGRAMS); do [ -x $(BUILD)/$$p ] || { \
+	  echo "make install: $(BUILD)/$$p is missing: run make first" >&2; exit 1; }; done
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(DLH_LIBEXEC) \
+	  $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/man/man5 \
+	  $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/doc/dlhfs/examples
+	install -m 755 $(addprefix $(BUILD)/,$(DLH_PROGRAMS)) $(DESTDIR)$(DLH_LIBEXEC)/
+	if [ -f $(BUILD)/dlh-train-cuda.so ]; then \
+	  install -m 644 $(BUILD)/dlh-train-cuda.so $(DESTDIR)$(DLH_LIBEXEC)/; fi
+	ln -sfn ../lib/dlhfs/dlhfs $(DESTDIR)$(PREFIX)/bin/dlhfs
+	install -m 644 fs/dlhfs.8 $(DESTDIR)$(PREFIX)/share/man/man8/dlhfs.8
+	install -m 644 schema/dlhfs-spec.5 $(DESTDIR)$(PREFIX)/share/man/man5/dlhfs-spec.5
+	sed 's|@PREFIX@|$(PREFIX)|g' fs/dlhfs.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/dlhfs.service
+	install -m 644 examples/*.ini $(DESTDIR)$(PREFIX)/share/doc/dlhfs/examples/

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "schema/keys.h"
 #include "schema/spec.h"
 #include "tests/unit/check.h"
 
@@ -560,12 +561,32 @@ TEST(untouched_on_error)
 	CHECK(!memcmp(&s, &before, sizeof s));
 }
 
+/* The spec's man page (schema/dlhfs-spec.5, installed by make install)
+ * names every key of the schema, so that it cannot fall behind. */
+TEST(man_page_names_every_key)
+{
+	FILE *f = fopen("schema/dlhfs-spec.5", "r");
+	static char page[256 * 1024];
+	size_t n = f ? fread(page, 1, sizeof page - 1, f) : 0;
+	if (f)
+		fclose(f);
+	page[n] = '\0';
+	CHECK_MSG(n > 0, "cannot read schema/dlhfs-spec.5");
+	for (int k = 0; k < dlh_spec_nkeys; k++) {
+		char want[96];
+		snprintf(want, sizeof want, "\\fB%s\\fR", dlh_spec_keys[k].name);
+		CHECK_MSG(strstr(page, want), "dlhfs-spec.5 does not name [%s] %s",
+			  dlh_spec_keys[k].section, dlh_spec_keys[k].name);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
 		corpus = argv[1];
 	RUN(golden_good);
 	RUN(golden_bad);
+	RUN(man_page_names_every_key);
 	RUN(defaults);
 	RUN(format_round_trip);
 	RUN(format_round_trip_of_values_that_start_like_comments);
