@@ -174,6 +174,28 @@ static int calibrate(const struct dlh_options *o)
 	return rc ? 1 : 0;
 }
 
+/* mount(8), for an fstab line of type fuse.dlhfs, runs mount.fuse3, which
+ * runs "dlhfs SOURCE MOUNTPOINT -o OPTIONS": the source (the line's first
+ * field) names nothing here and is dropped. */
+static void drop_source(struct fuse_args *args)
+{
+	int pos[3], n = 0;
+	for (int i = 1; i < args->argc && n < 3; i++) {
+		if (!strcmp(args->argv[i], "-o")) {
+			i++;   /* its value */
+			continue;
+		}
+		if (args->argv[i][0] != '-')
+			pos[n++] = i;
+	}
+	if (n != 2 || !args->allocated)
+		return;
+	free(args->argv[pos[0]]);
+	memmove(&args->argv[pos[0]], &args->argv[pos[0] + 1],
+		(size_t)(args->argc - pos[0]) * sizeof args->argv[0]);   /* the NULL too */
+	args->argc--;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -186,6 +208,7 @@ int main(int argc, char *argv[])
 
 	if (fuse_opt_parse(&args, &o, option_spec, NULL) == -1)
 		return 1;
+	drop_source(&args);
 	if (o.show_help) {
 		usage(argv[0]);
 		fuse_opt_add_arg(&args, "--help");

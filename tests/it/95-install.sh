@@ -34,4 +34,17 @@ test_make_install_gives_man_pages_a_unit_and_a_working_dlhfs() {
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "a job of the installed dlhfs ($(tail -3 "$MNT/jobs/1/log"))"
 	grep -q "$d/p/lib/dlhfs/dlh-train " "$MNT/jobs/1/plan" || die "argv: $(grep '^argv' "$MNT/jobs/1/plan")"
 	dlh_umount
+	# the fstab line (README): mount(8) runs it through mount.fuse3, dlhfs
+	# daemonizes; umount(8) ends it
+	command -v mount.fuse3 >/dev/null || [ -x /sbin/mount.fuse3 ] || skip "no mount.fuse3 (fuse3)"
+	mkdir -p "$d/fstab-state" "$d/mnt"
+	[ -n "${DLH_CALIBRATION:-}" ] && cp "$DLH_CALIBRATION" "$d/fstab-state/calibration"
+	printf '%s/p/bin/dlhfs#dlhfs %s/mnt fuse state=%s/fstab-state,noauto 0 0\n' "$d" "$d" "$d" > "$d/fstab"
+	MNT=$d/mnt   # dlh_cleanup unmounts it whatever happens
+	mount -T "$d/fstab" "$d/mnt" || die "mount -T $d/fstab $d/mnt failed"
+	wait_for 10 grep -q '^cpu total' "$d/mnt/pool/summary" || die "the fstab mount serves nothing"
+	pgrep -f -- "$d/p/bin/dlhfs" >/dev/null || die "no dlhfs daemon behind the fstab mount"
+	umount "$d/mnt" || die "umount failed"
+	wait_for 10 eval "! pgrep -f -- \"$d/p/bin/dlhfs\" >/dev/null" || die "dlhfs did not exit after umount"
+	MNT=
 }
