@@ -22,7 +22,7 @@ SAN    ?=
 DEPS_DEB = fuse3 libfuse3-dev libinih-dev openmpi-bin libopenmpi-dev \
            libopenblas-dev zlib1g-dev dataset-fashion-mnist pkg-config \
            make gcc g++ procps util-linux passwd openssh-client openssh-server iproute2 \
-           prometheus-node-exporter curl man-db
+           prometheus-node-exporter curl man-db python3
 
 STD      = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 # -Wformat-truncation guesses at snprintf into bounded buffers, which is how
@@ -104,7 +104,7 @@ LIBTRAIN  = $(BUILD)/libdlhtrain.a
 all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(BUILD)/dlh-shepherd $(BUILD)/dlh-probe \
 	$(BUILD)/dlh-rank \
 	$(UNIT_BIN) $(GPU_BIN) \
-	$(BUILD)/tests/stallfs
+	$(BUILD)/tests/stallfs $(BUILD)/tests/poller
 
 $(BUILD)/obj/schema/%.o: schema/%.c
 	@mkdir -p $(dir $@)
@@ -232,6 +232,10 @@ deps:
 $(BUILD)/tests/stallfs: tests/helpers/stallfs.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(FUSE_CFLAGS) $(BASE_LDFLAGS) -o $@ $< $(FUSE_LIBS)
+# a reader that waits in poll(2) (tests/it/42-poll.sh)
+$(BUILD)/tests/poller: tests/helpers/poller.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(BASE_LDFLAGS) -o $@ $<
 
 check: all
 	tests/run $(BUILD)

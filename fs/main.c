@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/util/util.h"
 #include "fs/ops.h"
+#include "fs/poll.h"
 #include "fs/stale.h"
 
 #define DLH_VERSION "0.1.0"
@@ -63,6 +64,7 @@ static const struct fuse_opt option_spec[] = {
 static void dlh_fs_destroy(void *data)
 {
 	(void)data;
+	fs_poll_stop();
 }
 
 static void *dlh_fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
@@ -74,7 +76,10 @@ static void *dlh_fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->entry_timeout = 1.0;
 	cfg->negative_timeout = 0;
 	cfg->use_ino = 0;
-	return fuse_get_context()->private_data;
+	struct dlh_fs *fs = fuse_get_context()->private_data;
+	if (fs_poll_start(fs->engine))
+		fprintf(stderr, "dlhfs: cannot start the poll thread: poll(2) readers are never woken\n");
+	return fs;
 }
 
 static const struct fuse_operations dlh_fs_ops = {
@@ -88,6 +93,7 @@ static const struct fuse_operations dlh_fs_ops = {
 	.write = dlh_fs_write,
 	.flush = dlh_fs_flush,
 	.release = dlh_fs_release,
+	.poll = dlh_fs_poll,
 	.truncate = dlh_fs_truncate,
 	.utimens = dlh_fs_utimens,
 	.create = dlh_fs_create,

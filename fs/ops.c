@@ -2,6 +2,7 @@
 #include "fs/ops.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs/poll.h"
 #include "fs/render.h"
 #include "fs/tree.h"
 
@@ -25,6 +27,8 @@ struct fs_handle {
 	int verdict;             /* jobs/new: 0, or -errno of the commit */
 	int wrote;               /* jobs/new: a write reached this handle */
 	size_t attempted;        /* jobs/new: highest offset a write reached */
+	off_t seen;              /* growing files: the end of what reads returned (poll) */
+	int read_once;           /* generated: a read came, the next from 0 renders anew */
 };
 
 static struct dlh_engine *engine(void)
@@ -290,6 +294,8 @@ int dlh_fs_read(const char *path, char *buf, size_t size, off_t off, struct fuse
 		rc = (int)pread(h->fd, buf, size, off);
 		if (rc < 0)
 			rc = -errno;
+		else if (off + rc > h->seen)   /* poll: ready again past this */
+			h->seen = off + rc;
 		break;
 	case FS_TRANSACTION:
 		if (h->writable)
@@ -302,12 +308,57 @@ int dlh_fs_read(const char *path, char *buf, size_t size, off_t off, struct fuse
 			off -= (off_t)h->attempted;
 		rc = read_buf(&h->buf, buf, size, off);
 		break;
+	case FS_GENERATED:
+		/* a read from the start sees the content now (lseek(0) after a
+		 * poll, as with sysfs); the rest of it comes from that snapshot */
+		if (off == 0 && h->read_once && fs_poll_kind(h->node.kind)) {
+			struct dlh_buf now = { 0 };
+			if (!fs_render(engine(), &h->node, &now)) {
+				dlh_buf_free(&h->buf);
+				h->buf = now;
+			} else {
+				dlh_buf_free(&now);
+			}
+		}
+		h->read_once = 1;
+		rc = read_buf(&h->buf, buf, size, off);
+		break;
 	default:
 		rc = read_buf(&h->buf, buf, size, off);
 		break;
 	}
 	pthread_mutex_unlock(&h->mu);
 	return rc;
+}
+
+int dlh_fs_poll(const char *path, struct fuse_file_info *fi, struct fuse_pollhandle *ph,
+		unsigned *reventsp)
+{
+	(void)path;
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	if (!fs_poll_kind(h->node.kind)) {   /* as a regular file: always ready */
+		*reventsp = POLLIN | POLLRDNORM | (h->writable ? POLLOUT | POLLWRNORM : 0);
+		if (ph)
+			fuse_pollhandle_destroy(ph);
+		return 0;
+	}
+	pthread_mutex_lock(&h->mu);
+	struct fs_poll_want w = {
+		.fh = fi->fh, .node = h->node, .uid = h->uid, .seen = h->seen,
+		.sum = fs_poll_sum(h->buf.data, h->buf.len),
+	};
+	pthread_mutex_unlock(&h->mu);
+	int passthrough = fs_source_of(w.node.kind) == FS_PASSTHROUGH;
+	if (fs_poll_changed(engine(), &w)) {
+		*reventsp = passthrough ? POLLIN | POLLRDNORM : POLLIN | POLLRDNORM | POLLPRI;
+		if (ph)
+			fuse_pollhandle_destroy(ph);
+		return 0;
+	}
+	*reventsp = 0;
+	if (ph)
+		return fs_poll_wait(&w, ph);
+	return 0;
 }
 
 /* Runs each verb line of a ctl write. Returns size, or -errno of the first
@@ -418,6 +469,7 @@ int dlh_fs_release(const char *path, struct fuse_file_info *fi)
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 	if (fs_source_of(h->node.kind) == FS_TRANSACTION && h->writable)
 		commit(h); /* an empty spec that nobody read back: record the refusal */
+	fs_poll_forget(fi->fh);
 	handle_free(h);
 	return 0;
 }

@@ -22,6 +22,8 @@ int dlh_fs_write(const char *path, const char *data, size_t size, off_t off,
 		 struct fuse_file_info *fi);
 int dlh_fs_flush(const char *path, struct fuse_file_info *fi);
 int dlh_fs_release(const char *path, struct fuse_file_info *fi);
+int dlh_fs_poll(const char *path, struct fuse_file_info *fi, struct fuse_pollhandle *ph,
+		unsigned *reventsp);
 int dlh_fs_truncate(const char *path, off_t size, struct fuse_file_info *fi);
 int dlh_fs_utimens(const char *path, const struct timespec tv[2], struct fuse_file_info *fi);
 int dlh_fs_create(const char *path, mode_t mode, struct fuse_file_info *fi);

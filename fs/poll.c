@@ -1,0 +1,197 @@
+/* poll.c - poll(2) on live files
+ *
+ * FUSE asks the filesystem whether a handle is ready and, when it is not,
+ * hands it a poll handle to wake later. A growing file (metrics.csv, log,
+ * logs/rank.N) is ready when it holds bytes past what the handle has read;
+ * a generated one (status, progress, metrics, pool/summary, queue) when its
+ * content differs from the one the handle read (POLLPRI, as sysfs_notify
+ * does; a read from offset 0 then returns the new content). The waiters
+ * are looked at by one thread every FS_POLL_TICK_NS: a reader that waits
+ * costs it nothing but that look, and is woken within a tick of a change.
+ * The thread calls fuse_notify_poll holding nothing a FUSE request needs
+ * (the list is taken off under its mutex first). */
+#include "fs/poll.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/render.h"
+#include "engine/util/util.h"
+
+struct waiter {
+	struct fs_poll_want want;
+	struct fuse_pollhandle *ph;
+	struct waiter *next;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static struct waiter *waiters;   /* guarded by mu */
+static int running, stopping;    /* guarded by mu */
+static pthread_t thread;
+static struct dlh_engine *the_engine;
+
+int fs_poll_kind(enum fs_kind k)
+{
+	switch (k) {
+	case FS_JOB_CSV: case FS_JOB_LOG: case FS_JOB_RANKLOG:
+	case FS_JOB_STATUS: case FS_JOB_PROGRESS: case FS_JOB_METRICS:
+	case FS_POOL_SUMMARY: case FS_QUEUE:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+uint64_t fs_poll_sum(const char *data, size_t len)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)data[i]) * 1099511628211ULL;
+	return h;
+}
+
+int fs_poll_changed(struct dlh_engine *e, const struct fs_poll_want *w)
+{
+	if (fs_source_of(w->node.kind) == FS_PASSTHROUGH) {
+		struct stat st;
+		int fd = fs_real_open(e, &w->node, w->uid);
+		if (fd < 0)
+			return 0;   /* not there yet */
+		int grew = fstat(fd, &st) == 0 && st.st_size > w->seen;
+		close(fd);
+		return grew;
+	}
+	struct dlh_buf b = { 0 };
+	int rc = fs_render(e, &w->node, &b);
+	int changed = rc == -ENOENT || (!rc && fs_poll_sum(b.data, b.len) != w->sum);
+	dlh_buf_free(&b);
+	return changed;
+}
+
+int fs_poll_wait(const struct fs_poll_want *w, struct fuse_pollhandle *ph)
+{
+	struct waiter *x = malloc(sizeof *x);
+	if (!x) {
+		fuse_pollhandle_destroy(ph);
+		return -ENOMEM;
+	}
+	x->want = *w;
+	x->ph = ph;
+	pthread_mutex_lock(&mu);
+	x->next = waiters;
+	waiters = x;
+	pthread_cond_signal(&cv);
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+void fs_poll_forget(uint64_t fh)
+{
+	struct waiter *gone = NULL;
+	pthread_mutex_lock(&mu);
+	for (struct waiter **p = &waiters; *p;) {
+		struct waiter *x = *p;
+		if (x->want.fh == fh) {
+			*p = x->next;
+			x->next = gone;
+			gone = x;
+		} else {
+			p = &x->next;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	while (gone) {
+		struct waiter *x = gone;
+		gone = x->next;
+		fuse_pollhandle_destroy(x->ph);
+		free(x);
+	}
+}
+
+/* One look at every waiter: those whose file changed are woken and dropped. */
+static void tick(void)
+{
+	pthread_mutex_lock(&mu);
+	struct waiter *all = waiters;   /* looked at without mu: new ones queue apart */
+	waiters = NULL;
+	pthread_mutex_unlock(&mu);
+	struct waiter *keep = NULL;
+	while (all) {
+		struct waiter *x = all;
+		all = x->next;
+		if (fs_poll_changed(the_engine, &x->want)) {
+			fuse_notify_poll(x->ph);
+			fuse_pollhandle_destroy(x->ph);
+			free(x);
+		} else {
+			x->next = keep;
+			keep = x;
+		}
+	}
+	pthread_mutex_lock(&mu);
+	while (keep) {   /* back, beside those registered meanwhile */
+		struct waiter *x = keep;
+		keep = x->next;
+		x->next = waiters;
+		waiters = x;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+static void *poll_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&mu);
+	while (!stopping) {
+		if (!waiters) {   /* nobody waits: sleep until someone does */
+			pthread_cond_wait(&cv, &mu);
+			continue;
+		}
+		pthread_mutex_unlock(&mu);
+		tick();
+		struct timespec ts = { 0, FS_POLL_TICK_NS };
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&mu);
+	}
+	pthread_mutex_unlock(&mu);
+	return NULL;
+}
+
+int fs_poll_start(struct dlh_engine *e)
+{
+	the_engine = e;
+	pthread_mutex_lock(&mu);
+	stopping = 0;
+	int rc = pthread_create(&thread, NULL, poll_main, NULL);
+	running = !rc;
+	pthread_mutex_unlock(&mu);
+	return -rc;
+}
+
+void fs_poll_stop(void)
+{
+	pthread_mutex_lock(&mu);
+	int was = running;
+	stopping = 1;
+	running = 0;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	if (was)
+		pthread_join(thread, NULL);
+	pthread_mutex_lock(&mu);
+	struct waiter *all = waiters;
+	waiters = NULL;
+	pthread_mutex_unlock(&mu);
+	while (all) {
+		struct waiter *x = all;
+		all = x->next;
+		fuse_pollhandle_destroy(x->ph);
+		free(x);
+	}
+}
