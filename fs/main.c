@@ -324,6 +324,7 @@ int main(int argc, char *argv[])
 out_signals:
 	fuse_remove_signal_handlers(fuse_get_session(f));
 out_engine:
+	fs_poll_stop();   /* its thread renders through the engine: first */
 	dlh_engine_close(fs.engine);
 out_mount:
 	fuse_unmount(f);
