@@ -294,7 +294,7 @@ int dlh_fs_read(const char *path, char *buf, size_t size, off_t off, struct fuse
 		rc = (int)pread(h->fd, buf, size, off);
 		if (rc < 0)
 			rc = -errno;
-		else if (off + rc > h->seen)   /* poll: ready again past this */
+		else   /* poll: ready once the file is no longer this long */
 			h->seen = off + rc;
 		break;
 	case FS_TRANSACTION:

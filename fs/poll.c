@@ -26,12 +26,14 @@
 struct waiter {
 	struct fs_poll_want want;
 	struct fuse_pollhandle *ph;
+	int dead;                  /* its handle was closed while a tick looked at it */
 	struct waiter *next;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct waiter *waiters;   /* guarded by mu */
+static struct waiter *checking;  /* the ones a tick looks at now (mu: their dead flags) */
 static int running, stopping;    /* guarded by mu */
 static pthread_t thread;
 static struct dlh_engine *the_engine;
@@ -63,9 +65,10 @@ int fs_poll_changed(struct dlh_engine *e, const struct fs_poll_want *w)
 		int fd = fs_real_open(e, &w->node, w->uid);
 		if (fd < 0)
 			return 0;   /* not there yet */
-		int grew = fstat(fd, &st) == 0 && st.st_size > w->seen;
+		/* grown past what the reader read, or cut back (a restart) */
+		int moved = fstat(fd, &st) == 0 && st.st_size != w->seen;
 		close(fd);
-		return grew;
+		return moved;
 	}
 	struct dlh_buf b = { 0 };
 	int rc = fs_render(e, &w->node, &b);
@@ -76,7 +79,21 @@ int fs_poll_changed(struct dlh_engine *e, const struct fs_poll_want *w)
 
 int fs_poll_wait(const struct fs_poll_want *w, struct fuse_pollhandle *ph)
 {
-	struct waiter *x = malloc(sizeof *x);
+	struct fuse_pollhandle *old = NULL;
+	pthread_mutex_lock(&mu);
+	/* one waiter per handle: a poll again replaces it (a wake-up of the
+	 * file wakes every poller of it), so a loop of timed polls holds one */
+	for (struct waiter *x = waiters; x; x = x->next)
+		if (x->want.fh == w->fh) {
+			old = x->ph;
+			x->want = *w;
+			x->ph = ph;
+			pthread_mutex_unlock(&mu);
+			fuse_pollhandle_destroy(old);
+			return 0;
+		}
+	pthread_mutex_unlock(&mu);
+	struct waiter *x = calloc(1, sizeof *x);
 	if (!x) {
 		fuse_pollhandle_destroy(ph);
 		return -ENOMEM;
@@ -95,6 +112,9 @@ void fs_poll_forget(uint64_t fh)
 {
 	struct waiter *gone = NULL;
 	pthread_mutex_lock(&mu);
+	for (struct waiter *x = checking; x; x = x->next)
+		if (x->want.fh == fh)
+			x->dead = 1;   /* the tick drops it */
 	for (struct waiter **p = &waiters; *p;) {
 		struct waiter *x = *p;
 		if (x->want.fh == fh) {
@@ -118,30 +138,36 @@ void fs_poll_forget(uint64_t fh)
 static void tick(void)
 {
 	pthread_mutex_lock(&mu);
-	struct waiter *all = waiters;   /* looked at without mu: new ones queue apart */
+	checking = waiters;   /* looked at without mu: new ones queue apart */
 	waiters = NULL;
 	pthread_mutex_unlock(&mu);
-	struct waiter *keep = NULL;
-	while (all) {
-		struct waiter *x = all;
-		all = x->next;
+	for (struct waiter *x = checking; x; x = x->next)
 		if (fs_poll_changed(the_engine, &x->want)) {
 			fuse_notify_poll(x->ph);
-			fuse_pollhandle_destroy(x->ph);
-			free(x);
-		} else {
-			x->next = keep;
-			keep = x;
+			x->dead = 1;
 		}
-	}
 	pthread_mutex_lock(&mu);
-	while (keep) {   /* back, beside those registered meanwhile */
-		struct waiter *x = keep;
-		keep = x->next;
-		x->next = waiters;
-		waiters = x;
+	struct waiter *all = checking, *gone = NULL;
+	checking = NULL;
+	while (all) {   /* back, beside those registered meanwhile; or gone */
+		struct waiter *x = all;
+		all = x->next;
+		int again = 0;   /* a poll of the same handle came meanwhile */
+		for (struct waiter *y = waiters; y && !again; y = y->next)
+			again = y->want.fh == x->want.fh;
+		x->next = x->dead || again ? gone : waiters;
+		if (x->dead || again)
+			gone = x;
+		else
+			waiters = x;
 	}
 	pthread_mutex_unlock(&mu);
+	while (gone) {
+		struct waiter *x = gone;
+		gone = x->next;
+		fuse_pollhandle_destroy(x->ph);
+		free(x);
+	}
 }
 
 static void *poll_main(void *arg)

@@ -407,7 +407,7 @@ static int render_progress(struct dlh_engine *e, const struct dlh_job *j, struct
 		/* a run that waits shows how long it has not stepped */
 		struct stat st;
 		char quiet[48] = "", q[32];
-		double idle = stat(csv, &st) ? 0 :
+		double idle = lstat(csv, &st) || !S_ISREG(st.st_mode) ? 0 :
 			      dlh_now() - ((double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec);
 		if (idle >= FS_IDLE_SHOWN) {
 			dlh_duration(idle, q, sizeof q);

@@ -66,6 +66,9 @@ struct dlh_job {
 	int hung;                    /* the run was stopped as hung; hang_why says why */
 	unsigned char seen[256];     /* seen[k]: node k can read the job's data (DLH_POOL_NODES) */
 	int seeing;                  /* its nodes are being asked whether they see its data */
+	int resume_ready;            /* a command's next run takes up from resume_from */
+	long resume_step;            /* at this step (resume.c; found after its run ended) */
+	char resume_from[4400];      /* its newest checkpoint */
 	int nodes_lost;              /* a run lost a node: the next spreads over the nodes
 					that remain ([resources] nodes at most those) */
 	char hang_why[512];

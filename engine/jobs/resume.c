@@ -139,7 +139,7 @@ int eng_resume_point(const char *job_dir, char *path, size_t len, long *step)
 	return 0;
 }
 
-void eng_latest_update(const char *job_dir)
+void eng_latest_update(const char *job_dir, uid_t uid, gid_t gid)
 {
 	char name[256], now[256], line[300];
 	if (newest_by_time(job_dir, name, sizeof name))
@@ -158,6 +158,8 @@ void eng_latest_update(const char *job_dir)
 			O_CLOEXEC, 0644);
 	if (fd >= 0) {
 		int ok = write(fd, line, (size_t)n) == n && fsync(fd) == 0;
+		if (geteuid() == 0 && fchown(fd, uid, gid) < 0)
+			ok = 0;
 		close(fd);
 		if (!ok || renameat(dfd, DLH_FILE_LATEST ".tmp", dfd, DLH_FILE_LATEST) < 0)
 			unlinkat(dfd, DLH_FILE_LATEST ".tmp", 0);

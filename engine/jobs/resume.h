@@ -4,6 +4,7 @@
 #define DLH_JOBS_RESUME_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* The newest checkpoint of job_dir's checkpoints/: the file `latest`
  * names, else the newest regular file by modification time, into name.
@@ -24,7 +25,8 @@ int eng_metrics_keep(const char *csv, long step);
 int eng_resume_point(const char *job_dir, char *path, size_t len, long *step);
 
 /* Points checkpoints/latest of job_dir at the newest checkpoint when it
- * names another (or none). */
-void eng_latest_update(const char *job_dir);
+ * names another (or none), the file owned by uid:gid (the job's owner, who
+ * may rewrite it). */
+void eng_latest_update(const char *job_dir, uid_t uid, gid_t gid);
 
 #endif

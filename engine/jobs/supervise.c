@@ -183,20 +183,49 @@ static int as_owner(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	return 0;
 }
 
-/* A [job] command run again: where its program takes up (resume.c), in
- * env; metrics.csv cut back to that step. */
+/* Where a command's program takes up after a run in job_dir ended: its
+ * newest checkpoint (latest points at it) into path and the step into
+ * *step; metrics.csv cut back to that step. Files its owner writes: never
+ * under e->mu (the waiter does it as the run ends). Returns 0, or -ENOENT
+ * when it left no checkpoint (it starts again). */
+static int take_up(const char *job_dir, uid_t uid, gid_t gid, char *path, size_t len, long *step,
+		   char *why, size_t whylen)
+{
+	char csv[4200];
+	why[0] = '\0';
+	eng_latest_update(job_dir, uid, gid);
+	if (eng_resume_point(job_dir, path, len, step))
+		return -ENOENT;
+	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, job_dir);
+	int rc = eng_metrics_keep(csv, *step);
+	if (rc)
+		snprintf(why, whylen, "cannot cut %s back to step %ld: %s", DLH_FILE_METRICS, *step,
+			 strerror(-rc));
+	return 0;
+}
+
+/* A [job] command run again: where its program takes up, in env (found
+ * when its last run ended, else now: a run requeued by a restart of dlhfs). */
 static void resume_env(struct dlh_engine *e, struct dlh_job *j, struct launch *l,
 		       struct eng_env *env)
 {
-	char path[4300], csv[4200];
+	char path[4300], why[300];
 	long step;
-	if (eng_resume_point(l->dir, path, sizeof path, &step))
-		return;   /* no checkpoint: it starts again */
-	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, l->dir);
-	int rc = eng_metrics_keep(csv, step);
-	if (rc)
-		eng_job_log(e, j, "cannot cut %s back to step %ld: %s", DLH_FILE_METRICS, step,
-			    strerror(-rc));
+	if (j->resume_ready) {
+		snprintf(path, sizeof path, "%s", j->resume_from);
+		step = j->resume_step;
+		j->resume_ready = 0;
+	} else {
+		gid_t gid = eng_primary_gid(j->uid);
+		if (take_up(l->dir, j->uid, gid == (gid_t)-1 ? 0 : gid, path, sizeof path, &step,
+			    why, sizeof why))
+			return;   /* no checkpoint: it starts again */
+		if (why[0])
+			eng_job_log(e, j, "%s", why);
+	}
+	for (char *c = path; *c; c++)   /* the owner named it: no line of its own in the log */
+		if (*c == '\n' || *c == '\r')
+			*c = '?';
 	snprintf(env->resume, sizeof env->resume, DLH_ENV_RESUME_FROM "=%s", path);
 	snprintf(env->start, sizeof env->start, DLH_ENV_START_STEP "=%ld", step);
 	int n = 0;
@@ -402,10 +431,6 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	int leftover = end->leftover;
 	double run_started = j->run_started;
 	eng_slots_give(e, j->id);
-	if (j->spec.command[0]) {   /* the program's checkpoints get a `latest` */
-		eng_job_dir(e, j->id, path, sizeof path);
-		eng_latest_update(path);
-	}
 	j->run_started = 0;
 	j->limit_at = 0;
 	j->grace_at = 0;
@@ -526,14 +551,39 @@ static void *waiter_main(void *arg)
 	pthread_mutex_lock(&e->mu);   /* a run stopped on purpose lost no node */
 	const struct dlh_job *j = wa->job;
 	int asked = j->cancelling || j->suspending || j->timed_out || e->stopping;
+	int command = j->spec.command[0] != 0;
+	/* runs again (a restart, a resume): its rows past its checkpoint go */
+	int rerun = j->suspending || j->timed_out || j->preempted_by || e->stopping ||
+		    (j->spec.restart == DLH_RESTART_ON_FAILURE && j->restarts < j->spec.max_restarts);
+	uid_t uid = j->uid;
 	pthread_mutex_unlock(&e->mu);
 	if (wa->nnodes > 0 && !asked && !(end.state == DLH_RUN_EXITED &&
 					  (end.exit_code == 0 || end.exit_code == DLH_EXIT_SUSPENDED)))
 		eng_nodes_lost(e, wa->nodes, wa->nnodes, lost, sizeof lost);   /* no e->mu */
+	/* a command's program: `latest`, and where a next run takes up (files
+	 * its owner writes: read here, not under e->mu); a run that ended well
+	 * keeps its rows */
+	char from[4300], why[300] = "";
+	long step = 0;
+	int again = command && !(end.state == DLH_RUN_EXITED && end.exit_code == 0) &&
+		    (rerun || (end.state == DLH_RUN_EXITED && end.exit_code == DLH_EXIT_SUSPENDED));
+	gid_t gid = command ? eng_primary_gid(uid) : 0;
+	if (command && !again)
+		eng_latest_update(dir, uid, gid == (gid_t)-1 ? 0 : gid);
+	else if (again && take_up(dir, uid, gid == (gid_t)-1 ? 0 : gid, from, sizeof from, &step,
+				  why, sizeof why))
+		again = 0;
 	pthread_mutex_lock(&e->mu);
 	if (lost[0])
 		eng_job_log(e, wa->job, "%s: nothing more is planned there until it answers "
 			    "(echo refresh > pool/ctl)", lost);
+	if (why[0])
+		eng_job_log(e, wa->job, "%s", why);
+	wa->job->resume_ready = again;
+	if (again) {
+		snprintf(wa->job->resume_from, sizeof wa->job->resume_from, "%s", from);
+		wa->job->resume_step = step;
+	}
 	struct dlh_cgroup cg = wa->job->cg;
 	memset(&wa->job->cg, 0, sizeof wa->job->cg);
 	job_exited(e, wa->job, &end, &cg, lost);
