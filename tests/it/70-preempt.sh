@@ -27,14 +27,16 @@ field() { sed -n "s/^$2=//p" "$STATE/jobs/$1/job"; }
 
 test_priority_job_preempts_the_youngest_low_priority_run() {
 	DLH_OPTS="-o cpus=2" dlh_mount
-	one_rank low-a 0 > "$STATE/a.ini"
+	# job 1 runs 5 times longer than the victim: it must still run when job
+	# 2 has started (under ASan 500 steps took 2 s, about job 2's start-up)
+	one_rank low-a 0 | sed 's/^epochs = 4$/epochs = 20/' > "$STATE/a.ini"
 	one_rank low-b 0 > "$STATE/b.ini"
 	printf '[job]\nname = urgent\npriority = 10\n[data]\ntrain_limit = 512\ntest_limit = 256\n[model]\nlayers = 32\n[train]\nepochs = 1\n[resources]\nranks = 1\n' > "$STATE/p.ini"
 	submit "$STATE/a.ini"
 	wait_for 30 step_at_least 1 1 || die "job 1 did not start training"
 	submit "$STATE/b.ini"
 	wait_for 60 step_at_least 2 50 || die "job 2 did not reach step 50: $(cat "$MNT/jobs/2/progress")"
-	step_at_least 1 500 && die "job 1 ended before the preemption could be tested"
+	status_is 1 running || die "job 1 ended before the preemption could be tested"
 	submit "$STATE/p.ini"
 	# the urgent job starts within seconds: job 2 (the younger) checkpoints and yields
 	wait_for 15 sh -c "grep -q '^status=running\|^status=succeeded' '$STATE/jobs/3/job'" ||
@@ -56,8 +58,12 @@ test_priority_job_preempts_the_youngest_low_priority_run() {
 	awk -v a="$(field 2 finished)" -v b="$(field 3 started)" 'BEGIN { exit !(a > b) }' || die "the victim ended before the urgent job started"
 	grep '^train,' "$MNT/jobs/2/metrics.csv" | cut -d, -f2 | cmp -s - <(seq 1 500) ||
 		die "train steps of the victim are not 1..500 once each"
+	# the victim's spec run once more, uninterrupted: the same weights
+	one_rank ref 0 > "$STATE/r.ini"
+	submit "$STATE/r.ini"
+	wait_for 120 job_terminal 4 || die "job 4 did not end: $(cat "$MNT/jobs/4/progress")"
 	expect_eq "$(params_of "$STATE/jobs/2/checkpoints/final.ckpt")" \
-		"$(params_of "$STATE/jobs/1/checkpoints/final.ckpt")" "victim's weights against the uninterrupted run"
+		"$(params_of "$STATE/jobs/4/checkpoints/final.ckpt")" "victim's weights against the uninterrupted run"
 	dlh_umount
 }
 
