@@ -38,6 +38,17 @@ static int running, stopping;    /* guarded by mu */
 static pthread_t thread;
 static struct dlh_engine *the_engine;
 
+/* Frees a list of waiters, their poll handles destroyed (unwoken). */
+static void drop(struct waiter *list)
+{
+	while (list) {
+		struct waiter *x = list;
+		list = x->next;
+		fuse_pollhandle_destroy(x->ph);
+		free(x);
+	}
+}
+
 int fs_poll_kind(enum fs_kind k)
 {
 	switch (k) {
@@ -126,12 +137,7 @@ void fs_poll_forget(uint64_t fh)
 		}
 	}
 	pthread_mutex_unlock(&mu);
-	while (gone) {
-		struct waiter *x = gone;
-		gone = x->next;
-		fuse_pollhandle_destroy(x->ph);
-		free(x);
-	}
+	drop(gone);
 }
 
 /* One look at every waiter: those whose file changed are woken and dropped. */
@@ -162,12 +168,7 @@ static void tick(void)
 			waiters = x;
 	}
 	pthread_mutex_unlock(&mu);
-	while (gone) {
-		struct waiter *x = gone;
-		gone = x->next;
-		fuse_pollhandle_destroy(x->ph);
-		free(x);
-	}
+	drop(gone);
 }
 
 static void *poll_main(void *arg)
@@ -214,10 +215,5 @@ void fs_poll_stop(void)
 	struct waiter *all = waiters;
 	waiters = NULL;
 	pthread_mutex_unlock(&mu);
-	while (all) {
-		struct waiter *x = all;
-		all = x->next;
-		fuse_pollhandle_destroy(x->ph);
-		free(x);
-	}
+	drop(all);
 }

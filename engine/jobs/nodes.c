@@ -5,7 +5,7 @@
  * there): at mount, in a thread of its own, and on pool/ctl refresh. The
  * nodes are asked at once, one thread each, without e->mu; the answers are
  * applied under it. A node that does not answer, or cannot see the state
- * directory, is down: the planner leaves it out (dlh_pool_free_view). */
+ * directory, is down: the planner leaves it out (dlh_pool_free_view_nodes). */
 #include "engine/jobs/nodes.h"
 
 #include <errno.h>

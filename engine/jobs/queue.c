@@ -192,22 +192,25 @@ size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_
 	return nw;
 }
 
-int dlh_engine_gpu_holders(struct dlh_engine *e, int k, long *out, int max)
+/* Node k's row of a holder table (tab, lens: per node) into out, up to
+ * max. Returns the row's length. */
+static int copy_holders(struct dlh_engine *e, long *const *tab, const int *lens, int k,
+			long *out, int max)
 {
 	pthread_mutex_lock(&e->mu);
-	int n = k >= 0 && k < e->pool.nnodes ? e->gholder_len[k] : 0;
-	for (int g = 0; g < n && g < max; g++)
-		out[g] = e->gholder[k][g];
+	int n = k >= 0 && k < e->pool.nnodes ? lens[k] : 0;
+	for (int i = 0; i < n && i < max; i++)
+		out[i] = tab[k][i];
 	pthread_mutex_unlock(&e->mu);
 	return n;
 }
 
+int dlh_engine_gpu_holders(struct dlh_engine *e, int k, long *out, int max)
+{
+	return copy_holders(e, e->gholder, e->gholder_len, k, out, max);
+}
+
 int dlh_engine_holders(struct dlh_engine *e, int k, long *out, int max)
 {
-	pthread_mutex_lock(&e->mu);
-	int n = k >= 0 && k < e->pool.nnodes ? e->holder_len[k] : 0;
-	for (int s = 0; s < n && s < max; s++)
-		out[s] = e->holder[k][s];
-	pthread_mutex_unlock(&e->mu);
-	return n;
+	return copy_holders(e, e->holder, e->holder_len, k, out, max);
 }

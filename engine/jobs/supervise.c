@@ -228,12 +228,8 @@ static void resume_env(struct dlh_engine *e, struct dlh_job *j, struct launch *l
 			*c = '?';
 	snprintf(env->resume, sizeof env->resume, DLH_ENV_RESUME_FROM "=%s", path);
 	snprintf(env->start, sizeof env->start, DLH_ENV_START_STEP "=%ld", step);
-	int n = 0;
-	while (env->v[n])
-		n++;
-	env->v[n++] = env->resume;
-	env->v[n++] = env->start;
-	env->v[n] = NULL;
+	eng_env_add(env, env->resume);
+	eng_env_add(env, env->start);
 	eng_job_log(e, j, "its command takes up from %s, step %ld (" DLH_ENV_RESUME_FROM ", "
 		    DLH_ENV_START_STEP ")", path, step);
 }

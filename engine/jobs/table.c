@@ -222,12 +222,19 @@ void eng_run_master(const struct dlh_engine *e, long id, const struct dlh_plan *
 		port = 29500 + (int)(id % 500);
 	snprintf(env->master_addr, sizeof env->master_addr, "DLH_MASTER_ADDR=%s", host);
 	snprintf(env->master_port, sizeof env->master_port, "DLH_MASTER_PORT=%d", port);
+	eng_env_add(env, env->master_addr);
+	eng_env_add(env, env->master_port);
+}
+
+void eng_env_add(struct eng_env *env, char *kv)
+{
 	int n = 0;
 	while (env->v[n])
 		n++;
-	env->v[n++] = env->master_addr;
-	env->v[n++] = env->master_port;
-	env->v[n] = NULL;
+	if (n + 1 < (int)(sizeof env->v / sizeof env->v[0])) {
+		env->v[n++] = kv;
+		env->v[n] = NULL;
+	}
 }
 
 gid_t eng_primary_gid(uid_t uid)

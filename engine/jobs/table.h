@@ -171,6 +171,9 @@ int eng_drained_save(const struct dlh_engine *e);
 
 void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env *env);
 
+/* Appends kv ("K=V", one of env's own buffers) to env->v. */
+void eng_env_add(struct eng_env *env, char *kv);
+
 /* Adds DLH_MASTER_ADDR and DLH_MASTER_PORT to env (dlh-rank makes them
  * torchrun's MASTER_ADDR and MASTER_PORT): rank 0's host (127.0.0.1 when
  * every rank runs here; this machine's name when some run elsewhere; else

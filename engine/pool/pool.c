@@ -401,15 +401,6 @@ void dlh_pool_free_view_nodes(const struct dlh_pool *p, const int *used_cpus, co
 	}
 }
 
-void dlh_pool_free_view(const struct dlh_pool *p, int used_cpus, int used_gpus,
-			struct dlh_pool_free *f)
-{
-	int cpus[DLH_POOL_NODES] = { 0 }, gpus[DLH_POOL_NODES] = { 0 };
-	cpus[p->local] = used_cpus;
-	gpus[p->local] = used_gpus;
-	dlh_pool_free_view_nodes(p, cpus, gpus, f);
-}
-
 void dlh_pool_rate_text(double v, char *out, size_t len)
 {
 	static const char suffix[] = "KMGTP";

@@ -165,10 +165,6 @@ int dlh_pool_devices(const struct dlh_pool *p, int gpu, int usable);
 void dlh_pool_free_view_nodes(const struct dlh_pool *p, const int *used_cpus, const int *used_gpus,
 			      struct dlh_pool_free *f);
 
-/* The same with only the local node's used_cpus and used_gpus in use. */
-void dlh_pool_free_view(const struct dlh_pool *p, int used_cpus, int used_gpus,
-			struct dlh_pool_free *f);
-
 /* Writes a rate the way pool files write it: "67T", "3.35T", "90G", "0". */
 void dlh_pool_rate_text(double v, char *out, size_t len);
 

@@ -275,16 +275,20 @@ TEST(rates_are_written_as_pool_files_write_them)
 TEST(free_view_takes_what_the_local_node_uses)
 {
 	struct dlh_pool_free *f = calloc(1, sizeof *f);
+	int cpus[DLH_POOL_NODES] = { 0 }, gpus[DLH_POOL_NODES] = { 0 };
 	CHECK(f);
 	CHECK_MSG(parse(two_nodes, "gpu01") == 0, "%s", err);
-	dlh_pool_free_view(&pool, 5, 3, f);
+	cpus[pool.local] = 5;
+	gpus[pool.local] = 3;
+	dlh_pool_free_view_nodes(&pool, cpus, gpus, f);
 	CHECK(f->ntypes == 2 && f->nnodes == 2);
 	CHECK(!strcmp(f->type[1].name, "H100") && f->type[1].flops == 67e12);
 	CHECK(f->type[1].mem_bytes == (double)(80LL << 30) && f->type[1].watts_busy == 700);
 	CHECK(f->free[0][0] == 27 && f->free[0][1] == 5);   /* the local node */
-	CHECK(f->free[1][0] == 64 && f->free[1][1] == 0);   /* runs never launch there */
+	CHECK(f->free[1][0] == 64 && f->free[1][1] == 0);   /* nothing in use there */
 	/* more in use than exist (a smaller -o cpus after a restart): none free, never negative */
-	dlh_pool_free_view(&pool, 99, 99, f);
+	cpus[pool.local] = gpus[pool.local] = 99;
+	dlh_pool_free_view_nodes(&pool, cpus, gpus, f);
 	CHECK(f->free[0][0] == 0 && f->free[0][1] == 0 && f->free[1][0] == 64);
 	free(f);
 }
