@@ -99,7 +99,7 @@ LIBSCHEMA = $(BUILD)/libdlhschema.a
 LIBENGINE = $(BUILD)/libdlhengine.a
 LIBTRAIN  = $(BUILD)/libdlhtrain.a
 
-.PHONY: all deps check asan bench bench-estimate bench-nodes bench-deps example clean fuzz fuzz-deps \
+.PHONY: all deps check asan bench bench-estimate bench-nodes bench-fs bench-deps example clean fuzz fuzz-deps \
 	install
 all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(BUILD)/dlh-shepherd $(BUILD)/dlh-probe \
 	$(BUILD)/dlh-rank \
@@ -266,6 +266,16 @@ bench-estimate: all $(BUILD)/bench-estimate
 # allreduce per step, scaling efficiency, the estimate's error (bench/nodes)
 bench-nodes: all
 	bench/nodes $(BUILD)
+
+# reading the mount against the FUSE floor: open+read+close of a live file,
+# stat, and cat of 1000 status files, each against a minimal libfuse
+# filesystem with kernel caching measured in the same run (bench/fs/run)
+$(BUILD)/bench-minfs: bench/fs/minfs.c
+	$(CC) $(BASE_CFLAGS) $(FUSE_CFLAGS) $(BASE_LDFLAGS) -o $@ $< $(FUSE_LIBS)
+$(BUILD)/bench-fsbench: bench/fs/fsbench.c
+	$(CC) $(BASE_CFLAGS) $(BASE_LDFLAGS) -o $@ $<
+bench-fs: all $(BUILD)/bench-minfs $(BUILD)/bench-fsbench
+	bench/fs/run $(BUILD)
 
 # what only the benchmarks need: the PyTorch peer and hyperfine
 bench-deps:

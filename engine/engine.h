@@ -124,6 +124,18 @@ int dlh_engine_may_read(struct dlh_engine *e, long id, uid_t uid, const gid_t *g
 /* Copies job id into *out. Returns 0, or -ENOENT. */
 int dlh_engine_job(struct dlh_engine *e, long id, struct dlh_job *out);
 
+/* What a lookup, a stat or its status file needs of a job: a few fields,
+ * not the whole job (dlh_engine_job copies some 18 KB). */
+struct dlh_job_brief {
+	uid_t uid;                   /* its owner */
+	enum dlh_status status;
+	double submitted;            /* epoch seconds */
+	enum dlh_share readable_by;  /* its [job] readable_by */
+};
+
+/* Fills *out from job id. Returns 0, or -ENOENT. */
+int dlh_engine_job_brief(struct dlh_engine *e, long id, struct dlh_job_brief *out);
+
 /* Writes up to max job ids, ascending, into ids. Returns how many jobs exist. */
 size_t dlh_engine_jobs(struct dlh_engine *e, long *ids, size_t max);
 

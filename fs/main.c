@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/util/util.h"
 #include "fs/ops.h"
+#include "fs/kcache.h"
 #include "fs/poll.h"
 #include "fs/stale.h"
 
@@ -64,19 +65,23 @@ static const struct fuse_opt option_spec[] = {
 static void dlh_fs_destroy(void *data)
 {
 	(void)data;
+	fs_kcache_stop();
 	fs_poll_stop();
 }
 
 static void *dlh_fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
 	(void)conn;
-	/* live files: sizes and contents change under the reader, so attributes
-	 * are never cached; names are cached briefly (ids are never reused) */
-	cfg->attr_timeout = 0;
-	cfg->entry_timeout = 1.0;
+	/* the kernel keeps attributes and names a while; kcache.c tells it
+	 * when a size or a content changes (ids are never reused). A name
+	 * not found is not kept: a job submitted appears at once. */
+	cfg->attr_timeout = FS_ATTR_TIMEOUT;
+	cfg->entry_timeout = FS_ATTR_TIMEOUT;
 	cfg->negative_timeout = 0;
 	cfg->use_ino = 0;
 	struct dlh_fs *fs = fuse_get_context()->private_data;
+	if (fs_kcache_start(fs->engine, fuse_get_context()->fuse))
+		fprintf(stderr, "dlhfs: cannot start the cache thread: live files are never cached\n");
 	if (fs_poll_start(fs->engine))
 		fprintf(stderr, "dlhfs: cannot start the poll thread: poll(2) readers are never woken\n");
 	return fs;
@@ -324,7 +329,8 @@ int main(int argc, char *argv[])
 out_signals:
 	fuse_remove_signal_handlers(fuse_get_session(f));
 out_engine:
-	fs_poll_stop();   /* its thread renders through the engine: first */
+	fs_kcache_stop();   /* their threads render through the engine: first */
+	fs_poll_stop();
 	dlh_engine_close(fs.engine);
 out_mount:
 	fuse_unmount(f);

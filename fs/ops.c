@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs/kcache.h"
 #include "fs/poll.h"
 #include "fs/render.h"
 #include "fs/tree.h"
@@ -29,6 +30,8 @@ struct fs_handle {
 	size_t attempted;        /* jobs/new: highest offset a write reached */
 	off_t seen;              /* growing files: the end of what reads returned (poll) */
 	int read_once;           /* generated: a read came, the next from 0 renders anew */
+	char *paged;             /* generated, read through the kernel's pages: the path
+				    (fs_kcache_close at release), else NULL */
 };
 
 static struct dlh_engine *engine(void)
@@ -85,13 +88,13 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 	time_t t = (time_t)fs()->mounted_at;
 	st->st_atime = st->st_mtime = st->st_ctime = t;
 
-	struct dlh_job job;
-	if (n.kind >= FS_JOB_LINK && !dlh_engine_job(e, n.id, &job)) {
+	struct dlh_job_brief job;
+	if (n.kind >= FS_JOB_LINK && !dlh_engine_job_brief(e, n.id, &job)) {
 		st->st_uid = job.uid;
 		st->st_mtime = st->st_ctime = (time_t)job.submitted;
 		if (fs_private(n.kind)) {   /* who may read it, as ls -l shows */
-			mode_t keep = job.spec.readable_by == DLH_SHARE_ALL ? 0777 :
-				      job.spec.readable_by == DLH_SHARE_GROUP ? 0770 : 0700;
+			mode_t keep = job.readable_by == DLH_SHARE_ALL ? 0777 :
+				      job.readable_by == DLH_SHARE_GROUP ? 0770 : 0700;
 			st->st_mode = (st->st_mode & ~(mode_t)0777) | (st->st_mode & keep);
 		}
 	}
@@ -109,16 +112,20 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 			st->st_mtime = rs.st_mtime;
 			st->st_mtim = rs.st_mtim;
 		}
+		fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size, 0);
 		break;
 	}
 	case FS_GENERATED: {
+		/* the time stays put: the kernel drops its pages when the size or
+		 * the time it holds changes, and kcache.c says when content does */
 		struct dlh_buf b = {0};
 		if ((rc = fs_render(e, &n, &b))) {
 			dlh_buf_free(&b);
 			return rc;
 		}
 		st->st_size = (off_t)b.len;
-		st->st_mtime = time(NULL);
+		fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size,
+			       fs_poll_sum(b.data, b.len));
 		dlh_buf_free(&b);
 		break;
 	}
@@ -178,6 +185,10 @@ static void handle_free(struct fs_handle *h)
 		return;
 	if (h->fd >= 0)
 		close(h->fd);
+	if (h->paged) {
+		fs_kcache_close(h->paged);
+		free(h->paged);
+	}
 	dlh_buf_free(&h->buf);
 	pthread_mutex_destroy(&h->mu);
 	free(h);
@@ -206,12 +217,30 @@ int dlh_fs_open(const char *path, struct fuse_file_info *fi)
 	h->writable = acc != O_RDONLY;
 	h->uid = fuse_get_context()->uid;
 	pthread_mutex_init(&h->mu, NULL);
-	/* generated and growing files: every read comes here, sizes never truncate */
+	/* growing files (and generated ones, unless kcache.c says the kernel's
+	 * pages may serve them): every read comes here, sizes never truncate */
 	fi->direct_io = 1;
+	/* only a spec written to jobs/new has something to say at close */
+	fi->noflush = !(src == FS_TRANSACTION && h->writable);
 	switch (src) {
-	case FS_GENERATED:
-		rc = fs_render(e, &n, &h->buf);
+	case FS_GENERATED: {
+		int keep;
+		if ((rc = fs_render(e, &n, &h->buf)))
+			break;
+		if (fs_kcache_open(path, &n, fs_poll_sum(h->buf.data, h->buf.len), h->buf.len,
+				   &keep)) {
+			if ((h->paged = strdup(path))) {
+				fi->direct_io = 0;
+				fi->keep_cache = (unsigned)keep;
+				/* pages kept: no read may come before one after a
+				 * change, which must see what is there then */
+				h->read_once = 1;
+			} else {
+				fs_kcache_close(path);
+			}
+		}
 		break;
+	}
 	case FS_PASSTHROUGH: {
 		h->fd = fs_real_open(e, &n, h->uid);
 		/* files a run has not written yet read as empty; a checkpoint
@@ -334,7 +363,6 @@ int dlh_fs_read(const char *path, char *buf, size_t size, off_t off, struct fuse
 int dlh_fs_poll(const char *path, struct fuse_file_info *fi, struct fuse_pollhandle *ph,
 		unsigned *reventsp)
 {
-	(void)path;
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
 	if (!fs_poll_kind(h->node.kind)) {   /* as a regular file: always ready */
 		*reventsp = POLLIN | POLLRDNORM | (h->writable ? POLLOUT | POLLWRNORM : 0);
@@ -348,6 +376,8 @@ int dlh_fs_poll(const char *path, struct fuse_file_info *fi, struct fuse_pollhan
 		.sum = fs_poll_sum(h->buf.data, h->buf.len),
 	};
 	pthread_mutex_unlock(&h->mu);
+	if (path && strlen(path) < sizeof w.path)
+		strcpy(w.path, path);
 	int passthrough = fs_source_of(w.node.kind) == FS_PASSTHROUGH;
 	if (fs_poll_changed(engine(), &w)) {
 		*reventsp = passthrough ? POLLIN | POLLRDNORM : POLLIN | POLLRDNORM | POLLPRI;

@@ -149,6 +149,9 @@ static void tick(void)
 	pthread_mutex_unlock(&mu);
 	for (struct waiter *x = checking; x; x = x->next)
 		if (fs_poll_changed(the_engine, &x->want)) {
+			/* what the reader reads next is the new content and size */
+			if (x->want.path[0])
+				fs_kcache_changed(x->want.path);
 			fuse_notify_poll(x->ph);
 			x->dead = 1;
 		}

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "engine/engine.h"
+#include "fs/kcache.h"
 #include "fs/tree.h"
 
 #define FS_POLL_TICK_NS 50000000L   /* how often waiting readers' files are looked at */
@@ -21,6 +22,7 @@ int fs_poll_kind(enum fs_kind k);
  * seen (growing files), or its content other than the one whose hash is
  * sum (generated files). */
 struct fs_poll_want {
+	char path[FS_KCACHE_PATH_MAX];   /* "" when longer: the kernel's copy is not told */
 	uint64_t fh;
 	struct fs_node node;
 	uid_t uid;

@@ -750,14 +750,18 @@ int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out
 		return render_index(e, out);
 	case FS_PROM_FILE:
 		return render_prom(e, out);
+	case FS_JOB_STATUS: {
+		struct dlh_job_brief b;
+		if (dlh_engine_job_brief(e, n->id, &b))
+			return -ENOENT;
+		return dlh_buf_printf(out, "%s\n", dlh_status_name(b.status));
+	}
 	default:
 		break;
 	}
 	if (dlh_engine_job(e, n->id, &j))
 		return -ENOENT;
 	switch (n->kind) {
-	case FS_JOB_STATUS:
-		return dlh_buf_printf(out, "%s\n", dlh_status_name(j.status));
 	case FS_JOB_PROGRESS:
 		return render_progress(e, &j, out);
 	case FS_JOB_METRICS:

@@ -240,7 +240,7 @@ static int step(struct dlh_engine *e, struct fs_node *n, const char *name)
 			return 0;
 		}
 	}
-	struct dlh_job job;
+	struct dlh_job_brief job;
 	switch (n->kind) {
 	case FS_POOL_NODES:
 	case FS_NODE_CPU_DIR:
@@ -249,7 +249,7 @@ static int step(struct dlh_engine *e, struct fs_node *n, const char *name)
 	case FS_JOBS: {
 		long id = parse_id(name);
 		if (id > 0) {
-			if (dlh_engine_job(e, id, &job))
+			if (dlh_engine_job_brief(e, id, &job))
 				return -ENOENT;
 			n->kind = FS_JOB;
 			n->id = id;
@@ -307,8 +307,8 @@ int fs_resolve(struct dlh_engine *e, const char *path, struct fs_node *n)
 	}
 	/* result exists once the job has ended */
 	if (n->kind == FS_JOB_RESULT) {
-		struct dlh_job job;
-		if (dlh_engine_job(e, n->id, &job) || !dlh_status_terminal(job.status))
+		struct dlh_job_brief job;
+		if (dlh_engine_job_brief(e, n->id, &job) || !dlh_status_terminal(job.status))
 			return -ENOENT;
 	}
 	if (!optional_written(e, n->kind, n->id))

@@ -287,6 +287,18 @@ int dlh_engine_job(struct dlh_engine *e, long id, struct dlh_job *out)
 	return j ? 0 : -ENOENT;
 }
 
+int dlh_engine_job_brief(struct dlh_engine *e, long id, struct dlh_job_brief *out)
+{
+	pthread_mutex_lock(&e->mu);
+	struct dlh_job *j = eng_find(e, id);
+	if (j)
+		*out = (struct dlh_job_brief){ .uid = j->uid, .status = j->status,
+					       .submitted = j->submitted,
+					       .readable_by = j->spec.readable_by };
+	pthread_mutex_unlock(&e->mu);
+	return j ? 0 : -ENOENT;
+}
+
 size_t dlh_engine_jobs(struct dlh_engine *e, long *ids, size_t max)
 {
 	pthread_mutex_lock(&e->mu);

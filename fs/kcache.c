@@ -1,0 +1,332 @@
+/* kcache.c - what the kernel caches of the mount, and telling it when that
+ * changes
+ *
+ * The kernel keeps a file's attributes (its size above all) and names for
+ * FS_ATTR_TIMEOUT, and the pages of a generated file between opens, so
+ * that stat, a second cat, or a dashboard reading the same status ten
+ * times a second cost dlhfs nothing. Every getattr that told the kernel a
+ * size is recorded here with what it was told (the size, and for generated
+ * files the hash of the content behind it). One thread looks at the
+ * recorded files every FS_KCACHE_TICK_NS while the kernel may still hold
+ * what it was told, renders or stats each again, and for those that
+ * changed calls fuse_invalidate_path, which drops the kernel's attributes
+ * and pages: a stat after a change shows it within a tick.
+ *
+ * An open of a generated file renders it anyway. It reads through the
+ * kernel's pages only when the size the kernel holds is the length of what
+ * the open rendered (reads through pages stop at that size), and keeps the
+ * pages (FOPEN_KEEP_CACHE) only when they hold that very content; otherwise
+ * its reads reach dlhfs each time (direct io), as before. So a read never
+ * returns older content than its open saw.
+ *
+ * Locks: mu guards the table for short spells and is never held across a
+ * render, a stat or a call into libfuse; the thread holds nothing a FUSE
+ * request needs when it calls fuse_invalidate_path, as libfuse asks. */
+#include "fs/kcache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/util/util.h"
+#include "fs/poll.h"
+#include "fs/render.h"
+
+#define BUCKETS 4096
+
+struct entry {
+	char path[FS_KCACHE_PATH_MAX];
+	struct fs_node node;
+	uid_t uid;            /* who asked (passthrough files are stat-ed as them) */
+	off_t size;           /* the size the kernel was told */
+	uint64_t sum;         /* generated: the hash of the content of that size */
+	double until;         /* the kernel keeps the attributes until then; 0: dropped */
+	int pages;            /* the kernel's pages may hold content of hash page_sum */
+	uint64_t page_sum;
+	int readers;          /* handles open that read through the pages */
+	int stale;            /* an open saw other content: tell the kernel */
+	unsigned version;     /* bumped whenever what the kernel was told changes */
+	struct entry *next;   /* hash chain */
+};
+
+/* what the thread checks of one entry, copied out of the table */
+struct check {
+	char path[FS_KCACHE_PATH_MAX];
+	struct fs_node node;
+	uid_t uid;
+	off_t size;
+	uint64_t sum;
+	unsigned version;
+	int drop;             /* tell the kernel without looking */
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static struct entry *table[BUCKETS];   /* guarded by mu */
+static size_t entries;                 /* guarded by mu */
+static int running, stopping, hurry;   /* guarded by mu */
+static pthread_t thread;
+static struct dlh_engine *the_engine;
+static struct fuse *the_fuse;
+
+int fs_kcache_shared(enum fs_kind k)
+{
+	return k != FS_JOBS_INDEX && k != FS_PROM_FILE && k != FS_JOBS_ERRORS;
+}
+
+static unsigned bucket(const char *path)
+{
+	return (unsigned)(fs_poll_sum(path, strlen(path)) % BUCKETS);
+}
+
+/* The entry of path, or NULL. mu held. */
+static struct entry *find(const char *path)
+{
+	for (struct entry *x = table[bucket(path)]; x; x = x->next)
+		if (!strcmp(x->path, path))
+			return x;
+	return NULL;
+}
+
+/* Unlinks and frees x. mu held. */
+static void forget(struct entry *x)
+{
+	for (struct entry **p = &table[bucket(x->path)]; *p; p = &(*p)->next)
+		if (*p == x) {
+			*p = x->next;
+			free(x);
+			entries--;
+			return;
+		}
+}
+
+/* The kernel is (about to be) told to drop what it holds of x: x is
+ * forgotten unless handles still read through its pages. mu held. */
+static void dropped(struct entry *x)
+{
+	x->until = 0;
+	x->pages = 0;
+	x->stale = 0;
+	x->version++;
+	if (!x->readers)
+		forget(x);
+}
+
+void fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t size,
+		    uint64_t sum)
+{
+	enum fs_source src = fs_source_of(n->kind);
+	if ((src != FS_GENERATED && src != FS_PASSTHROUGH) || strlen(path) >= FS_KCACHE_PATH_MAX)
+		return;
+	pthread_mutex_lock(&mu);
+	if (!running) {
+		pthread_mutex_unlock(&mu);
+		return;
+	}
+	struct entry *x = find(path);
+	if (!x && (x = calloc(1, sizeof *x))) {
+		strcpy(x->path, path);
+		unsigned b = bucket(path);
+		x->next = table[b];
+		table[b] = x;
+		if (!entries++)
+			pthread_cond_signal(&cv);   /* the thread sleeps while nothing is held */
+	}
+	if (x) {
+		x->node = *n;
+		x->uid = uid;
+		x->size = size;
+		x->sum = sum;
+		x->until = dlh_now() + FS_ATTR_TIMEOUT;
+		x->version++;
+		/* what another reader sees differs: the kernel is told to drop
+		 * it at once (its reply is discarded if that comes first) */
+		x->stale = !fs_kcache_shared(n->kind);
+		if (x->stale) {
+			hurry = 1;
+			pthread_cond_signal(&cv);
+		}
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+int fs_kcache_open(const char *path, const struct fs_node *n, uint64_t sum, size_t len,
+		   int *keep)
+{
+	*keep = 0;
+	if (!fs_kcache_shared(n->kind) || fs_source_of(n->kind) != FS_GENERATED ||
+	    strlen(path) >= FS_KCACHE_PATH_MAX)
+		return 0;
+	int paged = 0;
+	pthread_mutex_lock(&mu);
+	struct entry *x = find(path);
+	if (x && x->until > dlh_now()) {
+		if (x->size != (off_t)len) {
+			x->stale = 1;   /* the kernel holds the old size: tell it now */
+			hurry = 1;
+			pthread_cond_signal(&cv);
+		} else if (!x->readers || (x->pages && x->page_sum == sum)) {
+			/* another handle reading other content through the pages
+			 * would mix the two: this one reads directly then */
+			*keep = x->pages && x->page_sum == sum;
+			x->pages = 1;
+			x->page_sum = sum;
+			x->sum = sum;
+			x->readers++;
+			paged = 1;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return paged;
+}
+
+void fs_kcache_close(const char *path)
+{
+	pthread_mutex_lock(&mu);
+	struct entry *x = find(path);
+	if (x && x->readers > 0 && !--x->readers && !x->until)
+		forget(x);
+	pthread_mutex_unlock(&mu);
+}
+
+void fs_kcache_changed(const char *path)
+{
+	pthread_mutex_lock(&mu);
+	struct entry *x = find(path);
+	int told = x != NULL;
+	if (x)
+		dropped(x);
+	struct fuse *f = running ? the_fuse : NULL;
+	pthread_mutex_unlock(&mu);
+	if (told && f)
+		fuse_invalidate_path(f, path);
+}
+
+/* 1 when what the kernel was told of c differs from c's file now. */
+static int differs(const struct check *c)
+{
+	if (fs_source_of(c->node.kind) == FS_PASSTHROUGH) {
+		struct stat st;
+		off_t now = fs_real_stat(the_engine, &c->node, c->uid, &st) ? 0 : st.st_size;
+		return now != c->size;
+	}
+	struct dlh_buf b = { 0 };
+	int rc = fs_render(the_engine, &c->node, &b);
+	int moved = rc == -ENOENT || (!rc && ((off_t)b.len != c->size ||
+					      fs_poll_sum(b.data, b.len) != c->sum));
+	dlh_buf_free(&b);
+	return moved;
+}
+
+/* One look at everything the kernel may hold: what changed is dropped,
+ * here and then in the kernel. */
+static void tick(void)
+{
+	pthread_mutex_lock(&mu);
+	size_t n = 0, cap = entries;
+	struct check *cs = cap ? malloc(cap * sizeof *cs) : NULL;
+	double now = dlh_now();
+	for (unsigned b = 0; b < BUCKETS && cs; b++) {
+		struct entry *x = table[b];
+		while (x) {
+			struct entry *next = x->next;
+			int drop = x->stale;
+			if (drop || x->until > now) {
+				struct check *c = &cs[n++];
+				strcpy(c->path, x->path);
+				c->node = x->node;
+				c->uid = x->uid;
+				c->size = x->size;
+				c->sum = x->sum;
+				c->version = x->version;
+				c->drop = drop;
+				if (drop)
+					dropped(x);
+			} else if (!x->readers) {
+				forget(x);   /* the kernel has let go of it */
+			}
+			x = next;
+		}
+	}
+	hurry = 0;
+	pthread_mutex_unlock(&mu);
+	for (size_t i = 0; i < n; i++) {
+		struct check *c = &cs[i];
+		if (!c->drop) {
+			if (!differs(c))
+				continue;
+			pthread_mutex_lock(&mu);
+			struct entry *x = find(c->path);
+			int same = x && x->version == c->version;
+			if (same)
+				dropped(x);
+			pthread_mutex_unlock(&mu);
+			if (!same)
+				continue;   /* told anew meanwhile: the next tick looks again */
+		}
+		fuse_invalidate_path(the_fuse, c->path);
+	}
+	free(cs);
+}
+
+static void *kcache_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&mu);
+	while (!stopping) {
+		if (!entries) {   /* the kernel holds nothing that can change */
+			pthread_cond_wait(&cv, &mu);
+			continue;
+		}
+		pthread_mutex_unlock(&mu);
+		tick();
+		pthread_mutex_lock(&mu);
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += FS_KCACHE_TICK_NS;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		while (!stopping && !hurry &&
+		       pthread_cond_timedwait(&cv, &mu, &until) != ETIMEDOUT)
+			;
+	}
+	pthread_mutex_unlock(&mu);
+	return NULL;
+}
+
+int fs_kcache_start(struct dlh_engine *e, struct fuse *f)
+{
+	the_engine = e;
+	the_fuse = f;
+	pthread_mutex_lock(&mu);
+	stopping = 0;
+	int rc = pthread_create(&thread, NULL, kcache_main, NULL);
+	running = !rc;
+	pthread_mutex_unlock(&mu);
+	return -rc;
+}
+
+void fs_kcache_stop(void)
+{
+	pthread_mutex_lock(&mu);
+	int was = running;
+	stopping = 1;
+	running = 0;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	if (was)
+		pthread_join(thread, NULL);
+	pthread_mutex_lock(&mu);
+	for (unsigned b = 0; b < BUCKETS; b++)
+		while (table[b]) {
+			struct entry *x = table[b];
+			table[b] = x->next;
+			free(x);
+		}
+	entries = 0;
+	pthread_mutex_unlock(&mu);
+}

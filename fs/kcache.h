@@ -1,0 +1,55 @@
+/* kcache.h - what the kernel caches of the mount (attributes, entries, the
+ * pages of generated files) and telling it when that changes (kcache.c) */
+#ifndef DLH_FS_KCACHE_H
+#define DLH_FS_KCACHE_H
+
+#include <fuse.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "engine/engine.h"
+#include "fs/tree.h"
+
+#define FS_ATTR_TIMEOUT 1.0          /* seconds the kernel keeps attributes and names */
+#define FS_KCACHE_TICK_NS 50000000L  /* how often what the kernel holds is looked at */
+#define FS_KCACHE_PATH_MAX 512       /* longer paths are never cached (direct io) */
+
+/* 1 when a file of kind k is the same for every reader, so that the kernel
+ * may keep its attributes (and a generated file's pages between opens) and
+ * kcache's thread may look at it to see whether it changed. jobs/index,
+ * jobs/errors and the Prometheus file differ by reader: the kernel is told
+ * to drop their attributes as soon as it has them. */
+int fs_kcache_shared(enum fs_kind k);
+
+/* A getattr (or lookup) of path told the kernel n's attributes with size
+ * size, kept for FS_ATTR_TIMEOUT: its content's hash is sum (generated
+ * files; 0 for others), and uid asked. The thread tells the kernel to
+ * drop them once n's content or size differs. Nodes whose attributes
+ * never change are not recorded (a no-op for them). */
+void fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t size,
+		    uint64_t sum);
+
+/* An open of generated path whose content is now len bytes of hash sum.
+ * Returns 1 when its reads may go through the kernel's pages (the size the
+ * kernel holds is len, and no other handle reads other content that way),
+ * *keep set when the pages already hold that content; the caller passes
+ * the same path to fs_kcache_close when the handle is released. Returns 0
+ * when its reads must reach dlhfs each time (direct io), and asks the
+ * thread to tell the kernel what changed. */
+int fs_kcache_open(const char *path, const struct fs_node *n, uint64_t sum, size_t len,
+		   int *keep);
+void fs_kcache_close(const char *path);
+
+/* What path shows changed: the kernel is told to drop its attributes and
+ * pages now. Called by threads that answer no FUSE request (poll's). */
+void fs_kcache_changed(const char *path);
+
+/* Starts the thread that looks at what the kernel holds every
+ * FS_KCACHE_TICK_NS and tells it (fuse_invalidate_path, holding no lock a
+ * FUSE request needs) of what changed. Returns 0, or -errno. */
+int fs_kcache_start(struct dlh_engine *e, struct fuse *f);
+
+/* Stops it and forgets everything recorded. */
+void fs_kcache_stop(void);
+
+#endif
