@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,9 +110,11 @@ static int fusermount_lazy(const char *path)
 
 int dlh_clear_stale_mount(const char *mp, char *msg, size_t len)
 {
-	struct stat st;
+	struct statfs sfs;
 	char path[PATH_MAX];
-	if (!mp || stat(mp, &st) == 0 || errno != ENOTCONN)
+	/* statfs, not stat: the kernel may answer a stat from the attributes
+	 * it keeps (for a second) without asking the filesystem */
+	if (!mp || statfs(mp, &sfs) == 0 || errno != ENOTCONN)
 		return 0;
 	int rc = absolute(mp, path, sizeof path);
 	if (rc) {
