@@ -315,7 +315,7 @@ int dlh_chart_svg(const struct dlh_chart *c, struct dlh_buf *b)
 		rc |= dlh_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"",
 				     p, f.top, p, f.bottom);
 		rc |= esc(b, c->vline_color);
-		rc |= dlh_buf_printf(b, "\" stroke-width=\"2\" stroke-dasharray=\"4 3\"/>\n");
+		rc |= dlh_buf_printf(b, "\" stroke-width=\"3\" stroke-dasharray=\"6 3\"/>\n");
 	}
 	for (int i = 0; i < ns; i++)
 		rc |= draw_series(&c->series[i], have[i], &f, &ax, &ay, b);

@@ -166,7 +166,10 @@ static void progress_chart(const struct dlh_plots *p, const struct dlh_plot_info
 		return;
 	}
 	char d[32];
-	dlh_duration(info->predicted_s, d, sizeof d);
+	if (info->predicted_s < 100)   /* H:MM:SS would round a short run to 0:00 */
+		snprintf(d, sizeof d, "%.3g s", info->predicted_s);
+	else
+		dlh_duration(info->predicted_s, d, sizeof d);
 	c->have_vline = 1;
 	c->vline_x = info->predicted_s / per;
 	c->vline_label = "predicted finish";

@@ -209,7 +209,7 @@ TEST(progress_plot_draws_the_estimate_and_its_finish_line)
 	CHECK(polyline_points(b.data, "#8c564b") == 2);
 	CHECK(strstr(b.data, "stroke-dasharray=\"7 4\""));
 	CHECK(strstr(b.data, ">predicted finish<") && strstr(b.data, "stroke=\"#e377c2\""));
-	CHECK_MSG(strstr(b.data, ">estimate: 0:14 for 300 steps<"), "%s", b.data);
+	CHECK_MSG(strstr(b.data, ">estimate: 14 s for 300 steps<"), "%s", b.data);
 	dlh_buf_free(&b);
 	struct dlh_plot_info none = { .job = "job 8" };
 	CHECK(dlh_plot_svg(&p, DLH_PLOT_PROGRESS, &none, &b) == 0);
