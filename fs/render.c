@@ -93,6 +93,9 @@ static const char readme_text[] =
 	"jobs/<id>/checkpoints/   checkpoint files; `latest` names the newest\n"
 	"jobs/<id>/result         once ended: accuracy, loss, wall time, model\n"
 	"jobs/<id>/lr_finder      lr = auto: the range test's sweep and chosen rate\n"
+	"jobs/<id>/plots/         loss.svg accuracy.svg throughput.svg progress.svg:\n"
+	"                         metrics.csv drawn, and the estimate beside the steps\n"
+	"jobs/<id>/report.html    the plots and the key files on one page\n"
 	"jobs/<id>/ctl            write a verb: cancel suspend resume checkpoint\n"
 	"                         priority N\n"
 	"jobs/<name>              symlink to the newest job with that [job] name\n";
