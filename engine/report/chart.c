@@ -235,7 +235,7 @@ static int draw_series(const struct dlh_series *s, size_t have, const struct fra
 	if (have >= 2) {
 		rc |= dlh_buf_printf(b, "<polyline fill=\"none\" stroke=\"");
 		rc |= esc(b, s->color);
-		rc |= dlh_buf_printf(b, "\" stroke-width=\"2\" stroke-linejoin=\"round\"%s points=\"",
+		rc |= dlh_buf_printf(b, "\" stroke-width=\"2.5\" stroke-linejoin=\"round\"%s points=\"",
 				     s->dashed ? " stroke-dasharray=\"7 4\"" : "");
 		for (size_t i = 0; i < s->n; i++)
 			if (usable(s->pt[i].x) && usable(s->pt[i].y))
