@@ -27,7 +27,8 @@ struct axis {
 
 /* The plot area, px. */
 struct frame {
-	double left, top, right, bottom;
+	double left, top;      /* its top left corner */
+	double right, bottom;  /* its bottom right corner (the axes meet at left, bottom) */
 };
 
 static int usable(double v)

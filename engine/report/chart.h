@@ -12,7 +12,8 @@
 
 /* One point of a series. */
 struct dlh_point {
-	double x, y;
+	double x;                      /* along the x axis (step, seconds) */
+	double y;                      /* the value */
 };
 
 /* One line of a chart. */

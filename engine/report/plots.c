@@ -132,7 +132,7 @@ static const char *time_unit(double span, double *per)
 
 /* Points of the series of one chart: pts[i] has room for DLH_PLOT_POINTS_MAX. */
 struct scratch {
-	struct dlh_point pts[DLH_CHART_SERIES_MAX][DLH_PLOT_POINTS_MAX];
+	struct dlh_point pts[DLH_CHART_SERIES_MAX][DLH_PLOT_POINTS_MAX];  /* series i's in pts[i] */
 };
 
 /* Sets series i of c to t's points (in s->pts[i]), label and colour. */

@@ -22,7 +22,10 @@ enum dlh_plot {
  * their lowest and highest, and when the buckets are full neighbours merge
  * and the width doubles. At most DLH_PLOT_POINTS_MAX points come out. */
 struct dlh_thin {
-	struct { struct dlh_point lo, hi; } b[DLH_PLOT_POINTS_MAX / 2];  /* closed buckets */
+	struct {
+		struct dlh_point lo;   /* the bucket's lowest point */
+		struct dlh_point hi;   /* its highest */
+	} b[DLH_PLOT_POINTS_MAX / 2];  /* closed buckets, x ascending */
 	size_t nb;                 /* closed buckets used */
 	long width;                /* points per bucket (0 before the first point) */
 	long open;                 /* points in the open bucket */

@@ -55,9 +55,10 @@ test_a_finished_jobs_plots_are_svg_with_axes_and_chromium_shows_their_curves() {
 	expect_eq "$(ls "$MNT/jobs/1/plots" | tr '\n' ' ')" "$PLOTS " "ls plots"
 	ls "$MNT/jobs/1" | grep -qx report.html || die "ls jobs/1: $(ls "$MNT/jobs/1")"
 	grep -q '^total_s=' "$MNT/jobs/1/estimate" || die "no estimate: $(cat "$MNT/jobs/1/estimate")"
-	local out; out=$(mktemp -d /tmp/dlh-plots.XXXXXX)
-	trap 'rm -rf "$out"; dlh_cleanup' EXIT
-	local f
+	# global, not local: the EXIT trap runs after this function has returned
+	PLOTS_OUT=$(mktemp -d /tmp/dlh-plots.XXXXXX)
+	trap 'rm -rf "$PLOTS_OUT"; dlh_cleanup' EXIT
+	local out=$PLOTS_OUT f
 	for f in $PLOTS; do
 		cp "$MNT/jobs/1/plots/$f" "$out/$f" || die "cp plots/$f"
 	done
