@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "engine/jobs/metrics.h"
+#include "fs/report.h"
 
 #define INDEX_GROUPS_MAX 64   /* a reader's groups looked at for readable_by = group */
 
@@ -92,6 +93,9 @@ static const char readme_text[] =
 	"jobs/<id>/checkpoints/   checkpoint files; `latest` names the newest\n"
 	"jobs/<id>/result         once ended: accuracy, loss, wall time, model\n"
 	"jobs/<id>/lr_finder      lr = auto: the range test's sweep and chosen rate\n"
+	"jobs/<id>/plots/         loss.svg accuracy.svg throughput.svg progress.svg:\n"
+	"                         metrics.csv drawn, and the estimate beside the steps\n"
+	"jobs/<id>/report.html    the plots and the key files on one page\n"
 	"jobs/<id>/ctl            write a verb: cancel suspend resume checkpoint\n"
 	"                         priority N\n"
 	"jobs/<name>              symlink to the newest job with that [job] name\n";
@@ -726,6 +730,29 @@ static int render_result(struct dlh_engine *e, const struct dlh_job *j, struct d
 	return rc ? -ENOMEM : 0;
 }
 
+/* report.html: the page fs/report.c makes, with progress, metrics and
+ * (once the job has ended) result as those files read. */
+static int render_report(struct dlh_engine *e, const struct dlh_job *j, struct dlh_buf *out)
+{
+	struct dlh_buf progress = { 0 }, metrics = { 0 }, result = { 0 };
+	int rc = render_progress(e, j, &progress);
+	rc = rc ? rc : render_metrics(e, j, &metrics);
+	if (!rc && dlh_status_terminal(j->status))
+		rc = render_result(e, j, &result);
+	if (!rc) {
+		struct fs_report_text t = {
+			.progress = progress.data ? progress.data : "",
+			.metrics = metrics.data ? metrics.data : "",
+			.result = dlh_status_terminal(j->status) ? (result.data ? result.data : "") : NULL,
+		};
+		rc = fs_report_html(e, j, &t, out);
+	}
+	dlh_buf_free(&progress);
+	dlh_buf_free(&metrics);
+	dlh_buf_free(&result);
+	return rc;
+}
+
 int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out)
 {
 	struct dlh_job j;
@@ -768,6 +795,11 @@ int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out
 		return render_metrics(e, &j, out);
 	case FS_JOB_RESULT:
 		return render_result(e, &j, out);
+	case FS_JOB_PLOT_LOSS: case FS_JOB_PLOT_ACCURACY: case FS_JOB_PLOT_THROUGHPUT:
+	case FS_JOB_PLOT_PROGRESS:
+		return fs_report_plot(e, &j, n->kind, out);
+	case FS_JOB_REPORT:
+		return render_report(e, &j, out);
 	default:
 		return -ENOENT;
 	}

@@ -49,7 +49,13 @@ static const struct fs_entry job_entries[] = {
 	{ "plan", FS_JOB_PLAN },
 	{ DLH_FILE_LOG, FS_JOB_LOG }, { DLH_DIR_CHECKPOINTS, FS_JOB_CKPTS }, { DLH_FILE_RESULT, FS_JOB_RESULT },
 	{ DLH_DIR_LOGS, FS_JOB_LOGS },
-	{ "lr_finder", FS_JOB_LRFIND }, { "ctl", FS_JOB_CTL }, { NULL, 0 },
+	{ "lr_finder", FS_JOB_LRFIND }, { "ctl", FS_JOB_CTL }, { "plots", FS_JOB_PLOTS },
+	{ "report.html", FS_JOB_REPORT }, { NULL, 0 },
+};
+static const struct fs_entry plots_entries[] = {
+	{ "loss.svg", FS_JOB_PLOT_LOSS }, { "accuracy.svg", FS_JOB_PLOT_ACCURACY },
+	{ "throughput.svg", FS_JOB_PLOT_THROUGHPUT }, { "progress.svg", FS_JOB_PLOT_PROGRESS },
+	{ NULL, 0 },
 };
 
 /* Real directories of a job whose regular files are served (the run's
@@ -91,7 +97,9 @@ int fs_private(enum fs_kind k)
 	case FS_JOB_SPEC: case FS_JOB_METRICS: case FS_JOB_CSV: case FS_JOB_PLAN:
 	case FS_JOB_LOG: case FS_JOB_CKPTS: case FS_JOB_CKPT: case FS_JOB_RESULT:
 	case FS_JOB_LOGS: case FS_JOB_RANKLOG:
-	case FS_JOB_ESTIMATE: case FS_JOB_LRFIND:
+	case FS_JOB_ESTIMATE: case FS_JOB_LRFIND: case FS_JOB_PLOTS: case FS_JOB_PLOT_LOSS:
+	case FS_JOB_PLOT_ACCURACY: case FS_JOB_PLOT_THROUGHPUT: case FS_JOB_PLOT_PROGRESS:
+	case FS_JOB_REPORT:
 		return 1;
 	default:
 		return 0;
@@ -103,7 +111,7 @@ enum fs_source fs_source_of(enum fs_kind k)
 	switch (k) {
 	case FS_ROOT: case FS_POOL: case FS_POOL_NODES: case FS_NODE: case FS_NODE_GPUS: case FS_PROM:
 	case FS_NODE_GPU: case FS_NODE_CPU_DIR: case FS_NODE_CPU: case FS_JOBS: case FS_JOB:
-	case FS_JOB_CKPTS: case FS_JOB_LOGS:
+	case FS_JOB_CKPTS: case FS_JOB_LOGS: case FS_JOB_PLOTS:
 		return FS_DIR;
 	case FS_JOB_SPEC: case FS_JOB_CSV: case FS_JOB_PLAN: case FS_JOB_LOG:
 	case FS_JOB_CKPT: case FS_JOBS_ERRORS: case FS_JOB_LRFIND: case FS_JOB_ESTIMATE:
@@ -131,6 +139,7 @@ static const struct fs_entry *entries_of(enum fs_kind k)
 	case FS_NODE_GPU: return gpu_entries;
 	case FS_JOBS: return jobs_entries;
 	case FS_JOB: return job_entries;
+	case FS_JOB_PLOTS: return plots_entries;
 	default: return NULL;
 	}
 }

@@ -60,6 +60,12 @@ enum fs_kind {
 	FS_JOB_CKPT,      /* checkpoints/<file> */
 	FS_JOB_LOGS,      /* logs/ */
 	FS_JOB_RANKLOG,   /* logs/<file> (rank.N) */
+	FS_JOB_PLOTS,     /* plots/: SVG drawn from metrics.csv (and the estimate) */
+	FS_JOB_PLOT_LOSS,       /* plots/loss.svg: train loss raw and smoothed, test loss */
+	FS_JOB_PLOT_ACCURACY,   /* plots/accuracy.svg: test accuracy, train accuracy smoothed */
+	FS_JOB_PLOT_THROUGHPUT, /* plots/throughput.svg: samples per second */
+	FS_JOB_PLOT_PROGRESS,   /* plots/progress.svg: steps against time, and the estimate's */
+	FS_JOB_REPORT,    /* report.html: the plots and the key files on one page */
 };
 
 /* How a node's content comes to be. */
@@ -80,7 +86,8 @@ struct fs_node {
 };
 
 /* 1 for a job's private files (spec, metrics, metrics.csv, plan, log,
- * checkpoints and each checkpoint, result, estimate, lr_finder): read by
+ * checkpoints and each checkpoint, result, estimate, lr_finder, plots and
+ * each plot, report.html): read by
  * its owner, root, and whom its [job] readable_by names; 0 for the rest
  * (status, progress, ctl, the name link are everyone's, as squeue is). */
 int fs_private(enum fs_kind k);

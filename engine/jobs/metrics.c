@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,23 +44,35 @@ static int take_row(const char *line, size_t len, struct dlh_metrics *m)
 	return 0;
 }
 
-int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
+/* Opens csv_path for reading as the run's owner cannot trick us into: no
+ * link, no FIFO, never waiting. Returns the descriptor with its stat in
+ * *st, -ENODATA when there are no rows to read (missing, a link, a special
+ * file), or -errno. */
+static int open_csv(const char *csv_path, struct stat *st)
 {
-	memset(m, 0, sizeof *m);
 	/* the run's owner writes there: no link, no FIFO */
 	int fd = open(csv_path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)   /* none yet, or a link: no rows */
-		return errno == ENOENT || errno == ELOOP ? 0 : -errno;
-	struct stat st;
-	if (fstat(fd, &st)) {
+		return errno == ENOENT || errno == ELOOP ? -ENODATA : -errno;
+	if (fstat(fd, st)) {
 		int e = -errno;
 		close(fd);
 		return e;
 	}
-	if (!S_ISREG(st.st_mode)) {   /* a FIFO or the like: no rows */
+	if (!S_ISREG(st->st_mode)) {   /* a FIFO or the like: no rows */
 		close(fd);
-		return 0;
+		return -ENODATA;
 	}
+	return fd;
+}
+
+int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
+{
+	struct stat st;
+	memset(m, 0, sizeof *m);
+	int fd = open_csv(csv_path, &st);
+	if (fd < 0)
+		return fd == -ENODATA ? 0 : fd;
 	char *buf = malloc(CHUNK + 512);
 	if (!buf) {
 		close(fd);
@@ -136,4 +149,58 @@ int dlh_run_info_read(const char *dir, struct dlh_run_info *ri)
 	ri->valid = ri->total_steps > 0;
 	free(text);
 	return 0;
+}
+
+int dlh_metrics_scan(const char *csv_path, size_t max_bytes,
+		     void (*row)(void *ctx, const struct dlh_metrics_row *r), void *ctx)
+{
+	struct stat st;
+	int fd = open_csv(csv_path, &st);
+	if (fd < 0)
+		return fd == -ENODATA ? 0 : fd;
+	/* lines end in buf; carry holds the start of one a chunk cut */
+	char *buf = malloc(CHUNK + DLH_METRICS_LINE_MAX);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	off_t end = st.st_size, at = 0;
+	int partial = (uintmax_t)end > (uintmax_t)max_bytes, rc = partial;
+	int skipping = 0;   /* inside a line not to parse: cut by the start, or too long */
+	size_t carry = 0;
+	if (partial) {   /* from the byte before: a line that begins exactly there is whole */
+		at = end - (off_t)max_bytes - 1;
+		skipping = 1;
+	}
+	struct dlh_metrics_row r;
+	while (at < end) {
+		size_t want = (size_t)(end - at) < CHUNK ? (size_t)(end - at) : CHUNK;
+		ssize_t got = pread(fd, buf + carry, want, at);
+		if (got < 0) {
+			rc = -errno;
+			break;
+		}
+		if (got == 0)
+			break;   /* cut back under us (a resume) */
+		at += got;
+		size_t n = carry + (size_t)got, s = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (buf[i] != '\n')
+				continue;
+			if (!skipping && !dlh_metrics_row_parse(buf + s, i - s, &r))
+				row(ctx, &r);
+			skipping = 0;
+			s = i + 1;
+		}
+		carry = n - s;   /* a line not ended yet */
+		if (skipping || carry >= DLH_METRICS_LINE_MAX) {
+			skipping = 1;   /* longer than any row: not one */
+			carry = 0;
+		} else {
+			memmove(buf, buf + s, carry);
+		}
+	}
+	free(buf);
+	close(fd);
+	return rc;
 }

@@ -2,6 +2,10 @@
 #ifndef DLH_METRICS_H
 #define DLH_METRICS_H
 
+#include <stddef.h>
+
+#include "engine/contract/contract.h"
+
 /* The newest training row and the newest evaluation row of metrics.csv
  * (rows as engine/contract/contract.h defines them). */
 struct dlh_metrics {
@@ -35,6 +39,16 @@ struct dlh_run_info {
  * 0 when the file is missing, holds no rows, or is a link or anything but a
  * regular file), or -errno on a read error. */
 int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m);
+
+/* Calls row(ctx, r) for every complete row of csv_path in file order (the
+ * header, malformed rows and a partial last line are skipped), reading at
+ * most max_bytes: of a longer file only its newest rows, from the first
+ * line that begins inside the last max_bytes. Opened as dlh_metrics_read
+ * opens it (no link, only a regular file, never waiting). Returns 0 (a
+ * missing file, a link or a special file have no rows), 1 when the file
+ * was longer than max_bytes, or -errno on a read error. */
+int dlh_metrics_scan(const char *csv_path, size_t max_bytes,
+		     void (*row)(void *ctx, const struct dlh_metrics_row *r), void *ctx);
 
 /* Parses DIR/run.info. Returns 0, or -errno (-ENOENT before the run starts). */
 int dlh_run_info_read(const char *dir, struct dlh_run_info *ri);

@@ -60,11 +60,15 @@ test_links_and_fifos_in_a_job_dir_are_not_served() {
 	# metrics.csv and lr_finder made links: not served, no hang
 	rm -f "$jd/metrics.csv"
 	ln -s "$secret" "$jd/metrics.csv"
-	local got
+	local got p
 	got=$(timeout 5 cat "$MNT/jobs/1/metrics.csv" 2>&1)
 	case $got in *"root only"*) die "metrics.csv served the link's target" ;; esac
 	got=$(timeout 5 cat "$MNT/jobs/1/metrics" 2>&1) || die "metrics: $got"
 	case $got in *"root only"*) die "metrics rendered the link's target" ;; esac
+	for p in plots/loss.svg report.html; do
+		got=$(timeout 5 cat "$MNT/jobs/1/$p" 2>&1) || die "$p: $got"
+		case $got in *"root only"*) die "$p rendered the link's target" ;; esac
+	done
 	# the checkpoints directory itself made a link to the secret's directory
 	mv "$jd/checkpoints" "$jd/checkpoints.old"
 	ln -s "$STATE" "$jd/checkpoints"
@@ -146,11 +150,12 @@ test_a_jobs_files_are_private_unless_shared() {
 	as "$a" cp "$f" "$MNT/jobs/new" || die "$a's submission: $(tail -2 "$MNT/jobs/errors")"
 	dlh_wait_ok 1
 	local p
-	for p in spec plan log metrics metrics.csv result; do
+	for p in spec plan log metrics metrics.csv result report.html plots/loss.svg plots/progress.svg; do
 		as "$a" cat "$MNT/jobs/1/$p" > /dev/null || die "$a cannot read its own $p"
 		expect_errno "Permission denied" as "$b" cat "$MNT/jobs/1/$p"
 	done
 	expect_errno "Permission denied" as "$b" ls "$MNT/jobs/1/checkpoints"
+	expect_errno "Permission denied" as "$b" ls "$MNT/jobs/1/plots"
 	as "$a" ls "$MNT/jobs/1/checkpoints" > /dev/null || die "$a cannot list its checkpoints"
 	cat "$MNT/jobs/1/log" > /dev/null || die "root cannot read the log"
 	expect_eq "$(as "$b" cat "$MNT/jobs/1/status")" succeeded "status, read by $b"

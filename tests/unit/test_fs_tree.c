@@ -56,6 +56,9 @@ static const struct want job_want[] = {
 	{ "spec", FS_JOB_SPEC }, { "status", FS_JOB_STATUS }, { "progress", FS_JOB_PROGRESS },
 	{ "metrics", FS_JOB_METRICS }, { "metrics.csv", FS_JOB_CSV }, { "plan", FS_JOB_PLAN },
 	{ "log", FS_JOB_LOG }, { "checkpoints", FS_JOB_CKPTS }, { "ctl", FS_JOB_CTL },
+	{ "plots", FS_JOB_PLOTS }, { "plots/loss.svg", FS_JOB_PLOT_LOSS },
+	{ "plots/accuracy.svg", FS_JOB_PLOT_ACCURACY }, { "plots/throughput.svg", FS_JOB_PLOT_THROUGHPUT },
+	{ "plots/progress.svg", FS_JOB_PLOT_PROGRESS }, { "report.html", FS_JOB_REPORT },
 };
 #define NWANT(t) (sizeof t / sizeof t[0])
 
@@ -315,6 +318,31 @@ TEST(tree_job_result_appears_once_the_job_has_ended)
 	dlh_engine_close(e);
 }
 
+TEST(tree_job_plots_and_report_are_listed_and_private)
+{
+	char state[512], dir[64];
+	struct dlh_engine *e = tree_engine(state, sizeof state, "tree-plots");
+	struct fs_node n;
+	struct names l;
+	CHECK(e != NULL);
+	long id = submit_named(e);
+	CHECK(id > 0);
+	snprintf(dir, sizeof dir, "/jobs/%ld", id);
+	CHECK(list(e, dir, &l) == 0);
+	CHECK_MSG(strstr(l.text, " plots report.html "), "listing: %s", l.text);
+	snprintf(dir, sizeof dir, "/jobs/%ld/plots", id);
+	CHECK(list(e, dir, &l) == 0);
+	CHECK_MSG(!strcmp(l.text, ". .. loss.svg accuracy.svg throughput.svg progress.svg "), "plots/: %s",
+		  l.text);
+	const enum fs_kind kinds[] = { FS_JOB_PLOTS, FS_JOB_PLOT_LOSS, FS_JOB_PLOT_ACCURACY,
+				       FS_JOB_PLOT_THROUGHPUT, FS_JOB_PLOT_PROGRESS, FS_JOB_REPORT };
+	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+		CHECK_MSG(fs_private(kinds[i]), "kind %d", kinds[i]);
+	CHECK(resolve(e, &n, "/jobs/%ld/plots/nosuch.svg", id) == -ENOENT);
+	CHECK(resolve(e, &n, "/jobs/%ld/report.html/x", id) == -ENOTDIR);
+	dlh_engine_close(e);
+}
+
 TEST(tree_job_lr_finder_and_estimate_appear_once_written)
 {
 	char state[512], dir[4096], path[4200], err[DLH_ERR_MAX];
@@ -485,14 +513,15 @@ TEST(tree_source_of_each_kind)
 {
 	const enum fs_kind dirs[] = {
 		FS_ROOT, FS_POOL, FS_POOL_NODES, FS_NODE, FS_NODE_GPUS, FS_NODE_GPU,
-		FS_NODE_CPU_DIR, FS_NODE_CPU, FS_JOBS, FS_JOB, FS_JOB_CKPTS,
+		FS_NODE_CPU_DIR, FS_NODE_CPU, FS_JOBS, FS_JOB, FS_JOB_CKPTS, FS_JOB_PLOTS,
 	};
 	const enum fs_kind generated[] = {
 		FS_README, FS_POOL_SUMMARY, FS_POOL_TYPES, FS_POOL_CALIB, FS_NODE_HOST, FS_NODE_ROLE,
 		FS_NODE_CPUS, FS_NODE_USED, FS_NODE_MEMORY, FS_NODE_MODEL, FS_NODE_JOBS,
 		FS_NODE_GPU_MODEL, FS_NODE_GPU_MEMORY, FS_NODE_GPU_STATE, FS_NODE_GPU_JOB,
 		FS_NODE_DEVICES, FS_NODE_ISOLATION, FS_NODE_CPU_JOB, FS_QUEUE, FS_JOB_STATUS,
-		FS_JOB_PROGRESS, FS_JOB_METRICS, FS_JOB_RESULT,
+		FS_JOB_PROGRESS, FS_JOB_METRICS, FS_JOB_RESULT, FS_JOB_PLOT_LOSS, FS_JOB_PLOT_ACCURACY,
+		FS_JOB_PLOT_THROUGHPUT, FS_JOB_PLOT_PROGRESS, FS_JOB_REPORT,
 	};
 	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
 		CHECK_MSG(fs_source_of(dirs[i]) == FS_DIR, "kind %d", dirs[i]);
@@ -549,6 +578,7 @@ int main(void)
 	RUN(tree_jobs_new_and_errors);
 	RUN(tree_job_dir_maps_each_file_of_a_job);
 	RUN(tree_job_result_appears_once_the_job_has_ended);
+	RUN(tree_job_plots_and_report_are_listed_and_private);
 	RUN(tree_job_lr_finder_and_estimate_appear_once_written);
 	RUN(tree_job_name_is_a_symlink_to_its_newest_job);
 	RUN(tree_checkpoints_are_the_regular_files_of_the_job_checkpoints_dir);
