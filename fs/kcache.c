@@ -71,9 +71,16 @@ static pthread_t thread;
 static struct dlh_engine *the_engine;
 static struct fuse *the_fuse;
 
-int fs_kcache_shared(enum fs_kind k)
+int fs_kcache_kept(enum fs_kind k)
 {
-	return k != FS_JOBS_INDEX && k != FS_PROM_FILE && k != FS_JOBS_ERRORS;
+	switch (k) {
+	case FS_JOBS_INDEX: case FS_PROM_FILE: case FS_JOBS_ERRORS:   /* by reader */
+	case FS_JOB_PLOT_LOSS: case FS_JOB_PLOT_ACCURACY: case FS_JOB_PLOT_THROUGHPUT:
+	case FS_JOB_PLOT_PROGRESS: case FS_JOB_REPORT:   /* all of metrics.csv each time */
+		return 0;
+	default:
+		return 1;
+	}
 }
 
 static unsigned bucket(const char *path)
@@ -141,9 +148,10 @@ void fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t 
 		x->sum = sum;
 		x->until = dlh_now() + FS_ATTR_TIMEOUT;
 		x->version++;
-		/* what another reader sees differs: the kernel is told to drop
-		 * it at once (its reply is discarded if that comes first) */
-		x->stale = !fs_kcache_shared(n->kind);
+		/* what another reader sees differs, or it is too dear to look at
+		 * each tick: the kernel is told to drop it at once (its reply is
+		 * discarded if that comes first) */
+		x->stale = !fs_kcache_kept(n->kind);
 		if (x->stale) {
 			hurry = 1;
 			pthread_cond_signal(&cv);
@@ -156,7 +164,7 @@ int fs_kcache_open(const char *path, const struct fs_node *n, uint64_t sum, size
 		   int *keep)
 {
 	*keep = 0;
-	if (!fs_kcache_shared(n->kind) || fs_source_of(n->kind) != FS_GENERATED ||
+	if (!fs_kcache_kept(n->kind) || fs_source_of(n->kind) != FS_GENERATED ||
 	    strlen(path) >= FS_KCACHE_PATH_MAX)
 		return 0;
 	int paged = 0;

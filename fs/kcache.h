@@ -14,12 +14,14 @@
 #define FS_KCACHE_TICK_NS 50000000L  /* how often what the kernel holds is looked at */
 #define FS_KCACHE_PATH_MAX 512       /* longer paths are never cached (direct io) */
 
-/* 1 when a file of kind k is the same for every reader, so that the kernel
- * may keep its attributes (and a generated file's pages between opens) and
- * kcache's thread may look at it to see whether it changed. jobs/index,
- * jobs/errors and the Prometheus file differ by reader: the kernel is told
- * to drop their attributes as soon as it has them. */
-int fs_kcache_shared(enum fs_kind k);
+/* 1 when the kernel may keep what it learns of a file of kind k (its
+ * attributes; a generated file's pages between opens): the file is the
+ * same for every reader and cheap enough for kcache's thread to look at
+ * each tick. 0 for jobs/index, jobs/errors and the Prometheus file (they
+ * differ by reader) and for the plots and report.html (each renders all of
+ * metrics.csv): the kernel is told to drop their attributes as soon as it
+ * has them. */
+int fs_kcache_kept(enum fs_kind k);
 
 /* A getattr (or lookup) of path told the kernel n's attributes with size
  * size, kept for FS_ATTR_TIMEOUT: its content's hash is sum (generated
