@@ -33,6 +33,7 @@
 #include "engine/util/util.h"
 #include "fs/poll.h"
 #include "fs/render.h"
+#include "fs/ticker.h"
 
 #define BUCKETS 4096
 
@@ -66,10 +67,17 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct entry *table[BUCKETS];   /* guarded by mu */
 static size_t entries;                 /* guarded by mu */
-static int running, stopping, hurry;   /* guarded by mu */
-static pthread_t thread;
+static int hurry;                      /* guarded by mu: something is stale */
 static struct dlh_engine *the_engine;
 static struct fuse *the_fuse;
+
+static int busy(void);
+static void tick(void);
+/* the kernel holds nothing that can change: it sleeps */
+static struct fs_ticker ticker = {
+	.mu = &mu, .cv = &cv, .busy = busy, .tick = tick, .period_ns = FS_KCACHE_TICK_NS,
+	.hurry = &hurry,
+};
 
 int fs_kcache_kept(enum fs_kind k)
 {
@@ -128,7 +136,7 @@ void fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t 
 	if ((src != FS_GENERATED && src != FS_PASSTHROUGH) || strlen(path) >= FS_KCACHE_PATH_MAX)
 		return;
 	pthread_mutex_lock(&mu);
-	if (!running) {
+	if (!ticker.running) {
 		pthread_mutex_unlock(&mu);
 		return;
 	}
@@ -206,7 +214,7 @@ void fs_kcache_changed(const char *path)
 	int told = x != NULL;
 	if (x)
 		dropped(x);
-	struct fuse *f = running ? the_fuse : NULL;
+	struct fuse *f = ticker.running ? the_fuse : NULL;
 	pthread_mutex_unlock(&mu);
 	if (told && f)
 		fuse_invalidate_path(f, path);
@@ -226,6 +234,12 @@ static int differs(const struct check *c)
 					      fs_poll_sum(b.data, b.len) != c->sum));
 	dlh_buf_free(&b);
 	return moved;
+}
+
+/* mu held: the kernel may hold something */
+static int busy(void)
+{
+	return entries > 0;
 }
 
 /* One look at everything the kernel may hold: what changed is dropped,
@@ -279,55 +293,16 @@ static void tick(void)
 	free(cs);
 }
 
-static void *kcache_main(void *arg)
-{
-	(void)arg;
-	pthread_mutex_lock(&mu);
-	while (!stopping) {
-		if (!entries) {   /* the kernel holds nothing that can change */
-			pthread_cond_wait(&cv, &mu);
-			continue;
-		}
-		pthread_mutex_unlock(&mu);
-		tick();
-		pthread_mutex_lock(&mu);
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += FS_KCACHE_TICK_NS;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		while (!stopping && !hurry &&
-		       pthread_cond_timedwait(&cv, &mu, &until) != ETIMEDOUT)
-			;
-	}
-	pthread_mutex_unlock(&mu);
-	return NULL;
-}
-
 int fs_kcache_start(struct dlh_engine *e, struct fuse *f)
 {
 	the_engine = e;
 	the_fuse = f;
-	pthread_mutex_lock(&mu);
-	stopping = 0;
-	int rc = pthread_create(&thread, NULL, kcache_main, NULL);
-	running = !rc;
-	pthread_mutex_unlock(&mu);
-	return -rc;
+	return fs_ticker_start(&ticker);
 }
 
 void fs_kcache_stop(void)
 {
-	pthread_mutex_lock(&mu);
-	int was = running;
-	stopping = 1;
-	running = 0;
-	pthread_cond_broadcast(&cv);
-	pthread_mutex_unlock(&mu);
-	if (was)
-		pthread_join(thread, NULL);
+	fs_ticker_stop(&ticker);
 	pthread_mutex_lock(&mu);
 	for (unsigned b = 0; b < BUCKETS; b++)
 		while (table[b]) {

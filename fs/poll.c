@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "fs/render.h"
+#include "fs/ticker.h"
 #include "engine/util/util.h"
 
 struct waiter {
@@ -34,8 +35,6 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct waiter *waiters;   /* guarded by mu */
 static struct waiter *checking;  /* the ones a tick looks at now (mu: their dead flags) */
-static int running, stopping;    /* guarded by mu */
-static pthread_t thread;
 static struct dlh_engine *the_engine;
 
 /* Frees a list of waiters, their poll handles destroyed (unwoken). */
@@ -174,46 +173,25 @@ static void tick(void)
 	drop(gone);
 }
 
-static void *poll_main(void *arg)
+/* mu held: someone waits */
+static int busy(void)
 {
-	(void)arg;
-	pthread_mutex_lock(&mu);
-	while (!stopping) {
-		if (!waiters) {   /* nobody waits: sleep until someone does */
-			pthread_cond_wait(&cv, &mu);
-			continue;
-		}
-		pthread_mutex_unlock(&mu);
-		tick();
-		struct timespec ts = { 0, FS_POLL_TICK_NS };
-		nanosleep(&ts, NULL);
-		pthread_mutex_lock(&mu);
-	}
-	pthread_mutex_unlock(&mu);
-	return NULL;
+	return waiters != NULL;
 }
+
+static struct fs_ticker ticker = {
+	.mu = &mu, .cv = &cv, .busy = busy, .tick = tick, .period_ns = FS_POLL_TICK_NS,
+};
 
 int fs_poll_start(struct dlh_engine *e)
 {
 	the_engine = e;
-	pthread_mutex_lock(&mu);
-	stopping = 0;
-	int rc = pthread_create(&thread, NULL, poll_main, NULL);
-	running = !rc;
-	pthread_mutex_unlock(&mu);
-	return -rc;
+	return fs_ticker_start(&ticker);
 }
 
 void fs_poll_stop(void)
 {
-	pthread_mutex_lock(&mu);
-	int was = running;
-	stopping = 1;
-	running = 0;
-	pthread_cond_broadcast(&cv);
-	pthread_mutex_unlock(&mu);
-	if (was)
-		pthread_join(thread, NULL);
+	fs_ticker_stop(&ticker);
 	pthread_mutex_lock(&mu);
 	struct waiter *all = waiters;
 	waiters = NULL;
