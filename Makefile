@@ -321,3 +321,6 @@ install:
 	install -m 644 schema/dlhfs-spec.5 $(DESTDIR)$(PREFIX)/share/man/man5/dlhfs-spec.5
 	sed 's|@PREFIX@|$(PREFIX)|g' fs/dlhfs.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/dlhfs.service
 	install -m 644 examples/*.ini $(DESTDIR)$(PREFIX)/share/doc/dlhfs/examples/
+	install -d $(DESTDIR)$(PREFIX)/share/doc/dlhfs/examples/pytorch-ddp
+	install -m 644 examples/pytorch-ddp/README.md examples/pytorch-ddp/fashion-mnist-ddp.ini \
+	  examples/pytorch-ddp/train.py $(DESTDIR)$(PREFIX)/share/doc/dlhfs/examples/pytorch-ddp/
