@@ -495,6 +495,7 @@ struct prom_job {
 	int status;                   /* enum dlh_status */
 	int readable;                 /* the reader may read its files */
 	struct dlh_metrics m;
+	long steps;                   /* train steps of the whole run; 0 = unknown */
 	double predicted_s, elapsed_s, joules;
 	int restarts;
 };
@@ -537,8 +538,12 @@ static size_t prom_jobs(struct dlh_engine *e, struct prom_job **out)
 		q->elapsed_s = j->started > 0 ? (j->finished > 0 ? j->finished : now) - j->started : 0;
 		dlh_engine_job_dir(e, j->id, dir, sizeof dir);
 		snprintf(path, sizeof path, "%s/" DLH_FILE_METRICS, dir);
-		if (q->readable)
+		if (q->readable) {
+			struct dlh_run_info ri;
 			dlh_metrics_read(path, &q->m);
+			dlh_run_info_read(dir, &ri);
+			q->steps = dlh_total_steps(&ri, &j->spec);
+		}
 		snprintf(path, sizeof path, "%s/estimate", dir);
 		if (!dlh_read_file_nofollow(path, 1 << 16, &text, NULL) &&
 		    !dlh_kv_get(text, "joules", v, sizeof v))
@@ -614,8 +619,8 @@ static int prom_devices(struct dlh_engine *e, struct dlh_buf *b)
 /* /prometheus/dlhfs.prom: the text exposition format, every family with
  * HELP and TYPE, names prefixed dlhfs_, base units (seconds, joules, ratios).
  * Per job (not ended, or ended within the hour): its state, and where the
- * reader may read the job, its step, epoch, samples per second, loss, test
- * accuracy; predicted and elapsed seconds, predicted joules, restarts. Per
+ * reader may read the job, its step (and the run's steps, where known),
+ * epoch, samples per second, loss, test accuracy; predicted and elapsed seconds, predicted joules, restarts. Per
  * node and device type: held and free. */
 static int render_prom(struct dlh_engine *e, struct dlh_buf *b)
 {
@@ -632,6 +637,9 @@ static int render_prom(struct dlh_engine *e, struct dlh_buf *b)
 				     dlh_status_name((enum dlh_status)jobs[i].status));
 	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_step", "gauge", "The newest training step the job recorded.",
 		     q->readable && q->m.have_train, q->m.step);
+	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_steps", "gauge",
+		     "The training steps of the whole run (run.info's, or a command's [job] steps).",
+		     q->readable && q->steps > 0, q->steps);
 	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_epoch", "gauge", "The epoch of that step.",
 		     q->readable && q->m.have_train, q->m.epoch);
 	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_samples_per_second", "gauge",
