@@ -1,6 +1,7 @@
 # 46-pytorch.sh - examples/pytorch-ddp through the mount: a PyTorch DDP (gloo)
 # program as a [job] command on 2 ranks, its progress from its rows and
-# [job] steps, suspended and resumed without repeating or losing a step
+# [job] steps, checkpointed on request, suspended and resumed without
+# repeating or losing a step
 
 # torch_python: prints a python3 that imports torch (PATH's, else Debian's)
 torch_python() {
@@ -67,6 +68,12 @@ test_pytorch_ddp_suspended_and_resumed_records_every_step_once() {
 	echo "$line" | grep -Eq '^epoch 1  step [0-9]+/96  [0-9]+%  [0-9]+ samples/s  ETA [0-9]+:[0-9]{2}$' ||
 		die "progress while running: $line"
 	echo "measured: progress at step $(last_train_step 1): $line"
+
+	# checkpoint: one at the next step, and on it goes
+	echo checkpoint > "$MNT/jobs/1/ctl" || die "checkpoint refused: $(tail -2 "$MNT/jobs/1/log")"
+	wait_for 30 grep -Eq 'train.py: step [0-9]+: checkpoint step-[0-9]{8}\.pt on request$' "$MNT/jobs/1/log" ||
+		die "no checkpoint on request: $(grep 'train.py' "$MNT/jobs/1/log" | tail -3)"
+	expect_eq "$(cat "$MNT/jobs/1/status")" running "status after checkpoint"
 
 	echo suspend > "$MNT/jobs/1/ctl" || die "suspend refused: $(tail -2 "$MNT/jobs/1/log")"
 	wait_for 60 status_is 1 suspended || die "status $(cat "$MNT/jobs/1/status"): $(tail -5 "$MNT/jobs/1/log")"
