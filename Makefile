@@ -8,7 +8,7 @@
 #                   (make fuzz-deps installs clang)
 #   make bench      benchmarks (bench/), each printing a table with ratios
 #   make bench-nodes one job on one and two nodes (namespaces; root)
-#   make bench-deps what only the benchmarks need (python3-torch, hyperfine)
+#   make bench-deps what only the benchmarks need (hyperfine)
 #   make example    mount at /dlh and train examples/fashion-mnist-mlp.ini
 #   make GPU=1      also build dlh-train's CUDA backend (cuBLAS, NCCL) and
 #                   bench-nccl-bw; GPU=0 leaves them out; by default they are
@@ -22,7 +22,7 @@ SAN    ?=
 DEPS_DEB = fuse3 libfuse3-dev libinih-dev openmpi-bin libopenmpi-dev \
            libopenblas-dev zlib1g-dev dataset-fashion-mnist pkg-config \
            make gcc g++ procps util-linux passwd openssh-client openssh-server iproute2 \
-           prometheus-node-exporter curl man-db python3 chromium
+           prometheus-node-exporter curl man-db python3 python3-torch chromium
 
 STD      = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 # -Wformat-truncation guesses at snprintf into bounded buffers, which is how
@@ -277,9 +277,9 @@ $(BUILD)/bench-fsbench: bench/fs/fsbench.c
 bench-fs: all $(BUILD)/bench-minfs $(BUILD)/bench-fsbench
 	bench/fs/run $(BUILD)
 
-# what only the benchmarks need: the PyTorch peer and hyperfine
+# what only the benchmarks need: hyperfine (the PyTorch peer comes with make deps)
 bench-deps:
-	@missing=""; for p in python3-torch hyperfine; do \
+	@missing=""; for p in hyperfine; do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
@@ -331,3 +331,6 @@ install:
 	install -m 644 schema/dlhfs-spec.5 $(DESTDIR)$(PREFIX)/share/man/man5/dlhfs-spec.5
 	sed 's|@PREFIX@|$(PREFIX)|g' fs/dlhfs.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/dlhfs.service
 	install -m 644 examples/*.ini $(DESTDIR)$(PREFIX)/share/doc/dlhfs/examples/
+	install -d $(DESTDIR)$(PREFIX)/share/doc/dlhfs/examples/pytorch-ddp
+	install -m 644 examples/pytorch-ddp/README.md examples/pytorch-ddp/fashion-mnist-ddp.ini \
+	  examples/pytorch-ddp/train.py $(DESTDIR)$(PREFIX)/share/doc/dlhfs/examples/pytorch-ddp/

@@ -11,11 +11,10 @@
 #include <sys/stat.h>
 
 #include "engine/jobs/metrics.h"
+#include "fs/progress.h"
 #include "fs/report.h"
 
 #define INDEX_GROUPS_MAX 64   /* a reader's groups looked at for readable_by = group */
-
-#define FS_IDLE_SHOWN 10.0   /* seconds without a step after which progress says so */
 
 static const char job_ctl_help[] =
 	"# write one verb per line:\n"
@@ -370,59 +369,20 @@ static int render_node(struct dlh_engine *e, const struct fs_node *n, struct dlh
 	return rc;
 }
 
-/* The one-line progress of a job. */
+/* The one-line progress of a job (fs/progress.c), from its files. */
 static int render_progress(struct dlh_engine *e, const struct dlh_job *j, struct dlh_buf *out)
 {
 	char dir[4096], csv[4200];
 	struct dlh_metrics m;
 	struct dlh_run_info ri;
+	struct stat st;
 	dlh_engine_job_dir(e, j->id, dir, sizeof dir);
 	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, dir);
 	dlh_metrics_read(csv, &m);
 	dlh_run_info_read(dir, &ri);
-
-	switch (j->status) {
-	case DLH_QUEUED:
-		return dlh_buf_printf(out, "queued: %s%s%s%s\n", j->wait[0] ? j->wait : "waiting to be planned",
-				      j->reason[0] ? " (" : "", j->reason, j->reason[0] ? ")" : "");
-	case DLH_PLANNING:
-		return dlh_buf_printf(out, "planning\n");
-	default:
-		break;
-	}
-	if (!m.have_train || !ri.valid) {
-		if (j->status == DLH_RUNNING)
-			return dlh_buf_printf(out, "running: starting %d rank%s, loading data\n", j->ranks,
-					      j->ranks == 1 ? "" : "s");
-		return dlh_buf_printf(out, "%s%s%s\n", dlh_status_name(j->status),
-				      j->reason[0] ? ": " : "", j->reason);
-	}
-	long total = ri.total_steps;
-	int epochs = j->spec.epochs;
-	double pct = total ? 100.0 * (double)m.step / (double)total : 0;
-	char eta[32], took[32];
-	/* from the current rate, not the average: start-up would skew an average */
-	double left = m.samples_per_s > 0
-		? (double)(total - m.step) * j->spec.batch_size / m.samples_per_s
-		: m.step > 0 ? m.time_s * (double)(total - m.step) / (double)m.step : 0;
-	dlh_duration(left, eta, sizeof eta);
-	dlh_duration(m.time_s, took, sizeof took);
-	if (j->status == DLH_RUNNING) {
-		/* a run that waits shows how long it has not stepped */
-		struct stat st;
-		char quiet[48] = "", q[32];
-		double idle = lstat(csv, &st) || !S_ISREG(st.st_mode) ? 0 :
-			      dlh_now() - ((double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec);
-		if (idle >= FS_IDLE_SHOWN) {
-			dlh_duration(idle, q, sizeof q);
-			snprintf(quiet, sizeof quiet, "  no step for %s", q);
-		}
-		return dlh_buf_printf(out, "epoch %d/%d  step %ld/%ld  %.0f%%  %.0f samples/s  ETA %s%s\n",
-				      m.epoch, epochs, m.step, total, pct, m.samples_per_s, eta, quiet);
-	}
-	return dlh_buf_printf(out, "%s: epoch %d/%d  step %ld/%ld  %.0f%%  in %s%s%s\n",
-			      dlh_status_name(j->status), m.epoch, epochs, m.step, total, pct, took,
-			      j->reason[0] ? "  " : "", j->reason);
+	double idle = lstat(csv, &st) || !S_ISREG(st.st_mode) ? 0 :
+		      dlh_now() - ((double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec);
+	return fs_progress_render(j, &m, &ri, idle, out);
 }
 
 static int render_metrics(struct dlh_engine *e, const struct dlh_job *j, struct dlh_buf *out)
@@ -539,6 +499,7 @@ struct prom_job {
 	int status;                   /* enum dlh_status */
 	int readable;                 /* the reader may read its files */
 	struct dlh_metrics m;
+	long steps;                   /* train steps of the whole run; 0 = unknown */
 	double predicted_s, elapsed_s, joules;
 	int restarts;
 };
@@ -581,8 +542,12 @@ static size_t prom_jobs(struct dlh_engine *e, struct prom_job **out)
 		q->elapsed_s = j->started > 0 ? (j->finished > 0 ? j->finished : now) - j->started : 0;
 		dlh_engine_job_dir(e, j->id, dir, sizeof dir);
 		snprintf(path, sizeof path, "%s/" DLH_FILE_METRICS, dir);
-		if (q->readable)
+		if (q->readable) {
+			struct dlh_run_info ri;
 			dlh_metrics_read(path, &q->m);
+			dlh_run_info_read(dir, &ri);
+			q->steps = dlh_total_steps(&ri, &j->spec);
+		}
 		snprintf(path, sizeof path, "%s/estimate", dir);
 		if (!dlh_read_file_nofollow(path, 1 << 16, &text, NULL) &&
 		    !dlh_kv_get(text, "joules", v, sizeof v))
@@ -658,8 +623,8 @@ static int prom_devices(struct dlh_engine *e, struct dlh_buf *b)
 /* /prometheus/dlhfs.prom: the text exposition format, every family with
  * HELP and TYPE, names prefixed dlhfs_, base units (seconds, joules, ratios).
  * Per job (not ended, or ended within the hour): its state, and where the
- * reader may read the job, its step, epoch, samples per second, loss, test
- * accuracy; predicted and elapsed seconds, predicted joules, restarts. Per
+ * reader may read the job, its step (and the run's steps, where known),
+ * epoch, samples per second, loss, test accuracy; predicted and elapsed seconds, predicted joules, restarts. Per
  * node and device type: held and free. */
 static int render_prom(struct dlh_engine *e, struct dlh_buf *b)
 {
@@ -676,6 +641,9 @@ static int render_prom(struct dlh_engine *e, struct dlh_buf *b)
 				     dlh_status_name((enum dlh_status)jobs[i].status));
 	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_step", "gauge", "The newest training step the job recorded.",
 		     q->readable && q->m.have_train, q->m.step);
+	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_steps", "gauge",
+		     "The training steps of the whole run (run.info's, or a command's [job] steps).",
+		     q->readable && q->steps > 0, q->steps);
 	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_epoch", "gauge", "The epoch of that step.",
 		     q->readable && q->m.have_train, q->m.epoch);
 	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_samples_per_second", "gauge",

@@ -81,10 +81,12 @@ static int load(struct dlh_engine *e, const struct dlh_job *j, struct dlh_plots 
 	snprintf(label, label_len, "job %ld%s%s%s", j->id, j->spec.name[0] ? " (" : "", j->spec.name,
 		 j->spec.name[0] ? ")" : "");
 	*info = (struct dlh_plot_info){ .job = label, .predicted_s = j->est_total };
-	/* the steps of the run: what the trainer said (run.info), else the estimate's */
-	if (!dlh_run_info_read(dir, &ri) && ri.valid) {
-		info->total_steps = ri.total_steps;
-	} else if (j->est_total > 0) {
+	/* the steps of the run: what the trainer said (run.info) or a command's
+	 * [job] steps, as progress has them; else the estimate's */
+	if (dlh_run_info_read(dir, &ri))
+		ri.valid = 0;
+	info->total_steps = dlh_total_steps(&ri, &j->spec);
+	if (!info->total_steps && j->est_total > 0) {
 		struct dlh_buf est = { 0 };
 		int cut;
 		if (!read_job_file(e, j->id, FS_JOB_ESTIMATE, FS_REPORT_FILE_MAX, &est, &cut) && est.data &&

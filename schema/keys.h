@@ -61,12 +61,13 @@ extern const int dlh_spec_nkeys;                /* entries in dlh_spec_keys */
 extern const char *const dlh_spec_sections[];   /* in order, NULL-terminated */
 
 /* A key that only means something beside another key's value (conv for a
- * cnn, beta1 for adam). Given where it does not apply it is an error, and
+ * cnn, beta1 for adam), or beside any value of it (steps beside a command). Given where it does not apply it is an error, and
  * the normalized text leaves it out. */
 struct dlh_applies {
 	const char *section, *name;     /* the key */
-	const char *on_section, *on;    /* the WORD key it depends on */
-	const char *const values[4];    /* the values of that key it applies to */
+	const char *on_section, *on;    /* the WORD (or COMMAND) key it depends on */
+	const char *const values[4];    /* the values of that key it applies to; none:
+					   any value but empty (steps beside a command) */
 	const char *hint;               /* what to use instead, or NULL */
 };
 

@@ -289,6 +289,13 @@ static void check_applies(struct ctx *c)
 		if (!a || c->bad[key(a->on_section, a->on)])
 			continue;
 		const char *value = (const char *)&c->spec + dlh_spec_keys[key(a->on_section, a->on)].off;
+		if (!a->values[0]) {   /* beside any value: it was given none */
+			dlh_spec_error_add(&c->errs, c->line_of[k],
+					   "[%s] %s: only used with a [%s] %s%s%s%s", a->section,
+					   a->name, a->on_section, a->on, a->hint ? " (" : "",
+					   a->hint ? a->hint : "", a->hint ? ")" : "");
+			continue;
+		}
 		char list[96] = "";
 		size_t used = 0;
 		for (int v = 0; v < 4 && a->values[v]; v++)

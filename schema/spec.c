@@ -32,6 +32,7 @@ const char *const dlh_spec_sections[] = { "job", "data", "model", "train", "reso
 const struct dlh_key dlh_spec_keys[] = {
 	{ "job", "name", DLH_KIND_NAME, FIELD(name), .def = "" },
 	{ "job", "command", DLH_KIND_COMMAND, FIELD(command), .hi = DLH_COMMAND_MAX, .def = "" },
+	{ "job", "steps", DLH_KIND_LONG, FIELD(steps), .lo = 0, .hi = DLH_STEPS_MAX, .def = "0" },
 	{ "job", "restart", DLH_KIND_ENUM, FIELD(restart), .words = restart_words, .def = "never" },
 	{ "job", "max_restarts", DLH_KIND_INT, FIELD(max_restarts), .lo = 0, .hi = 100, .def = "3" },
 	{ "job", "priority", DLH_KIND_INT, FIELD(priority), .lo = DLH_PRIORITY_MIN, .hi = DLH_PRIORITY_MAX, .def = "0" },
@@ -87,6 +88,7 @@ const struct dlh_key dlh_spec_keys[] = {
 const int dlh_spec_nkeys = (int)(sizeof dlh_spec_keys / sizeof dlh_spec_keys[0]);
 
 static const struct dlh_applies applies_rules[] = {
+	{ "job", "steps", "job", "command", { NULL }, "the built-in trainer counts its own steps" },
 	{ "model", "layers", "model", "type", { "mlp" }, "a cnn uses conv, pool and dense" },
 	{ "model", "conv", "model", "type", { "cnn" }, "an mlp uses layers" },
 	{ "model", "pool", "model", "type", { "cnn" }, "an mlp uses layers" },
@@ -107,6 +109,8 @@ const struct dlh_applies *dlh_spec_applies(const struct dlh_spec *s, int k)
 			continue;
 		int on = dlh_spec_key_find(a->on_section, a->on);
 		const char *value = (const char *)s + dlh_spec_keys[on].off;
+		if (!a->values[0] && value[0])
+			return NULL;   /* applies beside any value but none */
 		for (int v = 0; v < 4 && a->values[v]; v++)
 			if (!strcmp(value, a->values[v]))
 				return NULL;

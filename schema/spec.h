@@ -15,6 +15,7 @@
 #define DLH_PRIORITY_MIN (-1000)   /* lowest [job] priority */
 #define DLH_PRIORITY_MAX 1000      /* highest [job] priority */
 #define DLH_TIME_LIMIT_MAX (366L * 24 * 3600)   /* longest [job] time_limit, seconds */
+#define DLH_STEPS_MAX 1000000000000L            /* largest [job] steps */
 #define DLH_GRACE_AUTO_MAX 300L   /* most seconds of the automatic time_limit_grace */
 #define DLH_MEMORY_MIN (1LL << 20)              /* smallest [resources] memory but 0 */
 #define DLH_MEMORY_MAX (1LL << 50)              /* largest [resources] memory */
@@ -43,6 +44,8 @@ struct dlh_spec {
 	/* [job] */
 	char name[DLH_NAME_MAX + 1];        /* "" = none; else [A-Za-z0-9._-], not all digits */
 	char command[DLH_COMMAND_MAX + 1];  /* "" = built-in trainer; else argv, split on blanks */
+	long steps;                         /* a command's total train steps, for progress and
+					       ETA; 0 = unknown (dlh-train counts its own) */
 	enum dlh_restart restart;           /* never | on-failure */
 	int max_restarts;                   /* 0..100, used with on-failure */
 	int priority;                       /* DLH_PRIORITY_MIN..MAX; higher starts first */

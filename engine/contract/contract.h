@@ -13,7 +13,9 @@
  *   checkpoints/  the program's checkpoints; `latest` names the newest
  *   log           the harness's events and every rank's output (dlhfs writes it)
  *   heartbeat     one record per rank, rewritten in place after every step
- *                 (dlh_heartbeat_format): what dlhfs watches for a hung run
+ *                 (dlh_heartbeat_format): what dlhfs watches for a hung run;
+ *                 a [job] command's rows in metrics.csv do as well (each
+ *                 write is a step: the file's modification time)
  *
  * Signals dlhfs sends to a run (the launcher forwards them to every rank):
  *   DLH_SIG_CHECKPOINT  write a checkpoint at the next step, keep training

@@ -2,7 +2,8 @@
  *
  * Every rank of dlh-train rewrites its record of the job's heartbeat file
  * after each step (contract.h); a [job] command shows it steps by growing
- * metrics.csv. The timer thread asks eng_hang_check when the run would be
+ * metrics.csv (its modification time; or by the heartbeat records, where it
+ * writes them), and is watched from its first row on. The timer thread asks eng_hang_check when the run would be
  * hung at the earliest; nothing polls in between. A rank that stalls (a
  * SIGSTOP, a dead filesystem) holds every other in the next collective, so
  * which one stalls is told by its process state first (stopped, in
@@ -102,8 +103,8 @@ double eng_hang_check(struct dlh_engine *e, struct dlh_job *j, double now)
 	if (j->hung || j->kill_at || j->cancelling || j->hang_after <= 0 || !j->run.pid)
 		return 0;
 	double last = newest_beat(e, j, why, sizeof why);
-	if (!last && j->spec.command[0])
-		return 0;   /* a command that shows no steps: nothing to watch */
+	if (!last && j->spec.command[0])   /* a command that shows no step yet: not */
+		return now + ENG_HANG_LOOK;  /* watched, but looked at again */
 	double after = j->hang_after;
 	if (!last) {   /* starting: loading data may take longer than a step */
 		last = j->run_started;

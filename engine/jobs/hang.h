@@ -8,6 +8,9 @@
 #define ENG_HANG_STEPS 10.0      /* ... and is this many estimated steps */
 #define ENG_HANG_STARTUP 300.0   /* ... and before the first step (loading data),
 				    at least this: an explicit hang_timeout applies as is */
+#define ENG_HANG_LOOK 5.0        /* a [job] command that has not written a row yet is
+				    looked at again this often (from its first on, it
+				    is watched as dlh-train is) */
 
 /* Sets j->hang_after for a run that starts now: [job] hang_timeout, or
  * ENG_HANG_STEPS estimated steps (the job's estimate), at least

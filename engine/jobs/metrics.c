@@ -15,13 +15,34 @@
 
 #define CHUNK (64 * 1024)
 
-/* Parses one complete row into m; returns 1 when it filled something new. */
-static int take_row(const char *line, size_t len, struct dlh_metrics *m)
+/* Where the backward scan stands in the window of the recent step rate. */
+struct rate_scan {
+	int rows;              /* train rows seen past the newest */
+	int done;              /* the window is closed */
+	long step;             /* the step and time of the last row taken */
+	double time_s;
+};
+
+/* Parses one complete row into m (rows come newest first); returns 1 when
+ * it filled something new. */
+static int take_row(const char *line, size_t len, struct dlh_metrics *m, struct rate_scan *w)
 {
 	struct dlh_metrics_row r;
 	if (dlh_metrics_row_parse(line, len, &r))
 		return 0;
+	if (m->have_train && r.kind == DLH_ROW_TRAIN && !w->done) {
+		if (r.step >= w->step || r.time_s >= w->time_s) {
+			w->done = 1;   /* out of order: another run's rows */
+			return 0;
+		}
+		m->rate_step = w->step = r.step;
+		m->rate_time_s = w->time_s = r.time_s;
+		w->done = ++w->rows >= DLH_METRICS_RATE_ROWS;
+		return 1;
+	}
 	if (!m->have_train && r.kind == DLH_ROW_TRAIN) {
+		w->step = r.step;
+		w->time_s = r.time_s;
 		m->have_train = 1;
 		m->step = r.step;
 		m->epoch = r.epoch;
@@ -83,7 +104,8 @@ int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
 	off_t end = st.st_size;
 	int partial_tail = 1; /* the very last line may still be being written */
 	int rc = 0;
-	while (end > 0 && !(m->have_train && m->have_eval)) {
+	struct rate_scan w = { 0, 0, 0, 0 };
+	while (end > 0 && !(m->have_train && m->have_eval && w.done)) {
 		off_t start = end > CHUNK ? end - CHUNK : 0;
 		size_t n = (size_t)(end - start);
 		ssize_t got = pread(fd, buf, n, start);
@@ -112,8 +134,8 @@ int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
 			size_t s = e - 1; /* e-1 is the newline ending this line */
 			while (s > first && buf[s - 1] != '\n')
 				s--;
-			take_row(buf + s, e - 1 - s, m);
-			if (m->have_train && m->have_eval)
+			take_row(buf + s, e - 1 - s, m, &w);
+			if (m->have_train && m->have_eval && w.done)
 				break;
 			e = s;
 		}
@@ -127,6 +149,20 @@ int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
 	free(buf);
 	close(fd);
 	return rc;
+}
+
+double dlh_metrics_step_rate(const struct dlh_metrics *m)
+{
+	if (!m->have_train || !m->rate_step || m->time_s <= m->rate_time_s)
+		return 0;
+	return (double)(m->step - m->rate_step) / (m->time_s - m->rate_time_s);
+}
+
+long dlh_total_steps(const struct dlh_run_info *ri, const struct dlh_spec *s)
+{
+	if (ri->valid)
+		return ri->total_steps;
+	return s->command[0] && s->steps > 0 ? s->steps : 0;
 }
 
 int dlh_run_info_read(const char *dir, struct dlh_run_info *ri)

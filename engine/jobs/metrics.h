@@ -5,6 +5,10 @@
 #include <stddef.h>
 
 #include "engine/contract/contract.h"
+#include "schema/spec.h"
+
+/* Train rows the recent step rate of a [job] command is measured over. */
+#define DLH_METRICS_RATE_ROWS 20
 
 /* The newest training row and the newest evaluation row of metrics.csv
  * (rows as engine/contract/contract.h defines them). */
@@ -17,6 +21,9 @@ struct dlh_metrics {
 	double accuracy;       /* batch accuracy */
 	double lr;             /* learning rate of that step */
 	double samples_per_s;  /* global throughput */
+	long rate_step;        /* an older train row of the same run of rows, up to
+				  DLH_METRICS_RATE_ROWS before the newest (0: none) ... */
+	double rate_time_s;    /* ... and its time: the recent step rate */
 	int have_eval;         /* an eval row was found */
 	long eval_step;        /* step of the evaluation */
 	int eval_epoch;        /* epoch it closed */
@@ -34,8 +41,11 @@ struct dlh_run_info {
 	long test_samples;     /* test images used */
 };
 
-/* Scans csv_path backwards for the newest train and eval rows. A partial
- * last line (no newline yet) is ignored. Returns 0 (fields zero and have_*
+/* Scans csv_path backwards for the newest train and eval rows, and the
+ * train row up to DLH_METRICS_RATE_ROWS before the newest (rate_step: the
+ * rows between have steps and times that fall going back; a row out of
+ * that order, e.g. from before a restart that reset time_s, ends the
+ * window). A partial last line (no newline yet) is ignored. Returns 0 (fields zero and have_*
  * 0 when the file is missing, holds no rows, or is a link or anything but a
  * regular file), or -errno on a read error. */
 int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m);
@@ -49,6 +59,14 @@ int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m);
  * was longer than max_bytes, or -errno on a read error. */
 int dlh_metrics_scan(const char *csv_path, size_t max_bytes,
 		     void (*row)(void *ctx, const struct dlh_metrics_row *r), void *ctx);
+
+/* The recent step rate (steps per second) of m's train rows, or 0 when the
+ * rows do not tell one. */
+double dlh_metrics_step_rate(const struct dlh_metrics *m);
+
+/* The train steps of a whole run: run.info's total when ri is valid, else
+ * a [job] command's [job] steps, else 0 (unknown). */
+long dlh_total_steps(const struct dlh_run_info *ri, const struct dlh_spec *s);
 
 /* Parses DIR/run.info. Returns 0, or -errno (-ENOENT before the run starts). */
 int dlh_run_info_read(const char *dir, struct dlh_run_info *ri);

@@ -120,3 +120,44 @@ test_a_stalled_rank_is_found_named_and_the_run_restarted() {
 	train_steps 1 | cmp -s - <(seq 1 "$n") || die "train steps of metrics.csv are not 1..$n once each"
 	dlh_umount
 }
+
+# a [job] command's rows are its heartbeat: one that writes only rows (a row
+# a second, hang_timeout 3 s) is not hung while it writes them, and is found
+# hung 3 s after its last row once it stops writing; its first row comes
+# after a start longer than the timeout (no row: nothing is watched yet)
+test_a_commands_rows_are_its_heartbeat() {
+	dlh_mount
+	local prog=$STATE/rows.sh
+	cat > "$prog" <<'PROG'
+#!/bin/sh
+# a user's program: 4 s of loading, then 6 steps a second apart; "stall":
+# after 3 steps it stops writing and waits
+[ -s "$DLH_METRICS_CSV" ] || echo kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s > "$DLH_METRICS_CSV"
+sleep 4
+s=0
+while [ "$s" -lt 6 ]; do
+	s=$((s + 1))
+	echo "train,$s,1,$s,0.5,0.5,0.1,100" >> "$DLH_METRICS_CSV"
+	[ "$1" = stall ] && [ "$s" = 3 ] && exec sleep 30
+	sleep 1
+done
+PROG
+	chmod 755 "$prog"
+	printf '[job]\nname = rows\ncommand = %s\nhang_timeout = 3s\nsteps = 6\n[resources]\nranks = 1\n' "$prog" > "$STATE/r.ini"
+	printf '[job]\nname = stall\ncommand = %s stall\nhang_timeout = 3s\n[resources]\nranks = 1\n' "$prog" > "$STATE/s.ini"
+	cp "$STATE/r.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "a command writing rows ($(tail -3 "$MNT/jobs/1/log"))"
+	grep -q "hung:" "$MNT/jobs/1/log" && die "found hung while it wrote rows: $(grep 'hung:' "$MNT/jobs/1/log")"
+	cp "$STATE/s.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 eval '[ "$(csv_rows 2 train)" -ge 3 ]' || die "job 2 wrote no 3 rows: $(cat "$MNT/jobs/2/progress")"
+	local t0 t1
+	t0=$(date +%s)
+	wait_for 15 grep -q "hung: no step for .* (hang_timeout 0:03)" "$MNT/jobs/2/log" ||
+		die "no hang logged within 3 + 12 s of its last row: $(tail -3 "$MNT/jobs/2/log")"
+	t1=$(date +%s)
+	echo "measured: a command's hang logged $((t1 - t0)) s after its last row (hang_timeout 3 s)"
+	wait_for 30 job_terminal 2 || die "job 2 did not end: $(cat "$MNT/jobs/2/progress")"
+	expect_eq "$(cat "$MNT/jobs/2/status")" failed "a command that stopped writing rows"
+	dlh_umount
+}

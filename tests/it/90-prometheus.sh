@@ -28,6 +28,8 @@ test_node_exporter_scrapes_a_running_jobs_series() {
 		die "scrape: $(echo "$out" | grep dlhfs_ | head -20)"
 	echo "$out" | grep -Eq '^dlhfs_job_step\{job_id="1",name="watched",owner="root"\} [1-9][0-9]*$' ||
 		die "scrape: $(echo "$out" | grep dlhfs_job_step)"
+	echo "$out" | grep -Eq '^dlhfs_job_steps\{job_id="1",name="watched",owner="root"\} 18740$' ||
+		die "scrape: $(echo "$out" | grep dlhfs_job_steps)"
 	echo "$out" | grep -Eq '^dlhfs_job_samples_per_second\{job_id="1",[^}]*\} [0-9.e+]+$' ||
 		die "scrape: $(echo "$out" | grep samples)"
 	echo "$out" | grep -Eq "^dlhfs_devices\{node=\"$(hostname)\",state=\"held\",type=\"cpu\"\} 2$" ||

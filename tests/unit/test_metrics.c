@@ -33,12 +33,73 @@ TEST(metrics_missing_file_is_empty)
 	CHECK(!m.have_train && !m.have_eval);
 }
 
+/* the recent step rate: the train row DLH_METRICS_RATE_ROWS before the
+ * newest, eval rows skipped; rows of an earlier run (time_s starting over)
+ * close the window; a [job] command's total is its [job] steps */
+TEST(metrics_step_rate_over_the_newest_rows)
+{
+	char dir[512], path[600];
+	fresh_dir(dir, sizeof dir, "rate");
+	snprintf(path, sizeof path, "%s/metrics.csv", dir);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	fprintf(f, "kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n");
+	for (int s = 1; s <= 100; s++) {   /* 1 s a step, then 0.5 s from step 60 */
+		fprintf(f, "train,%d,1,%.3f,0.5,0.5,0.1,10\n", s, s <= 60 ? s : 60 + (s - 60) * 0.5);
+		if (s % 30 == 0)
+			fprintf(f, "eval,%d,1,%.3f,0.6,0.7,,\n", s, s <= 60 ? s : 60 + (s - 60) * 0.5);
+	}
+	fclose(f);
+	struct dlh_metrics m;
+	CHECK(dlh_metrics_read(path, &m) == 0);
+	CHECK(m.have_train && m.step == 100 && m.have_eval && m.eval_step == 90);
+	CHECK_MSG(m.rate_step == 100 - DLH_METRICS_RATE_ROWS, "rate_step %ld", m.rate_step);
+	double r = dlh_metrics_step_rate(&m);
+	CHECK_MSG(r > 1.99 && r < 2.01, "rate %g", r);
+
+	/* a run that started its clock over at step 91: the window stops there */
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	for (int s = 1; s <= 100; s++)
+		fprintf(f, "train,%d,1,%.3f,0.5,0.5,0.1,10\n", s, s <= 90 ? s * 1.0 : (s - 90) * 0.25);
+	fclose(f);
+	CHECK(dlh_metrics_read(path, &m) == 0);
+	CHECK_MSG(m.rate_step == 91, "rate_step %ld", m.rate_step);
+	r = dlh_metrics_step_rate(&m);
+	CHECK_MSG(r > 3.99 && r < 4.01, "rate %g", r);
+
+	/* one row: no rate */
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	fprintf(f, "train,1,1,3.5,0.5,0.5,0.1,10\n");
+	fclose(f);
+	CHECK(dlh_metrics_read(path, &m) == 0);
+	CHECK(m.have_train && m.rate_step == 0 && dlh_metrics_step_rate(&m) == 0);
+}
+
+TEST(total_steps_from_run_info_else_a_commands_spec)
+{
+	struct dlh_spec s;
+	struct dlh_run_info ri = { .valid = 1, .total_steps = 9090 };
+	dlh_spec_defaults(&s);
+	s.steps = 120;                          /* ignored without a command */
+	CHECK(dlh_total_steps(&ri, &s) == 9090);
+	ri.valid = 0;
+	CHECK(dlh_total_steps(&ri, &s) == 0);
+	snprintf(s.command, sizeof s.command, "python3 train.py");
+	CHECK(dlh_total_steps(&ri, &s) == 120);
+	s.steps = 0;
+	CHECK(dlh_total_steps(&ri, &s) == 0);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
 		return 1;
 	RUN(metrics_read_newest_rows_and_ignore_partial_line);
 	RUN(metrics_missing_file_is_empty);
+	RUN(metrics_step_rate_over_the_newest_rows);
+	RUN(total_steps_from_run_info_else_a_commands_spec);
 	tmp_root_remove();
 	return CHECK_EXIT();
 }

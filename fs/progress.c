@@ -1,0 +1,76 @@
+/* progress.c - the one line of a job's progress file, from its record,
+ * its newest metrics.csv rows and the run's total steps (pure: the caller
+ * reads the files) */
+#include "fs/progress.h"
+
+#include <stdio.h>
+
+/* Seconds the run needs for its steps after m's newest: from the newest
+ * row's samples/s where the global batch is known (dlh-train), else from
+ * the recent step rate of the rows, else from their average. 0 when done
+ * or unknown. */
+static double eta_of(const struct dlh_job *j, const struct dlh_metrics *m, long total)
+{
+	double left = (double)(total - m->step), rate;
+	if (left <= 0)
+		return 0;
+	/* the current rate, not the average: start-up would skew an average */
+	if (!j->spec.command[0] && m->samples_per_s > 0)
+		return left * j->spec.batch_size / m->samples_per_s;
+	rate = dlh_metrics_step_rate(m);
+	if (rate > 0)
+		return left / rate;
+	return m->step > 0 && m->time_s > 0 ? m->time_s * left / (double)m->step : 0;
+}
+
+int fs_progress_render(const struct dlh_job *j, const struct dlh_metrics *m,
+		       const struct dlh_run_info *ri, double idle, struct dlh_buf *out)
+{
+	switch (j->status) {
+	case DLH_QUEUED:
+		return dlh_buf_printf(out, "queued: %s%s%s%s\n", j->wait[0] ? j->wait : "waiting to be planned",
+				      j->reason[0] ? " (" : "", j->reason, j->reason[0] ? ")" : "");
+	case DLH_PLANNING:
+		return dlh_buf_printf(out, "planning\n");
+	default:
+		break;
+	}
+	long total = dlh_total_steps(ri, &j->spec);
+	/* dlh-train's rows count only with its run.info: rows without it are
+	 * another run's */
+	if (!m->have_train || (!j->spec.command[0] && !ri->valid)) {
+		if (j->status == DLH_RUNNING)
+			return dlh_buf_printf(out, "running: starting %d rank%s, loading data\n", j->ranks,
+					      j->ranks == 1 ? "" : "s");
+		return dlh_buf_printf(out, "%s%s%s\n", dlh_status_name(j->status),
+				      j->reason[0] ? ": " : "", j->reason);
+	}
+	/* epoch E/N where the epochs are dlh-train's; a command's are its own */
+	char epoch[48], step[64], q[32], quiet[48] = "", when[48];
+	if (j->spec.command[0])
+		snprintf(epoch, sizeof epoch, "epoch %d", m->epoch);
+	else
+		snprintf(epoch, sizeof epoch, "epoch %d/%d", m->epoch, j->spec.epochs);
+	if (total > 0)
+		snprintf(step, sizeof step, "step %ld/%ld  %.0f%%", m->step, total,
+			 100.0 * (double)m->step / (double)total);
+	else
+		snprintf(step, sizeof step, "step %ld", m->step);
+	if (j->status == DLH_RUNNING) {
+		if (idle >= FS_IDLE_SHOWN) {   /* a run that waits shows how long it has not stepped */
+			dlh_duration(idle, q, sizeof q);
+			snprintf(quiet, sizeof quiet, "  no step for %s", q);
+		}
+		if (total > 0) {
+			dlh_duration(eta_of(j, m, total), q, sizeof q);
+			snprintf(when, sizeof when, "  ETA %s", q);
+		} else {
+			when[0] = '\0';
+		}
+		return dlh_buf_printf(out, "%s  %s  %.0f samples/s%s%s\n", epoch, step, m->samples_per_s,
+				      when, quiet);
+	}
+	dlh_duration(m->time_s, q, sizeof q);
+	return dlh_buf_printf(out, "%s: %s  %s  in %s%s%s\n", dlh_status_name(j->status), epoch, step,
+			      q, j->reason[0] ? "  " : "", j->reason);
+}
