@@ -25,6 +25,7 @@
 #include "fs/kcache.h"
 
 #include <errno.h>
+#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,12 @@ struct entry {
 	uid_t uid;            /* who asked (passthrough files are stat-ed as them) */
 	off_t size;           /* the size the kernel was told */
 	uint64_t sum;         /* generated: the hash of the content of that size */
-	double until;         /* the kernel keeps the attributes until then; 0: dropped */
+	char *text;           /* generated, kept: that content (what reads through the
+				 pages get, so that they match the kernel's size); or NULL */
+	size_t text_len;
+	double changed;       /* when that content was first told (its mtime) */
+	double until;         /* the kernel keeps the attributes until then (dlh_mono);
+				 0: dropped */
 	int pages;            /* the kernel's pages may hold content of hash page_sum */
 	uint64_t page_sum;
 	int readers;          /* handles open that read through the pages */
@@ -111,6 +117,7 @@ static void forget(struct entry *x)
 	for (struct entry **p = &table[bucket(x->path)]; *p; p = &(*p)->next)
 		if (*p == x) {
 			*p = x->next;
+			free(x->text);
 			free(x);
 			entries--;
 			return;
@@ -129,16 +136,21 @@ static void dropped(struct entry *x)
 		forget(x);
 }
 
-void fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t size,
-		    uint64_t sum)
+double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t size,
+		      const struct dlh_buf *content)
 {
 	enum fs_source src = fs_source_of(n->kind);
 	if ((src != FS_GENERATED && src != FS_PASSTHROUGH) || strlen(path) >= FS_KCACHE_PATH_MAX)
-		return;
+		return 0;
+	const char *data = content && content->data ? content->data : "";
+	size_t len = content ? content->len : 0;
+	/* only a kept file's content small enough is read through the pages */
+	int paged = src == FS_GENERATED && fs_kcache_kept(n->kind) && len <= FS_KCACHE_TEXT_MAX;
+	double changed = 0;
 	pthread_mutex_lock(&mu);
 	if (!ticker.running) {
 		pthread_mutex_unlock(&mu);
-		return;
+		return 0;
 	}
 	struct entry *x = find(path);
 	if (!x && (x = calloc(1, sizeof *x))) {
@@ -150,11 +162,21 @@ void fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t 
 			pthread_cond_signal(&cv);   /* the thread sleeps while nothing is held */
 	}
 	if (x) {
+		int same = x->text && x->text_len == len && !memcmp(x->text, data, len);
+		if (!same) {
+			free(x->text);
+			x->text = paged ? malloc(len + 1) : NULL;
+			if (x->text)
+				memcpy(x->text, data, len);
+			x->text_len = x->text ? len : 0;
+			x->changed = dlh_now();
+		}
+		changed = x->changed;
 		x->node = *n;
 		x->uid = uid;
 		x->size = size;
-		x->sum = sum;
-		x->until = dlh_now() + FS_ATTR_TIMEOUT;
+		x->sum = src == FS_GENERATED ? fs_poll_sum(data, len) : 0;
+		x->until = dlh_mono() + FS_ATTR_TIMEOUT;
 		x->version++;
 		/* what another reader sees differs, or it is too dear to look at
 		 * each tick: the kernel is told to drop it at once (its reply is
@@ -166,21 +188,25 @@ void fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t 
 		}
 	}
 	pthread_mutex_unlock(&mu);
+	return src == FS_GENERATED && paged ? changed : 0;
 }
 
-int fs_kcache_open(const char *path, const struct fs_node *n, uint64_t sum, size_t len,
+int fs_kcache_open(const char *path, const struct fs_node *n, const struct dlh_buf *content,
 		   int *keep)
 {
 	*keep = 0;
 	if (!fs_kcache_kept(n->kind) || fs_source_of(n->kind) != FS_GENERATED ||
 	    strlen(path) >= FS_KCACHE_PATH_MAX)
 		return 0;
+	const char *data = content->data ? content->data : "";
+	uint64_t sum = fs_poll_sum(data, content->len);
 	int paged = 0;
 	pthread_mutex_lock(&mu);
 	struct entry *x = find(path);
-	if (x && x->until > dlh_now()) {
-		if (x->size != (off_t)len) {
-			x->stale = 1;   /* the kernel holds the old size: tell it now */
+	if (x && x->until > dlh_mono() && !x->stale) {
+		if (!x->text || x->text_len != content->len || memcmp(x->text, data, content->len)) {
+			/* the kernel holds another size or content: tell it now */
+			x->stale = 1;
 			hurry = 1;
 			pthread_cond_signal(&cv);
 		} else if (!x->readers || (x->pages && x->page_sum == sum)) {
@@ -189,13 +215,23 @@ int fs_kcache_open(const char *path, const struct fs_node *n, uint64_t sum, size
 			*keep = x->pages && x->page_sum == sum;
 			x->pages = 1;
 			x->page_sum = sum;
-			x->sum = sum;
 			x->readers++;
 			paged = 1;
 		}
 	}
 	pthread_mutex_unlock(&mu);
 	return paged;
+}
+
+int fs_kcache_text(const char *path, struct dlh_buf *out)
+{
+	int rc = -ENOENT;
+	pthread_mutex_lock(&mu);
+	struct entry *x = find(path);
+	if (x && x->text)
+		rc = dlh_buf_append(out, x->text, x->text_len);
+	pthread_mutex_unlock(&mu);
+	return rc;
 }
 
 void fs_kcache_close(const char *path)
@@ -216,7 +252,7 @@ void fs_kcache_changed(const char *path)
 		dropped(x);
 	struct fuse *f = ticker.running ? the_fuse : NULL;
 	pthread_mutex_unlock(&mu);
-	if (told && f)
+	if (told && f && !fuse_session_exited(fuse_get_session(f)))
 		fuse_invalidate_path(f, path);
 }
 
@@ -249,7 +285,7 @@ static void tick(void)
 	pthread_mutex_lock(&mu);
 	size_t n = 0, cap = entries;
 	struct check *cs = cap ? malloc(cap * sizeof *cs) : NULL;
-	double now = dlh_now();
+	double now = dlh_mono();
 	for (unsigned b = 0; b < BUCKETS && cs; b++) {
 		struct entry *x = table[b];
 		while (x) {
@@ -288,7 +324,10 @@ static void tick(void)
 			if (!same)
 				continue;   /* told anew meanwhile: the next tick looks again */
 		}
-		fuse_invalidate_path(the_fuse, c->path);
+		/* once the loop is ending no request may answer a read that an
+		 * invalidation of pages would wait for */
+		if (!fuse_session_exited(fuse_get_session(the_fuse)))
+			fuse_invalidate_path(the_fuse, c->path);
 	}
 	free(cs);
 }
@@ -308,6 +347,7 @@ void fs_kcache_stop(void)
 		while (table[b]) {
 			struct entry *x = table[b];
 			table[b] = x->next;
+			free(x->text);
 			free(x);
 		}
 	entries = 0;

@@ -8,11 +8,13 @@
 #include <sys/types.h>
 
 #include "engine/engine.h"
+#include "engine/util/util.h"
 #include "fs/tree.h"
 
 #define FS_ATTR_TIMEOUT 1.0          /* seconds the kernel keeps attributes and names */
 #define FS_KCACHE_TICK_NS 50000000L  /* how often what the kernel holds is looked at */
 #define FS_KCACHE_PATH_MAX 512       /* longer paths are never cached (direct io) */
+#define FS_KCACHE_TEXT_MAX 16384     /* larger generated content is read directly */
 
 /* 1 when the kernel may keep what it learns of a file of kind k (its
  * attributes; a generated file's pages between opens): the file is the
@@ -24,23 +26,32 @@
 int fs_kcache_kept(enum fs_kind k);
 
 /* A getattr (or lookup) of path told the kernel n's attributes with size
- * size, kept for FS_ATTR_TIMEOUT: its content's hash is sum (generated
- * files; 0 for others), and uid asked. The thread tells the kernel to
- * drop them once n's content or size differs. Nodes whose attributes
- * never change are not recorded (a no-op for them). */
-void fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t size,
-		    uint64_t sum);
+ * size, kept for FS_ATTR_TIMEOUT; content is a generated file's content
+ * (NULL for others), and uid asked. The thread tells the kernel to drop
+ * them once n's content or size differs. Nodes whose attributes never
+ * change are not recorded (a no-op for them). Returns, for a generated
+ * file read through the kernel's pages, when its content was first told
+ * (epoch seconds: its modification time, which the kernel compares to drop
+ * pages of older content), else 0. */
+double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t size,
+		      const struct dlh_buf *content);
 
-/* An open of generated path whose content is now len bytes of hash sum.
- * Returns 1 when its reads may go through the kernel's pages (the size the
- * kernel holds is len, and no other handle reads other content that way),
- * *keep set when the pages already hold that content; the caller passes
- * the same path to fs_kcache_close when the handle is released. Returns 0
- * when its reads must reach dlhfs each time (direct io), and asks the
- * thread to tell the kernel what changed. */
-int fs_kcache_open(const char *path, const struct fs_node *n, uint64_t sum, size_t len,
+/* An open of generated path whose content is now content. Returns 1 when
+ * its reads may go through the kernel's pages (the kernel was told this
+ * very content's size, and no other handle reads other content that way),
+ * *keep set when the pages already hold it; the caller passes the same
+ * path to fs_kcache_close when the handle is released. Returns 0 when its
+ * reads must reach dlhfs each time (direct io), and asks the thread to
+ * tell the kernel what changed. */
+int fs_kcache_open(const char *path, const struct fs_node *n, const struct dlh_buf *content,
 		   int *keep);
 void fs_kcache_close(const char *path);
+
+/* Appends to out the content the kernel was last told of path (with its
+ * size): what a read through the pages returns, so that it is never cut
+ * or padded to another size. Returns 0, -ENOENT (nothing told: the caller
+ * reads its snapshot), or -ENOMEM. */
+int fs_kcache_text(const char *path, struct dlh_buf *out);
 
 /* What path shows changed: the kernel is told to drop its attributes and
  * pages now. Called by threads that answer no FUSE request (poll's). */

@@ -112,20 +112,25 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 			st->st_mtime = rs.st_mtime;
 			st->st_mtim = rs.st_mtim;
 		}
-		fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size, 0);
+		fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size, NULL);
 		break;
 	}
 	case FS_GENERATED: {
-		/* the time stays put: the kernel drops its pages when the size or
-		 * the time it holds changes, and kcache.c says when content does */
+		/* a private file that the caller may not read is not rendered
+		 * for it (the plots read all of metrics.csv): it shows as empty */
 		struct dlh_buf b = {0};
-		if ((rc = fs_render(e, &n, &b))) {
+		if (!may_read(&n) && (rc = fs_render(e, &n, &b))) {
 			dlh_buf_free(&b);
 			return rc;
 		}
 		st->st_size = (off_t)b.len;
-		fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size,
-			       fs_poll_sum(b.data, b.len));
+		/* the time is when the content last changed, as far as the kernel
+		 * was told: it drops pages of older content when it changes */
+		double changed = fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size, &b);
+		if (changed > 0) {
+			st->st_mtim.tv_sec = (time_t)changed;
+			st->st_mtim.tv_nsec = (long)((changed - (double)(time_t)changed) * 1e9);
+		}
 		dlh_buf_free(&b);
 		break;
 	}
@@ -227,14 +232,10 @@ int dlh_fs_open(const char *path, struct fuse_file_info *fi)
 		int keep;
 		if ((rc = fs_render(e, &n, &h->buf)))
 			break;
-		if (fs_kcache_open(path, &n, fs_poll_sum(h->buf.data, h->buf.len), h->buf.len,
-				   &keep)) {
+		if (fs_kcache_open(path, &n, &h->buf, &keep)) {
 			if ((h->paged = strdup(path))) {
 				fi->direct_io = 0;
 				fi->keep_cache = (unsigned)keep;
-				/* pages kept: no read may come before one after a
-				 * change, which must see what is there then */
-				h->read_once = 1;
 			} else {
 				fs_kcache_close(path);
 			}
@@ -338,9 +339,20 @@ int dlh_fs_read(const char *path, char *buf, size_t size, off_t off, struct fuse
 		rc = read_buf(&h->buf, buf, size, off);
 		break;
 	case FS_GENERATED:
-		/* a read from the start sees the content now (lseek(0) after a
-		 * poll, as with sysfs); the rest of it comes from that snapshot */
-		if (off == 0 && h->read_once && fs_poll_kind(h->node.kind)) {
+		if (h->paged) {
+			/* through the kernel's pages: the content whose size the
+			 * kernel holds (what it was last told), never cut or padded */
+			struct dlh_buf told = { 0 };
+			if (!fs_kcache_text(h->paged, &told)) {
+				dlh_buf_free(&h->buf);
+				h->buf = told;
+			} else {
+				dlh_buf_free(&told);
+			}
+		} else if (off == 0 && h->read_once && fs_poll_kind(h->node.kind)) {
+			/* a read from the start sees the content now (lseek(0)
+			 * after a poll, as with sysfs); the rest of it comes from
+			 * that snapshot */
 			struct dlh_buf now = { 0 };
 			if (!fs_render(engine(), &h->node, &now)) {
 				dlh_buf_free(&h->buf);

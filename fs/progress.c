@@ -52,8 +52,9 @@ int fs_progress_render(const struct dlh_job *j, const struct dlh_metrics *m,
 	else
 		snprintf(epoch, sizeof epoch, "epoch %d/%d", m->epoch, j->spec.epochs);
 	if (total > 0)
-		snprintf(step, sizeof step, "step %ld/%ld  %.0f%%", m->step, total,
-			 100.0 * (double)m->step / (double)total);
+		snprintf(step, sizeof step, "step %ld/%ld  %lld%%", m->step, total,
+			 /* down: 100% only at the last step */
+			 m->step > 0 ? (long long)m->step * 100 / total : 0LL);
 	else
 		snprintf(step, sizeof step, "step %ld", m->step);
 	if (j->status == DLH_RUNNING) {

@@ -18,7 +18,7 @@ static void *ticker_main(void *arg)
 		t->tick();
 		pthread_mutex_lock(t->mu);
 		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
+		clock_gettime(CLOCK_MONOTONIC, &until);   /* cv waits on it (start) */
 		until.tv_nsec += t->period_ns;
 		while (until.tv_nsec >= 1000000000L) {
 			until.tv_sec++;
@@ -34,7 +34,17 @@ static void *ticker_main(void *arg)
 
 int fs_ticker_start(struct fs_ticker *t)
 {
+	pthread_condattr_t a;
 	pthread_mutex_lock(t->mu);
+	/* waits are timed on the monotonic clock: a step of the wall clock
+	 * neither stalls nor hurries them (nobody waits on cv yet) */
+	if (!pthread_condattr_init(&a)) {
+		if (!pthread_condattr_setclock(&a, CLOCK_MONOTONIC)) {
+			pthread_cond_destroy(t->cv);
+			pthread_cond_init(t->cv, &a);
+		}
+		pthread_condattr_destroy(&a);
+	}
 	t->stopping = 0;
 	int rc = pthread_create(&t->thread, NULL, ticker_main, t);
 	t->running = !rc;

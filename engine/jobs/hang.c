@@ -89,7 +89,9 @@ static double newest_beat(struct dlh_engine *e, struct dlh_job *j, char *why, si
 			 pick_state ? pick_state : "has the oldest heartbeat");
 	struct stat st;   /* a [job] command: its metrics rows */
 	eng_job_file(e, j->id, DLH_FILE_METRICS, path, sizeof path);
-	if (j->spec.command[0] && !lstat(path, &st) && S_ISREG(st.st_mode)) {
+	/* a row past the header: the header alone is no step (data may load) */
+	if (j->spec.command[0] && !lstat(path, &st) && S_ISREG(st.st_mode) &&
+	    st.st_size > (off_t)strlen(DLH_METRICS_HEADER)) {
 		double t = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
 		if (t >= j->run_started && t > newest)
 			newest = t;

@@ -105,7 +105,10 @@ int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
 	int partial_tail = 1; /* the very last line may still be being written */
 	int rc = 0;
 	struct rate_scan w = { 0, 0, 0, 0 };
-	while (end > 0 && !(m->have_train && m->have_eval && w.done)) {
+	/* rows older than DLH_METRICS_BACK_MAX are not looked for: a run with
+	 * no eval row (a command's) would be read whole at every look */
+	off_t floor_at = st.st_size > DLH_METRICS_BACK_MAX ? st.st_size - DLH_METRICS_BACK_MAX : 0;
+	while (end > floor_at && !(m->have_train && m->have_eval && w.done)) {
 		off_t start = end > CHUNK ? end - CHUNK : 0;
 		size_t n = (size_t)(end - start);
 		ssize_t got = pread(fd, buf, n, start);

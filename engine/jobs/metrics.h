@@ -3,9 +3,14 @@
 #define DLH_METRICS_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "engine/contract/contract.h"
 #include "schema/spec.h"
+
+/* How far back from its end dlh_metrics_read looks for the newest rows
+ * (bytes; some 140,000 rows). */
+#define DLH_METRICS_BACK_MAX ((off_t)8 << 20)
 
 /* Train rows the recent step rate of a [job] command is measured over. */
 #define DLH_METRICS_RATE_ROWS 20

@@ -282,8 +282,10 @@ void dlh_time_iso(double t, char *out, size_t outlen)
 
 void dlh_duration(double seconds, char *out, size_t outlen)
 {
-	if (seconds < 0)
+	if (!(seconds >= 0))   /* negative, or NaN */
 		seconds = 0;
+	if (seconds > 1e12)    /* beyond what a long holds in any case: shown as such */
+		seconds = 1e12;
 	long s = (long)(seconds + 0.5);
 	if (s >= 3600)
 		snprintf(out, outlen, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
