@@ -1,7 +1,8 @@
 # 90-prometheus.sh - /dlh/prometheus for node_exporter's textfile collector:
 # the real prometheus-node-exporter from Debian scrapes it on localhost (a
 # port of 127.0.0.1 only) while a job runs, and its /metrics carries the
-# dlhfs_ series of the job and of the pool
+# dlhfs_ series of the job and of the pool; promtool (Debian's prometheus)
+# finds nothing to say of the file
 
 # scrape PORT: node_exporter's /metrics
 scrape() { curl -sf "http://127.0.0.1:$1/metrics"; }
@@ -17,6 +18,11 @@ test_node_exporter_scrapes_a_running_jobs_series() {
 	wait_for 60 eval '[ "$(csv_rows 1 train)" -ge 5 ]' || die "no rows: $(cat "$MNT/jobs/1/progress")"
 	local prom=$MNT/prometheus/dlhfs.prom port=$((20000 + $$ % 20000))
 	grep -q '^# TYPE dlhfs_job_step gauge$' "$prom" || die "dlhfs.prom: $(head -20 "$prom")"
+	# Prometheus's own linter (names, base units, _total, HELP and TYPE)
+	local lint
+	command -v promtool >/dev/null || die "no promtool (make deps installs prometheus)"
+	lint=$(promtool check metrics < "$prom" 2>&1) || die "promtool check metrics: $lint"
+	[ -z "$lint" ] || die "promtool check metrics: $lint"
 	"$exporter" --collector.disable-defaults --collector.textfile \
 		--collector.textfile.directory="$MNT/prometheus" --web.listen-address="127.0.0.1:$port" \
 		> "$STATE/exporter.log" 2>&1 &
