@@ -2,9 +2,11 @@
 #include "fs/report.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/jobs/metrics.h"
@@ -63,6 +65,66 @@ static void feed(void *ctx, const struct dlh_metrics_row *r)
 	dlh_plots_feed(ctx, r);
 }
 
+/* The rows of the jobs drawn last, parsed: a stat (ls -l plots/) and the
+ * reads that follow, or a finished job's report read again, do not parse
+ * its metrics.csv each time. A slot holds one job's, valid while the file
+ * is the same one of the same size and time. */
+#define PARSED_SLOTS 8
+
+struct parsed {
+	long id;                   /* 0: empty */
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	struct dlh_plots *p;       /* the series (about 100 KB) */
+};
+
+static struct parsed parsed[PARSED_SLOTS];   /* guarded by parsed_mu */
+static unsigned parsed_next;
+static pthread_mutex_t parsed_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int same_file(const struct parsed *x, long id, const struct stat *st)
+{
+	return x->id == id && x->dev == st->st_dev && x->ino == st->st_ino &&
+	       x->size == st->st_size && x->mtime.tv_sec == st->st_mtim.tv_sec &&
+	       x->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* Copies job id's series into p when the file st was parsed already. Returns 1 then. */
+static int parsed_get(long id, const struct stat *st, struct dlh_plots *p)
+{
+	int hit = 0;
+	pthread_mutex_lock(&parsed_mu);
+	for (unsigned k = 0; k < PARSED_SLOTS && !hit; k++)
+		if (parsed[k].p && same_file(&parsed[k], id, st)) {
+			*p = *parsed[k].p;
+			hit = 1;
+		}
+	pthread_mutex_unlock(&parsed_mu);
+	return hit;
+}
+
+/* Keeps p as job id's series parsed from the file st (its own slot, else the oldest). */
+static void parsed_put(long id, const struct stat *st, const struct dlh_plots *p)
+{
+	pthread_mutex_lock(&parsed_mu);
+	unsigned k = 0;
+	while (k < PARSED_SLOTS && parsed[k].id != id)
+		k++;
+	if (k == PARSED_SLOTS)
+		k = parsed_next++ % PARSED_SLOTS;
+	struct parsed *x = &parsed[k];
+	if (!x->p)
+		x->p = malloc(sizeof *x->p);
+	if (x->p) {
+		*x->p = *p;
+		*x = (struct parsed){ .id = id, .dev = st->st_dev, .ino = st->st_ino,
+				      .size = st->st_size, .mtime = st->st_mtim, .p = x->p };
+	}
+	pthread_mutex_unlock(&parsed_mu);
+}
+
 /* The series of job j (p) and what its plots say besides (info, label):
  * its rows, the estimate's seconds and the run's steps. Returns 0, or
  * -errno. */
@@ -71,13 +133,20 @@ static int load(struct dlh_engine *e, const struct dlh_job *j, struct dlh_plots 
 {
 	char dir[4096], csv[4200], v[64];
 	struct dlh_run_info ri;
+	struct stat st;
 	dlh_plots_init(p);
 	dlh_engine_job_dir(e, j->id, dir, sizeof dir);
 	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, dir);
-	int rc = dlh_metrics_scan(csv, FS_PLOT_CSV_MAX, feed, p);
-	if (rc < 0)
-		return rc;
-	p->partial = rc == 1;
+	/* the file as it is now: a later change is parsed next time */
+	int known = !lstat(csv, &st) && S_ISREG(st.st_mode);
+	if (!known || !parsed_get(j->id, &st, p)) {
+		int rc = dlh_metrics_scan(csv, FS_PLOT_CSV_MAX, feed, p);
+		if (rc < 0)
+			return rc;
+		p->partial = rc == 1;
+		if (known)
+			parsed_put(j->id, &st, p);
+	}
 	snprintf(label, label_len, "job %ld%s%s%s", j->id, j->spec.name[0] ? " (" : "", j->spec.name,
 		 j->spec.name[0] ? ")" : "");
 	*info = (struct dlh_plot_info){ .job = label, .predicted_s = j->est_total };

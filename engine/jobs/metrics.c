@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,78 @@ static int open_csv(const char *csv_path, struct stat *st)
 	return fd;
 }
 
+/* Where the newest eval row of a file was, as an earlier read found it: a
+ * read looks for eval rows only in the lines appended since (a run that
+ * writes few or none would otherwise be read far back at every look: a
+ * command's progress, each tick of fs/kcache.c). The row is checked still
+ * there (a resume cuts metrics.csv back) before it is used. */
+#define EVAL_SEEN_SLOTS 64
+
+struct eval_seen {
+	dev_t dev;
+	ino_t ino;                 /* 0: empty */
+	off_t scanned;             /* the lines before this offset were looked at */
+	off_t last_at;             /* the last of them: its offset, length and hash (a file
+				      cut back and written again no longer has it) */
+	size_t last_len;
+	uint64_t last_sum;
+	int have;                  /* an eval row is among them */
+	off_t at;                  /* the newest: its offset, length and hash */
+	size_t len;
+	uint64_t sum;
+	struct dlh_metrics m;      /* its fields (the eval ones) */
+};
+
+static struct eval_seen eval_seen[EVAL_SEEN_SLOTS];   /* guarded by eval_mu */
+static unsigned eval_next;
+static pthread_mutex_t eval_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t line_sum(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+	return h;
+}
+
+/* 1 when len bytes at at in fd hash to sum. */
+static int line_still(int fd, off_t at, size_t len, uint64_t sum)
+{
+	char line[512];
+	return len <= sizeof line && pread(fd, line, len, at) == (ssize_t)len &&
+	       line_sum(line, len) == sum;
+}
+
+/* What was seen of st's file: *out, when its last line looked at and its
+ * eval row (if any) are still where they were. Returns 1 then. */
+static int eval_seen_get(int fd, const struct stat *st, struct eval_seen *out)
+{
+	int found = 0;
+	pthread_mutex_lock(&eval_mu);
+	for (unsigned k = 0; k < EVAL_SEEN_SLOTS && !found; k++)
+		if (eval_seen[k].ino == st->st_ino && eval_seen[k].dev == st->st_dev) {
+			*out = eval_seen[k];
+			found = out->scanned <= st->st_size;
+		}
+	pthread_mutex_unlock(&eval_mu);
+	return found && line_still(fd, out->last_at, out->last_len, out->last_sum) &&
+	       (!out->have || line_still(fd, out->at, out->len, out->sum));
+}
+
+static void eval_seen_put(const struct stat *st, const struct eval_seen *x)
+{
+	pthread_mutex_lock(&eval_mu);
+	unsigned k = 0;
+	while (k < EVAL_SEEN_SLOTS && !(eval_seen[k].ino == st->st_ino && eval_seen[k].dev == st->st_dev))
+		k++;
+	if (k == EVAL_SEEN_SLOTS)
+		k = eval_next++ % EVAL_SEEN_SLOTS;
+	eval_seen[k] = *x;
+	eval_seen[k].dev = st->st_dev;
+	eval_seen[k].ino = st->st_ino;
+	pthread_mutex_unlock(&eval_mu);
+}
+
 int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
 {
 	struct stat st;
@@ -108,7 +181,14 @@ int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
 	/* rows older than DLH_METRICS_BACK_MAX are not looked for: a run with
 	 * no eval row (a command's) would be read whole at every look */
 	off_t floor_at = st.st_size > DLH_METRICS_BACK_MAX ? st.st_size - DLH_METRICS_BACK_MAX : 0;
-	while (end > floor_at && !(m->have_train && m->have_eval && w.done)) {
+	/* eval rows are looked for only past what an earlier read looked at */
+	struct eval_seen was = { 0 }, now = { 0 };
+	int known = eval_seen_get(fd, &st, &was);
+	off_t eval_floor = known ? was.scanned : 0;
+	int tail_known = 0;   /* now.scanned set: the end of the last whole line */
+	int complete = 0;     /* every line an eval row is looked for in was looked at */
+	while (end > floor_at &&
+	       !(m->have_train && w.done && (m->have_eval || end <= eval_floor))) {
 		off_t start = end > CHUNK ? end - CHUNK : 0;
 		size_t n = (size_t)(end - start);
 		ssize_t got = pread(fd, buf, n, start);
@@ -125,6 +205,16 @@ int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
 				stop--;
 			partial_tail = 0;
 		}
+		if (end == st.st_size && stop > 0) {   /* the last whole line, to know the file again */
+			size_t l = stop - 1;
+			while (l > 0 && buf[l - 1] != '\n')
+				l--;
+			now.scanned = start + (off_t)stop;
+			now.last_at = start + (off_t)l;
+			now.last_len = stop - l;
+			now.last_sum = line_sum(buf + l, now.last_len);
+			tail_known = l > 0 || start == 0;   /* the line began in this chunk */
+		}
 		/* lines in buf[first..stop), scanned newest first */
 		size_t first = 0;
 		if (start > 0) {
@@ -137,17 +227,49 @@ int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
 			size_t s = e - 1; /* e-1 is the newline ending this line */
 			while (s > first && buf[s - 1] != '\n')
 				s--;
+			int had_eval = m->have_eval;
 			take_row(buf + s, e - 1 - s, m, &w);
-			if (m->have_train && m->have_eval && w.done)
+			if (!had_eval && m->have_eval) {   /* where it is, to check next time */
+				now.have = 1;
+				now.at = start + (off_t)s;
+				now.len = e - 1 - s;
+				now.sum = line_sum(buf + s, now.len);
+			}
+			if (m->have_train && w.done && (m->have_eval || start + (off_t)s <= eval_floor)) {
+				complete = 1;
 				break;
+			}
 			e = s;
 		}
-		if (start == 0)
+		if (start == 0) {
+			complete = 1;
 			break;
+		}
 		/* re-read the cut first line as part of the previous chunk */
 		if (start + (off_t)first >= end)
 			break; /* a single line longer than a chunk: not ours */
 		end = start + (off_t)first;
+	}
+	if (!rc) {
+		/* none appended since: the one an earlier read found */
+		if (!m->have_eval && known && was.have) {
+			m->have_eval = 1;
+			m->eval_step = was.m.eval_step;
+			m->eval_epoch = was.m.eval_epoch;
+			m->eval_time_s = was.m.eval_time_s;
+			m->test_loss = was.m.test_loss;
+			m->test_accuracy = was.m.test_accuracy;
+			now.have = 1;
+			now.at = was.at;
+			now.len = was.len;
+			now.sum = was.sum;
+		}
+		if (now.have)
+			now.m = *m;
+		/* kept when the scan found the newest eval row or went past the
+		 * earlier mark (or to the start, or as far back as it looks) */
+		if (tail_known && (complete || end <= eval_floor || end <= floor_at))
+			eval_seen_put(&st, &now);
 	}
 	free(buf);
 	close(fd);

@@ -92,6 +92,56 @@ TEST(total_steps_from_run_info_else_a_commands_spec)
 	CHECK(dlh_total_steps(&ri, &s) == 0);
 }
 
+/* an eval row far back is found again without reading back to it (only
+ * what was appended since is looked at), a newer one replaces it, and a
+ * file cut back and written again is read anew */
+TEST(metrics_eval_row_found_once_then_only_new_lines_are_read)
+{
+	char dir[512], path[600];
+	fresh_dir(dir, sizeof dir, "evalseen");
+	snprintf(path, sizeof path, "%s/metrics.csv", dir);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	fprintf(f, "kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n");
+	fprintf(f, "train,1,1,0.010,2.0,0.1,0.1,100\n");
+	fprintf(f, "eval,1,1,0.020,1.5,0.42,,\n");
+	for (int s = 2; s <= 20000; s++)   /* some 600 KB past it */
+		fprintf(f, "train,%d,1,%.3f,1.0,0.5,0.1,100\n", s, s * 0.01);
+	fclose(f);
+	struct dlh_metrics m;
+	CHECK(dlh_metrics_read(path, &m) == 0);
+	CHECK(m.have_train && m.step == 20000 && m.have_eval && m.eval_step == 1);
+
+	f = fopen(path, "a");
+	CHECK(f != NULL);
+	fprintf(f, "train,20001,1,200.010,1.0,0.5,0.1,100\n");
+	fclose(f);
+	CHECK(dlh_metrics_read(path, &m) == 0);
+	CHECK(m.step == 20001 && m.have_eval && m.eval_step == 1 && m.test_accuracy > 0.41 &&
+	      m.test_accuracy < 0.43);
+	CHECK(dlh_metrics_read(path, &m) == 0);   /* nothing new */
+	CHECK(m.step == 20001 && m.have_eval && m.eval_step == 1);
+
+	f = fopen(path, "a");
+	CHECK(f != NULL);
+	fprintf(f, "eval,20001,1,200.020,0.9,0.66,,\ntrain,20002,2,200.030,1.0,0.5,0.1,100\n");
+	fclose(f);
+	CHECK(dlh_metrics_read(path, &m) == 0);
+	CHECK(m.step == 20002 && m.have_eval && m.eval_step == 20001);
+
+	/* cut back (as a resume does) and written again past where it was read:
+	 * the eval rows are gone */
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	fprintf(f, "kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n");
+	for (int s = 1; s <= 30000; s++)
+		fprintf(f, "train,%d,1,%.3f,1.5,0.5,0.1,100\n", s, s * 0.02);
+	fclose(f);
+	CHECK(dlh_metrics_read(path, &m) == 0);
+	CHECK_MSG(m.step == 30000 && !m.have_eval, "step %ld, eval %d at %ld", m.step, m.have_eval,
+		  m.eval_step);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
@@ -100,6 +150,7 @@ int main(void)
 	RUN(metrics_missing_file_is_empty);
 	RUN(metrics_step_rate_over_the_newest_rows);
 	RUN(total_steps_from_run_info_else_a_commands_spec);
+	RUN(metrics_eval_row_found_once_then_only_new_lines_are_read);
 	tmp_root_remove();
 	return CHECK_EXIT();
 }
