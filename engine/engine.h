@@ -139,6 +139,10 @@ int dlh_engine_job_brief(struct dlh_engine *e, long id, struct dlh_job_brief *ou
 /* Writes up to max job ids, ascending, into ids. Returns how many jobs exist. */
 size_t dlh_engine_jobs(struct dlh_engine *e, long *ids, size_t max);
 
+/* Every job's id, ascending, in an array the caller frees; *n how many.
+ * Returns NULL when out of memory. */
+long *dlh_engine_job_ids(struct dlh_engine *e, size_t *n);
+
 /* The id of the newest job named name, or -ENOENT. */
 long dlh_engine_find_name(struct dlh_engine *e, const char *name);
 

@@ -99,7 +99,7 @@ int fs_kcache_kept(enum fs_kind k)
 
 static unsigned bucket(const char *path)
 {
-	return (unsigned)(fs_poll_sum(path, strlen(path)) % BUCKETS);
+	return (unsigned)(dlh_hash(path, strlen(path)) % BUCKETS);
 }
 
 /* The entry of path, or NULL. mu held. */
@@ -175,7 +175,7 @@ double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_
 		x->node = *n;
 		x->uid = uid;
 		x->size = size;
-		x->sum = src == FS_GENERATED ? fs_poll_sum(data, len) : 0;
+		x->sum = src == FS_GENERATED ? dlh_hash(data, len) : 0;
 		x->until = dlh_mono() + FS_ATTR_TIMEOUT;
 		x->version++;
 		/* what another reader sees differs, or it is too dear to look at
@@ -199,7 +199,7 @@ int fs_kcache_open(const char *path, const struct fs_node *n, const struct dlh_b
 	    strlen(path) >= FS_KCACHE_PATH_MAX)
 		return 0;
 	const char *data = content->data ? content->data : "";
-	uint64_t sum = fs_poll_sum(data, content->len);
+	uint64_t sum = dlh_hash(data, content->len);
 	int paged = 0;
 	pthread_mutex_lock(&mu);
 	struct entry *x = find(path);
@@ -267,7 +267,7 @@ static int differs(const struct check *c)
 	struct dlh_buf b = { 0 };
 	int rc = fs_render(the_engine, &c->node, &b);
 	int moved = rc == -ENOENT || (!rc && ((off_t)b.len != c->size ||
-					      fs_poll_sum(b.data, b.len) != c->sum));
+					      dlh_hash(b.data, b.len) != c->sum));
 	dlh_buf_free(&b);
 	return moved;
 }

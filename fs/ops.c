@@ -55,20 +55,13 @@ static mode_t mode_of(enum fs_kind k)
 	}
 }
 
-#define FS_GROUPS_MAX 64   /* a reader's groups looked at for readable_by = group */
-
 /* Whether the caller of this FUSE request may read n (fs_private). Returns
- * 0, or -EACCES. */
+ * 0, -EACCES, or -ENOENT. */
 static int may_read(const struct fs_node *n)
 {
 	if (!fs_private(n->kind))
 		return 0;
-	const struct fuse_context *cx = fuse_get_context();
-	gid_t groups[FS_GROUPS_MAX + 1];
-	int k = fuse_getgroups(FS_GROUPS_MAX, groups + 1);
-	groups[0] = cx->gid;
-	int rc = dlh_engine_may_read(engine(), n->id, cx->uid, groups,
-				     1 + (k > 0 && k <= FS_GROUPS_MAX ? k : 0));
+	int rc = fs_caller_may_read(engine(), n->id);
 	return rc == -ENOENT ? -ENOENT : rc ? -EACCES : 0;
 }
 
@@ -338,32 +331,25 @@ int dlh_fs_read(const char *path, char *buf, size_t size, off_t off, struct fuse
 			off -= (off_t)h->attempted;
 		rc = read_buf(&h->buf, buf, size, off);
 		break;
-	case FS_GENERATED:
-		if (h->paged) {
-			/* through the kernel's pages: the content whose size the
-			 * kernel holds (what it was last told), never cut or padded */
-			struct dlh_buf told = { 0 };
-			if (!fs_kcache_text(h->paged, &told)) {
-				dlh_buf_free(&h->buf);
-				h->buf = told;
-			} else {
-				dlh_buf_free(&told);
-			}
-		} else if (off == 0 && h->read_once && fs_poll_kind(h->node.kind)) {
-			/* a read from the start sees the content now (lseek(0)
-			 * after a poll, as with sysfs); the rest of it comes from
-			 * that snapshot */
-			struct dlh_buf now = { 0 };
-			if (!fs_render(engine(), &h->node, &now)) {
-				dlh_buf_free(&h->buf);
-				h->buf = now;
-			} else {
-				dlh_buf_free(&now);
-			}
+	case FS_GENERATED: {
+		/* through the kernel's pages: the content whose size the kernel
+		 * holds (what it was last told), never cut or padded; else a
+		 * read from the start sees the content now (lseek(0) after a
+		 * poll, as with sysfs), the rest of it comes from that snapshot */
+		struct dlh_buf now = { 0 };
+		int fresh = h->paged ? fs_kcache_text(h->paged, &now) :
+			    off == 0 && h->read_once && fs_poll_kind(h->node.kind) ?
+			    fs_render(engine(), &h->node, &now) : -EAGAIN;
+		if (!fresh) {
+			dlh_buf_free(&h->buf);
+			h->buf = now;
+		} else {
+			dlh_buf_free(&now);
 		}
 		h->read_once = 1;
 		rc = read_buf(&h->buf, buf, size, off);
 		break;
+	}
 	default:
 		rc = read_buf(&h->buf, buf, size, off);
 		break;
@@ -385,7 +371,7 @@ int dlh_fs_poll(const char *path, struct fuse_file_info *fi, struct fuse_pollhan
 	pthread_mutex_lock(&h->mu);
 	struct fs_poll_want w = {
 		.fh = fi->fh, .node = h->node, .uid = h->uid, .seen = h->seen,
-		.sum = fs_poll_sum(h->buf.data, h->buf.len),
+		.sum = dlh_hash(h->buf.data, h->buf.len),
 	};
 	pthread_mutex_unlock(&h->mu);
 	if (path && strlen(path) < sizeof w.path)

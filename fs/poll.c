@@ -60,14 +60,6 @@ int fs_poll_kind(enum fs_kind k)
 	}
 }
 
-uint64_t fs_poll_sum(const char *data, size_t len)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)data[i]) * 1099511628211ULL;
-	return h;
-}
-
 int fs_poll_changed(struct dlh_engine *e, const struct fs_poll_want *w)
 {
 	if (fs_source_of(w->node.kind) == FS_PASSTHROUGH) {
@@ -82,7 +74,7 @@ int fs_poll_changed(struct dlh_engine *e, const struct fs_poll_want *w)
 	}
 	struct dlh_buf b = { 0 };
 	int rc = fs_render(e, &w->node, &b);
-	int changed = rc == -ENOENT || (!rc && fs_poll_sum(b.data, b.len) != w->sum);
+	int changed = rc == -ENOENT || (!rc && dlh_hash(b.data, b.len) != w->sum);
 	dlh_buf_free(&b);
 	return changed;
 }

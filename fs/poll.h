@@ -30,9 +30,6 @@ struct fs_poll_want {
 	uint64_t sum;
 };
 
-/* FNV-1a of len bytes. */
-uint64_t fs_poll_sum(const char *data, size_t len);
-
 /* 1 when w's file has changed now (a growing file past w->seen, a
  * generated one whose content's hash is no longer w->sum). */
 int fs_poll_changed(struct dlh_engine *e, const struct fs_poll_want *w);

@@ -14,7 +14,6 @@
 #include "fs/progress.h"
 #include "fs/report.h"
 
-#define INDEX_GROUPS_MAX 64   /* a reader's groups looked at for readable_by = group */
 
 static const char job_ctl_help[] =
 	"# write one verb per line:\n"
@@ -404,15 +403,13 @@ static int render_metrics(struct dlh_engine *e, const struct dlh_job *j, struct 
 	return rc ? -ENOMEM : 0;
 }
 
-/* 1 when the caller of this FUSE request may read job id's files. */
-static int reader_may_read(struct dlh_engine *e, long id)
+int fs_caller_may_read(struct dlh_engine *e, long id)
 {
 	const struct fuse_context *cx = fuse_get_context();
-	gid_t groups[INDEX_GROUPS_MAX + 1];
-	int k = fuse_getgroups(INDEX_GROUPS_MAX, groups + 1);
+	gid_t groups[FS_GROUPS_MAX + 1];
+	int k = fuse_getgroups(FS_GROUPS_MAX, groups + 1);
 	groups[0] = cx->gid;
-	return !dlh_engine_may_read(e, id, cx->uid, groups,
-				    1 + (k > 0 && k <= INDEX_GROUPS_MAX ? k : 0));
+	return dlh_engine_may_read(e, id, cx->uid, groups, 1 + (k > 0 && k <= FS_GROUPS_MAX ? k : 0));
 }
 
 /* The test accuracy job id reached (its last eval row), into out ("-"
@@ -422,12 +419,23 @@ static void accuracy_of(struct dlh_engine *e, long id, char *out, size_t len)
 	char dir[4096], csv[4200];
 	struct dlh_metrics m;
 	snprintf(out, len, "-");
-	if (!reader_may_read(e, id))
+	if (fs_caller_may_read(e, id))
 		return;   /* its results are its owner's (and readable_by's) */
 	dlh_engine_job_dir(e, id, dir, sizeof dir);
 	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, dir);
 	if (!dlh_metrics_read(csv, &m) && m.have_eval)
 		snprintf(out, len, "%.4f", m.test_accuracy);
+}
+
+/* The name of user uid into out, or its number when it has none. */
+static void owner_name(uid_t uid, char *out, size_t len)
+{
+	char pwbuf[1024];
+	struct passwd pw, *found = NULL;
+	if (getpwuid_r(uid, &pw, pwbuf, sizeof pwbuf, &found) == 0 && found)
+		snprintf(out, len, "%s", pw.pw_name);
+	else
+		snprintf(out, len, "%u", (unsigned)uid);
 }
 
 /* jobs/index: the job history, a header then one line per job, as sacct
@@ -436,24 +444,17 @@ static void accuracy_of(struct dlh_engine *e, long id, char *out, size_t len)
  * the accuracy only of jobs the reader may read). */
 static int render_index(struct dlh_engine *e, struct dlh_buf *out)
 {
-	size_t n = dlh_engine_jobs(e, NULL, 0);
-	long *ids = malloc((n ? n : 1) * sizeof *ids);
+	size_t n;
+	long *ids = dlh_engine_job_ids(e, &n);
 	struct dlh_job *j = malloc(sizeof *j);
 	int rc = ids && j ? 0 : -ENOMEM;
-	if (!rc) {
-		size_t now = dlh_engine_jobs(e, ids, n);   /* ids of jobs removed since: skipped */
-		n = now < n ? now : n;
+	if (!rc)
 		rc = dlh_buf_printf(out, "id owner status submitted ended accuracy name\n");
-	}
 	for (size_t i = 0; i < n && !rc; i++) {
-		char owner[64], sub[40], end[40] = "-", acc[32], pwbuf[1024];
-		struct passwd pw, *found = NULL;
+		char owner[64], sub[40], end[40] = "-", acc[32];
 		if (dlh_engine_job(e, ids[i], j))
 			continue;   /* gone since */
-		if (getpwuid_r(j->uid, &pw, pwbuf, sizeof pwbuf, &found) == 0 && found)
-			snprintf(owner, sizeof owner, "%s", pw.pw_name);
-		else
-			snprintf(owner, sizeof owner, "%u", (unsigned)j->uid);
+		owner_name(j->uid, owner, sizeof owner);
 		dlh_time_iso(j->submitted, sub, sizeof sub);
 		if (j->finished > 0)
 			dlh_time_iso(j->finished, end, sizeof end);
@@ -508,8 +509,8 @@ struct prom_job {
  * *out (malloc'd). Returns how many. */
 static size_t prom_jobs(struct dlh_engine *e, struct prom_job **out)
 {
-	size_t n = dlh_engine_jobs(e, NULL, 0), k = 0;
-	long *ids = malloc((n ? n : 1) * sizeof *ids);
+	size_t n, k = 0;
+	long *ids = dlh_engine_job_ids(e, &n);
 	struct dlh_job *j = malloc(sizeof *j);
 	struct prom_job *p = calloc(n ? n : 1, sizeof *p);
 	double now = dlh_now();
@@ -519,25 +520,20 @@ static size_t prom_jobs(struct dlh_engine *e, struct prom_job **out)
 		free(j);
 		return 0;
 	}
-	size_t have = dlh_engine_jobs(e, ids, n);
-	n = have < n ? have : n;
 	for (size_t i = 0; i < n; i++) {
-		char owner[64], name[160], pwbuf[1024], dir[4096], path[4200], *text = NULL, v[64];
-		struct passwd pw, *found = NULL;
+		char user[64], owner[64], name[160], dir[4096], path[4200], *text = NULL, v[64];
 		if (dlh_engine_job(e, ids[i], j) || (j->finished > 0 && now - j->finished > PROM_ENDED_S))
 			continue;
 		struct prom_job *q = &p[k++];
-		if (getpwuid_r(j->uid, &pw, pwbuf, sizeof pwbuf, &found) == 0 && found)
-			prom_label(pw.pw_name, owner, sizeof owner);
-		else
-			snprintf(owner, sizeof owner, "%u", (unsigned)j->uid);
+		owner_name(j->uid, user, sizeof user);
+		prom_label(user, owner, sizeof owner);
 		prom_label(j->spec.name, name, sizeof name);
 		q->id = j->id;
 		snprintf(q->labels, sizeof q->labels, "job_id=\"%ld\",name=\"%s\",owner=\"%s\"", j->id,
 			 name, owner);
 		q->status = j->status;
 		q->restarts = j->restarts;
-		q->readable = reader_may_read(e, j->id);
+		q->readable = !fs_caller_may_read(e, j->id);
 		q->predicted_s = j->est_total;
 		q->elapsed_s = j->started > 0 ? (j->finished > 0 ? j->finished : now) - j->started : 0;
 		dlh_engine_job_dir(e, j->id, dir, sizeof dir);

@@ -125,15 +125,18 @@ static void parsed_put(long id, const struct stat *st, const struct dlh_plots *p
 	pthread_mutex_unlock(&parsed_mu);
 }
 
-/* The series of job j (p) and what its plots say besides (info, label):
- * its rows, the estimate's seconds and the run's steps. Returns 0, or
- * -errno. */
-static int load(struct dlh_engine *e, const struct dlh_job *j, struct dlh_plots *p,
+/* The series of job j (*pp, malloc'd: the caller frees it) and what its
+ * plots say besides (info, label): its rows, the estimate's seconds and
+ * the run's steps. Returns 0, or -errno (*pp NULL). */
+static int load(struct dlh_engine *e, const struct dlh_job *j, struct dlh_plots **pp,
 		struct dlh_plot_info *info, char *label, size_t label_len)
 {
 	char dir[4096], csv[4200], v[64];
 	struct dlh_run_info ri;
 	struct stat st;
+	struct dlh_plots *p = *pp = malloc(sizeof *p);
+	if (!p)
+		return -ENOMEM;
 	dlh_plots_init(p);
 	dlh_engine_job_dir(e, j->id, dir, sizeof dir);
 	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, dir);
@@ -141,8 +144,11 @@ static int load(struct dlh_engine *e, const struct dlh_job *j, struct dlh_plots 
 	int known = !lstat(csv, &st) && S_ISREG(st.st_mode);
 	if (!known || !parsed_get(j->id, &st, p)) {
 		int rc = dlh_metrics_scan(csv, FS_PLOT_CSV_MAX, feed, p);
-		if (rc < 0)
+		if (rc < 0) {
+			free(p);
+			*pp = NULL;
 			return rc;
+		}
 		p->partial = rc == 1;
 		if (known)
 			parsed_put(j->id, &st, p);
@@ -169,12 +175,10 @@ static int load(struct dlh_engine *e, const struct dlh_job *j, struct dlh_plots 
 int fs_report_plot(struct dlh_engine *e, const struct dlh_job *j, enum fs_kind kind,
 		   struct dlh_buf *out)
 {
-	struct dlh_plots *p = malloc(sizeof *p);
+	struct dlh_plots *p;
 	struct dlh_plot_info info;
 	char label[320];
-	if (!p)
-		return -ENOMEM;
-	int rc = load(e, j, p, &info, label, sizeof label);
+	int rc = load(e, j, &p, &info, label, sizeof label);
 	if (!rc)
 		rc = dlh_plot_svg(p, plot_of(kind), &info, out);
 	free(p);
@@ -215,16 +219,12 @@ static const char report_style[] =
 int fs_report_html(struct dlh_engine *e, const struct dlh_job *j, const struct fs_report_text *t,
 		   struct dlh_buf *out)
 {
-	struct dlh_plots *p = malloc(sizeof *p);
+	struct dlh_plots *p;
 	struct dlh_plot_info info;
 	char label[320];
-	if (!p)
-		return -ENOMEM;
-	int rc = load(e, j, p, &info, label, sizeof label);
-	if (rc) {
-		free(p);
+	int rc = load(e, j, &p, &info, label, sizeof label);
+	if (rc)
 		return rc;
-	}
 	rc |= dlh_buf_printf(out, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
 			     "<title>");
 	rc |= esc(out, label);

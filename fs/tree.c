@@ -403,13 +403,10 @@ int fs_list(struct dlh_engine *e, const struct fs_node *n,
 	if (n->kind == FS_POOL_NODES || n->kind == FS_NODE_CPU_DIR || n->kind == FS_NODE_GPUS) {
 		return list_pool(e, n, fill, ctx);
 	} else if (n->kind == FS_JOBS) {
-		size_t count = dlh_engine_jobs(e, NULL, 0);
-		long *ids = malloc((count + 1) * sizeof *ids);
+		size_t count;
+		long *ids = dlh_engine_job_ids(e, &count);
 		if (!ids)
 			return -ENOMEM;
-		size_t got = dlh_engine_jobs(e, ids, count);
-		if (got < count)
-			count = got; /* never more than fit: jobs may appear meanwhile */
 		char name[32];
 		for (size_t i = 0; i < count; i++) {
 			snprintf(name, sizeof name, "%ld", ids[i]);

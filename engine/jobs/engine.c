@@ -299,6 +299,17 @@ int dlh_engine_job_brief(struct dlh_engine *e, long id, struct dlh_job_brief *ou
 	return j ? 0 : -ENOENT;
 }
 
+long *dlh_engine_job_ids(struct dlh_engine *e, size_t *n)
+{
+	pthread_mutex_lock(&e->mu);
+	long *ids = malloc((e->njobs + 1) * sizeof *ids);
+	*n = ids ? e->njobs : 0;
+	for (size_t i = 0; i < *n; i++)
+		ids[i] = e->jobs[i]->id;
+	pthread_mutex_unlock(&e->mu);
+	return ids;
+}
+
 size_t dlh_engine_jobs(struct dlh_engine *e, long *ids, size_t max)
 {
 	pthread_mutex_lock(&e->mu);

@@ -114,20 +114,12 @@ static struct eval_seen eval_seen[EVAL_SEEN_SLOTS];   /* guarded by eval_mu */
 static unsigned eval_next;
 static pthread_mutex_t eval_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static uint64_t line_sum(const char *s, size_t n)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-	return h;
-}
-
 /* 1 when len bytes at at in fd hash to sum. */
 static int line_still(int fd, off_t at, size_t len, uint64_t sum)
 {
 	char line[512];
 	return len <= sizeof line && pread(fd, line, len, at) == (ssize_t)len &&
-	       line_sum(line, len) == sum;
+	       dlh_hash(line, len) == sum;
 }
 
 /* What was seen of st's file: *out, when its last line looked at and its
@@ -212,7 +204,7 @@ int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
 			now.scanned = start + (off_t)stop;
 			now.last_at = start + (off_t)l;
 			now.last_len = stop - l;
-			now.last_sum = line_sum(buf + l, now.last_len);
+			now.last_sum = dlh_hash(buf + l, now.last_len);
 			tail_known = l > 0 || start == 0;   /* the line began in this chunk */
 		}
 		/* lines in buf[first..stop), scanned newest first */
@@ -233,7 +225,7 @@ int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
 				now.have = 1;
 				now.at = start + (off_t)s;
 				now.len = e - 1 - s;
-				now.sum = line_sum(buf + s, now.len);
+				now.sum = dlh_hash(buf + s, now.len);
 			}
 			if (m->have_train && w.done && (m->have_eval || start + (off_t)s <= eval_floor)) {
 				complete = 1;

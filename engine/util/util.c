@@ -293,6 +293,15 @@ void dlh_duration(double seconds, char *out, size_t outlen)
 		snprintf(out, outlen, "%ld:%02ld", s / 60, s % 60);
 }
 
+uint64_t dlh_hash(const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	uint64_t h = 14695981039346656037ULL;   /* the offset basis */
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ULL;
+	return h;
+}
+
 double dlh_now(void)
 {
 	struct timespec ts;

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -90,6 +91,9 @@ void dlh_duration(double seconds, char *out, size_t outlen);
 /* Writes a byte count the way specs write sizes: the largest of K, M, G, T
  * (powers of 1024) that divides it ("64M", "1536K", "100"). */
 void dlh_size_text(long long bytes, char *out, size_t len);
+
+/* FNV-1a of len bytes: a cheap hash to tell contents apart. */
+uint64_t dlh_hash(const void *data, size_t len);
 
 /* Seconds since the epoch, with sub-second precision. */
 double dlh_now(void);

@@ -142,6 +142,14 @@ TEST(job_dir_access_never_follows_what_its_owner_put_there)
 	free(text);
 }
 
+/* FNV-1a's published values, and contents that differ hash apart */
+TEST(hash_is_fnv1a)
+{
+	CHECK(dlh_hash("", 0) == 0xcbf29ce484222325ULL);
+	CHECK(dlh_hash("a", 1) == 0xaf63dc4c8601ec8cULL);
+	CHECK(dlh_hash("running\n", 8) != dlh_hash("queued\n", 7));
+}
+
 int main(void)
 {
 	if (tmp_root_make())
@@ -152,6 +160,7 @@ int main(void)
 	RUN(kv_get_finds_exact_keys);
 	RUN(duration_formats);
 	RUN(size_text_uses_the_largest_exact_unit);
+	RUN(hash_is_fnv1a);
 	tmp_root_remove();
 	return CHECK_EXIT();
 }
