@@ -124,32 +124,60 @@ test_a_stalled_rank_is_found_named_and_the_run_restarted() {
 # a [job] command's rows are its heartbeat: one that writes only rows (a row
 # a second, hang_timeout 3 s) is not hung while it writes them, and is found
 # hung 3 s after its last row once it stops writing; its first row comes
-# after a start longer than the timeout (no row: nothing is watched yet)
+# after a start longer than the timeout (no row: nothing is watched yet).
+# The test paces the program: it writes a row for each line the test adds
+# to its pace file, and the test adds one once the job has gone the time
+# without being found hung (clear_for).
+
+# clear_for MS ID: job ID's log says nothing of a hang for MS milliseconds
+clear_for() {
+	local end=$(($(date +%s%N) + $1 * 1000000))
+	while [ "$(date +%s%N)" -lt "$end" ]; do
+		grep -q "hung:" "$MNT/jobs/$2/log" && return 1
+		sleep 0.05
+	done
+	return 0
+}
+
 test_a_commands_rows_are_its_heartbeat() {
 	dlh_mount
 	local prog=$STATE/rows.sh
 	cat > "$prog" <<'PROG'
 #!/bin/sh
-# a user's program: 4 s of loading, then 6 steps a second apart; "stall":
-# after 3 steps it stops writing and waits
+# a user's program: loads until the first line of its pace file (argument
+# 1), then writes step N's row once the file has N lines, up to 6 steps
 [ -s "$DLH_METRICS_CSV" ] || echo kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s > "$DLH_METRICS_CSV"
-sleep 4
 s=0
 while [ "$s" -lt 6 ]; do
+	until [ "$(wc -l < "$1")" -gt "$s" ]; do sleep 0.05; done
 	s=$((s + 1))
 	echo "train,$s,1,$s,0.5,0.5,0.1,100" >> "$DLH_METRICS_CSV"
-	[ "$1" = stall ] && [ "$s" = 3 ] && exec sleep 30
-	sleep 1
 done
 PROG
 	chmod 755 "$prog"
-	printf '[job]\nname = rows\ncommand = %s\nhang_timeout = 3s\nsteps = 6\n[resources]\nranks = 1\n' "$prog" > "$STATE/r.ini"
-	printf '[job]\nname = stall\ncommand = %s stall\nhang_timeout = 3s\n[resources]\nranks = 1\n' "$prog" > "$STATE/s.ini"
+	: > "$STATE/pace1"
+	: > "$STATE/pace2"
+	printf '[job]\nname = rows\ncommand = %s %s\nhang_timeout = 3s\nsteps = 6\n[resources]\nranks = 1\n' "$prog" "$STATE/pace1" > "$STATE/r.ini"
+	printf '[job]\nname = stall\ncommand = %s %s\nhang_timeout = 3s\n[resources]\nranks = 1\n' "$prog" "$STATE/pace2" > "$STATE/s.ini"
 	cp "$STATE/r.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 status_is 1 running || die "job 1 did not start: $(cat "$MNT/jobs/1/progress")"
+	# 4 s of loading (longer than hang_timeout), then a row a second
+	clear_for 4000 1 || die "found hung while loading: $(grep 'hung:' "$MNT/jobs/1/log")"
+	for step in 1 2 3 4 5 6; do
+		echo "$step" >> "$STATE/pace1"
+		[ "$step" = 6 ] || clear_for 1000 1 ||
+			die "found hung while it wrote rows: $(grep 'hung:' "$MNT/jobs/1/log")"
+	done
 	wait_for 30 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "a command writing rows ($(tail -3 "$MNT/jobs/1/log"))"
 	grep -q "hung:" "$MNT/jobs/1/log" && die "found hung while it wrote rows: $(grep 'hung:' "$MNT/jobs/1/log")"
+	# the same program that stops after 3 rows (its pace file stops growing)
 	cp "$STATE/s.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 status_is 2 running || die "job 2 did not start: $(cat "$MNT/jobs/2/progress")"
+	for step in 1 2 3; do
+		echo "$step" >> "$STATE/pace2"
+		[ "$step" = 3 ] || clear_for 1000 2 || die "job 2 found hung while it wrote rows"
+	done
 	wait_for 30 eval '[ "$(csv_rows 2 train)" -ge 3 ]' || die "job 2 wrote no 3 rows: $(cat "$MNT/jobs/2/progress")"
 	local t0 t1
 	t0=$(date +%s)
