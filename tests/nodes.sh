@@ -15,6 +15,8 @@
 #   nodes_probed NODE...   every NODE's state is no longer "probing"
 #   node_kill I            kill every process of node I (its sshd, mpirun's
 #                          daemon, its ranks): the node is lost
+#   nodes_said             what the nodes' sshds logged (each sshdI.conf.log),
+#                          for a failure's message
 
 NODES_NET=10.77.0           # the bridge's /24
 NODES_BRIDGE=dlhbr0
@@ -103,6 +105,14 @@ nodes_probed() {
 	return 0
 }
 
+nodes_said() {
+	local f
+	for f in "$NODES_DIR"/sshd*.conf.log; do
+		[ -s "$f" ] && printf '%s:\n%s\n' "${f##*/}" "$(tail -5 "$f")"
+	done
+	return 0
+}
+
 node_kill() {
 	ip netns pids "dlhn$1" | xargs -r kill -9
 }
@@ -114,10 +124,10 @@ node_sshd_start() {
 	mkdir -p /run/sshd
 	if [ -n "${2:-}" ]; then   # before any dlhfs mount: its namespace holds no copy of one
 		nsenter --net="/var/run/netns/dlhn$1" unshare --uts --mount --propagation private \
-			sh -c 'hostname "$1" && mount -t tmpfs none "$3" && exec /usr/sbin/sshd -f "$2"' \
+			sh -c 'hostname "$1" && mount -t tmpfs none "$3" && exec /usr/sbin/sshd -f "$2" -E "$2.log"' \
 			- "dlhn$1" "$NODES_DIR/sshd$1.conf" "$2" || die "sshd of dlhn$1 did not start"
 	else
-		nsenter --net="/var/run/netns/dlhn$1" unshare --uts sh -c 'hostname "$1"; exec /usr/sbin/sshd -f "$2"' \
+		nsenter --net="/var/run/netns/dlhn$1" unshare --uts sh -c 'hostname "$1"; exec /usr/sbin/sshd -f "$2" -E "$2.log"' \
 			- "dlhn$1" "$NODES_DIR/sshd$1.conf" || die "sshd of dlhn$1 did not start"
 	fi
 	wait_for 10 ssh -F "$NODES_DIR/ssh_config" "dlhn$1" true ||

@@ -52,7 +52,7 @@ static void read_cpu_info(struct cpu_info *ci)
 {
 	memset(ci, 0, sizeof *ci);
 	ci->flops_cycle = 8;
-	FILE *f = fopen("/proc/cpuinfo", "r");
+	FILE *f = fopen("/proc/cpuinfo", "re");
 	if (!f)
 		return;
 	char line[4096], *v;
@@ -74,7 +74,7 @@ static void read_cpu_info(struct cpu_info *ci)
 
 static long long read_mem_total(void)
 {
-	FILE *f = fopen("/proc/meminfo", "r");
+	FILE *f = fopen("/proc/meminfo", "re");
 	if (!f)
 		return 0;
 	char line[256];

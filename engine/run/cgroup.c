@@ -55,7 +55,7 @@ static int exists(const char *path)
  * /proc/self/cgroup), "" for the root. Returns 0, or -ENOENT. */
 static int own_group(const char *controller, char *out, size_t len)
 {
-	FILE *f = fopen("/proc/self/cgroup", "r");
+	FILE *f = fopen("/proc/self/cgroup", "re");
 	char line[2048];
 	int rc = -ENOENT;
 	if (!f)

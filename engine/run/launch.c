@@ -1,4 +1,5 @@
 /* launch.c - starting a plan's argv in its own session, output to the log */
+#define _GNU_SOURCE   /* pipe2: close-on-exec from the start */
 #include "engine/run/launch.h"
 
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "engine/contract/contract.h"
+#include "engine/util/util.h"
 
 extern char **environ;
 
@@ -148,9 +150,8 @@ static int launch(char *const argv[], char *const extra[], const char *log_path,
 	int status[2] = { -1, -1 };
 	char **env = build_env(more, cred != NULL);
 	int e = 0;
-	/* pipe + FD_CLOEXEC: launches are serialized by the engine's lock */
-	if (nullfd < 0 || pipe(status) || fcntl(status[0], F_SETFD, FD_CLOEXEC) ||
-	    fcntl(status[1], F_SETFD, FD_CLOEXEC))
+	/* close-on-exec from the start: other threads fork too (the probes) */
+	if (nullfd < 0 || pipe2(status, O_CLOEXEC))
 		e = -errno;
 	else if (!env)
 		e = -ENOMEM;
@@ -177,7 +178,8 @@ static int launch(char *const argv[], char *const extra[], const char *log_path,
 			err = errno;
 		if (err)
 			;
-		else if (dup2(nullfd, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
+		else if (dlh_fd_onto(nullfd, 0) < 0 || dlh_fd_onto(logfd, 1) < 0 ||
+			 dup2(logfd, 2) < 0)
 			err = errno;
 		else {
 			execve(argv[0], argv, env);

@@ -5,6 +5,7 @@
  * shell, every word of it single-quoted. Its output is read through pipes
  * with a deadline; a node that does not answer in time is killed off and
  * shown down with the agent's last words. */
+#define _GNU_SOURCE   /* pipe2: close-on-exec from the start */
 #include "engine/run/probe.h"
 
 #include <errno.h>
@@ -153,11 +154,11 @@ void dlh_probe_node_sees(const char *agent, const char *host, const char *probe,
 	argv[n++] = cmd;
 	argv[n] = NULL;
 	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, in[2] = { -1, -1 };
-	if (see && pipe(in)) {
+	if (see && pipe2(in, O_CLOEXEC)) {
 		snprintf(r->why, sizeof r->why, "cannot make a pipe: %s", strerror(errno));
 		return;
 	}
-	if (pipe(out) || pipe(err)) {
+	if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
 		snprintf(r->why, sizeof r->why, "cannot make a pipe: %s", strerror(errno));
 		for (int i = 0; i < 2; i++) {
 			if (out[i] >= 0)
@@ -169,11 +170,18 @@ void dlh_probe_node_sees(const char *agent, const char *host, const char *probe,
 	}
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* async-signal-safe calls only from here to exec. The agent takes
+		 * signals as if started from a shell: the FUSE thread that runs a
+		 * refresh blocks them all, and libfuse ignores SIGPIPE. */
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		struct sigaction dfl = { .sa_handler = SIG_DFL };
+		sigaction(SIGPIPE, &dfl, NULL);
 		setpgid(0, 0);   /* the agent and what it starts: killed together */
-		int src = see ? in[0] : open("/dev/null", O_RDONLY);
-		if (see)
-			close(in[1]);
-		if (src < 0 || dup2(src, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
+		int src = see ? in[0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (src < 0 || dlh_fd_onto(src, 0) < 0 || dlh_fd_onto(out[1], 1) < 0 ||
+		    dlh_fd_onto(err[1], 2) < 0)
 			_exit(127);
 		execvp(argv[0], argv);
 		dprintf(2, "cannot execute \"%s\": %s\n", argv[0], strerror(errno));

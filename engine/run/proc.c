@@ -18,7 +18,7 @@ static int read_stat(pid_t pid, char *state, pid_t *sid, unsigned long long *sta
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-	FILE *f = fopen(path, "r");
+	FILE *f = fopen(path, "re");
 	if (!f)
 		return -1;
 	size_t n = fread(buf, 1, sizeof buf - 1, f);

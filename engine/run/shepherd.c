@@ -26,6 +26,7 @@
  * the verbs, SIGCHLD (the launcher ended) and SIGTERM, SIGINT, SIGHUP,
  * which reach the whole session (a terminate): the shepherd lets them pass
  * and stays to record how PROGRAM ended. */
+#define _GNU_SOURCE   /* pipe2: close-on-exec from the start */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -232,8 +233,7 @@ int main(int argc, char **argv)
 	int sfd = signalfd(-1, &taken, SFD_CLOEXEC);
 	int pipefd[2] = { -1, -1 };
 	if (o.dir && (mkdir(o.dir, 0755) == 0 || errno == EEXIST) &&
-	    (pipe(pipefd) < 0 || fcntl(pipefd[0], F_SETFD, FD_CLOEXEC) < 0 ||
-	     fcntl(pipefd[1], F_SETFD, FD_CLOEXEC) < 0)) {
+	    pipe2(pipefd, O_CLOEXEC) < 0) {
 		fprintf(stderr, "dlh-shepherd: cannot sort the output by rank: %s\n", strerror(errno));
 		pipefd[0] = pipefd[1] = -1;
 	}

@@ -235,6 +235,13 @@ int dlh_append_line(const char *path, const char *line)
 	return rc;
 }
 
+int dlh_fd_onto(int fd, int to)
+{
+	if (fd != to)
+		return dup2(fd, to);
+	return fcntl(fd, F_SETFD, 0) < 0 ? -1 : to;
+}
+
 int dlh_mkdir_p(const char *dir, mode_t mode)
 {
 	char p[4096];

@@ -75,6 +75,11 @@ DIR *dlh_opendir_beneath(const char *dir, const char *rel);
  * Returns 0, or -errno. */
 int dlh_append_line(const char *path, const char *line);
 
+/* In a child about to exec: fd as descriptor to, open across the exec
+ * (dup2 of a descriptor onto itself would leave it close-on-exec).
+ * Async-signal-safe. Returns to, or -1 with errno. */
+int dlh_fd_onto(int fd, int to);
+
 /* Creates dir and its parents with mode. Returns 0 (also when it exists), or -errno. */
 int dlh_mkdir_p(const char *dir, mode_t mode);
 

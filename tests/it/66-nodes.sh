@@ -31,6 +31,6 @@ test_nodes_are_probed_and_one_that_does_not_answer_is_down() {
 	grep -q "^up: dlhn3 answers: $cores cpus" "$MNT/pool/nodes/dlhn3/state" ||
 		die "dlhn3 after refresh: $(cat "$MNT/pool/nodes/dlhn3/state")"
 	grep -qx "cpu total $((4 * cores)) held 0 free $((4 * cores))" "$MNT/pool/summary" ||
-		die "summary after refresh: $(cat "$MNT/pool/summary")"
+		die "summary after refresh: $(cat "$MNT/pool/summary"); $(cat "$MNT"/pool/nodes/*/state); $(nodes_said)"
 	dlh_umount
 }

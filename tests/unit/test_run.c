@@ -1,15 +1,19 @@
 /* test_run.c - running a job's processes (engine/run/): launch in its own session,
  * finding and killing them through /proc, the cgroup of a run */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/run/cgroup.h"
 #include "engine/run/launch.h"
+#include "engine/run/probe.h"
 #include "engine/run/proc.h"
 #include "engine/util/util.h"
 #include "tests/unit/check.h"
@@ -127,6 +131,66 @@ TEST(launch_as_a_user_takes_its_ids_groups_and_home)
 	free(text);
 }
 
+/* The descriptors a launched program holds, as it lists them itself. */
+static int launched_fds(const char *dir, const char *name, char **text)
+{
+	char log[600];
+	snprintf(log, sizeof log, "%s/%s", dir, name);
+	char *argv[] = { "/bin/ls", "/proc/self/fd", NULL };
+	pid_t pid;
+	int st;
+	if (dlh_launch(argv, NULL, log, &pid) || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return dlh_read_file(log, 4096, text, NULL);
+}
+
+struct probe_call {
+	char agent[700];
+	struct dlh_probe_result r;
+};
+
+static void *probe_call(void *arg)
+{
+	struct probe_call *c = arg;
+	dlh_probe_node(c->agent, "node1", "/nowhere/dlh-probe", "/tmp", 20, &c->r);
+	return NULL;
+}
+
+/* A probe runs in a thread of its own while jobs launch from others: a
+ * program started meanwhile must not hold the probe's pipes (it would keep
+ * the probe waiting for its end of output as long as the program lives). */
+TEST(a_launch_beside_a_probe_in_flight_holds_none_of_its_pipes)
+{
+	char dir[512], fifo[600], script[600], *before = NULL, *during = NULL;
+	fresh_dir(dir, sizeof dir, "probe-fds");
+	snprintf(fifo, sizeof fifo, "%s/go", dir);
+	snprintf(script, sizeof script, "%s/agent.sh", dir);
+	CHECK(mkfifo(fifo, 0600) == 0);
+	/* the agent answers as dlh-probe would, once the test says so */
+	FILE *f = fopen(script, "w");
+	CHECK(f);
+	fprintf(f, "read word < '%s'\necho cpus=2\necho state_dir=yes\n", fifo);
+	fclose(f);
+	CHECK(launched_fds(dir, "before", &before) == 0);
+	static struct probe_call c;
+	snprintf(c.agent, sizeof c.agent, "/bin/sh %s", script);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, probe_call, &c) == 0);
+	int w = open(fifo, O_WRONLY | O_CLOEXEC);   /* returns once the agent is running */
+	int got = w >= 0 ? launched_fds(dir, "during", &during) : -1;
+	if (w >= 0) {
+		CHECK(write(w, "go\n", 3) == 3);
+		close(w);
+	}
+	pthread_join(t, NULL);
+	CHECK(w >= 0 && got == 0);
+	CHECK_MSG(c.r.up && c.r.cpus == 2, "the probe: %s", c.r.why);
+	CHECK_MSG(!strcmp(before, during), "descriptors before the probe:\n%sand during it:\n%s",
+		  before, during);
+	free(before);
+	free(during);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
@@ -134,6 +198,7 @@ int main(void)
 	RUN(launch_runs_in_own_session_and_session_kill_reaches_all);
 	RUN(launch_exec_failure_is_returned);
 	RUN(launch_as_a_user_takes_its_ids_groups_and_home);
+	RUN(a_launch_beside_a_probe_in_flight_holds_none_of_its_pipes);
 	RUN(cgroup_run_group_has_cpuset_limit_and_its_process);
 	tmp_root_remove();
 	return CHECK_EXIT();
