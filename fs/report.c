@@ -67,8 +67,10 @@ static void feed(void *ctx, const struct dlh_metrics_row *r)
 
 /* The rows of the jobs drawn last, parsed: a stat (ls -l plots/) and the
  * reads that follow, or a finished job's report read again, do not parse
- * its metrics.csv each time. A slot holds one job's, valid while the file
- * is the same one of the same size and time. */
+ * its metrics.csv each time, and a running job's plots parse only the rows
+ * appended since they were last drawn. A slot holds one job's series and
+ * where its scan stopped; the series are as they are while the file is the
+ * same one of the same size and time. */
 #define PARSED_SLOTS 8
 
 struct parsed {
@@ -77,6 +79,7 @@ struct parsed {
 	ino_t ino;
 	off_t size;
 	struct timespec mtime;
+	struct dlh_metrics_mark mark;
 	struct dlh_plots *p;       /* the series (about 100 KB) */
 };
 
@@ -84,29 +87,35 @@ static struct parsed parsed[PARSED_SLOTS];   /* guarded by parsed_mu */
 static unsigned parsed_next;
 static pthread_mutex_t parsed_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static int same_file(const struct parsed *x, long id, const struct stat *st)
+static int same_file(const struct parsed *x, const struct stat *st)
 {
-	return x->id == id && x->dev == st->st_dev && x->ino == st->st_ino &&
-	       x->size == st->st_size && x->mtime.tv_sec == st->st_mtim.tv_sec &&
-	       x->mtime.tv_nsec == st->st_mtim.tv_nsec;
+	return x->dev == st->st_dev && x->ino == st->st_ino && x->size == st->st_size &&
+	       x->mtime.tv_sec == st->st_mtim.tv_sec && x->mtime.tv_nsec == st->st_mtim.tv_nsec;
 }
 
-/* Copies job id's series into p when the file st was parsed already. Returns 1 then. */
-static int parsed_get(long id, const struct stat *st, struct dlh_plots *p)
+/* Copies job id's series into p and where their scan stopped into *mark.
+ * Returns 1 when they are those of the file st as it is, 2 when of an
+ * earlier state of it (a scan on from *mark brings them up to date), 0
+ * when job id has none kept. */
+static int parsed_get(long id, const struct stat *st, struct dlh_plots *p,
+		      struct dlh_metrics_mark *mark)
 {
-	int hit = 0;
+	int got = 0;
 	pthread_mutex_lock(&parsed_mu);
-	for (unsigned k = 0; k < PARSED_SLOTS && !hit; k++)
-		if (parsed[k].p && same_file(&parsed[k], id, st)) {
+	for (unsigned k = 0; k < PARSED_SLOTS && !got; k++)
+		if (parsed[k].p && parsed[k].id == id) {
 			*p = *parsed[k].p;
-			hit = 1;
+			*mark = parsed[k].mark;
+			got = same_file(&parsed[k], st) ? 1 : 2;
 		}
 	pthread_mutex_unlock(&parsed_mu);
-	return hit;
+	return got;
 }
 
-/* Keeps p as job id's series parsed from the file st (its own slot, else the oldest). */
-static void parsed_put(long id, const struct stat *st, const struct dlh_plots *p)
+/* Keeps p as job id's series parsed from the file st up to mark (its own
+ * slot, else the oldest). */
+static void parsed_put(long id, const struct stat *st, const struct dlh_metrics_mark *mark,
+		       const struct dlh_plots *p)
 {
 	pthread_mutex_lock(&parsed_mu);
 	unsigned k = 0;
@@ -120,7 +129,8 @@ static void parsed_put(long id, const struct stat *st, const struct dlh_plots *p
 	if (x->p) {
 		*x->p = *p;
 		*x = (struct parsed){ .id = id, .dev = st->st_dev, .ino = st->st_ino,
-				      .size = st->st_size, .mtime = st->st_mtim, .p = x->p };
+				      .size = st->st_size, .mtime = st->st_mtim, .mark = *mark,
+				      .p = x->p };
 	}
 	pthread_mutex_unlock(&parsed_mu);
 }
@@ -141,17 +151,26 @@ static int load(struct dlh_engine *e, const struct dlh_job *j, struct dlh_plots 
 	dlh_engine_job_dir(e, j->id, dir, sizeof dir);
 	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, dir);
 	/* the file as it is now: a later change is parsed next time */
+	struct dlh_metrics_mark mark = { 0 };
 	int known = !lstat(csv, &st) && S_ISREG(st.st_mode);
-	if (!known || !parsed_get(j->id, &st, p)) {
-		int rc = dlh_metrics_scan(csv, FS_PLOT_CSV_MAX, feed, p);
+	int kept = known ? parsed_get(j->id, &st, p, &mark) : 0;
+	if (kept != 1) {
+		/* the rows appended since, else (none kept, or the file cut
+		 * back by a resume) all of them again */
+		int rc = kept == 2 ? dlh_metrics_scan_on(csv, FS_PLOT_CSV_MAX, &mark, feed, p) : -ESTALE;
+		if (rc == -ESTALE) {
+			dlh_plots_init(p);
+			memset(&mark, 0, sizeof mark);
+			rc = dlh_metrics_scan_on(csv, FS_PLOT_CSV_MAX, &mark, feed, p);
+			p->partial = rc == 1;
+		}
 		if (rc < 0) {
 			free(p);
 			*pp = NULL;
 			return rc;
 		}
-		p->partial = rc == 1;
 		if (known)
-			parsed_put(j->id, &st, p);
+			parsed_put(j->id, &st, &mark, p);
 	}
 	snprintf(label, label_len, "job %ld%s%s%s", j->id, j->spec.name[0] ? " (" : "", j->spec.name,
 		 j->spec.name[0] ? ")" : "");

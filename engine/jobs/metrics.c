@@ -307,27 +307,50 @@ int dlh_run_info_read(const char *dir, struct dlh_run_info *ri)
 int dlh_metrics_scan(const char *csv_path, size_t max_bytes,
 		     void (*row)(void *ctx, const struct dlh_metrics_row *r), void *ctx)
 {
+	struct dlh_metrics_mark mark = { 0 };
+	return dlh_metrics_scan_on(csv_path, max_bytes, &mark, row, ctx);
+}
+
+int dlh_metrics_scan_on(const char *csv_path, size_t max_bytes, struct dlh_metrics_mark *mark,
+			void (*row)(void *ctx, const struct dlh_metrics_row *r), void *ctx)
+{
 	struct stat st;
 	int fd = open_csv(csv_path, &st);
-	if (fd < 0)
+	if (fd < 0) {
+		if (fd == -ENODATA)
+			memset(mark, 0, sizeof *mark);
 		return fd == -ENODATA ? 0 : fd;
+	}
+	int on = mark->ino != 0;
+	if (on && (mark->ino != st.st_ino || mark->dev != st.st_dev || mark->at > st.st_size ||
+		   (mark->last_len &&
+		    !line_still(fd, mark->last_at, mark->last_len, mark->last_sum)))) {
+		close(fd);
+		return -ESTALE;
+	}
 	/* lines end in buf; carry holds the start of one a chunk cut */
 	char *buf = malloc(CHUNK + DLH_METRICS_LINE_MAX);
 	if (!buf) {
 		close(fd);
 		return -ENOMEM;
 	}
-	off_t end = st.st_size, at = 0;
-	int partial = (uintmax_t)end > (uintmax_t)max_bytes, rc = partial;
+	off_t end = st.st_size, at = on ? mark->at : 0;
+	int partial = !on && (uintmax_t)end > (uintmax_t)max_bytes, rc = partial;
 	int skipping = 0;   /* inside a line not to parse: cut by the start, or too long */
 	size_t carry = 0;
 	if (partial) {   /* from the byte before: a line that begins exactly there is whole */
 		at = end - (off_t)max_bytes - 1;
 		skipping = 1;
 	}
+	struct dlh_metrics_mark now = *mark;
+	now.dev = st.st_dev;
+	now.ino = st.st_ino;
+	if (!on)
+		now.at = 0;
 	struct dlh_metrics_row r;
 	while (at < end) {
 		size_t want = (size_t)(end - at) < CHUNK ? (size_t)(end - at) : CHUNK;
+		off_t base = at - (off_t)carry;   /* the file offset of buf[0] */
 		ssize_t got = pread(fd, buf + carry, want, at);
 		if (got < 0) {
 			rc = -errno;
@@ -343,6 +366,12 @@ int dlh_metrics_scan(const char *csv_path, size_t max_bytes,
 			if (!skipping && !dlh_metrics_row_parse(buf + s, i - s, &r))
 				row(ctx, &r);
 			skipping = 0;
+			if (i + 1 - s <= 512) {   /* what line_still can check */
+				now.last_at = base + (off_t)s;
+				now.last_len = i + 1 - s;
+				now.last_sum = dlh_hash(buf + s, i + 1 - s);
+			}
+			now.at = base + (off_t)i + 1;
 			s = i + 1;
 		}
 		carry = n - s;   /* a line not ended yet */
@@ -355,5 +384,7 @@ int dlh_metrics_scan(const char *csv_path, size_t max_bytes,
 	}
 	free(buf);
 	close(fd);
+	if (rc >= 0)
+		*mark = now;
 	return rc;
 }

@@ -3,6 +3,7 @@
 #define DLH_METRICS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "engine/contract/contract.h"
@@ -64,6 +65,28 @@ int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m);
  * was longer than max_bytes, or -errno on a read error. */
 int dlh_metrics_scan(const char *csv_path, size_t max_bytes,
 		     void (*row)(void *ctx, const struct dlh_metrics_row *r), void *ctx);
+
+/* Where a scan of metrics.csv stopped: after its last whole line, which is
+ * kept (offset, length, hash) to tell a file that only grew since from one
+ * cut back and written again (a resume). */
+struct dlh_metrics_mark {
+	dev_t dev;
+	ino_t ino;                 /* 0: no scan yet */
+	off_t at;                  /* the end of the last whole line scanned */
+	off_t last_at;             /* that line */
+	size_t last_len;
+	uint64_t last_sum;
+};
+
+/* dlh_metrics_scan that goes on where *mark says an earlier scan of the
+ * same file stopped, calling row() only for the rows appended since, and
+ * moves *mark on. With an empty mark (ino 0) it scans as dlh_metrics_scan
+ * does. Returns what dlh_metrics_scan returns, or -ESTALE, having called
+ * row() for nothing, when the file is not the one the mark was taken from
+ * or no longer holds its last line (the caller starts again from an empty
+ * mark). A missing file, a link or a special file empty the mark. */
+int dlh_metrics_scan_on(const char *csv_path, size_t max_bytes, struct dlh_metrics_mark *mark,
+			void (*row)(void *ctx, const struct dlh_metrics_row *r), void *ctx);
 
 /* The recent step rate (steps per second) of m's train rows, or 0 when the
  * rows do not tell one. */

@@ -106,6 +106,71 @@ test_a_finished_jobs_plots_are_svg_with_axes_and_chromium_shows_their_curves() {
 	dlh_umount
 }
 
+# A running job's plots are drawn from the rows appended since they were
+# last drawn (fs/report.c keeps the series); drawn that way, stage by stage
+# and with a row cut in two between stages, they end byte for byte as a
+# fresh mount draws them from the whole file.
+test_a_running_jobs_plots_drawn_as_rows_come_end_as_a_fresh_mount_draws_them() {
+	dlh_mount
+	local prog=$STATE/stages.sh stage f
+	cat > "$prog" <<'PROG'
+#!/bin/sh
+# a user's program: 4 stages of 150 steps (an eval row every 50), each once
+# its pace file (argument 1) has that many lines; a stage ends inside a row,
+# which the next one finishes
+csv=$DLH_METRICS_CSV
+[ -s "$csv" ] || echo kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s > "$csv"
+s=0
+for stage in 1 2 3 4; do
+	until [ "$(wc -l < "$1")" -ge "$stage" ]; do sleep 0.05; done
+	[ "$s" = 0 ] || printf '0.%d,0.1,100\n' "$((s % 7))" >> "$csv"
+	end=$((stage * 150))
+	while [ "$s" -lt "$end" ]; do
+		s=$((s + 1))
+		if [ "$s" = "$end" ] && [ "$stage" != 4 ]; then
+			printf 'train,%d,1,%d.5,%d.%d,' "$s" "$s" "$((3 - s / 200))" "$((s % 10))" >> "$csv"
+			break
+		fi
+		echo "train,$s,1,$s.5,$((3 - s / 200)).$((s % 10)),0.$((s % 9)),0.1,$((100 + s % 13))" >> "$csv"
+		[ $((s % 50)) != 0 ] || echo "eval,$s,1,$s.5,$((3 - s / 200)).4,0.$((s / 100)),," >> "$csv"
+	done
+done
+PROG
+	chmod 755 "$prog"
+	: > "$STATE/pace"
+	printf '[job]\nname = stages\ncommand = %s %s\nsteps = 600\n[resources]\nranks = 1\n' \
+		"$prog" "$STATE/pace" > "$STATE/c.ini"
+	cp "$STATE/c.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 status_is 1 running || die "job 1 did not start: $(cat "$MNT/jobs/1/progress")"
+	PLOTS_OUT=$(mktemp -d /tmp/dlh-plots.XXXXXX)
+	trap 'rm -rf "$PLOTS_OUT"; dlh_cleanup' EXIT
+	for stage in 1 2 3; do
+		echo "$stage" >> "$STATE/pace"
+		wait_for 30 eval '[ "$(csv_rows 1 train)" -ge $((stage * 150)) ]' ||
+			die "stage $stage not written: $(csv_rows 1 train) train rows"
+		for f in $PLOTS; do   # drawn now: the next stage's rows are appended to these
+			cat "$MNT/jobs/1/plots/$f" > "$PLOTS_OUT/$stage-$f" || die "cat plots/$f at stage $stage"
+		done
+	done
+	grep -q "<text[^>]*>step</text>" "$PLOTS_OUT/1-loss.svg" || die "stage 1's loss.svg: $(head -c 300 "$PLOTS_OUT/1-loss.svg")"
+	cmp -s "$PLOTS_OUT/1-loss.svg" "$PLOTS_OUT/3-loss.svg" && die "loss.svg did not change from stage 1 to 3"
+	echo 4 >> "$STATE/pace"
+	wait_for 30 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "the staged command ($(tail -3 "$MNT/jobs/1/log"))"
+	expect_eq "$(csv_rows 1 train) $(csv_rows 1 eval)" "600 9" "rows written (no eval row after a cut one)"
+	for f in $PLOTS; do
+		cat "$MNT/jobs/1/plots/$f" > "$PLOTS_OUT/running-$f" || die "cat plots/$f"
+	done
+	dlh_umount
+	dlh_mount "$STATE"   # a daemon that has drawn nothing yet: the whole file
+	for f in $PLOTS; do
+		cmp "$PLOTS_OUT/running-$f" "$MNT/jobs/1/plots/$f" ||
+			die "$f drawn as rows came differs from $f drawn anew: $(diff "$PLOTS_OUT/running-$f" "$MNT/jobs/1/plots/$f" | head -6)"
+	done
+	echo "measured: 600 train and 9 eval rows in 4 stages; the 4 plots drawn as they came equal those of a fresh mount"
+	dlh_umount
+}
+
 # before its first step a job's plots say so, and still parse
 test_a_queued_jobs_plots_say_no_data_yet() {
 	command -v python3 >/dev/null || skip "no python3 (make deps installs it)"

@@ -1,5 +1,7 @@
 /* test_metrics.c - reading what a run appends (engine/jobs/metrics.c): metrics.csv */
+#include <errno.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "engine/jobs/metrics.h"
 #include "tests/unit/check.h"
@@ -142,6 +144,102 @@ TEST(metrics_eval_row_found_once_then_only_new_lines_are_read)
 		  m.eval_step);
 }
 
+/* What a scan fed: the steps of its rows, in order. */
+struct fed {
+	long step[400];
+	int n;
+};
+
+static void feed_row(void *ctx, const struct dlh_metrics_row *r)
+{
+	struct fed *f = ctx;
+	if (f->n < 400)
+		f->step[f->n] = r->kind == DLH_ROW_EVAL ? -r->step : r->step;
+	f->n++;
+}
+
+static int append(const char *path, const char *mode, long from, long to, double dt,
+		  const char *tail)
+{
+	FILE *f = fopen(path, mode);
+	if (!f)
+		return -1;
+	if (from == 1)
+		fprintf(f, "kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n");
+	for (long s = from; s <= to; s++) {
+		fprintf(f, "train,%ld,1,%.3f,0.5,0.5,0.1,10\n", s, s * dt);
+		if (s % 50 == 0)
+			fprintf(f, "eval,%ld,1,%.3f,0.6,0.7,,\n", s, s * dt);
+	}
+	fputs(tail, f);
+	return fclose(f);
+}
+
+/* 1 when fed holds the rows of steps from..to in file order, evals after every 50th. */
+static int fed_steps(const struct fed *f, long from, long to)
+{
+	int i = 0;
+	for (long s = from; s <= to; s++) {
+		if (i >= f->n || f->step[i++] != s)
+			return 0;
+		if (s % 50 == 0 && (i >= f->n || f->step[i++] != -s))
+			return 0;
+	}
+	return i == f->n;
+}
+
+/* a running job's plots parse only what was appended since the last look:
+ * the scan goes on from its mark (a partial last line waits for its
+ * newline), and refuses to when the file was cut back and written again
+ * or replaced */
+TEST(scan_on_feeds_only_the_rows_appended_since_its_mark)
+{
+	char dir[512], path[600], other[600];
+	fresh_dir(dir, sizeof dir, "scan-on");
+	snprintf(path, sizeof path, "%s/metrics.csv", dir);
+	snprintf(other, sizeof other, "%s/other.csv", dir);
+	struct dlh_metrics_mark mark = { 0 };
+	struct fed f = { .n = 0 };
+	CHECK(dlh_metrics_scan_on(path, 1 << 20, &mark, feed_row, &f) == 0 && f.n == 0 && !mark.ino);
+
+	CHECK(append(path, "w", 1, 100, 0.1, "") == 0);
+	CHECK(dlh_metrics_scan_on(path, 1 << 20, &mark, feed_row, &f) == 0);
+	CHECK_MSG(fed_steps(&f, 1, 100), "%d rows fed", f.n);
+	CHECK(mark.ino && mark.at > 0);
+
+	f.n = 0;   /* nothing new: nothing fed */
+	CHECK(dlh_metrics_scan_on(path, 1 << 20, &mark, feed_row, &f) == 0 && f.n == 0);
+
+	CHECK(append(path, "a", 101, 150, 0.1, "train,151,1,15.1,0.") == 0);
+	CHECK(dlh_metrics_scan_on(path, 1 << 20, &mark, feed_row, &f) == 0);
+	CHECK_MSG(fed_steps(&f, 101, 150), "%d rows fed, the first step %ld", f.n, f.step[0]);
+
+	f.n = 0;   /* the line being written, ended, and one more */
+	FILE *a = fopen(path, "a");
+	CHECK(a != NULL);
+	fputs("5,0.5,0.1,10\ntrain,152,1,15.200,0.5,0.5,0.1,10\n", a);
+	CHECK(fclose(a) == 0);
+	CHECK(dlh_metrics_scan_on(path, 1 << 20, &mark, feed_row, &f) == 0);
+	CHECK_MSG(fed_steps(&f, 151, 152), "%d rows fed, the first step %ld", f.n, f.step[0]);
+	struct dlh_metrics_mark cut = mark;
+
+	/* cut back by a resume and written again past the mark, other times */
+	f.n = 0;
+	CHECK(append(path, "w", 1, 200, 0.2, "") == 0);
+	CHECK(dlh_metrics_scan_on(path, 1 << 20, &cut, feed_row, &f) == -ESTALE && f.n == 0);
+	struct dlh_metrics_mark fresh = { 0 };
+	CHECK(dlh_metrics_scan_on(path, 1 << 20, &fresh, feed_row, &f) == 0 && fed_steps(&f, 1, 200));
+
+	/* replaced by another file (a rename over it) */
+	f.n = 0;
+	CHECK(append(other, "w", 1, 250, 0.2, "") == 0 && rename(other, path) == 0);
+	CHECK(dlh_metrics_scan_on(path, 1 << 20, &fresh, feed_row, &f) == -ESTALE && f.n == 0);
+
+	/* gone: no rows, and the mark emptied */
+	CHECK(unlink(path) == 0);
+	CHECK(dlh_metrics_scan_on(path, 1 << 20, &fresh, feed_row, &f) == 0 && f.n == 0 && !fresh.ino);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
@@ -151,6 +249,7 @@ int main(void)
 	RUN(metrics_step_rate_over_the_newest_rows);
 	RUN(total_steps_from_run_info_else_a_commands_spec);
 	RUN(metrics_eval_row_found_once_then_only_new_lines_are_read);
+	RUN(scan_on_feeds_only_the_rows_appended_since_its_mark);
 	tmp_root_remove();
 	return CHECK_EXIT();
 }
