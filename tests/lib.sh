@@ -38,6 +38,20 @@ dlh_mount() {
 	DLH_PID=$!
 	trap dlh_cleanup EXIT
 	wait_for 10 mountpoint -q "$MNT" || die "dlhfs did not mount on $MNT: $(cat "$DLH_STDERR")"
+	# the FUSE connection's number (fusectl names it so), for dlh_abort
+	DLH_CONN=$(mountpoint -d "$MNT" | awk -F: '$1 == 0 { print $2 }')
+}
+
+# dlh_abort: aborts the mount's FUSE connection (fusectl), the one way to
+# end a daemon whose threads wait on requests to itself (not even SIGKILL
+# ends it then); requests in flight fail with ENOTCONN
+dlh_abort() {
+	[ -n "${DLH_CONN:-}" ] || return 0
+	[ -d /sys/fs/fuse/connections/"$DLH_CONN" ] ||
+		mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null
+	echo 1 > /sys/fs/fuse/connections/"$DLH_CONN"/abort 2>/dev/null
+	kill -9 "$DLH_PID" 2>/dev/null
+	return 0
 }
 
 # dlh_umount: unmounts, waits for the daemon, fails on unexpected stderr.
@@ -128,7 +142,9 @@ dlh_cleanup() {
 	for p in $(jobs -p); do
 		[ "$p" != "${DLH_PID:-}" ] && kill "$p" 2>/dev/null
 	done
-	if [ -n "${MNT:-}" ] && mountpoint -q "$MNT" 2>/dev/null; then
+	# mounted, as the mount table says (a stat could wait on a stuck daemon,
+	# and fails on an aborted one that is still mounted)
+	if [ -n "${MNT:-}" ] && awk -v m="$MNT" '$2 == m { f = 1 } END { exit !f }' /proc/self/mounts; then
 		fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null
 		wait "$DLH_PID" 2>/dev/null
 	fi

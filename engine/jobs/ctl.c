@@ -107,13 +107,15 @@ static int ctl_resume(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *
 
 /* 1 when dlh-train of j's current run has written run.info (it does so
  * after setting up, before its first step, its signal handlers long in
- * place). */
+ * place). e->mu is held: the job's owner may have put a link there (to a
+ * path of this mount, whose lookup would wait on e->mu; to a hung
+ * filesystem), so it is looked at, never followed. */
 static int trainer_started(const struct dlh_engine *e, const struct dlh_job *j)
 {
-	char path[4096];
+	char dir[4096];
 	struct stat st;
-	eng_job_file(e, j->id, DLH_FILE_RUNINFO, path, sizeof path);
-	if (stat(path, &st))
+	eng_job_dir(e, j->id, dir, sizeof dir);
+	if (dlh_stat_beneath(dir, DLH_FILE_RUNINFO, &st) || !S_ISREG(st.st_mode))
 		return 0;
 	double t = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
 	return t + 0.002 >= j->run_started;

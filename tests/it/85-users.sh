@@ -82,6 +82,36 @@ test_links_and_fifos_in_a_job_dir_are_not_served() {
 	dlh_umount
 }
 
+# A job's owner may put anything in its directory, run.info included: a
+# ctl verb that looks at it (checkpoint asks whether the trainer is up)
+# looks at the link, never through it. Followed, a link into the mount
+# itself would have the daemon wait on itself.
+test_a_link_put_for_run_info_never_stalls_ctl() {
+	dlh_mount
+	slice_spec linked 200 > "$STATE/s.ini"
+	cp "$STATE/s.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 60 status_is 1 running || die "job 1 did not start: $(cat "$MNT/jobs/1/progress")"
+	wait_for 60 test -s "$STATE/jobs/1/run.info" || die "no run.info: $(tail -3 "$MNT/jobs/1/log")"
+	ln -sfn "$MNT/jobs/nope" "$STATE/jobs/1/run.info"
+	# in the background: before the fix it never returned, and nothing but
+	# aborting the connection ended the daemon
+	(echo checkpoint > "$MNT/jobs/1/ctl") > "$STATE/ctl.out" 2>&1 &
+	local writer=$! got
+	if ! wait_for 10 eval '! kill -0 $writer 2>/dev/null'; then
+		dlh_abort
+		die "echo checkpoint > ctl did not return within 10 s"
+	fi
+	wait "$writer" && die "checkpoint beside a linked run.info was taken"
+	got=$(cat "$STATE/ctl.out")
+	case $got in *"Device or resource busy"*) ;; *) die "checkpoint beside a linked run.info: $got" ;; esac
+	grep -q 'ctl: "checkpoint": job 1 is starting' "$MNT/jobs/1/log" || die "log: $(tail -2 "$MNT/jobs/1/log")"
+	got=$(timeout 5 cat "$MNT/jobs/1/status") || die "status did not answer within 5 s"
+	expect_eq "$got" running "status"
+	echo cancel > "$MNT/jobs/1/ctl" || die "cancel refused"
+	wait_for 30 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/status")"
+	dlh_umount
+}
+
 # dlh_wait_ok ID: waits for job ID to end and expects it succeeded
 dlh_wait_ok() {
 	wait_for 120 job_terminal "$1" || die "job $1 did not end: $(cat "$MNT/jobs/$1/progress")"
