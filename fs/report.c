@@ -154,6 +154,8 @@ static int load(struct dlh_engine *e, const struct dlh_job *j, struct dlh_plots 
 	struct dlh_metrics_mark mark = { 0 };
 	int known = !lstat(csv, &st) && S_ISREG(st.st_mode);
 	int kept = known ? parsed_get(j->id, &st, p, &mark) : 0;
+	if (kept == 2 && !mark.ino)   /* kept while there was no file: nothing to go on from */
+		kept = 0;
 	if (kept != 1) {
 		/* the rows appended since, else (none kept, or the file cut
 		 * back by a resume) all of them again */

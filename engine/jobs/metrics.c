@@ -311,20 +311,36 @@ int dlh_metrics_scan(const char *csv_path, size_t max_bytes,
 	return dlh_metrics_scan_on(csv_path, max_bytes, &mark, row, ctx);
 }
 
+/* The bytes before at (up to 512) of buf, whose first byte is at offset
+ * base of the file, into m: what a later scan checks still there. */
+static void mark_tail(struct dlh_metrics_mark *m, const char *buf, off_t base, size_t end)
+{
+	size_t len = end < 512 ? end : 512;
+	m->at = base + (off_t)end;
+	m->last_at = m->at - (off_t)len;
+	m->last_len = len;
+	m->last_sum = dlh_hash(buf + end - len, len);
+}
+
 int dlh_metrics_scan_on(const char *csv_path, size_t max_bytes, struct dlh_metrics_mark *mark,
 			void (*row)(void *ctx, const struct dlh_metrics_row *r), void *ctx)
 {
 	struct stat st;
+	int on = mark->ino != 0;
 	int fd = open_csv(csv_path, &st);
 	if (fd < 0) {
-		if (fd == -ENODATA)
-			memset(mark, 0, sizeof *mark);
-		return fd == -ENODATA ? 0 : fd;
+		if (fd != -ENODATA)
+			return fd;
+		if (on)
+			return -ESTALE;   /* the rows kept are of a file gone */
+		return 0;
 	}
-	int on = mark->ino != 0;
+	/* the file the mark was taken from, still holding the bytes before it,
+	 * whose rows still begin where they began */
+	off_t window = (uintmax_t)st.st_size > (uintmax_t)max_bytes ? st.st_size - (off_t)max_bytes - 1 : 0;
 	if (on && (mark->ino != st.st_ino || mark->dev != st.st_dev || mark->at > st.st_size ||
-		   (mark->last_len &&
-		    !line_still(fd, mark->last_at, mark->last_len, mark->last_sum)))) {
+		   window > mark->from ||
+		   (mark->last_len && !line_still(fd, mark->last_at, mark->last_len, mark->last_sum)))) {
 		close(fd);
 		return -ESTALE;
 	}
@@ -334,19 +350,13 @@ int dlh_metrics_scan_on(const char *csv_path, size_t max_bytes, struct dlh_metri
 		close(fd);
 		return -ENOMEM;
 	}
-	off_t end = st.st_size, at = on ? mark->at : 0;
-	int partial = !on && (uintmax_t)end > (uintmax_t)max_bytes, rc = partial;
-	int skipping = 0;   /* inside a line not to parse: cut by the start, or too long */
+	off_t end = st.st_size, at = on ? mark->at : window;
+	int rc = !on && window > 0;   /* 1: only the newest rows */
+	int skipping = rc;   /* inside a line not to parse: cut by the start, or too long */
 	size_t carry = 0;
-	if (partial) {   /* from the byte before: a line that begins exactly there is whole */
-		at = end - (off_t)max_bytes - 1;
-		skipping = 1;
-	}
 	struct dlh_metrics_mark now = *mark;
-	now.dev = st.st_dev;
-	now.ino = st.st_ino;
-	if (!on)
-		now.at = 0;
+	if (!on)   /* from the byte before the newest max_bytes: a line that begins exactly there is whole */
+		now = (struct dlh_metrics_mark){ .dev = st.st_dev, .ino = st.st_ino, .from = window, .at = window };
 	struct dlh_metrics_row r;
 	while (at < end) {
 		size_t want = (size_t)(end - at) < CHUNK ? (size_t)(end - at) : CHUNK;
@@ -366,14 +376,10 @@ int dlh_metrics_scan_on(const char *csv_path, size_t max_bytes, struct dlh_metri
 			if (!skipping && !dlh_metrics_row_parse(buf + s, i - s, &r))
 				row(ctx, &r);
 			skipping = 0;
-			if (i + 1 - s <= 512) {   /* what line_still can check */
-				now.last_at = base + (off_t)s;
-				now.last_len = i + 1 - s;
-				now.last_sum = dlh_hash(buf + s, i + 1 - s);
-			}
-			now.at = base + (off_t)i + 1;
 			s = i + 1;
 		}
+		if (s > 0)
+			mark_tail(&now, buf, base, s);
 		carry = n - s;   /* a line not ended yet */
 		if (skipping || carry >= DLH_METRICS_LINE_MAX) {
 			skipping = 1;   /* longer than any row: not one */
@@ -383,6 +389,12 @@ int dlh_metrics_scan_on(const char *csv_path, size_t max_bytes, struct dlh_metri
 		}
 	}
 	free(buf);
+	/* cut back while it was read: what was fed may mix two runs' rows */
+	struct stat after;
+	if (rc >= 0 && (fstat(fd, &after) || after.st_size < now.at ||
+			(on && mark->last_len &&
+			 !line_still(fd, mark->last_at, mark->last_len, mark->last_sum))))
+		rc = -ESTALE;
 	close(fd);
 	if (rc >= 0)
 		*mark = now;

@@ -72,19 +72,24 @@ int dlh_metrics_scan(const char *csv_path, size_t max_bytes,
 struct dlh_metrics_mark {
 	dev_t dev;
 	ino_t ino;                 /* 0: no scan yet */
+	off_t from;                /* where the first scan began (0, or inside a file
+				      longer than max_bytes) */
 	off_t at;                  /* the end of the last whole line scanned */
-	off_t last_at;             /* that line */
+	off_t last_at;             /* the bytes before it (up to 512) */
 	size_t last_len;
 	uint64_t last_sum;
 };
 
 /* dlh_metrics_scan that goes on where *mark says an earlier scan of the
  * same file stopped, calling row() only for the rows appended since, and
- * moves *mark on. With an empty mark (ino 0) it scans as dlh_metrics_scan
- * does. Returns what dlh_metrics_scan returns, or -ESTALE, having called
- * row() for nothing, when the file is not the one the mark was taken from
- * or no longer holds its last line (the caller starts again from an empty
- * mark). A missing file, a link or a special file empty the mark. */
+ * moves *mark on: the rows fed over all the scans are those one
+ * dlh_metrics_scan of the file would feed. With an empty mark (ino 0) it
+ * scans as dlh_metrics_scan does. Returns what dlh_metrics_scan returns, or
+ * -ESTALE, having called row() for nothing or for rows to be dropped, when
+ * that cannot be: the file is gone or not the one the mark was taken from,
+ * no longer holds the bytes before the mark (cut back and written again),
+ * or has grown past max_bytes beyond where the rows began. The caller then
+ * starts again from an empty mark. */
 int dlh_metrics_scan_on(const char *csv_path, size_t max_bytes, struct dlh_metrics_mark *mark,
 			void (*row)(void *ctx, const struct dlh_metrics_row *r), void *ctx);
 

@@ -1,6 +1,8 @@
 /* test_metrics.c - reading what a run appends (engine/jobs/metrics.c): metrics.csv */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "engine/jobs/metrics.h"
@@ -235,9 +237,125 @@ TEST(scan_on_feeds_only_the_rows_appended_since_its_mark)
 	CHECK(append(other, "w", 1, 250, 0.2, "") == 0 && rename(other, path) == 0);
 	CHECK(dlh_metrics_scan_on(path, 1 << 20, &fresh, feed_row, &f) == -ESTALE && f.n == 0);
 
-	/* gone: no rows, and the mark emptied */
+	/* gone: the rows kept are of a file that is no more */
 	CHECK(unlink(path) == 0);
-	CHECK(dlh_metrics_scan_on(path, 1 << 20, &fresh, feed_row, &f) == 0 && f.n == 0 && !fresh.ino);
+	CHECK(dlh_metrics_scan_on(path, 1 << 20, &fresh, feed_row, &f) == -ESTALE && f.n == 0);
+	struct dlh_metrics_mark none = { 0 };
+	CHECK(dlh_metrics_scan_on(path, 1 << 20, &none, feed_row, &f) == 0 && f.n == 0 && !none.ino);
+}
+
+/* Every row a scan feeds, as text: what two ways of reading compare. */
+struct log {
+	char *text;
+	size_t len, cap;
+};
+
+static void log_row(void *ctx, const struct dlh_metrics_row *r)
+{
+	struct log *l = ctx;
+	char line[DLH_METRICS_LINE_MAX];
+	int n = dlh_metrics_row_format(r, line, sizeof line);
+	if (n <= 0)
+		return;
+	if (l->len + (size_t)n + 1 > l->cap) {
+		l->cap = (l->len + (size_t)n + 1) * 2;
+		l->text = realloc(l->text, l->cap);
+	}
+	memcpy(l->text + l->len, line, (size_t)n);
+	l->len += (size_t)n;
+	l->text[l->len] = '\0';
+}
+
+/* What the plots do: go on from the mark, or start again when told to. */
+static int look(const char *path, size_t max, struct dlh_metrics_mark *m, struct log *l,
+		int *again)
+{
+	int rc = dlh_metrics_scan_on(path, max, m, log_row, l);
+	if (rc != -ESTALE)
+		return rc;
+	(*again)++;
+	l->len = 0;
+	if (l->text)
+		l->text[0] = '\0';
+	memset(m, 0, sizeof *m);
+	return dlh_metrics_scan_on(path, max, m, log_row, l);
+}
+
+static unsigned lcg(unsigned *x)
+{
+	*x = *x * 1103515245u + 12345u;
+	return *x >> 8;
+}
+
+/* A file written in pieces cut anywhere (rows across 64 KiB reads, junk
+ * lines longer than a row), looked at after each piece: the rows fed over
+ * all the looks are one fresh scan's, also once the file is longer than
+ * max and its rows begin later, and after it is cut back and written again. */
+TEST(scan_on_over_pieces_cut_anywhere_feeds_what_one_scan_feeds)
+{
+	char dir[512], path[600];
+	fresh_dir(dir, sizeof dir, "scan-pieces");
+	snprintf(path, sizeof path, "%s/metrics.csv", dir);
+	/* the whole text: rows, an eval every 40, a junk line of 700 bytes every 500 */
+	size_t cap = 1 << 20, len = 0;
+	char *all = malloc(cap);
+	CHECK(all != NULL);
+	len += (size_t)snprintf(all, cap, "kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n");
+	for (long s = 1; len + 1024 < cap && s <= 9000; s++) {
+		len += (size_t)snprintf(all + len, cap - len, "train,%ld,1,%.3f,%.4f,0.5,0.1,1000\n", s,
+					s * 0.01, 3.0 / (double)s);
+		if (s % 40 == 0)
+			len += (size_t)snprintf(all + len, cap - len, "eval,%ld,1,%.3f,0.6,0.7,,\n", s, s * 0.01);
+		if (s % 500 == 0) {
+			memset(all + len, 'x', 700);
+			all[len + 699] = '\n';
+			len += 700;
+		}
+	}
+	CHECK_MSG(len > 300 * 1024, "%zu bytes", len);
+	size_t maxes[2] = { 1 << 20, 120 * 1024 };   /* the whole file; only its newest rows */
+	for (int k = 0; k < 2; k++) {
+		struct dlh_metrics_mark m = { 0 };
+		struct log l = { 0 }, one = { 0 };
+		int again = 0, looks = 0;
+		unsigned x = 7u + (unsigned)k;
+		FILE *f = fopen(path, "w");
+		CHECK(f != NULL);
+		for (size_t put = 0; put < len; looks++) {
+			size_t piece = 1 + lcg(&x) % 40000;
+			if (piece > len - put)
+				piece = len - put;
+			CHECK(fwrite(all + put, 1, piece, f) == piece && fflush(f) == 0);
+			put += piece;
+			CHECK(look(path, maxes[k], &m, &l, &again) >= 0);
+		}
+		fclose(f);
+		CHECK(dlh_metrics_scan(path, maxes[k], log_row, &one) == (k == 1));
+		CHECK_MSG(l.len == one.len && !memcmp(l.text, one.text, l.len),
+			  "max %zu: %zu bytes of rows over %d looks (%d anew), %zu in one scan", maxes[k],
+			  l.len, looks, again, one.len);
+		/* the whole file: never anew; the newest rows: anew as they move on */
+		CHECK_MSG(k == 0 ? again == 0 : again > 0, "%d looks anew", again);
+
+		/* cut back below the mark (a resume) and written again past it
+		 * before the next look: the bytes before the mark are not the same */
+		CHECK(truncate(path, (off_t)(len / 2)) == 0);
+		f = fopen(path, "a");
+		CHECK(f != NULL);
+		fputs("\ntrain,1,1,0.100,9.9,0.1,0.1,1\n", f);
+		CHECK(fwrite(all + len / 2, 1, len - len / 2, f) == len - len / 2);
+		fclose(f);
+		again = 0;
+		CHECK(look(path, maxes[k], &m, &l, &again) >= 0);
+		CHECK_MSG(again == 1, "%d looks anew after the cut", again);
+		one.len = 0;
+		CHECK(dlh_metrics_scan(path, maxes[k], log_row, &one) >= 0);
+		CHECK_MSG(l.len == one.len && !memcmp(l.text, one.text, l.len),
+			  "after the cut: %zu bytes of rows, %zu in one scan", l.len, one.len);
+		free(l.text);
+		free(one.text);
+	}
+	free(all);
 }
 
 int main(void)
@@ -250,6 +368,7 @@ int main(void)
 	RUN(total_steps_from_run_info_else_a_commands_spec);
 	RUN(metrics_eval_row_found_once_then_only_new_lines_are_read);
 	RUN(scan_on_feeds_only_the_rows_appended_since_its_mark);
+	RUN(scan_on_over_pieces_cut_anywhere_feeds_what_one_scan_feeds);
 	tmp_root_remove();
 	return CHECK_EXIT();
 }
