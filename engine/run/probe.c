@@ -168,6 +168,9 @@ void dlh_probe_node_sees(const char *agent, const char *host, const char *probe,
 		}
 		return;
 	}
+	char cant[600];
+	int cant_len = snprintf(cant, sizeof cant, "cannot execute \"%.500s\": ", argv[0]);
+	size_t cant_n = cant_len < 0 ? 0 : (size_t)cant_len < sizeof cant ? (size_t)cant_len : sizeof cant - 1;
 	pid_t pid = fork();
 	if (pid == 0) {
 		/* async-signal-safe calls only from here to exec. The agent takes
@@ -184,7 +187,15 @@ void dlh_probe_node_sees(const char *agent, const char *host, const char *probe,
 		    dlh_fd_onto(err[1], 2) < 0)
 			_exit(127);
 		execvp(argv[0], argv);
-		dprintf(2, "cannot execute \"%s\": %s\n", argv[0], strerror(errno));
+		/* no stdio here: the words made before the fork */
+		static const char enoent[] = "no such file\n", eacces[] = "permission denied\n",
+				  other[] = "exec failed\n";
+		const char *why = errno == ENOENT ? enoent : errno == EACCES ? eacces : other;
+		size_t why_n = why == enoent ? sizeof enoent - 1 : why == eacces ? sizeof eacces - 1 :
+			       sizeof other - 1;
+		ssize_t w = write(2, cant, cant_n);
+		w = write(2, why, why_n);
+		(void)w;
 		_exit(127);
 	}
 	close(out[1]);

@@ -191,6 +191,16 @@ TEST(a_launch_beside_a_probe_in_flight_holds_none_of_its_pipes)
 	free(during);
 }
 
+/* an agent that is not there: the node is down, and why says so */
+TEST(a_probe_through_a_missing_agent_says_it_cannot_execute_it)
+{
+	struct dlh_probe_result r;
+	dlh_probe_node("/nonexistent/ssh -x", "node1", "/nowhere/dlh-probe", "/tmp", 10, &r);
+	CHECK(!r.up);
+	CHECK_MSG(!strcmp(r.why, "/nonexistent/ssh: cannot execute \"/nonexistent/ssh\": no such file"),
+		  "why: %s", r.why);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
@@ -199,6 +209,7 @@ int main(void)
 	RUN(launch_exec_failure_is_returned);
 	RUN(launch_as_a_user_takes_its_ids_groups_and_home);
 	RUN(a_launch_beside_a_probe_in_flight_holds_none_of_its_pipes);
+	RUN(a_probe_through_a_missing_agent_says_it_cannot_execute_it);
 	RUN(cgroup_run_group_has_cpuset_limit_and_its_process);
 	tmp_root_remove();
 	return CHECK_EXIT();
