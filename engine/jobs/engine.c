@@ -242,6 +242,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		struct dlh_job *j = e->jobs[i];
 		if (j->status == DLH_RUNNING || j->status == DLH_PLANNING)
 			eng_job_recover(e, j);
+		eng_job_take_up(e, j);   /* before the mount serves anyone */
 	}
 	eng_schedule(e);
 	pthread_mutex_unlock(&e->mu);

@@ -204,8 +204,25 @@ static int take_up(const char *job_dir, uid_t uid, gid_t gid, char *path, size_t
 	return 0;
 }
 
+void eng_job_take_up(struct dlh_engine *e, struct dlh_job *j)
+{
+	char dir[4096], why[300];
+	if (!j->spec.command[0] || j->resume_ready ||
+	    (j->status != DLH_QUEUED && j->status != DLH_SUSPENDED))
+		return;
+	eng_job_dir(e, j->id, dir, sizeof dir);
+	gid_t gid = eng_primary_gid(j->uid);
+	if (take_up(dir, j->uid, gid == (gid_t)-1 ? 0 : gid, j->resume_from, sizeof j->resume_from,
+		    &j->resume_step, why, sizeof why))
+		return;   /* it left no checkpoint: it starts again */
+	j->resume_ready = 1;
+	if (why[0])
+		eng_job_log(e, j, "%s", why);
+}
+
 /* A [job] command run again: where its program takes up, in env (found
- * when its last run ended, else now: a run requeued by a restart of dlhfs). */
+ * when its last run ended, or at open after a restart of dlhfs; else
+ * looked for now, which finds none but for a job that never ran). */
 static void resume_env(struct dlh_engine *e, struct dlh_job *j, struct launch *l,
 		       struct eng_env *env)
 {

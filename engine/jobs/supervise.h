@@ -31,6 +31,12 @@ int eng_job_signal(struct dlh_engine *e, struct dlh_job *j, enum dlh_verb v);
  * it succeeded when the run finished meanwhile, else requeues it. At open. */
 void eng_job_recover(struct dlh_engine *e, struct dlh_job *j);
 
+/* A [job] command that ran and waits to run again (queued, suspended): where
+ * its program takes up, found at open (what the waiter found when its run
+ * ended is not kept across a restart of dlhfs), so that its launch, under
+ * e->mu, reads no file its owner writes. */
+void eng_job_take_up(struct dlh_engine *e, struct dlh_job *j);
+
 /* Starts the timer thread (time limits, suspend and kill graces). At
  * open, e->mu not held. Returns 0, or -errno with err. */
 int eng_supervise_start(struct dlh_engine *e, char *err, size_t errlen);
