@@ -77,6 +77,12 @@ int dlh_engine_check(const struct dlh_engine_opts *o, char *err, size_t errlen);
 int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		    char *err, size_t errlen);
 
+/* Says the engine is about to close: a calibration or a link measurement
+ * under way stops (its run killed) rather than run to its end, and nothing
+ * waits for one any longer. Async-signal-safe (one atomic store): a SIGTERM
+ * handler calls it. dlh_engine_close does too. */
+void dlh_engine_closing(struct dlh_engine *e);
+
 /* Stops running jobs (they are requeued and resume from their newest
  * checkpoint on the next open), waits for them, and frees the engine. */
 void dlh_engine_close(struct dlh_engine *e);

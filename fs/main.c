@@ -1,6 +1,8 @@
 /* main.c - dlhfs: mount the harness, parse options, run the FUSE loop */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <fuse.h>
 #include <fuse_lowlevel.h>
 #include <stddef.h>
@@ -22,6 +24,49 @@
  * submission's data for up to -o data_timeout; more threads let others'
  * reads go on meanwhile (engine/jobs/check.c bounds each user). */
 #define DLH_FUSE_THREADS 64
+
+/* SIGTERM, SIGINT, SIGHUP: the engine is told at once that it closes (a
+ * calibration or a link measurement under way stops rather than hold up
+ * the end of the loop), then libfuse's handler ends the loop. */
+static _Atomic(struct dlh_engine *) closing_engine;
+static struct sigaction fuse_handler[3];
+static const int closing_signals[3] = { SIGTERM, SIGINT, SIGHUP };
+
+static void on_stop_signal(int sig)
+{
+	dlh_engine_closing(atomic_load(&closing_engine));
+	for (int i = 0; i < 3; i++)
+		if (closing_signals[i] == sig && fuse_handler[i].sa_handler != SIG_IGN &&
+		    fuse_handler[i].sa_handler != SIG_DFL)
+			fuse_handler[i].sa_handler(sig);
+}
+
+static int told_on_stop[3];
+
+/* Puts on_stop_signal before the handlers libfuse set. */
+static void tell_engine_on_stop(struct dlh_engine *e)
+{
+	atomic_store(&closing_engine, e);
+	for (int i = 0; i < 3; i++) {
+		struct sigaction sa;
+		if (sigaction(closing_signals[i], NULL, &fuse_handler[i]) ||
+		    (fuse_handler[i].sa_flags & SA_SIGINFO))
+			continue;
+		sa = fuse_handler[i];
+		sa.sa_handler = on_stop_signal;
+		told_on_stop[i] = !sigaction(closing_signals[i], &sa, NULL);
+	}
+}
+
+/* libfuse's handlers back (it removes only its own), before the engine
+ * goes: no signal reaches it after. */
+static void untell_engine_on_stop(void)
+{
+	for (int i = 0; i < 3; i++)
+		if (told_on_stop[i])
+			sigaction(closing_signals[i], &fuse_handler[i], NULL);
+	atomic_store(&closing_engine, NULL);
+}
 
 /* Options of our own, beside libfuse's. */
 struct dlh_options {
@@ -312,6 +357,7 @@ int main(int argc, char *argv[])
 	fs.mounted_at = dlh_now();
 	if (fuse_set_signal_handlers(fuse_get_session(f)) != 0)
 		goto out_engine;
+	tell_engine_on_stop(fs.engine);
 	if (c.singlethread) {
 		rc = fuse_loop(f);
 	} else {
@@ -327,6 +373,7 @@ int main(int argc, char *argv[])
 	}
 	rc = rc ? 1 : 0;
 out_signals:
+	untell_engine_on_stop();
 	fuse_remove_signal_handlers(fuse_get_session(f));
 out_engine:
 	fs_kcache_stop();   /* their threads render through the engine: first */

@@ -25,7 +25,7 @@ static int measure(struct dlh_engine *e, char *err, size_t errlen)
 	struct dlh_calib c;
 	struct dlh_calib_opts o = {
 		.backend = &e->backend, .program = e->calib_prog, .cpus = e->pool.node.cpus,
-		.dir = e->state,
+		.dir = e->state, .cancel = &e->closing,
 	};
 	int rc = dlh_calib_measure(&o, &c, err, errlen);
 
@@ -64,9 +64,13 @@ int eng_link_measure(struct dlh_engine *e, const char *host, const char *agent, 
 		return -errno;
 	}
 	pthread_mutex_lock(&e->mu);   /* nor at the same time: each would time the other */
-	while (e->calibrating && !e->stopping)
+	while (e->calibrating && !e->stopping && !atomic_load(&e->closing))
 		pthread_cond_wait(&e->changed, &e->mu);
 	pthread_mutex_unlock(&e->mu);
+	if (atomic_load(&e->closing)) {
+		snprintf(err, errlen, "not measured: dlhfs is stopping");
+		return -ECANCELED;
+	}
 	if (gethostname(hosts[0].host, sizeof hosts[0].host - 1) < 0)
 		snprintf(hosts[0].host, sizeof hosts[0].host, "localhost");
 	hosts[0].ranks = 1;
@@ -74,7 +78,7 @@ int eng_link_measure(struct dlh_engine *e, const char *host, const char *agent, 
 	hosts[1].ranks = 1;
 	struct dlh_calib_opts o = {
 		.backend = &e->backend, .program = e->calib_prog, .cpus = 2, .dir = dir,
-		.hosts = hosts, .nhosts = 2, .agent = agent,
+		.hosts = hosts, .nhosts = 2, .agent = agent, .cancel = &e->closing,
 	};
 	return dlh_calib_link(&o, alpha, beta, err, errlen);
 }
@@ -84,7 +88,7 @@ static void *calib_main(void *arg)
 	struct dlh_engine *e = arg;
 	char err[256];
 
-	if (measure(e, err, sizeof err) < 0)
+	if (measure(e, err, sizeof err) < 0 && !atomic_load(&e->closing))
 		fprintf(stderr, "dlhfs: calibration failed: %s (jobs run unestimated; "
 			"echo recalibrate > pool/ctl retries)\n", err);
 	return NULL;
@@ -185,7 +189,7 @@ int eng_choose(struct dlh_engine *e, const struct dlh_spec *spec,
 	/* a first-mount calibration takes seconds: the first jobs wait for it
 	 * rather than run unplanned */
 	pthread_mutex_lock(&e->mu);
-	while (e->calibrating && !e->stopping)
+	while (e->calibrating && !e->stopping && !atomic_load(&e->closing))
 		pthread_cond_wait(&e->changed, &e->mu);
 	cal = e->cal;
 	corr = e->corr;

@@ -259,10 +259,20 @@ no_table:
 	return rc;
 }
 
+void dlh_engine_closing(struct dlh_engine *e)
+{
+	if (e)
+		atomic_store(&e->closing, 1);
+}
+
 void dlh_engine_close(struct dlh_engine *e)
 {
 	if (!e)
 		return;
+	dlh_engine_closing(e);   /* the probe round's link measurements, a calibration */
+	pthread_mutex_lock(&e->mu);
+	pthread_cond_broadcast(&e->changed);   /* whoever waits for a calibration */
+	pthread_mutex_unlock(&e->mu);
 	eng_nodes_stop(e);
 	eng_supervise_stop(e);
 	eng_calib_close(e);

@@ -40,10 +40,11 @@ static void *probe_one(void *arg)
 }
 
 /* Times the links of the nodes of p that answered and wait for it (one
- * after the other: each run takes the network between them). e->mu not held. */
+ * after the other: each run takes the network between them; none once
+ * dlhfs is stopping). e->mu not held. */
 static void measure_links(struct dlh_engine *e, struct node_probe *p, int n)
 {
-	for (int k = 0; k < n; k++)
+	for (int k = 0; k < n && !atomic_load(&e->closing); k++)
 		if (p[k].measure && p[k].r.up &&
 		    eng_link_measure(e, p[k].host, p[k].agent, &p[k].alpha, &p[k].beta,
 				     p[k].link_err, sizeof p[k].link_err))

@@ -12,6 +12,7 @@
 #define DLH_ENGINE_TABLE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "engine/engine.h"
@@ -54,6 +55,8 @@ struct dlh_engine {
 	unsigned long launches;      /* runs launched, to name their cgroups */
 	int waiters;                 /* live waiter threads */
 	int stopping;                /* dlh_engine_close in progress */
+	atomic_int closing;          /* dlh_engine_closing: measurements stop (read
+					without e->mu) */
 	int lock_fd;                 /* STATE/lock, locked while the engine is open */
 	struct dlh_calib cal;        /* the devices' measured speeds; when == 0: none yet */
 	struct dlh_correction corr;  /* the estimator's factors, refitted on the history */

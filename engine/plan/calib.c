@@ -385,11 +385,12 @@ int dlh_calib_save(const char *state_dir, const struct dlh_calib *c)
 
 /* Waits for the phase's run to end; one that runs past CALIB_PHASE_MAX_S
  * is stuck (a hung launcher must not hold the calibration, and the jobs
- * waiting for it, for ever): it is killed. Polls, since the daemon's other
- * runs must not be waited for here. Returns 0 with *end set, -ETIMEDOUT,
- * or -errno. */
+ * waiting for it, for ever): it is killed, as is one under way when *cancel
+ * becomes nonzero (dlhfs is stopping). Polls, since the daemon's other runs
+ * must not be waited for here. Returns 0 with *end set, -ETIMEDOUT,
+ * -ECANCELED, or -errno. */
 static int wait_phase(const struct dlh_backend *be, const struct dlh_run *run, const char *dir,
-		      struct dlh_run_end *end)
+		      const atomic_int *cancel, struct dlh_run_end *end)
 {
 	const double until = dlh_mono() + CALIB_PHASE_MAX_S;
 	const struct timespec tick = { 0, CALIB_POLL_NS };
@@ -397,10 +398,11 @@ static int wait_phase(const struct dlh_backend *be, const struct dlh_run *run, c
 		int rc = be->ops->wait(be, run, dir, 0, end);
 		if (rc != -EAGAIN)
 			return rc;
-		if (dlh_mono() > until) {
+		int cancelled = cancel && atomic_load(cancel);
+		if (cancelled || dlh_mono() > until) {
 			be->ops->signal(be, run, DLH_VERB_KILL);
 			be->ops->wait(be, run, dir, 1, end);
-			return -ETIMEDOUT;
+			return cancelled ? -ECANCELED : -ETIMEDOUT;
 		}
 		nanosleep(&tick, NULL);
 	}
@@ -447,12 +449,15 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 	rc = o->backend->ops->start(o->backend, &l, &run, err, errlen);
 	if (rc)
 		return rc;
-	rc = wait_phase(o->backend, &run, dir, &end);
+	rc = wait_phase(o->backend, &run, dir, o->cancel, &end);
 	if (rc) {
 		unlink(log_path);
 		if (rc == -ETIMEDOUT)
 			snprintf(err, errlen, "dlh-calib --phase %s on %d ranks ran past %.0f s: killed",
 				 phase, ranks, CALIB_PHASE_MAX_S);
+		else if (rc == -ECANCELED)
+			snprintf(err, errlen, "dlh-calib --phase %s on %d ranks: stopped, dlhfs is stopping",
+				 phase, ranks);
 		else
 			snprintf(err, errlen, "waiting for dlh-calib --phase %s on %d ranks: %s", phase,
 				 ranks, strerror(-rc));

@@ -7,6 +7,7 @@
 #ifndef DLH_CALIB_H
 #define DLH_CALIB_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "engine/run/backend.h"
@@ -121,6 +122,9 @@ struct dlh_calib_opts {
 	const struct dlh_launch_host *hosts;   /* dlh_calib_link: this node and the other */
 	int nhosts;
 	const char *agent;                /* how the other is reached (NULL = ssh) */
+	const atomic_int *cancel;         /* when it becomes nonzero, the run under way is
+					     killed and the measurement ends (-ECANCELED);
+					     NULL = never */
 };
 
 /* Runs the microbenchmarks (blocking; seconds, not minutes). Returns 0, or

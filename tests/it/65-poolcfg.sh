@@ -328,3 +328,42 @@ test_two_gpu_jobs_on_one_node_hold_different_gpus() {
 	wait_for 10 job_terminal 3 || die "job 3 did not end"
 	dlh_umount
 }
+
+# The link to a node is timed at mount (a run of two ranks, one there) once
+# it answers. A run that hangs there (a stuck launch: up to 60 s before it
+# is killed as stuck) does not hold up an unmount: the measurement stops,
+# its run killed. The node's agent here is a script: it runs dlh-probe on
+# this machine and hangs for anything else; no machine is contacted.
+test_an_unmount_stops_a_link_measurement_that_hangs() {
+	local state cores
+	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	cat > "$state/agent.sh" <<AGENT
+#!/bin/sh
+shift   # the host: this machine is the node
+case "\$*" in
+*dlh-probe*) exec sh -c "\$*" ;;
+*) echo \$\$ > "$state/hung"; exec sleep 300 ;;   # mpirun's daemon never calls back
+esac
+AGENT
+	chmod 755 "$state/agent.sh"
+	cores=$("$DLH_BIN/dlh-probe" | sed -n 's/^cpus=//p')
+	printf '[node here]\nhost = %s\ncpus = %d\n[node far]\nhost = far.example\ncpus = 2\nagent = %s\n' \
+		"$(hostname)" "$cores" "$state/agent.sh" > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini" dlh_mount "$state"
+	wait_for 30 test -s "$state/hung" || die "no link measurement started: $(cat "$MNT/pool/nodes/far/state")"
+	expect_eq "$(cat "$MNT/pool/nodes/far/state")" probing "far's state while its link is timed"
+	local t0 t1
+	t0=$(date +%s%N)
+	fusermount3 -u "$MNT" || die "fusermount3 -u $MNT failed"
+	wait_for 10 eval '! kill -0 "$DLH_PID" 2>/dev/null' ||
+		die "dlhfs still runs 10 s after the unmount"
+	t1=$(date +%s%N)
+	wait "$DLH_PID" || die "dlhfs exited with status $?"
+	[ -s "$DLH_STDERR" ] && die "dlhfs wrote to stderr: $(head -3 "$DLH_STDERR")"
+	# killed with the measurement's run (reaped by whoever inherits it)
+	wait_for 5 eval '! kill -0 "$(cat "$state/hung")" 2>/dev/null' ||
+		die "the hung run's process outlived dlhfs: $(ps -o pid,stat,cmd -p "$(cat "$state/hung")")"
+	echo "measured: unmount during a hung link measurement: $(( (t1 - t0) / 1000000 )) ms"
+	rmdir "$MNT"
+	MNT=
+}
