@@ -20,7 +20,11 @@
  * shepherd's own output (the job's log) as "[rank R] TEXT" and to
  * DIR/rank.R as TEXT, a line of its stderr also to DIR/rank.R.err (where
  * dlhfs finds a failed program's last words). Lines of the launcher itself
- * pass as they are.
+ * pass as they are. mpirun tags what it reads from a rank, not lines: a
+ * rank's line read in two pieces (a terminal's output often is) comes as
+ * "[1,0]<stdout>:TEXT[1,0]<stdout>:\n", and another rank's piece may come
+ * between. A rank's piece without its newline waits for the rest of its
+ * line, which goes on as one line.
  *
  * Everything arrives through poll(2): the output pipe and a signalfd of
  * the verbs, SIGCHLD (the launcher ended) and SIGTERM, SIGINT, SIGHUP,
@@ -46,6 +50,8 @@
 #define LINE_MAX_BYTES 65536     /* a longer line is passed on in pieces */
 #define RANK_FILES_MAX 4096      /* ranks with a file of their own */
 #define ENDED_WAIT_MS 1000       /* output still coming after the launcher ended */
+#define BEGUN_MAX 64             /* ranks' lines begun and not yet ended */
+#define BEGUN_BYTES 4096         /* a longer begun line is passed on in pieces */
 
 /* Writes text to path atomically (engine/util). Returns 0, or -errno. */
 static int write_exit(const char *path, const char *text)
@@ -76,6 +82,14 @@ static void put(int fd, const char *buf, size_t len)
 	}
 }
 
+/* A rank's line begun in one piece of mpirun's output, its end to come. */
+struct begun {
+	long r;                      /* -1: free */
+	int err;                     /* of its stderr */
+	size_t len;
+	char text[BEGUN_BYTES];
+};
+
 /* Where the ranks' lines go. */
 struct ranks_out {
 	const char *dir;             /* DIR/rank.R; NULL = no sorting */
@@ -83,6 +97,9 @@ struct ranks_out {
 					-1 = cannot */
 	char line[LINE_MAX_BYTES];   /* the line being gathered */
 	size_t len;
+	struct begun begun[BEGUN_MAX];
+	int nbegun;                  /* entries of begun in use or used (r = -1: free) */
+	char out[BEGUN_BYTES + LINE_MAX_BYTES + 64];   /* one line as it is written */
 };
 
 /* The file of rank r (err: its stderr file), opened on first use, or -1. */
@@ -101,27 +118,113 @@ static int rank_file(struct ranks_out *o, long r, int err)
 	return *fd;
 }
 
-/* Passes one line (len bytes, its newline included or not) on: a tagged
- * one as "[rank R] TEXT" to the log and TEXT to the rank's file. */
+/* Parses the tag "[JOB,R]<stdout>:" or "<stderr>:" at s (len bytes):
+ * returns its length with *job, *r, *err set, or 0. */
+static size_t tag_at(const char *s, size_t len, long *job, long *r, int *err)
+{
+	char stream[8];
+	int at = 0;
+	if (len < 12 || s[0] != '[' ||
+	    sscanf(s, "[%ld,%ld]<%7[a-z]>:%n", job, r, stream, &at) != 3 || at <= 0 ||
+	    (size_t)at > len || (strcmp(stream, "stdout") && strcmp(stream, "stderr")))
+		return 0;
+	*err = !strcmp(stream, "stderr");
+	return (size_t)at;
+}
+
+/* Rank r's line: what it began earlier, then text (len bytes), a newline
+ * added where it has none (a piece of a long line), as "[rank R] LINE" to
+ * the log and LINE to its files, each in one write. */
+static void put_rank_line(struct ranks_out *o, long r, int err, const char *begun,
+			  size_t blen, const char *text, size_t len)
+{
+	int n = snprintf(o->out, sizeof o->out, "[rank %ld] ", r);
+	size_t tag = n > 0 ? (size_t)n : 0, at = tag;
+	memcpy(o->out + at, begun, blen);
+	at += blen;
+	memcpy(o->out + at, text, len);
+	at += len;
+	if (at == tag || o->out[at - 1] != '\n')
+		o->out[at++] = '\n';
+	put(STDOUT_FILENO, o->out, at);
+	for (int e = 0; e <= err; e++) {
+		int fd = rank_file(o, r, e);
+		if (fd > 0)
+			put(fd, o->out + tag, at - tag);
+	}
+}
+
+/* One piece of rank r's output (len bytes, at most LINE_MAX_BYTES): a
+ * line's end (it ends in '\n'), or a part kept until its end comes. */
+static void rank_piece(struct ranks_out *o, long r, int err, const char *text, size_t len)
+{
+	struct begun *b = NULL, *free_b = NULL;
+	for (int i = 0; i < o->nbegun && !b; i++) {
+		if (o->begun[i].r == r && o->begun[i].err == err)
+			b = &o->begun[i];
+		else if (o->begun[i].r < 0 && !free_b)
+			free_b = &o->begun[i];
+	}
+	if (!b && !free_b && o->nbegun < BEGUN_MAX)
+		free_b = &o->begun[o->nbegun++];
+	size_t had = b ? b->len : 0;
+	int ended = len > 0 && text[len - 1] == '\n';
+	if (ended || had + len > BEGUN_BYTES || (!b && !free_b)) {
+		/* ended; or too long, or too many begun at once: on as it is */
+		put_rank_line(o, r, err, b ? b->text : "", had, text, len);
+		if (b)
+			b->r = -1;
+		return;
+	}
+	if (!b) {
+		b = free_b;
+		b->r = r;
+		b->err = err;
+		b->len = 0;
+	}
+	memcpy(b->text + b->len, text, len);
+	b->len += len;
+}
+
+/* Passes one line of mpirun's output (len bytes, its newline included or
+ * not) on: its tagged pieces to their ranks, a line of the launcher's own
+ * as it is. */
 static void pass_line(struct ranks_out *o, const char *s, size_t len)
 {
-	long job, r;
-	int at = 0;
-	char stream[8];
-	if (sscanf(s, "[%ld,%ld]<%7[a-z]>:%n", &job, &r, stream, &at) == 3 && at > 0 &&
-	    (size_t)at <= len) {
-		char tag[40];
-		int n = snprintf(tag, sizeof tag, "[rank %ld] ", r);
-		put(STDOUT_FILENO, tag, (size_t)n);
-		put(STDOUT_FILENO, s + at, len - (size_t)at);
-		for (int err = 0; err <= !strcmp(stream, "stderr"); err++) {
-			int fd = rank_file(o, r, err);
-			if (fd > 0)
-				put(fd, s + at, len - (size_t)at);
-		}
-	} else {
+	long job, r, job2, r2;
+	int err, err2;
+	size_t at = tag_at(s, len, &job, &r, &err);
+	if (!at) {
 		put(STDOUT_FILENO, s, len);
+		return;
 	}
+	while (at) {
+		/* this piece runs to the next tag of the same job, or to the end */
+		size_t end = at, next = 0;
+		for (; end < len; end++)
+			if (s[end] == '[' && (next = tag_at(s + end, len - end, &job2, &r2, &err2)) &&
+			    job2 == job)
+				break;
+		rank_piece(o, r, err, s + at, end - at);
+		if (end >= len)
+			break;
+		r = r2;
+		err = err2;
+		s += end;
+		len -= end;
+		at = next;
+	}
+}
+
+/* At the end: lines begun and never ended go on as they are. */
+static void pass_begun(struct ranks_out *o)
+{
+	for (int i = 0; i < o->nbegun; i++)
+		if (o->begun[i].r >= 0) {
+			put_rank_line(o, o->begun[i].r, o->begun[i].err, o->begun[i].text,
+				      o->begun[i].len, "", 0);
+			o->begun[i].r = -1;
+		}
 }
 
 /* Reads what the pipe has; passes whole lines on. Returns 0 at end of file. */
@@ -135,6 +238,7 @@ static int drain(struct ranks_out *o, int fd)
 		if (o->len)
 			pass_line(o, o->line, o->len);
 		o->len = 0;
+		pass_begun(o);
 		return 0;
 	}
 	for (ssize_t i = 0; i < n; i++) {

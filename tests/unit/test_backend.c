@@ -2,6 +2,7 @@
  * backend: the launcher's argv, start, verbs, wait, the handle in the job
  * dir, and finding a run again as a restarted daemon does */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,6 +306,53 @@ TEST(handle_round_trips_and_refuses_garbage)
 	dlh_run_forget(dir);   /* none: no error */
 }
 
+/* mpirun tags what it reads from each rank, not lines: a rank's line read
+ * in two pieces comes as "[1,0]<stdout>:TEXT[1,0]<stdout>:\n", with other
+ * ranks' pieces between. dlh-shepherd puts each rank's line together. */
+TEST(shepherd_puts_each_ranks_pieces_together_into_lines)
+{
+	char dir[512], shepherd[600], exit_file[600], out[600], path[640], *text = NULL;
+	shepherd_path(shepherd, sizeof shepherd);
+	if (!shepherd[0])
+		SKIP("dlh-shepherd not built");
+	fresh_dir(dir, sizeof dir, "shepherd-pieces");
+	snprintf(exit_file, sizeof exit_file, "%s/exit", dir);
+	snprintf(out, sizeof out, "%s/out", dir);
+	const char *said =
+		"printf 'mpirun: a line of its own\\n"
+		"[1,0]<stdout>:train.py: step 14: checkpoint on request[1,1]<stdout>:xyz\\n"
+		"[1,0]<stdout>:\\n"
+		"[1,1]<stderr>:oops[1,0]<stdout>:ghi[1,0]<stdout>:\\n"
+		"[1,1]<stderr>:\\n"
+		"[1,0]<stdout>:no end'";
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0 || dup2(fd, 1) < 0)
+			_exit(126);
+		execl(shepherd, shepherd, "--ranks", dir, exit_file, "/bin/sh", "-c", said, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(dlh_read_file(out, 4096, &text, NULL) == 0);
+	CHECK_MSG(!strcmp(text, "mpirun: a line of its own\n"
+				"[rank 1] xyz\n"
+				"[rank 0] train.py: step 14: checkpoint on request\n"
+				"[rank 0] ghi\n"
+				"[rank 1] oops\n"
+				"[rank 0] no end\n"), "the log:\n%s", text);
+	free(text);
+	snprintf(path, sizeof path, "%s/rank.0", dir);
+	CHECK(dlh_read_file(path, 4096, &text, NULL) == 0);
+	CHECK_MSG(!strcmp(text, "train.py: step 14: checkpoint on request\nghi\nno end\n"), "rank.0:\n%s", text);
+	free(text);
+	snprintf(path, sizeof path, "%s/rank.1.err", dir);
+	CHECK(dlh_read_file(path, 4096, &text, NULL) == 0);
+	CHECK_MSG(!strcmp(text, "oops\n"), "rank.1.err:\n%s", text);
+	free(text);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
@@ -318,6 +366,7 @@ int main(void)
 	RUN(local_run_outlives_the_process_that_started_it);
 	RUN(local_run_that_ended_unwatched_keeps_its_status);
 	RUN(handle_round_trips_and_refuses_garbage);
+	RUN(shepherd_puts_each_ranks_pieces_together_into_lines);
 	tmp_root_remove();
 	return CHECK_EXIT();
 }
