@@ -165,19 +165,17 @@ static void rank_piece(struct ranks_out *o, long r, int err, const char *text, s
 		else if (o->begun[i].r < 0 && !free_b)
 			free_b = &o->begun[i];
 	}
-	if (!b && !free_b && o->nbegun < BEGUN_MAX)
-		free_b = &o->begun[o->nbegun++];
 	size_t had = b ? b->len : 0;
 	int ended = len > 0 && text[len - 1] == '\n';
-	if (ended || had + len > BEGUN_BYTES || (!b && !free_b)) {
+	if (ended || had + len > BEGUN_BYTES || (!b && !free_b && o->nbegun == BEGUN_MAX)) {
 		/* ended; or too long, or too many begun at once: on as it is */
 		put_rank_line(o, r, err, b ? b->text : "", had, text, len);
 		if (b)
 			b->r = -1;
 		return;
 	}
-	if (!b) {
-		b = free_b;
+	if (!b) {   /* a free entry, else a new one */
+		b = free_b ? free_b : &o->begun[o->nbegun++];
 		b->r = r;
 		b->err = err;
 		b->len = 0;
