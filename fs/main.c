@@ -36,8 +36,7 @@ static void on_stop_signal(int sig)
 {
 	dlh_engine_closing(atomic_load(&closing_engine));
 	for (int i = 0; i < 3; i++)
-		if (closing_signals[i] == sig && fuse_handler[i].sa_handler != SIG_IGN &&
-		    fuse_handler[i].sa_handler != SIG_DFL)
+		if (closing_signals[i] == sig)
 			fuse_handler[i].sa_handler(sig);
 }
 
@@ -49,8 +48,11 @@ static void tell_engine_on_stop(struct dlh_engine *e)
 	atomic_store(&closing_engine, e);
 	for (int i = 0; i < 3; i++) {
 		struct sigaction sa;
+		/* only in front of a handler libfuse put there: a signal ignored
+		 * (nohup, a shell's background job) stays ignored */
 		if (sigaction(closing_signals[i], NULL, &fuse_handler[i]) ||
-		    (fuse_handler[i].sa_flags & SA_SIGINFO))
+		    (fuse_handler[i].sa_flags & SA_SIGINFO) || fuse_handler[i].sa_handler == SIG_IGN ||
+		    fuse_handler[i].sa_handler == SIG_DFL)
 			continue;
 		sa = fuse_handler[i];
 		sa.sa_handler = on_stop_signal;

@@ -191,6 +191,12 @@ int eng_choose(struct dlh_engine *e, const struct dlh_spec *spec,
 	pthread_mutex_lock(&e->mu);
 	while (e->calibrating && !e->stopping && !atomic_load(&e->closing))
 		pthread_cond_wait(&e->changed, &e->mu);
+	if (e->calibrating) {   /* dlhfs is stopping: not planned without its figures */
+		pthread_mutex_unlock(&e->mu);
+		snprintf(err, errlen, "dlhfs is stopping (a calibration was under way); submit "
+			 "again once it is mounted");
+		return -EAGAIN;
+	}
 	cal = e->cal;
 	corr = e->corr;
 	int used[DLH_POOL_NODES];

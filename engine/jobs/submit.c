@@ -132,7 +132,7 @@ static int decide(struct dlh_engine *e, const struct dlh_spec *spec,
 		snprintf(err, errlen, "spec: [train] batch_size: %s\n", why);
 	else if (rc)
 		snprintf(err, errlen, "spec: %s\n", why);
-	return rc ? -EINVAL : 0;
+	return rc == -EAGAIN ? rc : rc ? -EINVAL : 0;   /* EAGAIN: not the spec's fault */
 }
 
 /* Parses the spec text and reads its data's headers with the submitter's

@@ -118,18 +118,33 @@ static int rank_file(struct ranks_out *o, long r, int err)
 	return *fd;
 }
 
-/* Parses the tag "[JOB,R]<stdout>:" or "<stderr>:" at s (len bytes):
+/* Reads the decimal number at s (before end) into *v: the byte after it,
+ * or NULL when there is none. */
+static const char *number_at(const char *s, const char *end, long *v)
+{
+	const char *d = s;
+	long n = 0;
+	while (d < end && *d >= '0' && *d <= '9' && d - s < 9)
+		n = n * 10 + (*d++ - '0');
+	*v = n;
+	return d > s ? d : NULL;
+}
+
+/* Parses the tag "[JOB,R]<stdout>:" or "<stderr>:" at s, within len bytes:
  * returns its length with *job, *r, *err set, or 0. */
 static size_t tag_at(const char *s, size_t len, long *job, long *r, int *err)
 {
-	char stream[8];
-	int at = 0;
-	if (len < 12 || s[0] != '[' ||
-	    sscanf(s, "[%ld,%ld]<%7[a-z]>:%n", job, r, stream, &at) != 3 || at <= 0 ||
-	    (size_t)at > len || (strcmp(stream, "stdout") && strcmp(stream, "stderr")))
+	const char *end = s + len, *p = s;
+	if (p >= end || *p++ != '[' || !(p = number_at(p, end, job)) || p >= end || *p++ != ',' ||
+	    !(p = number_at(p, end, r)) || p >= end || *p++ != ']' || end - p < 9)
 		return 0;
-	*err = !strcmp(stream, "stderr");
-	return (size_t)at;
+	if (!memcmp(p, "<stdout>:", 9))
+		*err = 0;
+	else if (!memcmp(p, "<stderr>:", 9))
+		*err = 1;
+	else
+		return 0;
+	return (size_t)(p + 9 - s);
 }
 
 /* Rank r's line: what it began earlier, then text (len bytes), a newline
@@ -203,7 +218,8 @@ static void pass_line(struct ranks_out *o, const char *s, size_t len)
 			if (s[end] == '[' && (next = tag_at(s + end, len - end, &job2, &r2, &err2)) &&
 			    job2 == job)
 				break;
-		rank_piece(o, r, err, s + at, end - at);
+		if (end > at)   /* a tag with nothing after it: nothing to pass */
+			rank_piece(o, r, err, s + at, end - at);
 		if (end >= len)
 			break;
 		r = r2;
@@ -301,6 +317,12 @@ static int shepherd(pid_t pid, const char *ready, int sfd, int out, struct ranks
 			out = -1;
 		}
 	}
+	/* what came and was not passed on yet: a line without its end, lines
+	 * begun (the pipe may still be held open, or have failed) */
+	if (o->len)
+		pass_line(o, o->line, o->len);
+	o->len = 0;
+	pass_begun(o);
 	return status;
 }
 

@@ -324,6 +324,7 @@ TEST(shepherd_puts_each_ranks_pieces_together_into_lines)
 		"[1,0]<stdout>:\\n"
 		"[1,1]<stderr>:oops[1,0]<stdout>:ghi[1,0]<stdout>:\\n"
 		"[1,1]<stderr>:\\n"
+		"[1,0]<stdout>:[1,1]<stdout>:w\\n"
 		"[1,0]<stdout>:no end'";
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -341,6 +342,7 @@ TEST(shepherd_puts_each_ranks_pieces_together_into_lines)
 				"[rank 0] train.py: step 14: checkpoint on request\n"
 				"[rank 0] ghi\n"
 				"[rank 1] oops\n"
+				"[rank 1] w\n"
 				"[rank 0] no end\n"), "the log:\n%s", text);
 	free(text);
 	snprintf(path, sizeof path, "%s/rank.0", dir);
