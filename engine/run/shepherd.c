@@ -99,6 +99,9 @@ struct ranks_out {
 	size_t len;
 	struct begun begun[BEGUN_MAX];
 	int nbegun;                  /* entries of begun in use or used (r = -1: free) */
+	int cont;                    /* the line before was cut: its last piece goes on */
+	long cont_job, cont_r;       /* that piece's job, rank */
+	int cont_err;                /* and stream */
 	char out[BEGUN_BYTES + LINE_MAX_BYTES + 64];   /* one line as it is written */
 };
 
@@ -201,17 +204,23 @@ static void rank_piece(struct ranks_out *o, long r, int err, const char *text, s
 
 /* Passes one line of mpirun's output (len bytes, its newline included or
  * not) on: its tagged pieces to their ranks, a line of the launcher's own
- * as it is. */
+ * as it is. A line longer than o->line comes in parts: a part that does
+ * not begin with a tag goes on the last piece of the part before. */
 static void pass_line(struct ranks_out *o, const char *s, size_t len)
 {
 	long job, r, job2, r2;
 	int err, err2;
 	size_t at = tag_at(s, len, &job, &r, &err);
-	if (!at) {
+	if (!at && o->cont) {   /* the rest of a piece cut with its line */
+		job = o->cont_job;
+		r = o->cont_r;
+		err = o->cont_err;
+	} else if (!at) {
 		put(STDOUT_FILENO, s, len);
+		o->cont = 0;
 		return;
 	}
-	while (at) {
+	for (;;) {
 		/* this piece runs to the next tag of the same job, or to the end */
 		size_t end = at, next = 0;
 		for (; end < len; end++)
@@ -228,6 +237,11 @@ static void pass_line(struct ranks_out *o, const char *s, size_t len)
 		len -= end;
 		at = next;
 	}
+	/* cut, not ended: the next part goes on this piece */
+	o->cont = len > 0 && s[len - 1] != '\n';
+	o->cont_job = job;
+	o->cont_r = r;
+	o->cont_err = err;
 }
 
 /* At the end: lines begun and never ended go on as they are. */

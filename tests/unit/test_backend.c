@@ -355,6 +355,48 @@ TEST(shepherd_puts_each_ranks_pieces_together_into_lines)
 	free(text);
 }
 
+/* A line longer than dlh-shepherd reads at once comes in parts: the part
+ * after a cut goes on the piece the cut was in, and tags in it still count. */
+TEST(shepherd_goes_on_with_a_piece_cut_with_its_long_line)
+{
+	char dir[512], shepherd[600], exit_file[600], out[600], path[640], *text = NULL;
+	shepherd_path(shepherd, sizeof shepherd);
+	if (!shepherd[0])
+		SKIP("dlh-shepherd not built");
+	fresh_dir(dir, sizeof dir, "shepherd-long");
+	snprintf(exit_file, sizeof exit_file, "%s/exit", dir);
+	snprintf(out, sizeof out, "%s/out", dir);
+	/* rank 0: 70000 bytes without a newline; rank 1 after it on the same line */
+	const char *said = "printf '[1,0]<stdout>:'; head -c 70000 /dev/zero | tr '\\0' a; "
+			   "printf '[1,1]<stdout>:b\\n[1,0]<stdout>:\\n'";
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0 || dup2(fd, 1) < 0)
+			_exit(126);
+		execl(shepherd, shepherd, "--ranks", dir, exit_file, "/bin/sh", "-c", said, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	size_t len = 0;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(dlh_read_file(out, 1 << 20, &text, NULL) == 0);
+	CHECK_MSG(!strstr(text, "<stdout>:"), "a raw tag in the log: ...%s", strstr(text, "<stdout>:") - 8);
+	CHECK_MSG(strstr(text, "\n[rank 1] b\n"), "no line of rank 1's in the log");
+	free(text);
+	snprintf(path, sizeof path, "%s/rank.1", dir);
+	CHECK(dlh_read_file(path, 4096, &text, NULL) == 0);
+	CHECK_MSG(!strcmp(text, "b\n"), "rank.1: %s", text);
+	free(text);
+	snprintf(path, sizeof path, "%s/rank.0", dir);   /* every a, in lines of pieces */
+	CHECK(dlh_read_file(path, 1 << 20, &text, &len) == 0);
+	size_t as = 0;
+	for (size_t i = 0; i < len; i++)
+		as += text[i] == 'a';
+	CHECK_MSG(as == 70000, "%zu of 70000 bytes of rank 0's line in rank.0", as);
+	free(text);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
@@ -369,6 +411,7 @@ int main(void)
 	RUN(local_run_that_ended_unwatched_keeps_its_status);
 	RUN(handle_round_trips_and_refuses_garbage);
 	RUN(shepherd_puts_each_ranks_pieces_together_into_lines);
+	RUN(shepherd_goes_on_with_a_piece_cut_with_its_long_line);
 	tmp_root_remove();
 	return CHECK_EXIT();
 }
