@@ -306,26 +306,19 @@ TEST(handle_round_trips_and_refuses_garbage)
 	dlh_run_forget(dir);   /* none: no error */
 }
 
-/* mpirun tags what it reads from each rank, not lines: a rank's line read
- * in two pieces comes as "[1,0]<stdout>:TEXT[1,0]<stdout>:\n", with other
- * ranks' pieces between. dlh-shepherd puts each rank's line together. */
-TEST(shepherd_puts_each_ranks_pieces_together_into_lines)
+/* Runs dlh-shepherd --ranks DIR (a fresh dir NAME, into dir) on /bin/sh
+ * -c said, its output (the log) into out (DIR/out). Returns its exit
+ * status, -2 when dlh-shepherd is not built, or -1. */
+static int run_shepherd(const char *name, const char *said, char *dir, size_t dirlen, char *out,
+			size_t outlen)
 {
-	char dir[512], shepherd[600], exit_file[600], out[600], path[640], *text = NULL;
+	char shepherd[600], exit_file[600];
 	shepherd_path(shepherd, sizeof shepherd);
 	if (!shepherd[0])
-		SKIP("dlh-shepherd not built");
-	fresh_dir(dir, sizeof dir, "shepherd-pieces");
+		return -2;
+	fresh_dir(dir, dirlen, name);
 	snprintf(exit_file, sizeof exit_file, "%s/exit", dir);
-	snprintf(out, sizeof out, "%s/out", dir);
-	const char *said =
-		"printf 'mpirun: a line of its own\\n"
-		"[1,0]<stdout>:train.py: step 14: checkpoint on request[1,1]<stdout>:xyz\\n"
-		"[1,0]<stdout>:\\n"
-		"[1,1]<stderr>:oops[1,0]<stdout>:ghi[1,0]<stdout>:\\n"
-		"[1,1]<stderr>:\\n"
-		"[1,0]<stdout>:[1,1]<stdout>:w\\n"
-		"[1,0]<stdout>:no end'";
+	snprintf(out, outlen, "%s/out", dir);
 	pid_t pid = fork();
 	if (pid == 0) {
 		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -335,7 +328,29 @@ TEST(shepherd_puts_each_ranks_pieces_together_into_lines)
 		_exit(127);
 	}
 	int st;
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+/* mpirun tags what it reads from each rank, not lines: a rank's line read
+ * in two pieces comes as "[1,0]<stdout>:TEXT[1,0]<stdout>:\n", with other
+ * ranks' pieces between. dlh-shepherd puts each rank's line together. */
+TEST(shepherd_puts_each_ranks_pieces_together_into_lines)
+{
+	char dir[512], out[600], path[640], *text = NULL;
+	const char *said =
+		"printf 'mpirun: a line of its own\\n"
+		"[1,0]<stdout>:train.py: step 14: checkpoint on request[1,1]<stdout>:xyz\\n"
+		"[1,0]<stdout>:\\n"
+		"[1,1]<stderr>:oops[1,0]<stdout>:ghi[1,0]<stdout>:\\n"
+		"[1,1]<stderr>:\\n"
+		"[1,0]<stdout>:[1,1]<stdout>:w\\n"
+		"[1,0]<stdout>:no end'";
+	int st = run_shepherd("shepherd-pieces", said, dir, sizeof dir, out, sizeof out);
+	if (st == -2)
+		SKIP("dlh-shepherd not built");
+	CHECK(st == 0);
 	CHECK(dlh_read_file(out, 4096, &text, NULL) == 0);
 	CHECK_MSG(!strcmp(text, "mpirun: a line of its own\n"
 				"[rank 1] xyz\n"
@@ -359,27 +374,15 @@ TEST(shepherd_puts_each_ranks_pieces_together_into_lines)
  * after a cut goes on the piece the cut was in, and tags in it still count. */
 TEST(shepherd_goes_on_with_a_piece_cut_with_its_long_line)
 {
-	char dir[512], shepherd[600], exit_file[600], out[600], path[640], *text = NULL;
-	shepherd_path(shepherd, sizeof shepherd);
-	if (!shepherd[0])
-		SKIP("dlh-shepherd not built");
-	fresh_dir(dir, sizeof dir, "shepherd-long");
-	snprintf(exit_file, sizeof exit_file, "%s/exit", dir);
-	snprintf(out, sizeof out, "%s/out", dir);
+	char dir[512], out[600], path[640], *text = NULL;
 	/* rank 0: 70000 bytes without a newline; rank 1 after it on the same line */
 	const char *said = "printf '[1,0]<stdout>:'; head -c 70000 /dev/zero | tr '\\0' a; "
 			   "printf '[1,1]<stdout>:b\\n[1,0]<stdout>:\\n'";
-	pid_t pid = fork();
-	if (pid == 0) {
-		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd < 0 || dup2(fd, 1) < 0)
-			_exit(126);
-		execl(shepherd, shepherd, "--ranks", dir, exit_file, "/bin/sh", "-c", said, (char *)NULL);
-		_exit(127);
-	}
-	int st;
+	int st = run_shepherd("shepherd-long", said, dir, sizeof dir, out, sizeof out);
 	size_t len = 0;
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	if (st == -2)
+		SKIP("dlh-shepherd not built");
+	CHECK(st == 0);
 	CHECK(dlh_read_file(out, 1 << 20, &text, NULL) == 0);
 	CHECK_MSG(!strstr(text, "<stdout>:"), "a raw tag in the log: ...%s", strstr(text, "<stdout>:") - 8);
 	CHECK_MSG(strstr(text, "\n[rank 1] b\n"), "no line of rank 1's in the log");
