@@ -311,6 +311,12 @@ int dlh_metrics_scan(const char *csv_path, size_t max_bytes,
 	return dlh_metrics_scan_on(csv_path, max_bytes, &mark, row, ctx);
 }
 
+/* 1 when fd still holds the bytes before m's end that m recorded. */
+static int mark_holds(int fd, const struct dlh_metrics_mark *m)
+{
+	return !m->last_len || line_still(fd, m->last_at, m->last_len, m->last_sum);
+}
+
 /* The bytes before at (up to 512) of buf, whose first byte is at offset
  * base of the file, into m: what a later scan checks still there. */
 static void mark_tail(struct dlh_metrics_mark *m, const char *buf, off_t base, size_t end)
@@ -339,8 +345,7 @@ int dlh_metrics_scan_on(const char *csv_path, size_t max_bytes, struct dlh_metri
 	 * whose rows still begin where they began */
 	off_t window = (uintmax_t)st.st_size > (uintmax_t)max_bytes ? st.st_size - (off_t)max_bytes - 1 : 0;
 	if (on && (mark->ino != st.st_ino || mark->dev != st.st_dev || mark->at > st.st_size ||
-		   window > mark->from ||
-		   (mark->last_len && !line_still(fd, mark->last_at, mark->last_len, mark->last_sum)))) {
+		   window > mark->from || !mark_holds(fd, mark))) {
 		close(fd);
 		return -ESTALE;
 	}
@@ -391,9 +396,7 @@ int dlh_metrics_scan_on(const char *csv_path, size_t max_bytes, struct dlh_metri
 	free(buf);
 	/* cut back while it was read: what was fed may mix two runs' rows */
 	struct stat after;
-	if (rc >= 0 && (fstat(fd, &after) || after.st_size < now.at ||
-			(on && mark->last_len &&
-			 !line_still(fd, mark->last_at, mark->last_len, mark->last_sum))))
+	if (rc >= 0 && (fstat(fd, &after) || after.st_size < now.at || (on && !mark_holds(fd, mark))))
 		rc = -ESTALE;
 	close(fd);
 	if (rc >= 0)

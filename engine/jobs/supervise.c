@@ -222,7 +222,7 @@ void eng_job_take_up(struct dlh_engine *e, struct dlh_job *j)
 
 /* A [job] command run again: where its program takes up, in env (found
  * when its last run ended, or at open after a restart of dlhfs; else
- * looked for now, which finds none but for a job that never ran). */
+ * looked for now, and none found: its first run). */
 static void resume_env(struct dlh_engine *e, struct dlh_job *j, struct launch *l,
 		       struct eng_env *env)
 {
