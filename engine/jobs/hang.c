@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/jobs/supervise.h"
+#include "engine/jobs/table.h"
 #include "engine/run/proc.h"
 #include "engine/util/util.h"
 
@@ -121,7 +121,6 @@ double eng_hang_check(struct dlh_engine *e, struct dlh_job *j, double now)
 	snprintf(j->hang_why, sizeof j->hang_why, "hung: no step for %s (hang_timeout %s)%s%s",
 		 idle, lim, why[0] ? ": " : "", why);
 	eng_job_log(e, j, "%s; stopping the run", j->hang_why);
-	j->hung = 1;
-	eng_job_terminate(e, j);
+	j->hung = 1;   /* the caller stops the run */
 	return 0;
 }

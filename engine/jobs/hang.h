@@ -19,8 +19,9 @@ void eng_hang_arm(struct dlh_engine *e, struct dlh_job *j);
 
 /* Looks at running job j's heartbeat (contract.h; a [job] command's
  * metrics.csv). When no rank has stepped for j->hang_after, logs the hang
- * naming the rank that stalls (its pid, host, last step, process state),
- * marks j hung and terminates the run. Returns the CLOCK_MONOTONIC time to
+ * naming the rank that stalls (its pid, host, last step, process state)
+ * and marks j hung (j->hung, j->hang_why): the caller stops the run, so
+ * that the watch knows nothing of how runs are stopped. Returns the CLOCK_MONOTONIC time to
  * look again, or 0 (no need). e->mu held. */
 double eng_hang_check(struct dlh_engine *e, struct dlh_job *j, double now);
 

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/jobs/supervise.h"
+#include "engine/jobs/table.h"
 #include "engine/util/util.h"
 
 #define REASON_SCAN (1 << 20)   /* bytes of log searched */

@@ -625,7 +625,9 @@ static void *timer_main(void *arg)
 			struct dlh_job *j = e->jobs[i];
 			if (j->status == DLH_RUNNING && j->run.pid) {
 				double at = eng_hang_check(e, j, now);
-				if (at && (!next || at < next))
+				if (j->hung && !j->kill_at)
+					eng_job_terminate(e, j);
+				else if (at && (!next || at < next))
 					next = at;
 			}
 			if (j->grace_at && j->run.pid && !j->kill_at && !j->cancelling &&
