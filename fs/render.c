@@ -673,8 +673,8 @@ static int render_result(struct dlh_engine *e, const struct dlh_job *j, struct d
 	dlh_engine_job_dir(e, j->id, dir, sizeof dir);
 	snprintf(path, sizeof path, "%s/result", dir);
 	int rc = dlh_buf_printf(out, "status=%s\n", dlh_status_name(j->status));
-	if (j->reason[0])
-		rc |= dlh_buf_printf(out, "reason=%s\n", j->reason);
+	if (j->reason[0])   /* in full: result is the job's readers' */
+		rc |= dlh_buf_printf(out, "reason=%s\n", dlh_job_reason_full(j));
 	double wall = j->finished > j->started && j->started > 0 ? j->finished - j->started : 0;
 	rc |= dlh_buf_printf(out, "wall_time_s=%.3f\n", wall);
 	if (j->status == DLH_SUCCEEDED && !dlh_read_file_nofollow(path, 1 << 20, &text, &len)) {

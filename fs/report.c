@@ -254,7 +254,7 @@ int fs_report_html(struct dlh_engine *e, const struct dlh_job *j, const struct f
 	rc |= dlh_buf_printf(out, "</h1>\n<p class=\"status\">status: <b>%s</b>", dlh_status_name(j->status));
 	if (j->reason[0]) {
 		rc |= dlh_buf_printf(out, " (");
-		rc |= esc(out, j->reason);
+		rc |= esc(out, dlh_job_reason_full(j));   /* the page is private */
 		rc |= dlh_buf_printf(out, ")");
 	}
 	rc |= dlh_buf_printf(out, "</p>\n<p class=\"progress\">");

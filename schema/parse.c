@@ -25,6 +25,7 @@ struct ctx {
 	int section;                            /* index of the current section, or SEC_* */
 	char cur[INI_MAX_LINE];                 /* the current line as handed to inih */
 	int line_of[DLH_SPEC_KEYS_CAP];         /* line each key was given on, 0 = not given */
+	unsigned flags;                         /* DLH_SPEC_* */
 	unsigned char bad[DLH_SPEC_KEYS_CAP];   /* 1 = the key's value did not parse */
 };
 
@@ -335,6 +336,12 @@ static void check_cross(struct ctx *c)
 				   "[job] time_limit_grace: %ld s is not less than [job] time_limit (%ld s)" :
 				   "[job] time_limit_grace: %ld s given without a [job] time_limit",
 				   s->time_limit_grace, s->time_limit);
+	int prio = key("job", "priority");
+	if ((c->flags & DLH_SPEC_USER) && !c->bad[prio] && s->priority > 0)
+		dlh_spec_error_add(&c->errs, c->line_of[prio],
+				   "[job] priority: %d is above 0: only root and the mounting user may raise "
+				   "a job's priority (an ordinary user may lower it, down to %d)",
+				   s->priority, DLH_PRIORITY_MIN);
 	check_applies(c);
 }
 
@@ -384,6 +391,7 @@ int dlh_spec_parse_flags(const char *text, size_t len, struct dlh_spec *s,
 	c->p = text;
 	c->end = text + len;
 	c->section = SEC_NONE;
+	c->flags = flags;
 	int first = ini_parse_stream(read_line, c, on_key, c);
 	if (first > 0 && !dlh_spec_error_on_line(&c->errs, first)) {
 		char t[INI_MAX_LINE];

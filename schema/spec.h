@@ -132,6 +132,8 @@ int dlh_spec_parse(const char *text, size_t len, struct dlh_spec *s,
 
 /* Flags of dlh_spec_parse_flags. */
 #define DLH_SPEC_STORED 0x1  /* a spec accepted earlier: skip the data-file checks */
+#define DLH_SPEC_USER 0x2    /* from an ordinary user (not root, not the mounting user):
+				[job] priority may only lower the default, as Slurm's nice */
 
 /* dlh_spec_parse with flags; DLH_SPEC_STORED reloads a job whose data
  * files may have gone since it ran. */

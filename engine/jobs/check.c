@@ -122,7 +122,8 @@ static void check_run(struct check *c)
 	struct dlh_files_saved saved;
 	c->rc = files_of(c->uid, &saved, c->err, sizeof c->err);
 	if (!c->rc)
-		c->rc = dlh_spec_parse(c->text, c->len, &c->out.spec, c->err, sizeof c->err);
+		c->rc = dlh_spec_parse_flags(c->text, c->len, &c->out.spec, c->err, sizeof c->err,
+					     dlh_uid_privileged(c->uid) ? 0 : DLH_SPEC_USER);
 	if (!c->rc)
 		c->rc = read_data(&c->out, c->err, sizeof c->err);
 	dlh_files_back(&saved);

@@ -13,6 +13,7 @@
 #include "engine/jobs/queue.h"
 #include "engine/jobs/supervise.h"
 #include "engine/jobs/table.h"
+#include "engine/run/owner.h"
 #include "engine/util/util.h"
 
 /* ---- ctl verbs: each is called with e->mu held, the job found and the
@@ -44,7 +45,7 @@ static int ctl_cancel(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *
 			j->suspending = 0;
 			j->preempted_by = 0;
 			j->term_at = 0;
-			snprintf(j->reason, sizeof j->reason, "cancelled by uid %u", (unsigned)uid);
+			dlh_job_reason(j, NULL, "cancelled by uid %u", (unsigned)uid);
 			eng_job_log(e, j, "cancel requested by uid %u: SIGTERM to the run", (unsigned)uid);
 			eng_job_terminate(e, j);
 		}
@@ -52,7 +53,7 @@ static int ctl_cancel(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *
 	}
 	j->status = DLH_CANCELLED;
 	j->finished = eng_stamp();
-	snprintf(j->reason, sizeof j->reason, "cancelled by uid %u %s", (unsigned)uid,
+	dlh_job_reason(j, NULL, "cancelled by uid %u %s", (unsigned)uid,
 		 j->started ? "while it waited" : "before it ran");
 	eng_job_log(e, j, "%s", j->reason);
 	eng_job_save(e, j);
@@ -65,7 +66,7 @@ static int ctl_suspend(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char 
 {
 	if (j->status == DLH_QUEUED) { /* held: it waits until resumed */
 		j->status = DLH_SUSPENDED;
-		snprintf(j->reason, sizeof j->reason, "suspended by uid %u while queued", (unsigned)uid);
+		dlh_job_reason(j, NULL, "suspended by uid %u while queued", (unsigned)uid);
 		eng_job_log(e, j, "%s", j->reason);
 		eng_job_save(e, j);
 		pthread_cond_broadcast(&e->changed);
@@ -77,7 +78,7 @@ static int ctl_suspend(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char 
 			 "or queued job)", j->id, state_words(j));
 		return -EBUSY;
 	}
-	snprintf(j->reason, sizeof j->reason, "suspended by uid %u", (unsigned)uid);
+	dlh_job_reason(j, NULL, "suspended by uid %u", (unsigned)uid);
 	eng_job_log(e, j, "suspend requested by uid %u: SIGUSR2 to the run (checkpoint, then stop)",
 		(unsigned)uid);
 	eng_job_suspend(e, j);
@@ -96,7 +97,7 @@ static int ctl_resume(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char *
 		j->finished = 0;
 	}
 	j->status = DLH_QUEUED;
-	snprintf(j->reason, sizeof j->reason, "resumed by uid %u", (unsigned)uid);
+	dlh_job_reason(j, NULL, "resumed by uid %u", (unsigned)uid);
 	eng_job_log(e, j, "resume requested by uid %u: queued; it restarts from its newest checkpoint",
 		(unsigned)uid);
 	eng_job_save(e, j);
@@ -147,6 +148,11 @@ static int ctl_priority(struct dlh_engine *e, struct dlh_job *j, uid_t uid, int 
 			 dlh_status_name(j->status));
 		return -EBUSY;
 	}
+	if (prio > j->priority && !dlh_uid_privileged(uid)) {   /* as Slurm's nice */
+		snprintf(err, errlen, "ctl: \"priority\": job %ld has priority %d: only root and the "
+			 "mounting user may raise it; its owner may only lower it", j->id, j->priority);
+		return -EPERM;
+	}
 	eng_job_log(e, j, "priority %d -> %d by uid %u", j->priority, prio, (unsigned)uid);
 	j->priority = prio;
 	eng_job_save(e, j);
@@ -194,7 +200,7 @@ int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *line,
 	if (!j) {
 		snprintf(err, errlen, "no job %ld", id);
 		rc = -ENOENT;
-	} else if (uid != 0 && uid != j->uid) {
+	} else if (!dlh_uid_privileged(uid) && uid != j->uid) {
 		snprintf(err, errlen, "ctl: \"%s\": only uid %u or root may control job %ld",
 			 word, (unsigned)j->uid, id);
 		rc = -EPERM;

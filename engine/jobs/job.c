@@ -2,6 +2,7 @@
 #include "engine/jobs/job.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,15 +32,35 @@ int dlh_status_terminal(enum dlh_status s)
 	return s == DLH_SUCCEEDED || s == DLH_FAILED || s == DLH_CANCELLED || s == DLH_PLANNED;
 }
 
+void dlh_job_reason(struct dlh_job *j, const char *detail, const char *fmt, ...)
+{
+	j->reason[0] = '\0';
+	if (fmt) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(j->reason, sizeof j->reason, fmt, ap);
+		va_end(ap);
+	}
+	snprintf(j->detail, sizeof j->detail, "%s", detail && strcmp(detail, j->reason) ? detail : "");
+	/* one line each: the record keeps key=value lines */
+	j->reason[strcspn(j->reason, "\n")] = '\0';
+	j->detail[strcspn(j->detail, "\n")] = '\0';
+}
+
+const char *dlh_job_reason_full(const struct dlh_job *j)
+{
+	return j->detail[0] ? j->detail : j->reason;
+}
+
 int dlh_job_save(const struct dlh_job *j, const char *dir)
 {
 	char path[4096];
 	struct dlh_buf b = {0};
 	dlh_buf_printf(&b,
-		"id=%ld\nuid=%u\nstatus=%s\nreason=%s\nsubmitted=%.3f\nstarted=%.3f\n"
+		"id=%ld\nuid=%u\nstatus=%s\nreason=%s\ndetail=%s\nsubmitted=%.3f\nstarted=%.3f\n"
 		"finished=%.3f\nranks=%d\nrestarts=%d\nexit=%d\n"
 		"priority=%d\nsuspends=%d\nresumable=%d\n",
-		j->id, (unsigned)j->uid, dlh_status_name(j->status), j->reason,
+		j->id, (unsigned)j->uid, dlh_status_name(j->status), j->reason, j->detail,
 		j->submitted, j->started, j->finished, j->ranks, j->restarts, j->exit_code, j->priority, j->suspends,
 		j->resumable);
 	if (j->plan_ranks > 0) {
@@ -119,6 +140,8 @@ int dlh_job_load(struct dlh_job *j, const char *dir)
 	j->id = kv_long(text, "id");
 	j->uid = (uid_t)kv_long(text, "uid");
 	dlh_kv_get(text, "reason", j->reason, sizeof j->reason);
+	j->detail[0] = '\0';   /* a record written before details has none */
+	dlh_kv_get(text, "detail", j->detail, sizeof j->detail);
 	j->submitted = kv_double(text, "submitted");
 	j->started = kv_double(text, "started");
 	j->finished = kv_double(text, "finished");

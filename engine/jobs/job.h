@@ -29,7 +29,12 @@ struct dlh_job {
 	long id;                     /* numeric id, never reused */
 	uid_t uid;                   /* who submitted it */
 	enum dlh_status status;      /* where it is in its life */
-	char reason[DLH_REASON_MAX]; /* why it is queued/failed/cancelled; "" if none */
+	char reason[DLH_REASON_MAX]; /* why it is queued/failed/cancelled, in words anyone may
+					read (status and progress are public, as squeue is):
+					never the run's output nor a value of the spec; "" if none */
+	char detail[DLH_REASON_MAX]; /* the same reason in full, for the job's readers only
+					(result, report.html): the failed rank's last lines, a
+					path; "" when reason says it all */
 	double submitted;            /* epoch seconds */
 	double started;              /* first launch, 0 if never */
 	double finished;             /* end of the last run, 0 while not ended */
@@ -82,6 +87,14 @@ struct dlh_job {
 
 /* The lowercase word for a status ("running"). */
 const char *dlh_status_name(enum dlh_status s);
+
+/* Sets j's public reason from fmt (NULL: no reason) and its private
+ * detail (NULL: none, the reason says it all). */
+void dlh_job_reason(struct dlh_job *j, const char *detail, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The reason as j's readers see it: the detail where there is one. */
+const char *dlh_job_reason_full(const struct dlh_job *j);
 
 /* 1 for succeeded, failed and cancelled (suspended is not: it can resume). */
 int dlh_status_terminal(enum dlh_status s);

@@ -208,13 +208,14 @@ static void *seer_main(void *arg)
 				    DLH_PROBE_TIMEOUT, &s->p[i].r);
 	pthread_mutex_lock(&e->mu);
 	char why[DLH_REASON_MAX - 64] = "";
+	const char *bad_node = "";
 	for (int i = 0; i < s->n; i++) {
 		int k = s->node[i];
 		if (!s->p[i].r.up)   /* not answering: down, and the job placed again */
 			apply(e, k, &s->p[i].r);
 		else if (s->p[i].r.seen)
 			j->seen[k] = 1;
-		else if (!why[0])
+		else if (!why[0] && (bad_node = e->pool.nodes[k].name))
 			snprintf(why, sizeof why, "node %s cannot read the job's data: %s (the data "
 				 "must be on a filesystem every node shares)", e->pool.nodes[k].name,
 				 s->p[i].r.unseen);
@@ -223,7 +224,7 @@ static void *seer_main(void *arg)
 	if (why[0] && j->status == DLH_QUEUED) {
 		j->status = DLH_FAILED;
 		j->finished = eng_stamp();
-		snprintf(j->reason, sizeof j->reason, "%s", why);
+		dlh_job_reason(j, why, "node %s cannot read the job's data", bad_node);
 		eng_job_log(e, j, "failed: %s", why);
 		eng_job_save(e, j);
 	} else if (!why[0]) {

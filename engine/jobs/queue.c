@@ -102,7 +102,11 @@ static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t
 		for (size_t i = 0; i < e->njobs; i++) {
 			struct dlh_job *r = e->jobs[i];
 			if (r->run.pid && r->status == DLH_RUNNING && !r->suspending && !r->cancelling &&
-			    r->spec.preemptible && r->priority < h->priority) {
+			    r->spec.preemptible && r->priority < h->priority &&
+			    /* an ordinary user's job (priority 0 at most) yields
+			     * only to that user's own: only a priority raised by
+			     * root reaches across users */
+			    (h->priority > 0 || r->uid == h->uid)) {
 				cand[nc++] = r;
 				could += r->ranks;
 			}
@@ -113,7 +117,7 @@ static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t
 		for (size_t c = 0; c < nc && avail < w[k].cpus; c++) {
 			struct dlh_job *v = cand[c];
 			v->preempted_by = h->id;
-			snprintf(v->reason, sizeof v->reason, "preempted by job %ld (priority %d)", h->id,
+			dlh_job_reason(v, NULL, "preempted by job %ld (priority %d)", h->id,
 				 h->priority);
 			eng_job_log(e, v, "preempted by job %ld (priority %d > %d): SIGUSR2 to the run "
 				"(checkpoint, then stop); it resumes when slots free", h->id, h->priority,

@@ -140,44 +140,54 @@ static int rank_tail(const struct dlh_engine *e, const struct dlh_job *j, const 
 	return tail_of(from, name, out, len);
 }
 
-void eng_failure_reason(const struct dlh_engine *e, const struct dlh_job *j, char *out,
-			size_t len)
+void eng_failure_reason(const struct dlh_engine *e, const struct dlh_job *j, char *pub,
+			size_t publen, char *out, size_t len)
 {
-	static const char *const marks[] = {
-		"dlh-train: rank", "ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
-		"runtime error:",
+	static const struct { const char *mark, *what; } marks[] = {
+		{ "dlh-train: rank", "dlh-train reported an error" },
+		{ "ERROR: AddressSanitizer", "AddressSanitizer reported an error" },
+		{ "ERROR: LeakSanitizer", "LeakSanitizer reported a leak" },
+		{ "runtime error:", "UndefinedBehaviorSanitizer reported an error" },
 	};
 	const char *launcher = e->backend.launcher_name;
-	out[0] = '\0';
+	out[0] = pub[0] = '\0';
 	if (j->exit_code < 0) {   /* the launcher itself was killed: nothing below tells more */
 		snprintf(out, len, "%s was killed by signal %d (%s)", launcher, -j->exit_code,
 			 strsignal(-j->exit_code));
+		snprintf(pub, publen, "%s", out);
 		return;
 	}
 	char *from = NULL, *text = run_log(e, j, &from);
 	if (!text)
 		return;
 	for (size_t m = 0; m < sizeof marks / sizeof marks[0] && !out[0]; m++)
-		first_line_with(from, marks[m], out, len);
+		if (first_line_with(from, marks[m].mark, out, len))
+			snprintf(pub, publen, "%s", marks[m].what);
 	int code = 0, r = e->backend.ops->failed_rank(&e->backend, from, &code);
 	char tail[DLH_REASON_MAX / 2];
-	if (!out[0] && r >= 0 && rank_tail(e, j, from, r, tail, sizeof tail)) {
+	/* what the launcher says of the rank is public; the rank's own words
+	 * are its owner's */
+	if (!out[0] && r >= 0) {
 		if (code > 0)
-			snprintf(out, len, "rank %d exited with status %d: %s", r, code, tail);
+			snprintf(pub, publen, "rank %d exited with status %d", r, code);
 		else if (code < 0)
-			snprintf(out, len, "rank %d was killed by signal %d (%s): %s", r, -code,
-				 strsignal(-code), tail);
+			snprintf(pub, publen, "rank %d was killed by signal %d (%s)", r, -code,
+				 strsignal(-code));
 		else
-			snprintf(out, len, "rank %d: %s", r, tail);
-	} else if (!out[0] && r >= 0 && code) {
-		snprintf(out, len, code > 0 ? "rank %d exited with status %d" :
-			 "rank %d was killed by signal %d", r, code > 0 ? code : -code);
+			snprintf(pub, publen, "rank %d failed", r);
+		if (rank_tail(e, j, from, r, tail, sizeof tail))
+			snprintf(out, len, "%s: %s", pub, tail);
+		else if (code)
+			snprintf(out, len, "%s", pub);
+		else
+			pub[0] = '\0';
 	}
-	if (!out[0])
-		first_line_with(from, "MPI_ABORT was invoked", out, len);
+	if (!out[0] && first_line_with(from, "MPI_ABORT was invoked", out, len))
+		snprintf(pub, publen, "MPI_ABORT was invoked");
 	/* the launcher did not say which rank failed: the last one that spoke */
-	if (!out[0] && r < 0 && (r = last_tagged_rank(from)) >= 0 && rank_tail(e, j, from, r, tail, sizeof tail))
-		snprintf(out, len, "%s exited with status %d; the last lines, of rank %d: %s", launcher,
-			 j->exit_code, r, tail);
+	if (!out[0] && r < 0 && (r = last_tagged_rank(from)) >= 0 && rank_tail(e, j, from, r, tail, sizeof tail)) {
+		snprintf(pub, publen, "%s exited with status %d", launcher, j->exit_code);
+		snprintf(out, len, "%s; the last lines, of rank %d: %s", pub, r, tail);
+	}
 	free(text);
 }

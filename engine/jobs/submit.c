@@ -172,7 +172,7 @@ static void take_id(struct dlh_engine *e, struct submission *s, uid_t uid)
 	if (s->checked.spec.dry_run) {
 		j->status = DLH_PLANNED;
 		j->finished = j->submitted;
-		snprintf(j->reason, sizeof j->reason, "dry run: estimated and planned, not launched");
+		dlh_job_reason(j, NULL, "dry run: estimated and planned, not launched");
 	}
 	eng_job_dir(e, j->id, s->dir, sizeof s->dir);
 }

@@ -289,7 +289,7 @@ static void record_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l
 {
 	j->cg = l->cg;
 	j->status = DLH_RUNNING;
-	j->reason[0] = '\0';
+	dlh_job_reason(j, NULL, NULL);
 	j->run_started = eng_stamp();
 	if (j->started == 0)
 		j->started = j->run_started;
@@ -362,7 +362,8 @@ static int launch_failed(struct dlh_engine *e, struct dlh_job *j, struct launch 
 	dlh_cgroup_destroy(&l->cg);
 	j->status = DLH_FAILED;
 	j->finished = eng_stamp();
-	snprintf(j->reason, sizeof j->reason, "%s", l->err);
+	/* the launch's own words may carry the spec's values: its readers' */
+	dlh_job_reason(j, l->err, "the launch failed");
 	eng_job_log(e, j, "failed: %s", l->err);
 	eng_job_save(e, j);
 	pthread_cond_broadcast(&e->changed);
@@ -473,20 +474,20 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 			"(limit %s)", oom, oom == 1 ? "" : "es", lim);
 		j->status = DLH_FAILED;
 		j->finished = eng_stamp();
-		snprintf(j->reason, sizeof j->reason, "out of memory (limit %s)", lim);
+		dlh_job_reason(j, NULL, "out of memory (limit %s)", lim);
 	} else if (j->timed_out && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
 		char lim[32];
 		dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
 		j->status = DLH_FAILED;
 		j->finished = eng_stamp();
 		j->resumable = 1;
-		snprintf(j->reason, sizeof j->reason, "time limit %s reached: %s; `resume` continues "
+		dlh_job_reason(j, NULL, "time limit %s reached: %s; `resume` continues "
 			 "it from its newest checkpoint", lim, j->exit_code == DLH_EXIT_SUSPENDED ?
 			 "the run stopped at a checkpoint it took then" :
 			 "the run was stopped without a checkpoint of its own");
 	} else if (j->exit_code == 0 && (j->spec.command[0] || file_exists(path))) {
 		j->status = DLH_SUCCEEDED;
-		j->reason[0] = '\0';
+		dlh_job_reason(j, NULL, NULL);
 		j->finished = eng_stamp();
 		eng_job_actuals(e, j, j->finished - run_started);
 	} else if (j->exit_code == DLH_EXIT_SUSPENDED || j->suspending) {
@@ -496,25 +497,24 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 		j->status = j->preempted_by ? DLH_QUEUED : DLH_SUSPENDED;
 		j->suspends++;
 		if (!j->suspending)
-			snprintf(j->reason, sizeof j->reason,
-				 "the run stopped at a checkpoint by itself (exit status %d)",
+			dlh_job_reason(j, NULL, "the run stopped at a checkpoint by itself (exit status %d)",
 				 DLH_EXIT_SUSPENDED);
 		else if (j->exit_code != DLH_EXIT_SUSPENDED && strlen(j->reason) < 200)
 			snprintf(j->reason + strlen(j->reason), sizeof j->reason - strlen(j->reason),
 				 "; the run did not stop at a checkpoint, it resumes from its newest one");
 	} else if (e->stopping) {
 		j->status = DLH_QUEUED;
-		snprintf(j->reason, sizeof j->reason,
-			 "interrupted: dlhfs stopped while the job ran; it resumes from its newest checkpoint at the next mount");
+		dlh_job_reason(j, NULL, "interrupted: dlhfs stopped while the job ran; it resumes from its newest checkpoint at the next mount");
 	} else {
-		char why[DLH_REASON_MAX - 64];
+		/* why: public (progress); full: the owner's (result) */
+		char why[DLH_REASON_MAX - 64], full[DLH_REASON_MAX - 64] = "";
 		if (lost[0]) {   /* the node, not what mpirun made of it */
 			snprintf(why, sizeof why, "%s", lost);
 			j->nodes_lost = 1;
 		} else if (j->hung) {
 			snprintf(why, sizeof why, "%s", j->hang_why);
 		} else {
-			eng_failure_reason(e, j, why, sizeof why);
+			eng_failure_reason(e, j, why, sizeof why, full, sizeof full);
 		}
 		if (!why[0]) {
 			if (j->exit_code == 0)
@@ -529,12 +529,15 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 		if (j->spec.restart == DLH_RESTART_ON_FAILURE && j->restarts < j->spec.max_restarts) {
 			j->restarts++;
 			j->status = DLH_QUEUED;
-			snprintf(j->reason, sizeof j->reason, "restarting (%d of %d) after: %s",
+			char all[DLH_REASON_MAX];
+			snprintf(all, sizeof all, "restarting (%d of %d) after: %s", j->restarts,
+				 j->spec.max_restarts, full[0] ? full : why);
+			dlh_job_reason(j, all, "restarting (%d of %d) after: %s",
 				 j->restarts, j->spec.max_restarts, why);
 		} else {
 			j->status = DLH_FAILED;
 			j->finished = eng_stamp();
-			snprintf(j->reason, sizeof j->reason, "%s", why);
+			dlh_job_reason(j, full, "%s", why);
 		}
 	}
 	j->cancelling = 0;
@@ -542,7 +545,8 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	j->preempted_by = 0;
 	j->timed_out = 0;
 	j->hung = 0;
-	eng_job_log(e, j, "%s%s%s", dlh_status_name(j->status), j->reason[0] ? ": " : "", j->reason);
+	eng_job_log(e, j, "%s%s%s", dlh_status_name(j->status), j->reason[0] ? ": " : "",
+		    dlh_job_reason_full(j));
 	eng_job_save(e, j);
 	pthread_cond_broadcast(&e->changed);
 	if (!e->stopping && e->on_run_end)
@@ -820,13 +824,12 @@ void eng_job_recover(struct dlh_engine *e, struct dlh_job *j)
 	memset(&j->run, 0, sizeof j->run);
 	if (file_exists(path)) {
 		j->status = DLH_SUCCEEDED;
-		j->reason[0] = '\0';
+		dlh_job_reason(j, NULL, NULL);
 		j->finished = eng_stamp();
 		eng_job_log(e, j, "found finished after a restart of dlhfs");
 	} else {
 		j->status = DLH_QUEUED;
-		snprintf(j->reason, sizeof j->reason,
-			 "interrupted: dlhfs stopped while the job ran; resuming from its newest checkpoint");
+		dlh_job_reason(j, NULL, "interrupted: dlhfs stopped while the job ran; resuming from its newest checkpoint");
 		eng_job_log(e, j, "found running after a restart of dlhfs; requeued");
 	}
 	eng_job_save(e, j);

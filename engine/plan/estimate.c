@@ -851,7 +851,7 @@ int dlh_history_add(const char *state_dir, const struct dlh_estimate *pred,
 		 "predicted=%.6g actual=%.6g step=%.6g actual_step=%.6g", dlh_now(),
 		 pred->raw_compute, pred->raw_comm, pred->raw_startup, pred->total_s,
 		 act->total_s, pred->step_s, act->step_s);
-	return dlh_append_line(path, line);
+	return dlh_append_line_private(path, line);   /* what ran, how long: root's */
 }
 
 /* One history line's terms x (compute, comm, startup) and actual y.

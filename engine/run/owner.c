@@ -54,6 +54,11 @@ struct acl_entry {
 	uint32_t id;
 };
 
+int dlh_uid_privileged(uid_t uid)
+{
+	return uid == 0 || uid == getuid();
+}
+
 int dlh_grant_dir(const char *dir, uid_t uid, const struct dlh_readers *r, char *err,
 		  size_t errlen)
 {

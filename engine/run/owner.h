@@ -21,6 +21,11 @@ struct dlh_cred {
 /* Fills c for uid from the password and group databases (getpwuid_r,
  * getgrouplist), c->dir empty. Returns 0, or -ENOENT (no such user, with err
  * saying so) or -errno. */
+/* 1 when uid acts for everyone on this mount: root, and the user the
+ * daemon runs as (who mounted it). Only they may raise a job's priority
+ * or act on another user's job. */
+int dlh_uid_privileged(uid_t uid);
+
 int dlh_cred_of(uid_t uid, struct dlh_cred *c, char *err, size_t errlen);
 
 /* Who besides a job's owner may read its directory on disk. */

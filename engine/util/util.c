@@ -206,14 +206,17 @@ static int read_fd(int fd, size_t max, char **out, size_t *len)
 	return 0;
 }
 
-int dlh_append_line(const char *path, const char *line)
+/* dlh_append_line creating path with mode, and narrowing it to mode when
+ * private. */
+static int append_line(const char *path, const char *line, mode_t mode, int private)
 {
 	/* never through a link, never to anything but a regular file of one name */
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
 	if (fd < 0)
 		return -errno;
 	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+	    (private && (st.st_mode & 077) && fchmod(fd, mode) < 0)) {
 		close(fd);
 		return -EPERM;
 	}
@@ -233,6 +236,16 @@ int dlh_append_line(const char *path, const char *line)
 		free(p);
 	close(fd);
 	return rc;
+}
+
+int dlh_append_line(const char *path, const char *line)
+{
+	return append_line(path, line, 0644, 0);
+}
+
+int dlh_append_line_private(const char *path, const char *line)
+{
+	return append_line(path, line, 0600, 1);
 }
 
 int dlh_fd_onto(int fd, int to)

@@ -75,6 +75,10 @@ DIR *dlh_opendir_beneath(const char *dir, const char *rel);
  * Returns 0, or -errno. */
 int dlh_append_line(const char *path, const char *line);
 
+/* dlh_append_line to a file only its owner reads (0600, made so when it
+ * was wider). */
+int dlh_append_line_private(const char *path, const char *line);
+
 /* In a child about to exec: fd as descriptor to, open across the exec
  * (dup2 of a descriptor onto itself would leave it close-on-exec).
  * Async-signal-safe. Returns to, or -1 with errno. */
