@@ -153,6 +153,21 @@ static char *read_line(char *str, int num, void *stream)
 	return str;
 }
 
+/* The value of key line `line` as written: everything after its first
+ * '=' or ':', blanks trimmed at both ends, into out. Returns out. */
+static const char *raw_value(const char *line, char *out, size_t len)
+{
+	const char *v = line + strcspn(line, "=:");
+	v += *v != '\0';
+	while (*v == ' ' || *v == '\t')
+		v++;
+	size_t n = strlen(v);
+	while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+		n--;
+	snprintf(out, len, "%.*s", (int)n, v);
+	return out;
+}
+
 /* The ini_handler for each key line. Problems are recorded, never
  * returned, so inih's own error line is always a syntax error. */
 static int on_key(void *user, const char *section, const char *name, const char *value)
@@ -201,7 +216,12 @@ static int on_key(void *user, const char *section, const char *name, const char 
 		return 1;
 	}
 	c->line_of[k] = line;
-	char msg[DLH_SPEC_MSG_MAX];
+	char msg[DLH_SPEC_MSG_MAX], raw[INI_MAX_LINE];
+	/* a command is a program's words: inih's inline comment (" ;") would cut
+	 * `command = /bin/echo a ; id` short without a word, so its value is
+	 * the whole rest of the line (no shell sees it: ";" is an argument) */
+	if (dlh_spec_keys[k].kind == DLH_KIND_COMMAND)
+		value = raw_value(c->cur, raw, sizeof raw);
 	if (dlh_spec_set(&dlh_spec_keys[k], value, &c->spec, msg, sizeof msg)) {
 		c->bad[k] = 1;
 		dlh_spec_error_add(&c->errs, line, "[%s] %s: %s", section, name, msg);

@@ -176,7 +176,17 @@ static int as_owner(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 		return 0;
 	if ((rc = dlh_cred_of(j->uid, &l->cred, l->err, sizeof l->err)))
 		return rc;
-	snprintf(l->cred.dir, sizeof l->cred.dir, "%s", l->dir);
+	/* the run starts in its job directory as its owner: the state
+	 * directory must let others through (mode o+x), else every run of
+	 * every user fails at its chdir */
+	struct stat st;
+	if (!stat(e->state, &st) && st.st_uid != j->uid && !(st.st_mode & S_IXOTH)) {
+		snprintf(l->err, sizeof l->err, "the state directory \"%s\" (mode %04o) lets no other "
+			 "user reach a job directory: the run of uid %u cannot start in it "
+			 "(chmod o+x \"%s\", as README, Sharing a mount, says)", e->state,
+			 (unsigned)(st.st_mode & 07777), (unsigned)j->uid, e->state);
+		return -EACCES;
+	}
 	if ((rc = eng_job_protect(e, j, l->err, sizeof l->err)))
 		return rc;
 	l->as_owner = 1;

@@ -97,28 +97,28 @@ static int write_own_pid(int fd)
 int dlh_launch_in(char *const argv[], char *const extra[], const char *log_path,
 		  const int *join, pid_t *pid)
 {
-	return dlh_launch_as(argv, extra, log_path, join, NULL, pid);
+	return dlh_launch_as(argv, extra, log_path, join, NULL, NULL, pid);
 }
 
 #define LAUNCH_EXTRA_MAX 128   /* extra environment entries with the user's own */
 
 static int launch(char *const argv[], char *const extra[], const char *log_path,
-		  const int *join, const struct dlh_cred *cred, int hold, pid_t *pid);
+		  const int *join, const struct dlh_cred *cred, const char *dir, int hold, pid_t *pid);
 
 int dlh_launch_as(char *const argv[], char *const extra[], const char *log_path,
-		  const int *join, const struct dlh_cred *cred, pid_t *pid)
+		  const int *join, const struct dlh_cred *cred, const char *dir, pid_t *pid)
 {
-	return launch(argv, extra, log_path, join, cred, 0, pid);
+	return launch(argv, extra, log_path, join, cred, dir, 0, pid);
 }
 
 int dlh_launch_holding(char *const argv[], char *const extra[], const char *log_path,
-		       const int *join, const struct dlh_cred *cred, pid_t *pid)
+		       const int *join, const struct dlh_cred *cred, const char *dir, pid_t *pid)
 {
-	return launch(argv, extra, log_path, join, cred, 1, pid);
+	return launch(argv, extra, log_path, join, cred, dir, 1, pid);
 }
 
 static int launch(char *const argv[], char *const extra[], const char *log_path,
-		  const int *join, const struct dlh_cred *cred, int hold, pid_t *pid)
+		  const int *join, const struct dlh_cred *cred, const char *dir, int hold, pid_t *pid)
 {
 	/* the user's HOME, USER, LOGNAME after (and so over) the caller's */
 	char *more[LAUNCH_EXTRA_MAX + 4], home[600], user[80], logname[80];
@@ -174,7 +174,9 @@ static int launch(char *const argv[], char *const extra[], const char *log_path,
 		/* for good: groups, then the group, then the user */
 		if (!err && cred &&
 		    (setgroups((size_t)cred->ngroups, cred->groups) < 0 || setgid(cred->gid) < 0 ||
-		     setuid(cred->uid) < 0 || (cred->dir[0] && chdir(cred->dir) < 0)))
+		     setuid(cred->uid) < 0))
+			err = errno;
+		if (!err && dir && chdir(dir) < 0)   /* as the user: their rights */
 			err = errno;
 		if (err)
 			;

@@ -22,20 +22,20 @@ int dlh_launch_in(char *const argv[], char *const extra[], const char *log_path,
 
 /* dlh_launch_in, and then (cred not NULL) the child takes cred's groups,
  * group and user, in that order and for good, before exec; it starts in
- * cred->dir when that is set. Its environment is then not the daemon's: a
+ * dir (as that user) when dir is not NULL, root's runs too. Its environment is then not the daemon's: a
  * default PATH, HOME, USER and LOGNAME of cred, what the launcher and the
  * GPU libraries need of the daemon's (LD_LIBRARY_PATH, OPAL_PREFIX, PMIX_*,
  * OMPI_MCA_*, NCCL_*, CUDA_*), its locale and time zone, and extra. A failed
  * change fails the launch (-errno; -EPERM when this process may not). */
 int dlh_launch_as(char *const argv[], char *const extra[], const char *log_path,
-		  const int *join, const struct dlh_cred *cred, pid_t *pid);
+		  const int *join, const struct dlh_cred *cred, const char *dir, pid_t *pid);
 
 /* dlh_launch_as, with the verbs' signals (DLH_SIG_CHECKPOINT,
  * DLH_SIG_SUSPEND) blocked in the program it starts, so that one sent at
  * once waits for the program to take it instead of killing it: for
  * dlh-shepherd, which takes them from its first instruction. */
 int dlh_launch_holding(char *const argv[], char *const extra[], const char *log_path,
-		       const int *join, const struct dlh_cred *cred, pid_t *pid);
+		       const int *join, const struct dlh_cred *cred, const char *dir, pid_t *pid);
 
 /* 1 when the daemon's environment entry kv ("K=V") passes into a run as
  * another user (where the launcher, its libraries and the GPU libraries

@@ -224,8 +224,9 @@ static int local_start(const struct dlh_backend *be, const struct dlh_launch *l,
 		snprintf(err, errlen, "the command line is longer than %d bytes", DLH_ARGV_STORE);
 		return -E2BIG;
 	}
-	rc = be->shepherd[0] ? dlh_launch_holding(argv, env, l->log_path, l->join, l->cred, &pid) :
-			       dlh_launch_as(argv, env, l->log_path, l->join, l->cred, &pid);
+	/* every run starts in its job directory, root's too */
+	rc = be->shepherd[0] ? dlh_launch_holding(argv, env, l->log_path, l->join, l->cred, l->job_dir, &pid) :
+			       dlh_launch_as(argv, env, l->log_path, l->join, l->cred, l->job_dir, &pid);
 	free(store);
 	if (rc) {
 		snprintf(err, errlen, "cannot start \"%s\": %s", be->launcher, strerror(-rc));

@@ -15,11 +15,10 @@ struct dlh_cred {
 	gid_t groups[DLH_CRED_GROUPS_MAX]; /* their groups, the primary one included */
 	char user[64];                   /* USER and LOGNAME */
 	char home[512];                  /* HOME */
-	char dir[4096];                  /* working directory of the run; "" = keep */
 };
 
 /* Fills c for uid from the password and group databases (getpwuid_r,
- * getgrouplist), c->dir empty. Returns 0, or -ENOENT (no such user, with err
+ * getgrouplist). Returns 0, or -ENOENT (no such user, with err
  * saying so) or -errno. */
 /* 1 when uid acts for everyone on this mount: root, and the user the
  * daemon runs as (who mounted it). Only they may raise a job's priority

@@ -114,14 +114,13 @@ TEST(launch_as_a_user_takes_its_ids_groups_and_home)
 	CHECK(dlh_cred_of(65534, &c, err, sizeof err) == 0);
 	fresh_dir(dir, sizeof dir, "as-user");
 	snprintf(log, sizeof log, "%s/log", dir);
-	snprintf(c.dir, sizeof c.dir, "/");
 	char *argv[] = { "/bin/sh", "-c",
 		"echo \"$(id -u) $(id -g) $HOME $USER $(pwd) ${DLH_SECRET:-unset} $DLH_MINE\"", NULL };
 	char *extra[] = { "DLH_MINE=given", NULL };
 	pid_t pid;
 	int st;
 	setenv("DLH_SECRET", "the daemon's", 1);   /* not for the user's run */
-	CHECK(dlh_launch_as(argv, extra, log, NULL, &c, &pid) == 0);
+	CHECK(dlh_launch_as(argv, extra, log, NULL, &c, "/", &pid) == 0);
 	unsetenv("DLH_SECRET");
 	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	CHECK(dlh_read_file(log, 4096, &text, NULL) == 0);
