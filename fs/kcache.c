@@ -256,6 +256,18 @@ void fs_kcache_changed(const char *path)
 		fuse_invalidate_path(f, path);
 }
 
+void fs_kcache_opened(const char *path)
+{
+	pthread_mutex_lock(&mu);
+	struct entry *x = find(path);
+	if (x)
+		dropped(x);
+	struct fuse *f = ticker.running ? the_fuse : NULL;
+	pthread_mutex_unlock(&mu);
+	if (f && !fuse_session_exited(fuse_get_session(f)))
+		fuse_invalidate_path(f, path);
+}
+
 /* 1 when what the kernel was told of c differs from c's file now. */
 static int differs(const struct check *c)
 {
@@ -330,6 +342,15 @@ static void tick(void)
 			fuse_invalidate_path(the_fuse, c->path);
 	}
 	free(cs);
+}
+
+void fs_kcache_sync(void)
+{
+	pthread_mutex_lock(&mu);
+	int running = ticker.running && entries > 0;
+	pthread_mutex_unlock(&mu);
+	if (running)
+		tick();
 }
 
 int fs_kcache_start(struct dlh_engine *e, struct fuse *f)

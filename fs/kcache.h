@@ -57,6 +57,19 @@ int fs_kcache_text(const char *path, struct dlh_buf *out);
  * pages now. Called by threads that answer no FUSE request (poll's). */
 void fs_kcache_changed(const char *path);
 
+/* path is opened to be read directly: the kernel is told to drop whatever
+ * it holds of it, recorded or not (a drop of a kind it may not keep can
+ * reach it before the attributes it drops), so that the fstat that
+ * follows asks the handle. From the open itself. */
+void fs_kcache_opened(const char *path);
+
+/* Looks at everything the kernel may hold now, in the calling thread, and
+ * tells it of what changed before returning: after a write that changed
+ * files (a spec refused or accepted, a ctl verb), so that a stat after it
+ * returned never shows an older size. From a FUSE request only of a file
+ * kcache never records (jobs/new, ctl). */
+void fs_kcache_sync(void);
+
 /* Starts the thread that looks at what the kernel holds every
  * FS_KCACHE_TICK_NS and tells it (fuse_invalidate_path, holding no lock a
  * FUSE request needs) of what changed. Returns 0, or -errno. */

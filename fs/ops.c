@@ -32,7 +32,132 @@ struct fs_handle {
 	int read_once;           /* generated: a read came, the next from 0 renders anew */
 	char *paged;             /* generated, read through the kernel's pages: the path
 				    (fs_kcache_close at release), else NULL */
+	char *opened;            /* read directly: the path it is recorded under (stat of
+				    it by the process that opened it), else NULL */
 };
+
+/* ---- when a generated file's content last changed ----
+ *
+ * Files the kernel does not keep (the Prometheus file, jobs/index, the
+ * plots, report.html: kcache.c) are rendered at each stat; their mtime is
+ * when the content a reader sees last changed, remembered here for the
+ * CLOCK_SLOTS newest (path, reader) pairs: node_exporter reports a textfile's
+ * mtime as when its data last changed. */
+
+#define CLOCK_SLOTS 64
+
+static struct {
+	uint64_t key;          /* hash of the path and the reader; 0 = free */
+	uint64_t sum;          /* hash of the content */
+	size_t len;
+	double changed;        /* epoch seconds the content was first seen */
+	double used;           /* last asked, to reuse the oldest slot */
+} clocks[CLOCK_SLOTS];
+static pthread_mutex_t clock_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* When content b of path, as uid reads it, first looked as it does now. */
+static double content_changed(const char *path, uid_t uid, const struct dlh_buf *b)
+{
+	char who[32];
+	snprintf(who, sizeof who, "\n%u", (unsigned)uid);
+	uint64_t key = dlh_hash(path, strlen(path)) ^ (dlh_hash(who, strlen(who)) * 31);
+	uint64_t sum = dlh_hash(b->data, b->len);
+	double now = dlh_now(), changed;
+	key += !key;
+	pthread_mutex_lock(&clock_mu);
+	int at = -1, old = 0;
+	for (int i = 0; i < CLOCK_SLOTS && at < 0; i++) {
+		if (clocks[i].key == key)
+			at = i;
+		else if (clocks[i].used < clocks[old].used)
+			old = i;
+	}
+	if (at < 0 || clocks[at].sum != sum || clocks[at].len != b->len) {
+		at = at < 0 ? old : at;
+		clocks[at].key = key;
+		clocks[at].sum = sum;
+		clocks[at].len = b->len;
+		clocks[at].changed = now;
+	}
+	clocks[at].used = now;
+	changed = clocks[at].changed;
+	pthread_mutex_unlock(&clock_mu);
+	return changed;
+}
+
+/* ---- the handles a process has open, by path ----
+ *
+ * The kernel asks a stat, and an fstat too, by path: it does not say which
+ * open file it is for. A process that reads a generated file it has open
+ * (cp, tar, tail: open, fstat, read to the end) is told the size of its
+ * own snapshot, so that what stat says matches what its reads give from
+ * open to close. Direct-io handles only (paged ones are kcache's).
+ * Locks nest open_mu, then a handle's mu, then clock_mu; never otherwise. */
+
+#define OPEN_BUCKETS 256
+
+struct open_ref {
+	struct fs_handle *h;
+	char *path;
+	pid_t pid;                 /* the thread that opened it */
+	struct open_ref *next;
+};
+
+static pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct open_ref *open_refs[OPEN_BUCKETS];   /* guarded by open_mu */
+
+static unsigned open_bucket(const char *path)
+{
+	return (unsigned)(dlh_hash(path, strlen(path)) % OPEN_BUCKETS);
+}
+
+/* Records h, open on path by pid. Returns 0, or -ENOMEM. */
+static int open_add(struct fs_handle *h, const char *path, pid_t pid)
+{
+	struct open_ref *r = malloc(sizeof *r);
+	if (!r || !(r->path = strdup(path))) {
+		free(r);
+		return -ENOMEM;
+	}
+	r->h = h;
+	r->pid = pid;
+	pthread_mutex_lock(&open_mu);
+	unsigned b = open_bucket(path);
+	r->next = open_refs[b];
+	open_refs[b] = r;
+	pthread_mutex_unlock(&open_mu);
+	return 0;
+}
+
+static void open_remove(struct fs_handle *h, const char *path)
+{
+	pthread_mutex_lock(&open_mu);
+	for (struct open_ref **p = &open_refs[open_bucket(path)]; *p; p = &(*p)->next)
+		if ((*p)->h == h) {
+			struct open_ref *r = *p;
+			*p = r->next;
+			free(r->path);
+			free(r);
+			break;
+		}
+	pthread_mutex_unlock(&open_mu);
+}
+
+static int handle_attr(struct fs_handle *h, const char *path, struct stat *st);
+
+/* The size of pid's newest handle open on path into st. Returns 1 when it
+ * has one, else 0. Its handle's lock nests inside open_mu (release takes
+ * them one after the other). */
+static int opened_attr(const char *path, pid_t pid, struct stat *st)
+{
+	int found = 0;
+	pthread_mutex_lock(&open_mu);
+	for (struct open_ref *r = open_refs[open_bucket(path)]; r && !found; r = r->next)
+		if (r->pid == pid && !strcmp(r->path, path))
+			found = handle_attr(r->h, path, st);
+	pthread_mutex_unlock(&open_mu);
+	return found;
+}
 
 static struct dlh_engine *engine(void)
 {
@@ -65,9 +190,43 @@ static int may_read(const struct fs_node *n)
 	return rc == -ENOENT ? -ENOENT : rc ? -EACCES : 0;
 }
 
+/* The size (and blocks) of an open handle's file: what its reads give.
+ * Returns 1 when h answers for it (st set), 0 when the path does. */
+static int handle_attr(struct fs_handle *h, const char *path, struct stat *st)
+{
+	int rc = 0;
+	pthread_mutex_lock(&h->mu);
+	switch (fs_source_of(h->node.kind)) {
+	case FS_GENERATED:   /* its snapshot (through pages: kcache's, by path) */
+		if (!h->paged) {
+			st->st_size = (off_t)h->buf.len;
+			double t = content_changed(path, h->uid, &h->buf);
+			st->st_mtim.tv_sec = (time_t)t;
+			st->st_mtim.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
+			rc = 1;
+		}
+		break;
+	case FS_PASSTHROUGH: {   /* the file it has open */
+		struct stat rs;
+		if (h->fd >= 0 && !fstat(h->fd, &rs)) {
+			st->st_size = rs.st_size;
+			st->st_blocks = rs.st_blocks;
+			st->st_mtim = rs.st_mtim;
+			rc = 2;
+		}
+		break;
+	}
+	default:
+		break;
+	}
+	pthread_mutex_unlock(&h->mu);
+	if (rc == 1)
+		st->st_blocks = (st->st_size + 511) / 512;
+	return rc != 0;
+}
+
 int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
-	(void)fi;
 	struct dlh_engine *e = engine();
 	struct fs_node n;
 	int rc = fs_resolve(e, path, &n);
@@ -91,6 +250,12 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 			st->st_mode = (st->st_mode & ~(mode_t)0777) | (st->st_mode & keep);
 		}
 	}
+	/* fstat of an open file: its handle's size, what its reads give (cp
+	 * and tar trust it; a render now may be longer or shorter) */
+	if ((fi && fi->fh && handle_attr((struct fs_handle *)(uintptr_t)fi->fh, path, st)) ||
+	    ((fs_source_of(n.kind) == FS_GENERATED || fs_source_of(n.kind) == FS_PASSTHROUGH) &&
+	     opened_attr(path, fuse_get_context()->pid, st)))
+		return 0;
 	switch (fs_source_of(n.kind)) {
 	case FS_SYMLINK: {
 		char target[32];
@@ -102,7 +267,7 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		/* a file not written yet (or not a plain file) reads as empty */
 		if (!fs_real_stat(e, &n, fuse_get_context()->uid, &rs)) {
 			st->st_size = rs.st_size;
-			st->st_mtime = rs.st_mtime;
+			st->st_blocks = rs.st_blocks;   /* du counts the real disk */
 			st->st_mtim = rs.st_mtim;
 		}
 		fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size, NULL);
@@ -117,9 +282,14 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 			return rc;
 		}
 		st->st_size = (off_t)b.len;
+		/* blocks for its bytes: with none, cp and tar take a file for
+		 * sparse and copy holes */
+		st->st_blocks = (st->st_size + 511) / 512;
 		/* the time is when the content last changed, as far as the kernel
 		 * was told: it drops pages of older content when it changes */
 		double changed = fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size, &b);
+		if (!changed && !fs_kcache_kept(n.kind))
+			changed = content_changed(path, fuse_get_context()->uid, &b);
 		if (changed > 0) {
 			st->st_mtim.tv_sec = (time_t)changed;
 			st->st_mtim.tv_nsec = (long)((changed - (double)(time_t)changed) * 1e9);
@@ -186,6 +356,10 @@ static void handle_free(struct fs_handle *h)
 	if (h->paged) {
 		fs_kcache_close(h->paged);
 		free(h->paged);
+	}
+	if (h->opened) {
+		open_remove(h, h->opened);
+		free(h->opened);
 	}
 	dlh_buf_free(&h->buf);
 	pthread_mutex_destroy(&h->mu);
@@ -260,6 +434,18 @@ int dlh_fs_open(const char *path, struct fuse_file_info *fi)
 		return rc;
 	}
 	fi->fh = (uint64_t)(uintptr_t)h;
+	/* read directly: the attributes the kernel may hold from a stat before
+	 * this open are dropped, so that the fstat that follows (tail, cp)
+	 * asks this handle (from a FUSE thread: open is no operation the
+	 * kernel holds this inode's locks for) */
+	if (fi->direct_io && (src == FS_GENERATED || src == FS_PASSTHROUGH) && !h->writable) {
+		if ((h->opened = strdup(path)) &&
+		    open_add(h, path, fuse_get_context()->pid)) {
+			free(h->opened);
+			h->opened = NULL;
+		}
+		fs_kcache_opened(path);
+	}
 	return 0;
 }
 
@@ -285,6 +471,7 @@ static void commit(struct fs_handle *h)
 		dlh_buf_printf(&h->buf, "%ld\n", id);
 	else
 		dlh_buf_printf(&h->buf, "%s", err);
+	fs_kcache_sync();   /* jobs/errors, index, queue: new sizes before close returns */
 }
 
 static int read_buf(const struct dlh_buf *b, char *out, size_t size, off_t off)
@@ -433,6 +620,7 @@ int dlh_fs_write(const char *path, const char *data, size_t size, off_t off,
 	pthread_mutex_lock(&h->mu);
 	if (fs_source_of(h->node.kind) == FS_CONTROL) {
 		rc = ctl_write(h, data, size);
+		fs_kcache_sync();   /* status, progress, queue: new sizes before write returns */
 	} else if (h->committed) {
 		rc = -EINVAL; /* one spec per open: it was already submitted */
 	} else {

@@ -29,7 +29,6 @@ test_node_exporter_scrapes_a_running_jobs_series() {
 	local pid=$! out
 	wait_for 10 scrape "$port" || { kill "$pid"; die "node_exporter: $(tail -3 "$STATE/exporter.log")"; }
 	out=$(scrape "$port")
-	kill "$pid"
 	echo "$out" | grep -q '^dlhfs_job_state{job_id="1",name="watched",owner="root",state="running"} 1$' ||
 		die "scrape: $(echo "$out" | grep dlhfs_ | head -20)"
 	echo "$out" | grep -Eq '^dlhfs_job_step\{job_id="1",name="watched",owner="root"\} [1-9][0-9]*$' ||
@@ -42,6 +41,17 @@ test_node_exporter_scrapes_a_running_jobs_series() {
 		die "scrape: $(echo "$out" | grep dlhfs_devices)"
 	# the collector takes the file as it is: no parse error of ours
 	echo "$out" | grep -q '^node_textfile_scrape_error 0$' || die "scrape error: $(echo "$out" | grep textfile)"
+	# the file's mtime is when its data last changed (the job steps: now), not the mount's
+	local mt now mounted
+	mounted=$(stat -c %Y "$MNT")
+	wait_for 5 eval '[ "$(date +%s)" -gt "$mounted" ]'   # a second since the mount
+	out=$(scrape "$port")
+	mt=$(echo "$out" | sed -n 's/^node_textfile_mtime_seconds{file="[^"]*dlhfs.prom"} //p')
+	now=$(date +%s)
+	[ -n "$mt" ] || die "no node_textfile_mtime_seconds: $(echo "$out" | grep textfile)"
+	awk -v m="$mt" -v n="$now" -v t="$mounted" 'BEGIN { exit !(m > t && m > n - 10 && m <= n + 1) }' ||
+		{ kill "$pid"; die "node_textfile_mtime_seconds $mt, now $now, mounted $mounted"; }
+	kill "$pid"
 	echo "measured: $(echo "$out" | grep -c '^dlhfs_') dlhfs_ samples scraped"
 	echo cancel > "$MNT/jobs/1/ctl"
 	wait_for 20 job_terminal 1 || die "job 1 did not end"
