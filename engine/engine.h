@@ -44,6 +44,8 @@ struct dlh_engine_opts {
 				   unprobed and count as the pool file says) */
 	int no_calibrate;       /* 1: never measure the devices (jobs without a cached
 				   calibration run unestimated); for tests */
+	double expire;          /* seconds after its end an ended job is purged (its
+				   files removed, as ctl `purge`); 0 = kept for ever */
 };
 
 /* One waiting job of the queue, in queue order (see dlh_engine_queue). */
@@ -100,13 +102,16 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 void dlh_engine_reject(struct dlh_engine *e, uid_t uid, const char *err);
 
 /* Applies one ctl line ("cancel", "suspend", "resume", "checkpoint",
- * "priority N") to job id:
+ * "priority N", "purge") to job id:
  *   cancel      queued, suspended: cancelled now; running: SIGTERM, then cancelled
  *   suspend     running: SIGUSR2 to the run (checkpoint, exit DLH_EXIT_SUSPENDED),
  *               then suspended, its devices free; queued: suspended (held) now
  *   resume      suspended: queued again; the run restarts from its newest checkpoint
  *   checkpoint  running: SIGUSR1 to the run (a checkpoint at the next step)
- *   priority N  any state but an ended one: N in DLH_PRIORITY_MIN..MAX
+ *   priority N  any state but an ended one: N in DLH_PRIORITY_MIN..MAX; only
+ *               root and the mounting user may raise it (-EPERM)
+ *   purge       ended (succeeded, failed, cancelled, a dry run): the job and
+ *               all its files are removed; its id is never used again
  * Returns 0, -ENOENT (no such job), -EINVAL (unknown verb or bad argument),
  * -EBUSY (the verb does not apply in the job's state; nothing changes),
  * -EPERM (not the owner); err says why and the job's log gets the same line. */

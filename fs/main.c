@@ -83,6 +83,7 @@ struct dlh_options {
 	unsigned max_threads; /* -o max_threads=N (libfuse's, with our default) */
 	char *isolation;   /* -o isolation=auto|off */
 	char *probe;       /* -o probe=on|off */
+	char *expire;      /* -o expire=DURATION */
 	int show_help;     /* --help */
 	int show_version;  /* --version */
 	int calibrate;     /* --calibrate */
@@ -101,6 +102,7 @@ static const struct fuse_opt option_spec[] = {
 	OPTION("max_threads=%u", max_threads),
 	OPTION("isolation=%s", isolation),
 	OPTION("probe=%s", probe),
+	OPTION("expire=%s", expire),
 	OPTION("-h", show_help),
 	OPTION("--help", show_help),
 	OPTION("-V", show_version),
@@ -198,6 +200,9 @@ static void usage(const char *prog)
 	       "                       agent (ssh) at mount: take the file as it is\n"
 	       "    -o isolation=off   no cgroups for runs (default auto: cpusets and memory\n"
 	       "                       limits where cgroup v1 or v2 is usable)\n"
+	       "    -o expire=DURATION remove ended jobs (their files, as ctl `purge`) this\n"
+	       "                       long after they ended: 30d, 12h, 90m (default 0:\n"
+	       "                       kept until purged)\n"
 	       "    -o trainer=PATH    the dlh-train program (default: beside dlhfs)\n"
 	       "    -o mpirun=PATH     the mpirun program (default: from PATH)\n"
 	       "    -h, --help         this text, then libfuse's options\n"
@@ -329,6 +334,13 @@ int main(int argc, char *argv[])
 		.no_isolation = o.isolation && !strcmp(o.isolation, "off"),
 		.no_probe = o.probe && !strcmp(o.probe, "off"),
 	};
+	long expire = 0;
+	char why[256];
+	if (o.expire && dlh_spec_duration(o.expire, &expire, why, sizeof why)) {
+		fprintf(stderr, "dlhfs: -o expire: %s\n", why);
+		goto out_args;
+	}
+	eo.expire = (double)expire;
 	if (o.probe && strcmp(o.probe, "off") && strcmp(o.probe, "on")) {
 		fprintf(stderr, "dlhfs: -o probe: expected \"on\" or \"off\", got \"%s\"\n", o.probe);
 		goto out_args;
@@ -392,6 +404,7 @@ out_args:
 	free(o.mpirun);
 	free(o.pool);
 	free(o.isolation);
+	free(o.expire);
 	free(o.probe);
 	fuse_opt_free_args(&args);
 	return rc;

@@ -21,7 +21,8 @@ static const char job_ctl_help[] =
 	"suspend\n"
 	"resume\n"
 	"checkpoint\n"
-	"priority N\n";
+	"priority N\n"
+	"purge\n";
 
 static const char pool_ctl_help[] =
 	"# write one verb per line:\n"

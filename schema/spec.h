@@ -130,6 +130,11 @@ long dlh_spec_grace(const struct dlh_spec *s);
 int dlh_spec_parse(const char *text, size_t len, struct dlh_spec *s,
 		   char *err, size_t errlen);
 
+/* A duration as the spec writes one ("90s", "15m", "2h", "30d", "1:30:00";
+ * "0" = none), for options outside a spec. Returns 0 with *seconds, or -1
+ * with msg saying why. */
+int dlh_spec_duration(const char *v, long *seconds, char *msg, size_t n);
+
 /* Flags of dlh_spec_parse_flags. */
 #define DLH_SPEC_STORED 0x1  /* a spec accepted earlier: skip the data-file checks */
 #define DLH_SPEC_USER 0x2    /* from an ordinary user (not root, not the mounting user):

@@ -308,6 +308,14 @@ static int set_layers(const struct dlh_key *k, const char *v, struct dlh_spec *s
 	return 0;
 }
 
+static int set_duration(const struct dlh_key *k, const char *v, long *field, char *msg, size_t n);
+
+int dlh_spec_duration(const char *v, long *seconds, char *msg, size_t n)
+{
+	static const struct dlh_key any = { .kind = DLH_KIND_DURATION, .hi = 100L * 366 * 86400 };
+	return set_duration(&any, v, seconds, msg, n) ? -1 : 0;
+}
+
 /* [model] conv: 1..DLH_CONV_MAX "FILTERS:KERNEL" items, filters in lo..hi,
  * kernels odd from 1 to DLH_CONV_KERNEL_MAX. */
 #define DLH_CONV_KERNEL_MAX 15

@@ -1,4 +1,4 @@
-/* ctl.c - the verbs of jobs/<id>/ctl (cancel, suspend, resume, checkpoint, priority N)
+/* ctl.c - the verbs of jobs/<id>/ctl (cancel, suspend, resume, checkpoint, priority N, purge)
  * and of pool/ctl (recalibrate, drain, undrain), with who may send them */
 #include <errno.h>
 #include <pthread.h>
@@ -19,7 +19,7 @@
 /* ---- ctl verbs: each is called with e->mu held, the job found and the
  * caller allowed; returns 0, or -EBUSY with err saying why ---- */
 
-#define CTL_VERBS "cancel, suspend, resume, checkpoint, priority N"
+#define CTL_VERBS "cancel, suspend, resume, checkpoint, priority N, purge"
 #define POOL_CTL_VERBS "recalibrate, refresh, drain NODE, undrain NODE"
 
 /* The state a verb saw, for its refusal: "running", "being suspended"... */
@@ -191,7 +191,8 @@ int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *line,
 	snprintf(arg, sizeof arg, "%.*s", (int)(arg_long ? sizeof arg - 1 : m), a);
 	int takes_arg = !strcmp(word, "priority");
 	int known = takes_arg || !strcmp(word, "cancel") || !strcmp(word, "suspend") ||
-		    !strcmp(word, "resume") || !strcmp(word, "checkpoint");
+		    !strcmp(word, "resume") || !strcmp(word, "checkpoint") || !strcmp(word, "purge");
+	char gone[4200] = "";
 	int prio = 0;
 
 	pthread_mutex_lock(&e->mu);
@@ -222,12 +223,26 @@ int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *line,
 		rc = ctl_resume(e, j, uid, err, errlen);
 	} else if (!strcmp(word, "checkpoint")) {
 		rc = ctl_checkpoint(e, j, uid, err, errlen);
+	} else if (!strcmp(word, "purge")) {
+		rc = eng_purge(e, j, gone, sizeof gone);
+		if (rc == -EBUSY)
+			snprintf(err, errlen, "ctl: \"purge\": job %ld is %s (purge removes an ended "
+				 "job: cancel it first)", j->id, state_words(j));
+		else if (rc)
+			snprintf(err, errlen, "ctl: \"purge\": cannot remove job %ld: %s", j->id,
+				 strerror(-rc));
+		else
+			j = NULL;   /* freed */
 	} else {
 		rc = ctl_priority(e, j, uid, prio, err, errlen);
 	}
 	if (rc && j)
 		eng_job_log(e, j, "%s", err);
+	if (!rc && gone[0])
+		pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->mu);
+	if (!rc && gone[0])   /* its files go without e->mu: a removal takes a while */
+		dlh_remove_tree(gone);
 	return rc;
 }
 

@@ -212,6 +212,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	e->suspend_grace = o->suspend_grace > 0 ? o->suspend_grace : DLH_SUSPEND_GRACE;
 	e->max_queued = o->max_queued > 0 ? o->max_queued : DLH_MAX_QUEUED;
 	e->max_queued_per_user = o->max_queued_per_user > 0 ? o->max_queued_per_user : 0;
+	e->expire = o->expire > 0 ? o->expire : 0;
 	e->no_probe = o->no_probe;
 	e->data_timeout_ms = (int)(1000 * (o->data_timeout > 0 ? o->data_timeout : DLH_DATA_TIMEOUT));
 	e->next_id = 1;

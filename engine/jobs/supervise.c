@@ -626,6 +626,45 @@ static void *waiter_main(void *arg)
 
 /* ---- the timer thread ---- */
 
+#define EXPIRE_BATCH 16   /* jobs purged at once, their files removed without e->mu */
+
+/* Purges the ended jobs older than e->expire, removing their files with
+ * e->mu released. Returns the CLOCK_MONOTONIC time the next one is due, or
+ * 0 (none). e->mu held (released and taken again while files go). */
+static double expire_jobs(struct dlh_engine *e, double now)
+{
+	char (*gone)[4200] = NULL;
+	for (;;) {
+		double wall = dlh_now(), next = 0;
+		int n = 0;
+		for (size_t i = 0; i < e->njobs;) {
+			struct dlh_job *j = e->jobs[i];
+			double due = j->finished + e->expire;
+			if (!dlh_status_terminal(j->status) || j->finished <= 0 || j->run.pid) {
+				i++;
+			} else if (due > wall) {
+				double at = now + (due - wall);
+				next = !next || at < next ? at : next;
+				i++;
+			} else if (n < EXPIRE_BATCH && (gone || (gone = malloc(EXPIRE_BATCH * sizeof *gone))) &&
+				   !eng_purge(e, j, gone[n], sizeof gone[n])) {
+				n++;   /* j is gone from the table: i names the next */
+			} else {
+				i++;
+			}
+		}
+		if (!n) {
+			free(gone);
+			return next;
+		}
+		pthread_cond_broadcast(&e->changed);
+		pthread_mutex_unlock(&e->mu);
+		for (int k = 0; k < n; k++)
+			dlh_remove_tree(gone[k]);
+		pthread_mutex_lock(&e->mu);
+	}
+}
+
 /* The timer thread (arg: the engine): terminates runs past their time limit
  * or their suspend grace and kills those past their kill grace; ends once
  * the engine stops and no waiter is left. */
@@ -692,6 +731,11 @@ static void *timer_main(void *arg)
 			} else if (!next || j->kill_at < next) {
 				next = j->kill_at;
 			}
+		}
+		if (e->expire > 0 && !e->stopping) {
+			double at = expire_jobs(e, now);
+			if (at && (!next || at < next))
+				next = at;
 		}
 		if (!next) {
 			pthread_cond_wait(&e->timer_cv, &e->mu);

@@ -96,6 +96,26 @@ int eng_insert(struct dlh_engine *e, struct dlh_job *j)
 	return 0;
 }
 
+int eng_purge(struct dlh_engine *e, struct dlh_job *j, char *gone, size_t len)
+{
+	char dir[4096];
+	if (!dlh_status_terminal(j->status) || j->run.pid)
+		return -EBUSY;
+	eng_job_dir(e, j->id, dir, sizeof dir);
+	snprintf(gone, len, "%s/jobs/" ENG_PURGED_PREFIX "%ld", e->state, j->id);
+	if (rename(dir, gone) < 0 && errno != ENOENT)
+		return -errno;
+	size_t i = 0;
+	while (i < e->njobs && e->jobs[i] != j)
+		i++;
+	if (i < e->njobs) {
+		memmove(e->jobs + i, e->jobs + i + 1, (e->njobs - i - 1) * sizeof *e->jobs);
+		e->njobs--;
+	}
+	free(j);
+	return 0;
+}
+
 int eng_spend_id(struct dlh_engine *e, long id)
 {
 	char path[4096], next[32];
@@ -133,6 +153,12 @@ int eng_table_load(struct dlh_engine *e, char *err, size_t errlen)
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		char *end;
+		if (!strncmp(de->d_name, ENG_PURGED_PREFIX, strlen(ENG_PURGED_PREFIX))) {
+			char gone[4200];   /* a purge cut short by a stop: finished now */
+			snprintf(gone, sizeof gone, "%s/%s", dir, de->d_name);
+			dlh_remove_tree(gone);
+			continue;
+		}
 		long id = strtol(de->d_name, &end, 10);
 		if (*end || id <= 0)
 			continue;

@@ -45,6 +45,8 @@ struct dlh_engine {
 	int gholder_len[DLH_POOL_NODES];
 	int max_queued;              /* most jobs queued at once */
 	int max_queued_per_user;     /* most jobs of one uid queued at once; 0 = no limit */
+	double expire;               /* ended jobs are purged this long after their end;
+					0 = never (the timer thread, supervise.c) */
 	int data_timeout_ms;         /* how long a submission's data may take to answer */
 	char probe_path[1024];       /* dlh-probe, run on each node (nodes.c); "" = not found */
 	pthread_t probe_thread;      /* the mount's probing of the nodes */
@@ -71,6 +73,15 @@ struct dlh_engine {
 	 * without supervise.c and queue.c including each other */
 	void (*on_run_end)(struct dlh_engine *e);
 };
+
+#define ENG_PURGED_PREFIX ".purged-"   /* STATE/jobs/.purged-ID: a job being removed */
+
+/* Takes ended job j out of the table and its directory out of the jobs
+ * (renamed to STATE/jobs/.purged-ID, whose path goes to gone: the caller
+ * removes it with dlh_remove_tree once e->mu is released, a removal being
+ * slow); frees j. Its id stays spent. e->mu held. Returns 0, or -EBUSY for
+ * a job that has not ended, or -errno of the rename (j kept). */
+int eng_purge(struct dlh_engine *e, struct dlh_job *j, char *gone, size_t len);
 
 /* Now, rounded to the millisecond (records store %.3f). Any lock state. */
 double eng_stamp(void);

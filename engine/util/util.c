@@ -1,6 +1,7 @@
 /* util.c - small file and text helpers shared by the engine */
 #include "engine/util/util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -426,6 +427,57 @@ int dlh_stat_beneath(const char *dir, const char *rel, struct stat *st)
 	else if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
 		rc = S_ISLNK(st->st_mode) ? -ELOOP : -EINVAL;
 	close(d);
+	return rc;
+}
+
+/* Empties directory fd (of device dev), depth levels down at most, and
+ * closes fd. Returns 0, or the first -errno. */
+static int empty_dir(int fd, dev_t dev, int depth)
+{
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	int rc = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = rc ? rc : -errno;
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			int sub = depth > 0 && st.st_dev == dev ?
+				  openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+			int r = sub < 0 ? (depth > 0 && st.st_dev == dev ? -errno : -EXDEV) :
+				empty_dir(sub, dev, depth - 1);
+			if (!r && unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0)
+				r = -errno;
+			rc = rc ? rc : r;
+		} else if (unlinkat(dirfd(d), de->d_name, 0) < 0) {
+			rc = rc ? rc : -errno;
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+int dlh_remove_tree(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return -errno;
+	}
+	int rc = empty_dir(fd, st.st_dev, DLH_TREE_DEPTH);
+	if (rmdir(path) < 0 && !rc)
+		rc = -errno;
 	return rc;
 }
 

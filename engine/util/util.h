@@ -69,6 +69,14 @@ int dlh_stat_beneath(const char *dir, const char *rel, struct stat *st);
 /* opendir of rel beneath dir, links refused. NULL with errno on failure. */
 DIR *dlh_opendir_beneath(const char *dir, const char *rel);
 
+/* Removes the directory path and everything beneath it, one name at a time
+ * from descriptors of the directories (openat, unlinkat): a link is removed,
+ * never followed, and a directory swapped for a link meanwhile is not
+ * entered; it stays on path's filesystem and DLH_TREE_DEPTH levels. Returns
+ * 0, or the first -errno (removing what it can). */
+#define DLH_TREE_DEPTH 64
+int dlh_remove_tree(const char *path);
+
 /* Appends one line (a newline is added when missing) with O_APPEND, so
  * concurrent appenders never interleave within a line. Only to a regular
  * file with one name, never through a symbolic link (-ELOOP, -EPERM).
