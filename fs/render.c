@@ -439,10 +439,27 @@ static void owner_name(uid_t uid, char *out, size_t len)
 		snprintf(out, len, "%u", (unsigned)uid);
 }
 
+/* The energy job id's runs took, as its estimate's actual figures say
+ * (measured time on the devices' modelled power), into out ("-" when not
+ * known). */
+static void energy_of(struct dlh_engine *e, long id, char *out, size_t len)
+{
+	char dir[4096], path[4200], v[64], *text = NULL;
+	snprintf(out, len, "-");
+	dlh_engine_job_dir(e, id, dir, sizeof dir);
+	snprintf(path, sizeof path, "%s/estimate", dir);
+	if (!dlh_read_file_nofollow(path, 1 << 16, &text, NULL) &&
+	    !dlh_kv_get(text, "actual_joules", v, sizeof v) && strtod(v, NULL) > 0)
+		snprintf(out, len, "%.0f", strtod(v, NULL));
+	free(text);
+}
+
 /* jobs/index: the job history, a header then one line per job, as sacct
- * lists them: `ID OWNER STATUS SUBMITTED ENDED ACCURACY NAME` (times in
- * ISO 8601 UTC, "-" where a job has not ended, has no accuracy or no name;
- * the accuracy only of jobs the reader may read). */
+ * lists them: `ID OWNER STATUS SUBMITTED STARTED ENDED CPU_S PEAK_MEM
+ * ENERGY_J ACCURACY NAME` (times in ISO 8601 UTC; CPU seconds of its runs;
+ * the most memory a run used at once, in powers of 1024; joules; "-" where
+ * a job has not started or ended, or a figure is not known; the accuracy
+ * only of jobs the reader may read). */
 static int render_index(struct dlh_engine *e, struct dlh_buf *out)
 {
 	size_t n;
@@ -450,18 +467,27 @@ static int render_index(struct dlh_engine *e, struct dlh_buf *out)
 	struct dlh_job *j = malloc(sizeof *j);
 	int rc = ids && j ? 0 : -ENOMEM;
 	if (!rc)
-		rc = dlh_buf_printf(out, "id owner status submitted ended accuracy name\n");
+		rc = dlh_buf_printf(out, "id owner status submitted started ended cpu_s peak_mem energy_j "
+				    "accuracy name\n");
 	for (size_t i = 0; i < n && !rc; i++) {
-		char owner[64], sub[40], end[40] = "-", acc[32];
+		char owner[64], sub[40], start[40] = "-", end[40] = "-", acc[32], cpu[32] = "-",
+		     mem[32] = "-", joules[32];
 		if (dlh_engine_job(e, ids[i], j))
 			continue;   /* gone since */
 		owner_name(j->uid, owner, sizeof owner);
 		dlh_time_iso(j->submitted, sub, sizeof sub);
+		if (j->started > 0)
+			dlh_time_iso(j->started, start, sizeof start);
 		if (j->finished > 0)
 			dlh_time_iso(j->finished, end, sizeof end);
+		if (j->cpu_s > 0)
+			snprintf(cpu, sizeof cpu, "%.1f", j->cpu_s);
+		if (j->peak_mem > 0)
+			dlh_size_text(j->peak_mem, mem, sizeof mem);
 		accuracy_of(e, j->id, acc, sizeof acc);
-		rc = dlh_buf_printf(out, "%ld %s %s %s %s %s %s\n", j->id, owner,
-				    dlh_status_name(j->status), sub, end, acc,
+		energy_of(e, j->id, joules, sizeof joules);
+		rc = dlh_buf_printf(out, "%ld %s %s %s %s %s %s %s %s %s %s\n", j->id, owner,
+				    dlh_status_name(j->status), sub, start, end, cpu, mem, joules, acc,
 				    j->spec.name[0] ? j->spec.name : "-");
 	}
 	free(ids);

@@ -401,6 +401,10 @@ void eng_job_actuals(struct dlh_engine *e, struct dlh_job *j, double wall_s)
 	eng_job_dir(e, j->id, dir, sizeof dir);
 	if (dlh_estimate_actual(dir, wall_s, &act) < 0)
 		return;
+	/* its energy: the measured time at the power the estimate modelled
+	 * for its devices (no meter is read) */
+	if (act.joules < 0 && act.total_s > 0 && pred.total_s > 0 && pred.joules > 0)
+		act.joules = pred.joules * act.total_s / pred.total_s;
 	if (!dlh_estimate_format(&pred, &act, &b)) {
 		eng_job_file(e, j->id, "estimate", path, sizeof path);
 		dlh_write_atomic(path, b.data, b.len);
@@ -410,6 +414,13 @@ void eng_job_actuals(struct dlh_engine *e, struct dlh_job *j, double wall_s)
 	 * that was predicted: it would teach the refit the wrong thing */
 	if (j->suspends || j->restarts)
 		return;
+	/* nor a run found again after a restart of dlhfs: how long dlhfs was
+	 * away is in its wall time as much as the run (a +54% error learnt) */
+	if (j->taken_back) {
+		eng_job_log(e, j, "estimate: %.1f s predicted, %.1f s actual; not learnt from: dlhfs "
+			    "restarted while it ran", pred.total_s, act.total_s);
+		return;
+	}
 	if (dlh_history_add(e->state, &pred, &act) < 0)
 		return;
 	struct dlh_correction corr;

@@ -59,10 +59,10 @@ int dlh_job_save(const struct dlh_job *j, const char *dir)
 	dlh_buf_printf(&b,
 		"id=%ld\nuid=%u\nstatus=%s\nreason=%s\ndetail=%s\nsubmitted=%.3f\nstarted=%.3f\n"
 		"finished=%.3f\nranks=%d\nrestarts=%d\nexit=%d\n"
-		"priority=%d\nsuspends=%d\nresumable=%d\n",
+		"priority=%d\nsuspends=%d\nresumable=%d\ncpu_s=%.3f\npeak_mem=%lld\n",
 		j->id, (unsigned)j->uid, dlh_status_name(j->status), j->reason, j->detail,
 		j->submitted, j->started, j->finished, j->ranks, j->restarts, j->exit_code, j->priority, j->suspends,
-		j->resumable);
+		j->resumable, j->cpu_s, j->peak_mem);
 	if (j->plan_ranks > 0) {
 		dlh_buf_printf(&b, "plan_ranks=%d\nplan_lr=%.17g\nplan_warmup=%d\nplan_nodes=%d\n"
 			       "est_total=%.3f\nplan_batch=", j->plan_ranks, j->plan_lr, j->plan_warmup,
@@ -140,7 +140,9 @@ int dlh_job_load(struct dlh_job *j, const char *dir)
 	j->id = kv_long(text, "id");
 	j->uid = (uid_t)kv_long(text, "uid");
 	dlh_kv_get(text, "reason", j->reason, sizeof j->reason);
-	j->detail[0] = '\0';   /* a record written before details has none */
+	j->detail[0] = '\0';
+	j->cpu_s = kv_double(text, "cpu_s");
+	j->peak_mem = (long long)kv_double(text, "peak_mem");   /* a record written before details has none */
 	dlh_kv_get(text, "detail", j->detail, sizeof j->detail);
 	j->submitted = kv_double(text, "submitted");
 	j->started = kv_double(text, "started");

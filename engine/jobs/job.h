@@ -54,6 +54,10 @@ struct dlh_job {
 	char plan_parts[96];         /* GPU ranks by type, in rank order: "A100:1,H100:3"
 					("" = any GPU) */
 	double est_total;            /* estimated run time, seconds; 0 = no estimate */
+	double cpu_s;                /* CPU seconds its runs used (the launcher and the
+					ranks it reaped, on its node), every run added */
+	long long peak_mem;          /* the most memory one of its runs used at once (its
+					memory cgroup's peak, else the largest rank), bytes */
 
 	/* daemon-only, not stored */
 	int cancelling;              /* a cancel was sent; ends as cancelled */
@@ -69,6 +73,9 @@ struct dlh_job {
 	int timed_out;               /* the run was stopped at its time limit; ends as failed */
 	double hang_after;           /* seconds without a step that make the run hung */
 	int hung;                    /* the run was stopped as hung; hang_why says why */
+	int holder_died;             /* the run's holder (dlh-shepherd) died: exit_code is its */
+	int taken_back;              /* the current run was found again after a restart of
+					dlhfs: its time is not the run's alone (no history) */
 	unsigned char seen[256];     /* seen[k]: node k can read the job's data (DLH_POOL_NODES) */
 	int seeing;                  /* its nodes are being asked whether they see its data */
 	int resume_ready;            /* a command's next run takes up from resume_from */

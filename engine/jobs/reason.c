@@ -151,6 +151,12 @@ void eng_failure_reason(const struct dlh_engine *e, const struct dlh_job *j, cha
 	};
 	const char *launcher = e->backend.launcher_name;
 	out[0] = pub[0] = '\0';
+	if (j->exit_code < 0 && j->holder_died) {   /* the holder, not the launcher */
+		snprintf(out, len, "dlh-shepherd (which holds the run) was killed by signal %d (%s)",
+			 -j->exit_code, strsignal(-j->exit_code));
+		snprintf(pub, publen, "%s", out);
+		return;
+	}
 	if (j->exit_code < 0) {   /* the launcher itself was killed: nothing below tells more */
 		snprintf(out, len, "%s was killed by signal %d (%s)", launcher, -j->exit_code,
 			 strsignal(-j->exit_code));

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -454,6 +455,18 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	int oom = dlh_cgroup_oom_kills(cg);
 	int leftover = end->leftover;
 	double run_started = j->run_started;
+	/* when the run ended: as its holder recorded it when it ended while
+	 * dlhfs was away (its wall time holds none of dlhfs's downtime) */
+	double end_t = end->ended_at > run_started && end->ended_at < dlh_now() ?
+		       floor(end->ended_at * 1000.0 + 0.5) / 1000.0 : eng_stamp();
+	long long peak = dlh_cgroup_peak(cg);
+	if (end->cpu_s > 0)
+		j->cpu_s += end->cpu_s;
+	if (!peak)
+		peak = end->max_rss;
+	if (peak > j->peak_mem)
+		j->peak_mem = peak;
+	j->holder_died = end->holder_died;
 	eng_slots_give(e, j->id);
 	j->run_started = 0;
 	j->limit_at = 0;
@@ -467,6 +480,10 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 			leftover == 1 ? "" : "es");
 	if (end->state != DLH_RUN_EXITED)
 		eng_job_log(e, j, "the run was lost: its launcher could not be waited for");
+	else if (end->holder_died)
+		eng_job_log(e, j, "dlh-shepherd, which held the run, was killed by signal %d (%s); "
+			    "%s's end is not known", -j->exit_code, strsignal(-j->exit_code),
+			    e->backend.launcher_name);
 	else if (j->exit_code >= 0)
 		eng_job_log(e, j, "%s exited with status %d", e->backend.launcher_name, j->exit_code);
 	else
@@ -476,20 +493,20 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	eng_job_file(e, j->id, DLH_FILE_RESULT, path, sizeof path);
 	if (j->cancelling) {
 		j->status = DLH_CANCELLED;
-		j->finished = eng_stamp();
+		j->finished = end_t;
 	} else if (oom > 0 && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
 		char lim[32];
 		dlh_size_text(cg->limit, lim, sizeof lim);
 		eng_job_log(e, j, "out of memory: the kernel killed %d process%s of the run in its cgroup "
 			"(limit %s)", oom, oom == 1 ? "" : "es", lim);
 		j->status = DLH_FAILED;
-		j->finished = eng_stamp();
+		j->finished = end_t;
 		dlh_job_reason(j, NULL, "out of memory (limit %s)", lim);
 	} else if (j->timed_out && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
 		char lim[32];
 		dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
 		j->status = DLH_FAILED;
-		j->finished = eng_stamp();
+		j->finished = end_t;
 		j->resumable = 1;
 		dlh_job_reason(j, NULL, "time limit %s reached: %s; `resume` continues "
 			 "it from its newest checkpoint", lim, j->exit_code == DLH_EXIT_SUSPENDED ?
@@ -498,7 +515,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	} else if (j->exit_code == 0 && (j->spec.command[0] || file_exists(path))) {
 		j->status = DLH_SUCCEEDED;
 		dlh_job_reason(j, NULL, NULL);
-		j->finished = eng_stamp();
+		j->finished = end_t;
 		eng_job_actuals(e, j, j->finished - run_started);
 	} else if (j->exit_code == DLH_EXIT_SUSPENDED || j->suspending) {
 		/* stopped at a checkpoint (or, past the grace, stopped anyway):
@@ -546,7 +563,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 				 j->restarts, j->spec.max_restarts, why);
 		} else {
 			j->status = DLH_FAILED;
-			j->finished = eng_stamp();
+			j->finished = end_t;
 			dlh_job_reason(j, full, "%s", why);
 		}
 	}
@@ -555,6 +572,8 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	j->preempted_by = 0;
 	j->timed_out = 0;
 	j->hung = 0;
+	j->holder_died = 0;
+	j->taken_back = 0;
 	eng_job_log(e, j, "%s%s%s", dlh_status_name(j->status), j->reason[0] ? ": " : "",
 		    dlh_job_reason_full(j));
 	eng_job_save(e, j);
@@ -838,6 +857,7 @@ static int adopt(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run *
 	}
 	j->status = DLH_RUNNING;
 	j->ranks = ranks;
+	j->taken_back = 1;   /* its time was partly dlhfs's downtime: no history */
 	memset(&j->cg, 0, sizeof j->cg);   /* its cgroups stay as they are */
 	if (j->run_started == 0)
 		j->run_started = run->started;

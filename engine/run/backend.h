@@ -64,6 +64,15 @@ struct dlh_run_end {
 	enum dlh_run_state state;     /* DLH_RUN_EXITED or DLH_RUN_LOST */
 	int exit_code;                /* exited: >= 0 its status, < 0 minus the signal */
 	int leftover;                 /* processes of the run still there after, killed */
+	int holder_died;              /* the run's holder (dlh-shepherd) died without saying
+					 how the launcher ended: exit_code is the holder's */
+	double ended_at;              /* when the launcher ended, epoch s, as its holder
+					 recorded it (a run that ended while dlhfs was away);
+					 0 = now */
+	double cpu_s;                 /* CPU seconds of the launcher and the processes it
+					 reaped on its node; -1 = unknown */
+	long long max_rss;            /* the largest resident set among them, bytes; 0 =
+					 unknown */
 };
 
 /* One node of a run: its ranks are consecutive, in the order of hosts. */

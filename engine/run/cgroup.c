@@ -376,6 +376,21 @@ int dlh_cgroup_oom_kills(const struct dlh_cgroup *cg)
 	return kills;
 }
 
+long long dlh_cgroup_peak(const struct dlh_cgroup *cg)
+{
+	static const char *const names[] = { "memory.peak", "memory.max_usage_in_bytes" };
+	char path[DLH_CG_PATH_MAX + 64], *text;
+	long long peak = 0;
+	for (size_t i = 0; i < 2 && cg->memory[0] && !peak; i++) {
+		snprintf(path, sizeof path, "%s/%s", cg->memory, names[i]);
+		if (!dlh_read_file(path, 4096, &text, NULL)) {
+			peak = strtoll(text, NULL, 10);
+			free(text);
+		}
+	}
+	return peak > 0 ? peak : 0;
+}
+
 void dlh_cgroup_destroy(struct dlh_cgroup *cg)
 {
 	if (cg->cpuset[0])

@@ -61,6 +61,10 @@ int dlh_cgroup_join_fds(const struct dlh_cgroup *cg, int fds[3]);
  * unknown). */
 int dlh_cgroup_oom_kills(const struct dlh_cgroup *cg);
 
+/* The most memory the group's processes used at once, bytes (v1
+ * memory.max_usage_in_bytes, v2 memory.peak); 0 when unknown. */
+long long dlh_cgroup_peak(const struct dlh_cgroup *cg);
+
 /* SIGKILLs what is left in the group, waits up to 2 s for it to empty and
  * removes it. */
 void dlh_cgroup_destroy(struct dlh_cgroup *cg);

@@ -272,38 +272,57 @@ static int local_signal(const struct dlh_backend *be, const struct dlh_run *run,
 	return -EINVAL;
 }
 
-/* How the launcher ended, from the shepherd's exit file of job_dir:
- * >= 0 its status, < 0 minus its signal. Returns 0, or -ENOENT when there
- * is no such file (no shepherd, or it was killed) or it does not parse. */
-static int read_exit(const char *job_dir, int *code)
+/* read_exit, and (end not NULL) when the launcher ended (the file's time)
+ * and what its processes used, into end. */
+static int read_end(const char *job_dir, int *code, struct dlh_run_end *end)
 {
 	char path[4200], v[32], *text = NULL;
+	struct stat st;
 	exit_file(job_dir, path, sizeof path);
-	if (dlh_read_file_nofollow(path, 256, &text, NULL))
+	if (dlh_read_file_nofollow(path, 512, &text, NULL))
 		return -ENOENT;
 	int rc = -ENOENT;
 	if (!dlh_kv_get(text, "exit", v, sizeof v))
 		*code = atoi(v), rc = 0;
 	else if (!dlh_kv_get(text, "signal", v, sizeof v))
 		*code = -atoi(v), rc = 0;
+	if (!rc && end) {
+		if (!dlh_kv_get(text, "cpu_s", v, sizeof v))
+			end->cpu_s = strtod(v, NULL);
+		if (!dlh_kv_get(text, "max_rss_kb", v, sizeof v))
+			end->max_rss = strtoll(v, NULL, 10) * 1024;
+		if (!lstat(path, &st))
+			end->ended_at = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
+	}
 	free(text);
 	return rc;
+}
+
+/* How the launcher ended, from the shepherd's exit file of job_dir:
+ * >= 0 its status, < 0 minus its signal. Returns 0, or -ENOENT when there
+ * is no such file (no shepherd, or it was killed) or it does not parse. */
+static int read_exit(const char *job_dir, int *code)
+{
+	return read_end(job_dir, code, NULL);
 }
 
 /* Fills *end for a run whose leader has exited (status: from waitpid, or
  * -1 when it was not ours to wait for), stops what is left of the run and
  * forgets its files. */
-static void ended(const struct dlh_run *run, const char *job_dir, int wstatus,
-		  struct dlh_run_end *end)
+static void ended(const struct dlh_backend *be, const struct dlh_run *run, const char *job_dir,
+		  int wstatus, struct dlh_run_end *end)
 {
 	int code;
 	memset(end, 0, sizeof *end);
-	if (!read_exit(job_dir, &code)) {
+	end->cpu_s = -1;
+	if (!read_end(job_dir, &code, end)) {
 		end->state = DLH_RUN_EXITED;   /* what the shepherd saw of the launcher */
 		end->exit_code = code;
 	} else if (wstatus != -1) {
 		end->state = DLH_RUN_EXITED;   /* the leader itself, as waitpid saw it */
 		end->exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -WTERMSIG(wstatus);
+		/* the leader is the shepherd, and it wrote no exit file */
+		end->holder_died = be->shepherd[0] != '\0' && WIFSIGNALED(wstatus);
 	} else {
 		end->state = DLH_RUN_LOST;     /* nobody saw how it ended */
 	}
@@ -323,7 +342,7 @@ static int local_wait(const struct dlh_backend *be, const struct dlh_run *run,
 	if (w == 0)
 		return -EAGAIN;
 	if (w > 0) {
-		ended(run, job_dir, wstatus, end);
+		ended(be, run, job_dir, wstatus, end);
 		return 0;
 	}
 	if (errno != ECHILD)
@@ -334,7 +353,7 @@ static int local_wait(const struct dlh_backend *be, const struct dlh_run *run,
 	int rc = block ? dlh_proc_wait_exit(run->pid, run->pid_start) : 0;
 	if (rc)
 		return rc;
-	ended(run, job_dir, -1, end);
+	ended(be, run, job_dir, -1, end);
 	return 0;
 }
 

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -401,7 +402,7 @@ int main(int argc, char **argv)
 	if (pipefd[1] >= 0)
 		close(pipefd[1]);
 	int status = shepherd(pid, ready, sfd, pipefd[0], &o);
-	char text[64];
+	char text[160];
 	int code;
 	if (WIFEXITED(status)) {
 		code = WEXITSTATUS(status);
@@ -409,6 +410,15 @@ int main(int argc, char **argv)
 	} else {
 		code = 128 + WTERMSIG(status);
 		snprintf(text, sizeof text, "signal=%d\n", WTERMSIG(status));
+	}
+	/* what the launcher and every process it reaped (the ranks of this
+	 * node) used: the job's CPU time and largest resident set */
+	struct rusage ru;
+	if (!getrusage(RUSAGE_CHILDREN, &ru)) {
+		size_t l = strlen(text);
+		snprintf(text + l, sizeof text - l, "cpu_s=%.3f\nmax_rss_kb=%ld\n",
+			 (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+			 (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec, ru.ru_maxrss);
 	}
 	int rc = write_exit(exit_file, text);
 	if (rc < 0)

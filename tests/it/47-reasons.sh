@@ -20,6 +20,21 @@ test_mpirun_killed_is_named() {
 	dlh_umount
 }
 
+test_a_killed_shepherd_is_named_not_mpirun() {
+	dlh_mount
+	slice_spec held 500 > "$STATE/s.ini"
+	cp "$STATE/s.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 ranks_are 1 2 || die "no 2 ranks: $(cat "$MNT/jobs/1/progress")"
+	local shepherd
+	shepherd=$(sed -n 's/^pid=//p' "$STATE/jobs/1/run.handle")
+	kill -KILL "$shepherd"
+	wait_for 30 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/status")"
+	expect_eq "$(reason_of 1)" "dlh-shepherd (which holds the run) was killed by signal 9 (Killed)" "reason"
+	expect_eq "$(cat "$MNT/jobs/1/progress" | cut -d: -f1)" failed "progress"
+	wait_for 5 no_ranks 1 || die "ranks left: $(rank_pids 1)"
+	dlh_umount
+}
+
 test_a_killed_rank_is_named_not_an_info_line() {
 	dlh_mount
 	slice_spec rank 500 > "$STATE/s.ini"

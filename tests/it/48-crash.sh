@@ -3,6 +3,7 @@
 
 # remount: dlhfs again on the same MNT and STATE, as the user would type it
 remount() {
+	REMOUNTED=$(date +%s.%N)
 	"$DLH_BIN/dlhfs" -f -o "state=$STATE" ${DLH_OPTS:-} "$MNT" 2>"$DLH_STDERR" &
 	DLH_PID=$!
 	wait_for 10 test -f "$MNT/pool/summary" || die "dlhfs did not mount again: $(cat "$DLH_STDERR")"
@@ -50,8 +51,10 @@ test_a_run_outlives_a_killed_daemon_and_is_taken_back() {
 	grep -q "found its run going on after a restart of dlhfs" "$MNT/jobs/1/log" ||
 		die "log: $(grep dlhfs: "$MNT/jobs/1/log" | tail -3)"
 	expect_eq "$(rank_pids 1 | sort | tr '\n' ' ')" "$before" "rank pids after the new mount"
-	# ctl verbs reach the run that was taken back
+	# ctl verbs reach the run that was taken back: the trainer says it took one
 	echo checkpoint > "$MNT/jobs/1/ctl" || die "checkpoint verb refused"
+	wait_for 60 grep -q "dlh-train: checkpoint .* on request" "$STATE/jobs/1/log" ||
+		die "no checkpoint on request: $(grep -v '^\[rank' "$STATE/jobs/1/log" | tail -3)"
 	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(tail -3 "$MNT/jobs/1/log"))"
 	# every step once, none computed twice: 1..N in order, no resume
@@ -78,6 +81,10 @@ test_a_run_that_ends_while_no_daemon_watches_keeps_its_status() {
 	wait_for 120 held_by_nobody 1 || die "job 1's run did not end"
 	wait_for 30 held_by_nobody 2 || die "job 2's run did not end"
 	test -f "$STATE/jobs/2/run.exit" || die "job 2's shepherd left no exit file"
+	# dlhfs stays away 2 s past the runs' end
+	local down_until
+	down_until=$(( $(date +%s) + 3 ))
+	wait_for 10 eval '[ "$(date +%s)" -ge "$down_until" ]'
 	remount
 	wait_for 10 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/status")"
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status of the run that succeeded unwatched"
@@ -86,6 +93,15 @@ test_a_run_that_ends_while_no_daemon_watches_keeps_its_status() {
 	wait_for 10 job_terminal 2 || die "job 2: $(cat "$MNT/jobs/2/status")"
 	expect_eq "$(cat "$MNT/jobs/2/status")" failed "status of the command that failed unwatched"
 	grep -q "exited with status 3" "$MNT/jobs/2/log" || die "job 2's log: $(tail -3 "$MNT/jobs/2/log")"
+	# their end is when their runs ended, not when dlhfs came back: the time
+	# dlhfs was away is in no wall time, and nothing of it is learnt from
+	local ended
+	ended=$(sed -n 's/^finished=//p' "$STATE/jobs/1/job")
+	awk -v f="$ended" -v r="$REMOUNTED" 'BEGIN { exit !(f > 0 && f < r - 2) }' ||
+		die "job 1 ended at $ended, dlhfs came back at $REMOUNTED"
+	grep -q "not learnt from: dlhfs restarted while it ran" "$MNT/jobs/1/log" ||
+		die "job 1's log: $(grep estimate "$MNT/jobs/1/log")"
+	[ ! -s "$STATE/history" ] || die "history learnt from a run dlhfs was away for: $(cat "$STATE/history")"
 	dlh_umount
 }
 

@@ -311,11 +311,20 @@ test_jobs_index_lists_every_job_and_keeps_results_private() {
 	cp "$STATE/idx.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
 	dlh_wait_ok 1
 	local iso='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z'
-	expect_eq "$(head -1 "$MNT/jobs/index")" "id owner status submitted ended accuracy name" "header"
-	grep -Eqx "1 root succeeded $iso $iso 0\.[0-9]{4} idx" "$MNT/jobs/index" ||
+	expect_eq "$(head -1 "$MNT/jobs/index")" "id owner status submitted started ended cpu_s peak_mem energy_j accuracy name" "header"
+	# as sacct: start, CPU seconds, peak memory and energy (usage, everyone's), then the accuracy (the readers')
+	local use="$iso $iso $iso [0-9]+\.[0-9] [0-9.]+[KMG] [0-9]+"
+	grep -Eqx "1 root succeeded $use 0\.[0-9]{4} idx" "$MNT/jobs/index" ||
 		die "root's index: $(cat "$MNT/jobs/index")"
-	as "$b" cat "$MNT/jobs/index" | grep -Eqx "1 root succeeded $iso $iso - idx" ||
+	as "$b" cat "$MNT/jobs/index" | grep -Eqx "1 root succeeded $use - idx" ||
 		die "$b's index: $(as "$b" cat "$MNT/jobs/index")"
+	# the CPU time is what the ranks used: some, and no more than 2 ranks on 2 cores can
+	local cpu wall
+	cpu=$(awk '$1 == 1 { print $7 }' "$MNT/jobs/index")
+	wall=$(sed -n 's/^wall_time_s=//p' "$MNT/jobs/1/result")
+	awk -v c="$cpu" -v w="$wall" 'BEGIN { exit !(c > 0 && c <= 2.5 * w + 2) }' ||
+		die "cpu_s $cpu for a wall time of $wall s with 2 ranks"
+	echo "measured: job 1: cpu_s $cpu, wall $wall s, peak_mem $(awk '$1 == 1 { print $8 }' "$MNT/jobs/index")"
 	expect_eq "$(stat -c %s "$MNT/jobs/index")" "$(wc -c < "$MNT/jobs/index")" "size of jobs/index"
 	dlh_umount
 }
