@@ -3,10 +3,26 @@
 
 submit() { cp "$1" "$MNT/jobs/new" || die "submit $1 failed: $(tail -3 "$MNT/jobs/errors")"; }
 
-# needs_cgroups: skips unless the mount isolates runs
+# host_cgroups: what the host offers, as this test sees it (not as dlhfs
+# does): "v2" with cpuset and memory controllers, "v1" with both
+# hierarchies, else "none"
+host_cgroups() {
+	if [ -f /sys/fs/cgroup/cgroup.controllers ] &&
+	   grep -qw cpuset /sys/fs/cgroup/cgroup.controllers && grep -qw memory /sys/fs/cgroup/cgroup.controllers; then
+		echo v2
+	elif [ -d /sys/fs/cgroup/cpuset ] && [ -d /sys/fs/cgroup/memory ] && [ -w /sys/fs/cgroup/cpuset ]; then
+		echo v1
+	else
+		echo none
+	fi
+}
+
+# needs_cgroups: skips where the host offers no cgroups; where it does, the
+# mount must isolate runs with them (a regression to "none" fails)
 needs_cgroups() {
-	local how; how=$(cat "$MNT/pool/nodes/$(hostname)/isolation")
-	case $how in "cgroup v"*) ;; *) skip "no isolation here: $how" ;; esac
+	local how host; how=$(cat "$MNT/pool/nodes/$(hostname)/isolation") host=$(host_cgroups)
+	[ "$host" = none ] && skip "no usable cgroups on this host (dlhfs says: $how)"
+	case $how in "cgroup $host"*) ;; *) die "the host offers cgroup $host, dlhfs isolates with: $how" ;; esac
 }
 
 # cg_dir ID: the cpuset group of the job's current run, from its log
@@ -43,14 +59,20 @@ test_ranks_run_in_a_cpuset_of_their_slots() {
 		[ "$n" -ge 2 ] || die "job $id: $n processes in its group (mpirun and the rank expected)"
 	done
 	dir=$(cg_dir 1)
+	# the daemon's parent groups, one per hierarchy (v1: cpuset and memory)
+	local parents
+	parents=$(find /sys/fs/cgroup -maxdepth 6 -type d -name "dlhfs-$DLH_PID" 2>/dev/null | wc -l)
+	[ "$parents" -eq "$([ "$(host_cgroups)" = v1 ] && echo 2 || echo 1)" ] ||
+		die "the daemon's parent groups: $(find /sys/fs/cgroup -maxdepth 6 -type d -name "dlhfs-$DLH_PID")"
 	echo cancel > "$MNT/jobs/1/ctl"
 	wait_for 10 status_is 1 cancelled || die "job 1: $(cat "$MNT/jobs/1/status")"
 	wait_for 5 test ! -d "$dir" || die "$dir left after the run"
 	echo cancel > "$MNT/jobs/2/ctl"
 	wait_for 10 status_is 2 cancelled || die "job 2: $(cat "$MNT/jobs/2/status")"
 	dlh_umount
-	! ls -d /sys/fs/cgroup/cpuset/dlhfs-"$DLH_PID" /sys/fs/cgroup/dlhfs-"$DLH_PID" 2>/dev/null ||
-		die "the daemon's cgroups are left after unmount"
+	local left
+	left=$(find /sys/fs/cgroup -maxdepth 6 -type d -name "dlhfs-$DLH_PID" 2>/dev/null)
+	[ -z "$left" ] || die "the daemon's cgroups are left after unmount: $left"
 }
 
 test_out_of_memory_kills_only_that_job() {
