@@ -19,6 +19,9 @@
 #define DLH_ERRORS_DIR "errors.d"   /* in the state dir: each user's own rejections */
 #define DLH_SUSPEND_GRACE 30.0 /* seconds from a suspend request to SIGTERM */
 #define DLH_MAX_QUEUED 1000    /* default most jobs queued at once */
+#define DLH_MAX_QUEUED_PER_USER 100   /* default most jobs of one user queued at once */
+#define DLH_PIDS_PER_RANK 512  /* default tasks (processes, threads) a job may have per
+				  local rank, plus one rank's worth for its launcher */
 #define DLH_DATA_TIMEOUT 5.0   /* seconds a submission's data may take to answer */
 
 struct dlh_engine;
@@ -36,7 +39,13 @@ struct dlh_engine_opts {
 	double kill_grace;      /* seconds; 0 = DLH_KILL_GRACE */
 	double suspend_grace;   /* seconds; 0 = DLH_SUSPEND_GRACE */
 	int max_queued;         /* most jobs queued at once; 0 = DLH_MAX_QUEUED */
-	int max_queued_per_user; /* most jobs of one user queued at once; 0 = no limit */
+	int max_queued_per_user; /* most jobs of one user queued at once; 0 =
+				   DLH_MAX_QUEUED_PER_USER, < 0 = no limit */
+	long long mem_per_rank; /* memory a rank of a job whose spec says none may use,
+				   bytes; 0 = this machine's memory over its cores, < 0 =
+				   no limit */
+	long pids_per_rank;     /* tasks a job may have per local rank (+1 rank's worth
+				   for its launcher); 0 = DLH_PIDS_PER_RANK, < 0 = none */
 	double data_timeout;    /* seconds a submission's data may take to answer; 0 =
 				   DLH_DATA_TIMEOUT */
 	int no_isolation;       /* 1: no cgroups (cpusets, memory limits) for runs */
@@ -185,6 +194,11 @@ int dlh_engine_gpu_holders(struct dlh_engine *e, int k, long *out, int max);
 
 /* How runs are isolated: "cgroup v1", "cgroup v2" or "none: WHY". */
 void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len);
+
+/* The mount's limits, a `key value` line each (pool/limits): max_queued,
+ * max_queued_per_user, mem_per_rank, pids_per_rank, expire ("none" where
+ * there is none). Returns 0, or -ENOMEM. */
+int dlh_engine_limits(struct dlh_engine *e, struct dlh_buf *out);
 
 /* Measures the devices of o's pool without mounting (dlhfs --calibrate):
  * writes STATE/calibration and appends its text to out. Refused (-EBUSY)

@@ -84,6 +84,8 @@ struct dlh_options {
 	char *isolation;   /* -o isolation=auto|off */
 	char *probe;       /* -o probe=on|off */
 	char *expire;      /* -o expire=DURATION */
+	char *mem_per_rank; /* -o mem_per_rank=SIZE */
+	long pids_per_rank; /* -o pids_per_rank=N */
 	int show_help;     /* --help */
 	int show_version;  /* --version */
 	int calibrate;     /* --calibrate */
@@ -103,6 +105,8 @@ static const struct fuse_opt option_spec[] = {
 	OPTION("isolation=%s", isolation),
 	OPTION("probe=%s", probe),
 	OPTION("expire=%s", expire),
+	OPTION("mem_per_rank=%s", mem_per_rank),
+	OPTION("pids_per_rank=%ld", pids_per_rank),
 	OPTION("-h", show_help),
 	OPTION("--help", show_help),
 	OPTION("-V", show_version),
@@ -188,8 +192,14 @@ static void usage(const char *prog)
 	       "    -o cpus=N          CPU slots of the local node (default: online cores)\n"
 	       "    -o max_queued=N    most jobs queued at once; more are refused (default %d)\n"
 	       "    -o max_queued_per_user=N\n"
-	       "                       most jobs of one user queued at once (default: no limit\n"
-	       "                       but max_queued)\n"
+	       "                       most jobs of one user queued at once (default %d;\n"
+	       "                       -1: no limit but max_queued)\n"
+	       "    -o mem_per_rank=SIZE\n"
+	       "                       memory limit per rank of a job whose spec sets no\n"
+	       "                       [resources] memory (default: this machine's memory\n"
+	       "                       over its cores; 0: none)\n"
+	       "    -o pids_per_rank=N processes and threads a job may have per rank, and\n"
+	       "                       as many for its launcher (default %d; -1: no limit)\n"
 	       "    -o data_timeout=S  seconds a submission's data files may take to answer\n"
 	       "                       before the spec is refused (default %.0f: a hung\n"
 	       "                       filesystem never holds the mount)\n"
@@ -214,8 +224,8 @@ static void usage(const char *prog)
 	       "\n"
 	       "Unmount with: fusermount3 -u MOUNTPOINT (running jobs are stopped and\n"
 	       "resume from their newest checkpoint at the next mount).\n"
-	       "\n", prog, prog, DLH_STATE_DEFAULT, DLH_MAX_QUEUED, DLH_DATA_TIMEOUT,
-	       DLH_FUSE_THREADS);
+	       "\n", prog, prog, DLH_STATE_DEFAULT, DLH_MAX_QUEUED, DLH_MAX_QUEUED_PER_USER,
+	       DLH_PIDS_PER_RANK, DLH_DATA_TIMEOUT, DLH_FUSE_THREADS);
 }
 
 /* dlhfs --calibrate: measure, store, print. Returns the exit status. */
@@ -341,6 +351,13 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	eo.expire = (double)expire;
+	long long mem = 0;
+	if (o.mem_per_rank && dlh_spec_size(o.mem_per_rank, &mem, why, sizeof why)) {
+		fprintf(stderr, "dlhfs: -o mem_per_rank: %s\n", why);
+		goto out_args;
+	}
+	eo.mem_per_rank = o.mem_per_rank ? (mem > 0 ? mem : -1) : 0;
+	eo.pids_per_rank = o.pids_per_rank;
 	if (o.probe && strcmp(o.probe, "off") && strcmp(o.probe, "on")) {
 		fprintf(stderr, "dlhfs: -o probe: expected \"on\" or \"off\", got \"%s\"\n", o.probe);
 		goto out_args;
@@ -405,6 +422,7 @@ out_args:
 	free(o.pool);
 	free(o.isolation);
 	free(o.expire);
+	free(o.mem_per_rank);
 	free(o.probe);
 	fuse_opt_free_args(&args);
 	return rc;

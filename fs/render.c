@@ -56,6 +56,9 @@ static const char readme_text[] =
 	"pool/nodes/<node>/gpus/<i>/  model (its type), memory (bytes), state (free\n"
 	"                         or busy), job (the holder, or -)\n"
 	"pool/nodes/<node>/isolation  cgroup v1, cgroup v2, or none: why\n"
+	"pool/limits              the mount's limits, key value: max_queued,\n"
+	"                         max_queued_per_user, mem_per_rank, pids_per_rank,\n"
+	"                         expire (dlhfs(8))\n"
 	"pool/calibration         the devices' measured speeds, the date first; or\n"
 	"                         why there are none yet (being measured, failed)\n"
 	"pool/ctl                 write recalibrate: measure again (the write\n"
@@ -756,6 +759,8 @@ int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out
 		return render_types(e, out);
 	case FS_POOL_CALIB:
 		return dlh_engine_calibration(e, out);
+	case FS_POOL_LIMITS:
+		return dlh_engine_limits(e, out);
 	case FS_NODE_CPUS: case FS_NODE_USED: case FS_NODE_MEMORY: case FS_NODE_MODEL:
 	case FS_NODE_JOBS: case FS_NODE_DEVICES: case FS_NODE_CPU_JOB: case FS_NODE_ISOLATION:
 	case FS_NODE_HOST: case FS_NODE_ROLE: case FS_NODE_STATE: case FS_NODE_GPU_MODEL:

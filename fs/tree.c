@@ -24,7 +24,8 @@ static const struct fs_entry prom_entries[] = {
 };
 static const struct fs_entry pool_entries[] = {
 	{ "summary", FS_POOL_SUMMARY }, { "types", FS_POOL_TYPES }, { "nodes", FS_POOL_NODES },
-	{ "calibration", FS_POOL_CALIB }, { "ctl", FS_POOL_CTL }, { NULL, 0 },
+	{ "calibration", FS_POOL_CALIB }, { "limits", FS_POOL_LIMITS }, { "ctl", FS_POOL_CTL },
+	{ NULL, 0 },
 };
 static const struct fs_entry node_entries[] = {
 	{ "cpus", FS_NODE_CPUS }, { "cpus_used", FS_NODE_USED }, { "memory", FS_NODE_MEMORY },

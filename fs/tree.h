@@ -16,6 +16,7 @@ enum fs_kind {
 	FS_POOL_SUMMARY,  /* /pool/summary */
 	FS_POOL_TYPES,    /* /pool/types: the device-type table */
 	FS_POOL_CALIB,    /* /pool/calibration: the measured figures, date first */
+	FS_POOL_LIMITS,   /* /pool/limits: the mount's per-user and per-job limits */
 	FS_POOL_CTL,      /* /pool/ctl: write "recalibrate" */
 	FS_POOL_NODES,    /* /pool/nodes */
 	FS_NODE,          /* /pool/nodes/<node> (name = the node) */

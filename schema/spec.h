@@ -135,6 +135,10 @@ int dlh_spec_parse(const char *text, size_t len, struct dlh_spec *s,
  * with msg saying why. */
 int dlh_spec_duration(const char *v, long *seconds, char *msg, size_t n);
 
+/* A size as [resources] memory writes one ("512M", "4G"; "0" = none).
+ * Returns 0 with *bytes, or -1 with msg saying why. */
+int dlh_spec_size(const char *v, long long *bytes, char *msg, size_t n);
+
 /* Flags of dlh_spec_parse_flags. */
 #define DLH_SPEC_STORED 0x1  /* a spec accepted earlier: skip the data-file checks */
 #define DLH_SPEC_USER 0x2    /* from an ordinary user (not root, not the mounting user):

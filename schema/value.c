@@ -310,6 +310,15 @@ static int set_layers(const struct dlh_key *k, const char *v, struct dlh_spec *s
 
 static int set_duration(const struct dlh_key *k, const char *v, long *field, char *msg, size_t n);
 
+static int set_size(const struct dlh_key *k, const char *v, long long *field, char *msg, size_t n);
+
+int dlh_spec_size(const char *v, long long *bytes, char *msg, size_t n)
+{
+	static const struct dlh_key any = { .kind = DLH_KIND_SIZE, .lo = DLH_MEMORY_MIN,
+					    .hi = DLH_MEMORY_MAX };
+	return set_size(&any, v, bytes, msg, n) ? -1 : 0;
+}
+
 int dlh_spec_duration(const char *v, long *seconds, char *msg, size_t n)
 {
 	static const struct dlh_key any = { .kind = DLH_KIND_DURATION, .hi = 100L * 366 * 86400 };

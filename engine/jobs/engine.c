@@ -211,7 +211,18 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	e->grace = o->kill_grace > 0 ? o->kill_grace : DLH_KILL_GRACE;
 	e->suspend_grace = o->suspend_grace > 0 ? o->suspend_grace : DLH_SUSPEND_GRACE;
 	e->max_queued = o->max_queued > 0 ? o->max_queued : DLH_MAX_QUEUED;
-	e->max_queued_per_user = o->max_queued_per_user > 0 ? o->max_queued_per_user : 0;
+	e->max_queued_per_user = o->max_queued_per_user > 0 ? o->max_queued_per_user :
+				 o->max_queued_per_user == 0 ? DLH_MAX_QUEUED_PER_USER : 0;
+	if (o->mem_per_rank > 0) {
+		e->mem_per_rank = o->mem_per_rank;
+	} else if (o->mem_per_rank == 0) {   /* a core's share of this machine's memory */
+		long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		e->mem_per_rank = pages > 0 && size > 0 && cores > 0 ?
+				  (long long)pages * size / cores : 0;
+	}
+	e->pids_per_rank = o->pids_per_rank > 0 ? o->pids_per_rank :
+			   o->pids_per_rank == 0 ? DLH_PIDS_PER_RANK : 0;
 	e->expire = o->expire > 0 ? o->expire : 0;
 	e->no_probe = o->no_probe;
 	e->data_timeout_ms = (int)(1000 * (o->data_timeout > 0 ? o->data_timeout : DLH_DATA_TIMEOUT));
@@ -405,6 +416,27 @@ void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len)
 	else
 		snprintf(buf, len, "cgroup v%d", e->cg.mode == DLH_CG_V1 ? 1 : 2);
 	pthread_mutex_unlock(&e->mu);
+}
+
+int dlh_engine_limits(struct dlh_engine *e, struct dlh_buf *out)
+{
+	char mem[32] = "none", pids[32] = "none", exp[32] = "none", perq[32] = "none";
+	pthread_mutex_lock(&e->mu);
+	if (e->mem_per_rank > 0)
+		dlh_size_text(e->mem_per_rank, mem, sizeof mem);
+	if (e->pids_per_rank > 0 && e->cg.mode != DLH_CG_NONE && e->cg.pids[0])
+		snprintf(pids, sizeof pids, "%ld", e->pids_per_rank);
+	if (e->expire > 0)
+		dlh_duration(e->expire, exp, sizeof exp);
+	if (e->max_queued_per_user > 0)
+		snprintf(perq, sizeof perq, "%d", e->max_queued_per_user);
+	/* the memory limit needs a memory cgroup as much as the task limit */
+	if (e->cg.mode == DLH_CG_NONE)
+		snprintf(mem, sizeof mem, "none");
+	int rc = dlh_buf_printf(out, "max_queued %d\nmax_queued_per_user %s\nmem_per_rank %s\n"
+				"pids_per_rank %s\nexpire %s\n", e->max_queued, perq, mem, pids, exp);
+	pthread_mutex_unlock(&e->mu);
+	return rc ? -ENOMEM : 0;
 }
 
 int dlh_engine_wait(struct dlh_engine *e, long id, double timeout)

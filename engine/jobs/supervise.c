@@ -55,7 +55,7 @@ struct launch {
 	int nhosts;                  /* 0: every rank on the local node */
 	char agent[512];             /* how the other nodes are reached ("" = ssh) */
 	struct dlh_cgroup cg;        /* its cgroups; zeroed when it has none */
-	int join[3];                 /* cgroup.procs descriptors the run joins; -1 ends the list */
+	int join[4];                 /* cgroup.procs descriptors the run joins; -1 ends the list */
 	int slots_taken;             /* plan.slot are marked held in e->holder */
 	int started;                 /* the backend started the run (j->run) */
 	struct waiter_arg *wa;       /* for the waiter thread; NULL once it owns it */
@@ -140,18 +140,27 @@ static void isolate(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 			    "ranks run under its own agent)");
 		return;
 	}
-	int rc = dlh_cgroup_create(&e->cg, name, local, n, j->spec.memory, &l->cg, why, sizeof why);
+	/* the spec's memory, else the mount's default per rank; the task
+	 * limit always (a fork bomb without a spec line is bounded too) */
+	long long mem = j->spec.memory > 0 ? j->spec.memory :
+			e->mem_per_rank > 0 ? e->mem_per_rank * n : 0;
+	long pids = e->pids_per_rank > 0 ? e->pids_per_rank * (n + 1) : 0;
+	int rc = dlh_cgroup_create(&e->cg, name, local, n, mem, pids, &l->cg, why, sizeof why);
 	if (!rc && (rc = dlh_cgroup_join_fds(&l->cg, l->join))) {
 		snprintf(why, sizeof why, "cannot open cgroup.procs: %s", strerror(-rc));
 		dlh_cgroup_destroy(&l->cg);
 	}
-	if (j->spec.memory > 0)
-		dlh_size_text(j->spec.memory, lim, sizeof lim);
+	if (mem > 0)
+		dlh_size_text(mem, lim, sizeof lim);
+	char tasks[48] = "none";
+	if (l->cg.pids_max > 0)
+		snprintf(tasks, sizeof tasks, "%ld", l->cg.pids_max);
 	if (rc)
 		eng_job_log(e, j, "isolation: none for this run: %s", why);
 	else
-		eng_job_log(e, j, "isolation: cgroup v%d \"%s\", memory limit %s",
-			    e->cg.mode == DLH_CG_V1 ? 1 : 2, l->cg.cpuset, lim);
+		eng_job_log(e, j, "isolation: cgroup v%d \"%s\", memory limit %s%s, task limit %s",
+			    e->cg.mode == DLH_CG_V1 ? 1 : 2, l->cg.cpuset, lim,
+			    j->spec.memory > 0 || mem == 0 ? "" : " (the mount's mem_per_rank)", tasks);
 }
 
 /* Closes the cgroup.procs descriptors still open in l->join. */
@@ -391,7 +400,7 @@ static struct launch *launch_new(const struct dlh_engine *e, const struct dlh_jo
 		free(wa);
 		return NULL;
 	}
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < 4; k++)
 		l->join[k] = -1;
 	l->wa = wa;
 	eng_job_dir(e, j->id, l->dir, sizeof l->dir);
@@ -478,6 +487,10 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	if (leftover)
 		eng_job_log(e, j, "killed %d leftover process%s of the run", leftover,
 			leftover == 1 ? "" : "es");
+	long hits = dlh_cgroup_pids_hits(cg);
+	if (hits > 0)
+		eng_job_log(e, j, "the run reached its task limit (%ld processes and threads): %ld "
+			    "fork%s failed", cg->pids_max, hits, hits == 1 ? "" : "s");
 	if (end->state != DLH_RUN_EXITED)
 		eng_job_log(e, j, "the run was lost: its launcher could not be waited for");
 	else if (end->holder_died)

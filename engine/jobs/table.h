@@ -45,6 +45,9 @@ struct dlh_engine {
 	int gholder_len[DLH_POOL_NODES];
 	int max_queued;              /* most jobs queued at once */
 	int max_queued_per_user;     /* most jobs of one uid queued at once; 0 = no limit */
+	long long mem_per_rank;      /* memory limit per local rank of a job whose spec sets
+					none, bytes; 0 = none */
+	long pids_per_rank;          /* a run's task limit per local rank (+1); 0 = none */
 	double expire;               /* ended jobs are purged this long after their end;
 					0 = never (the timer thread, supervise.c) */
 	int data_timeout_ms;         /* how long a submission's data may take to answer */

@@ -219,6 +219,12 @@ static void setup_v1(struct dlh_cgroup_sys *s)
 		rmdir(s->cpuset);
 		return;
 	}
+	/* the process limit where the host has the pids hierarchy (optional) */
+	if (!own_group("pids", own, sizeof own)) {
+		snprintf(parent, sizeof parent, CG_ROOT "/pids%s", own);
+		if (make_parent(parent, s->pids, sizeof s->pids))
+			s->pids[0] = '\0';
+	}
 	s->mode = DLH_CG_V1;
 }
 
@@ -247,6 +253,9 @@ static void setup_v2(struct dlh_cgroup_sys *s)
 		return;
 	}
 	snprintf(s->memory, sizeof s->memory, "%s", s->cpuset);
+	if (strstr(ctl, "pids") && !put(CG_ROOT, "cgroup.subtree_control", "+pids") &&
+	    !put(s->cpuset, "cgroup.subtree_control", "+pids"))
+		snprintf(s->pids, sizeof s->pids, "%s", s->cpuset);
 	s->ncpu = parse_cpus(cpus, s->cpu, DLH_CG_CPUS_MAX);
 	s->mode = DLH_CG_V2;
 }
@@ -275,11 +284,14 @@ void dlh_cgroup_teardown(struct dlh_cgroup_sys *s)
 	remove_tree(s->cpuset, 1.0);
 	if (s->mode == DLH_CG_V1)
 		remove_tree(s->memory, 1.0);
+	if (s->mode == DLH_CG_V1 && s->pids[0])
+		remove_tree(s->pids, 1.0);
 	s->mode = DLH_CG_NONE;
 }
 
 int dlh_cgroup_create(const struct dlh_cgroup_sys *s, const char *name, const int *slots,
-		      int nslots, long long limit, struct dlh_cgroup *cg, char *err, size_t errlen)
+		      int nslots, long long limit, long pids_max, struct dlh_cgroup *cg, char *err,
+		      size_t errlen)
 {
 	char cpus[4096] = "", num[32];
 	int rc = 0, used[DLH_CG_CPUS_MAX] = { 0 };
@@ -298,7 +310,10 @@ int dlh_cgroup_create(const struct dlh_cgroup_sys *s, const char *name, const in
 	snprintf(cg->cpuset, sizeof cg->cpuset, "%s/%s", s->cpuset, name);
 	snprintf(cg->memory, sizeof cg->memory, "%s/%s", s->memory, name);
 	cg->limit = limit;
-	if (mkdir(cg->cpuset, 0755) || (s->mode == DLH_CG_V1 && mkdir(cg->memory, 0755))) {
+	if (s->pids[0] && pids_max > 0)
+		snprintf(cg->pids, sizeof cg->pids, "%s/%s", s->pids, name);
+	if (mkdir(cg->cpuset, 0755) || (s->mode == DLH_CG_V1 && mkdir(cg->memory, 0755)) ||
+	    (s->mode == DLH_CG_V1 && cg->pids[0] && mkdir(cg->pids, 0755))) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot make cgroup \"%s\": %s", name, strerror(errno));
 		goto fail;
@@ -325,21 +340,34 @@ int dlh_cgroup_create(const struct dlh_cgroup_sys *s, const char *name, const in
 			goto fail;
 		}
 	}
+	if (cg->pids[0]) {
+		char text[32];
+		snprintf(text, sizeof text, "%ld", pids_max);
+		if ((rc = put(cg->pids, "pids.max", text))) {
+			snprintf(err, errlen, "cannot set the process limit of \"%s\": %s", cg->pids,
+				 strerror(-rc));
+			goto fail;
+		}
+		cg->pids_max = pids_max;
+	}
 	return 0;
 fail:
 	rmdir(cg->cpuset);
 	if (s->mode == DLH_CG_V1)
 		rmdir(cg->memory);
+	if (s->mode == DLH_CG_V1 && cg->pids[0])
+		rmdir(cg->pids);
 	memset(cg, 0, sizeof *cg);
 	return rc ? rc : -EIO;
 }
 
-int dlh_cgroup_join_fds(const struct dlh_cgroup *cg, int fds[3])
+int dlh_cgroup_join_fds(const struct dlh_cgroup *cg, int fds[4])
 {
-	const char *dirs[2] = { cg->cpuset, strcmp(cg->memory, cg->cpuset) ? cg->memory : "" };
+	const char *dirs[3] = { cg->cpuset, strcmp(cg->memory, cg->cpuset) ? cg->memory : "",
+				cg->pids[0] && strcmp(cg->pids, cg->cpuset) ? cg->pids : "" };
 	int n = 0;
-	fds[0] = fds[1] = fds[2] = -1;
-	for (int i = 0; i < 2; i++) {
+	fds[0] = fds[1] = fds[2] = fds[3] = -1;
+	for (int i = 0; i < 3; i++) {
 		if (!dirs[i][0])
 			continue;
 		char path[DLH_CG_PATH_MAX + 64];
@@ -348,7 +376,7 @@ int dlh_cgroup_join_fds(const struct dlh_cgroup *cg, int fds[3])
 			int e = -errno;
 			for (int k = 0; k < n; k++)
 				close(fds[k]);
-			fds[0] = fds[1] = -1;
+			fds[0] = fds[1] = fds[2] = -1;
 			return e;
 		}
 		n++;
@@ -376,6 +404,22 @@ int dlh_cgroup_oom_kills(const struct dlh_cgroup *cg)
 	return kills;
 }
 
+long dlh_cgroup_pids_hits(const struct dlh_cgroup *cg)
+{
+	char path[DLH_CG_PATH_MAX + 64], *text;
+	long hits = 0;
+	if (!cg->pids[0])
+		return 0;
+	snprintf(path, sizeof path, "%s/pids.events", cg->pids);
+	if (dlh_read_file(path, 4096, &text, NULL))
+		return 0;
+	char *p = strstr(text, "max ");
+	if (p)
+		hits = atol(p + 4);
+	free(text);
+	return hits;
+}
+
 long long dlh_cgroup_peak(const struct dlh_cgroup *cg)
 {
 	static const char *const names[] = { "memory.peak", "memory.max_usage_in_bytes" };
@@ -397,5 +441,7 @@ void dlh_cgroup_destroy(struct dlh_cgroup *cg)
 		remove_tree(cg->cpuset, 2.0);
 	if (cg->memory[0] && strcmp(cg->memory, cg->cpuset))
 		remove_tree(cg->memory, 2.0);
+	if (cg->pids[0] && strcmp(cg->pids, cg->cpuset))
+		remove_tree(cg->pids, 2.0);
 	memset(cg, 0, sizeof *cg);
 }

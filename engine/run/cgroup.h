@@ -26,6 +26,8 @@ struct dlh_cgroup_sys {
 	enum dlh_cg_mode mode;              /* how jobs are isolated */
 	char cpuset[DLH_CG_PATH_MAX];       /* parent group for cpusets (v2: the only one) */
 	char memory[DLH_CG_PATH_MAX];       /* parent group for memory (v2: = cpuset) */
+	char pids[DLH_CG_PATH_MAX];         /* parent group for the process limit (v2: =
+					       cpuset); "" = no pids controller: none */
 	char mems[64];                      /* memory nodes for cpuset.mems */
 	int cpu[DLH_CG_CPUS_MAX];           /* the CPUs we may use; slot i runs on cpu[i % ncpu] */
 	int ncpu;                           /* entries of cpu */
@@ -36,7 +38,9 @@ struct dlh_cgroup_sys {
 struct dlh_cgroup {
 	char cpuset[DLH_CG_PATH_MAX];       /* its cpuset group ("" = none) */
 	char memory[DLH_CG_PATH_MAX];       /* its memory group (v2: = cpuset; "" = none) */
+	char pids[DLH_CG_PATH_MAX];         /* its pids group (v2: = cpuset; "" = none) */
 	long long limit;                    /* memory limit in bytes, 0 = none */
+	long pids_max;                      /* most tasks (processes and threads), 0 = none */
 };
 
 /* Detects the cgroup version and makes the daemon's parent groups
@@ -48,14 +52,20 @@ void dlh_cgroup_setup(struct dlh_cgroup_sys *s);
 void dlh_cgroup_teardown(struct dlh_cgroup_sys *s);
 
 /* Makes the group of one run, `name` below the parents: cpuset.cpus = the
- * CPUs of the nslots slots, the memory limit (0 = none), no swap. Returns
- * 0, or -errno with err filled (nothing is left behind). */
+ * CPUs of the nslots slots, the memory limit (0 = none), no swap, and at
+ * most pids_max tasks (0 = none; where the host has the pids controller).
+ * Returns 0, or -errno with err filled (nothing is left behind). */
 int dlh_cgroup_create(const struct dlh_cgroup_sys *s, const char *name, const int *slots,
-		      int nslots, long long limit, struct dlh_cgroup *cg, char *err, size_t errlen);
+		      int nslots, long long limit, long pids_max, struct dlh_cgroup *cg, char *err,
+		      size_t errlen);
 
 /* Opens the cgroup.procs files a launched child writes its pid to, into
- * fds (up to 2, then -1). Returns 0, or -errno (fds closed). */
-int dlh_cgroup_join_fds(const struct dlh_cgroup *cg, int fds[3]);
+ * fds (up to 3, then -1). Returns 0, or -errno (fds closed). */
+int dlh_cgroup_join_fds(const struct dlh_cgroup *cg, int fds[4]);
+
+/* How often a fork or clone in the group failed at its process limit (0
+ * when never or unknown). */
+long dlh_cgroup_pids_hits(const struct dlh_cgroup *cg);
 
 /* How many processes the kernel's OOM killer killed in the group (0 when
  * unknown). */

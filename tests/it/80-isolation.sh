@@ -59,11 +59,13 @@ test_ranks_run_in_a_cpuset_of_their_slots() {
 		[ "$n" -ge 2 ] || die "job $id: $n processes in its group (mpirun and the rank expected)"
 	done
 	dir=$(cg_dir 1)
-	# the daemon's parent groups, one per hierarchy (v1: cpuset and memory)
-	local parents
+	# the daemon's parent groups, one per hierarchy (v1: cpuset, memory, and
+	# pids where the host has that hierarchy)
+	local parents want=1
 	parents=$(find /sys/fs/cgroup -maxdepth 6 -type d -name "dlhfs-$DLH_PID" 2>/dev/null | wc -l)
-	[ "$parents" -eq "$([ "$(host_cgroups)" = v1 ] && echo 2 || echo 1)" ] ||
-		die "the daemon's parent groups: $(find /sys/fs/cgroup -maxdepth 6 -type d -name "dlhfs-$DLH_PID")"
+	[ "$(host_cgroups)" = v1 ] && want=$((2 + $(grep -c ':pids:' /proc/self/cgroup)))
+	[ "$parents" -eq "$want" ] ||
+		die "the daemon's parent groups ($want expected): $(find /sys/fs/cgroup -maxdepth 6 -type d -name "dlhfs-$DLH_PID")"
 	echo cancel > "$MNT/jobs/1/ctl"
 	wait_for 10 status_is 1 cancelled || die "job 1: $(cat "$MNT/jobs/1/status")"
 	wait_for 5 test ! -d "$dir" || die "$dir left after the run"

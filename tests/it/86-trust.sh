@@ -111,3 +111,42 @@ test_an_ordinary_user_may_only_lower_a_priority() {
 	rm -rf "$d"
 	dlh_umount
 }
+
+test_a_fork_bomb_without_limits_in_its_spec_is_bounded_by_the_defaults() {
+	local a b d
+	dlh_user a
+	dlh_user b
+	DLH_OPTS="-o allow_other" dlh_mount
+	chmod 711 "$STATE"
+	local limit
+	limit=$(sed -n 's/^pids_per_rank //p' "$MNT/pool/limits")
+	case $limit in
+	none) [ -d /sys/fs/cgroup/pids ] || grep -qw pids /sys/fs/cgroup/cgroup.controllers 2>/dev/null &&
+		die "the host has the pids controller, pool/limits says pids_per_rank none"
+		skip "no pids controller here" ;;
+	'' | *[!0-9]*) die "pool/limits: $(cat "$MNT/pool/limits")" ;;
+	esac
+	d=$(shared_dir)
+	# 3000 sleeping processes, a bounded bomb: no [resources] line at all
+	printf '#!/bin/sh\ni=0\nwhile [ $i -lt 3000 ]; do sleep 300 & i=$((i + 1)); done\necho started\nwait\n' > "$d/bomb.sh"
+	chmod 755 "$d/bomb.sh"
+	printf '[job]\ncommand = %s/bomb.sh\n[resources]\nranks = 1\n' "$d" > "$d/bomb.ini"
+	chmod 644 "$d/bomb.ini"
+	as "$a" cp "$d/bomb.ini" "$MNT/jobs/new" || die "submit: $(cat "$MNT/jobs/errors")"
+	# another user's reads of the pool stay quick while it forks
+	local worst max=$((limit * 2))
+	wait_for 30 status_is 1 running || die "job 1: $(cat "$MNT/jobs/1/status")"
+	worst=$(as "$b" bash -c 'w=0; for i in $(seq 20); do s=$(date +%s%N); cat "$1/pool/summary" >/dev/null; e=$(( ($(date +%s%N) - s) / 1000000 )); [ $e -gt $w ] && w=$e; done; echo $w' _ "$MNT")
+	echo "measured: slowest of 20 reads of pool/summary by another user while the bomb forks: $worst ms"
+	[ "$worst" -lt 100 ] || die "pool/summary took $worst ms"
+	# the shell gives up at its first failed fork: the run ends there, and says why
+	wait_for 60 job_terminal 1 || { echo cancel > "$MNT/jobs/1/ctl"; die "the bomb runs on: $(pgrep -u "$a" -c -x sleep) sleeps"; }
+	grep -q "task limit $max" "$MNT/jobs/1/log" || die "log: $(grep isolation "$MNT/jobs/1/log")"
+	grep -q "the run reached its task limit ($max processes and threads)" "$MNT/jobs/1/log" ||
+		die "log: $(tail -4 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" failed "status"
+	echo "measured: $(grep -c . "$STATE/jobs/1/log") log lines; $(grep 'task limit' "$MNT/jobs/1/log" | tail -1 | cut -c22-)"
+	wait_for 10 eval '[ "$(pgrep -u "$a" -c -x sleep)" = 0 ]' || die "sleeps left: $(pgrep -u "$a" -c -x sleep)"
+	rm -rf "$d"
+	dlh_umount
+}

@@ -35,7 +35,7 @@ static const struct want root_want[] = {
 };
 static const struct want pool_want[] = {
 	{ "summary", FS_POOL_SUMMARY }, { "types", FS_POOL_TYPES }, { "nodes", FS_POOL_NODES },
-	{ "calibration", FS_POOL_CALIB }, { "ctl", FS_POOL_CTL },
+	{ "calibration", FS_POOL_CALIB }, { "limits", FS_POOL_LIMITS }, { "ctl", FS_POOL_CTL },
 };
 static const struct want node_want[] = {
 	{ "cpus", FS_NODE_CPUS }, { "cpus_used", FS_NODE_USED }, { "memory", FS_NODE_MEMORY },
@@ -516,7 +516,8 @@ TEST(tree_source_of_each_kind)
 		FS_NODE_CPU_DIR, FS_NODE_CPU, FS_JOBS, FS_JOB, FS_JOB_CKPTS, FS_JOB_PLOTS,
 	};
 	const enum fs_kind generated[] = {
-		FS_README, FS_POOL_SUMMARY, FS_POOL_TYPES, FS_POOL_CALIB, FS_NODE_HOST, FS_NODE_ROLE,
+		FS_README, FS_POOL_SUMMARY, FS_POOL_TYPES, FS_POOL_CALIB, FS_POOL_LIMITS, FS_NODE_HOST,
+		FS_NODE_ROLE,
 		FS_NODE_CPUS, FS_NODE_USED, FS_NODE_MEMORY, FS_NODE_MODEL, FS_NODE_JOBS,
 		FS_NODE_GPU_MODEL, FS_NODE_GPU_MEMORY, FS_NODE_GPU_STATE, FS_NODE_GPU_JOB,
 		FS_NODE_DEVICES, FS_NODE_ISOLATION, FS_NODE_CPU_JOB, FS_QUEUE, FS_JOB_STATUS,
@@ -543,7 +544,7 @@ TEST(tree_lists_fixed_entries_nodes_and_devices)
 	CHECK(list(e, "/prometheus", &l) == 0);
 	CHECK_MSG(!strcmp(l.text, ". .. dlhfs.prom "), "/prometheus: %s", l.text);
 	CHECK(list(e, "/pool", &l) == 0);
-	CHECK_MSG(!strcmp(l.text, ". .. summary types nodes calibration ctl "), "/pool: %s", l.text);
+	CHECK_MSG(!strcmp(l.text, ". .. summary types nodes calibration limits ctl "), "/pool: %s", l.text);
 	CHECK(list(e, "/pool/nodes", &l) == 0);
 	CHECK_MSG(!strcmp(l.text, ". .. gpu01 here "), "/pool/nodes: %s", l.text);
 	CHECK(list(e, "/pool/nodes/here/cpu", &l) == 0);

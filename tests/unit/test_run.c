@@ -60,7 +60,7 @@ TEST(cgroup_run_group_has_cpuset_limit_and_its_process)
 	struct dlh_cgroup cg;
 	char err[512], path[DLH_CG_PATH_MAX + 64], *text;
 	int slots[] = { 0 };
-	CHECK_MSG(dlh_cgroup_create(&sys, "unit-1", slots, 1, 64LL << 20, &cg, err, sizeof err) == 0,
+	CHECK_MSG(dlh_cgroup_create(&sys, "unit-1", slots, 1, 64LL << 20, 100, &cg, err, sizeof err) == 0,
 		  "create: %s", err);
 	snprintf(path, sizeof path, "%s/cpuset.cpus", cg.cpuset);
 	CHECK(dlh_read_file(path, 4096, &text, NULL) == 0);
@@ -73,8 +73,15 @@ TEST(cgroup_run_group_has_cpuset_limit_and_its_process)
 	CHECK(dlh_read_file(path, 4096, &text, NULL) == 0);
 	CHECK_MSG(!strcmp(text, "67108864\n"), "limit: %s", text);
 	free(text);
+	/* the task limit, where the host has the pids controller */
+	if (sys.pids[0]) {
+		snprintf(path, sizeof path, "%s/pids.max", cg.pids);
+		CHECK(dlh_read_file(path, 4096, &text, NULL) == 0);
+		CHECK_MSG(!strcmp(text, "100\n"), "pids.max: %s", text);
+		free(text);
+	}
 	/* a launched program is inside before it runs */
-	int join[3];
+	int join[4];
 	CHECK(dlh_cgroup_join_fds(&cg, join) == 0);
 	char log[700], dir[512];
 	fresh_dir(dir, sizeof dir, "cgroup");
