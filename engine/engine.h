@@ -53,6 +53,13 @@ struct dlh_engine_opts {
 				   unprobed and count as the pool file says) */
 	int no_calibrate;       /* 1: never measure the devices (jobs without a cached
 				   calibration run unestimated); for tests */
+	long long reserve;      /* bytes the state dir keeps for the daemon's own records
+				   (STATE/.reserve, given up when a job fills the disk);
+				   0 = ENG_RESERVE_DEFAULT (at most 5% of the filesystem),
+				   < 0 = none */
+	long long disk_per_job; /* disk limit of a job whose spec sets no [resources] disk,
+				   bytes; 0 = none */
+	long long disk_max;     /* the largest [resources] disk allowed; 0 = any */
 	double expire;          /* seconds after its end an ended job is purged (its
 				   files removed, as ctl `purge`); 0 = kept for ever */
 };

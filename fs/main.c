@@ -86,6 +86,9 @@ struct dlh_options {
 	char *expire;      /* -o expire=DURATION */
 	char *mem_per_rank; /* -o mem_per_rank=SIZE */
 	long pids_per_rank; /* -o pids_per_rank=N */
+	char *reserve;     /* -o reserve=SIZE */
+	char *disk_per_job; /* -o disk_per_job=SIZE */
+	char *disk_max;    /* -o disk_max=SIZE */
 	int show_help;     /* --help */
 	int show_version;  /* --version */
 	int calibrate;     /* --calibrate */
@@ -107,6 +110,9 @@ static const struct fuse_opt option_spec[] = {
 	OPTION("expire=%s", expire),
 	OPTION("mem_per_rank=%s", mem_per_rank),
 	OPTION("pids_per_rank=%ld", pids_per_rank),
+	OPTION("reserve=%s", reserve),
+	OPTION("disk_per_job=%s", disk_per_job),
+	OPTION("disk_max=%s", disk_max),
 	OPTION("-h", show_help),
 	OPTION("--help", show_help),
 	OPTION("-V", show_version),
@@ -198,6 +204,14 @@ static void usage(const char *prog)
 	       "                       memory limit per rank of a job whose spec sets no\n"
 	       "                       [resources] memory (default: this machine's memory\n"
 	       "                       over its cores; 0: none)\n"
+	       "    -o reserve=SIZE    room the state dir keeps for dlhfs's own records: a\n"
+	       "                       job that fills the disk is stopped and the reserve\n"
+	       "                       given up (default 64M, at most 5%% of the\n"
+	       "                       filesystem; 0: none)\n"
+	       "    -o disk_per_job=SIZE\n"
+	       "                       what a job's directory may hold when its spec sets\n"
+	       "                       no [resources] disk (default: no limit)\n"
+	       "    -o disk_max=SIZE   the largest [resources] disk a spec may ask for\n"
 	       "    -o pids_per_rank=N processes and threads a job may have per rank, and\n"
 	       "                       as many for its launcher (default %d; -1: no limit)\n"
 	       "    -o data_timeout=S  seconds a submission's data files may take to answer\n"
@@ -358,6 +372,21 @@ int main(int argc, char *argv[])
 	}
 	eo.mem_per_rank = o.mem_per_rank ? (mem > 0 ? mem : -1) : 0;
 	eo.pids_per_rank = o.pids_per_rank;
+	const struct { const char *name, *text; long long *to; int zero_none; } sizes[] = {
+		{ "reserve", o.reserve, &eo.reserve, 1 },
+		{ "disk_per_job", o.disk_per_job, &eo.disk_per_job, 0 },
+		{ "disk_max", o.disk_max, &eo.disk_max, 0 },
+	};
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		long long v = 0;
+		if (!sizes[i].text)
+			continue;
+		if (dlh_spec_size(sizes[i].text, &v, why, sizeof why)) {
+			fprintf(stderr, "dlhfs: -o %s: %s\n", sizes[i].name, why);
+			goto out_args;
+		}
+		*sizes[i].to = v > 0 ? v : sizes[i].zero_none ? -1 : 0;
+	}
 	if (o.probe && strcmp(o.probe, "off") && strcmp(o.probe, "on")) {
 		fprintf(stderr, "dlhfs: -o probe: expected \"on\" or \"off\", got \"%s\"\n", o.probe);
 		goto out_args;
@@ -423,6 +452,9 @@ out_args:
 	free(o.isolation);
 	free(o.expire);
 	free(o.mem_per_rank);
+	free(o.reserve);
+	free(o.disk_per_job);
+	free(o.disk_max);
 	free(o.probe);
 	fuse_opt_free_args(&args);
 	return rc;

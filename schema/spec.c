@@ -83,6 +83,7 @@ const struct dlh_key dlh_spec_keys[] = {
 	{ "resources", "nodes", DLH_KIND_RANKS, FIELD(nodes), .lo = 1, .hi = 256, .def = "auto" },
 	{ "resources", "device", DLH_KIND_ENUM, FIELD(device), .words = device_words, .def = "cpu" },
 	{ "resources", "memory", DLH_KIND_SIZE, FIELD(memory), .lo = DLH_MEMORY_MIN, .hi = DLH_MEMORY_MAX, .def = "0" },
+	{ "resources", "disk", DLH_KIND_SIZE, FIELD(disk), .lo = DLH_MEMORY_MIN, .hi = DLH_MEMORY_MAX, .def = "0" },
 };
 
 const int dlh_spec_nkeys = (int)(sizeof dlh_spec_keys / sizeof dlh_spec_keys[0]);

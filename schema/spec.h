@@ -112,7 +112,10 @@ struct dlh_spec {
 	int nodes;                           /* nodes the ranks spread over, as evenly as they
 						divide; 0 = auto (the planner's choice) */
 	enum dlh_device device;              /* cpu | gpu */
-	long long memory;                    /* bytes all ranks together may use; 0 = no limit */
+	long long memory;                    /* bytes all ranks together may use; 0 = the
+						mount's default per rank */
+	long long disk;                      /* bytes its job directory may hold (checkpoints,
+						logs, what it writes); 0 = the mount's default */
 };
 
 /* Fills s with the defaults of every key. */

@@ -78,9 +78,36 @@ static const long bw_sizes[DLH_CALIB_BW_N] = DLH_CALIB_BW_SIZES;
 static const long opt_sizes[DLH_CALIB_OPT_N] = DLH_CALIB_OPT_SIZES;
 
 /* Prints a message and aborts every rank. */
+/* The files this process made to measure with, removed however it ends
+ * (a failure for lack of room left 2 MB in the state dir each mount). */
+#define TEMPS_MAX 8
+static char temps[TEMPS_MAX][4096];
+
+/* Records path as a file of ours to remove at the end. */
+static void temp_add(const char *path)
+{
+	for (int i = 0; i < TEMPS_MAX; i++)
+		if (!temps[i][0]) {
+			snprintf(temps[i], sizeof temps[i], "%s", path);
+			return;
+		}
+}
+
+/* Removes path and forgets it. */
+static void temp_remove(const char *path)
+{
+	unlink(path);
+	for (int i = 0; i < TEMPS_MAX; i++)
+		if (!strcmp(temps[i], path))
+			temps[i][0] = '\0';
+}
+
 static _Noreturn void die(const char *msg, const char *what)
 {
 	fprintf(stderr, "dlh-calib: %s%s%s\n", msg, what ? ": " : "", what ? what : "");
+	for (int i = 0; i < TEMPS_MAX; i++)
+		if (temps[i][0])
+			unlink(temps[i]);
 	MPI_Abort(MPI_COMM_WORLD, 1);
 	exit(1);
 }
@@ -437,6 +464,8 @@ static void synth_pair(const char *dir, char *images, char *labels, size_t len)
 	/* the pid: calibrations of several daemons may share dir (/tmp) */
 	snprintf(images, len, "%s/.calib-images.%d.gz", dir, (int)getpid());
 	snprintf(labels, len, "%s/.calib-labels.%d.gz", dir, (int)getpid());
+	temp_add(images);
+	temp_add(labels);
 	write_idx(images, 0x803, 3, dims, x, (size_t)SYNTH_IMAGES * 784);
 	write_idx(labels, 0x801, 1, ldims, y, SYNTH_IMAGES);
 	free(x);
@@ -468,8 +497,8 @@ static double decode_bw(const char *dir, const char *images, const char *labels)
 	t = dlh_mono() - t0;
 	dlt_dataset_free(&d);
 	if (synth) {
-		unlink(ibuf);
-		unlink(lbuf);
+		temp_remove(ibuf);
+		temp_remove(lbuf);
 	}
 	return (double)n * h.rows * h.cols / t;
 }
@@ -570,6 +599,7 @@ static void write_times(const char *dir)
 		/* a new file each time, as a checkpoint is: rewriting one name
 		 * ran 2-3x faster than the first write, and than dlh-train's */
 		snprintf(path, sizeof path, "%s/.calib-write.%d.%d", dir, (int)getpid(), r);
+		temp_add(path);
 		double t0 = dlh_mono();
 
 		if (dlh_write_atomic(path, buf, 4096) < 0)
@@ -585,7 +615,7 @@ static void write_times(const char *dir)
 	}
 	for (int r = 0; r < 3; r++) {
 		snprintf(path, sizeof path, "%s/.calib-write.%d.%d", dir, (int)getpid(), r);
-		unlink(path);
+		temp_remove(path);
 	}
 	free(buf);
 	/* the disk's speed varies 2-3x from one write to the next, either way:

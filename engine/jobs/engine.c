@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "engine/jobs/advise.h"
+#include "engine/jobs/disk.h"
 #include "engine/jobs/queue.h"
 #include "engine/jobs/supervise.h"
 #include "engine/jobs/nodes.h"
@@ -224,6 +226,16 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	e->pids_per_rank = o->pids_per_rank > 0 ? o->pids_per_rank :
 			   o->pids_per_rank == 0 ? DLH_PIDS_PER_RANK : 0;
 	e->expire = o->expire > 0 ? o->expire : 0;
+	e->disk_per_job = o->disk_per_job > 0 ? o->disk_per_job : 0;
+	e->disk_max = o->disk_max > 0 ? o->disk_max : 0;
+	if (o->reserve > 0) {
+		e->reserve = o->reserve;
+	} else if (o->reserve == 0) {   /* 64 MiB, at most 5% of the filesystem */
+		struct statvfs v;
+		e->reserve = ENG_RESERVE_DEFAULT;
+		if (!statvfs(e->state, &v) && (long long)v.f_blocks * (long long)v.f_frsize / 20 < e->reserve)
+			e->reserve = (long long)v.f_blocks * (long long)v.f_frsize / 20;
+	}
 	e->no_probe = o->no_probe;
 	e->data_timeout_ms = (int)(1000 * (o->data_timeout > 0 ? o->data_timeout : DLH_DATA_TIMEOUT));
 	e->next_id = 1;
@@ -238,6 +250,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	if ((rc = eng_table_load(e, err, errlen)))
 		goto fail;
 	eng_drained_load(e);
+	eng_disk_open(e);
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_condattr_t ca; /* deadlines on the monotonic clock */
 	pthread_condattr_init(&ca);
@@ -420,7 +433,8 @@ void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len)
 
 int dlh_engine_limits(struct dlh_engine *e, struct dlh_buf *out)
 {
-	char mem[32] = "none", pids[32] = "none", exp[32] = "none", perq[32] = "none";
+	char mem[32] = "none", pids[32] = "none", exp[32] = "none", perq[32] = "none",
+	     res[32] = "none", dpj[32] = "none", dmax[32] = "none";
 	pthread_mutex_lock(&e->mu);
 	if (e->mem_per_rank > 0)
 		dlh_size_text(e->mem_per_rank, mem, sizeof mem);
@@ -428,13 +442,20 @@ int dlh_engine_limits(struct dlh_engine *e, struct dlh_buf *out)
 		snprintf(pids, sizeof pids, "%ld", e->pids_per_rank);
 	if (e->expire > 0)
 		dlh_duration(e->expire, exp, sizeof exp);
+	if (e->reserve > 0)
+		dlh_size_text(e->reserve, res, sizeof res);
+	if (e->disk_per_job > 0)
+		dlh_size_text(e->disk_per_job, dpj, sizeof dpj);
+	if (e->disk_max > 0)
+		dlh_size_text(e->disk_max, dmax, sizeof dmax);
 	if (e->max_queued_per_user > 0)
 		snprintf(perq, sizeof perq, "%d", e->max_queued_per_user);
 	/* the memory limit needs a memory cgroup as much as the task limit */
 	if (e->cg.mode == DLH_CG_NONE)
 		snprintf(mem, sizeof mem, "none");
 	int rc = dlh_buf_printf(out, "max_queued %d\nmax_queued_per_user %s\nmem_per_rank %s\n"
-				"pids_per_rank %s\nexpire %s\n", e->max_queued, perq, mem, pids, exp);
+				"pids_per_rank %s\ndisk_per_job %s\ndisk_max %s\nreserve %s\nexpire %s\n",
+				e->max_queued, perq, mem, pids, dpj, dmax, res, exp);
 	pthread_mutex_unlock(&e->mu);
 	return rc ? -ENOMEM : 0;
 }

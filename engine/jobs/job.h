@@ -74,6 +74,7 @@ struct dlh_job {
 	double hang_after;           /* seconds without a step that make the run hung */
 	int hung;                    /* the run was stopped as hung; hang_why says why */
 	int holder_died;             /* the run's holder (dlh-shepherd) died: exit_code is its */
+	char disk_why[160];          /* the run was stopped for its disk use: why (disk.c) */
 	int taken_back;              /* the current run was found again after a restart of
 					dlhfs: its time is not the run's alone (no history) */
 	unsigned char seen[256];     /* seen[k]: node k can read the job's data (DLH_POOL_NODES) */

@@ -19,6 +19,7 @@
 
 #include "engine/jobs/advise.h"
 #include "engine/jobs/check.h"
+#include "engine/jobs/disk.h"
 #include "engine/jobs/queue.h"
 #include "engine/jobs/table.h"
 #include "engine/plan/plan.h"
@@ -29,18 +30,25 @@
 
 /* Appends add to the log at path (O_APPEND, so `tail -f jobs/errors`
  * follows it). When the log has grown to twice DLH_ERRORS_KEEP lines it is
- * rewritten atomically to the newest DLH_ERRORS_KEEP. */
-static void append_capped(const char *path, const struct dlh_buf *add)
+ * rewritten atomically to the newest DLH_ERRORS_KEEP. Returns 0, or -errno
+ * of the append (nothing of add is left then). */
+static int append_capped(const char *path, const struct dlh_buf *add)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int rc = fd < 0 ? -errno : 0;
 	if (fd >= 0) {
-		dlh_write_all(fd, add->data, add->len);
+		off_t at = lseek(fd, 0, SEEK_END);
+		rc = dlh_write_all(fd, add->data, add->len);
+		if (rc && at >= 0 && ftruncate(fd, at) < 0)   /* no half line */
+			rc = rc ? rc : -errno;
 		close(fd);
 	}
+	if (rc)
+		return rc;
 	char *all = NULL;
 	size_t len = 0, lines = 0, from = 0;
 	if (dlh_read_file(path, 16 << 20, &all, &len))
-		return;
+		return 0;   /* appended: only not cut back */
 	for (size_t i = 0; i < len; i++)
 		lines += all[i] == '\n';
 	if (lines > 2 * DLH_ERRORS_KEEP) {
@@ -50,6 +58,16 @@ static void append_capped(const char *path, const struct dlh_buf *add)
 		dlh_write_atomic(path, all + from, len - from);
 	}
 	free(all);
+	return 0;
+}
+
+/* append_capped, and once more with the reserve given up when the disk is
+ * full: a rejection always reaches its submitter. */
+static void append_rejection(struct dlh_engine *e, const char *path, const struct dlh_buf *add)
+{
+	int rc = append_capped(path, add);
+	if ((rc == -ENOSPC || rc == -EDQUOT) && eng_disk_release(e))
+		append_capped(path, add);
 }
 
 /* Appends each line of err, prefixed with time and uid, to the errors log
@@ -69,12 +87,12 @@ static void log_rejection(struct dlh_engine *e, uid_t uid, const char *err)
 	if (!add.data)
 		return;
 	dlh_engine_errors_path(e, 0, path, sizeof path);
-	append_capped(path, &add);
+	append_rejection(e, path, &add);
 	if (uid != 0 && uid != getuid()) {
 		snprintf(path, sizeof path, "%s/%s", e->state, DLH_ERRORS_DIR);
 		if (!dlh_mkdir_p(path, 0700)) {
 			dlh_engine_errors_path(e, uid, path, sizeof path);
-			append_capped(path, &add);
+			append_rejection(e, path, &add);
 		}
 	}
 	dlh_buf_free(&add);
@@ -204,6 +222,20 @@ static int plan_job(struct dlh_engine *e, struct submission *s, char *err, size_
 	return -EINVAL;
 }
 
+/* Refuses a [resources] disk above the mount's disk_max. e->mu held.
+ * Returns 0, or -EINVAL with err. */
+static int disk_room(struct dlh_engine *e, const struct dlh_job *j, char *err, size_t errlen)
+{
+	char want[32], max[32];
+	if (e->disk_max <= 0 || j->spec.disk <= e->disk_max)
+		return 0;
+	dlh_size_text(j->spec.disk, want, sizeof want);
+	dlh_size_text(e->disk_max, max, sizeof max);
+	snprintf(err, errlen, "spec: [resources] disk: %s is more than this mount lets a job hold "
+		 "(disk_max=%s)\n", want, max);
+	return -EINVAL;
+}
+
 /* Refuses a job when max_queued jobs are queued already. e->mu held.
  * Returns 0, or -EAGAIN with err (a refusal). */
 static int queue_room(struct dlh_engine *e, uid_t uid, char *err, size_t errlen)
@@ -227,18 +259,18 @@ static int queue_room(struct dlh_engine *e, uid_t uid, char *err, size_t errlen)
 	return 0;
 }
 
-/* Spends the job's id, creates its directory and writes its files: the
- * normalized spec, the submitted text, estimate, planner, plan and its
- * record. e->mu held. Returns 0, or -errno with err; the id stays spent
- * once next_id is on disk. */
-static int store_files(struct dlh_engine *e, struct submission *s, const char *text, size_t len,
-		       char *err, size_t errlen)
+/* Creates the job's directory and writes its files: the normalized spec,
+ * the submitted text, estimate, planner, plan and its record; then spends
+ * its id. e->mu held. Returns 0, or -errno with err (the directory may be
+ * left half made: store_files removes it). */
+static int store_once(struct dlh_engine *e, struct submission *s, const char *text, size_t len,
+		      char *err, size_t errlen)
 {
 	struct dlh_job *j = s->job;
 	char path[4096];
 	int rc;
 	snprintf(path, sizeof path, "%s/" DLH_DIR_CHECKPOINTS, s->dir);
-	if ((rc = eng_spend_id(e, j->id)) || (rc = dlh_mkdir_p(path, 0755))) {
+	if ((rc = dlh_mkdir_p(path, 0755))) {
 		snprintf(err, errlen, "spec: cannot create the job in \"%s\": %s\n", s->dir,
 			 strerror(-rc));
 		return rc;
@@ -257,9 +289,28 @@ static int store_files(struct dlh_engine *e, struct submission *s, const char *t
 		rc = eng_write_choice(e, j->id, &s->choice, &s->plan);
 	if (!rc)
 		rc = dlh_job_save(j, s->dir);
+	if (!rc)   /* last: a job not stored spends no id */
+		rc = eng_spend_id(e, j->id);
 	if (rc)
 		snprintf(err, errlen, "spec: cannot store the job in \"%s\": %s\n", s->dir,
 			 strerror(-rc));
+	return rc;
+}
+
+/* store_once; on a full disk once more with the daemon's reserve given up
+ * (a job filling the disk is stopped by the disk watch). A job that could
+ * not be stored leaves no directory and spends no id. e->mu held. Returns
+ * 0, or -errno with err. */
+static int store_files(struct dlh_engine *e, struct submission *s, const char *text, size_t len,
+		       char *err, size_t errlen)
+{
+	int rc = store_once(e, s, text, len, err, errlen);
+	if ((rc == -ENOSPC || rc == -EDQUOT) && eng_disk_release(e)) {
+		dlh_remove_tree(s->dir);
+		rc = store_once(e, s, text, len, err, errlen);
+	}
+	if (rc)
+		dlh_remove_tree(s->dir);
 	return rc;
 }
 
@@ -311,10 +362,12 @@ int dlh_engine_submit(struct dlh_engine *e, const char *text, size_t len,
 		take_id(e, s, uid);                          /* tentative: a refusal spends none */
 		rc = plan_job(e, s, err, errlen);
 		if (!rc)
+			rc = disk_room(e, s->job, err, errlen);
+		if (!rc)
 			rc = queue_room(e, uid, err, errlen);
-		refused = rc != 0;
 		if (!rc)
 			rc = store_files(e, s, text, len, err, errlen);
+		refused = rc != 0;   /* a job not stored is refused too, in the errors */
 		if (!rc)
 			rc = insert_job(e, s, id, err, errlen);
 		if (!rc)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine/jobs/advise.h"
+#include "engine/jobs/disk.h"
 #include "engine/jobs/hang.h"
 #include "engine/jobs/nodes.h"
 #include "engine/jobs/reason.h"
@@ -507,6 +508,10 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	if (j->cancelling) {
 		j->status = DLH_CANCELLED;
 		j->finished = end_t;
+	} else if (j->disk_why[0]) {   /* stopped for its disk use (disk.c) */
+		j->status = DLH_FAILED;
+		j->finished = end_t;
+		dlh_job_reason(j, NULL, "%s", j->disk_why);
 	} else if (oom > 0 && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
 		char lim[32];
 		dlh_size_text(cg->limit, lim, sizeof lim);
@@ -587,6 +592,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	j->hung = 0;
 	j->holder_died = 0;
 	j->taken_back = 0;
+	j->disk_why[0] = '\0';
 	eng_job_log(e, j, "%s%s%s", dlh_status_name(j->status), j->reason[0] ? ": " : "",
 		    dlh_job_reason_full(j));
 	eng_job_save(e, j);
@@ -763,6 +769,11 @@ static void *timer_main(void *arg)
 			} else if (!next || j->kill_at < next) {
 				next = j->kill_at;
 			}
+		}
+		if (!e->stopping) {
+			double at = eng_disk_check(e, now);
+			if (at && (!next || at < next))
+				next = at;
 		}
 		if (e->expire > 0 && !e->stopping) {
 			double at = expire_jobs(e, now);

@@ -48,6 +48,11 @@ struct dlh_engine {
 	long long mem_per_rank;      /* memory limit per local rank of a job whose spec sets
 					none, bytes; 0 = none */
 	long pids_per_rank;          /* a run's task limit per local rank (+1); 0 = none */
+	long long reserve;           /* bytes kept in STATE/.reserve for the daemon's records */
+	int reserve_held;            /* the reserve file holds them now */
+	double disk_at;              /* CLOCK_MONOTONIC time of the next look at the disk */
+	long long disk_per_job;      /* a job's disk limit when its spec sets none; 0 = none */
+	long long disk_max;          /* the largest [resources] disk a spec may ask; 0 = any */
 	double expire;               /* ended jobs are purged this long after their end;
 					0 = never (the timer thread, supervise.c) */
 	int data_timeout_ms;         /* how long a submission's data may take to answer */

@@ -474,11 +474,17 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 		size_t slen = 0;
 		if (dlh_read_file(log_path, CALIB_TEXT_MAX, &said, &slen) < 0)
 			said = NULL;
-		const char *tail = slen > 200 ? said + slen - 200 : said;
-		snprintf(err, errlen, "dlh-calib --phase %s on %d ranks failed (%s %d): %s", phase,
+		/* dlh-calib's own words where it said any (MPI_Abort's banner
+		 * follows them), else the last of what the launcher said */
+		const char *tail = slen > 200 ? said + slen - 200 : said, *own = NULL;
+		for (const char *p = said; p && (p = strstr(p, "dlh-calib: ")); p++)
+			if (p == said || p[-1] == '\n' || p[-1] == ' ')
+				own = p;
+		int ownlen = own ? (int)strcspn(own, "\n") : 0;
+		snprintf(err, errlen, "dlh-calib --phase %s on %d ranks failed (%s %d): %.*s", phase,
 			 ranks, end.exit_code >= 0 ? "exit status" : "signal",
 			 end.exit_code >= 0 ? end.exit_code : -end.exit_code,
-			 slen ? tail : "no output");
+			 own ? ownlen : slen ? (int)strlen(tail) : 9, own ? own : slen ? tail : "no output");
 		free(said);
 		free(text);
 		unlink(log_path);
