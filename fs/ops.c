@@ -143,18 +143,20 @@ static void open_remove(struct fs_handle *h, const char *path)
 	pthread_mutex_unlock(&open_mu);
 }
 
-static int handle_attr(struct fs_handle *h, const char *path, struct stat *st);
+static int handle_attr(struct fs_handle *h, const char *path, struct stat *st,
+		       struct dlh_buf *copy);
 
-/* The size of pid's newest handle open on path into st. Returns 1 when it
- * has one, else 0. Its handle's lock nests inside open_mu (release takes
- * them one after the other). */
-static int opened_attr(const char *path, pid_t pid, struct stat *st)
+/* The size of pid's newest handle open on path into st (its content into
+ * copy, for a generated file). Returns 1 when it has one, else 0. Its
+ * handle's lock nests inside open_mu (release takes them one after the
+ * other). */
+static int opened_attr(const char *path, pid_t pid, struct stat *st, struct dlh_buf *copy)
 {
 	int found = 0;
 	pthread_mutex_lock(&open_mu);
 	for (struct open_ref *r = open_refs[open_bucket(path)]; r && !found; r = r->next)
 		if (r->pid == pid && !strcmp(r->path, path))
-			found = handle_attr(r->h, path, st);
+			found = handle_attr(r->h, path, st, copy);
 	pthread_mutex_unlock(&open_mu);
 	return found;
 }
@@ -190,9 +192,11 @@ static int may_read(const struct fs_node *n)
 	return rc == -ENOENT ? -ENOENT : rc ? -EACCES : 0;
 }
 
-/* The size (and blocks) of an open handle's file: what its reads give.
- * Returns 1 when h answers for it (st set), 0 when the path does. */
-static int handle_attr(struct fs_handle *h, const char *path, struct stat *st)
+/* The size (and blocks) of an open handle's file: what its reads give
+ * (and, copy not NULL, a generated file's content into copy). Returns 1
+ * when h answers for it (st set), 0 when the path does. */
+static int handle_attr(struct fs_handle *h, const char *path, struct stat *st,
+		       struct dlh_buf *copy)
 {
 	int rc = 0;
 	pthread_mutex_lock(&h->mu);
@@ -200,6 +204,8 @@ static int handle_attr(struct fs_handle *h, const char *path, struct stat *st)
 	case FS_GENERATED:   /* its snapshot (through pages: kcache's, by path) */
 		if (!h->paged) {
 			st->st_size = (off_t)h->buf.len;
+			if (copy && h->buf.len)
+				dlh_buf_append(copy, h->buf.data, h->buf.len);
 			double t = content_changed(path, h->uid, &h->buf);
 			st->st_mtim.tv_sec = (time_t)t;
 			st->st_mtim.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
@@ -252,10 +258,17 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 	}
 	/* fstat of an open file: its handle's size, what its reads give (cp
 	 * and tar trust it; a render now may be longer or shorter) */
-	if ((fi && fi->fh && handle_attr((struct fs_handle *)(uintptr_t)fi->fh, path, st)) ||
+	struct dlh_buf told = { 0 };
+	if ((fi && fi->fh && handle_attr((struct fs_handle *)(uintptr_t)fi->fh, path, st, &told)) ||
 	    ((fs_source_of(n.kind) == FS_GENERATED || fs_source_of(n.kind) == FS_PASSTHROUGH) &&
-	     opened_attr(path, fuse_get_context()->pid, st)))
+	     opened_attr(path, fuse_get_context()->pid, st, &told))) {
+		/* the kernel keeps this size too: kcache must know what it told
+		 * (a file that differs by reader is dropped at once) */
+		fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size,
+			       fs_source_of(n.kind) == FS_GENERATED ? &told : NULL);
+		dlh_buf_free(&told);
 		return 0;
+	}
 	switch (fs_source_of(n.kind)) {
 	case FS_SYMLINK: {
 		char target[32];

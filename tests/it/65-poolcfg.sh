@@ -47,7 +47,7 @@ mount_pool() {
 
 test_pool_file_shows_its_nodes_and_types() {
 	mount_pool two_node_pool
-	expect_eq "$(ls "$MNT/pool" | tr '\n' ' ')" "calibration ctl nodes summary types " "ls pool"
+	expect_eq "$(ls "$MNT/pool" | tr '\n' ' ')" "calibration ctl limits nodes summary types " "ls pool"
 	expect_eq "$(ls "$MNT/pool/nodes" | tr '\n' ' ')" "gpu01 here " "ls pool/nodes"
 	expect_eq "$(cat "$MNT/pool/types")" "$(printf '%s\n' \
 		'cpu cpu flops 90G memory 12G bandwidth 20G watts_idle 3 watts_busy 12' \
@@ -140,7 +140,7 @@ calibrated() { head -1 "$MNT/pool/calibration" | grep -q '^date=[0-9-]*T[0-9:]*Z
 
 test_pool_ctl_recalibrates_and_calibration_shows_the_figures() {
 	dlh_mount
-	expect_eq "$(ls "$MNT/pool" | tr '\n' ' ')" "calibration ctl nodes summary types " "ls pool"
+	expect_eq "$(ls "$MNT/pool" | tr '\n' ' ')" "calibration ctl limits nodes summary types " "ls pool"
 	expect_eq "$(cat "$MNT/pool/ctl")" "$(printf '# write one verb per line:\nrecalibrate\nrefresh\ndrain NODE\nundrain NODE')" "ctl help"
 	expect_errno "Invalid argument" bash -c "echo recalibrat > '$MNT/pool/ctl'"
 	expect_errno "Permission denied" bash -c "echo x > '$MNT/pool/calibration'"
