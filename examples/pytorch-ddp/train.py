@@ -26,6 +26,14 @@ program"; engine/contract/contract.h):
   step: it continues at the next step with the same data order (the epoch's
   shuffle is seeded by --seed and the epoch), so metrics.csv gets every step
   once.
+- it ends (done or suspended) with os._exit after its last barrier, once its
+  output is flushed: torch 1.13's ProcessGroupGloo destructor, run at
+  interpreter exit with the GIL held, joins a worker thread that may still be
+  freeing the last collective's tensors and waits for the GIL (a deadlock:
+  a rank printed "done" and never exited in about 1 run of 6 resumed ones;
+  its stacks: ~Reducer -> ~ProcessGroupGloo -> thread::join, the worker in
+  runLoop on the group's mutex, another in ~TensorImpl waiting for the GIL).
+  Nothing is left to tear down by then: every rank passed the barrier.
 
 Steps: epochs x (train images // global batch); [job] steps in the spec should
 say the same, for progress and ETA. The global batch is split over the ranks
@@ -246,11 +254,17 @@ def main():
                           + (", suspending" if want_stop else ""), flush=True)
             dist.barrier()   # the checkpoint is whole before any rank goes on or exits
             if want_stop and step < total:
-                dist.destroy_process_group()
-                sys.exit(EXIT_SUSPENDED)
+                finish(EXIT_SUSPENDED)
     if rank == 0:
         print(f"train.py: done: {total} steps", flush=True)
-    dist.destroy_process_group()
+    finish(0)
+
+
+def finish(code):
+    """Ends the process past its last barrier without tearing torch down (see above)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

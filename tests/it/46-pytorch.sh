@@ -90,6 +90,11 @@ test_pytorch_ddp_suspended_and_resumed_records_every_step_once() {
 	grep -q "^suspended: epoch [12]  step $stopped/96  [0-9]*%" "$MNT/jobs/1/progress" ||
 		die "progress while suspended: $(cat "$MNT/jobs/1/progress")"
 
+	# dlhfs restarted while the job is suspended: where it takes up is found again
+	local state=$STATE
+	dlh_umount
+	dlh_mount "$state"
+	expect_eq "$(cat "$MNT/jobs/1/status")" suspended "status after a restart of dlhfs"
 	echo resume > "$MNT/jobs/1/ctl" || die "resume refused: $(tail -2 "$MNT/jobs/1/log")"
 	wait_for 120 job_terminal 1 || die "did not end: $(cat "$MNT/jobs/1/progress")"
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(tail -5 "$MNT/jobs/1/log"))"
