@@ -303,3 +303,27 @@ PROG
 	expect_eq "$(grep '^train,' "$MNT/jobs/1/metrics.csv" | cut -d, -f2 | tr '\n' ' ')" "$(seq 1 60 | tr '\n' ' ')" "train steps"
 	dlh_umount
 }
+
+# a program that ignores the suspend signal is stopped with SIGTERM after the
+# suspend grace (30 s) and still ends suspended: it resumes from its newest
+# checkpoint
+test_a_command_ignoring_suspend_is_terminated_after_the_grace_and_ends_suspended() {
+	dlh_mount
+	printf '#!/bin/sh\ntrap "" USR2\necho ready\nexec sleep 300\n' > "$STATE/deaf.sh"
+	chmod 755 "$STATE/deaf.sh"
+	printf '[job]\ncommand = %s/deaf.sh\n[resources]\nranks = 1\n' "$STATE" > "$STATE/d.ini"
+	cp "$STATE/d.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 grep -q '\[rank 0\] ready' "$MNT/jobs/1/log" || die "not started: $(tail -3 "$MNT/jobs/1/log")"
+	local t0=$SECONDS
+	echo suspend > "$MNT/jobs/1/ctl" || die "suspend refused"
+	wait_for 60 job_terminal_or_suspended 1 || die "job 1: $(cat "$MNT/jobs/1/status")"
+	local took=$((SECONDS - t0))
+	echo "measured: the run that ignored SIGUSR2 ended ${took} s after the suspend"
+	[ "$took" -ge 29 ] || die "it ended after $took s, before the 30 s grace"
+	expect_eq "$(cat "$MNT/jobs/1/status")" suspended "status"
+	grep -q 'the run did not suspend within 30 s: SIGTERM' "$MNT/jobs/1/log" || die "log: $(tail -3 "$MNT/jobs/1/log")"
+	tail -1 "$MNT/jobs/1/log" | grep -q 'suspended: .*the run did not stop at a checkpoint, it resumes from its newest one' ||
+		die "log: $(tail -1 "$MNT/jobs/1/log")"
+	dlh_umount
+}
+job_terminal_or_suspended() { job_terminal "$1" || status_is "$1" suspended; }

@@ -205,3 +205,31 @@ PROG
 	expect_eq "$(cat "$MNT/jobs/2/status")" failed "a command that stopped writing rows"
 	dlh_umount
 }
+
+# a run taken back after a restart keeps its time limit, counted from the
+# run's start (not from the new mount), and its cgroup
+test_a_taken_back_run_keeps_its_time_limit_from_its_start_and_its_cgroup() {
+	dlh_mount
+	printf '[job]\ncommand = /bin/sleep 300\ntime_limit = 0:12\n[resources]\nranks = 1\n' > "$STATE/t.ini"
+	cp "$STATE/t.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 status_is 1 running || die "job 1: $(cat "$MNT/jobs/1/status")"
+	local started sleeper cg_before
+	started=$(sed -n 's/^started=//p' "$STATE/jobs/1/job")
+	wait_for 10 pgrep -f "^/bin/sleep 300" || die "no sleep"
+	sleeper=$(pgrep -f "^/bin/sleep 300" | head -1)
+	cg_before=$(grep -E ':(cpuset|memory):' "/proc/$sleeper/cgroup" | sort | tr '\n' ' ')
+	kill9
+	local down_until=$(( $(date +%s) + 4 ))
+	wait_for 10 eval '[ "$(date +%s)" -ge "$down_until" ]'   # dlhfs away 4 s
+	remount
+	expect_eq "$(cat "$MNT/jobs/1/status")" running "status after the new mount"
+	expect_eq "$(grep -E ':(cpuset|memory):' "/proc/$sleeper/cgroup" | sort | tr '\n' ' ')" "$cg_before" "the run's cgroups after the new mount"
+	wait_for 40 job_terminal 1 || die "the time limit did not stop it: $(cat "$MNT/jobs/1/status")"
+	local ended
+	ended=$(sed -n 's/^finished=//p' "$STATE/jobs/1/job")
+	echo "measured: time limit 0:12, the run ended $(awk -v s="$started" -v e="$ended" 'BEGIN { printf "%.1f", e - s }') s after it started, dlhfs away 4 s of it"
+	awk -v s="$started" -v e="$ended" 'BEGIN { exit !(e - s >= 11 && e - s < 16) }' ||
+		die "a 12 s limit stopped the run $(awk -v s="$started" -v e="$ended" 'BEGIN { print e - s }') s after its start"
+	grep -q '^reason=time limit 0:12 reached' "$MNT/jobs/1/result" || die "result: $(cat "$MNT/jobs/1/result")"
+	dlh_umount
+}
