@@ -54,6 +54,8 @@ struct entry {
 	uint64_t page_sum;
 	int readers;          /* handles open that read through the pages */
 	int stale;            /* an open saw other content: tell the kernel */
+	double drop_at;       /* drop it then (dlh_mono; 0 = not due): a file that
+				 differs by reader, a moment after it was told */
 	unsigned version;     /* bumped whenever what the kernel was told changes */
 	struct entry *next;   /* hash chain */
 };
@@ -131,13 +133,14 @@ static void dropped(struct entry *x)
 	x->until = 0;
 	x->pages = 0;
 	x->stale = 0;
+	x->drop_at = 0;
 	x->version++;
 	if (!x->readers)
 		forget(x);
 }
 
 double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t size,
-		      const struct dlh_buf *content)
+		      const struct dlh_buf *content, int for_handle)
 {
 	enum fs_source src = fs_source_of(n->kind);
 	if ((src != FS_GENERATED && src != FS_PASSTHROUGH) || strlen(path) >= FS_KCACHE_PATH_MAX)
@@ -180,9 +183,17 @@ double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_
 		x->version++;
 		/* what another reader sees differs, or it is too dear to look at
 		 * each tick: the kernel is told to drop it at once (its reply is
-		 * discarded if that comes first) */
-		x->stale = !fs_kcache_kept(n->kind);
-		if (x->stale) {
+		 * discarded if that comes first); asked for an open file, a
+		 * moment after: a drop that beats the reply leaves the kernel
+		 * the size before, which lseek(SEEK_END) then takes (tail -1
+		 * read the rejection before the last) */
+		x->drop_at = 0;
+		if (fs_kcache_kept(n->kind))
+			;
+		else if (for_handle) {
+			x->drop_at = dlh_mono() + FS_KCACHE_DROP_S;
+		} else {
+			x->stale = 1;
 			hurry = 1;
 			pthread_cond_signal(&cv);
 		}
@@ -302,7 +313,7 @@ static void tick(void)
 		struct entry *x = table[b];
 		while (x) {
 			struct entry *next = x->next;
-			int drop = x->stale;
+			int drop = x->stale || (x->drop_at && x->drop_at <= now);
 			if (drop || x->until > now) {
 				struct check *c = &cs[n++];
 				strcpy(c->path, x->path);

@@ -15,6 +15,8 @@
 #define FS_KCACHE_TICK_NS 50000000L  /* how often what the kernel holds is looked at */
 #define FS_KCACHE_PATH_MAX 512       /* longer paths are never cached (direct io) */
 #define FS_KCACHE_TEXT_MAX 16384     /* larger generated content is read directly */
+#define FS_KCACHE_DROP_S 0.02        /* a file that differs by reader, told for an open
+					file: dropped this long after */
 
 /* 1 when the kernel may keep what it learns of a file of kind k (its
  * attributes; a generated file's pages between opens): the file is the
@@ -28,13 +30,16 @@ int fs_kcache_kept(enum fs_kind k);
 /* A getattr (or lookup) of path told the kernel n's attributes with size
  * size, kept for FS_ATTR_TIMEOUT; content is a generated file's content
  * (NULL for others), and uid asked. The thread tells the kernel to drop
- * them once n's content or size differs. Nodes whose attributes never
+ * them once n's content or size differs. for_handle: the kernel asked for an open file (lseek to its end,
+ * a read past its size): a file that differs by reader is dropped a moment
+ * later (FS_KCACHE_DROP_S), not at once, so that the reply is the size
+ * that lseek then takes. Nodes whose attributes never
  * change are not recorded (a no-op for them). Returns, for a generated
  * file read through the kernel's pages, when its content was first told
  * (epoch seconds: its modification time, which the kernel compares to drop
  * pages of older content), else 0. */
 double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t size,
-		      const struct dlh_buf *content);
+		      const struct dlh_buf *content, int for_handle);
 
 /* An open of generated path whose content is now content. Returns 1 when
  * its reads may go through the kernel's pages (the kernel was told this

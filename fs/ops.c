@@ -29,6 +29,8 @@ struct fs_handle {
 	int wrote;               /* jobs/new: a write reached this handle */
 	size_t attempted;        /* jobs/new: highest offset a write reached */
 	off_t seen;              /* growing files: the end of what reads returned (poll) */
+	double shown_at;         /* generated, read directly: the mtime stat gave for its
+				    snapshot (the same from open to close: tar compares) */
 	int read_once;           /* generated: a read came, the next from 0 renders anew */
 	char *paged;             /* generated, read through the kernel's pages: the path
 				    (fs_kcache_close at release), else NULL */
@@ -83,6 +85,74 @@ static double content_changed(const char *path, uid_t uid, const struct dlh_buf 
 	changed = clocks[at].changed;
 	pthread_mutex_unlock(&clock_mu);
 	return changed;
+}
+
+/* ---- what a process last saw of a file it stat-ed ----
+ *
+ * tar and cp stat a file, then open it, read it and fstat it, and compare:
+ * a generated file read directly that changed in between looked "changed
+ * as we read it". The content a stat showed a process (MEMO_SLOTS of the
+ * newest, for MEMO_S) is the snapshot its next open of that path takes. */
+
+#define MEMO_SLOTS 32
+#define MEMO_S 2.0
+
+static struct {
+	char *path;             /* NULL = free */
+	pid_t pid;              /* the thread that asked */
+	struct dlh_buf content;
+	double at;              /* dlh_mono when the stat showed it */
+} memos[MEMO_SLOTS];
+static pthread_mutex_t memo_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Remembers that pid's stat of path showed content b. */
+static void memo_put(const char *path, pid_t pid, const struct dlh_buf *b)
+{
+	double now = dlh_mono();
+	pthread_mutex_lock(&memo_mu);
+	int at = 0;
+	for (int i = 0; i < MEMO_SLOTS; i++) {
+		if (memos[i].path && memos[i].pid == pid && !strcmp(memos[i].path, path)) {
+			at = i;
+			break;
+		}
+		if (!memos[i].path || (memos[at].path && memos[i].at < memos[at].at))
+			at = i;
+	}
+	free(memos[at].path);
+	dlh_buf_free(&memos[at].content);
+	memos[at].path = strdup(path);
+	memos[at].pid = pid;
+	memos[at].at = now;
+	if (memos[at].path && b->len && dlh_buf_append(&memos[at].content, b->data, b->len)) {
+		free(memos[at].path);
+		memos[at].path = NULL;
+	}
+	pthread_mutex_unlock(&memo_mu);
+}
+
+/* What pid's stat of path showed within MEMO_S, moved into out (and
+ * forgotten: one open takes it). Returns 1 when there was one, else 0. */
+static int memo_take(const char *path, pid_t pid, struct dlh_buf *out)
+{
+	int found = 0;
+	double now = dlh_mono();
+	pthread_mutex_lock(&memo_mu);
+	for (int i = 0; i < MEMO_SLOTS; i++)
+		if (memos[i].path && memos[i].pid == pid && !strcmp(memos[i].path, path)) {
+			if (now - memos[i].at <= MEMO_S) {
+				dlh_buf_free(out);
+				*out = memos[i].content;
+				memset(&memos[i].content, 0, sizeof memos[i].content);
+				found = 1;
+			}
+			free(memos[i].path);
+			dlh_buf_free(&memos[i].content);
+			memos[i].path = NULL;
+			break;
+		}
+	pthread_mutex_unlock(&memo_mu);
+	return found;
 }
 
 /* ---- the handles a process has open, by path ----
@@ -206,7 +276,11 @@ static int handle_attr(struct fs_handle *h, const char *path, struct stat *st,
 			st->st_size = (off_t)h->buf.len;
 			if (copy && h->buf.len)
 				dlh_buf_append(copy, h->buf.data, h->buf.len);
-			double t = content_changed(path, h->uid, &h->buf);
+			/* the snapshot's time, once: another reader's newer content
+			 * must not move it while this one reads (tar compares) */
+			if (!h->shown_at)
+				h->shown_at = content_changed(path, h->uid, &h->buf);
+			double t = h->shown_at;
 			st->st_mtim.tv_sec = (time_t)t;
 			st->st_mtim.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
 			rc = 1;
@@ -265,7 +339,7 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		/* the kernel keeps this size too: kcache must know what it told
 		 * (a file that differs by reader is dropped at once) */
 		fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size,
-			       fs_source_of(n.kind) == FS_GENERATED ? &told : NULL);
+			       fs_source_of(n.kind) == FS_GENERATED ? &told : NULL, fi != NULL);
 		dlh_buf_free(&told);
 		return 0;
 	}
@@ -283,7 +357,7 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 			st->st_blocks = rs.st_blocks;   /* du counts the real disk */
 			st->st_mtim = rs.st_mtim;
 		}
-		fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size, NULL);
+		fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size, NULL, fi != NULL);
 		break;
 	}
 	case FS_GENERATED: {
@@ -300,13 +374,17 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		st->st_blocks = (st->st_size + 511) / 512;
 		/* the time is when the content last changed, as far as the kernel
 		 * was told: it drops pages of older content when it changes */
-		double changed = fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size, &b);
+		double changed = fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size, &b,
+						fi != NULL);
 		if (!changed && !fs_kcache_kept(n.kind))
 			changed = content_changed(path, fuse_get_context()->uid, &b);
 		if (changed > 0) {
 			st->st_mtim.tv_sec = (time_t)changed;
 			st->st_mtim.tv_nsec = (long)((changed - (double)(time_t)changed) * 1e9);
 		}
+		/* read directly, its open takes what this stat showed */
+		if (!fs_kcache_kept(n.kind) || b.len > FS_KCACHE_TEXT_MAX)
+			memo_put(path, fuse_get_context()->pid, &b);
 		dlh_buf_free(&b);
 		break;
 	}
@@ -410,7 +488,9 @@ int dlh_fs_open(const char *path, struct fuse_file_info *fi)
 	switch (src) {
 	case FS_GENERATED: {
 		int keep;
-		if ((rc = fs_render(e, &n, &h->buf)))
+		/* what this process's stat showed a moment ago, else now */
+		if (!memo_take(path, fuse_get_context()->pid, &h->buf) &&
+		    (rc = fs_render(e, &n, &h->buf)))
 			break;
 		if (fs_kcache_open(path, &n, &h->buf, &keep)) {
 			if ((h->paged = strdup(path))) {

@@ -384,40 +384,34 @@ int dlh_cgroup_join_fds(const struct dlh_cgroup *cg, int fds[4])
 	return 0;
 }
 
-int dlh_cgroup_oom_kills(const struct dlh_cgroup *cg)
+/* The number after "key " in file name of group dir (a cgroup's events:
+ * "oom_kill 2", "max 7"), or 0 when the file or the key is not there. */
+static long event_count(const char *dir, const char *name, const char *key)
 {
 	char path[DLH_CG_PATH_MAX + 64], *text;
-	int kills = 0;
-	if (!cg->memory[0])
+	long n = 0;
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	if (!dir[0] || dlh_read_file(path, 1 << 16, &text, NULL))
 		return 0;
-	/* v1: memory.oom_control; v2: memory.events; both say "oom_kill N" */
-	snprintf(path, sizeof path, "%s/memory.events", cg->memory);
-	if (dlh_read_file(path, 1 << 16, &text, NULL)) {
-		snprintf(path, sizeof path, "%s/memory.oom_control", cg->memory);
-		if (dlh_read_file(path, 1 << 16, &text, NULL))
-			return 0;
-	}
-	char *p = strstr(text, "oom_kill ");
-	if (p)
-		kills = atoi(p + 9);
+	for (char *p = strstr(text, key); p; p = strstr(p + 1, key))
+		if (p == text || p[-1] == '\n') {
+			n = atol(p + strlen(key));
+			break;
+		}
 	free(text);
-	return kills;
+	return n;
+}
+
+int dlh_cgroup_oom_kills(const struct dlh_cgroup *cg)
+{
+	/* v2: memory.events; v1: memory.oom_control; both say "oom_kill N" */
+	long kills = event_count(cg->memory, "memory.events", "oom_kill ");
+	return (int)(kills ? kills : event_count(cg->memory, "memory.oom_control", "oom_kill "));
 }
 
 long dlh_cgroup_pids_hits(const struct dlh_cgroup *cg)
 {
-	char path[DLH_CG_PATH_MAX + 64], *text;
-	long hits = 0;
-	if (!cg->pids[0])
-		return 0;
-	snprintf(path, sizeof path, "%s/pids.events", cg->pids);
-	if (dlh_read_file(path, 4096, &text, NULL))
-		return 0;
-	char *p = strstr(text, "max ");
-	if (p)
-		hits = atol(p + 4);
-	free(text);
-	return hits;
+	return event_count(cg->pids, "pids.events", "max ");
 }
 
 long long dlh_cgroup_peak(const struct dlh_cgroup *cg)

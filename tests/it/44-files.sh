@@ -114,3 +114,26 @@ test_du_of_a_job_counts_its_checkpoints() {
 		die "du -sk: $mine KiB in the mount, $real KiB in the state dir"
 	dlh_umount
 }
+
+test_tar_and_rsync_of_an_ended_job_copy_what_cat_reads() {
+	dlh_mount
+	slice_spec tarred 1 > "$STATE/s.ini"
+	cp "$STATE/s.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 60 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/status")"
+	local out d f rel
+	d=$(mktemp -d /tmp/dlh-tar.XXXXXX)
+	# tar says nothing of a file whose size or time moved while it read it
+	out=$(tar -C "$MNT/jobs" -cf "$d/job.tar" 1 2>&1) || die "tar failed: $out"
+	[ -z "$out" ] || die "tar: $out"
+	mkdir "$d/x" && tar -C "$d/x" -xf "$d/job.tar" || die "untar failed"
+	command -v rsync >/dev/null || die "no rsync (make deps installs it)"
+	out=$(rsync -a "$MNT/jobs/1/" "$d/r/" 2>&1) || die "rsync failed: $out"
+	while IFS= read -r f; do
+		rel=${f#"$d/x/1/"}
+		cmp -s "$f" "$MNT/jobs/1/$rel" || die "tar's $rel differs from a cat of it"
+		cmp -s "$d/r/$rel" "$MNT/jobs/1/$rel" || die "rsync's $rel differs from a cat of it"
+	done < <(find "$d/x/1" -type f)
+	echo "measured: tar and rsync of job 1: $(find "$d/x/1" -type f | wc -l) files, each as cat reads it"
+	rm -rf "$d"
+	dlh_umount
+}
