@@ -73,6 +73,8 @@ struct check {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t ticked = PTHREAD_COND_INITIALIZER;   /* a tick ended (fs_kcache_sync) */
+static unsigned long ticks;            /* guarded by mu: ticks ended */
 static struct entry *table[BUCKETS];   /* guarded by mu */
 static size_t entries;                 /* guarded by mu */
 static int hurry;                      /* guarded by mu: something is stale */
@@ -267,8 +269,12 @@ void fs_kcache_changed(const char *path)
 		fuse_invalidate_path(f, path);
 }
 
-void fs_kcache_opened(const char *path)
+void fs_kcache_opened(const char *path, const struct fs_node *n)
 {
+	/* a kept generated file may have pages: their invalidation could wait
+	 * on a read that waits for a FUSE thread (this is one) */
+	if (fs_source_of(n->kind) == FS_GENERATED && fs_kcache_kept(n->kind))
+		return;
 	pthread_mutex_lock(&mu);
 	struct entry *x = find(path);
 	if (x)
@@ -353,15 +359,34 @@ static void tick(void)
 			fuse_invalidate_path(the_fuse, c->path);
 	}
 	free(cs);
+	pthread_mutex_lock(&mu);
+	ticks++;
+	pthread_cond_broadcast(&ticked);
+	pthread_mutex_unlock(&mu);
 }
 
 void fs_kcache_sync(void)
 {
+	/* the ticker tells the kernel, never this FUSE thread: an invalidation
+	 * may wait for a page a read through the kernel holds, and that read
+	 * for a FUSE thread */
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += FS_KCACHE_SYNC_NS;
+	while (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
 	pthread_mutex_lock(&mu);
-	int running = ticker.running && entries > 0;
+	unsigned long want = ticks + 2;   /* one that began after this call */
+	if (ticker.running && entries > 0) {
+		hurry = 1;
+		pthread_cond_signal(&cv);
+		while (ticker.running && entries > 0 && ticks < want &&
+		       pthread_cond_timedwait(&ticked, &mu, &until) != ETIMEDOUT)
+			;
+	}
 	pthread_mutex_unlock(&mu);
-	if (running)
-		tick();
 }
 
 int fs_kcache_start(struct dlh_engine *e, struct fuse *f)

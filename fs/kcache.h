@@ -15,6 +15,7 @@
 #define FS_KCACHE_TICK_NS 50000000L  /* how often what the kernel holds is looked at */
 #define FS_KCACHE_PATH_MAX 512       /* longer paths are never cached (direct io) */
 #define FS_KCACHE_TEXT_MAX 16384     /* larger generated content is read directly */
+#define FS_KCACHE_SYNC_NS 200000000L /* fs_kcache_sync waits this long at most */
 #define FS_KCACHE_DROP_S 0.02        /* a file that differs by reader, told for an open
 					file: dropped this long after */
 
@@ -65,14 +66,15 @@ void fs_kcache_changed(const char *path);
 /* path is opened to be read directly: the kernel is told to drop whatever
  * it holds of it, recorded or not (a drop of a kind it may not keep can
  * reach it before the attributes it drops), so that the fstat that
- * follows asks the handle. From the open itself. */
-void fs_kcache_opened(const char *path);
+ * follows asks the handle. From the open itself: only for files that are
+ * never read through pages (a real file, a generated one the kernel does
+ * not keep), whose invalidation waits on no page a reader holds. */
+void fs_kcache_opened(const char *path, const struct fs_node *n);
 
-/* Looks at everything the kernel may hold now, in the calling thread, and
- * tells it of what changed before returning: after a write that changed
- * files (a spec refused or accepted, a ctl verb), so that a stat after it
- * returned never shows an older size. From a FUSE request only of a file
- * kcache never records (jobs/new, ctl). */
+/* Has the thread look at everything the kernel may hold now and tell it of
+ * what changed, and waits for that (FS_KCACHE_SYNC_NS at most): after a
+ * write that changed files (a spec refused or accepted, a ctl verb), so
+ * that a stat after it returned never shows an older size. */
 void fs_kcache_sync(void);
 
 /* Starts the thread that looks at what the kernel holds every

@@ -220,12 +220,13 @@ static int handle_attr(struct fs_handle *h, const char *path, struct stat *st,
  * copy, for a generated file). Returns 1 when it has one, else 0. Its
  * handle's lock nests inside open_mu (release takes them one after the
  * other). */
-static int opened_attr(const char *path, pid_t pid, struct stat *st, struct dlh_buf *copy)
+static int opened_attr(const char *path, pid_t pid, uid_t uid, struct stat *st,
+		       struct dlh_buf *copy)
 {
 	int found = 0;
 	pthread_mutex_lock(&open_mu);
 	for (struct open_ref *r = open_refs[open_bucket(path)]; r && !found; r = r->next)
-		if (r->pid == pid && !strcmp(r->path, path))
+		if (r->pid == pid && r->h->uid == uid && !strcmp(r->path, path))
 			found = handle_attr(r->h, path, st, copy);
 	pthread_mutex_unlock(&open_mu);
 	return found;
@@ -335,7 +336,7 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 	struct dlh_buf told = { 0 };
 	if ((fi && fi->fh && handle_attr((struct fs_handle *)(uintptr_t)fi->fh, path, st, &told)) ||
 	    ((fs_source_of(n.kind) == FS_GENERATED || fs_source_of(n.kind) == FS_PASSTHROUGH) &&
-	     opened_attr(path, fuse_get_context()->pid, st, &told))) {
+	     opened_attr(path, fuse_get_context()->pid, fuse_get_context()->uid, st, &told))) {
 		/* the kernel keeps this size too: kcache must know what it told
 		 * (a file that differs by reader is dropped at once) */
 		fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size,
@@ -537,7 +538,7 @@ int dlh_fs_open(const char *path, struct fuse_file_info *fi)
 			free(h->opened);
 			h->opened = NULL;
 		}
-		fs_kcache_opened(path);
+		fs_kcache_opened(path, &n);
 	}
 	return 0;
 }

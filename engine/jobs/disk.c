@@ -112,12 +112,13 @@ static long long usage_of(int fd, dev_t dev, int depth)
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		struct stat st;
+		/* never into another mount: one its owner made could never answer */
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
-		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		    dlh_stat_here(dirfd(d), de->d_name, &st))
 			continue;
 		sum += (long long)st.st_blocks * 512;
 		if (S_ISDIR(st.st_mode) && depth > 0 && st.st_dev == dev) {
-			int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int sub = dlh_open_here(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY);
 			if (sub >= 0)
 				sum += usage_of(sub, dev, depth - 1);
 		}
@@ -167,9 +168,16 @@ double eng_disk_check(struct dlh_engine *e, double now)
 	}
 	for (size_t i = 0; i < e->njobs; i++)
 		n += e->jobs[i]->status == DLH_RUNNING && e->jobs[i]->run.pid && !e->jobs[i]->disk_why[0];
-	if (!n) {   /* nothing writes: the reserve is made again where there is room */
-		if (e->reserve > 0 && !e->reserve_held && avail_bytes(e) > 2 * e->reserve)
+	if (!n) {   /* nothing writes: the reserve is made again where there is room,
+		     * without e->mu (a write of up to 64 MiB) */
+		if (e->reserve > 0 && !e->reserve_held && !e->reserve_busy && avail_bytes(e) > 2 * e->reserve) {
+			e->reserve_busy = 1;
+			pthread_mutex_unlock(&e->mu);
 			hold_reserve(e);
+			pthread_mutex_lock(&e->mu);
+			e->reserve_busy = 0;
+			e->timer_gen++;
+		}
 		return 0;
 	}
 	struct look *L = calloc(n, sizeof *L);
@@ -191,8 +199,9 @@ double eng_disk_check(struct dlh_engine *e, double now)
 		L[i].used = eng_disk_usage(L[i].dir);
 	long long avail = avail_bytes(e);
 	pthread_mutex_lock(&e->mu);
+	e->timer_gen++;
 	struct dlh_job *hog = NULL;
-	long long most = -1;
+	long long most = 0;
 	int near = avail >= 0 && avail < 4 * (e->reserve > 0 ? e->reserve : ENG_DISK_FULL);
 	for (size_t i = 0; i < k; i++) {
 		struct dlh_job *j = eng_find(e, L[i].id);
@@ -206,19 +215,24 @@ double eng_disk_check(struct dlh_engine *e, double now)
 			stop_for_disk(e, j, why);
 		} else {
 			near |= L[i].limit > 0;   /* a limit holds only as often as it is looked at */
-			if (L[i].used > most) {
-				most = L[i].used;
+			/* the filler is one that grew since the last look, the most:
+			 * not one that merely holds much (something else may fill it) */
+			long long grew = j->disk_used > 0 ? L[i].used - j->disk_used : 0;
+			if (grew > most) {
+				most = grew;
 				hog = j;
 			}
 		}
+		j->disk_used = L[i].used;
 	}
 	/* the filesystem is full (the reserve aside): the job that holds the
 	 * most goes, then the daemon has its reserve to write with */
 	if (hog && avail >= 0 && avail < ENG_DISK_FULL) {
-		char used[32], why[200];
-		dlh_size_text(most, used, sizeof used);
+		char used[32], grew[32], why[200];
+		dlh_size_text(hog->disk_used, used, sizeof used);
+		dlh_size_text(most, grew, sizeof grew);
 		snprintf(why, sizeof why, "disk full: the state directory's filesystem has no room "
-			 "left, and this job's directory holds the most of it (%s)", used);
+			 "left, and this job's directory grew the most (%s in a look, %s in all)", grew, used);
 		stop_for_disk(e, hog, why);
 		eng_disk_release(e);
 	}

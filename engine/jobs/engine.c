@@ -469,8 +469,13 @@ int dlh_engine_wait(struct dlh_engine *e, long id, double timeout)
 	while (j && !dlh_status_terminal(j->status)) {
 		struct timespec ts;
 		dlh_mono_ts(until, &ts);
-		if (pthread_cond_timedwait(&e->changed, &e->mu, &ts) == ETIMEDOUT &&
-		    !dlh_status_terminal(j->status)) {
+		int timed_out = pthread_cond_timedwait(&e->changed, &e->mu, &ts) == ETIMEDOUT;
+		/* found again: a purge or an expiry may have freed it meanwhile */
+		if (!(j = eng_find(e, id))) {
+			rc = -ENOENT;
+			break;
+		}
+		if (timed_out && !dlh_status_terminal(j->status)) {
 			rc = -ETIMEDOUT;
 			break;
 		}

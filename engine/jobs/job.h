@@ -75,6 +75,7 @@ struct dlh_job {
 	int hung;                    /* the run was stopped as hung; hang_why says why */
 	int holder_died;             /* the run's holder (dlh-shepherd) died: exit_code is its */
 	char disk_why[160];          /* the run was stopped for its disk use: why (disk.c) */
+	long long disk_used;         /* what its directory held at the last look (disk.c) */
 	int taken_back;              /* the current run was found again after a restart of
 					dlhfs: its time is not the run's alone (no history) */
 	unsigned char seen[256];     /* seen[k]: node k can read the job's data (DLH_POOL_NODES) */

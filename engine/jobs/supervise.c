@@ -467,7 +467,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	double run_started = j->run_started;
 	/* when the run ended: as its holder recorded it when it ended while
 	 * dlhfs was away (its wall time holds none of dlhfs's downtime) */
-	double end_t = end->ended_at > run_started && end->ended_at < dlh_now() ?
+	double end_t = j->taken_back && end->ended_at > run_started && end->ended_at < dlh_now() ?
 		       floor(end->ended_at * 1000.0 + 0.5) / 1000.0 : eng_stamp();
 	long long peak = dlh_cgroup_peak(cg);
 	if (end->cpu_s > 0)
@@ -700,6 +700,7 @@ static double expire_jobs(struct dlh_engine *e, double now)
 		for (int k = 0; k < n; k++)
 			dlh_remove_tree(gone[k]);
 		pthread_mutex_lock(&e->mu);
+		e->timer_gen++;
 	}
 }
 
@@ -715,8 +716,9 @@ static void *timer_main(void *arg)
 		for (size_t i = 0; i < e->njobs; i++) {
 			struct dlh_job *j = e->jobs[i];
 			if (j->status == DLH_RUNNING && j->run.pid) {
+				int was_hung = j->hung;
 				double at = eng_hang_check(e, j, now);
-				if (j->hung && !j->kill_at)
+				if (j->hung && !was_hung)   /* just found: stopped once */
 					eng_job_terminate(e, j);
 				else if (at && (!next || at < next))
 					next = at;
@@ -770,6 +772,9 @@ static void *timer_main(void *arg)
 				next = j->kill_at;
 			}
 		}
+		/* each may release e->mu a while: a signal sent meanwhile is
+		 * lost, so what changed then is looked at before any wait */
+		unsigned long gen = e->timer_gen;
 		if (!e->stopping) {
 			double at = eng_disk_check(e, now);
 			if (at && (!next || at < next))
@@ -780,6 +785,8 @@ static void *timer_main(void *arg)
 			if (at && (!next || at < next))
 				next = at;
 		}
+		if (gen != e->timer_gen)
+			continue;
 		if (!next) {
 			pthread_cond_wait(&e->timer_cv, &e->mu);
 		} else {

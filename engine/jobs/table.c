@@ -99,7 +99,8 @@ int eng_insert(struct dlh_engine *e, struct dlh_job *j)
 int eng_purge(struct dlh_engine *e, struct dlh_job *j, char *gone, size_t len)
 {
 	char dir[4096];
-	if (!dlh_status_terminal(j->status) || j->run.pid)
+	/* nor while its nodes are asked about its data: that thread holds j */
+	if (!dlh_status_terminal(j->status) || j->run.pid || j->seeing)
 		return -EBUSY;
 	eng_job_dir(e, j->id, dir, sizeof dir);
 	snprintf(gone, len, "%s/jobs/" ENG_PURGED_PREFIX "%ld", e->state, j->id);

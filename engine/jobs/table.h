@@ -50,7 +50,10 @@ struct dlh_engine {
 	long pids_per_rank;          /* a run's task limit per local rank (+1); 0 = none */
 	long long reserve;           /* bytes kept in STATE/.reserve for the daemon's records */
 	int reserve_held;            /* the reserve file holds them now */
+	int reserve_busy;            /* the timer writes it, e->mu released */
 	double disk_at;              /* CLOCK_MONOTONIC time of the next look at the disk */
+	unsigned long timer_gen;     /* bumped by whatever releases e->mu inside the timer
+					thread's loop (disk.c, the expiry) */
 	long long disk_per_job;      /* a job's disk limit when its spec sets none; 0 = none */
 	long long disk_max;          /* the largest [resources] disk a spec may ask; 0 = any */
 	double expire;               /* ended jobs are purged this long after their end;

@@ -1,4 +1,6 @@
 /* util.c - small file and text helpers shared by the engine */
+/* O_PATH, for dlh_open_here: Linux's, as openat2 is */
+#define _GNU_SOURCE
 #include "engine/util/util.h"
 
 #include <dirent.h>
@@ -8,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -430,6 +434,28 @@ int dlh_stat_beneath(const char *dir, const char *rel, struct stat *st)
 	return rc;
 }
 
+int dlh_open_here(int dirfd, const char *name, int flags)
+{
+	struct open_how how = {
+		.flags = (unsigned long long)(flags | O_NOFOLLOW | O_CLOEXEC),
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS,
+	};
+	long fd = syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+	if (fd < 0 && errno == ELOOP)   /* the entry itself is a link: as itself */
+		fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 ? -errno : (int)fd;
+}
+
+int dlh_stat_here(int dirfd, const char *name, struct stat *st)
+{
+	int fd = dlh_open_here(dirfd, name, O_PATH);
+	if (fd < 0)
+		return fd;
+	int rc = fstat(fd, st) < 0 ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
 /* Empties directory fd (of device dev), depth levels down at most, and
  * closes fd. Returns 0, or the first -errno. */
 static int empty_dir(int fd, dev_t dev, int depth)
@@ -445,15 +471,20 @@ static int empty_dir(int fd, dev_t dev, int depth)
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		struct stat st;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			rc = rc ? rc : -errno;
+		int r = dlh_stat_here(dirfd(d), de->d_name, &st);
+		if (r) {
+			rc = rc ? rc : r;
 			continue;
 		}
 		if (S_ISDIR(st.st_mode)) {
-			int sub = depth > 0 && st.st_dev == dev ?
-				  openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
-			int r = sub < 0 ? (depth > 0 && st.st_dev == dev ? -errno : -EXDEV) :
-				empty_dir(sub, dev, depth - 1);
+			int sub = depth <= 0 ? -ELOOP : st.st_dev != dev ? -EXDEV :
+				  dlh_open_here(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY);
+			struct stat now;
+			if (sub >= 0 && (fstat(sub, &now) < 0 || now.st_dev != dev || now.st_ino != st.st_ino)) {
+				close(sub);   /* swapped meanwhile */
+				sub = -EXDEV;
+			}
+			r = sub < 0 ? sub : empty_dir(sub, dev, depth - 1);
 			if (!r && unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0)
 				r = -errno;
 			rc = rc ? rc : r;

@@ -69,10 +69,22 @@ int dlh_stat_beneath(const char *dir, const char *rel, struct stat *st);
 /* opendir of rel beneath dir, links refused. NULL with errno on failure. */
 DIR *dlh_opendir_beneath(const char *dir, const char *rel);
 
+/* Opens name in directory dirfd with flags, never through a link nor into
+ * another mount (openat2, RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV): a mount
+ * an owner made in their directory (a FUSE filesystem that never answers)
+ * is refused (-EXDEV) before anything asks it. Returns the descriptor, or
+ * -errno. */
+int dlh_open_here(int dirfd, const char *name, int flags);
+
+/* fstatat of name in dirfd as dlh_open_here opens it (O_PATH): a link is
+ * stat-ed as itself; a mount point is -EXDEV. Returns 0, or -errno. */
+int dlh_stat_here(int dirfd, const char *name, struct stat *st);
+
 /* Removes the directory path and everything beneath it, one name at a time
  * from descriptors of the directories (openat, unlinkat): a link is removed,
  * never followed, and a directory swapped for a link meanwhile is not
- * entered; it stays on path's filesystem and DLH_TREE_DEPTH levels. Returns
+ * entered; it enters no other mount (dlh_open_here) and DLH_TREE_DEPTH
+ * levels. Returns
  * 0, or the first -errno (removing what it can). */
 #define DLH_TREE_DEPTH 64
 int dlh_remove_tree(const char *path);

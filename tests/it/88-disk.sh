@@ -36,7 +36,7 @@ test_a_job_filling_the_disk_is_stopped_and_others_go_on() {
 	wait_for 60 job_terminal 1 || { echo cancel > "$MNT/jobs/1/ctl"; die "the disk filler was not stopped: $(df -h "$STATE" | tail -1)"; }
 	expect_eq "$(cat "$MNT/jobs/1/status")" failed "status of the filler"
 	case $(as "$b" cat "$MNT/jobs/1/progress") in
-	"failed: disk full: the state directory's filesystem has no room left, and this job's directory holds the most of it ("*) ;;
+	"failed: disk full: the state directory's filesystem has no room left, and this job's directory grew the most ("*) ;;
 	*) die "progress: $(cat "$MNT/jobs/1/progress")" ;;
 	esac
 	echo "measured: $(df -h "$STATE" | awk 'NR == 2 { print $3 " used, " $4 " free" }') after the filler was stopped"
