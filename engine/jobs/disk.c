@@ -105,47 +105,6 @@ int eng_disk_release(struct dlh_engine *e)
 	return freed;
 }
 
-/* Bytes the tree under fd (device dev) holds, depth levels down; closes
- * fd. */
-static long long usage_of(int fd, dev_t dev, int depth)
-{
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return 0;
-	}
-	long long sum = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		struct stat st;
-		/* never into another mount: one its owner made could never answer */
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
-		    dlh_stat_here(dirfd(d), de->d_name, &st))
-			continue;
-		sum += (long long)st.st_blocks * 512;
-		if (S_ISDIR(st.st_mode) && depth > 0 && st.st_dev == dev) {
-			int sub = dlh_open_here(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY);
-			if (sub >= 0)
-				sum += usage_of(sub, dev, depth - 1);
-		}
-	}
-	closedir(d);
-	return sum;
-}
-
-long long eng_disk_usage(const char *dir)
-{
-	struct stat st;
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	if (fstat(fd, &st) < 0) {
-		close(fd);
-		return 0;
-	}
-	return (long long)st.st_blocks * 512 + usage_of(fd, st.st_dev, DLH_TREE_DEPTH);
-}
-
 /* What one look found of a running job. */
 struct look {
 	long id;
@@ -202,7 +161,7 @@ double eng_disk_check(struct dlh_engine *e, double now)
 	}
 	pthread_mutex_unlock(&e->mu);
 	for (size_t i = 0; i < k; i++)
-		L[i].used = eng_disk_usage(L[i].dir);
+		L[i].used = dlh_tree_usage(L[i].dir);
 	long long avail = avail_bytes(e);
 	pthread_mutex_lock(&e->mu);
 	e->timer_gen++;

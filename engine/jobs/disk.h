@@ -20,10 +20,6 @@ void eng_disk_open(struct dlh_engine *e);
  * Returns 1 when it freed some, 0 when there was none. Any lock state. */
 int eng_disk_release(struct dlh_engine *e);
 
-/* Bytes directory dir holds, everything beneath it counted once, no link
- * followed (0 when it cannot be read). */
-long long eng_disk_usage(const char *dir);
-
 /* One look at the running jobs (the timer thread; e->mu held, released
  * while directories are measured): a job past its disk limit ([resources]
  * disk, else the mount's disk_per_job) is stopped with the reason in

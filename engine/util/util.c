@@ -456,6 +456,59 @@ int dlh_stat_here(int dirfd, const char *name, struct stat *st)
 	return rc;
 }
 
+/* The subdirectory name of dirfd, which dlh_stat_here found as st, opened
+ * to be walked: on device dev, depth levels left, and still that very
+ * directory (not swapped since). Returns the descriptor, or -errno. */
+static int open_subdir(int dirfd, const char *name, const struct stat *st, dev_t dev, int depth)
+{
+	int sub = depth <= 0 ? -ELOOP : st->st_dev != dev ? -EXDEV :
+		  dlh_open_here(dirfd, name, O_RDONLY | O_DIRECTORY);
+	struct stat now;
+	if (sub >= 0 && (fstat(sub, &now) < 0 || now.st_dev != dev || now.st_ino != st->st_ino)) {
+		close(sub);   /* swapped meanwhile */
+		sub = -EXDEV;
+	}
+	return sub;
+}
+
+/* Bytes the tree under fd (device dev) holds, depth levels down; closes
+ * fd. */
+static long long usage_of(int fd, dev_t dev, int depth)
+{
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
+	long long sum = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		struct stat st;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    dlh_stat_here(dirfd(d), de->d_name, &st))
+			continue;
+		sum += (long long)st.st_blocks * 512;
+		int sub = S_ISDIR(st.st_mode) ? open_subdir(dirfd(d), de->d_name, &st, dev, depth) : -1;
+		if (sub >= 0)
+			sum += usage_of(sub, dev, depth - 1);
+	}
+	closedir(d);
+	return sum;
+}
+
+long long dlh_tree_usage(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return 0;
+	}
+	return (long long)st.st_blocks * 512 + usage_of(fd, st.st_dev, DLH_TREE_DEPTH);
+}
+
 /* Empties directory fd (of device dev), depth levels down at most, and
  * closes fd. Returns 0, or the first -errno. */
 static int empty_dir(int fd, dev_t dev, int depth)
@@ -477,13 +530,7 @@ static int empty_dir(int fd, dev_t dev, int depth)
 			continue;
 		}
 		if (S_ISDIR(st.st_mode)) {
-			int sub = depth <= 0 ? -ELOOP : st.st_dev != dev ? -EXDEV :
-				  dlh_open_here(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY);
-			struct stat now;
-			if (sub >= 0 && (fstat(sub, &now) < 0 || now.st_dev != dev || now.st_ino != st.st_ino)) {
-				close(sub);   /* swapped meanwhile */
-				sub = -EXDEV;
-			}
+			int sub = open_subdir(dirfd(d), de->d_name, &st, dev, depth);
 			r = sub < 0 ? sub : empty_dir(sub, dev, depth - 1);
 			if (!r && unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0)
 				r = -errno;

@@ -89,6 +89,11 @@ int dlh_stat_here(int dirfd, const char *name, struct stat *st);
 #define DLH_TREE_DEPTH 64
 int dlh_remove_tree(const char *path);
 
+/* Bytes the directory path holds, everything beneath it counted once, by
+ * the same walk as dlh_remove_tree (no link followed, no other mount
+ * entered, DLH_TREE_DEPTH levels); 0 when it cannot be read. */
+long long dlh_tree_usage(const char *path);
+
 /* Appends one line (a newline is added when missing) with O_APPEND, so
  * concurrent appenders never interleave within a line. Only to a regular
  * file with one name, never through a symbolic link (-ELOOP, -EPERM).
