@@ -41,6 +41,9 @@ struct dlh_engine_opts {
 	int max_queued;         /* most jobs queued at once; 0 = DLH_MAX_QUEUED */
 	int max_queued_per_user; /* most jobs of one user queued at once; 0 =
 				   DLH_MAX_QUEUED_PER_USER, < 0 = no limit */
+	int ranks_per_user;     /* rank slots one user's running jobs may hold while another
+				   user's job waits (their queued jobs wait meanwhile); 0 =
+				   half the pool's slots, < 0 = no limit */
 	long long mem_per_rank; /* memory a rank of a job whose spec says none may use,
 				   bytes; 0 = this machine's memory over its cores, < 0 =
 				   no limit */

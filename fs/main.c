@@ -79,6 +79,7 @@ struct dlh_options {
 	int cpus;          /* -o cpus=N */
 	int max_queued;    /* -o max_queued=N */
 	int max_queued_per_user; /* -o max_queued_per_user=N */
+	int ranks_per_user; /* -o ranks_per_user=N */
 	double data_timeout; /* -o data_timeout=SECONDS */
 	unsigned max_threads; /* -o max_threads=N (libfuse's, with our default) */
 	char *isolation;   /* -o isolation=auto|off */
@@ -103,6 +104,7 @@ static const struct fuse_opt option_spec[] = {
 	OPTION("cpus=%d", cpus),
 	OPTION("max_queued=%d", max_queued),
 	OPTION("max_queued_per_user=%d", max_queued_per_user),
+	OPTION("ranks_per_user=%d", ranks_per_user),
 	OPTION("data_timeout=%lf", data_timeout),
 	OPTION("max_threads=%u", max_threads),
 	OPTION("isolation=%s", isolation),
@@ -200,6 +202,10 @@ static void usage(const char *prog)
 	       "    -o max_queued_per_user=N\n"
 	       "                       most jobs of one user queued at once (default %d;\n"
 	       "                       -1: no limit but max_queued)\n"
+	       "    -o ranks_per_user=N\n"
+	       "                       rank slots one user's runs may hold while another\n"
+	       "                       user's job waits; that user's queued jobs wait\n"
+	       "                       meanwhile (default: half the pool's slots; -1: none)\n"
 	       "    -o mem_per_rank=SIZE\n"
 	       "                       memory limit per rank of a job whose spec sets no\n"
 	       "                       [resources] memory (default: this machine's memory\n"
@@ -354,6 +360,7 @@ int main(int argc, char *argv[])
 		.cpus = o.cpus,
 		.max_queued = o.max_queued,
 		.max_queued_per_user = o.max_queued_per_user,
+		.ranks_per_user = o.ranks_per_user,
 		.data_timeout = o.data_timeout,
 		.no_isolation = o.isolation && !strcmp(o.isolation, "off"),
 		.no_probe = o.probe && !strcmp(o.probe, "off"),

@@ -215,6 +215,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	e->max_queued = o->max_queued > 0 ? o->max_queued : DLH_MAX_QUEUED;
 	e->max_queued_per_user = o->max_queued_per_user > 0 ? o->max_queued_per_user :
 				 o->max_queued_per_user == 0 ? DLH_MAX_QUEUED_PER_USER : 0;
+	e->ranks_per_user = o->ranks_per_user;
 	if (o->mem_per_rank > 0) {
 		e->mem_per_rank = o->mem_per_rank;
 	} else if (o->mem_per_rank == 0) {   /* a core's share of this machine's memory */
@@ -433,7 +434,7 @@ void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len)
 
 int dlh_engine_limits(struct dlh_engine *e, struct dlh_buf *out)
 {
-	char mem[32] = "none", pids[32] = "none", exp[32] = "none", perq[32] = "none",
+	char mem[32] = "none", pids[32] = "none", exp[32] = "none", perq[32] = "none", rpu[32] = "none",
 	     res[32] = "none", dpj[32] = "none", dmax[32] = "none";
 	pthread_mutex_lock(&e->mu);
 	if (e->mem_per_rank > 0)
@@ -450,12 +451,15 @@ int dlh_engine_limits(struct dlh_engine *e, struct dlh_buf *out)
 		dlh_size_text(e->disk_max, dmax, sizeof dmax);
 	if (e->max_queued_per_user > 0)
 		snprintf(perq, sizeof perq, "%d", e->max_queued_per_user);
+	if (eng_ranks_per_user(e) > 0)
+		snprintf(rpu, sizeof rpu, "%d", eng_ranks_per_user(e));
 	/* the memory limit needs a memory cgroup as much as the task limit */
 	if (e->cg.mode == DLH_CG_NONE)
 		snprintf(mem, sizeof mem, "none");
-	int rc = dlh_buf_printf(out, "max_queued %d\nmax_queued_per_user %s\nmem_per_rank %s\n"
-				"pids_per_rank %s\ndisk_per_job %s\ndisk_max %s\nreserve %s\nexpire %s\n",
-				e->max_queued, perq, mem, pids, dpj, dmax, res, exp);
+	int rc = dlh_buf_printf(out, "max_queued %d\nmax_queued_per_user %s\nranks_per_user %s\n"
+				"mem_per_rank %s\npids_per_rank %s\ndisk_per_job %s\ndisk_max %s\n"
+				"reserve %s\nexpire %s\n",
+				e->max_queued, perq, rpu, mem, pids, dpj, dmax, res, exp);
 	pthread_mutex_unlock(&e->mu);
 	return rc ? -ENOMEM : 0;
 }

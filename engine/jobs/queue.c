@@ -27,41 +27,101 @@ static void clock_text(double t, char *out, size_t len)
 	strftime(out, len, "%H:%M:%S", &tm);
 }
 
-/* The queued jobs as scheduler input, in queue order, with their
- * estimated starts planned against the running jobs. e->mu held. Returns
- * the count, with *wout malloc'd (NULL and 0 when out of memory). */
-static size_t plan_queue(struct dlh_engine *e, double now, struct dlh_sched_wait **wout)
+int eng_ranks_per_user(const struct dlh_engine *e)
 {
-	size_t nw = 0, nr = 0;
-	struct dlh_sched_wait *w = malloc((e->njobs ? e->njobs : 1) * sizeof *w);
-	struct dlh_sched_run *r = malloc((e->njobs ? e->njobs : 1) * sizeof *r);
+	if (e->ranks_per_user)
+		return e->ranks_per_user > 0 ? e->ranks_per_user : 0;
+	int usable = eng_slots_usable(e);
+	return usable > 1 ? (usable + 1) / 2 : 1;
+}
+
+/* The rank slots uid's runs hold now. e->mu held. */
+static int ranks_held(const struct dlh_engine *e, unsigned uid)
+{
+	int n = 0;
+	for (size_t i = 0; i < e->njobs; i++)
+		if (e->jobs[i]->run.pid && e->jobs[i]->uid == uid)
+			n += e->jobs[i]->ranks;
+	return n;
+}
+
+/* Whether a job of another uid than uid waits and could start once room
+ * frees (it fits the pool). e->mu held. */
+static int other_waits(const struct dlh_engine *e, unsigned uid)
+{
+	int usable = eng_slots_usable(e);
+	for (size_t i = 0; i < e->njobs; i++) {
+		const struct dlh_job *j = e->jobs[i];
+		if (j->status == DLH_QUEUED && !j->run.pid && j->uid != uid &&
+		    eng_job_slots(e, j) <= usable)
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether j's user is at the mount's ranks_per_user while another user's
+ * job waits: then j waits too, with no reservation, so the slots its user's
+ * runs free go to the others. The cap is soft, as a team expects: a user
+ * alone has the whole pool, no run is stopped for it, and a user under the
+ * cap may start a job that takes it past. *held: the slots j's user's runs
+ * hold. e->mu held. */
+static int capped(const struct dlh_engine *e, const struct dlh_job *j, int *held)
+{
+	int cap = eng_ranks_per_user(e);
+	*held = cap > 0 ? ranks_held(e, j->uid) : 0;
+	return cap > 0 && *held >= cap && other_waits(e, j->uid);
+}
+
+/* The queued jobs as scheduler input: first the *nplan jobs planned, in
+ * queue order, with their estimated starts planned against the running
+ * jobs; then those of users at their ranks_per_user (capped()), in queue
+ * order, unplanned (start INFINITY). e->mu held. Returns the count, with
+ * *wout malloc'd (NULL and 0 when out of memory). */
+static size_t plan_queue(struct dlh_engine *e, double now, struct dlh_sched_wait **wout,
+			 size_t *nplan)
+{
+	size_t nw = 0, nr = 0, nc = 0, n = e->njobs ? e->njobs : 1;
+	struct dlh_sched_wait *w = malloc(n * sizeof *w), *c = malloc(n * sizeof *c);
+	struct dlh_sched_run *r = malloc(n * sizeof *r);
 	*wout = NULL;
-	if (!w || !r) {
+	*nplan = 0;
+	if (!w || !r || !c) {
 		free(w);
 		free(r);
+		free(c);
 		return 0;
 	}
 	for (size_t i = 0; i < e->njobs; i++) {
 		struct dlh_job *j = e->jobs[i];
+		int held;
 		if (j->run.pid) {
 			r[nr].cpus = j->ranks;
 			r[nr].end = j->spec.time_limit > 0 && j->run_started > 0
 				? j->run_started + (double)j->spec.time_limit : INFINITY;
 			nr++;
 		} else if (j->status == DLH_QUEUED) {
-			w[nw] = (struct dlh_sched_wait){
+			struct dlh_sched_wait one = {
 				.id = j->id, .priority = j->priority, .submitted = j->submitted,
 				.cpus = eng_job_slots(e, j),
 				.duration = j->spec.time_limit > 0 ? (double)j->spec.time_limit : INFINITY,
+				.start = INFINITY,
 			};
-			nw++;
+			if (capped(e, j, &held))
+				c[nc++] = one;
+			else
+				w[nw++] = one;
 		}
 	}
 	dlh_sched_order(w, nw);
 	dlh_sched_plan(eng_slots_usable(e), now, r, nr, w, nw);
+	dlh_sched_order(c, nc);
+	for (size_t k = 0; k < nc; k++)
+		w[nw + k] = c[k];
 	free(r);
+	free(c);
 	*wout = w;
-	return nw;
+	*nplan = nw;
+	return nw + nc;
 }
 
 static int cmp_victims(const void *pa, const void *pb)
@@ -140,8 +200,19 @@ void eng_schedule(struct dlh_engine *e)
 {
 	double now = dlh_now();
 	struct dlh_sched_wait *w;
-	size_t nw = plan_queue(e, now, &w);
-	for (size_t k = 0; k < nw; k++) {
+	size_t nplan, nw = plan_queue(e, now, &w, &nplan);
+	for (size_t k = nplan; k < nw; k++) {
+		struct dlh_job *j = eng_find(e, w[k].id);
+		int held;
+		if (!j || j->status != DLH_QUEUED)
+			continue;
+		j->est_start = INFINITY;
+		capped(e, j, &held);
+		snprintf(j->wait, sizeof j->wait, "waiting: uid %u's runs hold %d rank slot%s, "
+			 "its share (ranks_per_user=%d) while other users' jobs wait; est. "
+			 "start unknown", j->uid, held, held == 1 ? "" : "s", eng_ranks_per_user(e));
+	}
+	for (size_t k = 0; k < nplan; k++) {
 		struct dlh_job *j = eng_find(e, w[k].id);
 		if (!j || j->status != DLH_QUEUED)
 			continue;
@@ -172,7 +243,7 @@ void eng_schedule(struct dlh_engine *e)
 			snprintf(j->wait, sizeof j->wait, "waiting for %d cpu slot%s; %d free; %s",
 				 need, need == 1 ? "" : "s", free_slots, when);
 	}
-	preempt(e, w, nw, now);
+	preempt(e, w, nplan, now);
 	free(w);
 }
 
@@ -180,7 +251,7 @@ size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_
 {
 	pthread_mutex_lock(&e->mu);
 	struct dlh_sched_wait *w;
-	size_t nw = plan_queue(e, dlh_now(), &w);
+	size_t nplan, nw = plan_queue(e, dlh_now(), &w, &nplan);
 	for (size_t k = 0; k < nw && k < max; k++) {
 		const struct dlh_job *j = eng_find(e, w[k].id);
 		out[k] = (struct dlh_queue_entry){

@@ -45,6 +45,8 @@ struct dlh_engine {
 	int gholder_len[DLH_POOL_NODES];
 	int max_queued;              /* most jobs queued at once */
 	int max_queued_per_user;     /* most jobs of one uid queued at once; 0 = no limit */
+	int ranks_per_user;          /* rank slots one uid's runs may hold while another uid's
+					job waits (queue.c); 0 = half the usable slots, < 0 = none */
 	long long mem_per_rank;      /* memory limit per local rank of a job whose spec sets
 					none, bytes; 0 = none */
 	long pids_per_rank;          /* a run's task limit per local rank (+1); 0 = none */
@@ -167,6 +169,9 @@ void eng_slots_close(struct dlh_engine *e);
 /* CPU slots of the usable nodes (new runs may count on), and of those
  * the ones free now. */
 int eng_slots_usable(const struct dlh_engine *e);
+/* The rank slots one user's runs may hold while another user's job waits
+ * (-o ranks_per_user; 0 = no cap) (queue.c). e->mu held. */
+int eng_ranks_per_user(const struct dlh_engine *e);
 
 /* Ranks every node together could ever take (drained and down ones too;
  * gpu 1: no more than each node's GPUs). */

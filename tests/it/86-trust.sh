@@ -112,6 +112,39 @@ test_an_ordinary_user_may_only_lower_a_priority() {
 	dlh_umount
 }
 
+test_a_user_at_ranks_per_user_leaves_freed_slots_to_the_others() {
+	local a b d
+	dlh_user a
+	dlh_user b
+	DLH_OPTS="-o allow_other -o cpus=2 -o ranks_per_user=1" dlh_mount
+	chmod 711 "$STATE"
+	grep -qx 'ranks_per_user 1' "$MNT/pool/limits" || die "pool/limits: $(cat "$MNT/pool/limits")"
+	d=$(shared_dir)
+	printf '[job]\ncommand = /bin/sleep 300\n[resources]\nranks = 1\n' > "$d/one.ini"
+	chmod 644 "$d/one.ini"
+	# alone, a has the whole pool: the cap binds only while another user waits
+	as "$a" cp "$d/one.ini" "$MNT/jobs/new" || die "$a's job 1: $(as "$a" tail -1 "$MNT/jobs/errors")"
+	as "$a" cp "$d/one.ini" "$MNT/jobs/new" || die "$a's job 2: $(as "$a" tail -1 "$MNT/jobs/errors")"
+	wait_for 30 status_is 2 running || die "job 2, a's second rank alone: $(cat "$MNT/jobs/2/status")"
+	as "$a" cp "$d/one.ini" "$MNT/jobs/new" || die "$a's job 3"
+	as "$b" cp "$d/one.ini" "$MNT/jobs/new" || die "$b's job 4"
+	wait_for 10 grep -q 'ranks_per_user=1' "$MNT/jobs/3/progress" || die "job 3: $(cat "$MNT/jobs/3/progress")"
+	grep -q 'ranks_per_user' "$MNT/jobs/4/progress" && die "b's job is capped: $(cat "$MNT/jobs/4/progress")"
+	# the queue shows b's job first: a's waits unreserved behind it
+	awk '{ print $1 }' "$MNT/queue" | tr '\n' ' ' | grep -q '^4 3 $' || die "queue: $(cat "$MNT/queue")"
+	# a slot of a's frees: b's job takes it, not a's older job 3
+	echo cancel > "$MNT/jobs/1/ctl"
+	wait_for 30 status_is 4 running || die "job 4: $(cat "$MNT/jobs/4/progress")"
+	status_is 3 queued || die "job 3 started beside b's: $(cat "$MNT/jobs/3/status")"
+	# nobody else waits now: a's next job starts as soon as a slot frees
+	echo cancel > "$MNT/jobs/2/ctl"
+	wait_for 30 status_is 3 running || die "job 3 with nobody else waiting: $(cat "$MNT/jobs/3/progress")"
+	for i in 3 4; do echo cancel > "$MNT/jobs/$i/ctl"; done
+	for i in 1 2 3 4; do wait_for 30 job_terminal "$i" || die "job $i did not end"; done
+	rm -rf "$d"
+	dlh_umount
+}
+
 test_a_fork_bomb_without_limits_in_its_spec_is_bounded_by_the_defaults() {
 	local a b d
 	dlh_user a

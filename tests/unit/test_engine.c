@@ -1,6 +1,7 @@
 /* test_engine.c - the engine as a whole, without a mount: open, submit, ctl, wait;
  * the queue, restarts, suspend and resume, priorities and preemption */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -410,6 +411,41 @@ TEST(engine_max_queued_per_user_refuses_one_user_not_the_others)
 	dlh_engine_close(e);
 }
 
+TEST(engine_ranks_per_user_gives_freed_slots_to_the_other_users_first)
+{
+	char state[512], sleeper[700];
+	fresh_dir(state, sizeof state, "eng-ranksuser");
+	sleeper_in(state, sleeper, sizeof sleeper);
+	struct dlh_engine *e = open_engine_opts((struct dlh_engine_opts){
+		.state_dir = state, .launcher = sleeper, .cpus = 2, .ranks_per_user = 1 });
+	char err[DLH_ERR_MAX];
+	CHECK(e != NULL);
+	const char spec[] = "[data]\ntrain_limit = 256\n[resources]\nranks = 1\n";
+	long a = 0, b = 0, c = 0, d = 0;
+	unsigned me = getuid(), other = me + 1;
+	/* alone, this user has the whole pool: the cap binds only while another waits */
+	CHECK(dlh_engine_submit(e, spec, sizeof spec - 1, me, &a, err, sizeof err) == 0);
+	CHECK(dlh_engine_submit(e, spec, sizeof spec - 1, me, &b, err, sizeof err) == 0);
+	struct dlh_job jb, jc;
+	CHECK(dlh_engine_job(e, b, &jb) == 0 && jb.status == DLH_RUNNING);
+	CHECK(dlh_engine_submit(e, spec, sizeof spec - 1, me, &c, err, sizeof err) == 0);
+	CHECK(dlh_engine_submit(e, spec, sizeof spec - 1, other, &d, err, sizeof err) == 0);
+	/* the other user's later job is first in the queue; c waits unreserved */
+	struct dlh_queue_entry q[4];
+	CHECK(dlh_engine_queue(e, q, 4) == 2);
+	CHECK_MSG(q[0].id == d && q[1].id == c && isinf(q[1].est_start), "queue %ld %ld", q[0].id,
+		  q[1].id);
+	CHECK(dlh_engine_job(e, c, &jc) == 0);
+	CHECK_MSG(strstr(jc.wait, "hold 2 rank slots, its share (ranks_per_user=1)"), "c: %s", jc.wait);
+	/* with nobody else waiting, c starts when a slot frees */
+	CHECK(dlh_engine_ctl(e, d, 0, "cancel", err, sizeof err) == 0);
+	CHECK(dlh_engine_ctl(e, a, 0, "cancel", err, sizeof err) == 0);
+	CHECK(dlh_engine_wait(e, a, 10) == 0);
+	CHECK(dlh_engine_job(e, c, &jc) == 0);
+	CHECK_MSG(jc.status == DLH_RUNNING, "c %s: %s", dlh_status_name(jc.status), jc.wait);
+	dlh_engine_close(e);
+}
+
 /* Polls job id until its status is st or 4 s pass. Returns 1 when reached. */
 static int wait_status(struct dlh_engine *e, long id, enum dlh_status st)
 {
@@ -494,6 +530,7 @@ int main(void)
 	RUN(engine_suspend_exit_75_is_suspended_and_resume_requeues);
 	RUN(engine_priority_orders_the_queue_and_max_queued_refuses);
 	RUN(engine_max_queued_per_user_refuses_one_user_not_the_others);
+	RUN(engine_ranks_per_user_gives_freed_slots_to_the_other_users_first);
 	RUN(engine_preemption_requeues_the_victim_and_resumes_it);
 	RUN(engine_pool_ctl_names_unknown_verbs_and_refuses_other_users);
 	tmp_root_remove();
