@@ -41,7 +41,9 @@ static const char readme_text[] =
 	"\n"
 	"README                   this text\n"
 	"pool/summary             one line per device type: TYPE total N held N\n"
-	"                         free N over all nodes; then job counts\n"
+	"                         free N over all nodes; the nodes by state; this\n"
+	"                         machine's role (head HOST node NAME, or outside\n"
+	"                         the pool); then job counts\n"
 	"pool/types               the device-type table, one line per type: NAME,\n"
 	"                         cpu or gpu, flops, memory, bandwidth, watts_idle,\n"
 	"                         watts_busy (rates in powers of 1000, memory of\n"
@@ -121,7 +123,7 @@ static void node_view_close(struct node_view *v)
 	free(v->gpu);
 }
 
-/* Fills v for the node called name (NULL: the local node). Returns 0,
+/* Fills v for the node called name. Returns 0,
  * -ENOENT (no such node), or -ENOMEM. */
 static int node_view_open(struct dlh_engine *e, const char *name, struct node_view *v)
 {
@@ -129,7 +131,7 @@ static int node_view_open(struct dlh_engine *e, const char *name, struct node_vi
 	if (!(v->pool = malloc(sizeof *v->pool)))
 		return -ENOMEM;
 	dlh_engine_pool(e, v->pool, &v->use);
-	v->k = name ? dlh_pool_find_node(v->pool, name) : v->pool->local;
+	v->k = dlh_pool_find_node(v->pool, name);
 	if (v->k < 0) {
 		node_view_close(v);
 		return -ENOENT;
@@ -157,42 +159,66 @@ static int held(const long *holder, int n)
 	return h;
 }
 
-/* One line per device type, `TYPE total N held N free N` over every node
- * (what runs hold is on the local node), ` drained N` where drained nodes
- * keep some from new runs; then the job counts. */
+/* One line per device type over every node, `TYPE total N held N free N`
+ * (held: what jobs hold; free: what new ranks may take), then ` drained N`
+ * and ` down N` where drained and down nodes keep some from new runs; the
+ * nodes by state (`nodes total N up N probing N down N drained N unprobed
+ * N`); this machine's role (`head HOST node NAME`, or `head HOST outside the
+ * pool: runs mpirun, no rank`); then the job counts. */
 static int render_summary(struct dlh_engine *e, struct dlh_buf *out)
 {
-	struct node_view v;
+	struct dlh_pool *p = malloc(sizeof *p);
 	struct dlh_pool_free *f = malloc(sizeof *f), *all = malloc(sizeof *all);
-	int rc = f && all ? node_view_open(e, NULL, &v) : -ENOMEM;
-	if (rc) {
-		free(f);
-		free(all);
-		return rc;
+	struct dlh_usage use;
+	int rc = p && f && all ? 0 : -ENOMEM;
+	int down[DLH_POOL_NODES] = { 0 }, st[5] = { 0 };   /* up probing down drained unprobed */
+	if (rc)
+		goto out;
+	dlh_engine_pool(e, p, &use);
+	dlh_pool_free_view_nodes(p, use.node_cpus, use.node_gpus, f);
+	for (int k = 0; k < p->nnodes; k++) {
+		struct dlh_pool_node *nd = &p->nodes[k];
+		int s = nd->drained ? 3 : k == p->local ? 0 :
+			nd->probe == DLH_PROBE_RUNNING ? 1 : nd->probe == DLH_PROBE_UP ? 0 :
+			nd->probe == DLH_PROBE_DOWN ? 2 : 4;
+		st[s]++;
+		down[k] = k != p->local && nd->probe == DLH_PROBE_DOWN;
+		nd->drained = 0;   /* what would be free were every node usable */
+		nd->probe = DLH_PROBE_UP;
 	}
-	struct dlh_pool *p = v.pool;   /* the view's own copy */
-	dlh_pool_free_view_nodes(p, v.use.node_cpus, v.use.node_gpus, f);
-	for (int k = 0; k < p->nnodes; k++)   /* what would be free without the drains */
-		p->nodes[k].drained = 0;
-	dlh_pool_free_view_nodes(p, v.use.node_cpus, v.use.node_gpus, all);
+	dlh_pool_free_view_nodes(p, use.node_cpus, use.node_gpus, all);
 	for (int t = 0; t < p->ntypes && !rc; t++) {
-		int total = 0, free_n = 0, free_all = 0;
+		int total = 0, free_n = 0, free_all = 0, down_n = 0;
 		for (int k = 0; k < p->nnodes; k++) {
 			total += p->nodes[k].devices[t];
 			free_n += f->free[k][t];
 			free_all += all->free[k][t];
+			down_n += down[k] ? all->free[k][t] : 0;
 		}
+		int drained_n = free_all - free_n - down_n;
 		rc = dlh_buf_printf(out, "%s total %d held %d free %d", p->type[t].name, total,
 				    total - free_all, free_n);
-		rc |= free_all > free_n ? dlh_buf_printf(out, " drained %d\n", free_all - free_n) :
-					  dlh_buf_printf(out, "\n");
+		if (drained_n > 0)
+			rc |= dlh_buf_printf(out, " drained %d", drained_n);
+		if (down_n > 0)
+			rc |= dlh_buf_printf(out, " down %d", down_n);
+		rc |= dlh_buf_printf(out, "\n");
 	}
-	rc |= dlh_buf_printf(out, "jobs running %d queued %d suspended %d\n", v.use.running,
-			     v.use.queued, v.use.suspended);
-	node_view_close(&v);
+	rc |= dlh_buf_printf(out, "nodes total %d up %d probing %d down %d drained %d unprobed %d\n",
+			     p->nnodes, st[0], st[1], st[2], st[3], st[4]);
+	if (p->local >= 0)
+		rc |= dlh_buf_printf(out, "head %s node %s\n", p->node.host, p->nodes[p->local].name);
+	else
+		rc |= dlh_buf_printf(out, "head %s outside the pool: runs mpirun, no rank\n",
+				     p->node.host);
+	rc |= dlh_buf_printf(out, "jobs running %d queued %d suspended %d\n", use.running,
+			     use.queued, use.suspended);
+	rc = rc ? -ENOMEM : 0;
+out:
+	free(p);
 	free(f);
 	free(all);
-	return rc ? -ENOMEM : 0;
+	return rc;
 }
 
 /* The device-type table, one line per type:
@@ -292,7 +318,7 @@ static int render_node_file(struct dlh_engine *e, const struct node_view *v,
 			    const struct fs_node *n, struct dlh_buf *out)
 {
 	const struct dlh_pool_node *nd = &v->pool->nodes[v->k];
-	const char *model = v->local && v->pool->node.cpu_model[0] ? v->pool->node.cpu_model : "unknown";
+	const char *model = nd->cpu_model[0] ? nd->cpu_model : "unknown";
 	switch (n->kind) {
 	case FS_NODE_CPUS:
 		return dlh_buf_printf(out, "%d\n", nd->cpus);

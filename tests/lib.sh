@@ -62,6 +62,7 @@ dlh_umount() {
 		die "dlhfs wrote to stderr: $(head -5 "$DLH_STDERR")"
 	fi
 	rmdir "$MNT"
+	rm -f "$DLH_STDERR"
 	MNT=
 }
 
@@ -153,6 +154,12 @@ dlh_cleanup() {
 	# a failed test must not leave ranks behind for the next one
 	[ -n "${STATE:-}" ] && pkill -KILL -f -- "--job-dir $STATE/" 2>/dev/null
 	[ -n "${STATE:-}" ] && rm -rf "$STATE"
+	# a filesystem a test mounted as its state dir (STATE_FS), then its mountpoint
+	if [ -n "${STATE_FS:-}" ]; then
+		umount "$STATE_FS" 2>/dev/null || umount -l "$STATE_FS" 2>/dev/null
+		rmdir "$STATE_FS" 2>/dev/null
+		STATE_FS=
+	fi
 	declare -F nodes_down >/dev/null && nodes_down   # tests/nodes.sh
 	# a mount a test user made (OWN_MNT), and /dev/fuse's mode if the test opened it
 	[ -n "${OWN_MNT:-}" ] && { fusermount3 -uz "$OWN_MNT" 2>/dev/null; OWN_MNT=; }

@@ -84,6 +84,8 @@ static void apply(struct dlh_engine *e, int k, const struct dlh_probe_result *r)
 	nd->devices[nd->cpu_type] = r->cpus;
 	if (r->mem_bytes > 0)
 		nd->mem_bytes = r->mem_bytes;
+	if (r->cpu_model[0])
+		snprintf(nd->cpu_model, sizeof nd->cpu_model, "%s", r->cpu_model);
 	dlh_size_text(nd->mem_bytes, mem, sizeof mem);
 	snprintf(nd->probe_what, sizeof nd->probe_what, "%s answers: %d cpus, %s memory, gpus %s",
 		 r->hostname, r->cpus, mem, r->gpus);

@@ -413,7 +413,7 @@ int dlh_plan_place(struct dlh_plan *p, const struct dlh_pool *pool, const int *a
 				return -EAGAIN;
 			}
 		}
-	} else if (avail[pool->local] >= ranks) {
+	} else if (pool->local >= 0 && avail[pool->local] >= ranks) {
 		order[0] = pool->local;
 		share[0] = ranks;
 		nodes = 1;

@@ -2,7 +2,10 @@
  * /dev/nvidiaN), lookups, and the planner's view of what is free */
 #include "engine/pool/pool.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,12 +255,71 @@ static void detect_gpus(struct dlh_pool *p, int k, const struct dlh_pool_probe *
 	}
 }
 
+void dlh_pool_set_head(struct dlh_pool *p)
+{
+	struct cpu_info ci;
+	read_cpu_info(&ci);
+	p->local = -1;
+	if (gethostname(p->node.host, sizeof p->node.host - 1) || !p->node.host[0])
+		snprintf(p->node.host, sizeof p->node.host, "localhost");
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	p->node.cpus = n > 0 ? (int)n : 1;
+	p->node.mem_bytes = read_mem_total();
+	snprintf(p->node.cpu_model, sizeof p->node.cpu_model, "%s", ci.model);
+	p->node.gpus = 0;   /* none the pool offers */
+}
+
+/* Whether the numeric address text is one of this machine's (an
+ * interface's, or loopback). No name is resolved: nothing is asked of any
+ * network. */
+static int address_is_self(const char *text)
+{
+	unsigned char want[16];
+	int family = inet_pton(AF_INET, text, want) == 1 ? AF_INET :
+		     inet_pton(AF_INET6, text, want) == 1 ? AF_INET6 : 0;
+	if (!family)
+		return 0;
+	if (family == AF_INET && want[0] == 127)
+		return 1;
+	struct ifaddrs *list, *a;
+	if (getifaddrs(&list))
+		return 0;
+	int found = 0;
+	for (a = list; a && !found; a = a->ifa_next) {
+		if (!a->ifa_addr || a->ifa_addr->sa_family != family)
+			continue;
+		if (family == AF_INET)
+			found = !memcmp(&((struct sockaddr_in *)(void *)a->ifa_addr)->sin_addr, want, 4);
+		else
+			found = !memcmp(&((struct sockaddr_in6 *)(void *)a->ifa_addr)->sin6_addr, want, 16);
+	}
+	freeifaddrs(list);
+	return found;
+}
+
+int dlh_pool_host_is_self(const char *host, const char *hostname)
+{
+	size_t short_len = strcspn(hostname, ".");
+	if (!host[0])
+		return 0;
+	if (hostname[0] && (!strcmp(host, hostname) ||
+			    (strcspn(host, ".") == short_len && !strncmp(host, hostname, short_len))))
+		return 1;
+	if (!strcmp(host, "localhost") || !strcmp(host, "localhost.localdomain"))
+		return 1;
+	return address_is_self(host);
+}
+
 void dlh_pool_set_local(struct dlh_pool *p, int k)
 {
-	const struct dlh_pool_node *nd = &p->nodes[k];
+	struct dlh_pool_node *nd = &p->nodes[k];
 	struct cpu_info ci;
 	read_cpu_info(&ci);
 	p->local = k;
+	/* what this machine is, where the pool file does not say */
+	if (!nd->mem_bytes)
+		nd->mem_bytes = read_mem_total();
+	snprintf(nd->cpu_model, sizeof nd->cpu_model, "%s", ci.model);
 	memcpy(p->node.host, nd->host, sizeof p->node.host);   /* same size, NUL included */
 	p->node.cpus = nd->cpus;
 	p->node.mem_bytes = nd->mem_bytes;

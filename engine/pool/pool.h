@@ -27,11 +27,13 @@
  * memory among the nodes with cores of that type. A node may use the type
  * "cpu" without defining it: the built-in defaults below apply.
  *
- * The local node, where the launcher runs, is the node whose host is this
- * machine's hostname, else the first node of the file. Ranks go to any
- * usable node: the others are reached through their agent (mpirun's
- * launch agent; the state dir and the data must be on a filesystem every
- * node shares). */
+ * The local node is the node that is this machine: its host is this
+ * machine's hostname (or short name), localhost, or one of its addresses
+ * (no name is resolved). Where no node is, this machine is a head node
+ * outside the pool: the launcher runs here and no rank does (local = -1).
+ * Ranks go to any usable node: the others are reached through their agent
+ * (mpirun's launch agent; the state dir and the data must be on a
+ * filesystem every node shares). */
 #ifndef DLH_POOL_H
 #define DLH_POOL_H
 
@@ -55,7 +57,8 @@
 /* A GPU's idle power as a share of its power limit (NVML gives the limit). */
 #define DLH_GPU_IDLE_SHARE 0.1
 
-/* The local node: where the launcher runs. */
+/* This machine, where the launcher runs: the local node, or a head node
+ * outside the pool (then its own figures; gpus 0). */
 struct dlh_node {
 	char host[DLH_HOST_MAX + 1]; /* hostname */
 	int cpus;                    /* CPU slots (cores) */
@@ -81,6 +84,7 @@ struct dlh_pool_node {
 	char host[DLH_HOST_MAX + 1];   /* where it is reached */
 	int cpus;                      /* cores */
 	long long mem_bytes;           /* memory, 0 = unknown */
+	char cpu_model[128];           /* its CPU model (detected or probed), "" = unknown */
 	int cpu_type;                  /* type of its cores (index into type[]) */
 	int devices[DLH_POOL_TYPES];   /* devices per type; [cpu_type] = cpus */
 	int drained;                   /* 1: no new ranks go there (pool/ctl drain) */
@@ -106,7 +110,8 @@ struct dlh_pool {
 	struct dlh_pool_type type[DLH_POOL_TYPES]; /* in file order, detected: cpu, then GPUs */
 	int nnodes;                               /* entries of nodes[] */
 	struct dlh_pool_node nodes[DLH_POOL_NODES]; /* in file order */
-	int local;                                /* index of the local node in nodes[] */
+	int local;                                /* index of the local node in nodes[];
+						     -1: this machine is no node of the pool */
 	char source[256];                         /* the pool file, or "detected" */
 };
 
@@ -125,9 +130,9 @@ int dlh_pool_detect(struct dlh_pool *p, int cpus_override);
 /* dlh_pool_detect with the NVML library and device directory of probe. */
 int dlh_pool_probe(struct dlh_pool *p, const struct dlh_pool_probe *probe, int cpus_override);
 
-/* Loads the pool file at path; the local node is the one whose host is this
- * machine's hostname, else the first. cpus_override > 0 replaces the local
- * node's core count. Returns 0, or -errno with err holding one
+/* Loads the pool file at path; the local node is the one that is this
+ * machine (dlh_pool_host_is_self), else none (local -1). cpus_override > 0
+ * replaces the local node's core count. Returns 0, or -errno with err holding one
  * "PATH:LINE: problem" line per problem (-EINVAL), or why the file cannot
  * be read. */
 int dlh_pool_load(struct dlh_pool *p, const char *path, int cpus_override,
@@ -180,6 +185,15 @@ int dlh_pool_add_nvml(struct dlh_pool *p, int k, const struct dlh_nvml *n);
 /* Makes node k the local node: copies it into p->node with this machine's
  * CPU model and the node's GPU count. */
 void dlh_pool_set_local(struct dlh_pool *p, int k);
+
+/* Makes this machine a head node outside the pool (local -1): p->node is
+ * this machine as detected (hostname, cores, memory, CPU model). */
+void dlh_pool_set_head(struct dlh_pool *p);
+
+/* 1 when host (a pool file's host) names this machine, whose hostname is
+ * hostname: that name or its short name, localhost, or a numeric address of
+ * one of its interfaces or loopback. Resolves no name. */
+int dlh_pool_host_is_self(const char *host, const char *hostname);
 
 /* Fills t with the built-in "cpu" type: bandwidth and watts of the
  * DLH_CPU_* defaults, flops and memory unknown. */

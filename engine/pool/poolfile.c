@@ -553,19 +553,18 @@ static void default_cpu_memory(struct dlh_pool *p)
 	}
 }
 
-/* The node whose host is local_host (or whose short name is local_host's),
- * else the first. */
+/* The node that is this machine: its host is local_host, local_host's
+ * short name, localhost, or one of this machine's addresses (the full name
+ * first, over every node); -1 when none is: a head node outside the pool. */
 static int local_node(const struct dlh_pool *p, const char *local_host)
 {
-	size_t short_len = strcspn(local_host, ".");
 	for (int k = 0; k < p->nnodes; k++)
-		if (!strcmp(p->nodes[k].host, local_host))
+		if (local_host[0] && !strcmp(p->nodes[k].host, local_host))
 			return k;
 	for (int k = 0; k < p->nnodes; k++)
-		if (strcspn(p->nodes[k].host, ".") == short_len &&
-		    !strncmp(p->nodes[k].host, local_host, short_len))
+		if (dlh_pool_host_is_self(p->nodes[k].host, local_host))
 			return k;
-	return 0;
+	return -1;
 }
 
 int dlh_pool_parse(struct dlh_pool *p, const char *text, size_t len, const char *fname,
@@ -595,6 +594,10 @@ int dlh_pool_parse(struct dlh_pool *p, const char *text, size_t len, const char 
 	snprintf(p->source, sizeof p->source, "%s", fname);
 	default_cpu_memory(p);
 	int k = local_node(p, local_host);
+	if (k < 0) {   /* this machine runs mpirun, no rank */
+		dlh_pool_set_head(p);
+		return 0;
+	}
 	if (cpus_override > 0) {
 		p->nodes[k].cpus = cpus_override;
 		p->nodes[k].devices[p->nodes[k].cpu_type] = cpus_override;

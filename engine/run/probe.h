@@ -12,6 +12,7 @@ struct dlh_probe_result {
 	char hostname[64];          /* its own name for itself */
 	int cpus;                   /* cores */
 	long long mem_bytes;        /* memory */
+	char cpu_model[128];        /* its CPU model, "" if it does not say */
 	char gpus[128];             /* TYPE:COUNT,... or "none" */
 	char why[256];              /* down: why (the agent's last words, or the probe's) */
 	int seen;                   /* dlh_probe_node_sees: 1 = every path readable there */

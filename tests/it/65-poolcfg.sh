@@ -53,7 +53,8 @@ test_pool_file_shows_its_nodes_and_types() {
 		'cpu cpu flops 90G memory 12G bandwidth 20G watts_idle 3 watts_busy 12' \
 		'H100 gpu flops 67T memory 80G bandwidth 3.35T watts_idle 70 watts_busy 700')" "types"
 	expect_eq "$(cat "$MNT/pool/summary")" "$(printf '%s\n' 'cpu total 34 held 0 free 34' \
-		'H100 total 8 held 0 free 8' 'jobs running 0 queued 0 suspended 0')" "summary"
+		'H100 total 8 held 0 free 8' 'nodes total 2 up 1 probing 0 down 0 drained 0 unprobed 1' \
+		"head $(hostname) node here" 'jobs running 0 queued 0 suspended 0')" "summary"
 	local g="$MNT/pool/nodes/gpu01" h="$MNT/pool/nodes/here"
 	expect_eq "$(cat "$g/host") $(cat "$g/cpus") $(cat "$g/memory")" "gpu01.example 32 549755813888" "gpu01"
 	expect_eq "$(ls "$g/gpus" | tr '\n' ' ')" "0 1 2 3 4 5 6 7 " "gpu01 gpus"
@@ -267,10 +268,11 @@ test_a_drained_node_gets_no_ranks_until_undrained() {
 	dlh_umount
 }
 
-# four remote nodes of 8 H100 each (none is this machine; the first is where
-# mpirun would run): a dry run of device = gpu plans over every node, and the
-# plan names each rank's true host, GPU and CUDA_VISIBLE_DEVICES, the
-# hostfile and mpirun's argv with the agent
+# four remote nodes of 8 H100 each (none is this machine: a head node outside
+# the pool, where mpirun runs and no rank does): a dry run of device = gpu
+# plans over every node, and the plan names each rank's true host, GPU and
+# CUDA_VISIBLE_DEVICES, the hostfile (no line for this machine) and mpirun's
+# argv with the agent
 h100_pool() {
 	printf '[type H100]\nflops = 67T\nmemory = 80G\nbandwidth = 3.35T\nwatts_idle = 70\nwatts_busy = 700\ngpu = true\n'
 	local i
@@ -297,6 +299,9 @@ test_dry_run_plans_gpus_across_four_h100_nodes() {
 		die "rank 13: $(grep '^rank 13 ' "$plan")"
 	grep -q "^hostfile $STATE/jobs/1/hostfile$" "$plan" || die "plan: $(grep hostfile "$plan")"
 	grep -q '^host gpu04.example slots=8$' "$plan" || die "plan: $(grep '^host ' "$plan")"
+	expect_eq "$(grep '^host ' "$plan" | tr '\n' ' ')" "host gpu01.example slots=8 host gpu02.example slots=8 host gpu03.example slots=8 host gpu04.example slots=8 " "the hostfile's lines"
+	grep -qx "head $(hostname) outside the pool: runs mpirun, no rank" "$MNT/pool/summary" ||
+		die "summary: $(cat "$MNT/pool/summary")"
 	grep -q -- "--hostfile $STATE/jobs/1/hostfile --map-by slot --mca plm_rsh_agent ssh -o BatchMode=yes -o ConnectTimeout=5 " "$plan" ||
 		die "argv: $(grep '^argv' "$plan")"
 	grep -q -- '--device gpu' "$plan" || die "argv: $(grep '^argv' "$plan")"

@@ -7,8 +7,8 @@
 small_state() {
 	STATE=$(mktemp -d /tmp/dlh-state.XXXXXX)
 	mount -t tmpfs -o "size=$1,mode=0711" tmpfs "$STATE" 2>/dev/null || skip "cannot mount a tmpfs here"
-	DISK_MNT=$STATE
-	trap 'dlh_cleanup 2>/dev/null; umount "$DISK_MNT" 2>/dev/null; rmdir "$DISK_MNT" 2>/dev/null' EXIT
+	STATE_FS=$STATE   # dlh_cleanup unmounts it
+	trap dlh_cleanup EXIT
 }
 
 # writer: a program that writes 1 MiB files into its job directory for

@@ -84,10 +84,30 @@ TEST(local_node_is_the_one_with_this_hostname)
 	CHECK(pool.local == 0 && pool.node.cpus == 32 && pool.node.gpus == 8);
 }
 
-TEST(local_node_is_the_first_when_no_host_matches)
+TEST(no_node_is_local_when_none_is_this_machine)
 {
+	/* a head node outside the pool: it runs the launcher, no rank, and
+	 * pool.node is this machine, not a node of the file */
+	char self[256] = "";
+	gethostname(self, sizeof self - 1);
 	CHECK_MSG(parse(two_nodes, "elsewhere") == 0, "%s", err);
-	CHECK(pool.local == 0 && !strcmp(pool.node.host, "gpu01.example"));
+	CHECK_MSG(pool.local == -1 && !strcmp(pool.node.host, self), "local %d host %s", pool.local,
+		  pool.node.host);
+	CHECK(pool.node.cpus == (int)sysconf(_SC_NPROCESSORS_ONLN) && pool.node.gpus == 0);
+}
+
+TEST(a_node_whose_host_is_an_address_of_this_machine_is_local)
+{
+	const char text[] = "[node far]\nhost = 10.99.99.99\ncpus = 4\n"
+			    "[node me]\nhost = 127.0.0.1\ncpus = 2\n";
+	CHECK_MSG(parse(text, "elsewhere") == 0, "%s", err);
+	CHECK_MSG(pool.local == 1, "local %d", pool.local);
+	CHECK(dlh_pool_host_is_self("localhost", "elsewhere"));
+	CHECK(dlh_pool_host_is_self("elsewhere.example.org", "elsewhere"));
+	CHECK(dlh_pool_host_is_self("elsewhere", "elsewhere.example.org"));
+	CHECK(!dlh_pool_host_is_self("elsewhere2", "elsewhere"));
+	CHECK(!dlh_pool_host_is_self("10.99.99.99", "elsewhere"));
+	CHECK(!dlh_pool_host_is_self("", "elsewhere"));
 }
 
 TEST(cpus_option_overrides_the_local_node)
@@ -417,7 +437,8 @@ int main(void)
 {
 	RUN(good_file_gives_types_nodes_and_devices);
 	RUN(local_node_is_the_one_with_this_hostname);
-	RUN(local_node_is_the_first_when_no_host_matches);
+	RUN(no_node_is_local_when_none_is_this_machine);
+	RUN(a_node_whose_host_is_an_address_of_this_machine_is_local);
 	RUN(cpus_option_overrides_the_local_node);
 	RUN(cpu_type_defaults_to_the_builtin_cpu);
 	RUN(nodes_may_name_their_own_cpu_type_and_several_gpu_types);
