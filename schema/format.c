@@ -59,6 +59,8 @@ static void value_text(const struct dlh_key *k, const struct dlh_spec *s, char *
 	case DLH_KIND_WORD:
 		snprintf(v, n, "%.*s", (int)k->size, field);
 		break;
+	case DLH_KIND_ENV:   /* none: the entries have a line each (dlh_spec_format) */
+		break;
 	case DLH_KIND_ENUM:
 		memcpy(&i, field, sizeof i);
 		for (int w = 0; k->words[w]; w++)
@@ -142,7 +144,8 @@ static void value_text(const struct dlh_key *k, const struct dlh_spec *s, char *
 
 /* Writes s as normalized INI: "[section]" headers in table order, a blank
  * line between sections, "key = value" (or "key =" for an empty value, and
- * "key =;value" for one that starts with a comment character).
+ * "key =;value" for one that starts with a comment character); [job] env
+ * as a line per entry, none when it has none.
  * The spec should come from dlh_spec_parse or dlh_spec_defaults; then
  * parsing the text gives back an equal spec. Returns the length written
  * (without the NUL), or -ENOSPC when len is too small. */
@@ -158,6 +161,11 @@ int dlh_spec_format(const struct dlh_spec *s, char *buf, size_t len)
 		if (!section || strcmp(section, k->section))
 			emit(&o, "%s[%s]\n", section ? "\n" : "", k->section);
 		section = k->section;
+		if (k->kind == DLH_KIND_ENV) {   /* one line an entry; none without */
+			for (const char *e = s->env; *e; e = strchr(e, '\n') + 1)
+				emit(&o, "%s = %.*s\n", k->name, (int)strcspn(e, "\n"), e);
+			continue;
+		}
 		value_text(k, s, v, sizeof v);
 		/* a value that starts with ';' or '#' follows '=' directly: after
 		 * a blank, inih would read it as a comment (and the value as empty) */

@@ -7,10 +7,11 @@
 
 #include "schema/spec.h"
 
-/* Longest line the reader hands to inih (its buffer less the NUL). A
- * normalized "key = value" line must fit too, so string values are capped
- * to keep dlh_spec_format's output parseable. */
-#define DLH_SPEC_LINE_MAX (INI_MAX_LINE - 1)
+/* Longest line of a spec. inih's own buffer is smaller (INI_MAX_LINE): a
+ * longer key line reaches it as its key alone, and the value is taken from
+ * the whole line (parse.c). A normalized "key = value" line must fit too,
+ * so string values are capped to keep dlh_spec_format's output parseable. */
+#define DLH_SPEC_LINE_MAX 4095
 
 /* Room for one error message (without the "spec:N: " prefix). */
 #define DLH_SPEC_MSG_MAX 320
@@ -24,6 +25,7 @@
 enum dlh_kind {
 	DLH_KIND_NAME,     /* [job] name: "" or a file-name-safe word */
 	DLH_KIND_COMMAND,  /* free text without control characters */
+	DLH_KIND_ENV,      /* NAME=VALUE, one a line; the key may repeat: entries append */
 	DLH_KIND_ENUM,     /* one of words[], stored as its index in an enum field */
 	DLH_KIND_WORD,     /* one of words[], stored as text; later[] known but unsupported */
 	DLH_KIND_INT,      /* int within lo..hi */

@@ -23,7 +23,9 @@ struct ctx {
 	int stopped;                            /* binary data seen: hand no more lines */
 	int content;                            /* lines that are not blank or comments */
 	int section;                            /* index of the current section, or SEC_* */
-	char cur[INI_MAX_LINE];                 /* the current line as handed to inih */
+	char cur[DLH_SPEC_LINE_MAX + 1];        /* the current line, whole (inih may get its key
+						   part alone: long) */
+	int long_line;                          /* inih got cur's key part alone */
 	int line_of[DLH_SPEC_KEYS_CAP];         /* line each key was given on, 0 = not given */
 	unsigned flags;                         /* DLH_SPEC_* */
 	unsigned char bad[DLH_SPEC_KEYS_CAP];   /* 1 = the key's value did not parse */
@@ -45,7 +47,7 @@ static const char *find_chars_or_comment(const char *s, const char *chars)
 /* Records the generic syntax error for line, showing its text. */
 static void syntax_error(struct ctx *c, int line, const char *text)
 {
-	char trimmed[INI_MAX_LINE], q[SHOW_MAX * 4 + 8];
+	char trimmed[DLH_SPEC_LINE_MAX + 1], q[SHOW_MAX * 4 + 8];
 	size_t len = strlen(text);
 	while (len && (text[len - 1] == ' ' || text[len - 1] == '\t'))
 		len--;
@@ -69,7 +71,7 @@ static void section_line(struct ctx *c, const char *s)
 		c->section = SEC_BAD;
 		return;
 	}
-	char name[INI_MAX_LINE];
+	char name[DLH_SPEC_LINE_MAX + 1];
 	size_t len = (size_t)(close - s - 1);
 	memcpy(name, s + 1, len);
 	name[len] = '\0';
@@ -105,11 +107,30 @@ static void classify(struct ctx *c, const char *s)
 		syntax_error(c, c->lineno, s);
 }
 
+/* What inih gets of the line s (num bytes of room), when s is longer than
+ * that: a section header as "[name]" (with no comment after it), a key line
+ * as its key and "=" (on_key takes the value from c->cur); "" when even
+ * that does not fit: such a section or key is unknown, and said so here. */
+static void key_part(struct ctx *c, const char *s, char *str, size_t num)
+{
+	const char *end = *s == '[' ? find_chars_or_comment(s + 1, "]") : find_chars_or_comment(s, "=:");
+	size_t n = (size_t)(end - s) + 1;   /* with the ']' or the '=' */
+	str[0] = '\0';
+	if (!*end || n >= num) {
+		if (*end && *s != '[')
+			dlh_spec_error_add(&c->errs, c->lineno, "\"%.*s...\": unknown key", SHOW_MAX, s);
+		return;   /* classify() said what is wrong with a section */
+	}
+	memcpy(str, s, n);
+	str[n] = '\0';
+}
+
 /* The ini_reader: hands inih the next line of the len-bounded text without
  * its line ending, with leading blanks (and a UTF-8 BOM on line 1)
  * removed so inih never sees a continuation line. A line with a control
- * character stops the parse; an over-long line is reported and handed
- * over empty. Returns str, or NULL at the end. */
+ * character stops the parse; a line over DLH_SPEC_LINE_MAX is reported and
+ * handed over empty; a line longer than inih's buffer goes to it as its
+ * key part (key_part). Returns str, or NULL at the end. */
 static char *read_line(char *str, int num, void *stream)
 {
 	struct ctx *c = stream;
@@ -134,11 +155,10 @@ static char *read_line(char *str, int num, void *stream)
 			return str;
 		}
 	}
-	size_t max = (size_t)num - 1;
-	if (max > DLH_SPEC_LINE_MAX)
-		max = DLH_SPEC_LINE_MAX;
-	if (len > max) {
-		dlh_spec_error_add(&c->errs, c->lineno, "line longer than %zu characters", max);
+	c->long_line = 0;
+	if (len > DLH_SPEC_LINE_MAX) {
+		dlh_spec_error_add(&c->errs, c->lineno, "line longer than %d characters",
+				   DLH_SPEC_LINE_MAX);
 		c->content++;
 		return str;
 	}
@@ -146,22 +166,28 @@ static char *read_line(char *str, int num, void *stream)
 		s += 3, len -= 3;
 	while (len && (*s == ' ' || *s == '\t'))
 		s++, len--;
-	memcpy(str, s, len);
-	str[len] = '\0';
-	memcpy(c->cur, str, len + 1);
-	classify(c, str);
+	memcpy(c->cur, s, len);
+	c->cur[len] = '\0';
+	classify(c, c->cur);
+	if (len < (size_t)num) {
+		memcpy(str, c->cur, len + 1);
+	} else if (*c->cur != ';' && *c->cur != '#') {
+		key_part(c, c->cur, str, (size_t)num);
+		c->long_line = str[0] != '\0';
+	}
 	return str;
 }
 
 /* The value of key line `line` as written: everything after its first
- * '=' or ':', blanks trimmed at both ends, into out. Returns out. */
-static const char *raw_value(const char *line, char *out, size_t len)
+ * '=' or ':', blanks trimmed at both ends, into out; with comment 1, up to
+ * an inline comment (" ;"), as inih reads it. Returns out. */
+static const char *raw_value(const char *line, int comment, char *out, size_t len)
 {
 	const char *v = line + strcspn(line, "=:");
 	v += *v != '\0';
 	while (*v == ' ' || *v == '\t')
 		v++;
-	size_t n = strlen(v);
+	size_t n = comment ? (size_t)(find_chars_or_comment(v, NULL) - v) : strlen(v);
 	while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
 		n--;
 	snprintf(out, len, "%.*s", (int)n, v);
@@ -210,18 +236,22 @@ static int on_key(void *user, const char *section, const char *name, const char 
 					   section, SHOW_MAX, name);
 		return 1;
 	}
-	if (c->line_of[k]) {
+	if (c->line_of[k] && dlh_spec_keys[k].kind != DLH_KIND_ENV) {   /* env: one a line */
 		dlh_spec_error_add(&c->errs, line, "[%s] %s: given twice (first on line %d)",
 				   section, name, c->line_of[k]);
 		return 1;
 	}
-	c->line_of[k] = line;
-	char msg[DLH_SPEC_MSG_MAX], raw[INI_MAX_LINE];
+	if (!c->line_of[k])
+		c->line_of[k] = line;
+	char msg[DLH_SPEC_MSG_MAX], raw[DLH_SPEC_LINE_MAX + 1];
 	/* a command is a program's words: inih's inline comment (" ;") would cut
 	 * `command = /bin/echo a ; id` short without a word, so its value is
-	 * the whole rest of the line (no shell sees it: ";" is an argument) */
-	if (dlh_spec_keys[k].kind == DLH_KIND_COMMAND)
-		value = raw_value(c->cur, raw, sizeof raw);
+	 * the whole rest of the line (no shell sees it: ";" is an argument);
+	 * an environment value likewise. A line longer than inih's buffer gave
+	 * it the key alone: the value is read from the whole line. */
+	int whole = dlh_spec_keys[k].kind == DLH_KIND_COMMAND || dlh_spec_keys[k].kind == DLH_KIND_ENV;
+	if (whole || c->long_line)
+		value = raw_value(c->cur, !whole, raw, sizeof raw);
 	if (dlh_spec_set(&dlh_spec_keys[k], value, &c->spec, msg, sizeof msg)) {
 		c->bad[k] = 1;
 		dlh_spec_error_add(&c->errs, line, "[%s] %s: %s", section, name, msg);
@@ -414,7 +444,7 @@ int dlh_spec_parse_flags(const char *text, size_t len, struct dlh_spec *s,
 	c->flags = flags;
 	int first = ini_parse_stream(read_line, c, on_key, c);
 	if (first > 0 && !dlh_spec_error_on_line(&c->errs, first)) {
-		char t[INI_MAX_LINE];
+		char t[DLH_SPEC_LINE_MAX + 1];
 		line_text(text, len, first, t, sizeof t);
 		syntax_error(c, first, t + strspn(t, " \t"));
 	} else if (first < 0) {

@@ -32,6 +32,7 @@ const char *const dlh_spec_sections[] = { "job", "data", "model", "train", "reso
 const struct dlh_key dlh_spec_keys[] = {
 	{ "job", "name", DLH_KIND_NAME, FIELD(name), .def = "" },
 	{ "job", "command", DLH_KIND_COMMAND, FIELD(command), .hi = DLH_COMMAND_MAX, .def = "" },
+	{ "job", "env", DLH_KIND_ENV, FIELD(env), .hi = DLH_ENV_MAX, .def = "" },
 	{ "job", "steps", DLH_KIND_LONG, FIELD(steps), .lo = 0, .hi = DLH_STEPS_MAX, .def = "0" },
 	{ "job", "restart", DLH_KIND_ENUM, FIELD(restart), .words = restart_words, .def = "never" },
 	{ "job", "max_restarts", DLH_KIND_INT, FIELD(max_restarts), .lo = 0, .hi = 100, .def = "3" },

@@ -9,6 +9,8 @@
 #define DLH_NAME_MAX 64            /* longest [job] name */
 #define DLH_PATH_MAX 1024          /* longest data path */
 #define DLH_COMMAND_MAX 1024       /* longest [job] command */
+#define DLH_ENV_MAX 4096           /* bytes of all [job] env entries together */
+#define DLH_ENV_ENTRIES_MAX 32     /* most [job] env entries */
 #define DLH_LAYERS_MAX 16          /* most hidden layers in an MLP or a CNN's dense part */
 #define DLH_CONV_MAX 8             /* most convolution layers in a CNN */
 #define DLH_ERR_MAX 4096           /* room for a parse error report */
@@ -63,6 +65,8 @@ struct dlh_spec {
 					       the fewest joules that meet it; 0 = none (fastest) */
 	int dry_run;                        /* 1: estimate and plan, never launch */
 	enum dlh_share readable_by;         /* owner | group | all: who reads its files */
+	char env[DLH_ENV_MAX + 1];          /* [job] env: "NAME=VALUE\n" per entry, in spec
+					       order; every rank's environment */
 
 	/* [data] */
 	char train[DLH_PATH_MAX + 1];        /* absolute path, readable */
@@ -156,5 +160,12 @@ int dlh_spec_parse_flags(const char *text, size_t len, struct dlh_spec *s,
  * Parsing that text gives back an equal spec. Returns the length written
  * (without the NUL), or -ENOSPC when len is too small. */
 int dlh_spec_format(const struct dlh_spec *s, char *buf, size_t len);
+
+/* Appends the environment entry v ("NAME=VALUE") to list ("NAME=VALUE\n"
+ * per entry, at most cap bytes in all, DLH_ENV_ENTRIES_MAX entries); ""
+ * adds none. NAME is letters, digits and _ (not a digit first), given once,
+ * not one dlhfs or Open MPI sets for every rank; VALUE any text without
+ * control characters. Returns 0, or -1 with why in msg (list unchanged). */
+int dlh_env_add(char *list, size_t cap, const char *v, char *msg, size_t n);
 
 #endif

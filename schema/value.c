@@ -438,6 +438,55 @@ static int set_size(const struct dlh_key *k, const char *v, long long *field, ch
 	return 0;
 }
 
+/* Whether name is one the harness or Open MPI sets for every rank: a job
+ * may not change it. */
+static int env_reserved(const char *name, size_t len)
+{
+	static const char *const prefixes[] = { "DLH_", "OMPI_", "PMIX_", "OPAL_" };
+	static const char *const names[] = {
+		"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+		"NODE_RANK", "GROUP_RANK",
+	};
+	for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+		if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
+			return 1;
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strlen(names[i]) == len && !strncmp(name, names[i], len))
+			return 1;
+	return 0;
+}
+
+int dlh_env_add(char *field, size_t cap, const char *v, char *msg, size_t n)
+{
+	size_t name = 0, len = strlen(v), used = strlen(field), count = 0;
+	if (!len)
+		return 0;
+	while ((v[name] >= 'A' && v[name] <= 'Z') || (v[name] >= 'a' && v[name] <= 'z') ||
+	       v[name] == '_' || (name && v[name] >= '0' && v[name] <= '9'))
+		name++;
+	if (!name || v[name] != '=')
+		return fail(msg, n, v, "expected NAME=VALUE (NAME: letters, digits and _, not "
+			    "starting with a digit)");
+	if (env_reserved(v, name))
+		return fail(msg, n, v, "%.*s is set by dlhfs or Open MPI for every rank", (int)name, v);
+	for (size_t i = name + 1; i < len; i++)
+		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+			return fail(msg, n, v, "expected no tabs or control characters");
+	for (const char *e = field; *e; e = strchr(e, '\n') + 1) {
+		if (!strncmp(e, v, name + 1))
+			return fail(msg, n, v, "%.*s is given twice", (int)name, v);
+		count++;
+	}
+	if (count >= DLH_ENV_ENTRIES_MAX)
+		return fail(msg, n, v, "more than %d entries", DLH_ENV_ENTRIES_MAX);
+	if (used + len + 1 > cap)
+		return fail(msg, n, v, "the entries take more than %zu bytes together", cap);
+	memcpy(field + used, v, len);
+	field[used + len] = '\n';
+	field[used + len + 1] = '\0';
+	return 0;
+}
+
 /* See keys.h: dispatches on the key's kind. Returns 0, or -1 with msg. */
 int dlh_spec_set(const struct dlh_key *k, const char *v, struct dlh_spec *s,
 		 char *msg, size_t n)
@@ -452,6 +501,8 @@ int dlh_spec_set(const struct dlh_key *k, const char *v, struct dlh_spec *s,
 	case DLH_KIND_COMMAND:
 	case DLH_KIND_PATH:
 		return set_text(k, v, field, msg, n);
+	case DLH_KIND_ENV:
+		return dlh_env_add(field, (size_t)k->hi, v, msg, n);
 	case DLH_KIND_ENUM:
 		if ((i = word_index(k->words, v)) < 0) {
 			word_list(words, sizeof words, k->words);

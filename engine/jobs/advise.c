@@ -319,9 +319,10 @@ static int estimate_text(const struct dlh_choice *c, struct dlh_buf *b)
 	return dlh_estimate_format(&c->est, NULL, b);
 }
 
-int eng_write_choice(struct dlh_engine *e, long id, const struct dlh_choice *c,
+int eng_write_choice(struct dlh_engine *e, const struct dlh_job *j, const struct dlh_choice *c,
 		     const struct dlh_plan *plan)
 {
+	long id = j->id;
 	char path[4096];
 	struct dlh_buf b = {0};
 	int rc = estimate_text(c, &b);
@@ -336,12 +337,13 @@ int eng_write_choice(struct dlh_engine *e, long id, const struct dlh_choice *c,
 	}
 	dlh_buf_free(&b);
 	if (!rc && plan)
-		rc = eng_write_plan(e, id, plan);
+		rc = eng_write_plan(e, j, plan);
 	return rc;
 }
 
-int eng_write_plan(struct dlh_engine *e, long id, const struct dlh_plan *plan)
+int eng_write_plan(struct dlh_engine *e, const struct dlh_job *j, const struct dlh_plan *plan)
 {
+	long id = j->id;
 	char path[4096], dir[4096], *planner = NULL;
 	struct dlh_buf b = {0};
 	struct eng_env env;
@@ -349,11 +351,14 @@ int eng_write_plan(struct dlh_engine *e, long id, const struct dlh_plan *plan)
 	char agent[512], why[512];
 	int nhosts, rc = dlh_plan_format(plan, &e->pool, &b);
 
-	/* how it is launched, as the backend will do it */
+	/* how it is launched, as the backend will do it: the same environment
+	 * (rank 0's address; the port is chosen again at the launch) */
 	eng_run_env(e, id, plan->ranks, &env);
 	eng_job_dir(e, id, dir, sizeof dir);
 	if (eng_launch_hosts(e, plan, hosts, &nhosts, agent, sizeof agent, why, sizeof why) && !rc)
 		rc = dlh_buf_printf(&b, "launch refused: %s\n", why) ? -ENOMEM : 0, nhosts = 0;
+	eng_run_master(e, id, plan, nhosts, &env);
+	eng_env_job(&env, e->pool.env, j->spec.env);
 	struct dlh_launch l = {
 		.argv = plan->argv, .ranks = plan->ranks, .env = env.v, .job_dir = dir,
 		.hosts = hosts, .nhosts = nhosts, .agent = agent,

@@ -59,13 +59,15 @@ int eng_launch_hosts(const struct dlh_engine *e, const struct dlh_plan *plan,
 /* CPU slots (or GPUs) job j runs on. e->mu held. */
 int eng_job_slots(const struct dlh_engine *e, const struct dlh_job *j);
 
-/* Writes the job's estimate and planner files, and its plan when given.
+/* Writes job j's estimate and planner files, and its plan when given.
  * Returns 0, or -errno. */
-int eng_write_choice(struct dlh_engine *e, long id, const struct dlh_choice *c,
+int eng_write_choice(struct dlh_engine *e, const struct dlh_job *j, const struct dlh_choice *c,
 		     const struct dlh_plan *plan);
 
-/* Writes jobs/<id>/plan: the plan, then the planner's part. Returns 0, or -errno. */
-int eng_write_plan(struct dlh_engine *e, long id, const struct dlh_plan *plan);
+/* Writes jobs/<id>/plan of job j: the plan, how it is launched (the argv
+ * and environment the run gets), then the planner's part. Returns 0, or
+ * -errno. */
+int eng_write_plan(struct dlh_engine *e, const struct dlh_job *j, const struct dlh_plan *plan);
 
 /* After a run that succeeded in wall_s: the estimate file gains the actual
  * figures and errors, the history the pair, and the correction factors are

@@ -286,7 +286,7 @@ static int store_once(struct dlh_engine *e, struct submission *s, const char *te
 		return rc;
 	}
 	if (!rc)
-		rc = eng_write_choice(e, j->id, &s->choice, &s->plan);
+		rc = eng_write_choice(e, j, &s->choice, &s->plan);
 	if (!rc)
 		rc = dlh_job_save(j, s->dir);
 	if (!rc)   /* last: a job not stored spends no id */

@@ -113,7 +113,7 @@ static int take_slots(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	}
 	if ((rc = launch_hosts(e, l)))
 		return rc;
-	if ((rc = eng_write_plan(e, j->id, p)))
+	if ((rc = eng_write_plan(e, j, p)))
 		snprintf(l->err, sizeof l->err, "cannot write the plan: %s", strerror(-rc));
 	return rc;
 }
@@ -283,6 +283,7 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	}
 	eng_run_env(e, j->id, l->plan.ranks, &env);
 	eng_run_master(e, j->id, &l->plan, l->nhosts, &env);
+	eng_env_job(&env, e->pool.env, j->spec.env);
 	if (j->spec.command[0] && j->started > 0)
 		resume_env(e, j, l, &env);
 	eng_job_file(e, j->id, DLH_FILE_LOG, log, sizeof log);

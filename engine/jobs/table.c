@@ -253,6 +253,32 @@ void eng_run_master(const struct dlh_engine *e, long id, const struct dlh_plan *
 	eng_env_add(env, env->master_port);
 }
 
+/* Whether list ("NAME=VALUE\n" entries) names the variable of entry. */
+static int env_names(const char *list, const char *entry)
+{
+	size_t name = strcspn(entry, "=");
+	for (const char *e = list; *e; e = strchr(e, '\n') + 1)
+		if (!strncmp(e, entry, name + 1))
+			return 1;
+	return 0;
+}
+
+void eng_env_job(struct eng_env *env, const char *pool_env, const char *job_env)
+{
+	size_t used = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		for (const char *e = pass ? job_env : pool_env; *e; e = strchr(e, '\n') + 1) {
+			size_t len = strcspn(e, "\n");
+			if ((!pass && env_names(job_env, e)) || used + len + 1 > sizeof env->job)
+				continue;
+			memcpy(env->job + used, e, len);
+			env->job[used + len] = '\0';
+			eng_env_add(env, env->job + used);
+			used += len + 1;
+		}
+	}
+}
+
 void eng_env_add(struct eng_env *env, char *kv)
 {
 	int n = 0;

@@ -132,7 +132,7 @@ void eng_table_free(struct dlh_engine *e);
 
 /* The environment every rank of a run gets (engine/contract/contract.h). */
 struct eng_env {
-	char *v[16];                 /* NULL-terminated, into the buffers below */
+	char *v[16 + 2 * DLH_ENV_ENTRIES_MAX];   /* NULL-terminated, into the buffers below */
 	char id[64];                 /* DLH_ENV_JOB_ID=... */
 	char dir[4200];              /* DLH_ENV_JOB_DIR=... */
 	char csv[4200];              /* DLH_ENV_METRICS_CSV=... */
@@ -142,6 +142,8 @@ struct eng_env {
 	char master_port[40];        /* DLH_MASTER_PORT=... */
 	char resume[4400];           /* DLH_RESUME_FROM=... (a command run again) */
 	char start[48];              /* DLH_START_STEP=... */
+	char job[2 * DLH_ENV_MAX + 2];   /* the pool's [env] and the job's [job] env, entries
+					    NUL-ended (eng_env_job) */
 };
 
 /* Fills env for job id's run of ranks ranks: names in its directory, so
@@ -203,6 +205,11 @@ void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env 
 
 /* Appends kv ("K=V", one of env's own buffers) to env->v. */
 void eng_env_add(struct eng_env *env, char *kv);
+
+/* Appends the entries of pool_env (the pool file's [env]) that job_env
+ * (the spec's [job] env) does not name, then job_env's: both lists of
+ * "NAME=VALUE\n" entries. */
+void eng_env_job(struct eng_env *env, const char *pool_env, const char *job_env);
 
 /* Adds DLH_MASTER_ADDR and DLH_MASTER_PORT to env (dlh-rank makes them
  * torchrun's MASTER_ADDR and MASTER_PORT): rank 0's host (127.0.0.1 when

@@ -21,6 +21,9 @@
  *                    how the node is reached: a program and its options, split on
  *                    blanks, given the host and a command (default: ssh in BatchMode)
  *
+ *   [env]            variables every job's ranks get, on every node
+ *   GLOO_SOCKET_IFNAME = eth0     (a job's own [job] env wins)
+ *
  * Rates (flops, bandwidth) take K M G T P as powers of 1000; sizes (memory)
  * as powers of 1024; watts are plain numbers. A type's figures default to
  * 0 = unknown, except a CPU type's memory: the smallest share of a node's
@@ -40,6 +43,7 @@
 #include <stddef.h>
 
 #include "engine/plan/planner.h"
+#include "schema/spec.h"
 
 #define DLH_HOST_MAX 64
 #define DLH_POOL_TYPES DLH_PLANNER_TYPES          /* most device types */
@@ -110,6 +114,8 @@ struct dlh_pool {
 	struct dlh_pool_type type[DLH_POOL_TYPES]; /* in file order, detected: cpu, then GPUs */
 	int nnodes;                               /* entries of nodes[] */
 	struct dlh_pool_node nodes[DLH_POOL_NODES]; /* in file order */
+	char env[DLH_ENV_MAX + 1];                /* [env]: "NAME=VALUE\n" an entry, every
+						     job's ranks get (a job's own win) */
 	int local;                                /* index of the local node in nodes[];
 						     -1: this machine is no node of the pool */
 	char source[256];                         /* the pool file, or "detected" */

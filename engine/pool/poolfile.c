@@ -20,9 +20,9 @@
 #define GPUS_PER_NODE_MAX 4096
 #define CPUS_PER_NODE_MAX (1 << 20)
 
-enum section { SEC_NONE, SEC_BAD, SEC_TYPE, SEC_NODE };
+enum section { SEC_NONE, SEC_BAD, SEC_TYPE, SEC_NODE, SEC_ENV };
 
-static const char *const section_kinds[] = { "type", "node" };
+static const char *const section_kinds[] = { "type", "node", "env" };
 static const char *const type_keys[] = {
 	"flops", "memory", "bandwidth", "watts_idle", "watts_busy", "gpu",
 };
@@ -195,13 +195,18 @@ static void section_line(struct pf *c, const char *s)
 		*name++ = '\0';
 	name += strspn(name, " \t");
 	int is_type = !strcmp(kind, "type"), is_node = !strcmp(kind, "node");
+	if (!strcmp(kind, "env") && !*name) {   /* every job's environment */
+		snprintf(c->label, sizeof c->label, "[env]");
+		c->sec = SEC_ENV;
+		return;
+	}
 	if (!is_type && !is_node) {
-		const char *hint = dlh_spec_suggest(kind, section_kinds, 2);
+		const char *hint = dlh_spec_suggest(kind, section_kinds, 3);
 		if (hint)
 			problem(c, c->lineno, "[%.*s]: unknown section (did you mean \"[%s %.*s]\"?)",
 				SHOW_MAX, whole, hint, SHOW_MAX, name);
 		else
-			problem(c, c->lineno, "[%.*s]: unknown section (expected \"[type NAME]\" or \"[node NAME]\")",
+			problem(c, c->lineno, "[%.*s]: unknown section (expected \"[type NAME]\", \"[node NAME]\" or \"[env]\")",
 				SHOW_MAX, whole);
 		return;
 	}
@@ -413,6 +418,13 @@ static int on_key(void *user, const char *section, const char *name, const char 
 	if (c->sec == SEC_NONE) {
 		problem(c, c->lineno, "\"%.*s\": key outside any section (put it under [type NAME] or [node NAME])",
 			SHOW_MAX, name);
+		return 1;
+	}
+	if (c->sec == SEC_ENV) {   /* NAME = VALUE: a variable every job's ranks get */
+		char entry[INI_MAX_LINE * 2];
+		snprintf(entry, sizeof entry, "%s=%s", name, value);
+		if (dlh_env_add(c->p->env, sizeof c->p->env - 1, entry, msg, sizeof msg))
+			problem(c, c->lineno, "[env] %.*s: %s", SHOW_MAX, name, msg);
 		return 1;
 	}
 	int is_type = c->sec == SEC_TYPE;

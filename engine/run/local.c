@@ -26,7 +26,7 @@
 #include "engine/run/proc.h"
 
 #define LOCAL_NAME "local"
-#define LOCAL_ENV_MAX 64          /* extra environment entries of one launch */
+#define LOCAL_ENV_MAX 128         /* extra environment entries of one launch */
 #define LOCAL_POLL_NS 30000000L   /* polling a stopping run's processes (30 ms) */
 
 /* The shepherd's exit file of job_dir into buf. */

@@ -39,3 +39,41 @@ test_a_state_directory_others_cannot_enter_is_named_when_a_users_run_starts() {
 	rm -rf "$d"
 	dlh_umount
 }
+
+# [job] env: every rank gets it, as the owner, over the pool file's [env]
+# (which every job gets); a long value on a line of its own; no shell
+test_job_env_reaches_every_rank_of_a_users_job_over_the_pools_defaults() {
+	local a d long
+	dlh_user a
+	d=$(mktemp -d /tmp/dlh-cmd.XXXXXX)
+	chmod 755 "$d"
+	printf '[node here]\nhost = %s\ncpus = 2\n[env]\nGLOO_SOCKET_IFNAME = lo\nPOOL_DEFAULT = from the pool\n' \
+		"$(hostname)" > "$d/pool.ini"
+	DLH_OPTS="-o allow_other -o pool=$d/pool.ini -o probe=off" dlh_mount
+	chmod 711 "$STATE"
+	long=$(head -c 600 /dev/zero | tr '\0' 'v')
+	printf '[job]\ncommand = /usr/bin/env\nenv = DLH_TEST_X=1\n' > "$d/bad.ini"
+	printf '[job]\ncommand = /usr/bin/env\nenv = GLOO_SOCKET_IFNAME=eth7\nenv = A_B=x ; $(id) `id`\nenv = LONG=%s\n[resources]\nranks = 2\n' \
+		"$long" > "$d/c.ini"
+	chmod 644 "$d"/*.ini
+	expect_errno "Invalid argument" as "$a" cp "$d/bad.ini" "$MNT/jobs/new"
+	as "$a" tail -1 "$MNT/jobs/errors" | grep -q 'spec:3: \[job\] env: DLH_TEST_X is set by dlhfs or Open MPI for every rank' ||
+		die "errors: $(as "$a" tail -1 "$MNT/jobs/errors")"
+	as "$a" cp "$d/c.ini" "$MNT/jobs/new" || die "submit: $(as "$a" tail -2 "$MNT/jobs/errors")"
+	wait_for 30 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/status")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(tail -3 "$MNT/jobs/1/log"))"
+	local r
+	for r in 0 1; do
+		grep -qx "\[rank $r\] GLOO_SOCKET_IFNAME=eth7" "$MNT/jobs/1/log" || die "rank $r: $(grep "\[rank $r\] GLOO" "$MNT/jobs/1/log")"
+		grep -qxF "[rank $r] A_B=x ; \$(id) \`id\`" "$MNT/jobs/1/log" || die "rank $r: $(grep "\[rank $r\] A_B" "$MNT/jobs/1/log")"
+		grep -qx "\[rank $r\] LONG=$long" "$MNT/jobs/1/log" || die "rank $r lacks the long value"
+		grep -qx "\[rank $r\] POOL_DEFAULT=from the pool" "$MNT/jobs/1/log" || die "rank $r lacks the pool's default"
+		grep -qx "\[rank $r\] USER=$a" "$MNT/jobs/1/log" || die "rank $r is not $a's: $(grep "\[rank $r\] USER" "$MNT/jobs/1/log")"
+	done
+	grep -q 'uid=' "$MNT/jobs/1/log" && die "a shell ran id: $(grep uid= "$MNT/jobs/1/log")"
+	# the stored spec keeps every entry, one a line; the plan shows them
+	expect_eq "$(grep -c '^env = ' "$MNT/jobs/1/spec")" 3 "env lines of the stored spec"
+	grep -q '^env .*GLOO_SOCKET_IFNAME=eth7 ' "$MNT/jobs/1/plan" || die "plan: $(grep '^env' "$MNT/jobs/1/plan")"
+	rm -rf "$d"
+	dlh_umount
+}

@@ -184,3 +184,28 @@ test_labels = $data/t10k-labels-idx1-ubyte.gz"
 	grep -q '^rank 1 host dlhn1 ' "$MNT/jobs/2/plan" || die "plan: $(grep '^rank' "$MNT/jobs/2/plan")"
 	dlh_umount
 }
+
+# [job] env reaches the ranks on other nodes too (mpirun forwards it by
+# name); the pool's [env] likewise, below the job's own
+test_job_env_reaches_the_ranks_on_every_node() {
+	nodes_up 2
+	local state
+	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	{ nodes_pool 2; printf '[env]\nPOOL_DEFAULT = every node\nGLOO_SOCKET_IFNAME = lo\n'; } > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini" dlh_mount "$state"
+	wait_for 30 nodes_probed dlhn1 dlhn2 || die "still probing: $(cat "$MNT"/pool/nodes/*/state)"
+	printf '[job]\ncommand = /usr/bin/env\nenv = GLOO_SOCKET_IFNAME=eth0\n[resources]\nranks = 3\nnodes = 3\n' > "$STATE/e.ini"
+	submit "$STATE/e.ini"
+	wait_for 60 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress"); $(cat "$MNT/pool/summary"); $(head -50 "$MNT"/pool/nodes/*/state)"
+	ended_ok 1
+	local r hosts=
+	for r in 0 1 2; do
+		grep -qx "\[rank $r\] GLOO_SOCKET_IFNAME=eth0" "$MNT/jobs/1/log" || die "rank $r: $(grep "\[rank $r\] GLOO" "$MNT/jobs/1/log")"
+		grep -qx "\[rank $r\] POOL_DEFAULT=every node" "$MNT/jobs/1/log" || die "rank $r lacks the pool's default"
+		hosts="$hosts $(sed -n "s/^rank $r host \([^ ]*\) .*/\1/p" "$MNT/jobs/1/plan")"
+	done
+	expect_eq "$hosts" " $(hostname) dlhn1 dlhn2" "the ranks' hosts"
+	grep -q -- "-x GLOO_SOCKET_IFNAME " "$MNT/jobs/1/plan" || die "plan's argv: $(grep '^argv' "$MNT/jobs/1/plan")"
+	grep -q -- "-x DLH_MASTER_ADDR -x DLH_MASTER_PORT " "$MNT/jobs/1/plan" || die "plan's argv: $(grep '^argv' "$MNT/jobs/1/plan")"
+	dlh_umount
+}

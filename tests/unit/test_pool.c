@@ -110,6 +110,17 @@ TEST(a_node_whose_host_is_an_address_of_this_machine_is_local)
 	CHECK(!dlh_pool_host_is_self("", "elsewhere"));
 }
 
+TEST(env_section_gives_every_jobs_variables)
+{
+	const char text[] = "[node a]\ncpus = 1\n[env]\nGLOO_SOCKET_IFNAME = eth1\nNCCL_DEBUG = WARN ; a comment\n";
+	CHECK_MSG(parse(text, "a") == 0, "%s", err);
+	CHECK_MSG(!strcmp(pool.env, "GLOO_SOCKET_IFNAME=eth1\nNCCL_DEBUG=WARN\n"), "env: %s", pool.env);
+	const char bad[] = "[node a]\ncpus = 1\n[env]\nMASTER_PORT = 1\n[env x]\n";
+	CHECK(parse(bad, "a") == -EINVAL);
+	CHECK_MSG(strstr(err, "pool.ini:4: [env] MASTER_PORT: MASTER_PORT is set by dlhfs or Open MPI"), "%s", err);
+	CHECK_MSG(strstr(err, "pool.ini:5: [env x]: unknown section"), "%s", err);
+}
+
 TEST(cpus_option_overrides_the_local_node)
 {
 	int rc = dlh_pool_parse(&pool, two_nodes, strlen(two_nodes), "pool.ini", "cpu01", 2, err,
@@ -154,7 +165,7 @@ TEST(unknown_section_is_named_with_a_hint)
 	CHECK(parse("[nod a]\ncpus = 1\n[node b]\ncpus = 1\n", "a") == -EINVAL);
 	CHECK_MSG(err_is("pool.ini:1: [nod a]: unknown section (did you mean \"[node a]\"?)"), "%s", err);
 	CHECK(parse("[gpu]\n[node b]\ncpus = 1\n", "a") == -EINVAL);
-	CHECK_MSG(err_is("pool.ini:1: [gpu]: unknown section (expected \"[type NAME]\" or \"[node NAME]\")"),
+	CHECK_MSG(err_is("pool.ini:1: [gpu]: unknown section (expected \"[type NAME]\", \"[node NAME]\" or \"[env]\")"),
 		  "%s", err);
 }
 
@@ -439,6 +450,7 @@ int main(void)
 	RUN(local_node_is_the_one_with_this_hostname);
 	RUN(no_node_is_local_when_none_is_this_machine);
 	RUN(a_node_whose_host_is_an_address_of_this_machine_is_local);
+	RUN(env_section_gives_every_jobs_variables);
 	RUN(cpus_option_overrides_the_local_node);
 	RUN(cpu_type_defaults_to_the_builtin_cpu);
 	RUN(nodes_may_name_their_own_cpu_type_and_several_gpu_types);

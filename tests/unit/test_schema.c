@@ -529,18 +529,41 @@ TEST(strict_numbers)
 	CHECK(dlh_spec_format(&s, out, sizeof out) > 0 && strstr(out, "\nmomentum = 0\n"));
 }
 
-/* Lines: 199 characters fit, 200 do not; CRLF, leading blanks and
- * inline comments are fine; a NUL byte stops the parse at its line. */
+/* Lines: 4095 characters fit, 4096 do not; a line longer than inih's own
+ * buffer keeps its whole value (a command's, an inline comment cut from
+ * another's); CRLF, leading blanks and inline comments are fine; a NUL
+ * byte stops the parse at its line. */
 TEST(lines)
 {
-	char text[512], err[DLH_ERR_MAX];
+	static char text[8192];
+	char err[DLH_ERR_MAX];
 	struct dlh_spec s;
-	int n = snprintf(text, sizeof text, "[job]\n;%0198d\ncommand = ok\n", 0);
-	CHECK(n == 6 + 200 + 13);
+	int n = snprintf(text, sizeof text, "[job]\n;%04094d\ncommand = ok\n", 0);
+	CHECK(n == 6 + 4096 + 13);
 	CHECK_MSG(parse(text, &s, err, sizeof err) == 0, "%s", oneline(err));
-	snprintf(text, sizeof text, "[job]\n;%0199d\r\ncommand = ok\n", 0);
+	snprintf(text, sizeof text, "[job]\n;%04095d\r\ncommand = ok\n", 0);
 	CHECK(parse(text, &s, err, sizeof err) == -EINVAL);
-	CHECK_MSG(!strcmp(err, "spec:2: line longer than 199 characters\n"), "%s", oneline(err));
+	CHECK_MSG(!strcmp(err, "spec:2: line longer than 4095 characters\n"), "%s", oneline(err));
+	/* a 700-character command, its ';' kept */
+	char cmd[800];
+	memset(cmd, 'a', 700);
+	memcpy(cmd, "/bin/echo ; ", 12);
+	cmd[700] = '\0';
+	snprintf(text, sizeof text, "[job]\ncommand = %s\nname = after\n", cmd);
+	CHECK_MSG(parse(text, &s, err, sizeof err) == 0, "%s", oneline(err));
+	CHECK(!strcmp(s.command, cmd) && !strcmp(s.name, "after"));
+	/* a long line of another key: its inline comment is not its value */
+	snprintf(text, sizeof text, "[train]\nepochs = 3 ; %0300d\n[job]\nname = x\n", 0);
+	CHECK_MSG(parse(text, &s, err, sizeof err) == 0, "%s", oneline(err));
+	CHECK(s.epochs == 3 && !strcmp(s.name, "x"));
+	/* a long section header with its comment: its keys are its own */
+	snprintf(text, sizeof text, "[train]  ; %0300d\nepochs = 5\n", 0);
+	CHECK_MSG(parse(text, &s, err, sizeof err) == 0, "%s", oneline(err));
+	CHECK(s.epochs == 5);
+	/* a key name longer than inih's buffer is unknown, and said so */
+	snprintf(text, sizeof text, "[train]\n%0300d = 1\n", 0);
+	CHECK(parse(text, &s, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "spec:2: \"0000") && strstr(err, "...\": unknown key"), "%s", oneline(err));
 
 	CHECK(parse("  [train]\r\n\tepochs = 4 ; four\r\n", &s, err, sizeof err) == 0);
 	CHECK(s.epochs == 4);
