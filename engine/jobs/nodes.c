@@ -4,19 +4,28 @@
  * asked through its agent what it has (engine/run/probe.c runs dlh-probe
  * there): at mount, in a thread of its own, and on pool/ctl refresh. The
  * nodes are asked at once, one thread each, without e->mu; the answers are
- * applied under it. A node that does not answer, or cannot see the state
- * directory, is down: the planner leaves it out (dlh_pool_free_view_nodes). */
+ * applied under it. A node that does not answer, does not read back the
+ * token dlhfs wrote in the state directory a moment before (it does not
+ * share it), or whose copy of a job's data differs from this machine's, is
+ * down: the planner leaves it out (dlh_pool_free_view_nodes). Before a
+ * job's first run on other nodes, each is asked as the job's owner (their
+ * keys, their rights): a node the owner cannot reach fails the job. */
 #include "engine/jobs/nodes.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/jobs/advise.h"
 #include "engine/plan/calib.h"
+#include "engine/run/owner.h"
 #include "engine/run/probe.h"
 #include "engine/util/util.h"
 
@@ -24,6 +33,7 @@
 struct node_probe {
 	char agent[512], host[DLH_HOST_MAX + 1];
 	const char *probe, *state;
+	const char *token_path, *token;   /* the round's token (make_token) */
 	struct dlh_probe_result r;
 	int measure;                 /* time the link once it answers */
 	double alpha, beta;          /* the link, when measured (0: not) */
@@ -35,8 +45,35 @@ struct node_probe {
 static void *probe_one(void *arg)
 {
 	struct node_probe *p = arg;
-	dlh_probe_node(p->agent, p->host, p->probe, p->state, DLH_PROBE_TIMEOUT, &p->r);
+	const struct dlh_probe_ask a = {
+		.agent = p->agent, .host = p->host, .probe = p->probe, .state = p->state,
+		.token_path = p->token_path, .token = p->token, .timeout = DLH_PROBE_TIMEOUT,
+	};
+	dlh_probe_ask(&a, &p->r);
 	return NULL;
+}
+
+/* A token for the nodes to read back: a file in the state dir holding
+ * random text (path and text out; readable by all, since owners' probes
+ * read it too). Returns 0, or -errno (then no token is asked). */
+static int make_token(const struct dlh_engine *e, char *path, size_t plen, char *text, size_t tlen)
+{
+	unsigned char raw[16];
+	if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+		return -EIO;
+	size_t o = 0;
+	for (size_t i = 0; i < sizeof raw && o + 3 <= tlen; i++)
+		o += (size_t)snprintf(text + o, tlen - o, "%02x", raw[i]);
+	snprintf(path, plen, "%s/.token-%s", e->state, text);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	int rc = dlh_write_all(fd, text, strlen(text)) < 0 || fchmod(fd, 0644) < 0 ? -EIO : 0;
+	if (close(fd) < 0 && !rc)
+		rc = -EIO;
+	if (rc)
+		unlink(path);
+	return rc;
 }
 
 /* Times the links of the nodes of p that answered and wait for it (one
@@ -109,11 +146,15 @@ static void probe_round(struct dlh_engine *e)
 		e->pool.nodes[k].probe = DLH_PROBE_RUNNING;
 	}
 	pthread_mutex_unlock(&e->mu);
+	char token_path[4200], token[40];
+	int have_token = !make_token(e, token_path, sizeof token_path, token, sizeof token);
 	for (int k = 0; k < n; k++) {
 		if (k == e->pool.local)
 			continue;
 		p[k].probe = e->probe_path;
 		p[k].state = e->state;
+		p[k].token_path = have_token ? token_path : NULL;
+		p[k].token = token;
 		if (!e->probe_path[0]) {
 			snprintf(p[k].r.why, sizeof p[k].r.why, "dlh-probe was not found beside dlhfs");
 			continue;
@@ -125,6 +166,8 @@ static void probe_round(struct dlh_engine *e)
 	for (int k = 0; k < n; k++)
 		if (p[k].started)
 			pthread_join(p[k].t, NULL);
+	if (have_token)
+		unlink(token_path);
 	measure_links(e, p, n);
 	pthread_mutex_lock(&e->mu);
 	for (int k = 0; k < n; k++) {
@@ -189,51 +232,167 @@ int eng_nodes_lost(struct dlh_engine *e, const int *nodes, int n, char *lost, si
 	return down;
 }
 
-/* What the data check of one job asks. */
+/* What the check of one job's nodes asks, before its first run there. */
 struct seer {
 	struct dlh_engine *e;
 	struct dlh_job *job;
 	int n;                              /* nodes asked */
 	int node[DLH_POOL_NODES];
 	struct node_probe p[DLH_POOL_NODES];
+	int access[DLH_POOL_NODES];         /* 1: up for dlhfs, not reachable by the owner */
 	char paths[4][DLH_PATH_MAX + 1];
-	const char *see[5];
+	const char *see[5];                 /* the job's data files (none for a command) */
+	uint64_t hash[4];                   /* this machine's copy of each */
+	char hash_why[512];                 /* why this machine could not hash one ("" = it did) */
+	int as_owner;                       /* ask as cred's user (the daemon is root, they not) */
+	struct dlh_cred cred;
 };
+
+/* This machine's hashes of the files (their contents, for the nodes' to be
+ * compared with), cached by path, size and modification time. */
+static struct {
+	pthread_mutex_t mu;
+	struct { char path[DLH_PATH_MAX + 1]; dev_t dev; ino_t ino; off_t size;
+		 struct timespec mtime; uint64_t h; } c[16];
+	unsigned next;
+} hashes = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static int local_hash(const char *path, uint64_t *h, char *why, size_t len)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc = 0;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(why, len, "\"%s\": %s", path, fd < 0 ? strerror(errno) : "not a regular file");
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	pthread_mutex_lock(&hashes.mu);
+	for (size_t i = 0; i < sizeof hashes.c / sizeof hashes.c[0]; i++)
+		if (!strcmp(hashes.c[i].path, path) && hashes.c[i].dev == st.st_dev &&
+		    hashes.c[i].ino == st.st_ino && hashes.c[i].size == st.st_size &&
+		    hashes.c[i].mtime.tv_sec == st.st_mtim.tv_sec &&
+		    hashes.c[i].mtime.tv_nsec == st.st_mtim.tv_nsec) {
+			*h = hashes.c[i].h;
+			pthread_mutex_unlock(&hashes.mu);
+			close(fd);
+			return 0;
+		}
+	pthread_mutex_unlock(&hashes.mu);
+	if ((rc = dlh_hash_fd(fd, h, NULL))) {
+		snprintf(why, len, "\"%s\": %s", path, strerror(-rc));
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	pthread_mutex_lock(&hashes.mu);
+	size_t i = hashes.next++ % (sizeof hashes.c / sizeof hashes.c[0]);
+	snprintf(hashes.c[i].path, sizeof hashes.c[i].path, "%s", path);
+	hashes.c[i].dev = st.st_dev;
+	hashes.c[i].ino = st.st_ino;
+	hashes.c[i].size = st.st_size;
+	hashes.c[i].mtime = st.st_mtim;
+	hashes.c[i].h = *h;
+	pthread_mutex_unlock(&hashes.mu);
+	return 0;
+}
+
+/* The number of the first of s's files whose hash the node's answer r
+ * gives otherwise than this machine's, or -1 when all agree. */
+static int differs(const struct seer *s, const struct dlh_probe_result *r)
+{
+	const char *h = r->hashes;
+	for (int i = 0; s->see[i]; i++) {
+		char want[20];
+		snprintf(want, sizeof want, "%016llx", (unsigned long long)s->hash[i]);
+		if (strncmp(h, want, 16))
+			return i;
+		h += 16;
+		h += *h == ',';
+	}
+	return -1;
+}
 
 static void *seer_main(void *arg)
 {
 	struct seer *s = arg;
 	struct dlh_engine *e = s->e;
 	struct dlh_job *j = s->job;
-	for (int i = 0; i < s->n; i++)   /* one after the other: a few, and each is quick */
-		dlh_probe_node_sees(s->p[i].agent, s->p[i].host, s->p[i].probe, s->p[i].state, s->see,
-				    DLH_PROBE_TIMEOUT, &s->p[i].r);
+	char token_path[4200], token[40];
+	int have_token = !make_token(e, token_path, sizeof token_path, token, sizeof token);
+	for (int i = 0; s->see[i] && !s->hash_why[0]; i++)
+		local_hash(s->see[i], &s->hash[i], s->hash_why, sizeof s->hash_why);
+	for (int i = 0; i < s->n; i++) {   /* one after the other: a few, and each is quick */
+		struct node_probe *p = &s->p[i];
+		struct dlh_probe_ask a = {
+			.agent = p->agent, .host = p->host, .probe = p->probe, .state = p->state,
+			.token_path = have_token ? token_path : NULL, .token = token,
+			.see = s->see[0] ? s->see : NULL, .cred = s->as_owner ? &s->cred : NULL,
+			.timeout = DLH_PROBE_TIMEOUT,
+		};
+		dlh_probe_ask(&a, &p->r);
+		if (p->r.up || !s->as_owner)
+			continue;
+		/* the owner's try failed: the node's fault, or the owner's access? */
+		struct dlh_probe_result mine;
+		a.cred = NULL;
+		a.see = NULL;
+		dlh_probe_ask(&a, &mine);
+		if (mine.up)
+			s->access[i] = 1;   /* p->r.why: what the agent said to the owner */
+		else
+			p->r = mine;
+	}
+	if (have_token)
+		unlink(token_path);
 	pthread_mutex_lock(&e->mu);
-	char why[DLH_REASON_MAX - 64] = "";
-	const char *bad_node = "";
+	char why[DLH_REASON_MAX - 64] = "", pub[160] = "";
 	for (int i = 0; i < s->n; i++) {
-		int k = s->node[i];
-		if (!s->p[i].r.up)   /* not answering: down, and the job placed again */
-			apply(e, k, &s->p[i].r);
-		else if (s->p[i].r.seen)
+		int k = s->node[i], f;
+		struct dlh_probe_result *r = &s->p[i].r;
+		const char *name = e->pool.nodes[k].name;
+		if (s->access[i]) {
+			if (!why[0]) {
+				snprintf(why, sizeof why, "user %s cannot reach node %s through \"%s\" "
+					 "(dlhfs can): %s", s->cred.user, name,
+					 s->p[i].agent[0] ? s->p[i].agent : DLH_AGENT_DEFAULT, r->why);
+				snprintf(pub, sizeof pub, "user %s cannot reach node %s", s->cred.user, name);
+			}
+		} else if (!r->up) {   /* not answering, or not sharing: down, the job placed again */
+			apply(e, k, r);
+		} else if (s->see[0] && !r->seen) {
+			if (!why[0]) {
+				snprintf(why, sizeof why, "node %s cannot read the job's data: %s (the data "
+					 "must be on a filesystem every node shares)", name, r->unseen);
+				snprintf(pub, sizeof pub, "node %s cannot read the job's data", name);
+			}
+		} else if (s->see[0] && !s->hash_why[0] && (f = differs(s, r)) >= 0) {
+			r->up = 0;   /* its copy is another: no job of this data there */
+			snprintf(r->why, sizeof r->why, "its copy of \"%.300s\" differs from this "
+				 "machine's (the same path, other bytes): a job's data must be one "
+				 "file every node shares", s->see[f]);
+			eng_job_log(e, j, "node %s: %s", name, r->why);
+			apply(e, k, r);
+		} else {
 			j->seen[k] = 1;
-		else if (!why[0] && (bad_node = e->pool.nodes[k].name))
-			snprintf(why, sizeof why, "node %s cannot read the job's data: %s (the data "
-				 "must be on a filesystem every node shares)", e->pool.nodes[k].name,
-				 s->p[i].r.unseen);
+		}
 	}
 	j->seeing = 0;
 	if (why[0] && j->status == DLH_QUEUED) {
 		j->status = DLH_FAILED;
 		j->finished = eng_stamp();
-		dlh_job_reason(j, why, "node %s cannot read the job's data", bad_node);
+		dlh_job_reason(j, why, "%s", pub);
 		eng_job_log(e, j, "failed: %s", why);
 		eng_job_save(e, j);
 	} else if (!why[0]) {
-		eng_job_log(e, j, "its nodes read its data");
+		int all = 1;
+		for (int i = 0; i < s->n; i++)
+			all &= j->seen[s->node[i]];
+		if (all)
+			eng_job_log(e, j, "its nodes %s", s->see[0] ? "read its data" : "answer");
 	}
 	if (e->on_run_end && !e->stopping)
-		e->on_run_end(e);   /* the queue: it may start now */
+		e->on_run_end(e);   /* the queue: it may start now (or be placed again) */
 	e->waiters--;
 	pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->mu);
@@ -243,8 +402,8 @@ static void *seer_main(void *arg)
 
 int eng_nodes_see(struct dlh_engine *e, struct dlh_job *j, const struct dlh_plan *plan)
 {
-	if (j->spec.command[0] || e->no_probe || !e->probe_path[0])
-		return 1;   /* a command's files are its own; without probes, as the pool file says */
+	if (e->no_probe || !e->probe_path[0])
+		return 1;   /* without probes, as the pool file says */
 	if (j->seeing)
 		return 0;
 	struct seer *s = calloc(1, sizeof *s);
@@ -265,13 +424,17 @@ int eng_nodes_see(struct dlh_engine *e, struct dlh_job *j, const struct dlh_plan
 		p->probe = e->probe_path;
 		p->state = e->state;
 	}
-	if (s->n == 0) {
+	char err[256];
+	if (s->n == 0 || (geteuid() == 0 && j->uid != 0 &&
+			  dlh_cred_of(j->uid, &s->cred, err, sizeof err))) {
 		free(s);
-		return 1;
+		return 1;   /* nothing to ask; or no such user: the launch says */
 	}
+	s->as_owner = geteuid() == 0 && j->uid != 0;
+	/* a command's files are its own: only its owner's access is asked */
 	const char *files[4] = { j->spec.train, j->spec.train_labels, j->spec.test, j->spec.test_labels };
 	int m = 0;
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 4 && !j->spec.command[0]; i++)
 		if (files[i][0] && (i % 2 == 0 || strcmp(j->spec.format, "csv"))) {
 			snprintf(s->paths[m], sizeof s->paths[m], "%s", files[i]);
 			s->see[m] = s->paths[m];
@@ -292,7 +455,8 @@ int eng_nodes_see(struct dlh_engine *e, struct dlh_job *j, const struct dlh_plan
 	}
 	j->seeing = 1;
 	e->waiters++;
-	eng_job_log(e, j, "asking %d node%s whether they read its data", s->n, s->n == 1 ? "" : "s");
+	eng_job_log(e, j, "asking %d node%s whether they %s%s", s->n, s->n == 1 ? "" : "s",
+		    m ? "read its data" : "answer", s->as_owner ? " (as its owner)" : "");
 	return 0;
 }
 

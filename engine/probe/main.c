@@ -1,15 +1,19 @@
 /* main.c - dlh-probe: what a node of the pool has, for the daemon that
  * reaches it (engine/run/probe.c runs it there through the node's agent)
  *
- *   dlh-probe [--state DIR] [--see-stdin]
+ *   dlh-probe [--state DIR] [--token FILE] [--see-stdin]
  *
  * Prints key=value lines: hostname, cpus, memory (bytes), cpu_model, gpus
  * (TYPE:COUNT,... or none), and with --state whether this machine sees the
  * state directory (state_dir=yes, or no: why): runs need it, and the data,
- * on every node. --see-stdin: the paths on standard input (each ended by a
- * NUL; never on a command line, so no shell on the way sees them) must be
- * files this machine can read: seen=yes, or no: the first that is not, and
- * why. Exits 0. */
+ * on every node. --token: FILE's first line (token=TEXT, or token=no:
+ * why): dlhfs wrote it in the state directory a moment before, so the
+ * node shares that directory only when it reads the same text.
+ * --see-stdin: the paths on standard input (each ended by a NUL; never on
+ * a command line, so no shell on the way sees them) must be files this
+ * machine can read: seen=yes and hashes=H,H,... (FNV-1a of each file's
+ * bytes, in hex, in their order: dlhfs compares them with its own), or
+ * seen=no: the first that is not, and why. Exits 0. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,10 +22,11 @@
 #include <unistd.h>
 
 #include "engine/pool/pool.h"
+#include "engine/util/util.h"
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: dlh-probe [--state DIR] [--see-stdin]\n"
+	fprintf(stderr, "usage: dlh-probe [--state DIR] [--token FILE] [--see-stdin]\n"
 		"Prints what this machine has (cores, memory, GPUs) and whether it sees DIR,\n"
 		"as key=value lines: dlhfs runs it on each node of its pool.\n");
 	return 2;
@@ -29,37 +34,62 @@ static int usage(void)
 
 #define SEE_MAX (64 * 1024)   /* bytes of paths read from stdin */
 
-/* --see-stdin: prints seen=yes, or seen=no: the first path of stdin this
- * machine cannot open for reading as a regular file, and why. */
+/* --see-stdin: prints seen=yes and the files' hashes, or seen=no: the
+ * first path of stdin this machine cannot read as a regular file, and why. */
 static void see(void)
 {
-	static char buf[SEE_MAX + 1];
-	size_t n = 0;
+	static char buf[SEE_MAX + 1], hashes[SEE_MAX];
+	size_t n = 0, used = 0;
 	ssize_t got;
 	while (n < SEE_MAX && (got = read(0, buf + n, SEE_MAX - n)) > 0)
 		n += (size_t)got;
 	buf[n] = '\0';
+	hashes[0] = '\0';
 	for (size_t at = 0; at < n; at += strlen(buf + at) + 1) {
 		const char *path = buf + at;
 		struct stat st;
-		int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		uint64_t h = 0;
+		int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), rc = 0;
+		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+		    (rc = dlh_hash_fd(fd, &h, NULL))) {
 			printf("seen=no: \"%s\": %s\n", path,
-			       fd < 0 ? strerror(errno) : "not a regular file");
+			       fd < 0 ? strerror(errno) : rc ? strerror(-rc) : "not a regular file");
 			return;
 		}
 		close(fd);
+		if (used + 20 < sizeof hashes)
+			used += (size_t)snprintf(hashes + used, sizeof hashes - used, "%s%016llx",
+						 used ? "," : "", (unsigned long long)h);
 	}
-	printf("seen=yes\n");
+	printf("seen=yes\nhashes=%s\n", hashes);
+}
+
+/* --token: the first line of path (at most 128 bytes), or why not. */
+static void token(const char *path)
+{
+	char text[130] = "";
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+	ssize_t got = fd < 0 ? -1 : read(fd, text, sizeof text - 1);
+	if (got < 0) {
+		printf("token=no: \"%s\": %s\n", path, strerror(errno));
+	} else {
+		text[got] = '\0';
+		text[strcspn(text, "\n")] = '\0';
+		printf("token=%s\n", text);
+	}
+	if (fd >= 0)
+		close(fd);
 }
 
 int main(int argc, char **argv)
 {
-	const char *state = NULL;
+	const char *state = NULL, *token_path = NULL;
 	int seeing = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--state") && i + 1 < argc)
 			state = argv[++i];
+		else if (!strcmp(argv[i], "--token") && i + 1 < argc)
+			token_path = argv[++i];
 		else if (!strcmp(argv[i], "--see-stdin"))
 			seeing = 1;
 		else
@@ -87,6 +117,8 @@ int main(int argc, char **argv)
 		else
 			printf("state_dir=yes\n");
 	}
+	if (token_path)
+		token(token_path);
 	if (seeing)
 		see();
 	return 0;

@@ -9,6 +9,7 @@
 #include "engine/run/probe.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -19,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine/run/owner.h"
 #include "engine/util/util.h"
 
 #define PROBE_ARGV_MAX 64
@@ -128,27 +130,81 @@ static void parse(const char *text, struct dlh_probe_result *r)
 		r->seen = !strcmp(s, "yes");
 		snprintf(r->unseen, sizeof r->unseen, "%s", r->seen ? "" : strncmp(s, "no: ", 4) ? s : s + 4);
 	}
+	if (r->seen && dlh_kv_get(text, "hashes", r->hashes, sizeof r->hashes))
+		r->hashes[0] = '\0';
+}
+
+/* Whether the node read a's token (r->token_ok); a node that did not is
+ * not up: it does not share the state directory. */
+static void check_token(const struct dlh_probe_ask *a, const char *text, struct dlh_probe_result *r)
+{
+	char v[sizeof r->token];
+	if (dlh_kv_get(text, "token", v, sizeof v))
+		snprintf(v, sizeof v, "no: the probe did not say");
+	snprintf(r->token, sizeof r->token, "%s", v);
+	r->token_ok = !strcmp(v, a->token);
+	if (r->token_ok || !r->up)
+		return;
+	r->up = 0;
+	if (!strncmp(v, "no: ", 4))
+		snprintf(r->why, sizeof r->why, "does not share the state directory: it cannot read "
+			 "the file dlhfs wrote there a moment ago (%.150s)", v + 4);
+	else
+		snprintf(r->why, sizeof r->why, "does not share the state directory: the file dlhfs "
+			 "wrote there a moment ago reads otherwise on it (another directory at the "
+			 "same path)");
 }
 
 void dlh_probe_node(const char *agent, const char *host, const char *probe, const char *state,
 		    double timeout, struct dlh_probe_result *r)
 {
-	dlh_probe_node_sees(agent, host, probe, state, NULL, timeout, r);
+	const struct dlh_probe_ask a = { .agent = agent, .host = host, .probe = probe,
+					 .state = state, .timeout = timeout };
+	dlh_probe_ask(&a, r);
 }
 
-void dlh_probe_node_sees(const char *agent, const char *host, const char *probe,
-			 const char *state, const char *const *see, double timeout,
-			 struct dlh_probe_result *r)
+/* The environment the agent gets as another user: the daemon's, with that
+ * user's HOME, USER and LOGNAME (ssh finds their keys by their home). */
+static char **user_env(const struct dlh_cred *c, char *store, size_t len)
 {
-	char words[512], cmd[4096] = "", *argv[PROBE_ARGV_MAX];
+	extern char **environ;
+	size_t n = 0, k = 0;
+	while (environ[n])
+		n++;
+	char **env = calloc(n + 4, sizeof *env);
+	if (!env)
+		return NULL;
+	int at = snprintf(store, len, "HOME=%s", c->home) + 1;
+	int at2 = at + snprintf(store + at, len - (size_t)at, "USER=%s", c->user) + 1;
+	snprintf(store + at2, len - (size_t)at2, "LOGNAME=%s", c->user);
+	env[k++] = store;
+	env[k++] = store + at;
+	env[k++] = store + at2;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "HOME=", 5) && strncmp(environ[i], "USER=", 5) &&
+		    strncmp(environ[i], "LOGNAME=", 8) && strncmp(environ[i], "SSH_AUTH_SOCK=", 14))
+			env[k++] = environ[i];
+	env[k] = NULL;
+	return env;
+}
+
+void dlh_probe_ask(const struct dlh_probe_ask *a, struct dlh_probe_result *r)
+{
+	char words[512], cmd[4096] = "", *argv[PROBE_ARGV_MAX], envstore[800];
+	const char *const *see = a->see;
+	const char *host = a->host;
+	double timeout = a->timeout;
 	int n = 0;
 	memset(r, 0, sizeof *r);
-	snprintf(words, sizeof words, "%s", agent && agent[0] ? agent :
+	snprintf(words, sizeof words, "%s", a->agent && a->agent[0] ? a->agent :
 		 "ssh -o BatchMode=yes -o ConnectTimeout=5");
 	for (char *w = strtok(words, " \t"); w && n < PROBE_ARGV_MAX - 3; w = strtok(NULL, " \t"))
 		argv[n++] = w;
-	if (quote(cmd, sizeof cmd, probe) || quote(cmd, sizeof cmd, "--state") ||
-	    quote(cmd, sizeof cmd, state) || (see && quote(cmd, sizeof cmd, "--see-stdin"))) {
+	if (quote(cmd, sizeof cmd, a->probe) || quote(cmd, sizeof cmd, "--state") ||
+	    quote(cmd, sizeof cmd, a->state) ||
+	    (a->token_path && (quote(cmd, sizeof cmd, "--token") ||
+			       quote(cmd, sizeof cmd, a->token_path))) ||
+	    (see && quote(cmd, sizeof cmd, "--see-stdin"))) {
 		snprintf(r->why, sizeof r->why, "the probe's command line is too long");
 		return;
 	}
@@ -170,10 +226,23 @@ void dlh_probe_node_sees(const char *agent, const char *host, const char *probe,
 		}
 		return;
 	}
+	char **env = a->cred ? user_env(a->cred, envstore, sizeof envstore) : NULL;
+	if (a->cred && !env) {
+		snprintf(r->why, sizeof r->why, "out of memory");
+		for (int i = 0; i < 2; i++) {
+			close(out[i]);
+			close(err[i]);
+			if (in[i] >= 0)
+				close(in[i]);
+		}
+		return;
+	}
 	char cant[600];
 	int cant_len = snprintf(cant, sizeof cant, "cannot execute \"%.500s\": ", argv[0]);
 	size_t cant_n = cant_len < 0 ? 0 : (size_t)cant_len < sizeof cant ? (size_t)cant_len : sizeof cant - 1;
 	pid_t pid = fork();
+	if (pid != 0)
+		free(env);   /* the child's copy is its own */
 	if (pid == 0) {
 		/* async-signal-safe calls only from here to exec. The agent takes
 		 * signals as if started from a shell: the FUSE thread that runs a
@@ -188,7 +257,14 @@ void dlh_probe_node_sees(const char *agent, const char *host, const char *probe,
 		if (src < 0 || dlh_fd_onto(src, 0) < 0 || dlh_fd_onto(out[1], 1) < 0 ||
 		    dlh_fd_onto(err[1], 2) < 0)
 			_exit(127);
-		execvp(argv[0], argv);
+		/* as the job's owner: their groups, group and user, for good */
+		if (a->cred && (setgroups((size_t)a->cred->ngroups, a->cred->groups) < 0 ||
+				setgid(a->cred->gid) < 0 || setuid(a->cred->uid) < 0))
+			_exit(126);
+		if (env)
+			execvpe(argv[0], argv, env);
+		else
+			execvp(argv[0], argv);
 		/* no stdio here: the words made before the fork */
 		static const char enoent[] = "no such file\n", eacces[] = "permission denied\n",
 				  other[] = "exec failed\n";
@@ -248,6 +324,8 @@ void dlh_probe_node_sees(const char *agent, const char *host, const char *probe,
 			 last[0] ? last : WIFEXITED(st) ? "exited with an error" : "killed");
 	} else {
 		parse(text, r);
+		if (a->token_path)
+			check_token(a, text, r);
 	}
 	free(text);
 	free(errtext);

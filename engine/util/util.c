@@ -318,13 +318,39 @@ void dlh_duration(double seconds, char *out, size_t outlen)
 		snprintf(out, outlen, "%ld:%02ld", s / 60, s % 60);
 }
 
-uint64_t dlh_hash(const void *data, size_t len)
+uint64_t dlh_hash_more(uint64_t h, const void *data, size_t len)
 {
 	const unsigned char *p = data;
-	uint64_t h = 14695981039346656037ULL;   /* the offset basis */
 	for (size_t i = 0; i < len; i++)
 		h = (h ^ p[i]) * 1099511628211ULL;
 	return h;
+}
+
+uint64_t dlh_hash(const void *data, size_t len)
+{
+	return dlh_hash_more(DLH_HASH_BASIS, data, len);
+}
+
+int dlh_hash_fd(int fd, uint64_t *out, long long *size)
+{
+	static __thread unsigned char buf[1 << 16];
+	uint64_t h = DLH_HASH_BASIS;
+	long long n = 0;
+	for (;;) {
+		ssize_t got = read(fd, buf, sizeof buf);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			break;
+		h = dlh_hash_more(h, buf, (size_t)got);
+		n += got;
+	}
+	*out = h;
+	if (size)
+		*size = n;
+	return 0;
 }
 
 double dlh_now(void)

@@ -129,6 +129,15 @@ void dlh_size_text(long long bytes, char *out, size_t len);
 /* FNV-1a of len bytes: a cheap hash to tell contents apart. */
 uint64_t dlh_hash(const void *data, size_t len);
 
+#define DLH_HASH_BASIS 14695981039346656037ULL   /* FNV-1a's offset basis */
+
+/* FNV-1a of h's bytes so far followed by len more. */
+uint64_t dlh_hash_more(uint64_t h, const void *data, size_t len);
+
+/* FNV-1a of what fd reads from where it is to its end into *out, the bytes
+ * read into *size (NULL: not wanted). Returns 0, or -errno. */
+int dlh_hash_fd(int fd, uint64_t *out, long long *size);
+
 /* Seconds since the epoch, with sub-second precision. */
 double dlh_now(void);
 
