@@ -5,10 +5,15 @@
 #
 #   nodes_up N [DOWN...]   make nodes dlhn1..dlhnN (a node listed in DOWN gets
 #                          no sshd); NODES_DIR holds keys and the ssh config
-#   node_ssh_config        the ssh config file (Host dlhnN -> its address)
-#   node_sshd_start I [HIDE]  start node I's sshd (again); with HIDE, in a mount
-#                          namespace of its own where an empty tmpfs covers the
-#                          directory HIDE: a node that cannot see what is there
+#   node_ssh_config        the ssh config file (Host dlhnN -> its address; the
+#                          nodes' addresses too): each user logs in as
+#                          themselves with the key NODES_DIR/id_USER
+#   node_user_key USER     a key for USER, accepted on every node
+#   node_sshd_start I [HIDE [FROM]]  start node I's sshd (again); with HIDE, in
+#                          a mount namespace of its own where a tmpfs covers the
+#                          directory HIDE, empty (a node that cannot see what is
+#                          there) or holding a copy of FROM's files (a node
+#                          with files of its own at the same paths)
 #   nodes_down             remove them all (dlh_cleanup calls it too)
 #   nodes_pool [N]         a pool file: this machine ("here", its cores), then
 #                          dlhn1..dlhnN (8 cores each until probed)
@@ -43,9 +48,20 @@ nodes_up() {
 	ip link add "$NODES_BRIDGE" type bridge || die "cannot make bridge $NODES_BRIDGE"
 	ip addr add "$NODES_NET.1/24" dev "$NODES_BRIDGE"
 	ip link set "$NODES_BRIDGE" up
-	ssh-keygen -q -t ed25519 -N "" -f "$NODES_DIR/id" || die "ssh-keygen failed"
-	cp "$NODES_DIR/id.pub" "$NODES_DIR/authorized_keys"
-	: > "$NODES_DIR/ssh_config"
+	# every user reads the config (and finds their own key by it)
+	chmod 755 "$NODES_DIR"
+	ssh-keygen -q -t ed25519 -N "" -f "$NODES_DIR/id_root" || die "ssh-keygen failed"
+	cp "$NODES_DIR/id_root.pub" "$NODES_DIR/authorized_keys"
+	cat > "$NODES_DIR/ssh_config" <<CONF
+Host $NODES_NET.*
+	IdentityFile $NODES_DIR/id_%u
+	IdentitiesOnly yes
+	StrictHostKeyChecking no
+	UserKnownHostsFile /dev/null
+	BatchMode yes
+	ConnectTimeout 5
+	LogLevel ERROR
+CONF
 	for i in $(seq "$n"); do
 		ip netns add "dlhn$i" || die "cannot make namespace dlhn$i"
 		ip link add "dlhv$i" type veth peer name eth0 netns "dlhn$i"
@@ -69,8 +85,7 @@ CONF
 		cat >> "$NODES_DIR/ssh_config" <<CONF
 Host dlhn$i
 	HostName $NODES_NET.$((10 + i))
-	User root
-	IdentityFile $NODES_DIR/id
+	IdentityFile $NODES_DIR/id_%u
 	IdentitiesOnly yes
 	StrictHostKeyChecking no
 	UserKnownHostsFile /dev/null
@@ -84,6 +99,12 @@ CONF
 }
 
 node_ssh_config() { echo "$NODES_DIR/ssh_config"; }
+
+node_user_key() {
+	ssh-keygen -q -t ed25519 -N "" -f "$NODES_DIR/id_$1" || die "ssh-keygen for $1 failed"
+	chown "$1" "$NODES_DIR/id_$1"
+	cat "$NODES_DIR/id_$1.pub" >> "$NODES_DIR/authorized_keys"
+}
 
 nodes_pool() {
 	local n=${1:-$NODES_N} i cores
@@ -124,8 +145,9 @@ node_sshd_start() {
 	mkdir -p /run/sshd
 	if [ -n "${2:-}" ]; then   # before any dlhfs mount: its namespace holds no copy of one
 		nsenter --net="/var/run/netns/dlhn$1" unshare --uts --mount --propagation private \
-			sh -c 'hostname "$1" && mount -t tmpfs none "$3" && exec /usr/sbin/sshd -f "$2" -E "$2.log"' \
-			- "dlhn$1" "$NODES_DIR/sshd$1.conf" "$2" || die "sshd of dlhn$1 did not start"
+			sh -c 'hostname "$1" && mount -t tmpfs -o mode=0755 none "$3" &&
+				{ [ -z "$4" ] || cp -a "$4/." "$3"; } && exec /usr/sbin/sshd -f "$2" -E "$2.log"' \
+			- "dlhn$1" "$NODES_DIR/sshd$1.conf" "$2" "${3:-}" || die "sshd of dlhn$1 did not start"
 	else
 		nsenter --net="/var/run/netns/dlhn$1" unshare --uts sh -c 'hostname "$1"; exec /usr/sbin/sshd -f "$2" -E "$2.log"' \
 			- "dlhn$1" "$NODES_DIR/sshd$1.conf" || die "sshd of dlhn$1 did not start"

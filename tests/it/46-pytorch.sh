@@ -34,7 +34,7 @@ torch_cleanup() {
 }
 
 # ddp_spec PY: the example's spec on a slice, its program copied to STATE (a
-# spec line holds 199 characters; a checkout's path may be long): 3072 images,
+# checkout's path may be long): 3072 images,
 # 2 epochs of 48 steps (96), a checkpoint every 20, each step at least 50 ms
 # (a few seconds in all, so that it can be suspended midway)
 ddp_spec() {
