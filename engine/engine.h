@@ -19,6 +19,7 @@
 #define DLH_ERRORS_DIR "errors.d"   /* in the state dir: each user's own rejections */
 #define DLH_SUSPEND_GRACE 30.0 /* seconds from a suspend request to SIGTERM */
 #define DLH_MAX_QUEUED 1000    /* default most jobs queued at once */
+#define DLH_PROBE_EVERY 60.0   /* default seconds between probes of the pool's nodes */
 #define DLH_MAX_QUEUED_PER_USER 100   /* default most jobs of one user queued at once */
 #define DLH_PIDS_PER_RANK 512  /* default tasks (processes, threads) a job may have per
 				  local rank, plus one rank's worth for its launcher */
@@ -52,6 +53,8 @@ struct dlh_engine_opts {
 	double data_timeout;    /* seconds a submission's data may take to answer; 0 =
 				   DLH_DATA_TIMEOUT */
 	int no_isolation;       /* 1: no cgroups (cpusets, memory limits) for runs */
+	double probe_every;     /* seconds between probes of the other nodes after the
+				   mount's; 0 = DLH_PROBE_EVERY, < 0 = never again */
 	int no_probe;           /* 1: never probe the pool's other nodes (they show
 				   unprobed and count as the pool file says) */
 	int no_calibrate;       /* 1: never measure the devices (jobs without a cached

@@ -85,6 +85,7 @@ struct dlh_options {
 	char *isolation;   /* -o isolation=auto|off */
 	char *probe;       /* -o probe=on|off */
 	char *expire;      /* -o expire=DURATION */
+	char *probe_every; /* -o probe_every=DURATION */
 	char *mem_per_rank; /* -o mem_per_rank=SIZE */
 	long pids_per_rank; /* -o pids_per_rank=N */
 	char *reserve;     /* -o reserve=SIZE */
@@ -110,6 +111,7 @@ static const struct fuse_opt option_spec[] = {
 	OPTION("isolation=%s", isolation),
 	OPTION("probe=%s", probe),
 	OPTION("expire=%s", expire),
+	OPTION("probe_every=%s", probe_every),
 	OPTION("mem_per_rank=%s", mem_per_rank),
 	OPTION("pids_per_rank=%ld", pids_per_rank),
 	OPTION("reserve=%s", reserve),
@@ -228,6 +230,9 @@ static void usage(const char *prog)
 	       "                       system mount: README.md, Sharing a mount)\n"
 	       "    -o probe=off       do not probe the pool file's other nodes over their\n"
 	       "                       agent (ssh) at mount: take the file as it is\n"
+	       "    -o probe_every=DURATION\n"
+	       "                       probe them again this often: a node whose sshd died\n"
+	       "                       is found down, one back up (default 1m; 0: never)\n"
 	       "    -o isolation=off   no cgroups for runs (default auto: cpusets and memory\n"
 	       "                       limits where cgroup v1 or v2 is usable)\n"
 	       "    -o expire=DURATION remove ended jobs (their files, as ctl `purge`) this\n"
@@ -372,6 +377,12 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	eo.expire = (double)expire;
+	long every = 0;
+	if (o.probe_every && dlh_spec_duration(o.probe_every, &every, why, sizeof why)) {
+		fprintf(stderr, "dlhfs: -o probe_every: %s\n", why);
+		goto out_args;
+	}
+	eo.probe_every = o.probe_every ? (every > 0 ? (double)every : -1) : 0;
 	long long mem = 0;
 	if (o.mem_per_rank && dlh_spec_size(o.mem_per_rank, &mem, why, sizeof why)) {
 		fprintf(stderr, "dlhfs: -o mem_per_rank: %s\n", why);
@@ -458,6 +469,7 @@ out_args:
 	free(o.pool);
 	free(o.isolation);
 	free(o.expire);
+	free(o.probe_every);
 	free(o.mem_per_rank);
 	free(o.reserve);
 	free(o.disk_per_job);

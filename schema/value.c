@@ -445,7 +445,7 @@ static int env_reserved(const char *name, size_t len)
 	static const char *const prefixes[] = { "DLH_", "OMPI_", "PMIX_", "OPAL_" };
 	static const char *const names[] = {
 		"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-		"NODE_RANK", "GROUP_RANK",
+		"NODE_RANK", "GROUP_RANK", "CUDA_VISIBLE_DEVICES",
 	};
 	for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
 		if (!strncmp(name, prefixes[i], strlen(prefixes[i])))

@@ -61,6 +61,11 @@
 #define DLH_ENV_METRICS_CSV "DLH_METRICS_CSV"     /* DLH_JOB_DIR/metrics.csv */
 #define DLH_ENV_CHECKPOINT_DIR "DLH_CHECKPOINT_DIR" /* DLH_JOB_DIR/checkpoints */
 #define DLH_ENV_RANKS "DLH_RANKS"                 /* ranks of the run */
+/* a [job] command's: the node number (0.. in rank order) and, on GPUs, the
+ * GPU of every rank, comma-separated in rank order; dlh-rank makes them
+ * NODE_RANK, GROUP_RANK and CUDA_VISIBLE_DEVICES */
+#define DLH_ENV_RANK_NODES "DLH_RANK_NODES"
+#define DLH_ENV_RANK_GPUS "DLH_RANK_GPUS"
 /* a [job] command run again (restart, resume): its newest checkpoint and the
  * step it was taken at (metrics.csv holds no row past it); absent on a first run */
 #define DLH_ENV_RESUME_FROM "DLH_RESUME_FROM"

@@ -358,6 +358,7 @@ int eng_write_plan(struct dlh_engine *e, const struct dlh_job *j, const struct d
 	if (eng_launch_hosts(e, plan, hosts, &nhosts, agent, sizeof agent, why, sizeof why) && !rc)
 		rc = dlh_buf_printf(&b, "launch refused: %s\n", why) ? -ENOMEM : 0, nhosts = 0;
 	eng_run_master(e, id, plan, nhosts, &env);
+	eng_env_ranks(&env, plan);
 	eng_env_job(&env, e->pool.env, j->spec.env);
 	struct dlh_launch l = {
 		.argv = plan->argv, .ranks = plan->ranks, .env = env.v, .job_dir = dir,

@@ -238,6 +238,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 			e->reserve = (long long)v.f_blocks * (long long)v.f_frsize / 20;
 	}
 	e->no_probe = o->no_probe;
+	e->probe_every = o->probe_every > 0 ? o->probe_every : o->probe_every == 0 ? DLH_PROBE_EVERY : 0;
 	e->data_timeout_ms = (int)(1000 * (o->data_timeout > 0 ? o->data_timeout : DLH_DATA_TIMEOUT));
 	e->next_id = 1;
 	if (!o->pool_file)   /* else setup() loaded it */

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -111,12 +112,15 @@ static void apply(struct dlh_engine *e, int k, const struct dlh_probe_result *r)
 {
 	struct dlh_pool_node *nd = &e->pool.nodes[k];
 	if (!r->up) {
+		if (nd->probe != DLH_PROBE_DOWN)
+			nd->down_since = dlh_now();
 		nd->probe = DLH_PROBE_DOWN;
 		snprintf(nd->probe_what, sizeof nd->probe_what, "%s", r->why);
 		return;
 	}
 	char mem[32];
 	nd->probe = DLH_PROBE_UP;
+	nd->down_since = 0;
 	nd->cpus = r->cpus;   /* what the node has, over what the pool file says */
 	nd->devices[nd->cpu_type] = r->cpus;
 	if (r->mem_bytes > 0)
@@ -143,7 +147,8 @@ static void probe_round(struct dlh_engine *e)
 		snprintf(p[k].agent, sizeof p[k].agent, "%s", e->pool.nodes[k].agent);
 		snprintf(p[k].host, sizeof p[k].host, "%s", e->pool.nodes[k].host);
 		p[k].measure = e->pool.nodes[k].link_alpha <= 0 && e->calib_prog[0];
-		e->pool.nodes[k].probe = DLH_PROBE_RUNNING;
+		if (e->pool.nodes[k].probe == DLH_PROBE_NONE)   /* later rounds keep what it was */
+			e->pool.nodes[k].probe = DLH_PROBE_RUNNING;
 	}
 	pthread_mutex_unlock(&e->mu);
 	char token_path[4200], token[40];
@@ -460,16 +465,60 @@ int eng_nodes_see(struct dlh_engine *e, struct dlh_job *j, const struct dlh_plan
 	return 0;
 }
 
+/* The mount's round, then one every e->probe_every seconds (a node whose
+ * sshd died is found down within that; one that came back, up) until the
+ * engine closes. A round a refresh runs meanwhile counts as one. */
 static void *probe_thread(void *arg)
 {
-	probe_round(arg);
+	struct dlh_engine *e = arg;
+	probe_round(e);
+	pthread_mutex_lock(&e->mu);
+	double next = dlh_mono() + e->probe_every;
+	while (e->probe_every > 0 && !atomic_load(&e->closing)) {
+		if (e->probing) {   /* a refresh's round */
+			pthread_cond_wait(&e->changed, &e->mu);
+			next = dlh_mono() + e->probe_every;
+			continue;
+		}
+		if (dlh_mono() < next) {
+			struct timespec ts;
+			dlh_mono_ts(next, &ts);
+			pthread_cond_timedwait(&e->changed, &e->mu, &ts);
+			continue;
+		}
+		e->probing = 1;
+		pthread_mutex_unlock(&e->mu);
+		probe_round(e);
+		pthread_mutex_lock(&e->mu);
+		next = dlh_mono() + e->probe_every;
+	}
+	pthread_mutex_unlock(&e->mu);
 	return NULL;
+}
+
+void eng_nodes_down_text(const struct dlh_engine *e, char *out, size_t len)
+{
+	size_t used = 0;
+	out[0] = '\0';
+	for (int k = 0; k < e->pool.nnodes && used < len; k++) {
+		const struct dlh_pool_node *nd = &e->pool.nodes[k];
+		if (nd->probe != DLH_PROBE_DOWN || k == e->pool.local)
+			continue;
+		char when[16] = "";
+		time_t t = (time_t)nd->down_since;
+		struct tm tm;
+		if (t > 0 && localtime_r(&t, &tm))
+			strftime(when, sizeof when, "%H:%M:%S", &tm);
+		int n = snprintf(out + used, len - used, "%snode %s down%s%s", used ? ", " : "",
+				 nd->name, when[0] ? " since " : "", when);
+		used += n > 0 ? (size_t)n : 0;
+	}
 }
 
 void eng_nodes_probe_start(struct dlh_engine *e)
 {
-	if (e->pool.nnodes < 2 || e->no_probe)
-		return;
+	if (e->pool.nnodes - (e->pool.local >= 0) < 1 || e->no_probe)
+		return;   /* no other node */
 	pthread_mutex_lock(&e->mu);
 	e->probing = 1;
 	e->probe_started = !pthread_create(&e->probe_thread, NULL, probe_thread, e);
@@ -489,10 +538,12 @@ int eng_nodes_refresh(struct dlh_engine *e, char *err, size_t errlen)
 			 "(-o probe=off)");
 		return -EINVAL;
 	}
-	if (busy) {
-		snprintf(err, errlen, "pool ctl: \"refresh\": the nodes are being probed; "
-			 "try again when pool/nodes/*/state no longer says probing");
-		return -EBUSY;
+	if (busy) {   /* a round under way (the mount's, a periodic one): then ours */
+		pthread_mutex_lock(&e->mu);
+		while (e->probing && !atomic_load(&e->closing))
+			pthread_cond_wait(&e->changed, &e->mu);
+		e->probing = 1;
+		pthread_mutex_unlock(&e->mu);
 	}
 	probe_round(e);
 	return 0;

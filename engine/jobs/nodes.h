@@ -10,6 +10,10 @@
  * mount does not wait for it). e->mu not held. */
 void eng_nodes_probe_start(struct dlh_engine *e);
 
+/* "node N down since HH:MM:SS, ..." of the pool's nodes found down, or ""
+ * (for a waiting job's reason). e->mu held. */
+void eng_nodes_down_text(const struct dlh_engine *e, char *out, size_t len);
+
 /* Probes every node but the local one now and returns when all have
  * answered or timed out (pool/ctl refresh). Returns 0, or -EBUSY with err
  * while another round runs. e->mu not held. */

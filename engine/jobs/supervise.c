@@ -283,6 +283,7 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	}
 	eng_run_env(e, j->id, l->plan.ranks, &env);
 	eng_run_master(e, j->id, &l->plan, l->nhosts, &env);
+	eng_env_ranks(&env, &l->plan);
 	eng_env_job(&env, e->pool.env, j->spec.env);
 	if (j->spec.command[0] && j->started > 0)
 		resume_env(e, j, l, &env);
@@ -424,7 +425,10 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 	if (rc == -EAGAIN) {
 		/* not with what is free now: it waits (eng_schedule says why) */
 		j->status = DLH_QUEUED;
-		snprintf(j->wait, sizeof j->wait, "waiting for room: %s", l->err);
+		char down[256];
+		eng_nodes_down_text(e, down, sizeof down);
+		snprintf(j->wait, sizeof j->wait, "waiting for room: %s%s%s", l->err,
+			 down[0] ? "; " : "", down);
 		free(l->wa);
 		free(l);
 		return -EAGAIN;

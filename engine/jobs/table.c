@@ -253,6 +253,24 @@ void eng_run_master(const struct dlh_engine *e, long id, const struct dlh_plan *
 	eng_env_add(env, env->master_port);
 }
 
+void eng_env_ranks(struct eng_env *env, const struct dlh_plan *plan)
+{
+	size_t a = (size_t)snprintf(env->nodes, sizeof env->nodes, DLH_ENV_RANK_NODES "=");
+	size_t b = (size_t)snprintf(env->gpus, sizeof env->gpus, DLH_ENV_RANK_GPUS "=");
+	int node = 0;
+	for (int r = 0; r < plan->ranks && a < sizeof env->nodes && b < sizeof env->gpus; r++) {
+		node += r > 0 && plan->node[r] != plan->node[r - 1];   /* a node's ranks are consecutive */
+		a += (size_t)snprintf(env->nodes + a, sizeof env->nodes - a, "%s%d", r ? "," : "", node);
+		b += (size_t)snprintf(env->gpus + b, sizeof env->gpus - b, "%s%d", r ? "," : "",
+				      plan->dev[r]);
+	}
+	if (plan->ranks <= 0 || plan->node[0] < 0)
+		return;   /* not placed: nothing to say */
+	eng_env_add(env, env->nodes);
+	if (plan->gpu)
+		eng_env_add(env, env->gpus);
+}
+
 /* Whether list ("NAME=VALUE\n" entries) names the variable of entry. */
 static int env_names(const char *list, const char *entry)
 {

@@ -66,6 +66,8 @@ struct dlh_engine {
 	int probe_started;           /* probe_thread is to be joined */
 	int probing;                 /* a round of probes is under way */
 	int no_probe;                /* -o probe=off: the pool file is taken as it is */
+	double probe_every;          /* seconds between rounds of probes; 0 = none after
+					the mount's */
 	struct dlh_cgroup_sys cg;    /* how runs are isolated */
 	unsigned long launches;      /* runs launched, to name their cgroups */
 	int waiters;                 /* live waiter threads */
@@ -142,6 +144,8 @@ struct eng_env {
 	char master_port[40];        /* DLH_MASTER_PORT=... */
 	char resume[4400];           /* DLH_RESUME_FROM=... (a command run again) */
 	char start[48];              /* DLH_START_STEP=... */
+	char nodes[DLH_RANKS_MAX * 4 + 32];   /* DLH_RANK_NODES=0,0,1,... (eng_env_ranks) */
+	char gpus[DLH_RANKS_MAX * 5 + 32];    /* DLH_RANK_GPUS=0,1,0,... */
 	char job[2 * DLH_ENV_MAX + 2];   /* the pool's [env] and the job's [job] env, entries
 					    NUL-ended (eng_env_job) */
 };
@@ -205,6 +209,11 @@ void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env 
 
 /* Appends kv ("K=V", one of env's own buffers) to env->v. */
 void eng_env_add(struct eng_env *env, char *kv);
+
+/* Adds DLH_RANK_NODES (and, on GPUs, DLH_RANK_GPUS) of plan's ranks to env:
+ * a command's dlh-rank makes them NODE_RANK, GROUP_RANK and
+ * CUDA_VISIBLE_DEVICES. */
+void eng_env_ranks(struct eng_env *env, const struct dlh_plan *plan);
 
 /* Appends the entries of pool_env (the pool file's [env]) that job_env
  * (the spec's [job] env) does not name, then job_env's: both lists of

@@ -95,6 +95,7 @@ struct dlh_pool_node {
 	char agent[512];               /* how it is reached ("" = ssh); see the pool file */
 	int probe;                     /* enum dlh_probe_state: what its probe found */
 	char probe_what[256];          /* up: what it has; down: why */
+	double down_since;             /* epoch seconds it was found down (0: it is not) */
 	double link_alpha, link_beta;  /* allreduce with the local node: seconds, seconds
 					  per byte (dlh-calib --phase link); 0 = unmeasured */
 	char link_why[160];            /* why its link could not be measured ("" = it was) */

@@ -7,7 +7,10 @@
  * WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE from Open MPI's
  * OMPI_COMM_WORLD_* variables, MASTER_ADDR and
  * MASTER_PORT from the engine's DLH_MASTER_ADDR and DLH_MASTER_PORT (rank
- * 0's host and a port free there at launch), and replaces itself with
+ * 0's host and a port free there at launch), NODE_RANK and GROUP_RANK (its
+ * node's number among the run's, 0 first) from DLH_RANK_NODES and, on GPUs,
+ * CUDA_VISIBLE_DEVICES (the GPU the plan gives it) from DLH_RANK_GPUS (both
+ * lists in rank order), and replaces itself with
  * PROGRAM (found on PATH when it has no slash): torch.distributed's env://
  * initialisation then works as under torchrun. Variables already set are
  * kept. No shell is involved. */
@@ -30,6 +33,34 @@ static int pass(const char *name, const char *from)
 	return 0;
 }
 
+/* Item `index` of the comma-separated list in variable from, into out;
+ * "" when there is none. */
+static void item(const char *from, long index, char *out, size_t len)
+{
+	const char *list = getenv(from);
+	out[0] = '\0';
+	for (long i = 0; list && *list; i++) {
+		size_t n = strcspn(list, ",");
+		if (i == index) {
+			snprintf(out, len, "%.*s", (int)n, list);
+			return;
+		}
+		list += n + (list[n] == ',');
+	}
+}
+
+/* name=value unless name is set or value is "". */
+static int set_new(const char *name, const char *value)
+{
+	if (!value[0] || getenv(name))
+		return 0;
+	if (setenv(name, value, 1) < 0) {
+		fprintf(stderr, "dlh-rank: cannot set %s: %s\n", name, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const map[][2] = {
@@ -45,12 +76,25 @@ int main(int argc, char **argv)
 			"usage: dlh-rank PROGRAM [ARG...]\n"
 			"Runs PROGRAM as this MPI rank with torchrun's environment: RANK, WORLD_SIZE,\n"
 			"LOCAL_RANK, LOCAL_WORLD_SIZE (from OMPI_COMM_WORLD_*),\n"
-			"MASTER_ADDR and MASTER_PORT (from DLH_MASTER_ADDR, DLH_MASTER_PORT).\n");
+			"MASTER_ADDR and MASTER_PORT (from DLH_MASTER_ADDR, DLH_MASTER_PORT),\n"
+			"NODE_RANK, GROUP_RANK and CUDA_VISIBLE_DEVICES (from DLH_RANK_NODES,\n"
+			"DLH_RANK_GPUS).\n");
 		return argc < 2 ? 2 : 0;
 	}
 	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
 		if (pass(map[i][0], map[i][1]))
 			return 127;
+	const char *r = getenv("OMPI_COMM_WORLD_RANK");
+	char node[16], gpu[16];
+	item("DLH_RANK_NODES", r ? strtol(r, NULL, 10) : -1, node, sizeof node);
+	item("DLH_RANK_GPUS", r ? strtol(r, NULL, 10) : -1, gpu, sizeof gpu);
+	if (set_new("NODE_RANK", node) || set_new("GROUP_RANK", node))
+		return 127;
+	/* the plan's GPU over whatever the daemon's environment said */
+	if (gpu[0] && setenv("CUDA_VISIBLE_DEVICES", gpu, 1) < 0) {
+		fprintf(stderr, "dlh-rank: cannot set CUDA_VISIBLE_DEVICES: %s\n", strerror(errno));
+		return 127;
+	}
 	execvp(argv[1], argv + 1);
 	fprintf(stderr, "dlh-rank: cannot run \"%s\": %s\n", argv[1], strerror(errno));
 	return 127;

@@ -334,6 +334,14 @@ test_two_gpu_jobs_on_one_node_hold_different_gpus() {
 	grep -q '^rank 0 host .* device gpu0 ' "$MNT/jobs/3/plan" || die "job 3: $(grep '^rank' "$MNT/jobs/3/plan")"
 	for i in 2 3; do echo cancel > "$MNT/jobs/$i/ctl"; done
 	wait_for 10 job_terminal 3 || die "job 3 did not end"
+	wait_for 10 job_terminal 2 || die "job 2 did not end"
+	# a GPU command's ranks see the GPU the plan gives each (dlh-rank sets it)
+	printf '[job]\ncommand = /usr/bin/env\n[resources]\ndevice = gpu\nranks = 1\n' > "$STATE/genv.ini"
+	submit "$STATE/genv.ini"
+	wait_for 30 job_terminal 4 || die "job 4: $(cat "$MNT/jobs/4/progress")"
+	local dev; dev=$(sed -n 's/^rank 0 host .* device gpu\([0-9]\) .*/\1/p' "$MNT/jobs/4/plan")
+	grep -qx "\[rank 0\] CUDA_VISIBLE_DEVICES=$dev" "$MNT/jobs/4/log" ||
+		die "job 4 (gpu$dev): $(grep -E 'CUDA_VISIBLE|^\[rank' "$MNT/jobs/4/log" | head -5)"
 	dlh_umount
 }
 

@@ -44,3 +44,57 @@ test_nodes_are_probed_and_one_that_does_not_answer_is_down() {
 		die "summary after refresh: $(cat "$MNT/pool/summary"); $(cat "$MNT"/pool/nodes/*/state); $(nodes_said)"
 	dlh_umount
 }
+
+# Nodes are probed again every probe_every without a refresh: a node whose
+# sshd died is shown down within the period, with no job and no refresh
+test_a_node_whose_sshd_dies_is_down_within_the_probe_period() {
+	nodes_up 1
+	local state t0
+	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	nodes_pool 1 > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini -o probe_every=3s" dlh_mount "$state"
+	wait_for 30 nodes_probed dlhn1 || die "still probing: $(cat "$MNT"/pool/nodes/*/state)"
+	grep -q '^up: ' "$MNT/pool/nodes/dlhn1/state" || die "dlhn1: $(cat "$MNT/pool/nodes/dlhn1/state")"
+	kill "$(cat "$NODES_DIR/sshd1.pid")" || die "cannot kill dlhn1's sshd"
+	t0=$SECONDS
+	wait_for 20 grep -q '^down: ' "$MNT/pool/nodes/dlhn1/state" || die "dlhn1 after its sshd died: $(cat "$MNT/pool/nodes/dlhn1/state")"
+	echo "measured: dlhn1 down $((SECONDS - t0)) s after its sshd died (probe_every 3s): $(cat "$MNT/pool/nodes/dlhn1/state")"
+	[ $((SECONDS - t0)) -le 14 ] || die "found down after $((SECONDS - t0)) s"
+	grep -qx 'nodes total 2 up 1 probing 0 down 1 drained 0 unprobed 0' "$MNT/pool/summary" ||
+		die "summary: $(cat "$MNT/pool/summary")"
+	# a job that needs it says which node is down, and since when
+	slice_spec two 1 'nodes = 2' > "$STATE/two.ini"
+	cp "$STATE/two.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 10 grep -q 'node dlhn1 down since [0-9][0-9]:[0-9][0-9]:[0-9][0-9]' "$MNT/jobs/1/progress" ||
+		die "job 1: $(cat "$MNT/jobs/1/progress")"
+	# it comes back: the next round finds it up, and the job runs
+	node_sshd_start 1
+	wait_for 20 grep -q '^up: ' "$MNT/pool/nodes/dlhn1/state" || die "dlhn1 back: $(cat "$MNT/pool/nodes/dlhn1/state")"
+	wait_for 120 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 once dlhn1 is back"
+	dlh_umount
+}
+
+# A node's link cut in the middle of a run: the ranks wait in a collective,
+# no step is made, and the hang timer fires at its deadline (hang_timeout)
+test_a_link_cut_mid_run_is_caught_by_the_hang_timeout() {
+	nodes_up 1
+	local state t0 took
+	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	nodes_pool 1 > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini -o probe_every=0" dlh_mount "$state"
+	wait_for 30 nodes_probed dlhn1 || die "still probing: $(cat "$MNT"/pool/nodes/*/state)"
+	slice_spec cut 1000 'nodes = 2' | sed '/^\[job\]/a hang_timeout = 0:15' > "$STATE/cut.ini"
+	cp "$STATE/cut.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 60 grep -q '^train,[0-9]*[1-9]0,' "$MNT/jobs/1/metrics.csv" || die "job 1 made no steps: $(cat "$MNT/jobs/1/progress")"
+	ip link set dlhv1 down || die "cannot cut dlhn1's link"
+	t0=$SECONDS
+	wait_for 60 grep -q 'hung: no step for' "$MNT/jobs/1/log" || die "no hang found $((SECONDS - t0)) s after the cut: $(cat "$MNT/jobs/1/progress")"
+	took=$((SECONDS - t0))
+	echo "measured: the hang found $took s after the link was cut (hang_timeout 0:15): $(grep -o 'hung: no step for.*' "$MNT/jobs/1/log" | head -1)"
+	[ "$took" -le 25 ] || die "the hang was found $took s after the cut, hang_timeout 15 s"
+	wait_for 60 job_terminal 1 || die "job 1 did not end after its hang: $(cat "$MNT/jobs/1/progress")"
+	echo "measured: ended $((SECONDS - t0)) s after the cut: $(cat "$MNT/jobs/1/progress")"
+	ip link set dlhv1 up
+	dlh_umount
+}

@@ -59,6 +59,9 @@ test_two_nodes_one_rank_each_train_as_one_node_two_ranks() {
 	expect_eq "$h0" "$(hostname)" "rank 0's host"
 	expect_eq "$h1" dlhn1 "rank 1's host"
 	grep -q '^allreduce=shm+leaders$' "$STATE/jobs/2/run.info" || die "run.info: $(cat "$STATE/jobs/2/run.info")"
+	# one rank a node: each pinned, though both are given CPU slot 0 of their own node
+	grep -q 'each rank r pinned to CPU r of --cpus (2 ranks)' "$MNT/jobs/2/log" ||
+		die "not pinned: $(grep -E 'pinned|--cpus' "$MNT/jobs/2/log" | head -3)"
 	local a1 a2
 	a1=$(sed -n 's/^test_accuracy=//p' "$MNT/jobs/1/result")
 	a2=$(sed -n 's/^test_accuracy=//p' "$MNT/jobs/2/result")
@@ -202,6 +205,9 @@ test_job_env_reaches_the_ranks_on_every_node() {
 	for r in 0 1 2; do
 		grep -qx "\[rank $r\] GLOO_SOCKET_IFNAME=eth0" "$MNT/jobs/1/log" || die "rank $r: $(grep "\[rank $r\] GLOO" "$MNT/jobs/1/log")"
 		grep -qx "\[rank $r\] POOL_DEFAULT=every node" "$MNT/jobs/1/log" || die "rank $r lacks the pool's default"
+		# torchrun's node numbers: one rank a node here
+		grep -qx "\[rank $r\] NODE_RANK=$r" "$MNT/jobs/1/log" && grep -qx "\[rank $r\] GROUP_RANK=$r" "$MNT/jobs/1/log" ||
+			die "rank $r: $(grep -E "\[rank $r\] (NODE|GROUP)_RANK" "$MNT/jobs/1/log")"
 		hosts="$hosts $(sed -n "s/^rank $r host \([^ ]*\) .*/\1/p" "$MNT/jobs/1/plan")"
 	done
 	expect_eq "$hosts" " $(hostname) dlhn1 dlhn2" "the ranks' hosts"
