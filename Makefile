@@ -81,7 +81,7 @@ NVCC_FLAGS = -std=c++17 $(OPT) --fmad=false $(CUDA_ARCH) -I. \
 SCHEMA_SRC = $(wildcard schema/*.c)
 # the daemon's engine: every folder of engine/ but the two programs (see engine/README.md)
 ENGINE_SRC = $(filter-out engine/train/% engine/calib/% engine/probe/% engine/run/shepherd.c \
-	engine/run/rank.c,\
+	engine/run/rank.c engine/run/agent.c,\
 	$(wildcard engine/*/*.c))
 FS_SRC     = $(wildcard fs/*.c)
 TRAIN_SRC  = $(wildcard engine/train/*.c)
@@ -103,7 +103,7 @@ LIBTRAIN  = $(BUILD)/libdlhtrain.a
 .PHONY: all deps check asan bench bench-estimate bench-nodes bench-fs bench-deps example clean fuzz fuzz-deps \
 	install
 all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(BUILD)/dlh-shepherd $(BUILD)/dlh-probe \
-	$(BUILD)/dlh-rank \
+	$(BUILD)/dlh-rank $(BUILD)/dlh-agent \
 	$(UNIT_BIN) $(GPU_BIN) \
 	$(BUILD)/tests/stallfs $(BUILD)/tests/poller
 
@@ -170,6 +170,9 @@ $(BUILD)/dlh-shepherd: $(BUILD)/obj/engine/run/shepherd.o $(BUILD)/obj/engine/ut
 	$(CC) $(BASE_LDFLAGS) -o $@ $^
 # what gives a [job] command's ranks torchrun's environment (engine/run/rank.c)
 $(BUILD)/dlh-rank: $(BUILD)/obj/engine/run/rank.o
+	$(CC) $(BASE_LDFLAGS) -o $@ $^
+# one launch agent for nodes reached in different ways (engine/run/agent.c)
+$(BUILD)/dlh-agent: $(BUILD)/obj/engine/run/agent.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^
 $(BUILD)/dlh-calib: $(BUILD)/obj/engine/calib/main.o $(LIBTRAIN)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) $(GPU_LIBS) -lm
@@ -317,7 +320,7 @@ clean:
 PREFIX ?= /usr/local
 DESTDIR ?=
 DLH_LIBEXEC = $(PREFIX)/lib/dlhfs
-DLH_PROGRAMS = dlhfs dlh-train dlh-calib dlh-shepherd dlh-probe dlh-rank
+DLH_PROGRAMS = dlhfs dlh-train dlh-calib dlh-shepherd dlh-probe dlh-rank dlh-agent
 install:
 	@for p in $(DLH_PROGRAMS); do [ -x $(BUILD)/$$p ] || { \
 	  echo "make install: $(BUILD)/$$p is missing: run make first" >&2; exit 1; }; done

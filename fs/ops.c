@@ -698,6 +698,8 @@ static int ctl_write(struct fs_handle *h, const char *data, size_t size)
 		int rc = h->node.kind == FS_POOL_CTL ?
 			 dlh_engine_pool_ctl(engine(), h->uid, s, err, sizeof err) :
 			 dlh_engine_ctl(engine(), h->node.id, h->uid, s, err, sizeof err);
+		if (rc && h->node.kind == FS_POOL_CTL)   /* why, where the writer reads it */
+			dlh_engine_reject(engine(), h->uid, err);
 		if (rc)
 			return rc;
 		verbs++;

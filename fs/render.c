@@ -28,6 +28,7 @@ static const char pool_ctl_help[] =
 	"# write one verb per line:\n"
 	"recalibrate\n"
 	"refresh\n"
+	"reload\n"
 	"drain NODE\n"
 	"undrain NODE\n";
 
@@ -68,6 +69,8 @@ static const char readme_text[] =
 	"                         returns when done, failing with the errno);\n"
 	"                         refresh: probe the other nodes again (returns\n"
 	"                         when they have answered or timed out);\n"
+	"                         reload: read the pool file again (new nodes\n"
+	"                         join, removed ones leave when idle);\n"
 	"                         drain NODE: no new ranks go there (running jobs\n"
 	"                         finish); undrain NODE reverses it\n"
 	"pool/nodes/<node>/state  up (what its probe found), probing, down: why,\n"
@@ -176,20 +179,27 @@ static int render_summary(struct dlh_engine *e, struct dlh_buf *out)
 		goto out;
 	dlh_engine_pool(e, p, &use);
 	dlh_pool_free_view_nodes(p, use.node_cpus, use.node_gpus, f);
+	int leaving = 0, shown = 0;
 	for (int k = 0; k < p->nnodes; k++) {
 		struct dlh_pool_node *nd = &p->nodes[k];
-		int s = nd->drained ? 3 : k == p->local ? 0 :
+		if (nd->removed)
+			continue;
+		shown++;
+		leaving += nd->leaving;
+		int s = nd->drained || nd->leaving ? 3 : k == p->local ? 0 :
 			nd->probe == DLH_PROBE_RUNNING ? 1 : nd->probe == DLH_PROBE_UP ? 0 :
 			nd->probe == DLH_PROBE_DOWN ? 2 : 4;
 		st[s]++;
 		down[k] = k != p->local && nd->probe == DLH_PROBE_DOWN;
-		nd->drained = 0;   /* what would be free were every node usable */
+		nd->drained = nd->leaving = 0;   /* what would be free were every node usable */
 		nd->probe = DLH_PROBE_UP;
 	}
 	dlh_pool_free_view_nodes(p, use.node_cpus, use.node_gpus, all);
 	for (int t = 0; t < p->ntypes && !rc; t++) {
 		int total = 0, free_n = 0, free_all = 0, down_n = 0;
 		for (int k = 0; k < p->nnodes; k++) {
+			if (p->nodes[k].removed)
+				continue;
 			total += p->nodes[k].devices[t];
 			free_n += f->free[k][t];
 			free_all += all->free[k][t];
@@ -204,8 +214,9 @@ static int render_summary(struct dlh_engine *e, struct dlh_buf *out)
 			rc |= dlh_buf_printf(out, " down %d", down_n);
 		rc |= dlh_buf_printf(out, "\n");
 	}
-	rc |= dlh_buf_printf(out, "nodes total %d up %d probing %d down %d drained %d unprobed %d\n",
-			     p->nnodes, st[0], st[1], st[2], st[3], st[4]);
+	rc |= dlh_buf_printf(out, "nodes total %d up %d probing %d down %d drained %d unprobed %d",
+			     shown, st[0], st[1], st[2], st[3], st[4]);
+	rc |= leaving ? dlh_buf_printf(out, " (leaving %d)\n", leaving) : dlh_buf_printf(out, "\n");
 	if (p->local >= 0)
 		rc |= dlh_buf_printf(out, "head %s node %s\n", p->node.host, p->nodes[p->local].name);
 	else
@@ -331,6 +342,9 @@ static int render_node_file(struct dlh_engine *e, const struct node_view *v,
 	case FS_NODE_HOST:
 		return dlh_buf_printf(out, "%s\n", nd->host);
 	case FS_NODE_STATE:
+		if (nd->leaving)
+			return dlh_buf_printf(out, "leaving: no longer in the pool file; it goes when "
+					      "its jobs there end\n");
 		if (v->pool->nodes[v->k].drained)
 			return dlh_buf_printf(out, "drained: no new ranks go there (echo undrain %s > pool/ctl)\n",
 					      v->pool->nodes[v->k].name);
@@ -642,6 +656,8 @@ static int prom_devices(struct dlh_engine *e, struct dlh_buf *b)
 			  "Devices of a node of the pool by type and state (held by a job, or free).");
 	for (int k = 0; k < p->nnodes; k++) {
 		int held[DLH_POOL_TYPES] = { 0 };
+		if (p->nodes[k].removed)
+			continue;
 		int ng = dlh_engine_gpu_holders(e, k, gh, 1024);
 		for (int g = 0; g < ng && g < 1024; g++)
 			if (gh[g]) {
@@ -664,8 +680,9 @@ static int prom_devices(struct dlh_engine *e, struct dlh_buf *b)
 	rc |= prom_family(b, "dlhfs_node_up", "gauge",
 			  "1 when new ranks may go to the node (not drained, not down).");
 	for (int k = 0; k < p->nnodes; k++)
-		rc |= dlh_buf_printf(b, "dlhfs_node_up{node=\"%s\"} %d\n", p->nodes[k].name,
-				     dlh_pool_node_usable(p, k));
+		if (!p->nodes[k].removed)
+			rc |= dlh_buf_printf(b, "dlhfs_node_up{node=\"%s\"} %d\n", p->nodes[k].name,
+					     dlh_pool_node_usable(p, k));
 	rc |= prom_family(b, "dlhfs_jobs", "gauge", "Jobs of the mount by state.");
 	rc |= dlh_buf_printf(b, "dlhfs_jobs{state=\"running\"} %d\ndlhfs_jobs{state=\"queued\"} %d\n"
 			     "dlhfs_jobs{state=\"suspended\"} %d\n", use.running, use.queued, use.suspended);

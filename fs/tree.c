@@ -214,8 +214,9 @@ static int list_pool(struct dlh_engine *e, const struct fs_node *n,
 	if (!p)
 		return -ENOMEM;
 	if (n->kind == FS_POOL_NODES) {
-		for (int k = 0; k < p->nnodes && !fill(ctx, p->nodes[k].name); k++)
-			;
+		for (int k = 0; k < p->nnodes; k++)
+			if (!p->nodes[k].removed && fill(ctx, p->nodes[k].name))
+				break;
 	} else {
 		int count = device_count(p, n->kind, n->name);
 		for (int i = 0; i < count; i++) {

@@ -183,8 +183,15 @@ int eng_choose(struct dlh_engine *e, const struct dlh_spec *spec,
 {
 	struct dlh_calib cal;
 	struct dlh_correction corr;
-	struct dlh_choose_in in = { .spec = spec, .pool = &e->pool, .cal = &cal, .corr = &corr,
+	/* the pool as it is now: probes, a reload and drains change e->pool under
+	 * e->mu, and the choice takes a while without it */
+	struct dlh_pool *pool = malloc(sizeof *pool);
+	struct dlh_choose_in in = { .spec = spec, .pool = pool, .cal = &cal, .corr = &corr,
 				    .shape = shape };
+	if (!pool) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 
 	/* a first-mount calibration takes seconds: the first jobs wait for it
 	 * rather than run unplanned */
@@ -193,17 +200,21 @@ int eng_choose(struct dlh_engine *e, const struct dlh_spec *spec,
 		pthread_cond_wait(&e->changed, &e->mu);
 	if (e->calibrating) {   /* dlhfs is stopping: not planned without its figures */
 		pthread_mutex_unlock(&e->mu);
+		free(pool);
 		snprintf(err, errlen, "dlhfs is stopping (a calibration was under way); submit "
 			 "again once it is mounted");
 		return -EAGAIN;
 	}
+	*pool = e->pool;
 	cal = e->cal;
 	corr = e->corr;
 	int used[DLH_POOL_NODES];
 	memcpy(used, e->node_used, sizeof used);
 	in.cpus_used = used;
 	pthread_mutex_unlock(&e->mu);
-	return dlh_choose(&in, c, err, errlen);
+	int rc = dlh_choose(&in, c, err, errlen);
+	free(pool);
+	return rc;
 }
 
 void eng_choice_apply(struct dlh_job *j, const struct dlh_choice *c)
@@ -272,11 +283,44 @@ int eng_job_nodes(const struct dlh_engine *e, const struct dlh_job *j)
 	return n < up ? n : up;
 }
 
-int eng_launch_hosts(const struct dlh_engine *e, const struct dlh_plan *plan,
+/* The agents of a run's nodes, when they differ: dir/agents (DLH_RUN_AGENTS),
+ * a line "HOST AGENT WORDS" a node, which dlh-agent reads; and, as the
+ * run's agent, "DLH-AGENT MAP" into agent. Returns 0, or -errno with err. */
+static int agents_map(const struct dlh_engine *e, const char *dir, const int *node, int n,
+		      const struct dlh_launch_host *hosts, char *agent, size_t agentlen,
+		      char *err, size_t errlen)
+{
+	char path[4200];
+	struct dlh_buf b = {0};
+	int rc = 0;
+	if (!e->agent_path[0]) {
+		snprintf(err, errlen, "the run's nodes are reached by different agents (pool file) "
+			 "and dlh-agent, which joins them, was not found beside dlhfs");
+		return -EINVAL;
+	}
+	for (int i = 0; i < n && !rc; i++) {
+		const struct dlh_pool_node *nd = &e->pool.nodes[node[i]];
+		if (node[i] != e->pool.local)
+			rc = dlh_buf_printf(&b, "%s %s\n", hosts[i].host,
+					    nd->agent[0] ? nd->agent : DLH_AGENT_DEFAULT) ? -ENOMEM : 0;
+	}
+	snprintf(path, sizeof path, "%s/" DLH_RUN_AGENTS, dir);
+	if (!rc)
+		rc = dlh_write_atomic(path, b.data, b.len);
+	dlh_buf_free(&b);
+	if (rc) {
+		snprintf(err, errlen, "cannot write \"%s\": %s", path, strerror(-rc));
+		return rc;
+	}
+	snprintf(agent, agentlen, "%s %s", e->agent_path, path);
+	return 0;
+}
+
+int eng_launch_hosts(const struct dlh_engine *e, const struct dlh_plan *plan, const char *dir,
 		     struct dlh_launch_host *hosts, int *nhosts, char *agent, size_t agentlen,
 		     char *err, size_t errlen)
 {
-	int node[DLH_POOL_NODES], count[DLH_POOL_NODES], other = -1;
+	int node[DLH_POOL_NODES], count[DLH_POOL_NODES], other = -1, mixed = 0;
 	int n = plan->ranks > 0 && plan->node[0] >= 0 ?
 		dlh_plan_nodes(plan, node, count, DLH_POOL_NODES) : 0;
 	*nhosts = 0;
@@ -291,17 +335,14 @@ int eng_launch_hosts(const struct dlh_engine *e, const struct dlh_plan *plan,
 				snprintf(h->host, sizeof h->host, "localhost");
 		} else {
 			snprintf(h->host, sizeof h->host, "%s", nd->host);
-			if (other >= 0 && strcmp(nd->agent, e->pool.nodes[other].agent)) {
-				snprintf(err, errlen, "nodes %s and %s are reached by different agents "
-					 "(pool file): one run reaches its nodes one way",
-					 e->pool.nodes[other].name, nd->name);
-				return -EINVAL;
-			}
+			mixed |= other >= 0 && strcmp(nd->agent, e->pool.nodes[other].agent);
 			other = node[i];
 		}
 		h->ranks = count[i];
 	}
 	*nhosts = n;
+	if (mixed)   /* one launch: dlh-agent takes each node's own */
+		return agents_map(e, dir, node, n, hosts, agent, agentlen, err, errlen);
 	snprintf(agent, agentlen, "%s", other >= 0 ? e->pool.nodes[other].agent : "");
 	return 0;
 }
@@ -355,7 +396,7 @@ int eng_write_plan(struct dlh_engine *e, const struct dlh_job *j, const struct d
 	 * (rank 0's address; the port is chosen again at the launch) */
 	eng_run_env(e, id, plan->ranks, &env);
 	eng_job_dir(e, id, dir, sizeof dir);
-	if (eng_launch_hosts(e, plan, hosts, &nhosts, agent, sizeof agent, why, sizeof why) && !rc)
+	if (eng_launch_hosts(e, plan, dir, hosts, &nhosts, agent, sizeof agent, why, sizeof why) && !rc)
 		rc = dlh_buf_printf(&b, "launch refused: %s\n", why) ? -ENOMEM : 0, nhosts = 0;
 	eng_run_master(e, id, plan, nhosts, &env);
 	eng_env_ranks(&env, plan);

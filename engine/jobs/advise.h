@@ -52,7 +52,7 @@ int eng_job_nodes(const struct dlh_engine *e, const struct dlh_job *j);
  * when every rank is on this machine or it is not placed) and the agent
  * that reaches the others (agent, "" = ssh). Returns 0, or -EINVAL with
  * err when two nodes are reached by different agents. e->mu held. */
-int eng_launch_hosts(const struct dlh_engine *e, const struct dlh_plan *plan,
+int eng_launch_hosts(const struct dlh_engine *e, const struct dlh_plan *plan, const char *dir,
 		     struct dlh_launch_host *hosts, int *nhosts, char *agent, size_t agentlen,
 		     char *err, size_t errlen);
 

@@ -20,7 +20,7 @@
  * caller allowed; returns 0, or -EBUSY with err saying why ---- */
 
 #define CTL_VERBS "cancel, suspend, resume, checkpoint, priority N, purge"
-#define POOL_CTL_VERBS "recalibrate, refresh, drain NODE, undrain NODE"
+#define POOL_CTL_VERBS "recalibrate, refresh, reload, drain NODE, undrain NODE"
 
 /* The state a verb saw, for its refusal: "running", "being suspended"... */
 static const char *state_words(const struct dlh_job *j)
@@ -264,8 +264,9 @@ int dlh_engine_pool_ctl(struct dlh_engine *e, uid_t uid, const char *line, char 
 	size_t al = (size_t)(line + n - a);
 	snprintf(arg, sizeof arg, "%.*s", (int)(al < sizeof arg ? al : sizeof arg - 1), a);
 	int drain = !strcmp(word, "drain"), undrain = !strcmp(word, "undrain");
-	int refresh = !strcmp(word, "refresh");
-	if (w >= sizeof word || (strcmp(word, "recalibrate") && !refresh && !drain && !undrain)) {
+	int refresh = !strcmp(word, "refresh"), reload = !strcmp(word, "reload");
+	if (w >= sizeof word || (strcmp(word, "recalibrate") && !refresh && !reload && !drain &&
+				 !undrain)) {
 		snprintf(err, errlen, "pool ctl: unknown verb \"%s\" (expected: " POOL_CTL_VERBS ")",
 			 word);
 		return -EINVAL;
@@ -283,6 +284,8 @@ int dlh_engine_pool_ctl(struct dlh_engine *e, uid_t uid, const char *line, char 
 	}
 	if (refresh)
 		return eng_nodes_refresh(e, err, errlen);
+	if (reload)
+		return eng_nodes_reload(e, err, errlen);
 	if (!drain && !undrain)
 		return dlh_engine_recalibrate(e, err, errlen);
 	pthread_mutex_lock(&e->mu);

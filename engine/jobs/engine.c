@@ -108,12 +108,17 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 	/* dlh-probe, for the pool's other nodes: a node shows its absence */
 	if (find_tool("dlh-probe", e->tools.trainer, e->probe_path, sizeof e->probe_path))
 		e->probe_path[0] = '\0';
+	if (find_tool("dlh-agent", e->tools.trainer, e->agent_path, sizeof e->agent_path))
+		e->agent_path[0] = '\0';
 	/* dlh-rank, but for bare runs (shepherd ""; the unit tests): their commands run as they are */
 	if (!o->shepherd || o->shepherd[0])
 		if (find_tool("dlh-rank", e->tools.trainer, e->tools.rank, sizeof e->tools.rank))
 			e->tools.rank[0] = '\0';
 	if (o->pool_file && (rc = dlh_pool_load(&e->pool, o->pool_file, o->cpus, err, errlen)))
 		return rc;
+	if (o->pool_file && realpath(o->pool_file, e->pool_file) == NULL)   /* the mount may chdir */
+		snprintf(e->pool_file, sizeof e->pool_file, "%s", o->pool_file);
+	e->cpus_override = o->cpus;
 	char dir[4096];
 	snprintf(dir, sizeof dir, "%s/jobs", e->state);
 	if ((rc = dlh_mkdir_p(dir, 0755)) || (access(dir, W_OK) && (rc = -errno))) {

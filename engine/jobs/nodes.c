@@ -41,6 +41,7 @@ struct node_probe {
 	char link_err[256];
 	pthread_t t;
 	int started;
+	int asked;                   /* 1: this round asks it */
 };
 
 static void *probe_one(void *arg)
@@ -142,8 +143,9 @@ static void probe_round(struct dlh_engine *e)
 	pthread_mutex_lock(&e->mu);
 	int n = e->pool.nnodes;
 	for (int k = 0; k < n; k++) {
-		if (k == e->pool.local)
+		if (k == e->pool.local || e->pool.nodes[k].removed)
 			continue;
+		p[k].asked = 1;
 		snprintf(p[k].agent, sizeof p[k].agent, "%s", e->pool.nodes[k].agent);
 		snprintf(p[k].host, sizeof p[k].host, "%s", e->pool.nodes[k].host);
 		p[k].measure = e->pool.nodes[k].link_alpha <= 0 && e->calib_prog[0];
@@ -154,7 +156,7 @@ static void probe_round(struct dlh_engine *e)
 	char token_path[4200], token[40];
 	int have_token = !make_token(e, token_path, sizeof token_path, token, sizeof token);
 	for (int k = 0; k < n; k++) {
-		if (k == e->pool.local)
+		if (!p[k].asked)
 			continue;
 		p[k].probe = e->probe_path;
 		p[k].state = e->state;
@@ -176,7 +178,9 @@ static void probe_round(struct dlh_engine *e)
 	measure_links(e, p, n);
 	pthread_mutex_lock(&e->mu);
 	for (int k = 0; k < n; k++) {
-		if (k == e->pool.local)
+		const struct dlh_pool_node *nd = &e->pool.nodes[k];
+		/* a node a reload took out or moved meanwhile: this answer is not its */
+		if (!p[k].asked || nd->removed || strcmp(nd->host, p[k].host) || strcmp(nd->agent, p[k].agent))
 			continue;
 		apply(e, k, &p[k].r);
 		if (p[k].alpha > 0) {
@@ -502,7 +506,7 @@ void eng_nodes_down_text(const struct dlh_engine *e, char *out, size_t len)
 	out[0] = '\0';
 	for (int k = 0; k < e->pool.nnodes && used < len; k++) {
 		const struct dlh_pool_node *nd = &e->pool.nodes[k];
-		if (nd->probe != DLH_PROBE_DOWN || k == e->pool.local)
+		if (nd->probe != DLH_PROBE_DOWN || k == e->pool.local || nd->removed)
 			continue;
 		char when[16] = "";
 		time_t t = (time_t)nd->down_since;
@@ -547,6 +551,62 @@ int eng_nodes_refresh(struct dlh_engine *e, char *err, size_t errlen)
 	}
 	probe_round(e);
 	return 0;
+}
+
+/* Whether node k holds a slot or a GPU of some job. e->mu held. */
+static int node_busy(const struct dlh_engine *e, int k)
+{
+	if (e->node_used[k] > 0)
+		return 1;
+	for (int i = 0; i < e->gholder_len[k]; i++)
+		if (e->gholder[k][i])
+			return 1;
+	return 0;
+}
+
+void eng_nodes_gone(struct dlh_engine *e)
+{
+	for (int k = 0; k < e->pool.nnodes; k++)
+		if (e->pool.nodes[k].leaving && !node_busy(e, k)) {
+			e->pool.nodes[k].leaving = 0;
+			e->pool.nodes[k].removed = 1;
+		}
+}
+
+int eng_nodes_reload(struct dlh_engine *e, char *err, size_t errlen)
+{
+	char why[DLH_ERR_MAX];
+	if (!e->pool_file[0]) {
+		snprintf(err, errlen, "pool ctl: \"reload\": this mount has no pool file (-o pool=FILE): "
+			 "its pool is this machine");
+		return -EINVAL;
+	}
+	struct dlh_pool *next = malloc(sizeof *next);
+	enum dlh_pool_change *change = calloc(DLH_POOL_NODES, sizeof *change);
+	int busy[DLH_POOL_NODES] = { 0 }, rc = next && change ? 0 : -ENOMEM;
+	if (!rc && (rc = dlh_pool_load(next, e->pool_file, e->cpus_override, why, sizeof why)))
+		snprintf(err, errlen, "pool ctl: \"reload\": %s", why);
+	if (!rc) {
+		pthread_mutex_lock(&e->mu);
+		for (int k = 0; k < e->pool.nnodes; k++)
+			busy[k] = node_busy(e, k);
+		if ((rc = dlh_pool_merge(&e->pool, next, busy, change, why, sizeof why)))
+			snprintf(err, errlen, "pool ctl: \"reload\": %s", why);
+		else if ((rc = eng_slots_fit(e)))
+			snprintf(err, errlen, "pool ctl: \"reload\": out of memory growing the slots");
+		if (e->on_run_end && !e->stopping)
+			e->on_run_end(e);   /* the queue: slots may have come */
+		pthread_cond_broadcast(&e->changed);
+		pthread_mutex_unlock(&e->mu);
+	}
+	free(next);
+	free(change);
+	if (rc || e->no_probe)
+		return rc;
+	rc = eng_nodes_refresh(e, err, errlen);   /* the new and changed nodes: what they have */
+	if (!rc && !e->probe_started)   /* a pool that had no other node: probed from now on */
+		eng_nodes_probe_start(e);
+	return rc;
 }
 
 void eng_nodes_stop(struct dlh_engine *e)

@@ -19,6 +19,17 @@ void eng_nodes_down_text(const struct dlh_engine *e, char *out, size_t len);
  * while another round runs. e->mu not held. */
 int eng_nodes_refresh(struct dlh_engine *e, char *err, size_t errlen);
 
+/* pool/ctl reload: reads the pool file again and makes it the pool
+ * (dlh_pool_merge: new nodes join, changed ones are updated, removed ones
+ * leave once their jobs end), then probes the nodes as refresh does.
+ * Returns when done: 0, or -EINVAL (no pool file; a file with problems:
+ * err names them, the pool unchanged), -ENOSPC, -ENOMEM. e->mu not held. */
+int eng_nodes_reload(struct dlh_engine *e, char *err, size_t errlen);
+
+/* Nodes leaving the pool (reload) that no job holds any more are removed.
+ * e->mu held. */
+void eng_nodes_gone(struct dlh_engine *e);
+
 /* A run on nodes[] (n of them, none the local one) failed: probes them
  * now (e->mu not held; at most DLH_PROBE_TIMEOUT), marks those that do not
  * answer down, and writes them into lost ("node dlhn2 lost (down: WHY)",

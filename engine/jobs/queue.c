@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "engine/jobs/advise.h"
+#include "engine/jobs/nodes.h"
 #include "engine/jobs/supervise.h"
 #include "engine/jobs/table.h"
 #include "engine/sched/sched.h"
@@ -200,6 +201,7 @@ void eng_schedule(struct dlh_engine *e)
 {
 	double now = dlh_now();
 	struct dlh_sched_wait *w;
+	eng_nodes_gone(e);   /* nodes a reload took out, once idle */
 	size_t nplan, nw = plan_queue(e, now, &w, &nplan);
 	for (size_t k = nplan; k < nw; k++) {
 		struct dlh_job *j = eng_find(e, w[k].id);

@@ -9,4 +9,8 @@
  * supervisor calls it when a run has ended. */
 void eng_schedule(struct dlh_engine *e);
 
+/* The rank slots one user's runs may hold while another user's job waits
+ * (-o ranks_per_user; 0 = no cap). e->mu held. */
+int eng_ranks_per_user(const struct dlh_engine *e);
+
 #endif

@@ -74,7 +74,8 @@ int eng_slots_capacity(const struct dlh_engine *e, int gpu)
 	int n = 0;
 	for (int k = 0; k < e->pool.nnodes; k++) {
 		int c = e->pool.nodes[k].cpus, g = dlh_pool_node_gpus(&e->pool, k);
-		n += gpu && g < c ? g : c;
+		if (!e->pool.nodes[k].removed)
+			n += gpu && g < c ? g : c;
 	}
 	return n;
 }

@@ -85,7 +85,7 @@ static int plan_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
  * the agent that reaches them. Returns 0, or -EINVAL with l->err. */
 static int launch_hosts(struct dlh_engine *e, struct launch *l)
 {
-	return eng_launch_hosts(e, &l->plan, l->hosts, &l->nhosts, l->agent, sizeof l->agent,
+	return eng_launch_hosts(e, &l->plan, l->dir, l->hosts, &l->nhosts, l->agent, sizeof l->agent,
 				l->err, sizeof l->err);
 }
 

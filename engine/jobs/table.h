@@ -27,6 +27,9 @@ struct dlh_engine {
 	pthread_cond_t timer_cv;     /* wakes the timer thread */
 	pthread_t timer;             /* sends SIGKILL when a grace period ends */
 	char state[2048];            /* state directory */
+	char pool_file[4096];        /* the pool file (-o pool=FILE), read again on reload;
+					"" = the pool is this machine, detected */
+	int cpus_override;           /* -o cpus=N of the local node; 0 = none */
 	struct dlh_tools tools;      /* dlh-train */
 	struct dlh_backend backend;  /* how runs are launched (engine/run/backend.h) */
 	struct dlh_pool pool;        /* the machines */
@@ -62,6 +65,8 @@ struct dlh_engine {
 					0 = never (the timer thread, supervise.c) */
 	int data_timeout_ms;         /* how long a submission's data may take to answer */
 	char probe_path[1024];       /* dlh-probe, run on each node (nodes.c); "" = not found */
+	char agent_path[1024];       /* dlh-agent: one launch over nodes with different agents;
+					"" = not found (such nodes are not combined) */
 	pthread_t probe_thread;      /* the mount's probing of the nodes */
 	int probe_started;           /* probe_thread is to be joined */
 	int probing;                 /* a round of probes is under way */
@@ -175,9 +180,7 @@ void eng_slots_close(struct dlh_engine *e);
 /* CPU slots of the usable nodes (new runs may count on), and of those
  * the ones free now. */
 int eng_slots_usable(const struct dlh_engine *e);
-/* The rank slots one user's runs may hold while another user's job waits
- * (-o ranks_per_user; 0 = no cap) (queue.c). e->mu held. */
-int eng_ranks_per_user(const struct dlh_engine *e);
+
 
 /* Ranks every node together could ever take (drained and down ones too;
  * gpu 1: no more than each node's GPUs). */

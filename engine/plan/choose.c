@@ -84,6 +84,19 @@ static int fill_in(struct ctx *x, const struct dlh_pool_free *p, const struct dl
 	ein->classes = x->shape->classes;
 	ein->ranks = c->count;
 	ein->nodes = c->nodes;
+	const struct dlh_pool_type *pt = x->in->pool->type;
+	for (int i = 0; i < c->nparts; i++) {   /* GPUs: NCCL on the slowest part's link */
+		const struct dlh_pool_type *t = &pt[c->part[i].type];
+		if (t->gpu && t->link_bw > 0 && (ein->link_beta <= 0 || 1.0 / t->link_bw > ein->link_beta)) {
+			ein->link_beta = 1.0 / t->link_bw;
+			ein->link_alpha = t->link_alpha;
+		}
+	}
+	if (ein->link_beta > 0) {   /* and between nodes: as measured, else a 100 Gb/s network */
+		const struct dlh_calib *cal = x->in->cal;
+		ein->net_alpha = cal->net_alpha > 0 ? cal->net_alpha : DLH_NET_ALPHA;
+		ein->net_beta = cal->net_beta > 0 ? cal->net_beta : 1.0 / DLH_NET_BW;
+	}
 	for (int i = 0, r = 0; i < c->nparts; i++)
 		for (int j = 0; j < c->part[i].count; j++, r++) {
 			ein->dev[r] = dev[i];

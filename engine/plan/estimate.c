@@ -503,7 +503,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	update_bytes(spec, &nstate);
 	const int cnn = !strcmp(spec->model_type, "cnn");
 	/* CPU ranks: each node's in shared memory, its leader across nodes */
-	const int shm = in->ranks > 1 && in->dev[0]->grid;
+	const int shm = in->ranks > 1 && in->dev[0]->grid && in->link_beta <= 0;
 	per_node = (in->ranks + in->nodes - 1) / in->nodes;
 
 	/* steps: the shard that fills the fewest batches sets the epoch */
@@ -586,6 +586,18 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		 * of them after the forward and backward, and after the sum and
 		 * update, sets the pace */
 		comm = shm_sum + 2.0 * cal->fence_a_s + cal->fence_b * (comp_max + upd_max + shm_sum);
+	} else if (in->ranks > 1 && in->link_beta > 0) {
+		/* GPUs (NCCL): a ring over each node's GPUs on their link, then over
+		 * the nodes on the network, bucket by bucket behind backward */
+		int per = (in->ranks + in->nodes - 1) / (in->nodes > 0 ? in->nodes : 1);
+		double lb = (double)mc.layer[0].params * F4;
+		double ar = ring_ab(in->link_alpha, in->link_beta, per, grad_bytes);
+		double last = ring_ab(in->link_alpha, in->link_beta, per, lb);
+		if (in->nodes > 1) {
+			ar += ring_ab(in->net_alpha, in->net_beta, in->nodes, grad_bytes);
+			last += ring_ab(in->net_alpha, in->net_beta, in->nodes, lb);
+		}
+		comm = spec->bucket_mb > 0 ? fmax(last, ar - bwd_overlap) : ar;
 	} else if (in->ranks > 1) {
 		double ar = ring_s(cal, in->ranks, grad_bytes);
 		double last = ring_s(cal, in->ranks, (double)mc.layer[0].params * F4);

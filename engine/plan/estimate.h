@@ -29,6 +29,11 @@ struct dlh_estimate_in {
 	const struct dlh_calib_dev *dev[DLH_EST_RANKS];   /* each rank's device's speeds */
 	double watts_busy[DLH_EST_RANKS];  /* each rank's device's power training */
 	double watts_idle[DLH_EST_RANKS];  /* and waiting */
+	/* GPUs sum their gradients with NCCL: a ring over a node's GPUs on their
+	 * link, and one over the nodes on the network (0: CPU ranks, which sum in
+	 * shared memory and over MPI as calibrated) */
+	double link_alpha, link_beta;  /* a node's GPUs: seconds a ring step, seconds a byte */
+	double net_alpha, net_beta;    /* between nodes */
 };
 
 /* The prediction (and, once a run ended, what was measured). */

@@ -240,19 +240,22 @@ static void detect_gpus(struct dlh_pool *p, int k, const struct dlh_pool_probe *
 	struct dlh_nvml n;
 	struct dlh_pool saved = *p;   /* NVML may fail halfway: keep none of it then */
 
+	int done = 0;
 	if (probe->nvml && !dlh_nvml_open(&n, probe->nvml)) {
 		int rc = dlh_pool_add_nvml(p, k, &n);
 		dlh_nvml_close(&n);
-		if (rc >= 0)
-			return;
-		*p = saved;
+		if (!(done = rc >= 0))
+			*p = saved;
 	}
-	int gpus = count_dev_gpus(probe->dev_dir);
+	int gpus = done ? 0 : count_dev_gpus(probe->dev_dir);
 	int t = gpus ? type_slot(p, "gpu") : -1;
 	if (t >= 0) {
 		p->type[t].gpu = 1;
 		p->nodes[k].devices[t] = gpus;
 	}
+	for (t = 0; t < p->ntypes; t++)   /* their link: not detected, pcie's figures */
+		if (p->type[t].gpu)
+			dlh_pool_link_defaults(&p->type[t]);
 }
 
 void dlh_pool_set_head(struct dlh_pool *p)
@@ -327,6 +330,16 @@ void dlh_pool_set_local(struct dlh_pool *p, int k)
 	p->node.gpus = dlh_pool_node_gpus(p, k);
 }
 
+void dlh_pool_link_defaults(struct dlh_pool_type *t)
+{
+	int nvlink = !strcmp(t->link, "nvlink");
+	if (!t->link[0])
+		snprintf(t->link, sizeof t->link, "pcie");
+	if (t->link_bw <= 0)
+		t->link_bw = nvlink ? DLH_NVLINK_BW : DLH_PCIE_BW;
+	t->link_alpha = nvlink ? DLH_NVLINK_ALPHA : DLH_PCIE_ALPHA;
+}
+
 void dlh_pool_default_cpu(struct dlh_pool_type *t)
 {
 	memset(t, 0, sizeof *t);
@@ -375,10 +388,101 @@ int dlh_pool_detect(struct dlh_pool *p, int cpus_override)
 	return dlh_pool_probe(p, &probe, cpus_override);
 }
 
-int dlh_pool_find_node(const struct dlh_pool *p, const char *name)
+/* The index of the node called name, removed ones too, or -1. */
+static int node_index(const struct dlh_pool *p, const char *name)
 {
 	for (int k = 0; k < p->nnodes; k++)
 		if (!strcmp(p->nodes[k].name, name))
+			return k;
+	return -1;
+}
+
+int dlh_pool_merge(struct dlh_pool *p, const struct dlh_pool *next, const int *busy,
+		   enum dlh_pool_change *change, char *err, size_t errlen)
+{
+	int tmap[DLH_POOL_TYPES], ntypes = p->ntypes, nnodes = p->nnodes;
+	for (int t = 0; t < next->ntypes; t++) {   /* room first: nothing changes on -ENOSPC */
+		tmap[t] = dlh_pool_find_type(p, next->type[t].name);
+		if (tmap[t] < 0 && (tmap[t] = ntypes++) >= DLH_POOL_TYPES) {
+			snprintf(err, errlen, "more than %d device types over the pool's life: remount "
+				 "to start afresh", DLH_POOL_TYPES);
+			return -ENOSPC;
+		}
+	}
+	for (int k = 0; k < next->nnodes; k++)
+		if (node_index(p, next->nodes[k].name) < 0 && nnodes++ >= DLH_POOL_NODES) {
+			snprintf(err, errlen, "more than %d nodes over the pool's life: remount to "
+				 "start afresh", DLH_POOL_NODES);
+			return -ENOSPC;
+		}
+	for (int t = 0; t < next->ntypes; t++)
+		p->type[tmap[t]] = next->type[t];
+	p->ntypes = ntypes;
+	for (int k = 0; k < p->nnodes; k++)
+		change[k] = DLH_NODE_SAME;
+	int in_next[DLH_POOL_NODES] = { 0 };
+	for (int i = 0; i < next->nnodes; i++) {
+		const struct dlh_pool_node *n = &next->nodes[i];
+		int k = node_index(p, n->name), fresh = k < 0;
+		if (fresh) {
+			k = p->nnodes++;
+			memset(&p->nodes[k], 0, sizeof p->nodes[k]);
+		}
+		struct dlh_pool_node *nd = &p->nodes[k];
+		in_next[k] = 1;
+		int moved = strcmp(nd->host, n->host) || strcmp(nd->agent, n->agent);
+		int devices[DLH_POOL_TYPES] = { 0 };
+		for (int t = 0; t < next->ntypes; t++)
+			devices[tmap[t]] = n->devices[t];
+		int has = nd->cpus != n->cpus || memcmp(nd->devices, devices, sizeof devices) ||
+			  nd->cpu_type != tmap[n->cpu_type];
+		if (k == p->local && next->local < 0)   /* -o cpus= stays this machine's */
+			has = 0;
+		change[k] = fresh || nd->removed ? DLH_NODE_NEW : moved || has ? DLH_NODE_CHANGED :
+			    DLH_NODE_SAME;
+		snprintf(nd->name, sizeof nd->name, "%s", n->name);
+		snprintf(nd->host, sizeof nd->host, "%s", n->host);
+		snprintf(nd->agent, sizeof nd->agent, "%s", n->agent);
+		if (k != p->local || next->local >= 0) {
+			nd->cpus = n->cpus;
+			memcpy(nd->devices, devices, sizeof devices);
+			nd->cpu_type = tmap[n->cpu_type];
+		}
+		if (n->mem_bytes)
+			nd->mem_bytes = n->mem_bytes;
+		if (change[k] == DLH_NODE_NEW || moved) {   /* to be probed: what it was no longer holds */
+			nd->probe = DLH_PROBE_NONE;
+			nd->probe_what[0] = '\0';
+			nd->down_since = 0;
+			nd->link_alpha = nd->link_beta = 0;
+			nd->link_why[0] = '\0';
+			if (change[k] == DLH_NODE_NEW)
+				nd->drained = 0;
+		}
+		nd->removed = nd->leaving = 0;
+	}
+	for (int k = 0; k < p->nnodes; k++) {
+		struct dlh_pool_node *nd = &p->nodes[k];
+		if (in_next[k] || nd->removed || k == p->local)
+			continue;
+		if (busy && busy[k]) {
+			nd->leaving = 1;
+			change[k] = DLH_NODE_LEAVING;
+		} else {
+			nd->removed = 1;
+			change[k] = DLH_NODE_REMOVED;
+		}
+	}
+	memcpy(p->env, next->env, sizeof p->env);
+	if (p->local >= 0)
+		p->node.gpus = dlh_pool_node_gpus(p, p->local);
+	return 0;
+}
+
+int dlh_pool_find_node(const struct dlh_pool *p, const char *name)
+{
+	for (int k = 0; k < p->nnodes; k++)
+		if (!strcmp(p->nodes[k].name, name) && !p->nodes[k].removed)
 			return k;
 	return -ENOENT;
 }
@@ -423,14 +527,15 @@ static int take(int *want, int have)
 int dlh_pool_node_usable(const struct dlh_pool *p, int k)
 {
 	const struct dlh_pool_node *nd = &p->nodes[k];
-	return !nd->drained && (nd->probe == DLH_PROBE_NONE || nd->probe == DLH_PROBE_UP);
+	return !nd->drained && !nd->removed && !nd->leaving &&
+	       (nd->probe == DLH_PROBE_NONE || nd->probe == DLH_PROBE_UP);
 }
 
 int dlh_pool_devices(const struct dlh_pool *p, int gpu, int usable)
 {
 	int n = 0;
 	for (int k = 0; k < p->nnodes; k++)
-		if (!usable || dlh_pool_node_usable(p, k))
+		if (usable ? dlh_pool_node_usable(p, k) : !p->nodes[k].removed)
 			n += gpu ? dlh_pool_node_gpus(p, k) : p->nodes[k].cpus;
 	return n;
 }

@@ -10,6 +10,9 @@
  *   watts_idle = 70  power of one device, waiting
  *   watts_busy = 700 power of one device, training
  *   gpu = true       a GPU (default false: a CPU core)
+ *   link = nvlink    a GPU type: how a node's GPUs reach each other, nvlink or
+ *                    pcie (default); NCCL's allreduce over them is estimated at
+ *   link_bandwidth = 250G  this bus bandwidth (default: nvlink 250G, pcie 12G)
  *
  *   [node NAME]      a machine
  *   host = gpu01     where it is reached (default NAME)
@@ -80,6 +83,11 @@ struct dlh_pool_type {
 	double watts_idle;             /* power of one device waiting, 0 = unknown */
 	double watts_busy;             /* power of one device training, 0 = unknown */
 	int gpu;                       /* 1: a GPU; 0: a CPU core */
+	char link[8];                  /* a GPU type: "nvlink" or "pcie" (default), how
+					  the GPUs of one node reach each other */
+	double link_bw;                /* NCCL's allreduce bus bandwidth between them,
+					  bytes/s (default by link) */
+	double link_alpha;             /* and its latency per ring step, seconds (by link) */
 };
 
 /* A machine of the pool. */
@@ -96,6 +104,10 @@ struct dlh_pool_node {
 	int probe;                     /* enum dlh_probe_state: what its probe found */
 	char probe_what[256];          /* up: what it has; down: why */
 	double down_since;             /* epoch seconds it was found down (0: it is not) */
+	int leaving;                   /* 1: no longer in the pool file, but jobs run there:
+					  no new ranks; it goes when they end (dlh_pool_merge) */
+	int removed;                   /* 1: gone from the pool (an index is never reused by
+					  another node: runs name nodes by index) */
 	double link_alpha, link_beta;  /* allreduce with the local node: seconds, seconds
 					  per byte (dlh-calib --phase link); 0 = unmeasured */
 	char link_why[160];            /* why its link could not be measured ("" = it was) */
@@ -162,8 +174,8 @@ int dlh_pool_node_gpus(const struct dlh_pool *p, int k);
 /* The type of node k's GPU number i (GPUs numbered in type order), or -ENOENT. */
 int dlh_pool_gpu_type(const struct dlh_pool *p, int k, int i);
 
-/* 1 when new ranks may go to node k: not drained, and not found down (or
- * still being probed). */
+/* 1 when new ranks may go to node k: in the pool (not removed, not leaving),
+ * not drained, and not found down (or still being probed). */
 int dlh_pool_node_usable(const struct dlh_pool *p, int k);
 
 /* CPU slots (gpu 0) or GPUs (gpu 1) of every node together, or (usable 1)
@@ -176,6 +188,29 @@ int dlh_pool_devices(const struct dlh_pool *p, int gpu, int usable);
  * none). A node that is not usable has nothing free. */
 void dlh_pool_free_view_nodes(const struct dlh_pool *p, const int *used_cpus, const int *used_gpus,
 			      struct dlh_pool_free *f);
+
+/* What dlh_pool_merge did to a node. */
+enum dlh_pool_change {
+	DLH_NODE_SAME = 0,             /* as it was */
+	DLH_NODE_NEW,                  /* added (or back after it was removed): to probe */
+	DLH_NODE_CHANGED,              /* its host or agent changed (to probe again) or what
+					  it has */
+	DLH_NODE_LEAVING,              /* gone from the file; busy[k]: it goes once idle */
+	DLH_NODE_REMOVED,              /* gone from the file and from the pool */
+};
+
+/* A reload: p becomes next (a pool file read again) without moving a node
+ * or a type of p: nodes and types are matched by name; new ones are
+ * appended; a node the file no longer has is removed, or leaving while
+ * busy[k] (jobs run there); a type it no longer has stays (nodes may have
+ * used it). A node's runtime state (its probe, drain, link) stays unless
+ * its host or agent changed. The local node stays where it is; its cores
+ * stay as they were when next says none of this machine. p's env becomes
+ * next's. change[k] (DLH_POOL_NODES entries) says what happened to node k.
+ * Returns 0, or -ENOSPC (too many nodes or types over time; p unchanged)
+ * with err. */
+int dlh_pool_merge(struct dlh_pool *p, const struct dlh_pool *next, const int *busy,
+		   enum dlh_pool_change *change, char *err, size_t errlen);
 
 /* Writes a rate the way pool files write it: "67T", "3.35T", "90G", "0". */
 void dlh_pool_rate_text(double v, char *out, size_t len);
@@ -201,6 +236,23 @@ void dlh_pool_set_head(struct dlh_pool *p);
  * hostname: that name or its short name, localhost, or a numeric address of
  * one of its interfaces or loopback. Resolves no name. */
 int dlh_pool_host_is_self(const char *host, const char *hostname);
+
+/* NCCL's allreduce between the GPUs of one node, where the pool file and no
+ * measurement say better: bus bandwidth and latency per ring step by link
+ * (nccl-tests' all_reduce_perf on 8 GPUs: NVLink 3/4 parts reach 230-480
+ * GB/s at large sizes, less at a model's tens of MB; PCIe 4 x16 about 20) */
+#define DLH_NVLINK_BW 250e9
+#define DLH_NVLINK_ALPHA 1.5e-6
+#define DLH_PCIE_BW 12e9
+#define DLH_PCIE_ALPHA 3e-6
+/* and between nodes, where no link was measured (dlh-calib --phase link):
+ * a 100 Gb/s network */
+#define DLH_NET_BW 10e9
+#define DLH_NET_ALPHA 25e-6
+
+/* Fills a GPU type's link figures from its link (pcie when none) where the
+ * pool file gave none. */
+void dlh_pool_link_defaults(struct dlh_pool_type *t);
 
 /* Fills t with the built-in "cpu" type: bandwidth and watts of the
  * DLH_CPU_* defaults, flops and memory unknown. */

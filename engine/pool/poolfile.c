@@ -24,12 +24,12 @@ enum section { SEC_NONE, SEC_BAD, SEC_TYPE, SEC_NODE, SEC_ENV };
 
 static const char *const section_kinds[] = { "type", "node", "env" };
 static const char *const type_keys[] = {
-	"flops", "memory", "bandwidth", "watts_idle", "watts_busy", "gpu",
+	"flops", "memory", "bandwidth", "watts_idle", "watts_busy", "gpu", "link", "link_bandwidth",
 };
 static const char *const node_keys[] = { "host", "cpus", "cpu_type", "memory", "gpus", "agent" };
 #define NTYPE_KEYS (int)(sizeof type_keys / sizeof type_keys[0])
 #define NNODE_KEYS (int)(sizeof node_keys / sizeof node_keys[0])
-enum { K_FLOPS, K_TMEM, K_BW, K_IDLE, K_BUSY, K_GPU };
+enum { K_FLOPS, K_TMEM, K_BW, K_IDLE, K_BUSY, K_GPU, K_LINK, K_LINK_BW };
 enum { K_HOST, K_CPUS, K_CPU_TYPE, K_NMEM, K_GPUS, K_AGENT };
 
 /* One problem of the file. */
@@ -346,6 +346,15 @@ static int type_key(struct pf *c, int k, const char *v, char *msg, size_t n)
 			return -1;
 		}
 		return 0;
+	case K_LINK:
+		if (strcmp(v, "nvlink") && strcmp(v, "pcie")) {
+			snprintf(msg, n, "expected nvlink or pcie");
+			return -1;
+		}
+		snprintf(t->link, sizeof t->link, "%s", v);
+		return 0;
+	case K_LINK_BW:
+		return set_rate(v, &t->link_bw, msg, n);
 	default:
 		if (parse_bool(v, &t->gpu)) {
 			snprintf(msg, n, "expected true or false");
@@ -523,10 +532,16 @@ static void resolve_gpus(struct pf *c, int k)
 /* Checks a type's figures against each other. */
 static void check_type(struct pf *c, int t)
 {
-	const struct dlh_pool_type *ty = &c->p->type[t];
+	struct dlh_pool_type *ty = &c->p->type[t];
 	if (ty->watts_busy && ty->watts_busy < ty->watts_idle)
 		problem(c, c->tkey_line[t][K_BUSY], "[type %s] watts_busy: %g is below watts_idle (%g)",
 			ty->name, ty->watts_busy, ty->watts_idle);
+	int given = c->tkey_line[t][K_LINK] ? c->tkey_line[t][K_LINK] : c->tkey_line[t][K_LINK_BW];
+	if (given && !ty->gpu)
+		problem(c, given, "[type %s] %s: only a GPU type has a link between its devices "
+			"(gpu = true)", ty->name, c->tkey_line[t][K_LINK] ? "link" : "link_bandwidth");
+	if (ty->gpu)
+		dlh_pool_link_defaults(ty);
 }
 
 /* Checks node k and resolves its device types. */

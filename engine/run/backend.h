@@ -28,6 +28,8 @@
 					      (dlh-shepherd writes it) */
 #define DLH_RUN_HOSTFILE "hostfile"    /* in the job dir: mpirun's hosts of a run on
 					      several nodes */
+#define DLH_RUN_AGENTS "agents"        /* in the job dir: each node's agent, for dlh-agent,
+					   where a run's nodes have different ones */
 #define DLH_RUN_HOST_MAX 64
 #define DLH_AGENT_DEFAULT "ssh -o BatchMode=yes -o ConnectTimeout=5"   /* how other
 					      nodes are reached unless the pool says */

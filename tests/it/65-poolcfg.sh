@@ -308,6 +308,34 @@ test_dry_run_plans_gpus_across_four_h100_nodes() {
 	dlh_umount
 }
 
+# ranks = auto on GPUs: the planner estimates every count and spread, the
+# GPUs of one node summing over NVLink (NCCL) and the nodes over the
+# network; for the CNN example it plans more than one GPU, none on this
+# machine (outside the pool), and 8 GPUs of one node beat one
+test_ranks_auto_on_h100_nodes_plans_several_gpus_and_eight_beat_one() {
+	mount_pool h100_nvlink_pool
+	local n
+	for n in auto 1 8; do
+		sed -e "s/^name = .*/name = cnn$n/" -e '/^\[job\]/a dry_run = true' -e "s/^ranks = .*/ranks = $n\nnodes = 1\ndevice = gpu/" \
+			"$DLH_ROOT/examples/fashion-mnist-cnn.ini" > "$STATE/cnn$n.ini"
+		[ "$n" = auto ] && sed -i '/^nodes = 1$/d' "$STATE/cnn$n.ini"
+		submit "$STATE/cnn$n.ini"
+	done
+	local chosen; chosen=$(grep '^chosen' "$MNT/jobs/cnnauto/plan")
+	echo "measured: ranks = auto: $chosen"
+	case $chosen in "chosen 1 x H100"*|"") die "ranks = auto: ${chosen:-nothing chosen}" ;; esac
+	grep -q "^rank [0-9]* host $(hostname) " "$MNT/jobs/cnnauto/plan" && die "a rank on this machine: $(grep '^rank' "$MNT/jobs/cnnauto/plan")"
+	local one eight
+	one=$(sed -n 's/^total_s=//p' "$MNT/jobs/cnn1/estimate")
+	eight=$(sed -n 's/^total_s=//p' "$MNT/jobs/cnn8/estimate")
+	echo "measured: estimated 1 x H100 ${one} s, 8 x H100 on one node ${eight} s"
+	awk -v a="$one" -v b="$eight" 'BEGIN { exit !(b < a) }' ||
+		die "8 GPUs ($eight s) not faster than one ($one s): $(grep -E '^(step_s|comm_s|epoch_s|startup_s)=' "$MNT/jobs/cnn8/estimate" | tr '\n' ' ') against $(grep -E '^(step_s|epoch_s|startup_s)=' "$MNT/jobs/cnn1/estimate" | tr '\n' ' ')"
+	grep -q '^comm_s=[0-9.e-]*[1-9]' "$MNT/jobs/cnn8/estimate" || die "8 GPUs sum nothing: $(grep comm "$MNT/jobs/cnn8/estimate")"
+	dlh_umount
+}
+h100_nvlink_pool() { h100_pool | sed 's/^gpu = true$/gpu = true\nlink = nvlink/'; }
+
 # GPUs are held per job: two GPU jobs on one node get different GPUs, and
 # pool/nodes shows who holds each
 two_gpu_pool() {

@@ -98,3 +98,75 @@ test_a_link_cut_mid_run_is_caught_by_the_hang_timeout() {
 	ip link set dlhv1 up
 	dlh_umount
 }
+
+# The pool changes without a remount: echo reload > pool/ctl reads the file
+# again; a node added joins (probed) and a job uses it; a node taken out
+# while a job runs there leaves once the job ends; a file with a problem
+# changes nothing and says why in jobs/errors
+test_reload_adds_a_node_a_job_then_uses_and_a_removed_node_leaves_when_idle() {
+	nodes_up 2
+	local state
+	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	nodes_pool 1 > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini" dlh_mount "$state"
+	wait_for 30 nodes_probed dlhn1 || die "still probing: $(cat "$MNT"/pool/nodes/*/state)"
+	expect_eq "$(ls "$MNT/pool/nodes" | tr '\n' ' ')" "dlhn1 here " "nodes before the reload"
+	# a broken file: refused, nothing changes
+	cp "$state/pool.ini" "$state/good.ini"
+	printf '[node dlhn2]\ncpus = lots\n' >> "$state/pool.ini"
+	expect_errno "Invalid argument" bash -c "echo reload > '$MNT/pool/ctl'"
+	tail -1 "$MNT/jobs/errors" | grep -q "pool ctl: \"reload\": $state/pool.ini:[0-9]*: \[node dlhn2\] cpus: " ||
+		die "errors: $(tail -2 "$MNT/jobs/errors")"
+	expect_eq "$(ls "$MNT/pool/nodes" | tr '\n' ' ')" "dlhn1 here " "nodes after a refused reload"
+	# dlhn2 added: it joins, probed, and a job over 3 nodes runs there
+	nodes_pool 2 > "$state/pool.ini"
+	echo reload > "$MNT/pool/ctl" || die "reload refused: $(tail -1 "$MNT/jobs/errors")"
+	grep -q '^up: ' "$MNT/pool/nodes/dlhn2/state" || die "dlhn2 after the reload: $(cat "$MNT/pool/nodes/dlhn2/state")"
+	grep -qx 'nodes total 3 up 3 probing 0 down 0 drained 0 unprobed 0' "$MNT/pool/summary" ||
+		die "summary: $(cat "$MNT/pool/summary")"
+	slice_spec three 1 'nodes = 3' | sed 's/^ranks = 2$/ranks = 3/' > "$STATE/three.ini"
+	cp "$STATE/three.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 120 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -3 "$MNT/jobs/1/log"))"
+	grep -q '^rank 2 host dlhn2 ' "$MNT/jobs/1/plan" || die "plan: $(grep '^rank' "$MNT/jobs/1/plan")"
+	# dlhn2 taken out while a job runs there: leaving, then gone once it ends
+	printf '[job]\ncommand = /bin/sleep 300\n[resources]\nranks = 3\nnodes = 3\n' > "$STATE/sleep.ini"
+	cp "$STATE/sleep.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 status_is 2 running || die "job 2: $(cat "$MNT/jobs/2/progress")"
+	nodes_pool 1 > "$state/pool.ini"
+	echo reload > "$MNT/pool/ctl" || die "reload refused: $(tail -1 "$MNT/jobs/errors")"
+	grep -q '^leaving: no longer in the pool file' "$MNT/pool/nodes/dlhn2/state" ||
+		die "dlhn2: $(cat "$MNT/pool/nodes/dlhn2/state")"
+	status_is 2 running || die "the reload stopped job 2: $(cat "$MNT/jobs/2/progress")"
+	echo cancel > "$MNT/jobs/2/ctl"
+	wait_for 30 job_terminal 2 || die "job 2 did not end"
+	wait_for 10 test ! -e "$MNT/pool/nodes/dlhn2" || die "dlhn2 stayed: $(cat "$MNT/pool/nodes/dlhn2/state")"
+	expect_eq "$(ls "$MNT/pool/nodes" | tr '\n' ' ')" "dlhn1 here " "nodes after dlhn2 left"
+	dlh_umount
+}
+
+# Nodes reached by different agents (another ssh option here, as another
+# port or user would be): one run over both, through dlh-agent, each node
+# through its own
+test_one_run_over_nodes_with_different_agents() {
+	nodes_up 2
+	local state
+	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	nodes_pool 2 | sed '/^\[node dlhn2\]/,$ s|^agent = \(.*\)$|agent = \1 -o ServerAliveInterval=7|' > "$state/pool.ini"
+	grep -q 'ServerAliveInterval=7' "$state/pool.ini" || die "pool: $(cat "$state/pool.ini")"
+	DLH_OPTS="-o pool=$state/pool.ini" dlh_mount "$state"
+	wait_for 30 nodes_probed dlhn1 dlhn2 || die "still probing: $(cat "$MNT"/pool/nodes/*/state)"
+	printf '[job]\ncommand = /bin/hostname\n[resources]\nranks = 3\nnodes = 3\n' > "$STATE/h.ini"
+	cp "$STATE/h.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 60 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(grep -v '^\[rank' "$MNT/jobs/1/log" | tail -3))"
+	local r
+	for r in 0 1 2; do
+		expect_eq "$(sed -n "s/^\[rank $r\] //p" "$MNT/jobs/1/log")" "$(sed -n "s/^rank $r host \([^ ]*\) .*/\1/p" "$MNT/jobs/1/plan" | sed "s/^$(hostname)$/$(hostname)/")" "rank $r's host"
+	done
+	grep -q -- "--mca plm_rsh_agent $DLH_BIN/dlh-agent $STATE/jobs/1/agents " "$MNT/jobs/1/plan" ||
+		die "argv: $(grep '^argv' "$MNT/jobs/1/plan")"
+	grep -qx "dlhn2 /usr/bin/ssh -F $(node_ssh_config) -o ServerAliveInterval=7" "$STATE/jobs/1/agents" ||
+		die "agents: $(cat "$STATE/jobs/1/agents")"
+	dlh_umount
+}

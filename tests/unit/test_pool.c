@@ -121,6 +121,45 @@ TEST(env_section_gives_every_jobs_variables)
 	CHECK_MSG(strstr(err, "pool.ini:5: [env x]: unknown section"), "%s", err);
 }
 
+/* A reload: nodes matched by name, new ones appended, removed ones gone
+ * (or leaving while busy), a node back after removal revived at its index. */
+TEST(merge_adds_updates_and_removes_nodes_by_name)
+{
+	static struct dlh_pool next;
+	enum dlh_pool_change change[DLH_POOL_NODES];
+	int busy[DLH_POOL_NODES] = { 1, 0 };   /* gpu01 holds a job */
+	CHECK_MSG(parse(two_nodes, "cpu01") == 0, "%s", err);
+	pool.nodes[1].drained = 1;             /* runtime state stays */
+	pool.nodes[0].probe = DLH_PROBE_UP;
+	const char two[] = "[type H100]\ngpu = true\n[type A100]\ngpu = true\n"
+			   "[node cpu01]\ncpus = 64\nmemory = 256G\n[node cpu02]\ncpus = 8\ngpus = A100:2\n";
+	CHECK_MSG(dlh_pool_parse(&next, two, strlen(two), "pool.ini", "cpu01", 0, err, sizeof err) == 0,
+		  "%s", err);
+	CHECK(dlh_pool_merge(&pool, &next, busy, change, err, sizeof err) == 0);
+	CHECK(pool.nnodes == 3 && pool.local == 1);
+	CHECK_MSG(change[0] == DLH_NODE_LEAVING && change[1] == DLH_NODE_SAME && change[2] == DLH_NODE_NEW,
+		  "%d %d %d", change[0], change[1], change[2]);
+	CHECK(pool.nodes[0].leaving && !dlh_pool_node_usable(&pool, 0));
+	CHECK(pool.nodes[1].drained);
+	int a = dlh_pool_find_type(&pool, "A100");
+	CHECK(a >= 0 && pool.nodes[2].devices[a] == 2 && dlh_pool_find_node(&pool, "cpu02") == 2);
+	CHECK(pool.nodes[2].probe == DLH_PROBE_NONE && dlh_pool_node_usable(&pool, 2));
+	/* idle now: gone, and counted nowhere */
+	busy[0] = 0;
+	CHECK(dlh_pool_merge(&pool, &next, busy, change, err, sizeof err) == 0);
+	CHECK(change[0] == DLH_NODE_REMOVED && pool.nodes[0].removed);
+	CHECK(dlh_pool_find_node(&pool, "gpu01") == -ENOENT);
+	CHECK(dlh_pool_devices(&pool, 1, 0) == 2);   /* cpu02's A100s only */
+	/* back, at another host: revived where it was, to be probed */
+	const char back[] = "[type H100]\ngpu = true\n[node gpu01]\nhost = 10.1.1.1\ncpus = 4\n"
+			    "gpus = H100:1\n[node cpu01]\ncpus = 64\n[node cpu02]\ncpus = 8\n";
+	CHECK(dlh_pool_parse(&next, back, strlen(back), "pool.ini", "cpu01", 0, err, sizeof err) == 0);
+	CHECK(dlh_pool_merge(&pool, &next, busy, change, err, sizeof err) == 0);
+	CHECK(change[0] == DLH_NODE_NEW && !pool.nodes[0].removed && pool.nodes[0].cpus == 4);
+	CHECK(!strcmp(pool.nodes[0].host, "10.1.1.1") && pool.nodes[0].probe == DLH_PROBE_NONE);
+	CHECK(pool.nodes[2].devices[a] == 0 && change[2] == DLH_NODE_CHANGED);   /* its A100s gone */
+}
+
 TEST(cpus_option_overrides_the_local_node)
 {
 	int rc = dlh_pool_parse(&pool, two_nodes, strlen(two_nodes), "pool.ini", "cpu01", 2, err,
@@ -451,6 +490,7 @@ int main(void)
 	RUN(no_node_is_local_when_none_is_this_machine);
 	RUN(a_node_whose_host_is_an_address_of_this_machine_is_local);
 	RUN(env_section_gives_every_jobs_variables);
+	RUN(merge_adds_updates_and_removes_nodes_by_name);
 	RUN(cpus_option_overrides_the_local_node);
 	RUN(cpu_type_defaults_to_the_builtin_cpu);
 	RUN(nodes_may_name_their_own_cpu_type_and_several_gpu_types);
