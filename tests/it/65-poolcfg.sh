@@ -142,7 +142,7 @@ calibrated() { head -1 "$MNT/pool/calibration" | grep -q '^date=[0-9-]*T[0-9:]*Z
 test_pool_ctl_recalibrates_and_calibration_shows_the_figures() {
 	dlh_mount
 	expect_eq "$(ls "$MNT/pool" | tr '\n' ' ')" "calibration ctl limits nodes summary types " "ls pool"
-	expect_eq "$(cat "$MNT/pool/ctl")" "$(printf '# write one verb per line:\nrecalibrate\nrefresh\ndrain NODE\nundrain NODE')" "ctl help"
+	expect_eq "$(cat "$MNT/pool/ctl")" "$(printf '# write one verb per line:\nrecalibrate\nrefresh\nreload\ndrain NODE\nundrain NODE')" "ctl help"
 	expect_errno "Invalid argument" bash -c "echo recalibrat > '$MNT/pool/ctl'"
 	expect_errno "Permission denied" bash -c "echo x > '$MNT/pool/calibration'"
 	# the first mount measures in the background; the file says so meanwhile

@@ -494,7 +494,7 @@ TEST(engine_pool_ctl_names_unknown_verbs_and_refuses_other_users)
 	CHECK(e);
 	int rc = dlh_engine_pool_ctl(e, 0, "  shutdown node1\n", err, sizeof err);
 	CHECK_MSG(rc == -EINVAL && strstr(err, "unknown verb \"shutdown\"") &&
-		  strstr(err, "expected: recalibrate, refresh, drain NODE, undrain NODE"), "%d %s", rc, err);
+		  strstr(err, "expected: recalibrate, refresh, reload, drain NODE, undrain NODE"), "%d %s", rc, err);
 	rc = dlh_engine_pool_ctl(e, 0, "drain nosuch\n", err, sizeof err);
 	CHECK_MSG(rc == -EINVAL && strstr(err, "no node \"nosuch\" in the pool"), "%d %s", rc, err);
 	rc = dlh_engine_pool_ctl(e, 0, "drain\n", err, sizeof err);
