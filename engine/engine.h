@@ -9,7 +9,7 @@
 #include <sys/types.h>
 
 #include "engine/contract/contract.h"
-#include "engine/jobs/job.h"
+#include "engine/table/job.h"
 #include "engine/util/util.h"
 #include "engine/pool/pool.h"
 

@@ -4,7 +4,7 @@
 #define DLH_FS_PROGRESS_H
 
 #include "engine/engine.h"
-#include "engine/jobs/metrics.h"
+#include "engine/report/metrics.h"
 #include "engine/util/util.h"
 
 #define FS_IDLE_SHOWN 10.0   /* seconds without a step after which progress says so */

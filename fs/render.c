@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/jobs/metrics.h"
+#include "engine/report/metrics.h"
 #include "fs/progress.h"
 #include "fs/report.h"
 

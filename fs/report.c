@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/jobs/metrics.h"
+#include "engine/report/metrics.h"
 #include "engine/report/chart.h"
 #include "engine/report/plots.h"
 

@@ -9,10 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/jobs/nodes.h"
+#include "engine/live/nodes.h"
 #include "engine/jobs/queue.h"
-#include "engine/jobs/supervise.h"
-#include "engine/jobs/table.h"
+#include "engine/supervise/supervise.h"
+#include "engine/table/table.h"
 #include "engine/run/owner.h"
 #include "engine/util/util.h"
 

@@ -15,12 +15,13 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "engine/jobs/advise.h"
-#include "engine/jobs/disk.h"
+#include "engine/live/slots.h"
+#include "engine/table/advise.h"
+#include "engine/table/disk.h"
 #include "engine/jobs/queue.h"
-#include "engine/jobs/supervise.h"
-#include "engine/jobs/nodes.h"
-#include "engine/jobs/table.h"
+#include "engine/supervise/supervise.h"
+#include "engine/live/nodes.h"
+#include "engine/table/table.h"
 #include "engine/util/util.h"
 
 #define LOCK_WAIT 5.0            /* seconds to wait for a state directory in use */

@@ -12,10 +12,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/jobs/advise.h"
-#include "engine/jobs/nodes.h"
-#include "engine/jobs/supervise.h"
-#include "engine/jobs/table.h"
+#include "engine/live/slots.h"
+#include "engine/table/advise.h"
+#include "engine/live/nodes.h"
+#include "engine/supervise/supervise.h"
+#include "engine/table/table.h"
 #include "engine/sched/sched.h"
 #include "engine/util/util.h"
 

@@ -17,11 +17,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/jobs/advise.h"
+#include "engine/live/slots.h"
+#include "engine/table/advise.h"
 #include "engine/jobs/check.h"
-#include "engine/jobs/disk.h"
+#include "engine/table/disk.h"
 #include "engine/jobs/queue.h"
-#include "engine/jobs/table.h"
+#include "engine/table/table.h"
 #include "engine/plan/plan.h"
 #include "engine/util/util.h"
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "engine/jobs/job.h"
+#include "engine/table/job.h"
 #include "engine/run/proc.h"
 #include "engine/util/util.h"
 #include "tests/unit/check.h"

@@ -1,9 +1,9 @@
-/* test_jobs.c - one job's record on disk (engine/jobs/job.c): save and load */
+/* test_jobs.c - one job's record on disk (engine/table/job.c): save and load */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/jobs/job.h"
+#include "engine/table/job.h"
 #include "tests/unit/check.h"
 #include "tests/unit/tmpdir.h"
 

@@ -1,11 +1,11 @@
-/* test_metrics.c - reading what a run appends (engine/jobs/metrics.c): metrics.csv */
+/* test_metrics.c - reading what a run appends (engine/report/metrics.c): metrics.csv */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/jobs/metrics.h"
+#include "engine/report/metrics.h"
 #include "tests/unit/check.h"
 #include "tests/unit/tmpdir.h"
 

@@ -1,12 +1,12 @@
 /* test_report.c - a job's plots as SVG (engine/report) and the in-order scan
- * of metrics.csv they are fed from (engine/jobs/metrics.c) */
+ * of metrics.csv they are fed from (engine/report/metrics.c) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "engine/jobs/metrics.h"
+#include "engine/report/metrics.h"
 #include "engine/report/chart.h"
 #include "engine/report/plots.h"
 #include "tests/unit/check.h"

@@ -1,7 +1,8 @@
-/* table.h - private to engine/jobs/: struct dlh_engine, the job table and the job records in the state dir
+/* table.h - private to the engine (table/): struct dlh_engine, the job table and the job records in the state dir
  *
- * The bottom of jobs/: table.c calls nothing else of jobs/ but the record
- * (job.c). Every function here is called with e->mu held unless it says
+ * The bottom of the engine's job side: table.c calls nothing above it but
+ * the record (job.c); jobs/, supervise/ and live/ call down into it. Every
+ * function here is called with e->mu held unless it says
  * otherwise.
  *
  * Locking: one mutex (e->mu) guards the job table, the slot count and every
@@ -167,40 +168,6 @@ gid_t eng_primary_gid(uid_t uid);
  * 0, or -errno with err. */
 int eng_job_protect(const struct dlh_engine *e, const struct dlh_job *j, char *err,
 		    size_t errlen);
-
-/* ---- slots.c: the CPU slots of every node and who holds them ---- */
-
-/* Grows each node's slots to its cores (after open or a probe). Returns 0,
- * or -ENOMEM. */
-int eng_slots_fit(struct dlh_engine *e);
-
-/* Frees the slot tables. */
-void eng_slots_close(struct dlh_engine *e);
-
-/* CPU slots of the usable nodes (new runs may count on), and of those
- * the ones free now. */
-int eng_slots_usable(const struct dlh_engine *e);
-
-
-/* Ranks every node together could ever take (drained and down ones too;
- * gpu 1: no more than each node's GPUs). */
-int eng_slots_capacity(const struct dlh_engine *e, int gpu);
-int eng_slots_free(const struct dlh_engine *e);
-
-/* Ranks each node may take now (all 0: as if nothing were held), GPU
- * ranks (gpu 1) no more than its GPUs; 0 for nodes not usable. */
-void eng_slots_avail(const struct dlh_engine *e, int gpu, int all, int *avail);
-
-/* Holds the lowest free slot of each rank's node (p->node[]) for job id
- * into p->slot[], and for a GPU plan the lowest free GPU of the rank's type
- * there into p->dev[]. Returns 0, or -EAGAIN (nothing held then). */
-int eng_slots_take(struct dlh_engine *e, long id, struct dlh_plan *p);
-
-/* Holds slot s of node k for job id. Returns 0, or -EBUSY. */
-int eng_slots_hold(struct dlh_engine *e, long id, int k, int s);
-
-/* Gives back every slot job id holds. */
-void eng_slots_give(struct dlh_engine *e, long id);
 
 /* Marks the nodes named in STATE/drained drained (pool/ctl drain). */
 void eng_drained_load(struct dlh_engine *e);

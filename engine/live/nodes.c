@@ -10,7 +10,7 @@
  * down: the planner leaves it out (dlh_pool_free_view_nodes). Before a
  * job's first run on other nodes, each is asked as the job's owner (their
  * keys, their rights): a node the owner cannot reach fails the job. */
-#include "engine/jobs/nodes.h"
+#include "engine/live/nodes.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/jobs/advise.h"
+#include "engine/live/slots.h"
+#include "engine/table/advise.h"
 #include "engine/plan/calib.h"
 #include "engine/run/owner.h"
 #include "engine/run/probe.h"

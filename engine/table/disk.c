@@ -17,7 +17,7 @@
  * Locking: table.h. */
 /* fallocate: Linux's */
 #define _GNU_SOURCE
-#include "engine/jobs/disk.h"
+#include "engine/table/disk.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,8 +1,8 @@
-/* disk.h - private to engine/jobs/: the state directory's room (disk.c) */
+/* disk.h - private to the engine (table/): the state directory's room (disk.c) */
 #ifndef DLH_JOBS_DISK_H
 #define DLH_JOBS_DISK_H
 
-#include "engine/jobs/table.h"
+#include "engine/table/table.h"
 
 #define ENG_DISK_LOOK 1.0              /* seconds between looks while a job runs */
 #define ENG_DISK_LOOK_NEAR 0.1         /* ... while one has a disk limit, or the

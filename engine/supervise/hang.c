@@ -8,7 +8,7 @@
  * SIGSTOP, a dead filesystem) holds every other in the next collective, so
  * which one stalls is told by its process state first (stopped, in
  * uninterruptible sleep, gone), then by the oldest record. */
-#include "engine/jobs/hang.h"
+#include "engine/supervise/hang.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/jobs/table.h"
+#include "engine/table/table.h"
 #include "engine/run/proc.h"
 #include "engine/util/util.h"
 

@@ -2,7 +2,7 @@
  *
  * The bottom of jobs/: nothing here calls up into the queue, the
  * supervisor or submit (table.h). */
-#include "engine/jobs/table.h"
+#include "engine/table/table.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
  * decision at submission (engine/choose), the estimate and plan files
  * written before launch, the actual figures and the history after the run,
  * and the calibration they rest on (first mount, recalibrate) */
-#include "engine/jobs/advise.h"
+#include "engine/table/advise.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/jobs/table.h"
+#include "engine/table/table.h"
 #include "engine/util/util.h"
 
 _Static_assert(DLH_JOB_RANKS == DLH_RANKS_MAX, "a job records every rank of a plan");

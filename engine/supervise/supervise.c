@@ -3,7 +3,8 @@
  * A run is started and signalled only through engine/run/backend.h. When a
  * run ends its waiter records why and calls e->on_run_end (the queue) so
  * that this file never calls up into queue.c, which calls it. */
-#include "engine/jobs/supervise.h"
+#include "engine/live/slots.h"
+#include "engine/supervise/supervise.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,13 +17,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/jobs/advise.h"
-#include "engine/jobs/disk.h"
-#include "engine/jobs/hang.h"
-#include "engine/jobs/nodes.h"
-#include "engine/jobs/reason.h"
-#include "engine/jobs/resume.h"
-#include "engine/jobs/table.h"
+#include "engine/table/advise.h"
+#include "engine/table/disk.h"
+#include "engine/supervise/hang.h"
+#include "engine/live/nodes.h"
+#include "engine/supervise/reason.h"
+#include "engine/supervise/resume.h"
+#include "engine/table/table.h"
 #include "engine/plan/plan.h"
 #include "engine/run/cgroup.h"
 #include "engine/util/util.h"

@@ -2,7 +2,7 @@
 #ifndef DLH_JOBS_HANG_H
 #define DLH_JOBS_HANG_H
 
-#include "engine/jobs/table.h"
+#include "engine/table/table.h"
 
 #define ENG_HANG_MIN 60.0        /* the automatic hang_timeout is never shorter */
 #define ENG_HANG_STEPS 10.0      /* ... and is this many estimated steps */

@@ -1,4 +1,4 @@
-/* supervise.h - private to engine/jobs/: starting a planned run and watching it to its end (supervise.c)
+/* supervise.h - private to the engine (supervise/): starting a planned run and watching it to its end (supervise.c)
  *
  * Every function here is called with e->mu held unless it says otherwise. */
 #ifndef DLH_ENGINE_SUPERVISE_H

@@ -1,5 +1,5 @@
 /* metrics.c - reading what rank 0 appends: metrics.csv, run.info, result */
-#include "engine/jobs/metrics.h"
+#include "engine/report/metrics.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,7 +10,7 @@
  * run dlhfs points `latest` at the newest checkpoint when the program did
  * not. Everything in the job's directory is its owner's: read and written
  * without following links, regular files only. */
-#include "engine/jobs/resume.h"
+#include "engine/supervise/resume.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "engine/contract/contract.h"
-#include "engine/jobs/metrics.h"
+#include "engine/report/metrics.h"
 #include "engine/util/util.h"
 
 /* 1 when name is one of the program's checkpoints (not latest, not hidden,

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "engine/jobs/table.h"
+#include "engine/table/table.h"
 
 /* The first real error of j's last run into out (one line): the launcher
  * killed by a signal; else the first error line of the built-in trainer or

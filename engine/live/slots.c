@@ -5,7 +5,8 @@
  * to dlh-train as --cpus, which pins rank r to its slot on its node. A
  * node's probe may find more cores than the pool file said: its slots grow
  * with it (never shrink while a job may hold them). */
-#include "engine/jobs/table.h"
+#include "engine/live/slots.h"
+#include "engine/table/table.h"
 
 #include <errno.h>
 #include <stdio.h>

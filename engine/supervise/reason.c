@@ -3,7 +3,7 @@
  * Only the last run's part of the log counts: from its "dlhfs: launching"
  * line on. Rank output is tagged there ("[rank R] ..." by dlh-shepherd);
  * which rank failed first is the backend's to read (its launcher's words). */
-#include "engine/jobs/reason.h"
+#include "engine/supervise/reason.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/jobs/table.h"
+#include "engine/table/table.h"
 #include "engine/util/util.h"
 
 #define REASON_SCAN (1 << 20)   /* bytes of log searched */

@@ -1,5 +1,5 @@
 /* job.c - one job's record: status, times, its plan; stored as key=value */
-#include "engine/jobs/job.h"
+#include "engine/table/job.h"
 
 #include <errno.h>
 #include <stdarg.h>

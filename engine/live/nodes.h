@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "engine/jobs/table.h"
+#include "engine/table/table.h"
 
 /* Starts probing every node but the local one in a thread of its own (the
  * mount does not wait for it). e->mu not held. */
