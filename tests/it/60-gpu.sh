@@ -94,7 +94,7 @@ test_gpu_device_refused_where_the_pool_has_none() {
 	[ -e /dev/nvidia0 ] && skip "this machine has an NVIDIA GPU (the refusal needs none)"
 	dlh_mount
 	expect_eq "$(ls "$MNT/pool/nodes/$(hostname)/gpus" | wc -l)" 0 "gpus in pool/nodes"
-	expect_eq "$(grep -v '^cpu \|^jobs ' "$MNT/pool/summary")" "" "device types in pool/summary"
+	expect_eq "$(grep -v '^cpu \|^jobs \|^nodes \|^head ' "$MNT/pool/summary")" "" "device types in pool/summary"
 	fm_spec g gpu 1 'layers = 32' > "$STATE/g.ini"
 	expect_errno "Invalid argument" cp "$STATE/g.ini" "$MNT/jobs/new"
 	grep -q 'device: "gpu" asked for, the pool has no GPU' "$MNT/jobs/errors" ||
