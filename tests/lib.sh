@@ -224,3 +224,13 @@ slice_spec() {
 	printf '[resources]\nranks = 2\n'
 	for l in "$@"; do printf '%s\n' "$l"; done
 }
+
+# torch_python: prints a python3 that imports torch (PATH's, else Debian's)
+torch_python() {
+	local p
+	for p in python3 /usr/bin/python3; do
+		p=$(command -v "$p") || continue
+		"$p" -c 'import torch' 2>/dev/null && { echo "$p"; return 0; }
+	done
+	return 1
+}

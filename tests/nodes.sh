@@ -35,6 +35,15 @@ nodes_can() {
 	ip netns del dlhn-probe
 }
 
+# node_ssh_block PATTERN [ADDRESS]: an ssh config block for hosts PATTERN
+# (reached at ADDRESS): each user with their own key, no host key asked
+node_ssh_block() {
+	printf 'Host %s\n' "$1"
+	[ -n "${2:-}" ] && printf '\tHostName %s\n' "$2"
+	printf '\tIdentityFile %s/id_%%u\n\tIdentitiesOnly yes\n\tStrictHostKeyChecking no\n' "$NODES_DIR"
+	printf '\tUserKnownHostsFile /dev/null\n\tBatchMode yes\n\tConnectTimeout 5\n\tLogLevel ERROR\n'
+}
+
 nodes_up() {
 	local n=$1 i
 	shift
@@ -52,16 +61,7 @@ nodes_up() {
 	chmod 755 "$NODES_DIR"
 	ssh-keygen -q -t ed25519 -N "" -f "$NODES_DIR/id_root" || die "ssh-keygen failed"
 	cp "$NODES_DIR/id_root.pub" "$NODES_DIR/authorized_keys"
-	cat > "$NODES_DIR/ssh_config" <<CONF
-Host $NODES_NET.*
-	IdentityFile $NODES_DIR/id_%u
-	IdentitiesOnly yes
-	StrictHostKeyChecking no
-	UserKnownHostsFile /dev/null
-	BatchMode yes
-	ConnectTimeout 5
-	LogLevel ERROR
-CONF
+	node_ssh_block "$NODES_NET.*" > "$NODES_DIR/ssh_config"
 	for i in $(seq "$n"); do
 		ip netns add "dlhn$i" || die "cannot make namespace dlhn$i"
 		ip link add "dlhv$i" type veth peer name eth0 netns "dlhn$i"
@@ -82,17 +82,7 @@ UsePAM no
 StrictModes no
 AcceptEnv *
 CONF
-		cat >> "$NODES_DIR/ssh_config" <<CONF
-Host dlhn$i
-	HostName $NODES_NET.$((10 + i))
-	IdentityFile $NODES_DIR/id_%u
-	IdentitiesOnly yes
-	StrictHostKeyChecking no
-	UserKnownHostsFile /dev/null
-	BatchMode yes
-	ConnectTimeout 5
-	LogLevel ERROR
-CONF
+		node_ssh_block "dlhn$i" "$NODES_NET.$((10 + i))" >> "$NODES_DIR/ssh_config"
 		case $NODES_DOWN in *" dlhn$i "*) continue ;; esac
 		node_sshd_start "$i"
 	done

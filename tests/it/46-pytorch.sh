@@ -3,16 +3,6 @@
 # [job] steps, checkpointed on request, suspended and resumed without
 # repeating or losing a step
 
-# torch_python: prints a python3 that imports torch (PATH's, else Debian's)
-torch_python() {
-	local p
-	for p in python3 /usr/bin/python3; do
-		p=$(command -v "$p") || continue
-		"$p" -c 'import torch' 2>/dev/null && { echo "$p"; return 0; }
-	done
-	return 1
-}
-
 # job_procs ID: pids of the processes that run job ID's command (found by the
 # DLH_JOB_DIR of their environment: the program's argv does not name the job)
 job_procs() {

@@ -54,16 +54,6 @@ test_a_node_without_the_state_dir_or_with_other_data_is_down() {
 	dlh_umount
 }
 
-# torch_python: a python3 that imports torch, or nothing
-torch_python() {
-	local p
-	for p in python3 /usr/bin/python3; do
-		p=$(command -v "$p") || continue
-		"$p" -c 'import torch' 2>/dev/null && { echo "$p"; return 0; }
-	done
-	return 1
-}
-
 # A pool of two nodes named by address (names that resolve on every node),
 # this machine outside it: user a, whose key the nodes accept, runs PyTorch
 # DDP over both with [job] env naming the interface gloo must use; user b,
