@@ -254,6 +254,12 @@ int dlh_pool_host_is_self(const char *host, const char *hostname);
  * pool file gave none. */
 void dlh_pool_link_defaults(struct dlh_pool_type *t);
 
+/* This machine's energy meter: the sum of its CPU packages' RAPL counters
+ * (/sys/class/powercap/intel-rapl:N/energy_uj; $DLH_POWERCAP names another
+ * tree) into *joules, and the range they wrap at into *range (0: unknown).
+ * Returns 0, or -1 where there is none (a VM, a machine without RAPL). */
+int dlh_energy_read(double *joules, double *range);
+
 /* Fills t with the built-in "cpu" type: bandwidth and watts of the
  * DLH_CPU_* defaults, flops and memory unknown. */
 void dlh_pool_default_cpu(struct dlh_pool_type *t);

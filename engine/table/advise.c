@@ -448,8 +448,22 @@ void eng_job_actuals(struct dlh_engine *e, struct dlh_job *j, double wall_s)
 	eng_job_dir(e, j->id, dir, sizeof dir);
 	if (dlh_estimate_actual(dir, wall_s, &act) < 0)
 		return;
-	/* its energy: the measured time at the power the estimate modelled
-	 * for its devices (no meter is read) */
+	/* its energy: the machine's meter over the run (RAPL), the job's share
+	 * of its cores; where there is none, the measured time at the power the
+	 * estimate modelled for its devices */
+	double now_j, range;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	if (j->energy_ok && !dlh_energy_read(&now_j, &range) && cores > 0) {
+		double used = now_j - j->energy_start;
+		if (used < 0 && j->energy_range > 0)   /* the counter wrapped */
+			used += j->energy_range;
+		double share = j->ranks < cores ? (double)j->ranks / (double)cores : 1.0;
+		if (used >= 0) {
+			act.joules = used * share;
+			eng_job_log(e, j, "energy: %.1f J measured (the machine's RAPL meter, %.1f J "
+				    "over the run, %d of its %ld cores)", act.joules, used, j->ranks, cores);
+		}
+	}
 	if (act.joules < 0 && act.total_s > 0 && pred.total_s > 0 && pred.joules > 0)
 		act.joules = pred.joules * act.total_s / pred.total_s;
 	if (!dlh_estimate_format(&pred, &act, &b)) {

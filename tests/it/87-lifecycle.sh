@@ -97,3 +97,31 @@ test_a_bad_expire_option_is_refused_before_mounting() {
 	*) die "error: $err" ;;
 	esac
 }
+
+# jobs/index's energy is measured where the machine has a meter: the CPU
+# packages' RAPL counters (powercap), here a tree the test writes
+# ($DLH_POWERCAP), read at the run's launch and at its end, the job's share
+# of the machine's cores; without one, the modelled power over the run
+test_energy_is_read_from_the_machines_meter_where_it_has_one() {
+	local pc cores
+	pc=$(mktemp -d /tmp/dlh-powercap.XXXXXX)
+	mkdir -p "$pc/intel-rapl:0" "$pc/intel-rapl:0:0"
+	echo 262143328850 > "$pc/intel-rapl:0/max_energy_range_uj"
+	echo 262142000000 > "$pc/intel-rapl:0/energy_uj"       # 1.3 J before it wraps
+	echo 999999999 > "$pc/intel-rapl:0:0/energy_uj"         # a part of the package: not counted
+	DLH_POWERCAP=$pc dlh_mount
+	slice_spec metered 40 > "$STATE/m.ini"
+	cp "$STATE/m.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 60 grep -q '^train,' "$MNT/jobs/1/metrics.csv" || die "job 1: $(cat "$MNT/jobs/1/progress")"
+	status_is 1 running || die "job 1 ended before the meter moved: $(cat "$MNT/jobs/1/progress")"
+	echo 2700000 > "$pc/intel-rapl:0/energy_uj"            # wrapped: 1.3 + 2.7 = 4 J
+	wait_for 120 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1"
+	cores=$(nproc)
+	local want; want=$(awk -v c="$cores" 'BEGIN { printf "%.0f", 4 * (2 < c ? 2 / c : 1) }')
+	grep -q "energy: $want.0 J measured (the machine's RAPL meter, 4.0 J over the run, 2 of its $cores cores)" "$MNT/jobs/1/log" ||
+		die "log: $(grep energy "$MNT/jobs/1/log")"
+	expect_eq "$(awk '$1 == 1 { print $9 }' "$MNT/jobs/index")" "$want" "energy_j of job 1 in jobs/index ($(cat "$MNT/jobs/index"))"
+	dlh_umount
+	rm -rf "$pc"
+}
