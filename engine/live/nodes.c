@@ -129,6 +129,7 @@ static void apply(struct dlh_engine *e, int k, const struct dlh_probe_result *r)
 		nd->mem_bytes = r->mem_bytes;
 	if (r->cpu_model[0])
 		snprintf(nd->cpu_model, sizeof nd->cpu_model, "%s", r->cpu_model);
+	nd->free_port = r->free_port;
 	dlh_size_text(nd->mem_bytes, mem, sizeof mem);
 	snprintf(nd->probe_what, sizeof nd->probe_what, "%s answers: %d cpus, %s memory, gpus %s",
 		 r->hostname, r->cpus, mem, r->gpus);
@@ -385,6 +386,8 @@ static void *seer_main(void *arg)
 			apply(e, k, r);
 		} else {
 			j->seen[k] = 1;
+			if (r->free_port > 0)   /* rank 0's MASTER_PORT, should it run there */
+				e->pool.nodes[k].free_port = r->free_port;
 		}
 	}
 	j->seeing = 0;

@@ -104,6 +104,8 @@ struct dlh_pool_node {
 	int probe;                     /* enum dlh_probe_state: what its probe found */
 	char probe_what[256];          /* up: what it has; down: why */
 	double down_since;             /* epoch seconds it was found down (0: it is not) */
+	int free_port;                 /* a TCP port free there at its last probe, for a run's
+					  rank 0 (taken by the next launch; 0: none) */
 	int leaving;                   /* 1: no longer in the pool file, but jobs run there:
 					  no new ranks; it goes when they end (dlh_pool_merge) */
 	int removed;                   /* 1: gone from the pool (an index is never reused by

@@ -113,6 +113,8 @@ static void parse(const char *text, struct dlh_probe_result *r)
 		r->cpus = atoi(v);
 	if (!dlh_kv_get(text, "memory", v, sizeof v))
 		r->mem_bytes = atoll(v);
+	if (!dlh_kv_get(text, "free_port", v, sizeof v))
+		r->free_port = atoi(v);
 	if (!dlh_kv_get(text, "cpu_model", v, sizeof v))
 		snprintf(r->cpu_model, sizeof r->cpu_model, "%s", v);
 	if (!dlh_kv_get(text, "gpus", v, sizeof v))

@@ -15,6 +15,7 @@ struct dlh_probe_result {
 	long long mem_bytes;        /* memory */
 	char cpu_model[128];        /* its CPU model, "" if it does not say */
 	char gpus[128];             /* TYPE:COUNT,... or "none" */
+	int free_port;              /* a TCP port free there when it answered (0: none said) */
 	char why[256];              /* down: why (the agent's last words, or the probe's) */
 	int seen;                   /* see asked: 1 = every path readable there */
 	char unseen[512];           /* else the first path it cannot read, and why */

@@ -284,6 +284,8 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	}
 	eng_run_env(e, j->id, l->plan.ranks, &env);
 	eng_run_master(e, j->id, &l->plan, l->nhosts, &env);
+	if (l->plan.ranks > 0 && l->plan.node[0] >= 0 && l->plan.node[0] != e->pool.local)
+		e->pool.nodes[l->plan.node[0]].free_port = 0;   /* this run's now: the next asks again */
 	eng_env_ranks(&env, &l->plan);
 	eng_env_job(&env, e->pool.env, j->spec.env);
 	if (j->spec.command[0] && j->started > 0)

@@ -245,6 +245,8 @@ void eng_run_master(const struct dlh_engine *e, long id, const struct dlh_plan *
 		snprintf(host, sizeof host, "localhost");
 	if (k < 0 || k == e->pool.local)
 		port = free_port();
+	else   /* free there when it was last asked (a probe, its nodes' check) */
+		port = e->pool.nodes[k].free_port;
 	if (!port)
 		port = 29500 + (int)(id % 500);
 	snprintf(env->master_addr, sizeof env->master_addr, "DLH_MASTER_ADDR=%s", host);

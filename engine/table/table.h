@@ -194,7 +194,9 @@ void eng_env_job(struct eng_env *env, const char *pool_env, const char *job_env)
  * torchrun's MASTER_ADDR and MASTER_PORT): rank 0's host (127.0.0.1 when
  * every rank runs here; this machine's name when some run elsewhere; else
  * rank 0's node's host) and a port: one free here at this moment when rank 0
- * runs here, else 29500 + id % 500. Any lock state. */
+ * runs here, else the one rank 0's node said was free when it was last
+ * asked (its probe, the job's nodes' check before its first run there),
+ * else 29500 + id % 500. e->mu held. */
 void eng_run_master(const struct dlh_engine *e, long id, const struct dlh_plan *plan, int nhosts,
 		    struct eng_env *env);
 

@@ -51,3 +51,25 @@ test_a_head_node_outside_the_pool_runs_no_rank() {
 	expect_eq "$hosts" " dlhn1 dlhn2" "job 2's nodes"
 	dlh_umount
 }
+
+# rank 0 on another node: MASTER_PORT is a port that node said was free
+# (the kernel's choice there, from its ephemeral range), MASTER_ADDR its host
+test_rank_0_on_a_node_gets_a_port_free_there() {
+	nodes_up 2
+	local state lo hi port
+	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	nodes_pool 2 | awk '/^\[node here\]/ { skip = 1; next } /^\[/ { skip = 0 } !skip' > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini" dlh_mount "$state"
+	wait_for 30 nodes_probed dlhn1 dlhn2 || die "still probing: $(cat "$MNT"/pool/nodes/*/state)"
+	printf '[job]\ncommand = /usr/bin/env\n[resources]\nranks = 2\nnodes = 2\n' > "$STATE/e.ini"
+	cp "$STATE/e.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 60 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1"
+	port=$(sed -n 's/^\[rank 1\] MASTER_PORT=//p' "$MNT/jobs/1/log")
+	read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range
+	echo "measured: rank 0 on $(sed -n 's/^\[rank 1\] MASTER_ADDR=//p' "$MNT/jobs/1/log"), MASTER_PORT $port (ephemeral $lo-$hi)"
+	[ -n "$port" ] && [ "$port" -ge "$lo" ] && [ "$port" -le "$hi" ] || die "MASTER_PORT $port is not a port a node chose"
+	expect_eq "$(sed -n 's/^\[rank 0\] MASTER_ADDR=//p' "$MNT/jobs/1/log")" \
+		"$(sed -n 's/^rank 0 host \([^ ]*\) .*/\1/p' "$MNT/jobs/1/plan")" "MASTER_ADDR: rank 0's host"
+	dlh_umount
+}
