@@ -479,6 +479,8 @@ int dlh_env_add(char *field, size_t cap, const char *v, char *msg, size_t n)
 	}
 	if (count >= DLH_ENV_ENTRIES_MAX)
 		return fail(msg, n, v, "more than %d entries", DLH_ENV_ENTRIES_MAX);
+	if (len > DLH_SPEC_LINE_MAX - 6)   /* its line of the stored spec, "env = " first */
+		return fail(msg, n, v, "expected at most %d characters", DLH_SPEC_LINE_MAX - 6);
 	if (used + len + 1 > cap)
 		return fail(msg, n, v, "the entries take more than %zu bytes together", cap);
 	memcpy(field + used, v, len);

@@ -48,14 +48,15 @@ static int ranks_held(const struct dlh_engine *e, unsigned uid)
 }
 
 /* Whether a job of another uid than uid waits and could start once room
- * frees (it fits the pool). e->mu held. */
-static int other_waits(const struct dlh_engine *e, unsigned uid)
+ * frees: it fits the pool, and its owner is under the cap (two users at
+ * their share do not hold each other back). e->mu held. */
+static int other_waits(const struct dlh_engine *e, unsigned uid, int cap)
 {
 	int usable = eng_slots_usable(e);
 	for (size_t i = 0; i < e->njobs; i++) {
 		const struct dlh_job *j = e->jobs[i];
 		if (j->status == DLH_QUEUED && !j->run.pid && j->uid != uid &&
-		    eng_job_slots(e, j) <= usable)
+		    eng_job_slots(e, j) <= usable && ranks_held(e, j->uid) < cap)
 			return 1;
 	}
 	return 0;
@@ -71,7 +72,7 @@ static int capped(const struct dlh_engine *e, const struct dlh_job *j, int *held
 {
 	int cap = eng_ranks_per_user(e);
 	*held = cap > 0 ? ranks_held(e, j->uid) : 0;
-	return cap > 0 && *held >= cap && other_waits(e, j->uid);
+	return cap > 0 && *held >= cap && other_waits(e, j->uid, cap);
 }
 
 /* The queued jobs as scheduler input: first the *nplan jobs planned, in
@@ -224,7 +225,13 @@ void eng_schedule(struct dlh_engine *e)
 			eng_job_launch(e, j); /* planning refuses it, with the reason */
 			continue;
 		}
-		int tried = w[k].start <= now && need <= free_slots;
+		int held, tried = w[k].start <= now && need <= free_slots;
+		if (tried && capped(e, j, &held)) {   /* the runs this pass started took its share */
+			snprintf(j->wait, sizeof j->wait, "waiting: uid %u's runs hold %d rank slot%s, "
+				 "its share (ranks_per_user=%d) while other users' jobs wait; est. "
+				 "start unknown", j->uid, held, held == 1 ? "" : "s", eng_ranks_per_user(e));
+			continue;
+		}
 		if (tried && eng_job_launch(e, j) != -EAGAIN)
 			continue;   /* launched, or failed with the reason */
 		char when[64];

@@ -140,9 +140,13 @@ static void apply(struct dlh_engine *e, int k, const struct dlh_probe_result *r)
 static void probe_round(struct dlh_engine *e)
 {
 	struct node_probe *p = calloc((size_t)DLH_POOL_NODES, sizeof *p);
-	if (!p)
-		return;
 	pthread_mutex_lock(&e->mu);
+	if (!p) {   /* no round: the next one, or a refresh, asks again */
+		e->probing = 0;
+		pthread_cond_broadcast(&e->changed);
+		pthread_mutex_unlock(&e->mu);
+		return;
+	}
 	int n = e->pool.nnodes;
 	for (int k = 0; k < n; k++) {
 		if (k == e->pool.local || e->pool.nodes[k].removed)
@@ -150,7 +154,9 @@ static void probe_round(struct dlh_engine *e)
 		p[k].asked = 1;
 		snprintf(p[k].agent, sizeof p[k].agent, "%s", e->pool.nodes[k].agent);
 		snprintf(p[k].host, sizeof p[k].host, "%s", e->pool.nodes[k].host);
-		p[k].measure = e->pool.nodes[k].link_alpha <= 0 && e->calib_prog[0];
+		/* timed once: not again after it failed (link_why says why) */
+		p[k].measure = e->pool.nodes[k].link_alpha <= 0 && !e->pool.nodes[k].link_why[0] &&
+			       e->calib_prog[0];
 		if (e->pool.nodes[k].probe == DLH_PROBE_NONE)   /* later rounds keep what it was */
 			e->pool.nodes[k].probe = DLH_PROBE_RUNNING;
 	}
@@ -251,6 +257,7 @@ struct seer {
 	int node[DLH_POOL_NODES];
 	struct node_probe p[DLH_POOL_NODES];
 	int access[DLH_POOL_NODES];         /* 1: up for dlhfs, not reachable by the owner */
+	int confirmed[DLH_POOL_NODES];      /* 1: dlhfs's own probe found its copy other too */
 	char paths[4][DLH_PATH_MAX + 1];
 	const char *see[5];                 /* the job's data files (none for a command) */
 	uint64_t hash[4];                   /* this machine's copy of each */
@@ -271,9 +278,9 @@ static struct {
 static int local_hash(const char *path, uint64_t *h, char *why, size_t len)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc = 0;
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		snprintf(why, len, "\"%s\": %s", path, fd < 0 ? strerror(errno) : "not a regular file");
+	int fd = dlh_open_regular(path, 0), rc = 0;   /* a device or FIFO is never opened */
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		snprintf(why, len, "\"%s\": %s", path, strerror(fd < 0 ? -fd : errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -331,23 +338,49 @@ static void *seer_main(void *arg)
 	struct dlh_job *j = s->job;
 	char token_path[4200], token[40];
 	int have_token = !make_token(e, token_path, sizeof token_path, token, sizeof token);
-	for (int i = 0; s->see[i] && !s->hash_why[0]; i++)
-		local_hash(s->see[i], &s->hash[i], s->hash_why, sizeof s->hash_why);
+	/* this machine's copies, read with the owner's rights (the paths are
+	 * theirs): root opens nothing a user names */
+	struct dlh_files_saved saved = { 0 };
+	long long bytes = 0;
+	int as = s->as_owner && dlh_files_as(&s->cred, &saved) == 0;
+	for (int i = 0; s->see[i] && !s->hash_why[0]; i++) {
+		struct stat st;
+		if (!local_hash(s->see[i], &s->hash[i], s->hash_why, sizeof s->hash_why) &&
+		    !stat(s->see[i], &st))
+			bytes += st.st_size;
+	}
+	if (as)
+		dlh_files_back(&saved);
+	/* a node reads and hashes them all: time for that besides the answer */
+	double timeout = DLH_PROBE_TIMEOUT + (double)bytes / DLH_PROBE_READ_BW;
 	for (int i = 0; i < s->n; i++) {   /* one after the other: a few, and each is quick */
 		struct node_probe *p = &s->p[i];
 		struct dlh_probe_ask a = {
 			.agent = p->agent, .host = p->host, .probe = p->probe, .state = p->state,
 			.token_path = have_token ? token_path : NULL, .token = token,
 			.see = s->see[0] ? s->see : NULL, .cred = s->as_owner ? &s->cred : NULL,
-			.timeout = DLH_PROBE_TIMEOUT,
+			.timeout = s->see[0] ? timeout : DLH_PROBE_TIMEOUT,
 		};
 		dlh_probe_ask(&a, &p->r);
-		if (p->r.up || !s->as_owner)
+		int slow = !p->r.up && !strncmp(p->r.why, "did not answer", 14);
+		if (s->see[0] && p->r.up && p->r.seen && !s->hash_why[0] && differs(s, &p->r) >= 0) {
+			/* the owner's answer says its copy is another: the owner's
+			 * shell could say anything, so dlhfs asks for itself before
+			 * it takes the node down for everyone */
+			struct dlh_probe_result mine;
+			a.cred = NULL;
+			if (s->as_owner)
+				dlh_probe_ask(&a, &mine);
+			s->confirmed[i] = !s->as_owner || (mine.up && mine.seen && differs(s, &mine) >= 0);
+			continue;
+		}
+		if (p->r.up || !s->as_owner || slow)
 			continue;
 		/* the owner's try failed: the node's fault, or the owner's access? */
 		struct dlh_probe_result mine;
 		a.cred = NULL;
 		a.see = NULL;
+		a.timeout = DLH_PROBE_TIMEOUT;
 		dlh_probe_ask(&a, &mine);
 		if (mine.up)
 			s->access[i] = 1;   /* p->r.why: what the agent said to the owner */
@@ -369,6 +402,13 @@ static void *seer_main(void *arg)
 					 s->p[i].agent[0] ? s->p[i].agent : DLH_AGENT_DEFAULT, r->why);
 				snprintf(pub, sizeof pub, "user %s cannot reach node %s", s->cred.user, name);
 			}
+		} else if (!r->up && !strncmp(r->why, "did not answer", 14) && s->see[0]) {
+			if (!why[0]) {   /* slow to read the data: the job's problem, not the node's */
+				snprintf(why, sizeof why, "node %s did not finish reading the job's data "
+					 "within the check's time: %s", name, r->why);
+				snprintf(pub, sizeof pub, "node %s did not finish reading the job's data",
+					 name);
+			}
 		} else if (!r->up) {   /* not answering, or not sharing: down, the job placed again */
 			apply(e, k, r);
 		} else if (s->see[0] && !r->seen) {
@@ -376,6 +416,12 @@ static void *seer_main(void *arg)
 				snprintf(why, sizeof why, "node %s cannot read the job's data: %s (the data "
 					 "must be on a filesystem every node shares)", name, r->unseen);
 				snprintf(pub, sizeof pub, "node %s cannot read the job's data", name);
+			}
+		} else if (s->see[0] && !s->hash_why[0] && (f = differs(s, r)) >= 0 && !s->confirmed[i]) {
+			if (!why[0]) {   /* the owner's answer alone: this job's fault, not the node's */
+				snprintf(why, sizeof why, "node %s: the job's owner reads another copy of "
+					 "\"%.300s\" there than dlhfs does", name, s->see[f]);
+				snprintf(pub, sizeof pub, "node %s gave another copy of the job's data", name);
 			}
 		} else if (s->see[0] && !s->hash_why[0] && (f = differs(s, r)) >= 0) {
 			r->up = 0;   /* its copy is another: no job of this data there */
@@ -386,7 +432,9 @@ static void *seer_main(void *arg)
 			apply(e, k, r);
 		} else {
 			j->seen[k] = 1;
-			if (r->free_port > 0)   /* rank 0's MASTER_PORT, should it run there */
+			/* rank 0's MASTER_PORT, should it run there: from dlhfs's own
+			 * probe only (an owner's answer is theirs to make up) */
+			if (r->free_port > 0 && !s->as_owner)
 				e->pool.nodes[k].free_port = r->free_port;
 		}
 	}
@@ -528,6 +576,10 @@ void eng_nodes_probe_start(struct dlh_engine *e)
 	if (e->pool.nnodes - (e->pool.local >= 0) < 1 || e->no_probe)
 		return;   /* no other node */
 	pthread_mutex_lock(&e->mu);
+	if (e->probe_started) {   /* one thread probes for the mount's life */
+		pthread_mutex_unlock(&e->mu);
+		return;
+	}
 	e->probing = 1;
 	e->probe_started = !pthread_create(&e->probe_thread, NULL, probe_thread, e);
 	if (!e->probe_started)
@@ -594,10 +646,30 @@ int eng_nodes_reload(struct dlh_engine *e, char *err, size_t errlen)
 		pthread_mutex_lock(&e->mu);
 		for (int k = 0; k < e->pool.nnodes; k++)
 			busy[k] = node_busy(e, k);
-		if ((rc = dlh_pool_merge(&e->pool, next, busy, change, why, sizeof why)))
+		/* which node is this machine is settled at mount */
+		int mine = e->pool.local, theirs = next->local;
+		if ((mine < 0) != (theirs < 0) ||
+		    (mine >= 0 && strcmp(e->pool.nodes[mine].name, next->nodes[theirs].name))) {
+			snprintf(err, errlen, "pool ctl: \"reload\": the file makes %s this machine's "
+				 "node, where the mount has %s: remount to change which node dlhfs runs on",
+				 theirs >= 0 ? next->nodes[theirs].name : "none",
+				 mine >= 0 ? e->pool.nodes[mine].name : "none (a head node outside the pool)");
+			rc = -EINVAL;
+		} else if ((rc = dlh_pool_merge(&e->pool, next, busy, change, why, sizeof why))) {
 			snprintf(err, errlen, "pool ctl: \"reload\": %s", why);
-		else if ((rc = eng_slots_fit(e)))
+		} else if ((rc = eng_slots_fit(e))) {
 			snprintf(err, errlen, "pool ctl: \"reload\": out of memory growing the slots");
+		}
+		for (int k = 0; !rc && k < e->pool.nnodes; k++) {
+			if (change[k] != DLH_NODE_NEW && change[k] != DLH_NODE_CHANGED)
+				continue;
+			/* not usable until probed; no job's check of it holds any more */
+			if (!e->no_probe && k != e->pool.local &&
+			    e->pool.nodes[k].probe == DLH_PROBE_NONE)
+				e->pool.nodes[k].probe = DLH_PROBE_RUNNING;
+			for (size_t i = 0; i < e->njobs; i++)
+				e->jobs[i]->seen[k] = 0;
+		}
 		if (e->on_run_end && !e->stopping)
 			e->on_run_end(e);   /* the queue: slots may have come */
 		pthread_cond_broadcast(&e->changed);

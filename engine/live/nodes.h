@@ -7,7 +7,8 @@
 #include "engine/table/table.h"
 
 /* Starts probing every node but the local one in a thread of its own (the
- * mount does not wait for it). e->mu not held. */
+ * mount does not wait for it): a round now, then one every probe_every.
+ * Once for the mount's life. e->mu not held. */
 void eng_nodes_probe_start(struct dlh_engine *e);
 
 /* "node N down since HH:MM:SS, ..." of the pool's nodes found down, or ""
@@ -15,8 +16,9 @@ void eng_nodes_probe_start(struct dlh_engine *e);
 void eng_nodes_down_text(const struct dlh_engine *e, char *out, size_t len);
 
 /* Probes every node but the local one now and returns when all have
- * answered or timed out (pool/ctl refresh). Returns 0, or -EBUSY with err
- * while another round runs. e->mu not held. */
+ * answered or timed out (pool/ctl refresh); a round under way (the mount's,
+ * a periodic one) is waited for first. Returns 0, or -EINVAL with err
+ * (-o probe=off). e->mu not held. */
 int eng_nodes_refresh(struct dlh_engine *e, char *err, size_t errlen);
 
 /* pool/ctl reload: reads the pool file again and makes it the pool

@@ -256,11 +256,24 @@ int dlh_pool_host_is_self(const char *host, const char *hostname);
  * pool file gave none. */
 void dlh_pool_link_defaults(struct dlh_pool_type *t);
 
-/* This machine's energy meter: the sum of its CPU packages' RAPL counters
- * (/sys/class/powercap/intel-rapl:N/energy_uj; $DLH_POWERCAP names another
- * tree) into *joules, and the range they wrap at into *range (0: unknown).
+#define DLH_ENERGY_PACKAGES 8
+
+/* This machine's energy meter: its CPU packages' RAPL counters. */
+struct dlh_energy {
+	int n;                                 /* packages read */
+	double joules[DLH_ENERGY_PACKAGES];    /* each one's counter */
+	double range[DLH_ENERGY_PACKAGES];     /* where it wraps (0: unknown) */
+};
+
+/* Reads the meter (/sys/class/powercap/intel-rapl:N/energy_uj and
+ * max_energy_range_uj, packages only; $DLH_POWERCAP names another tree).
  * Returns 0, or -1 where there is none (a VM, a machine without RAPL). */
-int dlh_energy_read(double *joules, double *range);
+int dlh_energy_read(struct dlh_energy *m);
+
+/* Joules the packages counted from start to now, each package's wrap
+ * undone (one wrap each: a longer run is undercounted by whole ranges);
+ * -1 when the two readings do not match. */
+double dlh_energy_since(const struct dlh_energy *start, const struct dlh_energy *now);
 
 /* Fills t with the built-in "cpu" type: bandwidth and watts of the
  * DLH_CPU_* defaults, flops and memory unknown. */

@@ -49,13 +49,14 @@ static void see(void)
 	hashes[0] = '\0';
 	for (size_t at = 0; at < n; at += strlen(buf + at) + 1) {
 		const char *path = buf + at;
-		struct stat st;
 		uint64_t h = 0;
-		int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), rc = 0;
-		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-		    (rc = dlh_hash_fd(fd, &h, NULL))) {
+		/* looked at before it is opened: a device or FIFO never is */
+		int fd = dlh_open_regular(path, 0), rc = 0;
+		if (fd < 0 || (rc = dlh_hash_fd(fd, &h, NULL))) {
 			printf("seen=no: \"%s\": %s\n", path,
-			       fd < 0 ? strerror(errno) : rc ? strerror(-rc) : "not a regular file");
+			       fd == -EINVAL ? "not a regular file" : strerror(fd < 0 ? -fd : -rc));
+			if (fd >= 0)
+				close(fd);
 			return;
 		}
 		close(fd);

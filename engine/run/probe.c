@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine/run/launch.h"
 #include "engine/run/owner.h"
 #include "engine/util/util.h"
 
@@ -165,8 +166,10 @@ void dlh_probe_node(const char *agent, const char *host, const char *probe, cons
 	dlh_probe_ask(&a, r);
 }
 
-/* The environment the agent gets as another user: the daemon's, with that
- * user's HOME, USER and LOGNAME (ssh finds their keys by their home). */
+/* The environment the agent gets as another user: that user's HOME, USER
+ * and LOGNAME (ssh finds their keys by their home), and of the daemon's only
+ * what a run as another user keeps (dlh_launch_kept: the locale, library
+ * paths) and PATH: none of its secrets. */
 static char **user_env(const struct dlh_cred *c, char *store, size_t len)
 {
 	extern char **environ;
@@ -183,8 +186,7 @@ static char **user_env(const struct dlh_cred *c, char *store, size_t len)
 	env[k++] = store + at;
 	env[k++] = store + at2;
 	for (size_t i = 0; i < n; i++)
-		if (strncmp(environ[i], "HOME=", 5) && strncmp(environ[i], "USER=", 5) &&
-		    strncmp(environ[i], "LOGNAME=", 8) && strncmp(environ[i], "SSH_AUTH_SOCK=", 14))
+		if (!strncmp(environ[i], "PATH=", 5) || dlh_launch_kept(environ[i]))
 			env[k++] = environ[i];
 	env[k] = NULL;
 	return env;
@@ -225,6 +227,8 @@ void dlh_probe_ask(const struct dlh_probe_ask *a, struct dlh_probe_result *r)
 				close(out[i]);
 			if (err[i] >= 0)
 				close(err[i]);
+			if (in[i] >= 0)
+				close(in[i]);
 		}
 		return;
 	}

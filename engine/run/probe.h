@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #define DLH_PROBE_TIMEOUT 10.0   /* seconds a node has to answer */
+#define DLH_PROBE_READ_BW 50e6   /* bytes/s a node is given to read and hash a job's data */
 #define DLH_PROBE_SEE_MAX 8      /* most files one probe reads */
 
 /* What dlh-probe said on a node. */

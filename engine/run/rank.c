@@ -10,7 +10,9 @@
  * 0's host and a port free there at launch), NODE_RANK and GROUP_RANK (its
  * node's number among the run's, 0 first) from DLH_RANK_NODES and, on GPUs,
  * CUDA_VISIBLE_DEVICES (the GPU the plan gives it) from DLH_RANK_GPUS (both
- * lists in rank order), and replaces itself with
+ * lists in rank order: every rank of a node sees that node's GPUs of the
+ * run, in local-rank order, so cuda:LOCAL_RANK is its own), and replaces
+ * itself with
  * PROGRAM (found on PATH when it has no slash): torch.distributed's env://
  * initialisation then works as under torchrun. Variables already set are
  * kept. No shell is involved. */
@@ -85,13 +87,25 @@ int main(int argc, char **argv)
 		if (pass(map[i][0], map[i][1]))
 			return 127;
 	const char *r = getenv("OMPI_COMM_WORLD_RANK");
-	char node[16], gpu[16];
-	item("DLH_RANK_NODES", r ? strtol(r, NULL, 10) : -1, node, sizeof node);
-	item("DLH_RANK_GPUS", r ? strtol(r, NULL, 10) : -1, gpu, sizeof gpu);
+	char node[16], other[16], gpu[16], gpus[1024] = "";
+	long me = r ? strtol(r, NULL, 10) : -1;
+	item("DLH_RANK_NODES", me, node, sizeof node);
 	if (set_new("NODE_RANK", node) || set_new("GROUP_RANK", node))
 		return 127;
-	/* the plan's GPU over whatever the daemon's environment said */
-	if (gpu[0] && setenv("CUDA_VISIBLE_DEVICES", gpu, 1) < 0) {
+	/* the plan's GPUs of this node's ranks, in local-rank order, over whatever
+	 * the daemon's environment said: cuda:LOCAL_RANK is then this rank's, as
+	 * under torchrun; numbered as nvidia-smi numbers them */
+	size_t used = 0;
+	for (long i = 0; node[0] && getenv("DLH_RANK_GPUS"); i++) {
+		item("DLH_RANK_NODES", i, other, sizeof other);
+		if (!other[0])
+			break;
+		item("DLH_RANK_GPUS", i, gpu, sizeof gpu);
+		if (!strcmp(other, node) && gpu[0] && used + strlen(gpu) + 2 < sizeof gpus)
+			used += (size_t)snprintf(gpus + used, sizeof gpus - used, "%s%s", used ? "," : "", gpu);
+	}
+	if (gpus[0] && (setenv("CUDA_VISIBLE_DEVICES", gpus, 1) < 0 ||
+			setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1) < 0)) {
 		fprintf(stderr, "dlh-rank: cannot set CUDA_VISIBLE_DEVICES: %s\n", strerror(errno));
 		return 127;
 	}

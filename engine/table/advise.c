@@ -312,7 +312,14 @@ static int agents_map(const struct dlh_engine *e, const char *dir, const int *no
 		snprintf(err, errlen, "cannot write \"%s\": %s", path, strerror(-rc));
 		return rc;
 	}
-	snprintf(agent, agentlen, "%s %s", e->agent_path, path);
+	/* Open MPI splits its agent on blanks: the two words must have none */
+	if (strpbrk(path, " \t") || strpbrk(e->agent_path, " \t") ||
+	    snprintf(agent, agentlen, "%s %s", e->agent_path, path) >= (int)agentlen) {
+		snprintf(err, errlen, "the run's nodes are reached by different agents, and dlh-agent "
+			 "\"%s\" or its map \"%s\" has a blank in its path or is too long for "
+			 "mpirun's launch agent", e->agent_path, path);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -451,12 +458,10 @@ void eng_job_actuals(struct dlh_engine *e, struct dlh_job *j, double wall_s)
 	/* its energy: the machine's meter over the run (RAPL), the job's share
 	 * of its cores; where there is none, the measured time at the power the
 	 * estimate modelled for its devices */
-	double now_j, range;
+	struct dlh_energy now_m;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	if (j->energy_ok && !dlh_energy_read(&now_j, &range) && cores > 0) {
-		double used = now_j - j->energy_start;
-		if (used < 0 && j->energy_range > 0)   /* the counter wrapped */
-			used += j->energy_range;
+	if (j->energy_ok && !dlh_energy_read(&now_m) && cores > 0) {
+		double used = dlh_energy_since(&j->energy_start, &now_m);
 		double share = j->ranks < cores ? (double)j->ranks / (double)cores : 1.0;
 		if (used >= 0) {
 			act.joules = used * share;

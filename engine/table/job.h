@@ -7,6 +7,7 @@
 
 #include "engine/run/backend.h"
 #include "engine/run/cgroup.h"
+#include "engine/pool/pool.h"
 #include "schema/spec.h"
 
 #define DLH_REASON_MAX 512
@@ -68,9 +69,8 @@ struct dlh_job {
 	double kill_at;              /* when to SIGKILL the session, 0 = not due */
 	double run_started;          /* when the current run was launched (epoch s), 0 = none */
 	int energy_ok;               /* 1: energy_start was read at this run's launch (every
-					rank here; not kept across a restart of dlhfs) */
-	double energy_start;         /* this machine's meter then, joules */
-	double energy_range;         /* where that meter wraps, joules (0: unknown) */
+					rank here, CPU ranks; not kept across a restart) */
+	struct dlh_energy energy_start;   /* this machine's meter then */
 	double limit_at;             /* CLOCK_MONOTONIC end of [job] time_limit, 0 = none */
 	double grace_at;             /* when to ask the run to checkpoint and stop before its
 					time limit (dlh_spec_grace), 0 = not due */
