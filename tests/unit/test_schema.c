@@ -560,6 +560,22 @@ TEST(lines)
 	snprintf(text, sizeof text, "[train]  ; %0300d\nepochs = 5\n", 0);
 	CHECK_MSG(parse(text, &s, err, sizeof err) == 0, "%s", oneline(err));
 	CHECK(s.epochs == 5);
+	/* an env entry as long as a line allows: its stored line must fit too */
+	static char env[4200];
+	memset(env, 'e', sizeof env);
+	memcpy(env, "env=X=", 6);
+	env[4095] = '\0';   /* a line of 4095: an entry of 4091 */
+	snprintf(text, sizeof text, "[job]\n%s\n", env);
+	CHECK(parse(text, &s, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "spec:2: [job] env: expected at most 4089 characters"), "%s", oneline(err));
+	env[3000] = '\0';
+	snprintf(text, sizeof text, "[job]\n%s\n", env);
+	CHECK_MSG(parse(text, &s, err, sizeof err) == 0, "%s", oneline(err));
+	static char out[16384];
+	CHECK(dlh_spec_format(&s, out, sizeof out) > 0);
+	struct dlh_spec back;
+	CHECK_MSG(parse(out, &back, err, sizeof err) == 0, "the stored spec: %s", oneline(err));
+	CHECK(!strcmp(back.env, s.env));
 	/* a key name longer than inih's buffer is unknown, and said so */
 	snprintf(text, sizeof text, "[train]\n%0300d = 1\n", 0);
 	CHECK(parse(text, &s, err, sizeof err) == -EINVAL);
