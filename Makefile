@@ -100,7 +100,7 @@ LIBSCHEMA = $(BUILD)/libdlhschema.a
 LIBENGINE = $(BUILD)/libdlhengine.a
 LIBTRAIN  = $(BUILD)/libdlhtrain.a
 
-.PHONY: all deps check asan bench bench-estimate bench-nodes bench-fs bench-deps example clean fuzz fuzz-deps \
+.PHONY: all deps check check-examples asan bench bench-estimate bench-nodes bench-fs bench-deps example clean fuzz fuzz-deps \
 	install
 all: $(BUILD)/dlhfs $(BUILD)/dlh-train $(BUILD)/dlh-calib $(BUILD)/dlh-shepherd $(BUILD)/dlh-probe \
 	$(BUILD)/dlh-rank $(BUILD)/dlh-agent \
@@ -243,6 +243,11 @@ $(BUILD)/tests/poller: tests/helpers/poller.c
 
 check: all
 	tests/run $(BUILD)
+
+# the examples' published accuracies, the CNN's 8 epochs too (minutes to tens
+# of minutes on a small machine: not part of check)
+check-examples: all
+	DLH_TEST_SLOW=1 tests/run $(BUILD) 96-examples
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" check

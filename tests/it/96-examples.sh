@@ -21,10 +21,9 @@ test_the_mlp_example_reaches_its_published_accuracy() {
 }
 
 test_the_cnn_example_reaches_its_published_accuracy() {
-	# about 4 minutes on 2 cores in a plain build; a sanitizer build trains
-	# many times slower, and the plain run of the suite checks the figure
-	if nm "$DLH_BIN/dlh-train" 2>/dev/null | grep -q __asan_init; then
-		skip "a sanitizer build: the CNN's 8 epochs are checked by the plain build's run"
-	fi
-	example_reaches examples/fashion-mnist-cnn.ini 0.916 0.913 1500
+	# 8 epochs of the CNN on all of Fashion-MNIST: 4 to 22 minutes on 2 cores
+	# (more under a sanitizer), past what the suite's time allows
+	[ -n "${DLH_TEST_SLOW:-}" ] ||
+		skip "the CNN trains for many minutes: make check-examples runs it (DLH_TEST_SLOW=1)"
+	example_reaches examples/fashion-mnist-cnn.ini 0.916 0.913 3600
 }
