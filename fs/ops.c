@@ -510,7 +510,7 @@ int dlh_fs_open(const char *path, struct fuse_file_info *fi)
 		 * the job's owner put there is not served */
 		if (h->fd < 0) {
 			rc = h->fd == -ENOENT && n.kind != FS_JOB_CKPT &&
-			     n.kind != FS_JOB_RANKLOG ? 0 :
+			     n.kind != FS_JOB_RANKLOG && n.kind != FS_JOB_OUTFILE ? 0 :
 			     h->fd == -ENOENT ? -ENOENT : -EACCES;
 			h->fd = -1;
 		}

@@ -99,6 +99,7 @@ static const char readme_text[] =
 	"                         the next best candidates\n"
 	"jobs/<id>/log            harness events and rank output; grows\n"
 	"jobs/<id>/checkpoints/   checkpoint files; `latest` names the newest\n"
+	"jobs/<id>/output/        what the program writes in $DLH_OUTPUT_DIR\n"
 	"jobs/<id>/result         once ended: accuracy, loss, wall time, model\n"
 	"jobs/<id>/lr_finder      lr = auto: the range test's sweep and chosen rate\n"
 	"jobs/<id>/plots/         loss.svg accuracy.svg throughput.svg progress.svg:\n"

@@ -49,7 +49,7 @@ static const struct fs_entry job_entries[] = {
 	{ "metrics", FS_JOB_METRICS }, { DLH_FILE_METRICS, FS_JOB_CSV }, { "estimate", FS_JOB_ESTIMATE },
 	{ "plan", FS_JOB_PLAN },
 	{ DLH_FILE_LOG, FS_JOB_LOG }, { DLH_DIR_CHECKPOINTS, FS_JOB_CKPTS }, { DLH_FILE_RESULT, FS_JOB_RESULT },
-	{ DLH_DIR_LOGS, FS_JOB_LOGS },
+	{ DLH_DIR_LOGS, FS_JOB_LOGS }, { DLH_DIR_OUTPUT, FS_JOB_OUTPUT },
 	{ "lr_finder", FS_JOB_LRFIND }, { "ctl", FS_JOB_CTL }, { "plots", FS_JOB_PLOTS },
 	{ "report.html", FS_JOB_REPORT }, { NULL, 0 },
 };
@@ -64,6 +64,7 @@ static const struct fs_entry plots_entries[] = {
 static const struct { enum fs_kind dir, file; const char *name; } real_dirs[] = {
 	{ FS_JOB_CKPTS, FS_JOB_CKPT, DLH_DIR_CHECKPOINTS },
 	{ FS_JOB_LOGS, FS_JOB_RANKLOG, DLH_DIR_LOGS },
+	{ FS_JOB_OUTPUT, FS_JOB_OUTFILE, DLH_DIR_OUTPUT },
 };
 
 /* The real directory a directory kind (or one of its files' kind) stands
@@ -97,7 +98,7 @@ int fs_private(enum fs_kind k)
 	switch (k) {
 	case FS_JOB_SPEC: case FS_JOB_METRICS: case FS_JOB_CSV: case FS_JOB_PLAN:
 	case FS_JOB_LOG: case FS_JOB_CKPTS: case FS_JOB_CKPT: case FS_JOB_RESULT:
-	case FS_JOB_LOGS: case FS_JOB_RANKLOG:
+	case FS_JOB_LOGS: case FS_JOB_RANKLOG: case FS_JOB_OUTPUT: case FS_JOB_OUTFILE:
 	case FS_JOB_ESTIMATE: case FS_JOB_LRFIND: case FS_JOB_PLOTS: case FS_JOB_PLOT_LOSS:
 	case FS_JOB_PLOT_ACCURACY: case FS_JOB_PLOT_THROUGHPUT: case FS_JOB_PLOT_PROGRESS:
 	case FS_JOB_REPORT:
@@ -112,11 +113,11 @@ enum fs_source fs_source_of(enum fs_kind k)
 	switch (k) {
 	case FS_ROOT: case FS_POOL: case FS_POOL_NODES: case FS_NODE: case FS_NODE_GPUS: case FS_PROM:
 	case FS_NODE_GPU: case FS_NODE_CPU_DIR: case FS_NODE_CPU: case FS_JOBS: case FS_JOB:
-	case FS_JOB_CKPTS: case FS_JOB_LOGS: case FS_JOB_PLOTS:
+	case FS_JOB_CKPTS: case FS_JOB_LOGS: case FS_JOB_PLOTS: case FS_JOB_OUTPUT:
 		return FS_DIR;
 	case FS_JOB_SPEC: case FS_JOB_CSV: case FS_JOB_PLAN: case FS_JOB_LOG:
 	case FS_JOB_CKPT: case FS_JOBS_ERRORS: case FS_JOB_LRFIND: case FS_JOB_ESTIMATE:
-	case FS_JOB_RANKLOG:
+	case FS_JOB_RANKLOG: case FS_JOB_OUTFILE:
 		return FS_PASSTHROUGH;
 	case FS_JOBS_NEW:
 		return FS_TRANSACTION;
@@ -275,7 +276,7 @@ static int step(struct dlh_engine *e, struct fs_node *n, const char *name)
 	}
 	case FS_JOB:
 		return -ENOENT;
-	case FS_JOB_CKPTS: case FS_JOB_LOGS: {
+	case FS_JOB_CKPTS: case FS_JOB_LOGS: case FS_JOB_OUTPUT: {
 		char dir[4096], rel[300];
 		struct stat st;
 		if (name[0] == '.' || strstr(name, ".tmp"))
@@ -347,7 +348,7 @@ void fs_real_path(struct dlh_engine *e, const struct fs_node *n, uid_t reader, c
  * or -ENOENT when n has none. */
 static int real_rel(const struct fs_node *n, char *rel, size_t len)
 {
-	if (n->kind == FS_JOB_CKPT || n->kind == FS_JOB_RANKLOG) {
+	if (n->kind == FS_JOB_CKPT || n->kind == FS_JOB_RANKLOG || n->kind == FS_JOB_OUTFILE) {
 		snprintf(rel, len, "%s/%s", real_dir_of(n->kind), n->name);
 		return 0;
 	}
@@ -423,7 +424,7 @@ int fs_list(struct dlh_engine *e, const struct fs_node *n,
 				break;
 		}
 		free(ids);
-	} else if (n->kind == FS_JOB_CKPTS || n->kind == FS_JOB_LOGS) {
+	} else if (n->kind == FS_JOB_CKPTS || n->kind == FS_JOB_LOGS || n->kind == FS_JOB_OUTPUT) {
 		char dir[4096];
 		dlh_engine_job_dir(e, n->id, dir, sizeof dir);
 		/* the run's owner writes there: links and other odd entries are not shown */

@@ -59,6 +59,8 @@ enum fs_kind {
 	FS_JOB_CTL,       /* ctl */
 	FS_JOB_CKPTS,     /* checkpoints/ */
 	FS_JOB_CKPT,      /* checkpoints/<file> */
+	FS_JOB_OUTPUT,    /* output/ */
+	FS_JOB_OUTFILE,   /* output/<file> */
 	FS_JOB_LOGS,      /* logs/ */
 	FS_JOB_RANKLOG,   /* logs/<file> (rank.N) */
 	FS_JOB_PLOTS,     /* plots/: SVG drawn from metrics.csv (and the estimate) */

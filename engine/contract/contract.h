@@ -46,6 +46,7 @@
 #define DLH_FILE_READY "run.ready"        /* rank 0 makes it once every rank takes the
 					     verbs' signals; earlier verbs are held */
 #define DLH_DIR_CHECKPOINTS "checkpoints"
+#define DLH_DIR_OUTPUT "output"           /* what a program writes freely: jobs/<id>/output/ */
 #define DLH_DIR_LOGS "logs"                /* rank.N: each rank's output (also in log, as
 					      "[rank N] ...") */
 #define DLH_FILE_LATEST "latest"          /* in checkpoints/: the newest file's name */
@@ -60,6 +61,7 @@
 #define DLH_ENV_JOB_DIR "DLH_JOB_DIR"             /* its directory (absolute) */
 #define DLH_ENV_METRICS_CSV "DLH_METRICS_CSV"     /* DLH_JOB_DIR/metrics.csv */
 #define DLH_ENV_CHECKPOINT_DIR "DLH_CHECKPOINT_DIR" /* DLH_JOB_DIR/checkpoints */
+#define DLH_ENV_OUTPUT_DIR "DLH_OUTPUT_DIR"       /* DLH_JOB_DIR/output */
 #define DLH_ENV_RANKS "DLH_RANKS"                 /* ranks of the run */
 /* a [job] command's: the node number (0.. in rank order) and, on GPUs, the
  * GPU of every rank, comma-separated in rank order; dlh-rank makes them

@@ -271,7 +271,11 @@ static int store_once(struct dlh_engine *e, struct submission *s, const char *te
 	char path[4096];
 	int rc;
 	snprintf(path, sizeof path, "%s/" DLH_DIR_CHECKPOINTS, s->dir);
-	if ((rc = dlh_mkdir_p(path, 0755))) {
+	if (!(rc = dlh_mkdir_p(path, 0755))) {
+		snprintf(path, sizeof path, "%s/" DLH_DIR_OUTPUT, s->dir);
+		rc = dlh_mkdir_p(path, 0755);
+	}
+	if (rc) {
 		snprintf(err, errlen, "spec: cannot create the job in \"%s\": %s\n", s->dir,
 			 strerror(-rc));
 		return rc;

@@ -208,6 +208,7 @@ void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env 
 	snprintf(env->dir, sizeof env->dir, DLH_ENV_JOB_DIR "=%s", dir);
 	snprintf(env->csv, sizeof env->csv, DLH_ENV_METRICS_CSV "=%s/" DLH_FILE_METRICS, dir);
 	snprintf(env->ckpt, sizeof env->ckpt, DLH_ENV_CHECKPOINT_DIR "=%s/" DLH_DIR_CHECKPOINTS, dir);
+	snprintf(env->out, sizeof env->out, DLH_ENV_OUTPUT_DIR "=%s/" DLH_DIR_OUTPUT, dir);
 	snprintf(env->ranks, sizeof env->ranks, DLH_ENV_RANKS "=%d", ranks);
 	int n = 0;
 	env->v[n++] = "OPENBLAS_NUM_THREADS=1";   /* one core per rank */
@@ -216,6 +217,7 @@ void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env 
 	env->v[n++] = env->dir;
 	env->v[n++] = env->csv;
 	env->v[n++] = env->ckpt;
+	env->v[n++] = env->out;
 	env->v[n++] = env->ranks;
 	env->v[n] = NULL;
 }
@@ -321,11 +323,15 @@ gid_t eng_primary_gid(uid_t uid)
 int eng_job_protect(const struct dlh_engine *e, const struct dlh_job *j, char *err,
 		    size_t errlen)
 {
-	char dirs[2][4200];
+	char dirs[3][4200];
 	enum dlh_share share = j->spec.readable_by;
 	eng_job_dir(e, j->id, dirs[0], sizeof dirs[0]);
 	snprintf(dirs[1], sizeof dirs[1], "%s/%s", dirs[0], DLH_DIR_CHECKPOINTS);
-	for (int i = 0; i < 2; i++) {
+	snprintf(dirs[2], sizeof dirs[2], "%s/%s", dirs[0], DLH_DIR_OUTPUT);
+	for (int i = 0; i < 3; i++) {
+		struct stat st;
+		if (i == 2 && stat(dirs[i], &st) < 0)
+			continue;   /* a job from before output/ existed */
 		if (geteuid() == 0 && j->uid != 0) {   /* the owner writes, the readers read */
 			struct dlh_readers r = {
 				.group = share == DLH_SHARE_GROUP ? eng_primary_gid(j->uid) : (gid_t)-1,

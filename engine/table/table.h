@@ -145,6 +145,7 @@ struct eng_env {
 	char dir[4200];              /* DLH_ENV_JOB_DIR=... */
 	char csv[4200];              /* DLH_ENV_METRICS_CSV=... */
 	char ckpt[4200];             /* DLH_ENV_CHECKPOINT_DIR=... */
+	char out[4200];              /* DLH_ENV_OUTPUT_DIR=... */
 	char ranks[32];              /* DLH_ENV_RANKS=... */
 	char master_addr[128];       /* DLH_MASTER_ADDR=... (eng_run_master) */
 	char master_port[40];        /* DLH_MASTER_PORT=... */

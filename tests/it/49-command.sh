@@ -77,3 +77,27 @@ test_job_env_reaches_every_rank_of_a_users_job_over_the_pools_defaults() {
 	rm -rf "$d"
 	dlh_umount
 }
+
+# What a program writes in $DLH_OUTPUT_DIR is served in jobs/<id>/output/,
+# with the job's privacy
+test_a_programs_output_is_in_the_mount_for_its_readers_only() {
+	local a b d
+	dlh_user a
+	dlh_user b
+	DLH_OPTS="-o allow_other" dlh_mount
+	chmod 711 "$STATE"
+	d=$(mktemp -d /tmp/dlh-cmd.XXXXXX)
+	chmod 755 "$d"
+	printf '#!/bin/sh\nprintf "weights of %%s\\n" "$USER" > "$DLH_OUTPUT_DIR/model.pt"\n' > "$d/save.sh"
+	printf '[job]\ncommand = /bin/sh %s/save.sh\n[resources]\nranks = 1\n' "$d" > "$d/c.ini"
+	chmod 644 "$d"/*
+	as "$a" cp "$d/c.ini" "$MNT/jobs/new" || die "submit: $(as "$a" tail -2 "$MNT/jobs/errors")"
+	wait_for 30 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/status")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(tail -3 "$MNT/jobs/1/log"))"
+	expect_eq "$(as "$a" ls "$MNT/jobs/1/output")" "model.pt" "ls output as its owner"
+	expect_eq "$(as "$a" cat "$MNT/jobs/1/output/model.pt")" "weights of $a" "output/model.pt"
+	expect_errno "Permission denied" as "$b" cat "$MNT/jobs/1/output/model.pt"
+	expect_errno "Permission denied" as "$b" ls "$MNT/jobs/1/output"
+	rm -rf "$d"
+	dlh_umount
+}
