@@ -234,3 +234,11 @@ torch_python() {
 	done
 	return 1
 }
+
+# shared_dir: a directory every user may read (and search), printed
+shared_dir() {
+	local d
+	d=$(mktemp -d /tmp/dlh-shared.XXXXXX)
+	chmod 755 "$d"
+	echo "$d"
+}

@@ -37,51 +37,83 @@ int eng_ranks_per_user(const struct dlh_engine *e)
 	return usable > 1 ? (usable + 1) / 2 : 1;
 }
 
-/* The rank slots uid's runs hold now. e->mu held. */
-static int ranks_held(const struct dlh_engine *e, unsigned uid)
+/* What the rank cap looks at, counted once a pass: each user's rank slots
+ * held by its runs, and its queued jobs that fit the pool. */
+struct user_share {
+	unsigned uid;
+	int held;                    /* rank slots its runs hold */
+	int waiting;                 /* its queued jobs that fit the pool */
+};
+struct shares {
+	int cap;                     /* eng_ranks_per_user; 0 = none */
+	size_t n;
+	struct user_share *u;        /* malloc'd, a user an entry (NULL: none counted) */
+};
+
+/* The entry of uid (added when absent; NULL only when out of room). */
+static struct user_share *share_of(struct shares *s, unsigned uid, size_t room)
 {
-	int n = 0;
-	for (size_t i = 0; i < e->njobs; i++)
-		if (e->jobs[i]->run.pid && e->jobs[i]->uid == uid)
-			n += e->jobs[i]->ranks;
-	return n;
+	for (size_t i = 0; i < s->n; i++)
+		if (s->u[i].uid == uid)
+			return &s->u[i];
+	if (s->n >= room)
+		return NULL;
+	s->u[s->n] = (struct user_share){ .uid = uid };
+	return &s->u[s->n++];
 }
 
-/* Whether a job of another uid than uid waits and could start once room
- * frees: it fits the pool, and its owner is under the cap (two users at
- * their share do not hold each other back). e->mu held. */
-static int other_waits(const struct dlh_engine *e, unsigned uid, int cap)
+/* Counts s for the jobs of e (s->u NULL when out of memory or no cap:
+ * nobody is capped then). e->mu held. */
+static void shares_count(const struct dlh_engine *e, struct shares *s)
 {
+	*s = (struct shares){ .cap = eng_ranks_per_user(e) };
+	if (s->cap <= 0 || !(s->u = malloc((e->njobs ? e->njobs : 1) * sizeof *s->u)))
+		return;
 	int usable = eng_slots_usable(e);
 	for (size_t i = 0; i < e->njobs; i++) {
 		const struct dlh_job *j = e->jobs[i];
-		if (j->status == DLH_QUEUED && !j->run.pid && j->uid != uid &&
-		    eng_job_slots(e, j) <= usable && ranks_held(e, j->uid) < cap)
-			return 1;
+		struct user_share *u = share_of(s, j->uid, e->njobs);
+		if (j->run.pid)
+			u->held += j->ranks;
+		else if (j->status == DLH_QUEUED && eng_job_slots(e, j) <= usable)
+			u->waiting++;
 	}
+}
+
+/* Whether uid is at the mount's ranks_per_user while a job of another user
+ * under it waits (two users at their share do not hold each other back):
+ * then uid's jobs wait too, with no reservation, so the slots its runs free
+ * go to the others. The cap is soft, as a team expects: a user alone has
+ * the whole pool, no run is stopped for it, and a user under the cap may
+ * start a job that takes it past. *held: the slots uid's runs hold. */
+static int capped(struct shares *s, unsigned uid, int *held)
+{
+	struct user_share *me = s->u ? share_of(s, uid, s->n) : NULL;
+	*held = me ? me->held : 0;
+	if (!me || me->held < s->cap)
+		return 0;
+	for (size_t i = 0; i < s->n; i++)
+		if (s->u[i].uid != uid && s->u[i].waiting > 0 && s->u[i].held < s->cap)
+			return 1;
 	return 0;
 }
 
-/* Whether j's user is at the mount's ranks_per_user while another user's
- * job waits: then j waits too, with no reservation, so the slots its user's
- * runs free go to the others. The cap is soft, as a team expects: a user
- * alone has the whole pool, no run is stopped for it, and a user under the
- * cap may start a job that takes it past. *held: the slots j's user's runs
- * hold. e->mu held. */
-static int capped(const struct dlh_engine *e, const struct dlh_job *j, int *held)
+/* j waits for its user's share: its progress says so. */
+static void say_capped(struct dlh_job *j, int held, int cap)
 {
-	int cap = eng_ranks_per_user(e);
-	*held = cap > 0 ? ranks_held(e, j->uid) : 0;
-	return cap > 0 && *held >= cap && other_waits(e, j->uid, cap);
+	j->est_start = INFINITY;
+	snprintf(j->wait, sizeof j->wait, "waiting: uid %u's runs hold %d rank slot%s, its share "
+		 "(ranks_per_user=%d) while other users' jobs wait; est. start unknown", j->uid,
+		 held, held == 1 ? "" : "s", cap);
 }
 
 /* The queued jobs as scheduler input: first the *nplan jobs planned, in
  * queue order, with their estimated starts planned against the running
- * jobs; then those of users at their ranks_per_user (capped()), in queue
- * order, unplanned (start INFINITY). e->mu held. Returns the count, with
- * *wout malloc'd (NULL and 0 when out of memory). */
-static size_t plan_queue(struct dlh_engine *e, double now, struct dlh_sched_wait **wout,
-			 size_t *nplan)
+ * jobs; then those of users at their ranks_per_user (capped() by sh), in
+ * queue order, unplanned (start INFINITY). e->mu held. Returns the count,
+ * with *wout malloc'd (NULL and 0 when out of memory). */
+static size_t plan_queue(struct dlh_engine *e, double now, struct shares *sh,
+			 struct dlh_sched_wait **wout, size_t *nplan)
 {
 	size_t nw = 0, nr = 0, nc = 0, n = e->njobs ? e->njobs : 1;
 	struct dlh_sched_wait *w = malloc(n * sizeof *w), *c = malloc(n * sizeof *c);
@@ -109,7 +141,7 @@ static size_t plan_queue(struct dlh_engine *e, double now, struct dlh_sched_wait
 				.duration = j->spec.time_limit > 0 ? (double)j->spec.time_limit : INFINITY,
 				.start = INFINITY,
 			};
-			if (capped(e, j, &held))
+			if (capped(sh, j->uid, &held))
 				c[nc++] = one;
 			else
 				w[nw++] = one;
@@ -203,18 +235,15 @@ void eng_schedule(struct dlh_engine *e)
 {
 	double now = dlh_now();
 	struct dlh_sched_wait *w;
+	struct shares sh;
 	eng_nodes_gone(e);   /* nodes a reload took out, once idle */
-	size_t nplan, nw = plan_queue(e, now, &w, &nplan);
+	shares_count(e, &sh);
+	size_t nplan, nw = plan_queue(e, now, &sh, &w, &nplan);
 	for (size_t k = nplan; k < nw; k++) {
 		struct dlh_job *j = eng_find(e, w[k].id);
 		int held;
-		if (!j || j->status != DLH_QUEUED)
-			continue;
-		j->est_start = INFINITY;
-		capped(e, j, &held);
-		snprintf(j->wait, sizeof j->wait, "waiting: uid %u's runs hold %d rank slot%s, "
-			 "its share (ranks_per_user=%d) while other users' jobs wait; est. "
-			 "start unknown", j->uid, held, held == 1 ? "" : "s", eng_ranks_per_user(e));
+		if (j && j->status == DLH_QUEUED && capped(&sh, j->uid, &held))
+			say_capped(j, held, sh.cap);
 	}
 	for (size_t k = 0; k < nplan; k++) {
 		struct dlh_job *j = eng_find(e, w[k].id);
@@ -226,13 +255,17 @@ void eng_schedule(struct dlh_engine *e)
 			continue;
 		}
 		int held, tried = w[k].start <= now && need <= free_slots;
-		if (tried && capped(e, j, &held)) {   /* the runs this pass started took its share */
-			snprintf(j->wait, sizeof j->wait, "waiting: uid %u's runs hold %d rank slot%s, "
-				 "its share (ranks_per_user=%d) while other users' jobs wait; est. "
-				 "start unknown", j->uid, held, held == 1 ? "" : "s", eng_ranks_per_user(e));
+		if (tried && capped(&sh, j->uid, &held)) {   /* this pass's launches took its share */
+			say_capped(j, held, sh.cap);
 			continue;
 		}
-		if (tried && eng_job_launch(e, j) != -EAGAIN)
+		int rc = tried ? eng_job_launch(e, j) : -EAGAIN;
+		if (rc == 0 && sh.u && j->run.pid) {   /* its user holds more now, and waits for one job less */
+			struct user_share *u = share_of(&sh, j->uid, sh.n);
+			u->held += j->ranks;
+			u->waiting--;
+		}
+		if (rc != -EAGAIN)
 			continue;   /* launched, or failed with the reason */
 		char when[64];
 		j->est_start = w[k].start;
@@ -255,13 +288,17 @@ void eng_schedule(struct dlh_engine *e)
 	}
 	preempt(e, w, nplan, now);
 	free(w);
+	free(sh.u);
 }
 
 size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_t max)
 {
 	pthread_mutex_lock(&e->mu);
 	struct dlh_sched_wait *w;
-	size_t nplan, nw = plan_queue(e, dlh_now(), &w, &nplan);
+	struct shares sh;
+	shares_count(e, &sh);
+	size_t nplan, nw = plan_queue(e, dlh_now(), &sh, &w, &nplan);
+	free(sh.u);
 	for (size_t k = 0; k < nw && k < max; k++) {
 		const struct dlh_job *j = eng_find(e, w[k].id);
 		out[k] = (struct dlh_queue_entry){

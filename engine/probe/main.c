@@ -14,12 +14,10 @@
  * machine can read: seen=yes and hashes=H,H,... (FNV-1a of each file's
  * bytes, in hex, in their order: dlhfs compares them with its own), or
  * seen=no: the first that is not, and why. Exits 0. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,21 +65,6 @@ static void see(void)
 	printf("seen=yes\nhashes=%s\n", hashes);
 }
 
-/* A TCP port free on this machine now (the kernel's choice), or 0: where
- * rank 0 of a run may listen (torch.distributed's MASTER_PORT). */
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
-	socklen_t len = sizeof a;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = 0;
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
 /* --token: the first line of path (at most 128 bytes), or why not. */
 static void token(const char *path)
 {
@@ -125,7 +108,7 @@ int main(int argc, char **argv)
 	for (int t = 0; t < p.ntypes; t++)
 		if (p.type[t].gpu && p.nodes[p.local].devices[t] > 0)
 			printf("%s%s:%d", any++ ? "," : "", p.type[t].name, p.nodes[p.local].devices[t]);
-	printf("%s\nfree_port=%d\n", any ? "" : "none", free_port());
+	printf("%s\nfree_port=%d\n", any ? "" : "none", dlh_free_port());
 	if (state) {
 		struct stat st;
 		if (stat(state, &st) < 0)

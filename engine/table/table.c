@@ -12,9 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -222,20 +219,6 @@ void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env 
 	env->v[n] = NULL;
 }
 
-/* A TCP port free on this machine now (the kernel's choice), or 0. */
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
-	socklen_t len = sizeof a;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = 0;
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
 void eng_run_master(const struct dlh_engine *e, long id, const struct dlh_plan *plan, int nhosts,
 		    struct eng_env *env)
 {
@@ -246,7 +229,7 @@ void eng_run_master(const struct dlh_engine *e, long id, const struct dlh_plan *
 	else if (nhosts > 0 && gethostname(host, sizeof host - 1) < 0)
 		snprintf(host, sizeof host, "localhost");
 	if (k < 0 || k == e->pool.local)
-		port = free_port();
+		port = dlh_free_port();
 	else   /* free there when it was last asked (a probe, its nodes' check) */
 		port = e->pool.nodes[k].free_port;
 	if (!port)

@@ -126,6 +126,10 @@ void dlh_duration(double seconds, char *out, size_t outlen);
  * (powers of 1024) that divides it ("64M", "1536K", "100"). */
 void dlh_size_text(long long bytes, char *out, size_t len);
 
+/* A TCP port free on this machine now (the kernel's choice), or 0: where
+ * rank 0 of a run may listen (torch.distributed's MASTER_PORT). */
+int dlh_free_port(void);
+
 /* FNV-1a of len bytes: a cheap hash to tell contents apart. */
 uint64_t dlh_hash(const void *data, size_t len);
 

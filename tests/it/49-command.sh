@@ -27,8 +27,7 @@ test_a_state_directory_others_cannot_enter_is_named_when_a_users_run_starts() {
 	dlh_user a
 	DLH_OPTS="-o allow_other" dlh_mount
 	chmod 700 "$STATE"
-	d=$(mktemp -d /tmp/dlh-cmd.XXXXXX)
-	chmod 755 "$d"
+	d=$(shared_dir)
 	printf '[job]\ncommand = /bin/true\n[resources]\nranks = 1\n' > "$d/c.ini"
 	chmod 644 "$d/c.ini"
 	as "$a" cp "$d/c.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
@@ -45,8 +44,7 @@ test_a_state_directory_others_cannot_enter_is_named_when_a_users_run_starts() {
 test_job_env_reaches_every_rank_of_a_users_job_over_the_pools_defaults() {
 	local a d long
 	dlh_user a
-	d=$(mktemp -d /tmp/dlh-cmd.XXXXXX)
-	chmod 755 "$d"
+	d=$(shared_dir)
 	printf '[node here]\nhost = %s\ncpus = 2\n[env]\nGLOO_SOCKET_IFNAME = lo\nPOOL_DEFAULT = from the pool\n' \
 		"$(hostname)" > "$d/pool.ini"
 	DLH_OPTS="-o allow_other -o pool=$d/pool.ini -o probe=off" dlh_mount
@@ -86,8 +84,7 @@ test_a_programs_output_is_in_the_mount_for_its_readers_only() {
 	dlh_user b
 	DLH_OPTS="-o allow_other" dlh_mount
 	chmod 711 "$STATE"
-	d=$(mktemp -d /tmp/dlh-cmd.XXXXXX)
-	chmod 755 "$d"
+	d=$(shared_dir)
 	printf '#!/bin/sh\nprintf "weights of %%s\\n" "$USER" > "$DLH_OUTPUT_DIR/model.pt"\n' > "$d/save.sh"
 	printf '[job]\ncommand = /bin/sh %s/save.sh\n[resources]\nranks = 1\n' "$d" > "$d/c.ini"
 	chmod 644 "$d"/*

@@ -2,14 +2,6 @@
 # output reaches another, and nobody outranks the others (users made by the
 # test, removed after)
 
-# shared_dir: a directory every user may read (and search), printed
-shared_dir() {
-	local d
-	d=$(mktemp -d /tmp/dlh-trust.XXXXXX)
-	chmod 755 "$d"
-	echo "$d"
-}
-
 # walk_as USER DIR NEEDLE: every file under DIR that USER may read, read as
 # USER; prints the paths whose content or name holds NEEDLE
 walk_as() {

@@ -5,8 +5,7 @@
 # group_file TEXT: a spec every user may read, holding TEXT; prints its path
 group_file() {
 	local d
-	d=$(mktemp -d /tmp/dlh-share.XXXXXX)
-	chmod 755 "$d"
+	d=$(shared_dir)
 	printf '%b' "$1" > "$d/spec.ini"
 	chmod 644 "$d/spec.ini"
 	echo "$d/spec.ini"
