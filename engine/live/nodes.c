@@ -646,16 +646,7 @@ int eng_nodes_reload(struct dlh_engine *e, char *err, size_t errlen)
 		pthread_mutex_lock(&e->mu);
 		for (int k = 0; k < e->pool.nnodes; k++)
 			busy[k] = node_busy(e, k);
-		/* which node is this machine is settled at mount */
-		int mine = e->pool.local, theirs = next->local;
-		if ((mine < 0) != (theirs < 0) ||
-		    (mine >= 0 && strcmp(e->pool.nodes[mine].name, next->nodes[theirs].name))) {
-			snprintf(err, errlen, "pool ctl: \"reload\": the file makes %s this machine's "
-				 "node, where the mount has %s: remount to change which node dlhfs runs on",
-				 theirs >= 0 ? next->nodes[theirs].name : "none",
-				 mine >= 0 ? e->pool.nodes[mine].name : "none (a head node outside the pool)");
-			rc = -EINVAL;
-		} else if ((rc = dlh_pool_merge(&e->pool, next, busy, change, why, sizeof why))) {
+		if ((rc = dlh_pool_merge(&e->pool, next, busy, change, why, sizeof why))) {
 			snprintf(err, errlen, "pool ctl: \"reload\": %s", why);
 		} else if ((rc = eng_slots_fit(e))) {
 			snprintf(err, errlen, "pool ctl: \"reload\": out of memory growing the slots");

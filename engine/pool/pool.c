@@ -401,6 +401,15 @@ int dlh_pool_merge(struct dlh_pool *p, const struct dlh_pool *next, const int *b
 		   enum dlh_pool_change *change, char *err, size_t errlen)
 {
 	int tmap[DLH_POOL_TYPES], ntypes = p->ntypes, nnodes = p->nnodes;
+	int mine = p->local, theirs = next->local;   /* which node is this machine: settled */
+	if ((mine < 0) != (theirs < 0) ||
+	    (mine >= 0 && strcmp(p->nodes[mine].name, next->nodes[theirs].name))) {
+		snprintf(err, errlen, "the file makes %s this machine's node, where the mount has %s: "
+			 "remount to change which node dlhfs runs on",
+			 theirs >= 0 ? next->nodes[theirs].name : "none",
+			 mine >= 0 ? p->nodes[mine].name : "none (a head node outside the pool)");
+		return -EINVAL;
+	}
 	for (int t = 0; t < next->ntypes; t++) {   /* room first: nothing changes on -ENOSPC */
 		tmap[t] = dlh_pool_find_type(p, next->type[t].name);
 		if (tmap[t] < 0 && (tmap[t] = ntypes++) >= DLH_POOL_TYPES) {
@@ -436,18 +445,14 @@ int dlh_pool_merge(struct dlh_pool *p, const struct dlh_pool *next, const int *b
 			devices[tmap[t]] = n->devices[t];
 		int has = nd->cpus != n->cpus || memcmp(nd->devices, devices, sizeof devices) ||
 			  nd->cpu_type != tmap[n->cpu_type];
-		if (k == p->local && next->local < 0)   /* -o cpus= stays this machine's */
-			has = 0;
 		change[k] = fresh || nd->removed ? DLH_NODE_NEW : moved || has ? DLH_NODE_CHANGED :
 			    DLH_NODE_SAME;
 		snprintf(nd->name, sizeof nd->name, "%s", n->name);
 		snprintf(nd->host, sizeof nd->host, "%s", n->host);
 		snprintf(nd->agent, sizeof nd->agent, "%s", n->agent);
-		if (k != p->local || next->local >= 0) {
-			nd->cpus = n->cpus;
-			memcpy(nd->devices, devices, sizeof devices);
-			nd->cpu_type = tmap[n->cpu_type];
-		}
+		nd->cpus = n->cpus;
+		memcpy(nd->devices, devices, sizeof devices);
+		nd->cpu_type = tmap[n->cpu_type];
 		if (n->mem_bytes)
 			nd->mem_bytes = n->mem_bytes;
 		if (change[k] == DLH_NODE_NEW || moved) {   /* to be probed: what it was no longer holds */

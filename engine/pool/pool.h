@@ -206,11 +206,11 @@ enum dlh_pool_change {
  * appended; a node the file no longer has is removed, or leaving while
  * busy[k] (jobs run there); a type it no longer has stays (nodes may have
  * used it). A node's runtime state (its probe, drain, link) stays unless
- * its host or agent changed. The local node stays where it is; its cores
- * stay as they were when next says none of this machine. p's env becomes
- * next's. change[k] (DLH_POOL_NODES entries) says what happened to node k.
- * Returns 0, or -ENOSPC (too many nodes or types over time; p unchanged)
- * with err. */
+ * its host or agent changed. next must make the same node this machine's
+ * (or none, as p), read with the same -o cpus. p's env becomes next's.
+ * change[k] (DLH_POOL_NODES entries) says what happened to node k. Returns
+ * 0, or -EINVAL (next moves this machine's node) or -ENOSPC (too many
+ * nodes or types over time) with err, p unchanged. */
 int dlh_pool_merge(struct dlh_pool *p, const struct dlh_pool *next, const int *busy,
 		   enum dlh_pool_change *change, char *err, size_t errlen);
 

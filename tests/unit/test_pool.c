@@ -158,6 +158,11 @@ TEST(merge_adds_updates_and_removes_nodes_by_name)
 	CHECK(change[0] == DLH_NODE_NEW && !pool.nodes[0].removed && pool.nodes[0].cpus == 4);
 	CHECK(!strcmp(pool.nodes[0].host, "10.1.1.1") && pool.nodes[0].probe == DLH_PROBE_NONE);
 	CHECK(pool.nodes[2].devices[a] == 0 && change[2] == DLH_NODE_CHANGED);   /* its A100s gone */
+	/* a file that makes another node this machine's: refused, nothing changed */
+	CHECK(dlh_pool_parse(&next, back, strlen(back), "pool.ini", "cpu02", 0, err, sizeof err) == 0);
+	CHECK(dlh_pool_merge(&pool, &next, busy, change, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "makes cpu02 this machine's node, where the mount has cpu01"), "%s", err);
+	CHECK(pool.local == 1 && pool.nodes[0].cpus == 4);
 }
 
 TEST(cpus_option_overrides_the_local_node)
