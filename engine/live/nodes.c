@@ -257,7 +257,9 @@ struct seer {
 	int node[DLH_POOL_NODES];
 	struct node_probe p[DLH_POOL_NODES];
 	int access[DLH_POOL_NODES];         /* 1: up for dlhfs, not reachable by the owner */
-	int confirmed[DLH_POOL_NODES];      /* 1: dlhfs's own probe found its copy other too */
+	int differs[DLH_POOL_NODES];        /* the first data file its answer gives another
+					       copy of than this machine's, or -1 */
+	int confirmed[DLH_POOL_NODES];      /* 1: dlhfs's own probe found that copy too */
 	char paths[4][DLH_PATH_MAX + 1];
 	const char *see[5];                 /* the job's data files (none for a command) */
 	uint64_t hash[4];                   /* this machine's copy of each */
@@ -275,7 +277,9 @@ static struct {
 	unsigned next;
 } hashes = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
-static int local_hash(const char *path, uint64_t *h, char *why, size_t len)
+/* Hashes this machine's copy of path into *h; its size into *size. Returns
+ * 0, or -1 with why. */
+static int local_hash(const char *path, uint64_t *h, long long *size, char *why, size_t len)
 {
 	struct stat st;
 	int fd = dlh_open_regular(path, 0), rc = 0;   /* a device or FIFO is never opened */
@@ -285,6 +289,7 @@ static int local_hash(const char *path, uint64_t *h, char *why, size_t len)
 			close(fd);
 		return -1;
 	}
+	*size = st.st_size;
 	pthread_mutex_lock(&hashes.mu);
 	for (size_t i = 0; i < sizeof hashes.c / sizeof hashes.c[0]; i++)
 		if (!strcmp(hashes.c[i].path, path) && hashes.c[i].dev == st.st_dev &&
@@ -341,14 +346,11 @@ static void *seer_main(void *arg)
 	/* this machine's copies, read with the owner's rights (the paths are
 	 * theirs): root opens nothing a user names */
 	struct dlh_files_saved saved = { 0 };
-	long long bytes = 0;
+	long long bytes = 0, size;
 	int as = s->as_owner && dlh_files_as(&s->cred, &saved) == 0;
-	for (int i = 0; s->see[i] && !s->hash_why[0]; i++) {
-		struct stat st;
-		if (!local_hash(s->see[i], &s->hash[i], s->hash_why, sizeof s->hash_why) &&
-		    !stat(s->see[i], &st))
-			bytes += st.st_size;
-	}
+	for (int i = 0; s->see[i] && !s->hash_why[0]; i++)
+		if (!local_hash(s->see[i], &s->hash[i], &size, s->hash_why, sizeof s->hash_why))
+			bytes += size;
 	if (as)
 		dlh_files_back(&saved);
 	/* a node reads and hashes them all: time for that besides the answer */
@@ -362,8 +364,9 @@ static void *seer_main(void *arg)
 			.timeout = s->see[0] ? timeout : DLH_PROBE_TIMEOUT,
 		};
 		dlh_probe_ask(&a, &p->r);
-		int slow = !p->r.up && !strncmp(p->r.why, "did not answer", 14);
-		if (s->see[0] && p->r.up && p->r.seen && !s->hash_why[0] && differs(s, &p->r) >= 0) {
+		s->differs[i] = s->see[0] && p->r.up && p->r.seen && !s->hash_why[0] ?
+				differs(s, &p->r) : -1;
+		if (s->differs[i] >= 0) {
 			/* the owner's answer says its copy is another: the owner's
 			 * shell could say anything, so dlhfs asks for itself before
 			 * it takes the node down for everyone */
@@ -374,7 +377,7 @@ static void *seer_main(void *arg)
 			s->confirmed[i] = !s->as_owner || (mine.up && mine.seen && differs(s, &mine) >= 0);
 			continue;
 		}
-		if (p->r.up || !s->as_owner || slow)
+		if (p->r.up || !s->as_owner || p->r.timed_out)
 			continue;
 		/* the owner's try failed: the node's fault, or the owner's access? */
 		struct dlh_probe_result mine;
@@ -392,7 +395,7 @@ static void *seer_main(void *arg)
 	pthread_mutex_lock(&e->mu);
 	char why[DLH_REASON_MAX - 64] = "", pub[160] = "";
 	for (int i = 0; i < s->n; i++) {
-		int k = s->node[i], f;
+		int k = s->node[i], f = s->differs[i];
 		struct dlh_probe_result *r = &s->p[i].r;
 		const char *name = e->pool.nodes[k].name;
 		if (s->access[i]) {
@@ -402,7 +405,7 @@ static void *seer_main(void *arg)
 					 s->p[i].agent[0] ? s->p[i].agent : DLH_AGENT_DEFAULT, r->why);
 				snprintf(pub, sizeof pub, "user %s cannot reach node %s", s->cred.user, name);
 			}
-		} else if (!r->up && !strncmp(r->why, "did not answer", 14) && s->see[0]) {
+		} else if (!r->up && r->timed_out && s->see[0]) {
 			if (!why[0]) {   /* slow to read the data: the job's problem, not the node's */
 				snprintf(why, sizeof why, "node %s did not finish reading the job's data "
 					 "within the check's time: %s", name, r->why);
@@ -417,13 +420,13 @@ static void *seer_main(void *arg)
 					 "must be on a filesystem every node shares)", name, r->unseen);
 				snprintf(pub, sizeof pub, "node %s cannot read the job's data", name);
 			}
-		} else if (s->see[0] && !s->hash_why[0] && (f = differs(s, r)) >= 0 && !s->confirmed[i]) {
+		} else if (f >= 0 && !s->confirmed[i]) {
 			if (!why[0]) {   /* the owner's answer alone: this job's fault, not the node's */
 				snprintf(why, sizeof why, "node %s: the job's owner reads another copy of "
 					 "\"%.300s\" there than dlhfs does", name, s->see[f]);
 				snprintf(pub, sizeof pub, "node %s gave another copy of the job's data", name);
 			}
-		} else if (s->see[0] && !s->hash_why[0] && (f = differs(s, r)) >= 0) {
+		} else if (f >= 0) {
 			r->up = 0;   /* its copy is another: no job of this data there */
 			snprintf(r->why, sizeof r->why, "its copy of \"%.300s\" differs from this "
 				 "machine's (the same path, other bytes): a job's data must be one "

@@ -321,6 +321,7 @@ void dlh_probe_ask(const struct dlh_probe_ask *a, struct dlh_probe_result *r)
 		;
 	if (rc == -ETIMEDOUT) {
 		snprintf(r->why, sizeof r->why, "did not answer within %.0f s", timeout);
+		r->timed_out = 1;
 	} else if (rc) {
 		snprintf(r->why, sizeof r->why, "cannot read the probe: %s", strerror(-rc));
 	} else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {

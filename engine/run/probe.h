@@ -18,6 +18,7 @@ struct dlh_probe_result {
 	char gpus[128];             /* TYPE:COUNT,... or "none" */
 	int free_port;              /* a TCP port free there when it answered (0: none said) */
 	char why[256];              /* down: why (the agent's last words, or the probe's) */
+	int timed_out;              /* down because it did not answer in time */
 	int seen;                   /* see asked: 1 = every path readable there */
 	char unseen[512];           /* else the first path it cannot read, and why */
 	char hashes[DLH_PROBE_SEE_MAX * 17];   /* seen: each file's FNV-1a, hex, ","-separated */
