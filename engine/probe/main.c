@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -68,18 +69,15 @@ static void see(void)
 /* --token: the first line of path (at most 128 bytes), or why not. */
 static void token(const char *path)
 {
-	char text[130] = "";
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-	ssize_t got = fd < 0 ? -1 : read(fd, text, sizeof text - 1);
-	if (got < 0) {
-		printf("token=no: \"%s\": %s\n", path, strerror(errno));
-	} else {
-		text[got] = '\0';
-		text[strcspn(text, "\n")] = '\0';
-		printf("token=%s\n", text);
+	char *text = NULL;
+	int rc = dlh_read_file_nofollow(path, 128, &text, NULL);
+	if (rc) {
+		printf("token=no: \"%s\": %s\n", path, strerror(-rc));
+		return;
 	}
-	if (fd >= 0)
-		close(fd);
+	text[strcspn(text, "\n")] = '\0';
+	printf("token=%s\n", text);
+	free(text);
 }
 
 int main(int argc, char **argv)

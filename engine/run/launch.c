@@ -40,7 +40,7 @@ int dlh_launch_kept(const char *kv)
 
 #define LAUNCH_PATH "PATH=/usr/local/bin:/usr/bin:/bin"   /* a user's run, when extra has none */
 
-static char **build_env(char *const extra[], int for_user)
+char **dlh_launch_env(char *const extra[], int for_user)
 {
 	size_t n = 0, m = 0;
 	while (environ[n])
@@ -148,7 +148,7 @@ static int launch(char *const argv[], char *const extra[], const char *log_path,
 	}
 	int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	int status[2] = { -1, -1 };
-	char **env = build_env(more, cred != NULL);
+	char **env = dlh_launch_env(more, cred != NULL);
 	int e = 0;
 	/* close-on-exec from the start: other threads fork too (the probes) */
 	if (nullfd < 0 || pipe2(status, O_CLOEXEC))

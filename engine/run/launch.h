@@ -42,4 +42,11 @@ int dlh_launch_holding(char *const argv[], char *const extra[], const char *log_
  * are, the locale, the math libraries' threads, the sanitizers' settings). */
 int dlh_launch_kept(const char *kv);
 
+/* The environment of a program started by the daemon (malloc'd, before a
+ * fork: the child may not allocate; free the array, not its strings): the
+ * daemon's, or for_user only what dlh_launch_kept keeps and a plain PATH,
+ * then extra's entries over it ("K=V", NULL-ended; a PATH among them
+ * wins). NULL when out of memory. */
+char **dlh_launch_env(char *const extra[], int for_user);
+
 #endif

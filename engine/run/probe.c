@@ -166,30 +166,16 @@ void dlh_probe_node(const char *agent, const char *host, const char *probe, cons
 	dlh_probe_ask(&a, r);
 }
 
-/* The environment the agent gets as another user: that user's HOME, USER
- * and LOGNAME (ssh finds their keys by their home), and of the daemon's only
- * what a run as another user keeps (dlh_launch_kept: the locale, library
- * paths) and PATH: none of its secrets. */
+/* The environment the agent gets as another user (dlh_launch_env: none of
+ * the daemon's secrets) with that user's HOME, USER and LOGNAME (ssh finds
+ * their keys by their home). */
 static char **user_env(const struct dlh_cred *c, char *store, size_t len)
 {
-	extern char **environ;
-	size_t n = 0, k = 0;
-	while (environ[n])
-		n++;
-	char **env = calloc(n + 4, sizeof *env);
-	if (!env)
-		return NULL;
 	int at = snprintf(store, len, "HOME=%s", c->home) + 1;
 	int at2 = at + snprintf(store + at, len - (size_t)at, "USER=%s", c->user) + 1;
 	snprintf(store + at2, len - (size_t)at2, "LOGNAME=%s", c->user);
-	env[k++] = store;
-	env[k++] = store + at;
-	env[k++] = store + at2;
-	for (size_t i = 0; i < n; i++)
-		if (!strncmp(environ[i], "PATH=", 5) || dlh_launch_kept(environ[i]))
-			env[k++] = environ[i];
-	env[k] = NULL;
-	return env;
+	char *const extra[] = { store, store + at, store + at2, NULL };
+	return dlh_launch_env(extra, 1);
 }
 
 void dlh_probe_ask(const struct dlh_probe_ask *a, struct dlh_probe_result *r)
