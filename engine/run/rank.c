@@ -35,11 +35,10 @@ static int pass(const char *name, const char *from)
 	return 0;
 }
 
-/* Item `index` of the comma-separated list in variable from, into out;
- * "" when there is none. */
-static void item(const char *from, long index, char *out, size_t len)
+/* Item `index` of the comma-separated list (NULL: none) into out; "" when
+ * there is none. */
+static void item(const char *list, long index, char *out, size_t len)
 {
-	const char *list = getenv(from);
 	out[0] = '\0';
 	for (long i = 0; list && *list; i++) {
 		size_t n = strcspn(list, ",");
@@ -87,22 +86,24 @@ int main(int argc, char **argv)
 		if (pass(map[i][0], map[i][1]))
 			return 127;
 	const char *r = getenv("OMPI_COMM_WORLD_RANK");
-	char node[16], other[16], gpu[16], gpus[1024] = "";
-	long me = r ? strtol(r, NULL, 10) : -1;
-	item("DLH_RANK_NODES", me, node, sizeof node);
+	const char *nodes = getenv("DLH_RANK_NODES"), *devs = getenv("DLH_RANK_GPUS");
+	char node[16], gpus[1024] = "";
+	item(nodes, r ? strtol(r, NULL, 10) : -1, node, sizeof node);
 	if (set_new("NODE_RANK", node) || set_new("GROUP_RANK", node))
 		return 127;
 	/* the plan's GPUs of this node's ranks, in local-rank order, over whatever
 	 * the daemon's environment said: cuda:LOCAL_RANK is then this rank's, as
-	 * under torchrun; numbered as nvidia-smi numbers them */
+	 * under torchrun; numbered as nvidia-smi numbers them. The two lists go
+	 * rank by rank side by side. */
 	size_t used = 0;
-	for (long i = 0; node[0] && getenv("DLH_RANK_GPUS"); i++) {
-		item("DLH_RANK_NODES", i, other, sizeof other);
-		if (!other[0])
-			break;
-		item("DLH_RANK_GPUS", i, gpu, sizeof gpu);
-		if (!strcmp(other, node) && gpu[0] && used + strlen(gpu) + 2 < sizeof gpus)
-			used += (size_t)snprintf(gpus + used, sizeof gpus - used, "%s%s", used ? "," : "", gpu);
+	while (node[0] && nodes && devs && *nodes && *devs) {
+		size_t nl = strcspn(nodes, ","), gl = strcspn(devs, ",");
+		if (nl == strlen(node) && !strncmp(nodes, node, nl) && gl &&
+		    used + gl + 2 < sizeof gpus)
+			used += (size_t)snprintf(gpus + used, sizeof gpus - used, "%s%.*s",
+						 used ? "," : "", (int)gl, devs);
+		nodes += nl + (nodes[nl] == ',');
+		devs += gl + (devs[gl] == ',');
 	}
 	if (gpus[0] && (setenv("CUDA_VISIBLE_DEVICES", gpus, 1) < 0 ||
 			setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1) < 0)) {
