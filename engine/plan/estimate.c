@@ -446,6 +446,14 @@ static double net_ring_s(const struct dlh_calib *cal, int n, double bytes)
 	return ring_s(cal, n, bytes);
 }
 
+/* The same for GPUs, as NCCL sums: a ring over each node's per GPUs on
+ * their link, then one over the nodes on the network. */
+static double gpu_ring_s(const struct dlh_estimate_in *in, int per, double bytes)
+{
+	double s = ring_ab(in->link_alpha, in->link_beta, per, bytes);
+	return in->nodes > 1 ? s + ring_ab(in->net_alpha, in->net_beta, in->nodes, bytes) : s;
+}
+
 /* Peak bytes rank r holds (see dlh_estimate's contract). */
 static double rank_mem(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		       const struct dlh_model_cost *mc, const struct lshape *s, int r,
@@ -590,13 +598,8 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		/* GPUs (NCCL): a ring over each node's GPUs on their link, then over
 		 * the nodes on the network, bucket by bucket behind backward */
 		int per = (in->ranks + in->nodes - 1) / (in->nodes > 0 ? in->nodes : 1);
-		double lb = (double)mc.layer[0].params * F4;
-		double ar = ring_ab(in->link_alpha, in->link_beta, per, grad_bytes);
-		double last = ring_ab(in->link_alpha, in->link_beta, per, lb);
-		if (in->nodes > 1) {
-			ar += ring_ab(in->net_alpha, in->net_beta, in->nodes, grad_bytes);
-			last += ring_ab(in->net_alpha, in->net_beta, in->nodes, lb);
-		}
+		double ar = gpu_ring_s(in, per, grad_bytes);
+		double last = gpu_ring_s(in, per, (double)mc.layer[0].params * F4);
 		comm = spec->bucket_mb > 0 ? fmax(last, ar - bwd_overlap) : ar;
 	} else if (in->ranks > 1) {
 		double ar = ring_s(cal, in->ranks, grad_bytes);
