@@ -282,12 +282,9 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 		close_joins(l);
 		return rc;
 	}
-	eng_run_env(e, j->id, l->plan.ranks, &env);
-	eng_run_master(e, j->id, &l->plan, l->nhosts, &env);
+	eng_run_env(e, j, &l->plan, l->nhosts, &env);
 	if (l->plan.ranks > 0 && l->plan.node[0] >= 0 && l->plan.node[0] != e->pool.local)
 		e->pool.nodes[l->plan.node[0]].free_port = 0;   /* this run's now: the next asks again */
-	eng_env_ranks(&env, &l->plan);
-	eng_env_job(&env, e->pool.env, j->spec.env);
 	if (j->spec.command[0] && j->started > 0)
 		resume_env(e, j, l, &env);
 	eng_job_file(e, j->id, DLH_FILE_LOG, log, sizeof log);

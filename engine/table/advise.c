@@ -401,13 +401,10 @@ int eng_write_plan(struct dlh_engine *e, const struct dlh_job *j, const struct d
 
 	/* how it is launched, as the backend will do it: the same environment
 	 * (rank 0's address; the port is chosen again at the launch) */
-	eng_run_env(e, id, plan->ranks, &env);
 	eng_job_dir(e, id, dir, sizeof dir);
 	if (eng_launch_hosts(e, plan, dir, hosts, &nhosts, agent, sizeof agent, why, sizeof why) && !rc)
 		rc = dlh_buf_printf(&b, "launch refused: %s\n", why) ? -ENOMEM : 0, nhosts = 0;
-	eng_run_master(e, id, plan, nhosts, &env);
-	eng_env_ranks(&env, plan);
-	eng_env_job(&env, e->pool.env, j->spec.env);
+	eng_run_env(e, j, plan, nhosts, &env);
 	struct dlh_launch l = {
 		.argv = plan->argv, .ranks = plan->ranks, .env = env.v, .job_dir = dir,
 		.hosts = hosts, .nhosts = nhosts, .agent = agent,

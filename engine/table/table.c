@@ -197,7 +197,9 @@ void eng_table_free(struct dlh_engine *e)
 	e->njobs = e->cap = 0;
 }
 
-void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env *env)
+/* The contract's variables of job id's run of ranks ranks (names in its
+ * directory) and the math libraries' threads. */
+static void contract_env(const struct dlh_engine *e, long id, int ranks, struct eng_env *env)
 {
 	char dir[4096];
 	eng_job_dir(e, id, dir, sizeof dir);
@@ -219,8 +221,9 @@ void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env 
 	env->v[n] = NULL;
 }
 
-void eng_run_master(const struct dlh_engine *e, long id, const struct dlh_plan *plan, int nhosts,
-		    struct eng_env *env)
+/* DLH_MASTER_ADDR and DLH_MASTER_PORT (see eng_run_env). */
+static void run_master(const struct dlh_engine *e, long id, const struct dlh_plan *plan, int nhosts,
+		       struct eng_env *env)
 {
 	char host[DLH_HOST_MAX + 1] = "127.0.0.1";
 	int k = plan->ranks > 0 ? plan->node[0] : -1, port = 0;
@@ -240,7 +243,8 @@ void eng_run_master(const struct dlh_engine *e, long id, const struct dlh_plan *
 	eng_env_add(env, env->master_port);
 }
 
-void eng_env_ranks(struct eng_env *env, const struct dlh_plan *plan)
+/* DLH_RANK_NODES and, on GPUs, DLH_RANK_GPUS of plan's ranks. */
+static void env_ranks(struct eng_env *env, const struct dlh_plan *plan)
 {
 	size_t a = (size_t)snprintf(env->nodes, sizeof env->nodes, DLH_ENV_RANK_NODES "=");
 	size_t b = (size_t)snprintf(env->gpus, sizeof env->gpus, DLH_ENV_RANK_GPUS "=");
@@ -268,7 +272,9 @@ static int env_names(const char *list, const char *entry)
 	return 0;
 }
 
-void eng_env_job(struct eng_env *env, const char *pool_env, const char *job_env)
+/* The entries of pool_env (the pool file's [env]) that job_env does not
+ * name, then job_env's: both lists of "NAME=VALUE\n" entries. */
+static void env_job(struct eng_env *env, const char *pool_env, const char *job_env)
 {
 	size_t used = 0;
 	for (int pass = 0; pass < 2; pass++) {
@@ -293,6 +299,15 @@ void eng_env_add(struct eng_env *env, char *kv)
 		env->v[n++] = kv;
 		env->v[n] = NULL;
 	}
+}
+
+void eng_run_env(const struct dlh_engine *e, const struct dlh_job *j, const struct dlh_plan *plan,
+		 int nhosts, struct eng_env *env)
+{
+	contract_env(e, j->id, plan->ranks, env);
+	run_master(e, j->id, plan, nhosts, env);
+	env_ranks(env, plan);
+	env_job(env, e->pool.env, j->spec.env);
 }
 
 gid_t eng_primary_gid(uid_t uid)

@@ -147,23 +147,21 @@ struct eng_env {
 	char ckpt[4200];             /* DLH_ENV_CHECKPOINT_DIR=... */
 	char out[4200];              /* DLH_ENV_OUTPUT_DIR=... */
 	char ranks[32];              /* DLH_ENV_RANKS=... */
-	char master_addr[128];       /* DLH_MASTER_ADDR=... (eng_run_master) */
+	char master_addr[128];       /* DLH_MASTER_ADDR=... (eng_run_env) */
 	char master_port[40];        /* DLH_MASTER_PORT=... */
 	char resume[4400];           /* DLH_RESUME_FROM=... (a command run again) */
 	char start[48];              /* DLH_START_STEP=... */
-	char nodes[DLH_RANKS_MAX * 4 + 32];   /* DLH_RANK_NODES=0,0,1,... (eng_env_ranks) */
+	char nodes[DLH_RANKS_MAX * 4 + 32];   /* DLH_RANK_NODES=0,0,1,... (eng_run_env) */
 	char gpus[DLH_RANKS_MAX * 5 + 32];    /* DLH_RANK_GPUS=0,1,0,... */
 	char job[2 * DLH_ENV_MAX + 2];   /* the pool's [env] and the job's [job] env, entries
-					    NUL-ended (eng_env_job) */
+					    NUL-ended (eng_run_env) */
 };
 
-/* Fills env for job id's run of ranks ranks: names in its directory, so
- * it sits beside eng_job_dir. Any lock state. */
 /* uid's primary group (the password database), or (gid_t)-1 when it lacks
  * uid: the group a job of uid with readable_by = group is shared with. */
 gid_t eng_primary_gid(uid_t uid);
 
-/* Keeps job j's directory and its checkpoints from everyone but its owner
+/* Keeps job j's directory, its checkpoints and its output from everyone but its owner
  * (who may write there when the daemon is root: engine/run/owner.h), root,
  * and its [job] readable_by readers, on disk as through the mount. Returns
  * 0, or -errno with err. */
@@ -176,29 +174,23 @@ void eng_drained_load(struct dlh_engine *e);
 /* Writes the drained nodes' names to STATE/drained. Returns 0, or -errno. */
 int eng_drained_save(const struct dlh_engine *e);
 
-void eng_run_env(const struct dlh_engine *e, long id, int ranks, struct eng_env *env);
+/* Fills env for job j's run of plan, nhosts other hosts than this one:
+ * - the contract's variables (names in its directory) and one thread per
+ *   rank for the math libraries;
+ * - DLH_MASTER_ADDR and DLH_MASTER_PORT (dlh-rank makes them torchrun's):
+ *   rank 0's host (127.0.0.1 when every rank runs here; this machine's name
+ *   when some run elsewhere; else rank 0's node's host) and a port: one free
+ *   here at this moment when rank 0 runs here, else the one rank 0's node
+ *   said was free when it was last asked (its probe, the job's nodes' check
+ *   before its first run there), else 29500 + id % 500;
+ * - DLH_RANK_NODES and, on GPUs, DLH_RANK_GPUS (dlh-rank makes them
+ *   NODE_RANK, GROUP_RANK and CUDA_VISIBLE_DEVICES);
+ * - the pool file's [env] entries the job's [job] env does not name, then
+ *   the job's. e->mu held. */
+void eng_run_env(const struct dlh_engine *e, const struct dlh_job *j, const struct dlh_plan *plan,
+		 int nhosts, struct eng_env *env);
 
 /* Appends kv ("K=V", one of env's own buffers) to env->v. */
 void eng_env_add(struct eng_env *env, char *kv);
-
-/* Adds DLH_RANK_NODES (and, on GPUs, DLH_RANK_GPUS) of plan's ranks to env:
- * a command's dlh-rank makes them NODE_RANK, GROUP_RANK and
- * CUDA_VISIBLE_DEVICES. */
-void eng_env_ranks(struct eng_env *env, const struct dlh_plan *plan);
-
-/* Appends the entries of pool_env (the pool file's [env]) that job_env
- * (the spec's [job] env) does not name, then job_env's: both lists of
- * "NAME=VALUE\n" entries. */
-void eng_env_job(struct eng_env *env, const char *pool_env, const char *job_env);
-
-/* Adds DLH_MASTER_ADDR and DLH_MASTER_PORT to env (dlh-rank makes them
- * torchrun's MASTER_ADDR and MASTER_PORT): rank 0's host (127.0.0.1 when
- * every rank runs here; this machine's name when some run elsewhere; else
- * rank 0's node's host) and a port: one free here at this moment when rank 0
- * runs here, else the one rank 0's node said was free when it was last
- * asked (its probe, the job's nodes' check before its first run there),
- * else 29500 + id % 500. e->mu held. */
-void eng_run_master(const struct dlh_engine *e, long id, const struct dlh_plan *plan, int nhosts,
-		    struct eng_env *env);
 
 #endif
