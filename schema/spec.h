@@ -168,4 +168,8 @@ int dlh_spec_format(const struct dlh_spec *s, char *buf, size_t len);
  * control characters. Returns 0, or -1 with why in msg (list unchanged). */
 int dlh_env_add(char *list, size_t cap, const char *v, char *msg, size_t n);
 
+/* Whether list ("NAME=VALUE\n" entries) has an entry of entry's NAME
+ * (entry: "NAME=VALUE", its end or a newline ending it). */
+int dlh_env_names(const char *list, const char *entry);
+
 #endif

@@ -456,6 +456,15 @@ static int env_reserved(const char *name, size_t len)
 	return 0;
 }
 
+int dlh_env_names(const char *list, const char *entry)
+{
+	size_t name = strcspn(entry, "=\n");
+	for (const char *e = list; *e; e = strchr(e, '\n') + 1)
+		if (!strncmp(e, entry, name) && e[name] == '=')
+			return 1;
+	return 0;
+}
+
 int dlh_env_add(char *field, size_t cap, const char *v, char *msg, size_t n)
 {
 	size_t name = 0, len = strlen(v), used = strlen(field), count = 0;
@@ -472,11 +481,10 @@ int dlh_env_add(char *field, size_t cap, const char *v, char *msg, size_t n)
 	for (size_t i = name + 1; i < len; i++)
 		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
 			return fail(msg, n, v, "expected no tabs or control characters");
-	for (const char *e = field; *e; e = strchr(e, '\n') + 1) {
-		if (!strncmp(e, v, name + 1))
-			return fail(msg, n, v, "%.*s is given twice", (int)name, v);
+	if (dlh_env_names(field, v))
+		return fail(msg, n, v, "%.*s is given twice", (int)name, v);
+	for (const char *e = field; *e; e = strchr(e, '\n') + 1)
 		count++;
-	}
 	if (count >= DLH_ENV_ENTRIES_MAX)
 		return fail(msg, n, v, "more than %d entries", DLH_ENV_ENTRIES_MAX);
 	if (len > DLH_SPEC_LINE_MAX - 6)   /* its line of the stored spec, "env = " first */

@@ -262,16 +262,6 @@ static void env_ranks(struct eng_env *env, const struct dlh_plan *plan)
 		eng_env_add(env, env->gpus);
 }
 
-/* Whether list ("NAME=VALUE\n" entries) names the variable of entry. */
-static int env_names(const char *list, const char *entry)
-{
-	size_t name = strcspn(entry, "=");
-	for (const char *e = list; *e; e = strchr(e, '\n') + 1)
-		if (!strncmp(e, entry, name + 1))
-			return 1;
-	return 0;
-}
-
 /* The entries of pool_env (the pool file's [env]) that job_env does not
  * name, then job_env's: both lists of "NAME=VALUE\n" entries. */
 static void env_job(struct eng_env *env, const char *pool_env, const char *job_env)
@@ -280,7 +270,7 @@ static void env_job(struct eng_env *env, const char *pool_env, const char *job_e
 	for (int pass = 0; pass < 2; pass++) {
 		for (const char *e = pass ? job_env : pool_env; *e; e = strchr(e, '\n') + 1) {
 			size_t len = strcspn(e, "\n");
-			if ((!pass && env_names(job_env, e)) || used + len + 1 > sizeof env->job)
+			if ((!pass && dlh_env_names(job_env, e)) || used + len + 1 > sizeof env->job)
 				continue;
 			memcpy(env->job + used, e, len);
 			env->job[used + len] = '\0';
