@@ -94,7 +94,7 @@ int fs_kcache_kept(enum fs_kind k)
 	switch (k) {
 	case FS_JOBS_INDEX: case FS_PROM_FILE: case FS_JOBS_ERRORS:   /* by reader */
 	case FS_JOB_PLOT_LOSS: case FS_JOB_PLOT_ACCURACY: case FS_JOB_PLOT_THROUGHPUT:
-	case FS_JOB_PLOT_PROGRESS: case FS_JOB_REPORT:   /* all of metrics.csv each time */
+	case FS_JOB_PLOT_PROGRESS: case FS_JOB_PLOT_EXTRA: case FS_JOB_REPORT:   /* all of metrics.csv each time */
 		return 0;
 	default:
 		return 1;

@@ -3,6 +3,7 @@
  * reads the files) */
 #include "fs/progress.h"
 
+#include <math.h>
 #include <stdio.h>
 
 /* Seconds the run needs for its steps after m's newest: from the newest
@@ -68,8 +69,14 @@ int fs_progress_render(const struct dlh_job *j, const struct dlh_metrics *m,
 		} else {
 			when[0] = '\0';
 		}
-		return dlh_buf_printf(out, "%s  %s  %.0f samples/s%s%s\n", epoch, step, m->samples_per_s,
-				      when, quiet);
+		/* a program that does not know its samples writes nan: its steps' rate then */
+		char rate[48] = "";
+		double steps_s = dlh_metrics_step_rate(m);
+		if (isfinite(m->samples_per_s))
+			snprintf(rate, sizeof rate, "  %.0f samples/s", m->samples_per_s);
+		else if (steps_s > 0)
+			snprintf(rate, sizeof rate, "  %.3g steps/s", steps_s);
+		return dlh_buf_printf(out, "%s  %s%s%s%s\n", epoch, step, rate, when, quiet);
 	}
 	dlh_duration(m->time_s, q, sizeof q);
 	return dlh_buf_printf(out, "%s: %s  %s  in %s%s%s\n", dlh_status_name(j->status), epoch, step,

@@ -103,7 +103,8 @@ static const char readme_text[] =
 	"jobs/<id>/result         once ended: accuracy, loss, wall time, model\n"
 	"jobs/<id>/lr_finder      lr = auto: the range test's sweep and chosen rate\n"
 	"jobs/<id>/plots/         loss.svg accuracy.svg throughput.svg progress.svg:\n"
-	"                         metrics.csv drawn, and the estimate beside the steps\n"
+	"                         metrics.csv drawn, and the estimate beside the steps;\n"
+	"                         NAME.svg for each column a program adds after the eight\n"
 	"jobs/<id>/report.html    the plots and the key files on one page\n"
 	"jobs/<id>/ctl            write a verb: cancel suspend resume checkpoint\n"
 	"                         priority N\n"
@@ -446,6 +447,13 @@ static int render_metrics(struct dlh_engine *e, const struct dlh_job *j, struct 
 	if (m.have_eval)
 		rc |= dlh_buf_printf(out, "test_step=%ld\ntest_loss=%.6g\ntest_accuracy=%.6g\n",
 				     m.eval_step, m.test_loss, m.test_accuracy);
+	/* a program's own columns: the newest train row's as NAME, eval's as eval_NAME */
+	for (int x = 0; x < m.cols.nextra; x++) {
+		if (m.have_train && x < m.train_nextra && !isnan(m.train_extra[x]))
+			rc |= dlh_buf_printf(out, "%s=%.6g\n", m.cols.extra[x], m.train_extra[x]);
+		if (m.have_eval && x < m.eval_nextra && !isnan(m.eval_extra[x]))
+			rc |= dlh_buf_printf(out, "eval_%s=%.6g\n", m.cols.extra[x], m.eval_extra[x]);
+	}
 	return rc ? -ENOMEM : 0;
 }
 
@@ -643,6 +651,36 @@ static size_t prom_jobs(struct dlh_engine *e, struct prom_job **out)
 		}                                                                      \
 	} while (0)
 
+/* dlhfs_job_metric: the columns a program adds to metrics.csv, the newest
+ * train row's and eval row's values (an empty one is left out), the
+ * column's name in label metric. Returns 0, or -ENOMEM. */
+static int prom_extra(struct dlh_buf *b, const struct prom_job *jobs, size_t n)
+{
+	int rc = 0, first = 1;
+	for (size_t i = 0; i < n; i++) {
+		const struct dlh_metrics *m = &jobs[i].m;
+		for (int x = 0; jobs[i].readable && x < m->cols.nextra; x++)
+			for (int eval = 0; eval < 2; eval++) {
+				double v = NAN;
+				if (!eval && m->have_train && x < m->train_nextra)
+					v = m->train_extra[x];
+				else if (eval && m->have_eval && x < m->eval_nextra)
+					v = m->eval_extra[x];
+				if (!isfinite(v))
+					continue;
+				if (first)
+					rc |= prom_family(b, "dlhfs_job_metric", "gauge",
+							  "A column the job's program adds to metrics.csv "
+							  "(label metric): its value in the newest train "
+							  "or eval row (label rows).");
+				first = 0;
+				rc |= dlh_buf_printf(b, "dlhfs_job_metric{%s,metric=\"%s\",rows=\"%s\"} %.9g\n",
+						     jobs[i].labels, m->cols.extra[x], eval ? "eval" : "train", v);
+			}
+	}
+	return rc;
+}
+
 /* The devices of every node by type: held and free (dlhfs_devices). */
 static int prom_devices(struct dlh_engine *e, struct dlh_buf *b)
 {
@@ -725,6 +763,7 @@ static int render_prom(struct dlh_engine *e, struct dlh_buf *b)
 	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_test_accuracy_ratio", "gauge",
 		     "Test accuracy of the newest evaluation (0 to 1).", q->readable && q->m.have_eval,
 		     q->m.test_accuracy);
+	rc |= prom_extra(b, jobs, n);
 	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_predicted_seconds", "gauge",
 		     "The estimate of the job's run time, seconds.", q->predicted_s > 0, q->predicted_s);
 	PROM_PER_JOB(b, rc, jobs, n, "dlhfs_job_elapsed_seconds", "gauge",
@@ -837,8 +876,8 @@ int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out
 	case FS_JOB_RESULT:
 		return render_result(e, &j, out);
 	case FS_JOB_PLOT_LOSS: case FS_JOB_PLOT_ACCURACY: case FS_JOB_PLOT_THROUGHPUT:
-	case FS_JOB_PLOT_PROGRESS:
-		return fs_report_plot(e, &j, n->kind, out);
+	case FS_JOB_PLOT_PROGRESS: case FS_JOB_PLOT_EXTRA:
+		return fs_report_plot(e, &j, n->kind, n->name, out);
 	case FS_JOB_REPORT:
 		return render_report(e, &j, out);
 	default:

@@ -139,7 +139,8 @@ static void parsed_put(long id, const struct stat *st, const struct dlh_metrics_
  * plots say besides (info, label): its rows, the estimate's seconds and
  * the run's steps. Returns 0, or -errno (*pp NULL). */
 static int load(struct dlh_engine *e, const struct dlh_job *j, struct dlh_plots **pp,
-		struct dlh_plot_info *info, char *label, size_t label_len)
+		struct dlh_metrics_columns *cols, struct dlh_plot_info *info, char *label,
+		size_t label_len)
 {
 	char dir[4096], csv[4200], v[64];
 	struct dlh_run_info ri;
@@ -174,6 +175,8 @@ static int load(struct dlh_engine *e, const struct dlh_job *j, struct dlh_plots 
 		if (known)
 			parsed_put(j->id, &st, &mark, p);
 	}
+	if (dlh_metrics_columns_read(csv, cols))
+		memset(cols, 0, sizeof *cols);
 	snprintf(label, label_len, "job %ld%s%s%s", j->id, j->spec.name[0] ? " (" : "", j->spec.name,
 		 j->spec.name[0] ? ")" : "");
 	*info = (struct dlh_plot_info){ .job = label, .predicted_s = j->est_total };
@@ -194,14 +197,21 @@ static int load(struct dlh_engine *e, const struct dlh_job *j, struct dlh_plots 
 }
 
 int fs_report_plot(struct dlh_engine *e, const struct dlh_job *j, enum fs_kind kind,
-		   struct dlh_buf *out)
+		   const char *name, struct dlh_buf *out)
 {
 	struct dlh_plots *p;
+	struct dlh_metrics_columns cols;
 	struct dlh_plot_info info;
 	char label[320];
-	int rc = load(e, j, &p, &info, label, sizeof label);
-	if (!rc)
+	int rc = load(e, j, &p, &cols, &info, label, sizeof label);
+	if (!rc && kind == FS_JOB_PLOT_EXTRA) {
+		int i = 0;
+		while (i < cols.nextra && strcmp(cols.extra[i], name))
+			i++;
+		rc = i < cols.nextra ? dlh_plot_extra_svg(p, i, name, &info, out) : -ENOENT;
+	} else if (!rc) {
 		rc = dlh_plot_svg(p, plot_of(kind), &info, out);
+	}
 	free(p);
 	return rc;
 }
@@ -241,9 +251,10 @@ int fs_report_html(struct dlh_engine *e, const struct dlh_job *j, const struct f
 		   struct dlh_buf *out)
 {
 	struct dlh_plots *p;
+	struct dlh_metrics_columns cols;
 	struct dlh_plot_info info;
 	char label[320];
-	int rc = load(e, j, &p, &info, label, sizeof label);
+	int rc = load(e, j, &p, &cols, &info, label, sizeof label);
 	if (rc)
 		return rc;
 	rc |= dlh_buf_printf(out, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -262,6 +273,8 @@ int fs_report_html(struct dlh_engine *e, const struct dlh_job *j, const struct f
 	rc |= dlh_buf_printf(out, "</p>\n<div class=\"plots\">\n");
 	for (int w = 0; w < DLH_PLOTS; w++)
 		rc |= dlh_plot_svg(p, (enum dlh_plot)w, &info, out);
+	for (int i = 0; i < cols.nextra; i++)
+		rc |= dlh_plot_extra_svg(p, i, cols.extra[i], &info, out);
 	rc |= dlh_buf_printf(out, "</div>\n");
 	free(p);
 	static const struct { const char *name; enum fs_kind kind; } files[] = {

@@ -19,13 +19,14 @@ struct fs_report_text {
 	const char *result;     /* result, NULL before the job has ended */
 };
 
-/* Appends plots/<kind's file> of job j (kind FS_JOB_PLOT_*): an SVG
- * document. Returns 0, or -errno (-EIO: metrics.csv could not be read). */
+/* Appends plots/<kind's file> of job j (kind FS_JOB_PLOT_*; for
+ * FS_JOB_PLOT_EXTRA, the plot of the metrics.csv column called name): an
+ * SVG document. Returns 0, or -errno (-ENOENT: no such column now). */
 int fs_report_plot(struct dlh_engine *e, const struct dlh_job *j, enum fs_kind kind,
-		   struct dlh_buf *out);
+		   const char *name, struct dlh_buf *out);
 
 /* Appends report.html of job j: one self-contained page (no links out, the
- * four plots inline) with the job's id, name, status and progress, the
+ * four plots and one per extra metrics.csv column inline) with the job's id, name, status and progress, the
  * plots, then spec, plan, estimate, result and metrics HTML-escaped.
  * Returns 0, or -errno. */
 int fs_report_html(struct dlh_engine *e, const struct dlh_job *j, const struct fs_report_text *t,

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/report/metrics.h"
+
 /* The fixed children of a directory kind. Path constants live here. */
 struct fs_entry {
 	const char *name;      /* path component */
@@ -101,7 +103,7 @@ int fs_private(enum fs_kind k)
 	case FS_JOB_LOGS: case FS_JOB_RANKLOG: case FS_JOB_OUTPUT: case FS_JOB_OUTFILE:
 	case FS_JOB_ESTIMATE: case FS_JOB_LRFIND: case FS_JOB_PLOTS: case FS_JOB_PLOT_LOSS:
 	case FS_JOB_PLOT_ACCURACY: case FS_JOB_PLOT_THROUGHPUT: case FS_JOB_PLOT_PROGRESS:
-	case FS_JOB_REPORT:
+	case FS_JOB_PLOT_EXTRA: case FS_JOB_REPORT:
 		return 1;
 	default:
 		return 0;
@@ -242,6 +244,24 @@ static int optional_written(struct dlh_engine *e, enum fs_kind kind, long id)
 	return fs_real_stat(e, &n, 0, &st) == 0;
 }
 
+/* The extra columns job id's metrics.csv names (the run's owner writes
+ * it: read as the plots read it, never waiting), those whose plot's name
+ * is not one of plots/'s own. */
+static void extra_columns(struct dlh_engine *e, long id, struct dlh_metrics_columns *c)
+{
+	char dir[4096], csv[4200], svg[DLH_METRICS_NAME_MAX + 8];
+	dlh_engine_job_dir(e, id, dir, sizeof dir);
+	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, dir);
+	if (dlh_metrics_columns_read(csv, c))
+		memset(c, 0, sizeof *c);
+	for (int i = 0; i < c->nextra; i++) {
+		snprintf(svg, sizeof svg, "%s.svg", c->extra[i]);
+		for (const struct fs_entry *ent = plots_entries; ent->name; ent++)
+			if (!strcmp(ent->name, svg))
+				c->extra[i][0] = '\0';   /* throughput, progress: report.html draws it */
+	}
+}
+
 /* Steps from node n into the child called name. Returns 0, or -ENOENT. */
 static int step(struct dlh_engine *e, struct fs_node *n, const char *name)
 {
@@ -276,6 +296,20 @@ static int step(struct dlh_engine *e, struct fs_node *n, const char *name)
 	}
 	case FS_JOB:
 		return -ENOENT;
+	case FS_JOB_PLOTS: {
+		struct dlh_metrics_columns c;
+		size_t len = strlen(name);
+		if (len < 5 || strcmp(name + len - 4, ".svg"))
+			return -ENOENT;
+		extra_columns(e, n->id, &c);
+		for (int i = 0; i < c.nextra; i++)
+			if (strlen(c.extra[i]) == len - 4 && !memcmp(c.extra[i], name, len - 4)) {
+				n->kind = FS_JOB_PLOT_EXTRA;
+				snprintf(n->name, sizeof n->name, "%s", c.extra[i]);
+				return 0;
+			}
+		return -ENOENT;
+	}
 	case FS_JOB_CKPTS: case FS_JOB_LOGS: case FS_JOB_OUTPUT: {
 		char dir[4096], rel[300];
 		struct stat st;
@@ -424,6 +458,15 @@ int fs_list(struct dlh_engine *e, const struct fs_node *n,
 				break;
 		}
 		free(ids);
+	} else if (n->kind == FS_JOB_PLOTS) {
+		struct dlh_metrics_columns c;
+		char svg[DLH_METRICS_NAME_MAX + 8];
+		extra_columns(e, n->id, &c);
+		for (int i = 0; i < c.nextra; i++) {
+			snprintf(svg, sizeof svg, "%s.svg", c.extra[i]);
+			if (c.extra[i][0] && fill(ctx, svg))
+				break;
+		}
 	} else if (n->kind == FS_JOB_CKPTS || n->kind == FS_JOB_LOGS || n->kind == FS_JOB_OUTPUT) {
 		char dir[4096];
 		dlh_engine_job_dir(e, n->id, dir, sizeof dir);

@@ -68,6 +68,7 @@ enum fs_kind {
 	FS_JOB_PLOT_ACCURACY,   /* plots/accuracy.svg: test accuracy, train accuracy smoothed */
 	FS_JOB_PLOT_THROUGHPUT, /* plots/throughput.svg: samples per second */
 	FS_JOB_PLOT_PROGRESS,   /* plots/progress.svg: steps against time, and the estimate's */
+	FS_JOB_PLOT_EXTRA,      /* plots/NAME.svg: a column a program added to metrics.csv (name) */
 	FS_JOB_REPORT,    /* report.html: the plots and the key files on one page */
 };
 
@@ -85,7 +86,8 @@ struct fs_node {
 	enum fs_kind kind;     /* what it is */
 	long id;               /* the job, for FS_JOB* kinds; the slot for FS_NODE_CPU*,
 				  the GPU for FS_NODE_GPU* */
-	char name[256];        /* a checkpoint file, or the node for FS_NODE* kinds */
+	char name[256];        /* a checkpoint file, the node for FS_NODE* kinds, the
+				  metrics.csv column for FS_JOB_PLOT_EXTRA */
 };
 
 /* 1 for a job's private files (spec, metrics, metrics.csv, plan, log,

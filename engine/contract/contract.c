@@ -3,6 +3,7 @@
 #include "engine/contract/contract.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,15 +13,20 @@ int dlh_metrics_row_format(const struct dlh_metrics_row *r, char *buf, size_t le
 	int n;
 
 	if (r->kind == DLH_ROW_TRAIN)
-		n = snprintf(buf, len, "train,%ld,%d,%.3f,%.6g,%.6g,%.6g,%.1f\n", r->step, r->epoch,
+		n = snprintf(buf, len, "train,%ld,%d,%.3f,%.6g,%.6g,%.6g,%.1f", r->step, r->epoch,
 			     r->time_s, r->loss, r->accuracy, r->lr, r->samples_per_s);
 	else
-		n = snprintf(buf, len, "eval,%ld,%d,%.3f,%.6g,%.6g,,\n", r->step, r->epoch,
+		n = snprintf(buf, len, "eval,%ld,%d,%.3f,%.6g,%.6g,,", r->step, r->epoch,
 			     r->time_s, r->loss, r->accuracy);
+	for (int i = 0; i < r->nextra && i < DLH_METRICS_EXTRA_MAX && n >= 0 && (size_t)n < len; i++)
+		n += isnan(r->extra[i]) ? snprintf(buf + n, len - (size_t)n, ",") :
+					  snprintf(buf + n, len - (size_t)n, ",%.6g", r->extra[i]);
+	if (n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, "\n");
 	return n < 0 || (size_t)n >= len ? -EOVERFLOW : n;
 }
 
-#define ROW_COLS 8   /* most columns a row has */
+#define ROW_COLS (8 + DLH_METRICS_EXTRA_MAX)   /* most columns a row has */
 
 /* Splits row (modified) at commas into col[]. Returns the number of columns,
  * or -1 when there are more than ROW_COLS. */
@@ -77,11 +83,11 @@ int dlh_metrics_row_parse(const char *line, size_t len, struct dlh_metrics_row *
 		return -EINVAL;
 	memset(r, 0, sizeof *r);
 	if (!strcmp(col[0], "train")) {
-		if (n != 8 || num(col[6], &r->lr) || num(col[7], &r->samples_per_s))
+		if (n < 8 || num(col[6], &r->lr) || num(col[7], &r->samples_per_s))
 			return -EINVAL;
 		r->kind = DLH_ROW_TRAIN;
 	} else if (!strcmp(col[0], "eval")) {
-		for (int i = 6; i < n; i++)   /* empty in the rows dlh-train writes */
+		for (int i = 6; i < n && i < 8; i++)   /* empty in the rows dlh-train writes */
 			if (*col[i] && num(col[i], i == 6 ? &r->lr : &r->samples_per_s))
 				return -EINVAL;
 		r->kind = DLH_ROW_EVAL;
@@ -94,6 +100,62 @@ int dlh_metrics_row_parse(const char *line, size_t len, struct dlh_metrics_row *
 		return -EINVAL;
 	r->step = step;
 	r->epoch = (int)epoch;
+	for (int i = 8; i < n; i++) {
+		double *v = &r->extra[r->nextra++];
+		if (!*col[i])
+			*v = NAN;
+		else if (num(col[i], v))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* 1 when name may be an extra column's: [A-Za-z][A-Za-z0-9_]*, short
+ * enough, not one of the eight. */
+static int extra_name_ok(const char *name)
+{
+	static const char *const eight[] = { "kind", "step", "epoch", "time_s", "loss",
+					     "accuracy", "lr", "samples_per_s" };
+	size_t len = strlen(name);
+	if (!len || len >= DLH_METRICS_NAME_MAX ||
+	    !((*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z')) ||
+	    strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != len)
+		return 0;
+	for (size_t i = 0; i < sizeof eight / sizeof eight[0]; i++)
+		if (!strcmp(name, eight[i]))
+			return 0;
+	return 1;
+}
+
+int dlh_metrics_header_parse(const char *line, size_t len, struct dlh_metrics_columns *c)
+{
+	char row[DLH_METRICS_LINE_MAX], *col[ROW_COLS];
+	size_t base = strlen(DLH_METRICS_HEADER) - 1;   /* the eight names, no newline */
+
+	memset(c, 0, sizeof *c);
+	while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+		len--;
+	if (len < base || memcmp(line, DLH_METRICS_HEADER, base) || len >= sizeof row ||
+	    memchr(line, '\n', len))
+		return -EINVAL;
+	if (len == base)
+		return 0;
+	if (line[base] != ',')
+		return -EINVAL;
+	memcpy(row, line + base + 1, len - base - 1);
+	row[len - base - 1] = '\0';
+	int n = split(row, col);
+	if (n < 0 || n > DLH_METRICS_EXTRA_MAX)
+		return -EINVAL;
+	for (int i = 0; i < n; i++) {
+		if (!extra_name_ok(col[i]))
+			return -EINVAL;
+		for (int k = 0; k < i; k++)
+			if (!strcmp(col[k], col[i]))
+				return -EINVAL;
+		snprintf(c->extra[i], sizeof c->extra[i], "%s", col[i]);
+	}
+	c->nextra = n;
 	return 0;
 }
 

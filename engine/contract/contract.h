@@ -78,9 +78,21 @@
  * the other ranks, peak resident bytes) */
 #define DLH_RANK_TIMES_HEADER "rank,batch,steps,compute_s,wait_s,peak_rss_bytes\n"
 
-/* metrics.csv: the header, then rows of these columns */
+/* metrics.csv: the header, then rows of these columns. A program may name
+ * further columns after the eight in its header line (",grad_norm,bleu"):
+ * its own metrics, a number or empty in each row, which readers of the
+ * eight ignore. */
 #define DLH_METRICS_HEADER "kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n"
-#define DLH_METRICS_LINE_MAX 256          /* longest row, newline included */
+#define DLH_METRICS_LINE_MAX 512          /* longest row or header, newline included */
+#define DLH_METRICS_EXTRA_MAX 8           /* columns after the eight, at most */
+#define DLH_METRICS_NAME_MAX 32           /* an extra column's name: [A-Za-z][A-Za-z0-9_]*,
+					     at most 31 characters (plots/NAME.svg) */
+
+/* The extra columns a header line names, in order. */
+struct dlh_metrics_columns {
+	int nextra;
+	char extra[DLH_METRICS_EXTRA_MAX][DLH_METRICS_NAME_MAX];
+};
 
 enum dlh_row_kind {
 	DLH_ROW_TRAIN = 0,        /* one optimizer step: loss and accuracy of its batch */
@@ -97,6 +109,8 @@ struct dlh_metrics_row {
 	double accuracy;          /* train: the batch's accuracy; eval: test accuracy */
 	double lr;                /* train: the step's learning rate; eval: unused */
 	double samples_per_s;     /* train: global throughput; eval: unused */
+	int nextra;               /* columns after the eight in this row */
+	double extra[DLH_METRICS_EXTRA_MAX];   /* their values (NaN: empty) */
 };
 
 /* Writes row r, newline included, into buf (len bytes, at least
@@ -105,6 +119,12 @@ struct dlh_metrics_row {
  *   eval,STEP,EPOCH,TIME_S,TEST_LOSS,TEST_ACC,,
  * Returns the row's length, or -EOVERFLOW when it does not fit. */
 int dlh_metrics_row_format(const struct dlh_metrics_row *r, char *buf, size_t len);
+
+/* Parses the len bytes of a header line (a trailing newline allowed):
+ * DLH_METRICS_HEADER's eight names, then any extra columns into c.
+ * Returns 0, or -EINVAL when the line is not such a header (a bad, repeated
+ * or reserved name, more than DLH_METRICS_EXTRA_MAX of them). */
+int dlh_metrics_header_parse(const char *line, size_t len, struct dlh_metrics_columns *c);
 
 /* One rank's heartbeat: where it is and since when. */
 struct dlh_heartbeat {
@@ -128,6 +148,8 @@ int dlh_heartbeat_parse(const char *rec, size_t len, struct dlh_heartbeat *h);
 /* Parses the len bytes of one row (no newline needed; a trailing '\n' or
  * "\r\n" is allowed) into r. A train row needs all eight columns; an eval
  * row its first six (empty or missing lr and samples_per_s read as 0).
+ * Columns after the eight are the extra metrics (nextra, extra[]: a number,
+ * or NaN when empty), at most DLH_METRICS_EXTRA_MAX.
  * Numbers as strtod reads them, with nothing after them in their column.
  * Returns 0, or -EINVAL for the header, a blank line or anything else. */
 int dlh_metrics_row_parse(const char *line, size_t len, struct dlh_metrics_row *r);

@@ -52,6 +52,8 @@ static int take_row(const char *line, size_t len, struct dlh_metrics *m, struct 
 		m->accuracy = r.accuracy;
 		m->lr = r.lr;
 		m->samples_per_s = r.samples_per_s;
+		m->train_nextra = r.nextra;
+		memcpy(m->train_extra, r.extra, sizeof r.extra);
 		return 1;
 	}
 	if (!m->have_eval && r.kind == DLH_ROW_EVAL) {
@@ -61,6 +63,8 @@ static int take_row(const char *line, size_t len, struct dlh_metrics *m, struct 
 		m->eval_time_s = r.time_s;
 		m->test_loss = r.loss;
 		m->test_accuracy = r.accuracy;
+		m->eval_nextra = r.nextra;
+		memcpy(m->eval_extra, r.extra, sizeof r.extra);
 		return 1;
 	}
 	return 0;
@@ -150,6 +154,33 @@ static void eval_seen_put(const struct stat *st, const struct eval_seen *x)
 	eval_seen[k].dev = st->st_dev;
 	eval_seen[k].ino = st->st_ino;
 	pthread_mutex_unlock(&eval_mu);
+}
+
+/* The extra columns of fd's header line (its first), into c. Returns 0
+ * (none when the first line is not a whole header), or -errno. */
+static int header_columns(int fd, struct dlh_metrics_columns *c)
+{
+	char line[DLH_METRICS_LINE_MAX];
+	memset(c, 0, sizeof *c);
+	ssize_t got = pread(fd, line, sizeof line, 0);
+	if (got < 0)
+		return -errno;
+	char *nl = memchr(line, '\n', (size_t)got);
+	if (nl && dlh_metrics_header_parse(line, (size_t)(nl - line), c))
+		memset(c, 0, sizeof *c);
+	return 0;
+}
+
+int dlh_metrics_columns_read(const char *csv_path, struct dlh_metrics_columns *c)
+{
+	struct stat st;
+	memset(c, 0, sizeof *c);
+	int fd = open_csv(csv_path, &st);
+	if (fd < 0)
+		return fd == -ENODATA ? 0 : fd;
+	int rc = header_columns(fd, c);
+	close(fd);
+	return rc;
 }
 
 int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
@@ -251,6 +282,8 @@ int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
 			m->eval_time_s = was.m.eval_time_s;
 			m->test_loss = was.m.test_loss;
 			m->test_accuracy = was.m.test_accuracy;
+			m->eval_nextra = was.m.eval_nextra;
+			memcpy(m->eval_extra, was.m.eval_extra, sizeof m->eval_extra);
 			now.have = 1;
 			now.at = was.at;
 			now.len = was.len;
@@ -258,6 +291,8 @@ int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m)
 		}
 		if (now.have)
 			now.m = *m;
+		if (m->have_train || m->have_eval)
+			rc = header_columns(fd, &m->cols);
 		/* kept when the scan found the newest eval row or went past the
 		 * earlier mark (or to the start, or as far back as it looks) */
 		if (tail_known && (complete || end <= eval_floor || end <= floor_at))

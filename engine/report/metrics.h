@@ -36,6 +36,11 @@ struct dlh_metrics {
 	double eval_time_s;    /* when */
 	double test_loss;      /* mean test loss */
 	double test_accuracy;  /* fraction correct on the test set */
+	struct dlh_metrics_columns cols;   /* the extra columns the header names */
+	int train_nextra;      /* the newest train row's extra values (NaN: empty) */
+	double train_extra[DLH_METRICS_EXTRA_MAX];
+	int eval_nextra;       /* the newest eval row's */
+	double eval_extra[DLH_METRICS_EXTRA_MAX];
 };
 
 /* What the trainer says about the run before its first step (run.info). */
@@ -55,6 +60,11 @@ struct dlh_run_info {
  * 0 when the file is missing, holds no rows, or is a link or anything but a
  * regular file), or -errno on a read error. */
 int dlh_metrics_read(const char *csv_path, struct dlh_metrics *m);
+
+/* The extra columns metrics.csv's header line names, into c (none when
+ * the file, opened as dlh_metrics_read opens it, is missing or has no such
+ * header yet). Returns 0, or -errno on a read error. */
+int dlh_metrics_columns_read(const char *csv_path, struct dlh_metrics_columns *c);
 
 /* Calls row(ctx, r) for every complete row of csv_path in file order (the
  * header, malformed rows and a partial last line are skipped), reading at

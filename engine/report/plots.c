@@ -20,6 +20,8 @@
 #define COLOR_STEPS "#17becf"
 #define COLOR_PREDICTED "#8c564b"
 #define COLOR_FINISH "#e377c2"
+#define COLOR_EXTRA "#bcbd22"
+#define COLOR_EXTRA_EVAL "#7f7f7f"
 
 void dlh_plots_init(struct dlh_plots *p)
 {
@@ -101,6 +103,8 @@ static double smooth(double *ema, double *w, double v)
 void dlh_plots_feed(struct dlh_plots *p, const struct dlh_metrics_row *r)
 {
 	double step = (double)r->step;
+	for (int i = 0; i < r->nextra && i < DLH_METRICS_EXTRA_MAX; i++)
+		dlh_thin_add(r->kind == DLH_ROW_EVAL ? &p->extra_eval[i] : &p->extra[i], step, r->extra[i]);
 	if (r->kind == DLH_ROW_EVAL) {
 		p->eval_rows++;
 		dlh_thin_add(&p->test_loss, step, r->loss);
@@ -188,6 +192,22 @@ static void progress_chart(const struct dlh_plots *p, const struct dlh_plot_info
 	c->note = note;
 }
 
+/* Draws c into out (a note added when only the newest rows were read)
+ * and frees s. */
+static int draw(const struct dlh_plots *p, struct dlh_chart *c, struct scratch *s, char *note,
+		size_t note_len, struct dlh_buf *out)
+{
+	if (p->partial) {   /* a huge metrics.csv: said where it shows */
+		size_t k = strlen(note);
+		snprintf(note + k, note_len - k, "%sthe newest rows only (metrics.csv is large)",
+			 k ? "; " : "");
+		c->note = note;
+	}
+	int rc = dlh_chart_svg(c, out);
+	free(s);
+	return rc;
+}
+
 int dlh_plot_svg(const struct dlh_plots *p, enum dlh_plot which, const struct dlh_plot_info *info,
 		 struct dlh_buf *out)
 {
@@ -228,13 +248,27 @@ int dlh_plot_svg(const struct dlh_plots *p, enum dlh_plot which, const struct dl
 		break;
 	}
 	}
-	if (p->partial) {   /* a huge metrics.csv: said where it shows */
-		size_t k = strlen(note);
-		snprintf(note + k, sizeof note - k, "%sthe newest rows only (metrics.csv is large)",
-			 k ? "; " : "");
-		c.note = note;
-	}
-	int rc = dlh_chart_svg(&c, out);
-	free(s);
-	return rc;
+	return draw(p, &c, s, note, sizeof note, out);
+}
+
+int dlh_plot_extra_svg(const struct dlh_plots *p, int i, const char *name,
+		       const struct dlh_plot_info *info, struct dlh_buf *out)
+{
+	struct dlh_chart c = { .x_label = "step", .y_label = name };
+	char title[200], train[48], eval[48], note[160] = "";
+	if (i < 0 || i >= DLH_METRICS_EXTRA_MAX)
+		return -EINVAL;
+	struct scratch *s = malloc(sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	snprintf(title, sizeof title, "%s%s%s", info && info->job ? info->job : "",
+		 info && info->job ? ": " : "", name);
+	snprintf(train, sizeof train, "%s", name);
+	snprintf(eval, sizeof eval, "%s (eval)", name);
+	c.title = title;
+	if (p->extra[i].fed || !p->extra_eval[i].fed)
+		use_series(&c, s, &p->extra[i], train, COLOR_EXTRA, 0);
+	if (p->extra_eval[i].fed)
+		use_series(&c, s, &p->extra_eval[i], eval, COLOR_EXTRA_EVAL, 1);
+	return draw(p, &c, s, note, sizeof note, out);
 }

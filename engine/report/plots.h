@@ -39,6 +39,8 @@ struct dlh_plots {
 	struct dlh_thin test_acc, acc_smooth;            /* accuracy.svg */
 	struct dlh_thin rate;                            /* throughput.svg */
 	struct dlh_thin steps;                           /* progress.svg: (time_s, step) */
+	struct dlh_thin extra[DLH_METRICS_EXTRA_MAX];    /* NAME.svg: a program's own metric i, */
+	struct dlh_thin extra_eval[DLH_METRICS_EXTRA_MAX];  /* in its train and eval rows */
 	double ema_loss, ema_acc;  /* the smoothed curves' running averages (not debiased) */
 	double w_loss, w_acc;      /* DLH_PLOT_SMOOTH to the power of the values in them */
 	long train_rows, eval_rows;  /* rows fed */
@@ -63,6 +65,13 @@ void dlh_plots_feed(struct dlh_plots *p, const struct dlh_metrics_row *r);
  * or -ENOMEM (-EINVAL for no such plot). */
 int dlh_plot_svg(const struct dlh_plots *p, enum dlh_plot which, const struct dlh_plot_info *info,
 		 struct dlh_buf *out);
+
+/* Appends the plot of extra column i of metrics.csv (name: what the
+ * header calls it) as an SVG document: its values in train rows and in
+ * eval rows against the step. Returns 0, or -ENOMEM (-EINVAL for no such
+ * column). */
+int dlh_plot_extra_svg(const struct dlh_plots *p, int i, const char *name,
+		       const struct dlh_plot_info *info, struct dlh_buf *out);
 
 /* Adds a usable point to t (others are ignored). */
 void dlh_thin_add(struct dlh_thin *t, double x, double y);

@@ -53,7 +53,8 @@ TEST(parser_refuses_what_is_not_a_row)
 	CHECK(parse("", &r) == -EINVAL);
 	CHECK(parse("\n", &r) == -EINVAL);
 	CHECK(parse("train,1,1,0.1,2.3,0.1,0.01", &r) == -EINVAL);          /* 7 columns */
-	CHECK(parse("train,1,1,0.1,2.3,0.1,0.01,5,9", &r) == -EINVAL);      /* 9 columns */
+	CHECK(parse("train,1,1,0.1,2.3,0.1,0.01,5,9,1,2,3,4,5,6,7,8", &r) == -EINVAL);  /* 9 extras */
+	CHECK(parse("train,1,1,0.1,2.3,0.1,0.01,5,x", &r) == -EINVAL);      /* an extra not a number */
 	CHECK(parse("train,1x,1,0.1,2.3,0.1,0.01,5", &r) == -EINVAL);       /* step */
 	CHECK(parse("train,-1,1,0.1,2.3,0.1,0.01,5", &r) == -EINVAL);       /* negative step */
 	CHECK(parse("train,1,1,0.1,2.3,,0.01,5", &r) == -EINVAL);           /* empty accuracy */
@@ -71,6 +72,45 @@ TEST(parser_refuses_what_is_not_a_row)
 	CHECK(parse("train,4,1,0.1,2.3,0.1,0.01,5\r\n", &r) == 0 && r.step == 4 && r.samples_per_s == 5);
 }
 
+TEST(extra_columns_are_a_programs_own_metrics)
+{
+	struct dlh_metrics_row r;
+	struct dlh_metrics_columns c;
+	char line[DLH_METRICS_LINE_MAX];
+
+	/* the eight as before, then a number, an empty one, a number */
+	CHECK(parse("train,7,1,0.5,2.3,0.1,0.01,5,0.25,,1e3\n", &r) == 0);
+	CHECK(r.kind == DLH_ROW_TRAIN && r.step == 7 && r.samples_per_s == 5 && r.nextra == 3);
+	CHECK(r.extra[0] == 0.25 && isnan(r.extra[1]) && r.extra[2] == 1000);
+	CHECK(dlh_metrics_row_format(&r, line, sizeof line) > 0);
+	CHECK_MSG(!strcmp(line, "train,7,1,0.500,2.3,0.1,0.01,5.0,0.25,,1000\n"), "%s", line);
+	/* an eval row with empty lr and throughput and an extra after them */
+	CHECK(parse("eval,7,1,0.6,1.5,0.5,,,21.5", &r) == 0 && r.nextra == 1 && r.extra[0] == 21.5);
+	/* nan, as a program may write an unknown value */
+	CHECK(parse("train,8,1,0.5,2.3,nan,nan,nan", &r) == 0 && isnan(r.accuracy) && r.nextra == 0);
+
+	CHECK(dlh_metrics_header_parse(DLH_METRICS_HEADER, strlen(DLH_METRICS_HEADER), &c) == 0 &&
+	      c.nextra == 0);
+	const char *h = "kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s,grad_norm,BLEU_4\r\n";
+	CHECK(dlh_metrics_header_parse(h, strlen(h), &c) == 0 && c.nextra == 2);
+	CHECK(!strcmp(c.extra[0], "grad_norm") && !strcmp(c.extra[1], "BLEU_4"));
+	static const char *const bad[] = {
+		"kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s,",            /* empty name */
+		"kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s,a,a",         /* twice */
+		"kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s,loss",        /* one of the eight */
+		"kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s,../x",        /* not a file name */
+		"kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s,_x",          /* not a letter first */
+		"kind,step,epoch,time_s,loss,accuracy,lr,samples_per_sx",
+		"kind,step,epoch,time_s,loss,accuracy,lr",
+		"kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s,a,b,c,d,e,f,g,h,i",   /* 9 */
+		"kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s,"
+		"abcdefghijabcdefghijabcdefghij12",                                   /* 32 characters */
+		"train,1,1,0.1,2.3,0.1,0.01,5",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		CHECK_MSG(dlh_metrics_header_parse(bad[i], strlen(bad[i]), &c) == -EINVAL, "%s", bad[i]);
+}
+
 TEST(formatter_says_when_the_buffer_is_short)
 {
 	struct dlh_metrics_row r = { .kind = DLH_ROW_TRAIN, .step = 1, .epoch = 1 };
@@ -84,6 +124,7 @@ int main(void)
 	RUN(train_row_formats_as_documented_and_parses_back);
 	RUN(eval_row_leaves_lr_and_throughput_empty);
 	RUN(parser_refuses_what_is_not_a_row);
+	RUN(extra_columns_are_a_programs_own_metrics);
 	RUN(formatter_says_when_the_buffer_is_short);
 	return CHECK_EXIT();
 }

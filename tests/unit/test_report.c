@@ -1,5 +1,6 @@
 /* test_report.c - a job's plots as SVG (engine/report) and the in-order scan
  * of metrics.csv they are fed from (engine/report/metrics.c) */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -386,6 +387,57 @@ TEST(scan_reads_complete_rows_in_order_and_only_the_newest_of_a_large_file)
 	CHECK(dlh_metrics_scan("/nonexistent/metrics.csv", 1 << 20, seen_row, &s) == 0 && s.n == 0);
 }
 
+static void plots_feed(void *ctx, const struct dlh_metrics_row *r)
+{
+	dlh_plots_feed(ctx, r);
+}
+
+/* A program's own columns after the eight: named by the header, read by
+ * the scan, drawn one plot each, the newest values read back */
+TEST(extra_columns_are_drawn_each_and_read_back)
+{
+	static struct dlh_plots p;
+	char dir[512], path[600];
+	struct dlh_metrics_columns c;
+	struct dlh_metrics m;
+	fresh_dir(dir, sizeof dir, "extra");
+	snprintf(path, sizeof path, "%s/metrics.csv", dir);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	fprintf(f, "kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s,grad_norm,bleu\n");
+	for (int s = 1; s <= 40; s++)
+		fprintf(f, "train,%d,1,%d,2.0,0.5,0.1,nan,%g,\n", s, s, 1.0 / s);
+	fprintf(f, "eval,40,1,41,1.5,0.6,,,,21.5\n");
+	fclose(f);
+	CHECK(dlh_metrics_columns_read(path, &c) == 0 && c.nextra == 2);
+	CHECK(!strcmp(c.extra[0], "grad_norm") && !strcmp(c.extra[1], "bleu"));
+	dlh_plots_init(&p);
+	CHECK(dlh_metrics_scan(path, 1 << 20, plots_feed, &p) == 0 && p.train_rows == 40);
+	struct dlh_buf b = { 0 };
+	const char *why;
+	CHECK(dlh_plot_extra_svg(&p, 0, "grad_norm", &info, &b) == 0);
+	CHECK_MSG(well_formed(b.data, &why), "%s", why);
+	CHECK(strstr(b.data, "job 7 (fmnist): grad_norm") && strstr(b.data, ">grad_norm<"));
+	CHECK(polyline_points(b.data, "#bcbd22") == 40);
+	CHECK(!strstr(b.data, "(eval)"));
+	dlh_buf_free(&b);
+	CHECK(dlh_plot_extra_svg(&p, 1, "bleu", &info, &b) == 0);
+	CHECK(strstr(b.data, ">bleu (eval)<") && count(b.data, "<circle") == 1);
+	dlh_buf_free(&b);
+	CHECK(dlh_plot_extra_svg(&p, DLH_METRICS_EXTRA_MAX, "x", &info, &b) == -EINVAL);
+	CHECK(dlh_metrics_read(path, &m) == 0 && m.have_train && m.have_eval && m.step == 40);
+	CHECK(m.cols.nextra == 2 && m.train_nextra == 2 && m.train_extra[0] == 1.0 / 40 &&
+	      isnan(m.train_extra[1]) && isnan(m.samples_per_s));
+	CHECK(m.eval_nextra == 2 && isnan(m.eval_extra[0]) && m.eval_extra[1] == 21.5);
+	/* the eight-column readers see the same rows as before */
+	CHECK(m.loss == 2.0 && m.test_accuracy == 0.6);
+	/* no header line (yet): no columns */
+	f = fopen(path, "w");
+	fprintf(f, "kind,step,epoch,time_s,loss,accur");
+	fclose(f);
+	CHECK(dlh_metrics_columns_read(path, &c) == 0 && c.nextra == 0);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
@@ -400,6 +452,7 @@ int main(void)
 	RUN(text_is_escaped_for_xml);
 	RUN(tick_steps_are_one_two_or_five_times_a_power_of_ten);
 	RUN(scan_reads_complete_rows_in_order_and_only_the_newest_of_a_large_file);
+	RUN(extra_columns_are_drawn_each_and_read_back);
 	tmp_root_remove();
 	return CHECK_EXIT();
 }
