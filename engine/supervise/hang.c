@@ -10,6 +10,7 @@
  * uninterruptible sleep, gone), then by the oldest record. */
 #include "engine/supervise/hang.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,23 @@ static const char *state_words(char st)
 	}
 }
 
+/* The bytes of metrics.csv's header line at path, its newline included
+ * (with a program's extra columns it is longer than DLH_METRICS_HEADER);
+ * DLH_METRICS_HEADER's when it cannot be read. Opened never to wait: the
+ * run's owner writes it. */
+static off_t header_bytes(const char *path)
+{
+	char line[DLH_METRICS_LINE_MAX];
+	off_t n = (off_t)strlen(DLH_METRICS_HEADER);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return n;
+	ssize_t got = pread(fd, line, sizeof line, 0);
+	close(fd);
+	const char *nl = got > 0 ? memchr(line, '\n', (size_t)got) : NULL;
+	return nl && !strncmp(line, "kind,", 5) ? (off_t)(nl - line) + 1 : n;
+}
+
 /* The newest heartbeat of j's run (epoch seconds; 0 when none since the
  * run started) and, into why, the rank that stalls. */
 static double newest_beat(struct dlh_engine *e, struct dlh_job *j, char *why, size_t len)
@@ -91,7 +109,7 @@ static double newest_beat(struct dlh_engine *e, struct dlh_job *j, char *why, si
 	eng_job_file(e, j->id, DLH_FILE_METRICS, path, sizeof path);
 	/* a row past the header: the header alone is no step (data may load) */
 	if (j->spec.command[0] && !lstat(path, &st) && S_ISREG(st.st_mode) &&
-	    st.st_size > (off_t)strlen(DLH_METRICS_HEADER)) {
+	    st.st_size > header_bytes(path)) {
 		double t = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
 		if (t >= j->run_started && t > newest)
 			newest = t;
