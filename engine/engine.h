@@ -76,7 +76,9 @@ struct dlh_queue_entry {
 	int priority;           /* its priority */
 	int cpus;               /* CPU slots it needs */
 	double submitted;       /* epoch seconds */
-	double time_limit;      /* seconds, the estimate of its run; 0 = none */
+	double time_limit;      /* seconds, its [job] time_limit; 0 = none */
+	double duration;        /* the run time the scheduler plans it with: its time_limit,
+				   else its estimate with a margin; INFINITY = unknown */
 	double est_start;       /* estimated start, epoch seconds; INFINITY = unknown */
 	char name[DLH_NAME_MAX + 1]; /* [job] name, "" if none */
 };

@@ -6,22 +6,10 @@
 #include <math.h>
 #include <stdio.h>
 
-/* Seconds the run needs for its steps after m's newest: from the newest
- * row's samples/s where the global batch is known (dlh-train), else from
- * the recent step rate of the rows, else from their average. 0 when done
- * or unknown. */
+/* Seconds the run needs for its steps after m's newest (0: done or unknown). */
 static double eta_of(const struct dlh_job *j, const struct dlh_metrics *m, long total)
 {
-	double left = (double)(total - m->step), rate;
-	if (left <= 0)
-		return 0;
-	/* the current rate, not the average: start-up would skew an average */
-	if (!j->spec.command[0] && m->samples_per_s > 0)
-		return left * j->spec.batch_size / m->samples_per_s;
-	rate = dlh_metrics_step_rate(m);
-	if (rate > 0)
-		return left / rate;
-	return m->step > 0 && m->time_s > 0 ? m->time_s * left / (double)m->step : 0;
+	return dlh_metrics_eta(m, total, j->spec.command[0] ? 0 : j->spec.batch_size);
 }
 
 int fs_progress_render(const struct dlh_job *j, const struct dlh_metrics *m,

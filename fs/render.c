@@ -76,7 +76,7 @@ static const char readme_text[] =
 	"pool/nodes/<node>/state  up (what its probe found), probing, down: why,\n"
 	"                         drained, or unprobed (-o probe=off)\n"
 	"queue                    waiting jobs in start order: id, priority, cpus,\n"
-	"                         time limit, estimated start\n"
+	"                         time limit, run time planned, estimated start\n"
 	"jobs/new                 write a spec (INI) here; close() creates the job\n"
 	"                         or fails with EINVAL/EFBIG; read it on the same\n"
 	"                         descriptor (O_RDWR) for the new id or the error\n"
@@ -301,7 +301,7 @@ static int render_gpu(const struct node_view *v, const struct fs_node *n, struct
 }
 
 /* The waiting jobs in queue order, one line each:
- * `ID priority P cpus N limit H:MM:SS|none start ISO|unknown [name NAME]` */
+ * `ID priority P cpus N limit H:MM:SS|none run H:MM:SS|unknown start ISO|unknown [name NAME]` */
 static int render_queue(struct dlh_engine *e, struct dlh_buf *out)
 {
 	size_t n = dlh_engine_queue(e, NULL, 0), rc = 0;
@@ -312,13 +312,15 @@ static int render_queue(struct dlh_engine *e, struct dlh_buf *out)
 	if (got < n)
 		n = got;
 	for (size_t i = 0; i < n; i++) {
-		char lim[32] = "none", when[40] = "unknown";
+		char lim[32] = "none", run[32] = "unknown", when[40] = "unknown";
 		if (q[i].time_limit > 0)
 			dlh_duration(q[i].time_limit, lim, sizeof lim);
+		if (!isinf(q[i].duration) && q[i].duration > 0)
+			dlh_duration(ceil(q[i].duration), run, sizeof run);
 		if (!isinf(q[i].est_start))
 			dlh_time_iso(ceil(q[i].est_start), when, sizeof when);
-		rc |= (size_t)dlh_buf_printf(out, "%ld priority %d cpus %d limit %s start %s%s%s\n",
-					     q[i].id, q[i].priority, q[i].cpus, lim, when,
+		rc |= (size_t)dlh_buf_printf(out, "%ld priority %d cpus %d limit %s run %s start %s%s%s\n",
+					     q[i].id, q[i].priority, q[i].cpus, lim, run, when,
 					     q[i].name[0] ? " name " : "", q[i].name);
 	}
 	free(q);

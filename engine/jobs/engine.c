@@ -266,7 +266,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	pthread_cond_init(&e->changed, &ca);
 	pthread_cond_init(&e->timer_cv, &ca);
 	pthread_condattr_destroy(&ca);
-	e->on_run_end = eng_schedule;
+	e->reschedule = eng_schedule;
 	if ((rc = eng_supervise_start(e, err, errlen)))
 		goto fail;
 	eng_calib_open(e, o->no_calibrate);

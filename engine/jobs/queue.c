@@ -107,6 +107,32 @@ static void say_capped(struct dlh_job *j, int held, int cap)
 		 held, held == 1 ? "" : "s", cap);
 }
 
+/* When running job j is expected to end (epoch seconds, INFINITY =
+ * unknown): at its launch plus its [job] time_limit, else by the rate of
+ * its own rows (eta.c), else at its launch plus its estimate; the rows and
+ * the estimate with ENG_EST_MARGIN more. A run past its estimate ends at
+ * an unknown time. */
+static double run_end(const struct dlh_job *j, double now)
+{
+	if (j->spec.time_limit > 0 && j->run_started > 0)
+		return j->run_started + (double)j->spec.time_limit;
+	if (j->eta_end > now)
+		return now + (j->eta_end - now) * ENG_EST_MARGIN;
+	if (j->est_total > 0 && j->run_started > 0 &&
+	    j->run_started + j->est_total * ENG_EST_MARGIN > now)
+		return j->run_started + j->est_total * ENG_EST_MARGIN;
+	return INFINITY;
+}
+
+/* How long queued job j is expected to run (seconds, INFINITY = unknown):
+ * its [job] time_limit, else its estimate with ENG_EST_MARGIN more. */
+static double wait_duration(const struct dlh_job *j)
+{
+	if (j->spec.time_limit > 0)
+		return (double)j->spec.time_limit;
+	return j->est_total > 0 ? j->est_total * ENG_EST_MARGIN : INFINITY;
+}
+
 /* The queued jobs as scheduler input: first the *nplan jobs planned, in
  * queue order, with their estimated starts planned against the running
  * jobs; then those of users at their ranks_per_user (capped() by sh), in
@@ -131,14 +157,13 @@ static size_t plan_queue(struct dlh_engine *e, double now, struct shares *sh,
 		int held;
 		if (j->run.pid) {
 			r[nr].cpus = j->ranks;
-			r[nr].end = j->spec.time_limit > 0 && j->run_started > 0
-				? j->run_started + (double)j->spec.time_limit : INFINITY;
+			r[nr].end = run_end(j, now);
 			nr++;
 		} else if (j->status == DLH_QUEUED) {
 			struct dlh_sched_wait one = {
 				.id = j->id, .priority = j->priority, .submitted = j->submitted,
 				.cpus = eng_job_slots(e, j),
-				.duration = j->spec.time_limit > 0 ? (double)j->spec.time_limit : INFINITY,
+				.duration = wait_duration(j),
 				.start = INFINITY,
 			};
 			if (capped(sh, j->uid, &held))
@@ -267,10 +292,10 @@ void eng_schedule(struct dlh_engine *e)
 		}
 		if (rc != -EAGAIN)
 			continue;   /* launched, or failed with the reason */
-		char when[64];
+		char when[96];
 		j->est_start = w[k].start;
 		if (isinf(w[k].start))
-			snprintf(when, sizeof when, "est. start unknown (jobs ahead have no time_limit)");
+			snprintf(when, sizeof when, "est. start unknown (jobs ahead have no time_limit or estimate)");
 		else {
 			char hms[16];
 			clock_text(w[k].start, hms, sizeof hms);
@@ -304,7 +329,7 @@ size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_
 		out[k] = (struct dlh_queue_entry){
 			.id = w[k].id, .priority = w[k].priority, .cpus = w[k].cpus,
 			.submitted = w[k].submitted, .est_start = w[k].start,
-			.time_limit = j ? (double)j->spec.time_limit : 0,
+			.time_limit = j ? (double)j->spec.time_limit : 0, .duration = w[k].duration,
 		};
 		if (j)
 			snprintf(out[k].name, sizeof out[k].name, "%s", j->spec.name);

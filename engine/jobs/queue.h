@@ -4,8 +4,12 @@
 
 #include "engine/engine.h"
 
+/* Where a job has no [job] time_limit, the scheduler plans with its
+ * estimate (or, running, with the rate of its own rows) this much longer. */
+#define ENG_EST_MARGIN 1.2
+
 /* Starts what may start, preempts where a waiting job needs it, and tells
- * the others why they wait. e->mu held. Also e->on_run_end (table.h): the
+ * the others why they wait. e->mu held. Also e->reschedule (table.h): the
  * supervisor calls it when a run has ended. */
 void eng_schedule(struct dlh_engine *e);
 

@@ -203,8 +203,8 @@ static void probe_round(struct dlh_engine *e)
 	e->probing = 0;
 	if (eng_slots_fit(e))
 		fprintf(stderr, "dlhfs: out of memory growing the nodes' slots to their cores\n");
-	if (e->on_run_end && !e->stopping)
-		e->on_run_end(e);   /* the queue: nodes up now take queued jobs */
+	if (e->reschedule && !e->stopping)
+		e->reschedule(e);   /* the queue: nodes up now take queued jobs */
 	pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->mu);
 	free(p);
@@ -455,8 +455,8 @@ static void *seer_main(void *arg)
 		if (all)
 			eng_job_log(e, j, "its nodes %s", s->see[0] ? "read its data" : "answer");
 	}
-	if (e->on_run_end && !e->stopping)
-		e->on_run_end(e);   /* the queue: it may start now (or be placed again) */
+	if (e->reschedule && !e->stopping)
+		e->reschedule(e);   /* the queue: it may start now (or be placed again) */
 	e->waiters--;
 	pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->mu);
@@ -664,8 +664,8 @@ int eng_nodes_reload(struct dlh_engine *e, char *err, size_t errlen)
 			for (size_t i = 0; i < e->njobs; i++)
 				e->jobs[i]->seen[k] = 0;
 		}
-		if (e->on_run_end && !e->stopping)
-			e->on_run_end(e);   /* the queue: slots may have come */
+		if (e->reschedule && !e->stopping)
+			e->reschedule(e);   /* the queue: slots may have come */
 		pthread_cond_broadcast(&e->changed);
 		pthread_mutex_unlock(&e->mu);
 	}

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -308,6 +309,20 @@ double dlh_metrics_step_rate(const struct dlh_metrics *m)
 	if (!m->have_train || !m->rate_step || m->time_s <= m->rate_time_s)
 		return 0;
 	return (double)(m->step - m->rate_step) / (m->time_s - m->rate_time_s);
+}
+
+double dlh_metrics_eta(const struct dlh_metrics *m, long total, long global_batch)
+{
+	double left = (double)(total - m->step), rate;
+	if (!m->have_train || left <= 0)
+		return 0;
+	/* the current rate, not the average: start-up would skew an average */
+	if (global_batch > 0 && m->samples_per_s > 0 && isfinite(m->samples_per_s))
+		return left * (double)global_batch / m->samples_per_s;
+	rate = dlh_metrics_step_rate(m);
+	if (rate > 0)
+		return left / rate;
+	return m->step > 0 && m->time_s > 0 ? m->time_s * left / (double)m->step : 0;
 }
 
 long dlh_total_steps(const struct dlh_run_info *ri, const struct dlh_spec *s)

@@ -107,6 +107,12 @@ int dlh_metrics_scan_on(const char *csv_path, size_t max_bytes, struct dlh_metri
  * rows do not tell one. */
 double dlh_metrics_step_rate(const struct dlh_metrics *m);
 
+/* Seconds the run needs for its steps after m's newest, total in all:
+ * from the newest row's samples/s where the global batch is known
+ * (global_batch > 0: dlh-train's), else from the recent step rate of the
+ * rows, else from their average. 0 when done or unknown. */
+double dlh_metrics_eta(const struct dlh_metrics *m, long total, long global_batch);
+
 /* The train steps of a whole run: run.info's total when ri is valid, else
  * a [job] command's [job] steps, else 0 (unknown). */
 long dlh_total_steps(const struct dlh_run_info *ri, const struct dlh_spec *s);

@@ -1,7 +1,7 @@
 /* supervise.c - starting a planned run and watching it: its waiter, time limits, grace periods, a run found after a restart
  *
  * A run is started and signalled only through engine/run/backend.h. When a
- * run ends its waiter records why and calls e->on_run_end (the queue) so
+ * run ends its waiter records why and calls e->reschedule (the queue) so
  * that this file never calls up into queue.c, which calls it. */
 #include "engine/live/slots.h"
 #include "engine/supervise/supervise.h"
@@ -19,6 +19,7 @@
 
 #include "engine/table/advise.h"
 #include "engine/table/disk.h"
+#include "engine/supervise/eta.h"
 #include "engine/supervise/hang.h"
 #include "engine/live/nodes.h"
 #include "engine/supervise/reason.h"
@@ -314,6 +315,7 @@ static void record_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l
 	j->status = DLH_RUNNING;
 	dlh_job_reason(j, NULL, NULL);
 	j->run_started = eng_stamp();
+	j->eta_end = j->eta_looked = 0;   /* its own rows tell its end once it steps */
 	/* the machine's meter, where it has one and the run is all here */
 	/* GPU runs: the packages' meter leaves out most of what they draw */
 	j->energy_ok = l->nhosts == 0 && !l->plan.gpu && !dlh_energy_read(&j->energy_start);
@@ -605,8 +607,8 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 		    dlh_job_reason_full(j));
 	eng_job_save(e, j);
 	pthread_cond_broadcast(&e->changed);
-	if (!e->stopping && e->on_run_end)
-		e->on_run_end(e);   /* the queue: slots are free (see table.h) */
+	if (!e->stopping && e->reschedule)
+		e->reschedule(e);   /* the queue: slots are free (see table.h) */
 }
 
 /* The thread that waits for one run (arg: its struct waiter_arg, freed
@@ -721,6 +723,7 @@ static void *timer_main(void *arg)
 	pthread_mutex_lock(&e->mu);
 	while (!(e->stopping && e->waiters == 0)) {
 		double now = dlh_mono(), next = 0;
+		int moved = 0;   /* a running job's expected end moved: the queue plans again */
 		for (size_t i = 0; i < e->njobs; i++) {
 			struct dlh_job *j = e->jobs[i];
 			if (j->status == DLH_RUNNING && j->run.pid) {
@@ -729,6 +732,9 @@ static void *timer_main(void *arg)
 				if (j->hung && !was_hung)   /* just found: stopped once */
 					eng_job_terminate(e, j);
 				else if (at && (!next || at < next))
+					next = at;
+				at = eng_eta_update(e, j, now, &moved);
+				if (!next || at < next)
 					next = at;
 			}
 			if (j->grace_at && j->run.pid && !j->kill_at && !j->cancelling &&
@@ -782,6 +788,8 @@ static void *timer_main(void *arg)
 		}
 		/* each may release e->mu a while: a signal sent meanwhile is
 		 * lost, so what changed then is looked at before any wait */
+		if (moved && !e->stopping && e->reschedule)
+			e->reschedule(e);
 		unsigned long gen = e->timer_gen;
 		if (!e->stopping) {
 			double at = eng_disk_check(e, now);

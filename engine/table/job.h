@@ -90,6 +90,9 @@ struct dlh_job {
 	int nodes_lost;              /* a run lost a node: the next spreads over the nodes
 					that remain ([resources] nodes at most those) */
 	char hang_why[512];
+	double eta_end;              /* running: when its steps should be done by the rate
+					of its newest rows (epoch s; eta.c), 0 = unknown */
+	double eta_looked;           /* when eta.c last looked (CLOCK_MONOTONIC), 0 = never */
 	double est_start;            /* queued: the scheduler's estimated start (epoch s,
 					INFINITY = unknown) */
 	char wait[256];              /* queued: why it waits, from the scheduler */

@@ -88,11 +88,12 @@ struct dlh_engine {
 	pthread_t calib_thread;      /* the first mount's measurement */
 	char calib_err[256];         /* why the last measurement failed, "" if it did not */
 	char calib_prog[1024];       /* dlh-calib, beside dlh-train */
-	/* called by the supervisor with e->mu held after a run ended and its
-	 * slots were freed (not while stopping): dlh_engine_open sets it to
-	 * eng_schedule, so the queue launches and the supervisor reschedules
-	 * without supervise.c and queue.c including each other */
-	void (*on_run_end)(struct dlh_engine *e);
+	/* called with e->mu held (not while stopping) when the queue should
+	 * look again: a run ended and its slots were freed, nodes came up, a
+	 * running job's expected end moved (eta.c). dlh_engine_open sets it
+	 * to eng_schedule, so the queue launches and the supervisor
+	 * reschedules without supervise.c and queue.c including each other */
+	void (*reschedule)(struct dlh_engine *e);
 };
 
 #define ENG_PURGED_PREFIX ".purged-"   /* STATE/jobs/.purged-ID: a job being removed */

@@ -41,7 +41,7 @@ test_devices_show_their_holders_and_the_queue_its_estimates() {
 	local started want
 	started=$(sed -n 's/^started=//p' "$STATE/jobs/1/job")
 	want=$(date -u -d "@$(awk -v s="$started" 'BEGIN { printf "%d", s + 60 + (s + 60 > int(s + 60)) }')" +%Y-%m-%dT%H:%M:%SZ)
-	expect_eq "$(cat "$MNT/queue")" "2 priority 0 cpus 2 limit 5:00 start $want name two" "queue"
+	expect_eq "$(cat "$MNT/queue")" "2 priority 0 cpus 2 limit 5:00 run 5:00 start $want name two" "queue"
 	local hms; hms=$(date -d "$want" +%H:%M:%S)
 	expect_eq "$(cat "$MNT/jobs/2/progress")" "queued: waiting for 2 cpu slots; 1 free; est. start $hms" "progress"
 	echo cancel > "$MNT/jobs/1/ctl"
@@ -168,5 +168,49 @@ test_twenty_jobs_share_two_slots_by_priority_and_backfill() {
 	echo "$report" | grep -q '^backfills [1-9]' || die "no job was backfilled: $report"
 	# job 3 passed job 2 by backfill
 	awk '$1 == 3 { s3 = $4 } $1 == 2 { s2 = $4 } END { exit !(s3 < s2) }' "$f" || die "job 3 did not pass job 2"
+	dlh_umount
+}
+
+# Without time_limit, a running job is planned by its own rows and a queued
+# one by its estimate: a command that tells its steps ([job] steps) and
+# writes a row every 0.3 s holds one of two slots; a two-rank command waits
+# for it with an estimated start (by those rows: not unknown), and a short
+# training job (its estimate a few seconds, no time_limit) starts ahead of
+# it, since by the estimates it ends before the slots are free anyway
+test_jobs_without_limits_are_planned_and_backfilled_by_their_estimates() {
+	DLH_OPTS="-o cpus=2" dlh_mount
+	cat > "$STATE/rows.sh" <<'SH'
+#!/bin/sh
+t0=$(date +%s.%N)
+printf 'kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n' >> "$DLH_METRICS_CSV"
+i=1
+while [ $i -le 100 ]; do
+	sleep 0.3
+	t=$(echo "$(date +%s.%N) - $t0" | bc)
+	printf 'train,%d,1,%s,1.0,0.5,0.1,nan\n' $i "$t" >> "$DLH_METRICS_CSV"
+	i=$((i + 1))
+done
+SH
+	chmod 755 "$STATE/rows.sh"
+	printf '[job]\nname = rows\ncommand = %s\nsteps = 100\n[resources]\nranks = 1\n' "$STATE/rows.sh" > "$STATE/a.ini"
+	printf '[job]\nname = wide\ncommand = /bin/sleep 60\n[resources]\nranks = 2\n' > "$STATE/b.ini"
+	printf '[job]\nname = short\npreemptible = false\n[data]\ntrain_limit = 512\ntest_limit = 256\n[model]\nlayers = 32\n' > "$STATE/c.ini"
+	printf '[train]\nepochs = 1\nbatch_size = 64\ncheckpoint_every = 0\n[resources]\nranks = 1\n' >> "$STATE/c.ini"
+	submit "$STATE/a.ini"
+	submit "$STATE/b.ini"
+	wait_for 20 grep -q '^2 .* run unknown start 20' "$MNT/queue" ||
+		die "job 2 has no estimated start by job 1's rows: $(cat "$MNT/queue"); job 1: $(cat "$MNT/jobs/1/progress")"
+	echo "measured: $(cat "$MNT/queue"); job 1: $(cat "$MNT/jobs/1/progress")"
+	grep -q 'est. start [0-9]' "$MNT/jobs/2/progress" || die "job 2: $(cat "$MNT/jobs/2/progress")"
+	submit "$STATE/c.ini"
+	local est; est=$(sed -n 's/^total_s=//p' "$MNT/jobs/3/estimate")
+	wait_for 20 job_terminal 3 || die "job 3 (estimated ${est} s) was not started ahead: $(cat "$MNT/jobs/3/progress"); queue: $(cat "$MNT/queue")"
+	expect_eq "$(cat "$MNT/jobs/3/status")" succeeded "job 3"
+	expect_eq "$(cat "$MNT/jobs/1/status")" running "job 1 while job 3 ran"
+	expect_eq "$(cat "$MNT/jobs/2/status")" queued "job 2 while job 3 ran"
+	echo "measured: job 3 (estimated ${est} s) backfilled: $(tail -1 "$MNT/jobs/3/progress")"
+	for i in 1 2; do echo cancel > "$MNT/jobs/$i/ctl"; done
+	wait_for 10 job_terminal 1 || die "job 1 did not end"
+	wait_for 10 job_terminal 2 || die "job 2 did not end"
 	dlh_umount
 }
