@@ -99,7 +99,7 @@ check_pool_run() {
 		if ($5 + 0 > total || $5 + $7 != total) print "sample " k ": " $0
 		next
 	}
-	$2 == "priority" { est[k, $1] = ($9 == "unknown") ? -1 : epoch($9) }
+	$2 == "priority" { for (f = 2; f < NF; f++) if ($f == "start") est[k, $1] = ($(f + 1) == "unknown") ? -1 : epoch($(f + 1)) }
 	END {
 		# slots held by records: at each start, the runs alive then
 		for (a = 1; a <= n; a++) {
