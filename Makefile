@@ -320,11 +320,17 @@ clean:
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the programs in PREFIX/lib/dlhfs
 # (dlhfs finds its tools beside itself), PREFIX/bin/dlhfs, the man pages
-# dlhfs(8) and dlhfs-spec(5), the systemd unit, the examples. It copies what
-# BUILD holds (make first); it builds nothing, so that it never mixes flags.
+# dlhfs(8) and dlhfs-spec(5), the systemd unit, the examples, and the Python
+# library dlhfs.py in PYTHONDIR, where /usr/bin/python3 (else PATH's python3)
+# looks under PREFIX (Debian 12, /usr/local: lib/python3.11/dist-packages).
+# It copies what BUILD holds (make first); it builds nothing, so that it
+# never mixes flags.
 PREFIX ?= /usr/local
 DESTDIR ?=
 DLH_LIBEXEC = $(PREFIX)/lib/dlhfs
+DLH_PYTHON = $(firstword $(wildcard /usr/bin/python3) python3)
+DLH_PYVER = $(shell $(DLH_PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYTHONDIR ?= $(PREFIX)/lib/python$(DLH_PYVER)/dist-packages
 DLH_PROGRAMS = dlhfs dlh-train dlh-calib dlh-shepherd dlh-probe dlh-rank dlh-agent
 install:
 	@for p in $(DLH_PROGRAMS); do [ -x $(BUILD)/$$p ] || { \
@@ -343,3 +349,7 @@ install:
 	install -d $(DESTDIR)$(PREFIX)/share/doc/dlhfs/examples/pytorch-ddp
 	install -m 644 examples/pytorch-ddp/README.md examples/pytorch-ddp/fashion-mnist-ddp.ini \
 	  examples/pytorch-ddp/train.py $(DESTDIR)$(PREFIX)/share/doc/dlhfs/examples/pytorch-ddp/
+	@case "$(PYTHONDIR)" in */python/dist-packages) echo "make install: no $(DLH_PYTHON)" \
+	  "to say where dlhfs.py goes: set PYTHONDIR" >&2; exit 1 ;; esac
+	install -d $(DESTDIR)$(PYTHONDIR)
+	install -m 644 engine/contract/dlhfs.py $(DESTDIR)$(PYTHONDIR)/dlhfs.py

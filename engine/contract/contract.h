@@ -1,6 +1,8 @@
 /* contract.h - what crosses the process boundary between dlhfs and the
  * programs it runs (dlh-train, a user's [job] command): one header that both
  * sides include, so that neither spells a name, a column or a status alone.
+ * dlhfs.py beside it is the same contract for a Python program (a [job]
+ * command); a change here is a change there.
  *
  * The job directory (STATE/jobs/<id>, DLH_JOB_DIR in the environment):
  *   metrics.csv   appended by rank 0, one row per step and per evaluation

@@ -24,13 +24,15 @@ torch_cleanup() {
 }
 
 # ddp_spec PY: the example's spec on a slice, its program copied to STATE (a
-# checkout's path may be long): 3072 images,
+# checkout's path may be long) and the checkout's dlhfs library on its
+# PYTHONPATH ([job] env; installed, it is where python3 looks): 3072 images,
 # 2 epochs of 48 steps (96), a checkpoint every 20, each step at least 50 ms
 # (a few seconds in all, so that it can be suspended midway)
 ddp_spec() {
 	cp "$DLH_ROOT/examples/pytorch-ddp/train.py" "$STATE/train.py" || die "cannot copy train.py"
 	sed -e "s|^command = /usr/bin/python3 /usr/local/share/doc/dlhfs/examples/pytorch-ddp/train.py |command = $1 $STATE/train.py |" \
 	    -e 's|^command = .*|& --train-limit 3072 --checkpoint-every 20 --min-step-s 0.05|' \
+	    -e "/^command = /a env = PYTHONPATH=$DLH_ROOT/engine/contract" \
 	    -e 's|^steps = .*|steps = 96|' "$DLH_ROOT/examples/pytorch-ddp/fashion-mnist-ddp.ini"
 }
 
@@ -61,8 +63,8 @@ test_pytorch_ddp_suspended_and_resumed_records_every_step_once() {
 
 	# checkpoint: one at the next step, and on it goes
 	echo checkpoint > "$MNT/jobs/1/ctl" || die "checkpoint refused: $(tail -2 "$MNT/jobs/1/log")"
-	wait_for 30 grep -Eq 'train.py: step [0-9]+: checkpoint step-[0-9]{8}\.pt on request$' "$MNT/jobs/1/log" ||
-		die "no checkpoint on request: $(grep 'train.py' "$MNT/jobs/1/log" | tail -3)"
+	wait_for 30 grep -Eq 'dlhfs: step [0-9]+: checkpoint step-[0-9]{8}\.pt on request$' "$MNT/jobs/1/log" ||
+		die "no checkpoint on request: $(grep -E 'train.py|dlhfs:' "$MNT/jobs/1/log" | tail -3)"
 	expect_eq "$(cat "$MNT/jobs/1/status")" running "status after checkpoint"
 
 	echo suspend > "$MNT/jobs/1/ctl" || die "suspend refused: $(tail -2 "$MNT/jobs/1/log")"
@@ -72,8 +74,9 @@ test_pytorch_ddp_suspended_and_resumed_records_every_step_once() {
 	local stopped latest
 	stopped=$(last_train_step 1)
 	[ "$stopped" -gt 12 ] && [ "$stopped" -lt 96 ] || die "suspended at step $stopped"
-	grep -q "train.py: step $stopped: checkpoint step-0*$stopped.pt on request, suspending" "$MNT/jobs/1/log" ||
-		die "log: $(grep 'train.py' "$MNT/jobs/1/log" | tail -3)"
+	grep -q "dlhfs: step $stopped: checkpoint step-0*$stopped.pt on request$" "$MNT/jobs/1/log" &&
+		grep -q "dlhfs: step $stopped: suspended at a checkpoint$" "$MNT/jobs/1/log" ||
+		die "log: $(grep -E 'train.py|dlhfs:' "$MNT/jobs/1/log" | tail -3)"
 	latest=$(cat "$MNT/jobs/1/checkpoints/latest") || die "no checkpoints/latest"
 	expect_eq "$latest" "$(printf 'step-%08d.pt' "$stopped")" "latest after the suspend"
 	[ -s "$MNT/jobs/1/checkpoints/$latest" ] || die "latest names $latest, which is not there"

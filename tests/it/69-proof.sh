@@ -76,7 +76,8 @@ test_a_users_ddp_job_reaches_the_nodes_with_its_key_and_env_and_a_keyless_user_i
 	wait_for 30 nodes_probed dlhn1 dlhn2 || die "still probing: $(cat "$MNT"/pool/nodes/*/state)"
 	d=$(mktemp -d /tmp/dlh-proof.XXXXXX)
 	chmod 755 "$d"
-	cp "$DLH_ROOT/examples/pytorch-ddp/train.py" "$d/train.py"
+	# the dlhfs library beside it: the script's directory is on its sys.path
+	cp "$DLH_ROOT/examples/pytorch-ddp/train.py" "$DLH_ROOT/engine/contract/dlhfs.py" "$d/"
 	printf '[job]\ncommand = %s %s/train.py --epochs 1 --batch 64 --lr 0.05 --train-limit 640\nsteps = 10\nenv = GLOO_SOCKET_IFNAME=eth0\n[resources]\nranks = 2\nnodes = 2\n' \
 		"$py" "$d" > "$d/ddp.ini"
 	chmod 644 "$d"/*

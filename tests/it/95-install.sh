@@ -1,6 +1,7 @@
 # 95-install.sh - make install: the programs under PREFIX/lib/dlhfs with
 # PREFIX/bin/dlhfs, the man pages dlhfs(8) and dlhfs-spec(5), the systemd
-# unit (systemd-analyze verify where it is there), the examples; an
+# unit (systemd-analyze verify where it is there), the examples, the Python
+# library (it imports where it is installed); an
 # installed dlhfs mounts and trains (it finds its tools beside itself)
 
 test_make_install_gives_man_pages_a_unit_and_a_working_dlhfs() {
@@ -20,6 +21,15 @@ test_make_install_gives_man_pages_a_unit_and_a_working_dlhfs() {
 	grep -qx 'ExecStart=/usr/local/bin/dlhfs -f -o state=/var/lib/dlh,allow_other /dlh' \
 		"$d/dest/usr/local/lib/systemd/system/dlhfs.service" || die "unit: $(grep Exec "$d/dest/usr/local/lib/systemd/system/dlhfs.service")"
 	[ -f "$d/dest/usr/local/share/doc/dlhfs/examples/fashion-mnist-mlp.ini" ] || die "no examples"
+	# the Python library where /usr/bin/python3 looks under the prefix; it imports from there
+	if [ -x /usr/bin/python3 ]; then
+		local pydir got
+		pydir=$d/dest/usr/local/lib/python$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages
+		[ -f "$pydir/dlhfs.py" ] || die "no dlhfs.py in $pydir: $(cd "$d/dest" && find . -name dlhfs.py)"
+		got=$(cd "$d" && PYTHONPATH=$pydir /usr/bin/python3 -c 'import dlhfs; print(dlhfs.__file__, dlhfs.init().world_size)' 2>&1) ||
+			die "import dlhfs: $got"
+		expect_eq "$got" "$pydir/dlhfs.py 1" "the installed dlhfs module"
+	fi
 	# installed in a prefix of its own: the unit verified, and that dlhfs run
 	make -s install BUILD="$DLH_BUILD" PREFIX="$d/p" > "$d/make.out" 2>&1 ||
 		die "make install PREFIX: $(tail -3 "$d/make.out")"
