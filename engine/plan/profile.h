@@ -1,0 +1,78 @@
+/* profile.h - a user's program estimated from measurement
+ *
+ * Short runs of the program (profiles: a few train rows at one rank and at
+ * the planned count) give its step time, its start-up and its memory. The
+ * split the built-in trainer's estimate uses, a step's work shared by the
+ * ranks plus a gradient sum that grows as 2(R-1)/R (a ring allreduce),
+ * fitted to them predicts any rank count. Pure: the engine runs the
+ * profiles (engine/supervise/profile.c) and hands in what they measured. */
+#ifndef DLH_PROFILE_H
+#define DLH_PROFILE_H
+
+#include <stddef.h>
+
+#include "engine/plan/estimate.h"
+
+#define DLH_PROFILE_WARMUP 2      /* a profile's first train rows, not timed (allocation,
+				     caches, the first collective's set-up) */
+#define DLH_PROFILE_ROWS 8        /* train rows timed after them; then the run is stopped */
+#define DLH_PROFILE_RUNS 2        /* at most: one rank, and the planned count */
+#define DLH_PROFILE_WEAK_TOL 0.15 /* steps x ranks within this of one rank's steps: each
+				     rank keeps its batch (weak scaling) */
+
+/* What one profile run measured. */
+struct dlh_profile_run {
+	int ranks;                /* ranks it ran */
+	int rows;                 /* train rows timed (after DLH_PROFILE_WARMUP) */
+	double step_s;            /* the median interval between them (their time_s) */
+	double startup_s;         /* from the launch to its first train row */
+	long steps;               /* the run's steps as the program said them (run.info,
+				     or the spec's [job] steps); 0 = unknown */
+	long long peak_mem;       /* the most memory the run used at once, bytes; 0 = unknown */
+};
+
+/* The program's cost model, fitted to its profiles. */
+struct dlh_profile_fit {
+	int runs;                 /* profiles it was fitted from */
+	int weak;                 /* 1: each rank keeps its batch (the steps shrink as ranks
+				     grow); 0: the global batch is split over the ranks */
+	long steps1;              /* the run's steps at one rank (0 = unknown) */
+	double compute_s;         /* a step's work at one rank */
+	double comm_s;            /* the gradient sum's cost, times 2(R-1)/R */
+	double startup_s;         /* start-up at one rank ... */
+	double startup_rank_s;    /* ... and for each rank more */
+	double mem_rank;          /* bytes one rank uses at its peak (0 = unknown) */
+};
+
+/* The median interval (seconds) between the rows whose times are t[0..n)
+ * (ascending), after the first DLH_PROFILE_WARMUP of them. Returns it, or
+ * 0 when fewer than two rows are left. */
+double dlh_profile_step(const double *t, int n);
+
+/* Fits f to the n profile runs (one or two, different rank counts).
+ * Returns 0, or -EINVAL with err saying why (no rows timed, the steps not
+ * told, two runs of one count). */
+int dlh_profile_fit(const struct dlh_profile_run *runs, int n, struct dlh_profile_fit *f,
+		    char *err, size_t errlen);
+
+/* The estimate of a run of ranks ranks by f (steps, step_s, compute_s,
+ * comm_s, startup_s, total_s, mem_bytes; joules with each rank drawing
+ * watts_busy over the run). */
+void dlh_profile_predict(const struct dlh_profile_fit *f, int ranks, double watts_busy,
+			 struct dlh_estimate *out);
+
+/* The rank count for a run by f: with a deadline (seconds, 0 = none), the
+ * fewest joules among the counts 1..max_ranks estimated to meet it; without
+ * one, the fastest. *out gets its estimate. Returns the count, or -ETIME
+ * when none meets the deadline (*out: the fastest). */
+int dlh_profile_choose(const struct dlh_profile_fit *f, int max_ranks, double deadline_s,
+		       double watts_busy, struct dlh_estimate *out);
+
+/* Appends f as key=value lines (profile_*) for the estimate and the
+ * history. Returns 0, or -ENOMEM. */
+int dlh_profile_format(const struct dlh_profile_fit *f, struct dlh_buf *out);
+
+/* Reads f back from text dlh_profile_format wrote. Returns 0, or -EINVAL. */
+int dlh_profile_parse(const char *text, struct dlh_profile_fit *f);
+
+#endif
