@@ -396,7 +396,8 @@ static void command_defaults(struct ctx *c)
 		return;
 	for (int k = 0; k < dlh_spec_nkeys; k++) {
 		const struct dlh_key *d = &dlh_spec_keys[k];
-		if (d->def_command && !c->line_of[k] && dlh_spec_set(d, d->def_command, &c->spec, msg, sizeof msg))
+		if (d->def_command && !c->line_of[k] &&
+		    dlh_spec_set(d, d->def_command, &c->spec, msg, sizeof msg))
 			abort();   /* a bug in the table */
 	}
 }
