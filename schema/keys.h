@@ -54,6 +54,8 @@ struct dlh_key {
 	const char *const *words;       /* accepted words, NULL-terminated */
 	const char *const *later;       /* words known but not supported yet, NULL-terminated */
 	const char *def;                /* the default, as normalized text */
+	const char *def_command;        /* the default beside a [job] command, or NULL
+					   (the same as def) */
 	size_t count_off;               /* LAYERS: offsetof the int holding the count */
 	int min_count, max_count;       /* LAYERS: how many items are allowed */
 };
@@ -63,18 +65,23 @@ extern const int dlh_spec_nkeys;                /* entries in dlh_spec_keys */
 extern const char *const dlh_spec_sections[];   /* in order, NULL-terminated */
 
 /* A key that only means something beside another key's value (conv for a
- * cnn, beta1 for adam), or beside any value of it (steps beside a command). Given where it does not apply it is an error, and
- * the normalized text leaves it out. */
+ * cnn, beta1 for adam), beside any value of it (steps beside a command), or
+ * beside none (the built-in trainer's sections, not beside a command). Given
+ * where it does not apply it is an error (in a stored spec it is dropped),
+ * and the normalized text leaves it out. */
 struct dlh_applies {
-	const char *section, *name;     /* the key */
+	const char *section, *name;     /* the key; name NULL: every key of the section */
 	const char *on_section, *on;    /* the WORD (or COMMAND) key it depends on */
 	const char *const values[4];    /* the values of that key it applies to; none:
-					   any value but empty (steps beside a command) */
+					   any value but empty (steps beside a command);
+					   "": only beside none (no command) */
+	const char *why;                /* the message in place of "only used with ...",
+					   or NULL */
 	const char *hint;               /* what to use instead, or NULL */
 };
 
-/* The rule that key k breaks in s (it does not apply there), or NULL when
- * k applies (or has no rule). */
+/* The first rule that key k breaks in s (it does not apply there), or NULL
+ * when k applies (or has no rule). */
 const struct dlh_applies *dlh_spec_applies(const struct dlh_spec *s, int k);
 
 /* Index of section in dlh_spec_sections, or -1 when unknown. */

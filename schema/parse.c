@@ -290,8 +290,8 @@ static void check_paths(struct ctx *c)
 {
 	for (int k = 0; k < dlh_spec_nkeys; k++) {
 		const struct dlh_key *d = &dlh_spec_keys[k];
-		if (d->kind != DLH_KIND_PATH || c->bad[k])
-			continue;
+		if (d->kind != DLH_KIND_PATH || c->bad[k] || dlh_spec_applies(&c->spec, k))
+			continue;   /* a command's: dlhfs never reads them */
 		const char *path = (const char *)&c->spec + d->off;
 		struct stat st;
 		int e = 0, odd = 0, fd;
@@ -330,21 +330,51 @@ static int later(const struct ctx *c, int a, int b)
 	return c->line_of[a] > c->line_of[b] ? c->line_of[a] : c->line_of[b];
 }
 
-/* Reports keys given where they do not apply (see dlh_spec_applies). */
+/* Sets key k back to its default, as if it had not been given. */
+static void unset(struct ctx *c, int k)
+{
+	char msg[DLH_SPEC_MSG_MAX];
+	if (dlh_spec_set(&dlh_spec_keys[k], dlh_spec_keys[k].def, &c->spec, msg, sizeof msg))
+		abort();   /* dlh_spec_defaults parses every default */
+	c->line_of[k] = 0;
+}
+
+/* Reports keys given where they do not apply (see dlh_spec_applies), each
+ * hint once (a command's spec may give the trainer's keys by the dozen). A
+ * stored spec drops them instead: the dlhfs that accepted it may have
+ * written them (a [job] command's spec listed the trainer's defaults), and
+ * a job once accepted must load again. */
 static void check_applies(struct ctx *c)
 {
+	const char *told[DLH_SPEC_KEYS_CAP];   /* hints given so far */
+	int ntold = 0;
 	for (int k = 0; k < dlh_spec_nkeys; k++) {
 		if (!c->line_of[k] || c->bad[k])
 			continue;
 		const struct dlh_applies *a = dlh_spec_applies(&c->spec, k);
 		if (!a || c->bad[key(a->on_section, a->on)])
 			continue;
+		if (c->flags & DLH_SPEC_STORED) {
+			unset(c, k);
+			continue;
+		}
+		const struct dlh_key *d = &dlh_spec_keys[k];
 		const char *value = (const char *)&c->spec + dlh_spec_keys[key(a->on_section, a->on)].off;
+		int again = 0;
+		for (int i = 0; i < ntold && a->hint && !again; i++)
+			again = !strcmp(told[i], a->hint);
+		if (a->hint && !again)
+			told[ntold++] = a->hint;
+		const char *open = a->hint && !again ? " (" : "", *close = a->hint && !again ? ")" : "";
+		const char *hint = a->hint && !again ? a->hint : "";
+		if (a->why) {
+			dlh_spec_error_add(&c->errs, c->line_of[k], "[%s] %s: %s%s%s%s", d->section,
+					   d->name, a->why, open, hint, close);
+			continue;
+		}
 		if (!a->values[0]) {   /* beside any value: it was given none */
-			dlh_spec_error_add(&c->errs, c->line_of[k],
-					   "[%s] %s: only used with a [%s] %s%s%s%s", a->section,
-					   a->name, a->on_section, a->on, a->hint ? " (" : "",
-					   a->hint ? a->hint : "", a->hint ? ")" : "");
+			dlh_spec_error_add(&c->errs, c->line_of[k], "[%s] %s: only used with a [%s] %s%s%s%s",
+					   d->section, d->name, a->on_section, a->on, open, hint, close);
 			continue;
 		}
 		char list[96] = "";
@@ -352,10 +382,23 @@ static void check_applies(struct ctx *c)
 		for (int v = 0; v < 4 && a->values[v]; v++)
 			used += (size_t)snprintf(list + used, sizeof list - used, "%s%s = %s",
 						 v ? " or " : "", a->on, a->values[v]);
-		dlh_spec_error_add(&c->errs, c->line_of[k],
-				   "[%s] %s: only used with %s, not %s = %s%s%s%s",
-				   a->section, a->name, list, a->on, value,
-				   a->hint ? " (" : "", a->hint ? a->hint : "", a->hint ? ")" : "");
+		dlh_spec_error_add(&c->errs, c->line_of[k], "[%s] %s: only used with %s, not %s = %s%s%s%s",
+				   d->section, d->name, list, a->on, value, open, hint, close);
+	}
+}
+
+/* The defaults that differ beside a [job] command (dlh_key.def_command) for
+ * the keys the text leaves out. */
+static void command_defaults(struct ctx *c)
+{
+	char msg[DLH_SPEC_MSG_MAX];
+	if (!c->spec.command[0])
+		return;
+	for (int k = 0; k < dlh_spec_nkeys; k++) {
+		const struct dlh_key *d = &dlh_spec_keys[k];
+		if (d->def_command && !c->line_of[k] &&
+		    dlh_spec_set(d, d->def_command, &c->spec, msg, sizeof msg))
+			abort();   /* a bug in the table */
 	}
 }
 
@@ -364,17 +407,20 @@ static void check_cross(struct ctx *c)
 {
 	const struct dlh_spec *s = &c->spec;
 	int batch = key("train", "batch_size"), ranks = key("resources", "ranks");
-	int nodes = key("resources", "nodes");
+	int nodes = key("resources", "nodes"), trainer = !s->command[0];
 	if (!c->bad[nodes] && !c->bad[ranks] && s->ranks > 0 && s->nodes > s->ranks)
 		dlh_spec_error_add(&c->errs, later(c, nodes, ranks),
-				   "[resources] nodes: %d nodes for %d ranks: each node needs a rank",
-				   s->nodes, s->ranks);
+				   "[resources] nodes: %d nodes for %d ranks: each node needs a rank%s",
+				   s->nodes, s->ranks, !trainer && !c->line_of[ranks] ?
+				   " (a [job] command runs 1 rank unless [resources] ranks says more)" : "");
 	int limit = key("data", "train_limit");
-	if (!c->bad[batch] && !c->bad[ranks] && s->ranks > 0 && s->batch_size < s->ranks)
+	/* a program's batch is its own: batch_size is the trainer's */
+	if (trainer && !c->bad[batch] && !c->bad[ranks] && s->ranks > 0 && s->batch_size < s->ranks)
 		dlh_spec_error_add(&c->errs, later(c, batch, ranks),
 				   "[train] batch_size: %d is smaller than [resources] ranks (%d)",
 				   s->batch_size, s->ranks);
-	if (!c->bad[batch] && !c->bad[limit] && s->train_limit && s->train_limit < s->batch_size)
+	if (trainer && !c->bad[batch] && !c->bad[limit] && s->train_limit &&
+	    s->train_limit < s->batch_size)
 		dlh_spec_error_add(&c->errs, later(c, batch, limit),
 				   "[data] train_limit: %ld is smaller than [train] batch_size (%d)",
 				   s->train_limit, s->batch_size);
@@ -392,7 +438,6 @@ static void check_cross(struct ctx *c)
 				   "[job] priority: %d is above 0: only root and the mounting user may raise "
 				   "a job's priority (an ordinary user may lower it, down to %d)",
 				   s->priority, DLH_PRIORITY_MIN);
-	check_applies(c);
 }
 
 long dlh_spec_grace(const struct dlh_spec *s)
@@ -456,6 +501,8 @@ int dlh_spec_parse_flags(const char *text, size_t len, struct dlh_spec *s,
 		dlh_spec_error_add(&c->errs, 0, "empty spec (nothing to run)");
 		goto out;
 	}
+	command_defaults(c);
+	check_applies(c);
 	if (!(flags & DLH_SPEC_STORED))
 		check_paths(c);
 	check_cross(c);

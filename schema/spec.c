@@ -80,7 +80,10 @@ const struct dlh_key dlh_spec_keys[] = {
 	{ "train", "bucket_mb", DLH_KIND_DOUBLE, FIELD(bucket_mb), .dlo = 0, .dhi = 1024, .def = "1" },
 	{ "train", "rebalance", DLH_KIND_ENUM, FIELD(rebalance), .words = bool_words, .def = "true" },
 
-	{ "resources", "ranks", DLH_KIND_RANKS, FIELD(ranks), .lo = 1, .hi = 1024, .def = "auto" },
+	/* a program runs once unless told more: it need not be an MPI one, and
+	 * there is no estimate of it to choose a number by */
+	{ "resources", "ranks", DLH_KIND_RANKS, FIELD(ranks), .lo = 1, .hi = 1024, .def = "auto",
+	  .def_command = "1" },
 	{ "resources", "nodes", DLH_KIND_RANKS, FIELD(nodes), .lo = 1, .hi = 256, .def = "auto" },
 	{ "resources", "device", DLH_KIND_ENUM, FIELD(device), .words = device_words, .def = "cpu" },
 	{ "resources", "memory", DLH_KIND_SIZE, FIELD(memory), .lo = DLH_MEMORY_MIN, .hi = DLH_MEMORY_MAX, .def = "0" },
@@ -89,34 +92,54 @@ const struct dlh_key dlh_spec_keys[] = {
 
 const int dlh_spec_nkeys = (int)(sizeof dlh_spec_keys / sizeof dlh_spec_keys[0]);
 
+#define TRAINER_ONLY "applies to the built-in trainer, not to a [job] command"
+#define TRAINER_HINT "a program takes its own options: on its command line, or from [job] env"
+
+/* In order: a key breaking two rules is told of the first. */
 static const struct dlh_applies applies_rules[] = {
-	{ "job", "steps", "job", "command", { NULL }, "the built-in trainer counts its own steps" },
-	{ "model", "layers", "model", "type", { "mlp" }, "a cnn uses conv, pool and dense" },
-	{ "model", "conv", "model", "type", { "cnn" }, "an mlp uses layers" },
-	{ "model", "pool", "model", "type", { "cnn" }, "an mlp uses layers" },
-	{ "model", "dense", "model", "type", { "cnn" }, "an mlp uses layers" },
-	{ "train", "momentum", "train", "optimizer", { "sgd", "nesterov" }, "adam uses beta1 and beta2" },
-	{ "train", "beta1", "train", "optimizer", { "adam" }, "sgd and nesterov use momentum" },
-	{ "train", "beta2", "train", "optimizer", { "adam" }, "sgd and nesterov use momentum" },
-	{ "train", "step_epochs", "train", "schedule", { "step" }, NULL },
-	{ "train", "gamma", "train", "schedule", { "step" }, NULL },
+	{ "data", NULL, "job", "command", { "" }, .why = TRAINER_ONLY, .hint = TRAINER_HINT },
+	{ "model", NULL, "job", "command", { "" }, .why = TRAINER_ONLY, .hint = TRAINER_HINT },
+	{ "train", NULL, "job", "command", { "" }, .why = TRAINER_ONLY, .hint = TRAINER_HINT },
+	{ "job", "steps", "job", "command", { NULL }, .hint = "the built-in trainer counts its own steps" },
+	/* the planner meets a deadline by its estimate of each configuration, and
+	 * it has none of a program (engine/plan/choose.c): this row goes when
+	 * one is estimated */
+	{ "job", "deadline", "job", "command", { "" },
+	  .why = "needs an estimate, and a [job] command has none",
+	  .hint = "give [job] time_limit to bound the run" },
+	{ "model", "layers", "model", "type", { "mlp" }, .hint = "a cnn uses conv, pool and dense" },
+	{ "model", "conv", "model", "type", { "cnn" }, .hint = "an mlp uses layers" },
+	{ "model", "pool", "model", "type", { "cnn" }, .hint = "an mlp uses layers" },
+	{ "model", "dense", "model", "type", { "cnn" }, .hint = "an mlp uses layers" },
+	{ "train", "momentum", "train", "optimizer", { "sgd", "nesterov" }, .hint = "adam uses beta1 and beta2" },
+	{ "train", "beta1", "train", "optimizer", { "adam" }, .hint = "sgd and nesterov use momentum" },
+	{ "train", "beta2", "train", "optimizer", { "adam" }, .hint = "sgd and nesterov use momentum" },
+	{ "train", "step_epochs", "train", "schedule", { "step" }, .hint = NULL },
+	{ "train", "gamma", "train", "schedule", { "step" }, .hint = NULL },
 };
+
+/* 1 when s breaks rule a: its key's value is not one a applies beside. */
+static int broken(const struct dlh_spec *s, const struct dlh_applies *a)
+{
+	int on = dlh_spec_key_find(a->on_section, a->on);
+	const char *value = (const char *)s + dlh_spec_keys[on].off;
+	if (!a->values[0])
+		return !value[0];   /* applies beside any value but none */
+	for (int v = 0; v < 4 && a->values[v]; v++)
+		if (!strcmp(value, a->values[v]))
+			return 0;
+	return 1;
+}
 
 const struct dlh_applies *dlh_spec_applies(const struct dlh_spec *s, int k)
 {
 	const struct dlh_key *key = &dlh_spec_keys[k];
 	for (size_t r = 0; r < sizeof applies_rules / sizeof applies_rules[0]; r++) {
 		const struct dlh_applies *a = &applies_rules[r];
-		if (strcmp(a->section, key->section) || strcmp(a->name, key->name))
+		if (strcmp(a->section, key->section) || (a->name && strcmp(a->name, key->name)))
 			continue;
-		int on = dlh_spec_key_find(a->on_section, a->on);
-		const char *value = (const char *)s + dlh_spec_keys[on].off;
-		if (!a->values[0] && value[0])
-			return NULL;   /* applies beside any value but none */
-		for (int v = 0; v < 4 && a->values[v]; v++)
-			if (!strcmp(value, a->values[v]))
-				return NULL;
-		return a;
+		if (broken(s, a))
+			return a;
 	}
 	return NULL;
 }

@@ -152,7 +152,8 @@ static void pool_view(const struct dlh_pool *pool, const int *used, struct dlh_p
 	dlh_pool_free_view_nodes(pool, used, NULL, v);
 }
 
-/* The spec's own ranks and equal batches, not estimated (why says why). */
+/* The spec's own ranks and equal batches (a [job] command: ranks only),
+ * not estimated (why says why). */
 static int unestimated(const struct dlh_choose_in *in, struct dlh_choice *out, const char *why)
 {
 	const struct dlh_spec *s = in->spec;
@@ -161,9 +162,11 @@ static int unestimated(const struct dlh_choose_in *in, struct dlh_choice *out, c
 	out->estimated = 0;
 	snprintf(out->why, sizeof out->why, "%s", why);
 	out->ranks = n < 1 ? 1 : n > DLH_RANKS_MAX ? DLH_RANKS_MAX : n;
+	snprintf(out->type, sizeof out->type, "%s", s->device == DLH_DEVICE_GPU ? "gpu" : "cpu");
+	if (s->command[0])
+		return 0;   /* a program's batch and lr are its own: none (0) */
 	out->lr = s->lr;
 	out->warmup_steps = s->warmup_steps;
-	snprintf(out->type, sizeof out->type, "%s", s->device == DLH_DEVICE_GPU ? "gpu" : "cpu");
 	/* cannot fail: the schema refuses batch_size < ranks, and ranks = auto
 	 * takes at most batch_size slots */
 	dlh_split_batch(s->batch_size, NULL, out->ranks, out->batch);

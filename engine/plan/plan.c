@@ -17,6 +17,8 @@ int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool)
 	int n = dlh_pool_devices(pool, spec->device == DLH_DEVICE_GPU, 1);
 	if (n < 1)
 		n = 1;
+	if (spec->command[0])   /* a program's batch is its own */
+		return n;
 	return n < spec->batch_size ? n : spec->batch_size;
 }
 
@@ -232,18 +234,11 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 		p->dev[r] = r;
 		p->gtype[r] = -1;
 	}
-	int global = 0;
-	for (int r = 0; r < ranks; r++) {
-		p->batch[r] = ov ? ov->batch[r] : equal_share(spec->batch_size, ranks, r);
-		global += p->batch[r];
-	}
-	p->lr = ov ? ov->lr : spec->lr;
-	int warmup = ov ? ov->warmup_steps : spec->warmup_steps;
 	p->memory = spec->memory;
 	snprintf(p->host, sizeof p->host, "%s", pool->node.host);
 
 	int rc = 0;
-	if (spec->command[0]) {
+	if (spec->command[0]) {   /* no batch, no lr: the program's own */
 		if (tools->rank[0] && (rc = arg(p, "%s", tools->rank)))
 			goto toolong;
 		rc = user_command(p, spec->command);
@@ -255,6 +250,13 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 			goto toolong;
 		return 0;
 	}
+	int global = 0;
+	for (int r = 0; r < ranks; r++) {
+		p->batch[r] = ov ? ov->batch[r] : equal_share(spec->batch_size, ranks, r);
+		global += p->batch[r];
+	}
+	p->lr = ov ? ov->lr : spec->lr;
+	int warmup = ov ? ov->warmup_steps : spec->warmup_steps;
 	char list[256];
 	p->trainer = 1;
 	rc |= arg(p, "%s", tools->trainer);
@@ -485,10 +487,12 @@ int dlh_plan_format(const struct dlh_plan *p, const struct dlh_pool *pool, struc
 	int global = 0, rc = 0;
 	for (int r = 0; r < p->ranks; r++)
 		global += p->batch[r];
-	rc |= dlh_buf_printf(out, "ranks %d\nglobal_batch %d\n", p->ranks, global);
-	if (p->lr > 0.0)
+	rc |= dlh_buf_printf(out, "ranks %d\n", p->ranks);
+	if (p->trainer)   /* a [job] command's batch and lr are its own */
+		rc |= dlh_buf_printf(out, "global_batch %d\n", global);
+	if (p->trainer && p->lr > 0.0)
 		rc |= dlh_buf_printf(out, "lr %.6g\n", p->lr);
-	else   /* the trainer's range test picks it: see lr_finder */
+	else if (p->trainer)   /* the trainer's range test picks it: see lr_finder */
 		rc |= dlh_buf_printf(out, "lr auto (range test before training; see lr_finder)\n");
 	if (p->memory > 0) {
 		char mem[32];
@@ -499,14 +503,16 @@ int dlh_plan_format(const struct dlh_plan *p, const struct dlh_pool *pool, struc
 	}
 	for (int r = 0; r < p->ranks; r++) {
 		const char *host = p->node[r] >= 0 ? pool->nodes[p->node[r]].host : p->host;
+		char batch[32] = "";
+		if (p->trainer)
+			snprintf(batch, sizeof batch, " batch %d", p->batch[r]);
 		rc |= p->gpu ?
-			dlh_buf_printf(out, "rank %d host %s device gpu%d batch %d env CUDA_VISIBLE_DEVICES=%d\n",
-				       r, host, p->dev[r], p->batch[r], p->dev[r]) :
+			dlh_buf_printf(out, "rank %d host %s device gpu%d%s env CUDA_VISIBLE_DEVICES=%d\n",
+				       r, host, p->dev[r], batch, p->dev[r]) :
 			p->slot[r] < 0 ?
-			dlh_buf_printf(out, "rank %d host %s device cpu (a free slot at launch) batch %d\n",
-				       r, host, p->batch[r]) :
-			dlh_buf_printf(out, "rank %d host %s device cpu%d batch %d\n", r, host,
-				       p->slot[r], p->batch[r]);
+			dlh_buf_printf(out, "rank %d host %s device cpu (a free slot at launch)%s\n",
+				       r, host, batch) :
+			dlh_buf_printf(out, "rank %d host %s device cpu%d%s\n", r, host, p->slot[r], batch);
 	}
 	if (p->rebalance)
 		rc |= dlh_buf_printf(out, "rebalance every %d steps (the batches above are the start; "

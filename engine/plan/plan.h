@@ -22,7 +22,8 @@ struct dlh_tools {
 struct dlh_plan {
 	int ranks;                      /* MPI ranks, one per CPU slot (and per GPU) */
 	int gpu;                        /* 1: [resources] device = gpu, rank r on GPU r */
-	int batch[DLH_RANKS_MAX];       /* per-rank batch; sums to the global batch */
+	int batch[DLH_RANKS_MAX];       /* per-rank batch; sums to the global batch (dlh-train
+					   only: 0 for a [job] command) */
 	int slot[DLH_RANKS_MAX];        /* the CPU slot each rank holds on its node (set by
 					   the engine at launch; -1 before) */
 	int node[DLH_RANKS_MAX];        /* the pool node each rank runs on (dlh_plan_place;
@@ -30,7 +31,8 @@ struct dlh_plan {
 	int dev[DLH_RANKS_MAX];         /* gpu: the GPU each rank takes on its node */
 	int gtype[DLH_RANKS_MAX];       /* gpu: the pool type each rank's GPU must be (-1:
 					   any); ranks of one type are consecutive */
-	double lr;                      /* learning rate used */
+	double lr;                      /* learning rate used (dlh-train only: 0 for a [job]
+					   command) */
 	long long memory;               /* memory limit of all ranks together, bytes; 0 = none */
 	char host[DLH_HOST_MAX + 1];    /* where the launcher runs (the local node) */
 	char *argv[DLH_ARGV_MAX];       /* what every rank runs (dlh-train or the [job]
@@ -53,7 +55,9 @@ struct dlh_plan_override {
 
 /* Plans spec for job_dir on pool with ov's ranks, batches, lr and warmup
  * (ov NULL: the spec's own; ranks = auto then takes every CPU slot, or with
- * device = gpu every GPU, no more than the global batch). Returns 0, or
+ * device = gpu every GPU, for dlh-train no more than the global batch; a
+ * [job] command gets ranks only, its batch and lr are the program's).
+ * Returns 0, or
  * -EINVAL with err naming the problem (e.g. more ranks than the pool has
  * slots), -E2BIG when the command line does not fit. */
 int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_override *ov,
@@ -90,11 +94,13 @@ int dlh_plan_pin(struct dlh_plan *plan);
  * max), ranks on each into count. Returns how many. */
 int dlh_plan_nodes(const struct dlh_plan *plan, int *out, int *count, int max);
 
-/* The number of CPU slots spec needs on pool (ranks, or all for auto). */
+/* The number of CPU slots spec needs on pool (ranks, or for auto every
+ * device of the usable nodes: for dlh-train no more than its batch_size). */
 int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool);
 
 /* Appends the plan as the text of jobs/<id>/plan, up to how it is launched
- * (the backend's part); hosts are pool's. Returns 0, or -ENOMEM. */
+ * (the backend's part); hosts are pool's. The global batch, lr and each
+ * rank's batch are dlh-train's (plan->trainer) only. Returns 0, or -ENOMEM. */
 int dlh_plan_format(const struct dlh_plan *plan, const struct dlh_pool *pool, struct dlh_buf *out);
 
 #endif

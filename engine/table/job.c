@@ -105,7 +105,7 @@ static void load_plan(struct dlh_job *j, const char *text)
 	if (n >= 1 && n <= DLH_JOB_RANKS && !dlh_kv_get(text, "plan_batch", list, LIST))
 		for (char *s = list, *end; r < n && *s; s = end + (*end == ',')) {
 			long b = strtol(s, &end, 10);
-			if (end == s || b < 1)
+			if (end == s || b < 0)   /* 0: a [job] command's rank (no batch) */
 				break;
 			j->plan_batch[r++] = (int)b;
 		}

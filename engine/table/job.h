@@ -48,8 +48,8 @@ struct dlh_job {
 	struct dlh_spec spec;        /* the validated spec */
 	/* what the planner decided at submission (engine/choose) */
 	int plan_ranks;              /* ranks; 0 = not decided (the spec's own) */
-	int plan_batch[DLH_JOB_RANKS];   /* per-rank batches */
-	double plan_lr;              /* lr to train with; 0 = auto */
+	int plan_batch[DLH_JOB_RANKS];   /* per-rank batches (a [job] command's: 0) */
+	double plan_lr;              /* lr to train with; 0 = auto (or a [job] command) */
 	int plan_warmup;             /* warmup steps */
 	int plan_nodes;              /* nodes the ranks spread over; 0 = fewest */
 	char plan_parts[96];         /* GPU ranks by type, in rank order: "A100:1,H100:3"

@@ -98,3 +98,76 @@ test_a_programs_output_is_in_the_mount_for_its_readers_only() {
 	rm -rf "$d"
 	dlh_umount
 }
+
+# A command without [resources] ranks runs once (a plain script is not an
+# MPI program), and its spec and plan say only what applies to a program:
+# no [data], [model], [train], deadline, global batch or lr
+test_a_command_without_ranks_runs_once_and_its_spec_and_plan_say_only_what_applies() {
+	DLH_OPTS="-o cpus=2" dlh_mount
+	printf '[job]\ncommand = /bin/echo once\n' > "$STATE/c.ini"
+	cp "$STATE/c.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/status")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(tail -3 "$MNT/jobs/1/log"))"
+	expect_eq "$(grep -c '^\[rank [0-9]*\] once$' "$MNT/jobs/1/log")" 1 "ranks that ran ($(grep rank "$MNT/jobs/1/log"))"
+	grep -qx '\[rank 0\] once' "$MNT/jobs/1/log" || die "log: $(grep rank "$MNT/jobs/1/log")"
+	local spec plan
+	spec=$(cat "$MNT/jobs/1/spec")
+	grep -qx 'ranks = 1' <<< "$spec" || die "spec ranks: $(grep ranks <<< "$spec")"
+	grep -Eq '^\[(data|model|train)\]$|^(deadline|epochs|batch_size|lr|layers|type) =' <<< "$spec" &&
+		die "the spec has the trainer's keys: $spec"
+	grep -qx '\[resources\]' <<< "$spec" || die "spec: $spec"
+	plan=$(cat "$MNT/jobs/1/plan")
+	grep -qx 'ranks 1' <<< "$plan" || die "plan: $plan"
+	grep -Eq '^(global_batch|lr) | batch [0-9]' <<< "$plan" && die "the plan has the trainer's batch or lr: $plan"
+	grep -q '^rank 0 host ' <<< "$plan" || die "plan: $plan"
+	grep -q '^rank 1 ' <<< "$plan" && die "plan has a second rank: $plan"
+	dlh_umount
+}
+
+# [job] deadline needs an estimate; a command has none: close() fails
+# with EINVAL and jobs/errors names the line
+test_a_commands_deadline_is_refused_naming_its_line() {
+	dlh_mount
+	printf '[job]\ncommand = /bin/true\ndeadline = 1m\n' > "$STATE/d.ini"
+	expect_errno "Invalid argument" cp "$STATE/d.ini" "$MNT/jobs/new"
+	tail -1 "$MNT/jobs/errors" | grep -qF 'spec:3: [job] deadline: needs an estimate, and a [job] command has none (give [job] time_limit to bound the run)' ||
+		die "errors: $(tail -1 "$MNT/jobs/errors")"
+	ls "$MNT/jobs" | grep -q '^[0-9]' && die "a job appeared"
+	dlh_umount
+}
+
+# A key of the built-in trainer beside a command is refused, naming its line
+test_a_trainer_key_beside_a_command_is_refused_naming_its_line() {
+	dlh_mount
+	printf '[job]\ncommand = /bin/true\n\n[train]\nepochs = 3\n' > "$STATE/t.ini"
+	expect_errno "Invalid argument" cp "$STATE/t.ini" "$MNT/jobs/new"
+	tail -1 "$MNT/jobs/errors" | grep -qF 'spec:5: [train] epochs: applies to the built-in trainer, not to a [job] command' ||
+		die "errors: $(tail -1 "$MNT/jobs/errors")"
+	ls "$MNT/jobs" | grep -q '^[0-9]' && die "a job appeared"
+	dlh_umount
+}
+
+# A command's job stored by an older dlhfs (its spec.ini lists the trainer's
+# keys at their defaults, deadline and ranks = auto) is there after a mount:
+# what no longer applies is dropped as the spec loads (jobs/<id>/spec shows
+# the file as it was stored)
+test_a_commands_job_stored_by_an_older_dlhfs_loads_at_mount() {
+	dlh_mount
+	printf '[job]\nname = old\ncommand = /bin/true\n' > "$STATE/c.ini"
+	cp "$STATE/c.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/status")"
+	dlh_umount
+	printf '%s\n' '[job]' 'name = old' 'command = /bin/true' 'steps = 0' 'restart = never' \
+		'max_restarts = 3' 'priority = 0' 'preemptible = true' 'time_limit = 0' \
+		'time_limit_grace = 0' 'hang_timeout = 0' 'deadline = 0:01:00' 'dry_run = false' \
+		'readable_by = owner' '' '[data]' 'train = /nonexistent/train-images-idx3-ubyte.gz' \
+		'format = idx' '' '[model]' 'type = mlp' 'layers = 256, 128, 100' 'dropout = 0' '' \
+		'[train]' 'epochs = 10' 'batch_size = 64' 'lr = 0.01' 'optimizer = sgd' 'momentum = 0.9' '' \
+		'[resources]' 'ranks = auto' 'nodes = auto' 'device = cpu' 'memory = 0' 'disk = 0' \
+		> "$STATE/jobs/1/spec.ini"
+	dlh_mount "$STATE"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status of the older job"
+	expect_eq "$(readlink "$MNT/jobs/old")" 1 "its name"
+	grep -qx 'epochs = 10' "$MNT/jobs/1/spec" || die "spec: $(cat "$MNT/jobs/1/spec")"
+	dlh_umount
+}

@@ -207,6 +207,50 @@ TEST(plan_user_command_is_split_on_blanks_only)
 	free(p);
 }
 
+/* A command's plan (jobs/<id>/plan) says its ranks and where they run; the
+ * global batch, lr and per-rank batches are dlh-train's, not the
+ * program's, and are left out. */
+TEST(plan_of_a_command_has_no_batch_nor_lr)
+{
+	struct dlh_pool pool = one_node(4, 2);
+	struct dlh_spec s = parsed("[job]\ncommand = /bin/true\n[resources]\nranks = 2\n");
+	struct dlh_plan *p = malloc(sizeof *p);
+	struct dlh_buf out = { 0 };
+	char err[256];
+	CHECK_MSG(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
+	CHECK(p->ranks == 2 && !p->trainer && p->lr == 0.0 && p->batch[0] == 0 && p->batch[1] == 0);
+	CHECK(dlh_plan_format(p, &pool, &out) == 0);
+	CHECK_MSG(!strncmp(out.data, "ranks 2\nmemory none\nrank 0 host n1 device cpu (a free slot at launch)\n"
+			   "rank 1 host n1 device cpu (a free slot at launch)\n", 200), "plan: %s", out.data);
+	CHECK_MSG(!strstr(out.data, "batch") && !strstr(out.data, "lr "), "plan: %s", out.data);
+	free(out.data);
+	out = (struct dlh_buf){ 0 };
+	s = parsed("[job]\ncommand = /bin/true\n[resources]\ndevice = gpu\n");
+	CHECK(s.ranks == 1);
+	CHECK_MSG(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
+	CHECK(dlh_plan_format(p, &pool, &out) == 0);
+	CHECK_MSG(strstr(out.data, "\nrank 0 host n1 device gpu0 env CUDA_VISIBLE_DEVICES=0\n") &&
+		  !strstr(out.data, "rank 1 "), "plan: %s", out.data);
+	free(out.data);
+	free(p);
+}
+
+/* A command's ranks = auto is every slot (every GPU) of the pool: a
+ * program's batch is its own, the trainer's batch_size does not cap it. */
+TEST(plan_auto_ranks_of_a_command_take_every_slot)
+{
+	struct dlh_pool pool = one_node(100, 3);
+	struct dlh_spec s = parsed("[job]\ncommand = /bin/true\n[resources]\nranks = auto\n");
+	CHECK(s.ranks == 0 && s.command[0]);
+	CHECK(dlh_plan_slots(&s, &pool) == 100);
+	s = parsed("[job]\ncommand = /bin/true\n[resources]\nranks = auto\ndevice = gpu\n");
+	CHECK(dlh_plan_slots(&s, &pool) == 3);
+	s = parsed("[job]\ncommand = /bin/true\n");
+	CHECK(dlh_plan_slots(&s, &pool) == 1);
+	s = parsed("[job]\nname = t\n");   /* the trainer: no more than its batch_size */
+	CHECK(dlh_plan_slots(&s, &pool) == 64);
+}
+
 
 /* Placement across nodes: ranks of a node are consecutive, the local node
  * first; [resources] nodes spreads them evenly; a GPU plan gives each rank
@@ -275,6 +319,8 @@ int main(void)
 	RUN(plan_unequal_cpu_batches_are_rebalanced_unless_the_spec_says_not);
 	RUN(plan_argv_is_exact_words_without_a_shell);
 	RUN(plan_user_command_is_split_on_blanks_only);
+	RUN(plan_of_a_command_has_no_batch_nor_lr);
+	RUN(plan_auto_ranks_of_a_command_take_every_slot);
 	RUN(plan_places_ranks_across_nodes);
 	return CHECK_EXIT();
 }

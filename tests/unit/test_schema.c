@@ -286,7 +286,7 @@ TEST(defaults)
 TEST(format_round_trip)
 {
 	static const char *text =
-		"[job]\nname = rt\ncommand = ./run --x=1 a;b\nrestart = on-failure\nmax_restarts = 0\n"
+		"[job]\nname = rt\nrestart = on-failure\nmax_restarts = 0\n"
 		"[data]\ntrain_limit = 100\ntest_limit = 7\n"
 		"[model]\nlayers = 3,1,4,1,5,9,2,6,5,3,5,8,9,7,9,3\n"
 		"[train]\nepochs = 9999\nbatch_size = 100\nlr = 0.30000000000000004\n"
@@ -302,6 +302,17 @@ TEST(format_round_trip)
 	CHECK(strstr(out, "\nlr = 0.30000000000000004\n"));
 	CHECK(strstr(out, "\nweight_decay = 1e-17\n"));
 	CHECK(strstr(out, "\nranks = 100\n"));
+	CHECK_MSG(parse(out, &b, err, sizeof err) == 0, "%s", oneline(err));
+	CHECK(spec_equal(&a, &b));
+	CHECK(dlh_spec_format(&b, out2, sizeof out2) == len && !strcmp(out, out2));
+
+	/* a command's spec: its keys only */
+	static const char *command =
+		"[job]\nname = rt\ncommand = ./run --x=1 a;b\nrestart = on-failure\nmax_restarts = 0\n"
+		"[resources]\nranks = 100\ndevice = gpu\n";
+	CHECK_MSG(parse(command, &a, err, sizeof err) == 0, "%s", oneline(err));
+	len = dlh_spec_format(&a, out, sizeof out);
+	CHECK(len > 0 && strstr(out, "\ncommand = ./run --x=1 a;b\n") && strstr(out, "\nranks = 100\n"));
 	CHECK_MSG(parse(out, &b, err, sizeof err) == 0, "%s", oneline(err));
 	CHECK(spec_equal(&a, &b));
 	CHECK(dlh_spec_format(&b, out2, sizeof out2) == len && !strcmp(out, out2));
@@ -600,6 +611,166 @@ TEST(untouched_on_error)
 	CHECK(!memcmp(&s, &before, sizeof s));
 }
 
+/* A [job] command's normalized spec (jobs/<id>/spec) holds the keys a
+ * program's job uses: [job] and [resources], without deadline; none of the
+ * built-in trainer's [data], [model] and [train]. */
+TEST(command_spec_holds_only_what_applies_to_a_command)
+{
+	struct dlh_spec s;
+	char err[DLH_ERR_MAX], out[FMT_MAX];
+	CHECK_MSG(parse("[job]\ncommand = /bin/true\n", &s, err, sizeof err) == 0, "%s", oneline(err));
+	CHECK(dlh_spec_format(&s, out, sizeof out) > 0);
+	CHECK_MSG(!strstr(out, "[data]") && !strstr(out, "[model]") && !strstr(out, "[train]"),
+		  "%s", oneline(out));
+	CHECK_MSG(!strstr(out, "deadline") && !strstr(out, "epochs") && !strstr(out, "lr ="),
+		  "%s", oneline(out));
+	CHECK_MSG(strstr(out, "\n[resources]\nranks = 1\nnodes = auto\ndevice = cpu\nmemory = 0\ndisk = 0\n"),
+		  "%s", oneline(out));
+	CHECK_MSG(strstr(out, "\nsteps = 0\n") && strstr(out, "\ntime_limit = 0\n") &&
+		  strstr(out, "\nhang_timeout = 0\n"), "%s", oneline(out));
+	/* the built-in trainer's spec keeps them all */
+	CHECK(parse("[job]\nname = t\n", &s, err, sizeof err) == 0);
+	CHECK(dlh_spec_format(&s, out, sizeof out) > 0);
+	CHECK(strstr(out, "\ndeadline = 0\n") && strstr(out, "\n[train]\nepochs = 10\n") &&
+	      strstr(out, "\n[data]\n") && strstr(out, "\n[model]\n") && strstr(out, "\nranks = auto\n"));
+}
+
+/* A key of the built-in trainer given beside a command is an error that
+ * names its line, one a key, before any rule of its own section (conv of
+ * an mlp) and before its value is looked at (a data file is not opened). */
+TEST(trainer_key_beside_a_command_is_an_error_naming_its_line)
+{
+	static const struct { const char *text, *want; } cases[] = {
+		{ "[job]\ncommand = python3 t.py\n[train]\nepochs = 3\n",
+		  "spec:4: [train] epochs: applies to the built-in trainer, not to a [job] command "
+		  "(a program takes its own options: on its command line, or from [job] env)\n" },
+		{ "[model]\nconv = 3:3\n[job]\ncommand = python3 t.py\n",
+		  "spec:2: [model] conv: applies to the built-in trainer, not to a [job] command "
+		  "(a program takes its own options: on its command line, or from [job] env)\n" },
+		{ "[job]\ncommand = python3 t.py\n[data]\ntrain = /nonexistent/train.gz\n",
+		  "spec:4: [data] train: applies to the built-in trainer, not to a [job] command "
+		  "(a program takes its own options: on its command line, or from [job] env)\n" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct dlh_spec s;
+		char err[DLH_ERR_MAX];
+		CHECK(parse(cases[i].text, &s, err, sizeof err) == -EINVAL);
+		CHECK_MSG(!strcmp(err, cases[i].want), "expected %s got %s", oneline(cases[i].want),
+			  oneline(err));
+	}
+	/* every key of the three sections, one line each */
+	char text[4096], err[DLH_ERR_MAX];
+	struct dlh_spec s;
+	size_t pos = (size_t)snprintf(text, sizeof text, "[job]\ncommand = /bin/true\n");
+	int given = 0;
+	for (int k = 0; k < dlh_spec_nkeys; k++) {
+		const struct dlh_key *d = &dlh_spec_keys[k];
+		if (strcmp(d->section, "data") && strcmp(d->section, "model") && strcmp(d->section, "train"))
+			continue;
+		pos += (size_t)snprintf(text + pos, sizeof text - pos, "[%s]\n%s = %s\n", d->section,
+					d->name, d->def);
+		given++;
+	}
+	CHECK(parse(text, &s, err, sizeof err) == -EINVAL);
+	CHECK_MSG(count_lines(err) == given, "%d keys given, %d errors: %s", given, count_lines(err),
+		  oneline(err));
+	CHECK(!strstr(err, "only used with") && !strstr(err, "cannot read"));
+	/* the hint once, on the first */
+	CHECK_MSG(strstr(err, "spec:6: [data] train_labels: applies to the built-in trainer, not to a "
+			 "[job] command\n"), "%s", oneline(err));
+}
+
+/* [job] deadline needs the planner's estimate; a command has none: refused
+ * with its line, pointing to time_limit. The trainer's is taken. */
+TEST(deadline_beside_a_command_is_refused)
+{
+	struct dlh_spec s;
+	char err[DLH_ERR_MAX];
+	CHECK(parse("[job]\ncommand = python3 t.py\ndeadline = 1m\n", &s, err, sizeof err) == -EINVAL);
+	CHECK_MSG(!strcmp(err, "spec:3: [job] deadline: needs an estimate, and a [job] command has none "
+			  "(give [job] time_limit to bound the run)\n"), "%s", oneline(err));
+	CHECK(parse("[job]\ncommand = python3 t.py\ndeadline = 0\n", &s, err, sizeof err) == -EINVAL);
+	CHECK_MSG(parse("[job]\ncommand = python3 t.py\ntime_limit = 1m\n", &s, err, sizeof err) == 0,
+		  "%s", oneline(err));
+	CHECK_MSG(parse("[job]\ndeadline = 1m\n", &s, err, sizeof err) == 0, "%s", oneline(err));
+	CHECK(s.deadline == 60);
+}
+
+/* A command runs one rank unless the spec says more (or auto); the
+ * trainer's batch_size does not bound a command's ranks. */
+TEST(command_ranks_default_to_one)
+{
+	struct dlh_spec s;
+	char err[DLH_ERR_MAX];
+	CHECK(parse("[job]\ncommand = /bin/true\n", &s, err, sizeof err) == 0 && s.ranks == 1);
+	CHECK(parse("[job]\ncommand = /bin/true\n[resources]\nranks = 3\n", &s, err, sizeof err) == 0 &&
+	      s.ranks == 3);
+	CHECK(parse("[job]\ncommand = /bin/true\n[resources]\nranks = auto\n", &s, err, sizeof err) == 0 &&
+	      s.ranks == 0);
+	CHECK(parse("[resources]\nranks = 2\n[job]\ncommand = /bin/true\n", &s, err, sizeof err) == 0 &&
+	      s.ranks == 2);
+	CHECK(parse("[job]\nname = t\n", &s, err, sizeof err) == 0 && s.ranks == 0);
+	CHECK_MSG(parse("[job]\ncommand = /bin/true\n[resources]\nranks = 128\n", &s, err, sizeof err) == 0,
+		  "%s", oneline(err));
+	CHECK(parse("[job]\ncommand = /bin/true\n[resources]\nnodes = 2\n", &s, err, sizeof err) == -EINVAL);
+	CHECK_MSG(!strcmp(err, "spec:4: [resources] nodes: 2 nodes for 1 ranks: each node needs a rank "
+			  "(a [job] command runs 1 rank unless [resources] ranks says more)\n"), "%s",
+		  oneline(err));
+	CHECK(parse("[job]\ncommand = /bin/true\n[resources]\nnodes = 2\nranks = 2\n", &s, err,
+		    sizeof err) == 0 && s.ranks == 2 && s.nodes == 2);
+}
+
+/* A command's spec as an older dlhfs stored it (jobs/<id>/spec.ini, every
+ * key with the trainer's defaults, deadline, ranks = auto) loads at mount
+ * (DLH_SPEC_STORED): what no longer applies is dropped, the rest is kept. */
+TEST(stored_command_spec_of_an_older_dlhfs_still_loads)
+{
+	static const char *old =
+		"[job]\nname = ddp\ncommand = python3 /opt/train.py\nsteps = 1200\nrestart = on-failure\n"
+		"max_restarts = 3\npriority = 0\npreemptible = true\ntime_limit = 0\n"
+		"time_limit_grace = 0\nhang_timeout = 0\ndeadline = 0:01:00\ndry_run = false\n"
+		"readable_by = owner\n\n"
+		"[data]\ntrain = /nonexistent/train-images-idx3-ubyte.gz\n"
+		"train_labels = /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz\n"
+		"test = /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz\n"
+		"test_labels = /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz\n"
+		"format = idx\ntrain_limit = 0\ntest_limit = 0\n\n"
+		"[model]\ntype = mlp\nlayers = 256, 128, 100\ndropout = 0\n\n"
+		"[train]\nepochs = 10\nbatch_size = 3\nscale_batch = false\nlr = 0.01\noptimizer = sgd\n"
+		"momentum = 0.9\nweight_decay = 0\nschedule = constant\nwarmup_steps = 0\nseed = 7\n"
+		"checkpoint_every = 500\nbucket_mb = 1\nrebalance = true\n\n"
+		"[resources]\nranks = 4\nnodes = auto\ndevice = cpu\nmemory = 0\ndisk = 0\n";
+	static const char *now =
+		"[job]\nname = ddp\ncommand = python3 /opt/train.py\nsteps = 1200\nrestart = on-failure\n"
+		"max_restarts = 3\npriority = 0\npreemptible = true\ntime_limit = 0\n"
+		"time_limit_grace = 0\nhang_timeout = 0\ndry_run = false\nreadable_by = owner\n\n"
+		"[resources]\nranks = 4\nnodes = auto\ndevice = cpu\nmemory = 0\ndisk = 0\n";
+	struct dlh_spec s, d, back;
+	char err[DLH_ERR_MAX], out[FMT_MAX];
+	CHECK_MSG(dlh_spec_parse_flags(old, strlen(old), &s, err, sizeof err, DLH_SPEC_STORED) == 0,
+		  "%s", oneline(err));
+	CHECK(!strcmp(s.command, "python3 /opt/train.py") && s.steps == 1200 &&
+	      s.restart == DLH_RESTART_ON_FAILURE && s.ranks == 4);
+	/* what no longer applies is back at its default */
+	dlh_spec_defaults(&d);
+	CHECK(s.deadline == 0 && s.seed == d.seed && s.batch_size == d.batch_size &&
+	      !strcmp(s.train, d.train));
+	CHECK(dlh_spec_format(&s, out, sizeof out) > 0);
+	CHECK_MSG(!strcmp(out, now), "%s", oneline(out));
+	CHECK_MSG(dlh_spec_parse_flags(out, strlen(out), &back, err, sizeof err, DLH_SPEC_STORED) == 0,
+		  "%s", oneline(err));
+	CHECK(spec_equal(&s, &back));
+	/* a stored ranks = auto stays auto: the job was planned so */
+	static const char *auto_old = "[job]\ncommand = /bin/true\n[train]\nepochs = 10\n"
+				      "[resources]\nranks = auto\n";
+	CHECK(dlh_spec_parse_flags(auto_old, strlen(auto_old), &s, err, sizeof err,
+				   DLH_SPEC_STORED) == 0 && s.ranks == 0);
+	/* submitted again (not stored), the same text is refused, key by key */
+	CHECK(parse(old, &s, err, sizeof err) == -EINVAL);
+	CHECK_MSG(count_lines(err) == 24 && !strncmp(err, "spec:12: [job] deadline: needs an estimate", 42),
+		  "%d: %s", count_lines(err), oneline(err));
+}
+
 /* The spec's man page (schema/dlhfs-spec.5, installed by make install)
  * names every key of the schema, so that it cannot fall behind. */
 TEST(man_page_names_every_key)
@@ -638,5 +809,10 @@ int main(int argc, char **argv)
 	RUN(strict_numbers);
 	RUN(lines);
 	RUN(untouched_on_error);
+	RUN(command_spec_holds_only_what_applies_to_a_command);
+	RUN(trainer_key_beside_a_command_is_an_error_naming_its_line);
+	RUN(deadline_beside_a_command_is_refused);
+	RUN(command_ranks_default_to_one);
+	RUN(stored_command_spec_of_an_older_dlhfs_still_loads);
 	return CHECK_EXIT();
 }
