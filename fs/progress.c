@@ -24,6 +24,10 @@ int fs_progress_render(const struct dlh_job *j, const struct dlh_metrics *m,
 	default:
 		break;
 	}
+	if (j->status == DLH_RUNNING && j->profile_phase)   /* supervise/profile.c */
+		return dlh_buf_printf(out, "running: profile run %d of %d on %d rank%s: timing its first "
+				      "steps to estimate the job\n", j->profile_phase, j->profile_n,
+				      j->ranks, j->ranks == 1 ? "" : "s");
 	long total = dlh_total_steps(ri, &j->spec);
 	/* dlh-train's rows count only with its run.info: rows without it are
 	 * another run's */

@@ -10,6 +10,7 @@
 _Static_assert(sizeof(enum dlh_restart) == sizeof(int), "enum dlh_restart is int-sized");
 _Static_assert(sizeof(enum dlh_device) == sizeof(int), "enum dlh_device is int-sized");
 _Static_assert(sizeof(enum dlh_share) == sizeof(int), "enum dlh_share is int-sized");
+_Static_assert(sizeof(enum dlh_profile) == sizeof(int), "enum dlh_profile is int-sized");
 
 #define FIELD(f) offsetof(struct dlh_spec, f), sizeof(((struct dlh_spec *)0)->f)
 #define DATA_DIR "/usr/share/datasets/fashion-mnist/"
@@ -18,6 +19,7 @@ static const char *const restart_words[] = { "never", "on-failure", NULL };
 static const char *const device_words[] = { "cpu", "gpu", NULL };
 static const char *const bool_words[] = { "false", "true", NULL };
 static const char *const share_words[] = { "owner", "group", "all", NULL };
+static const char *const profile_words[] = { "auto", "false", "true", NULL };   /* enum dlh_profile */
 static const char *const format_words[] = { "idx", "csv", NULL };
 static const char *const format_later[] = { "npy", "npz", "png", "jpeg", "tfrecord", "parquet", NULL };
 static const char *const model_words[] = { "mlp", "cnn", NULL };
@@ -43,6 +45,7 @@ const struct dlh_key dlh_spec_keys[] = {
 	{ "job", "hang_timeout", DLH_KIND_DURATION, FIELD(hang_timeout), .lo = 0, .hi = DLH_TIME_LIMIT_MAX, .def = "0" },
 	{ "job", "deadline", DLH_KIND_DURATION, FIELD(deadline), .lo = 0, .hi = DLH_TIME_LIMIT_MAX, .def = "0" },
 	{ "job", "dry_run", DLH_KIND_ENUM, FIELD(dry_run), .words = bool_words, .def = "false" },
+	{ "job", "profile", DLH_KIND_ENUM, FIELD(profile), .words = profile_words, .def = "auto" },
 	{ "job", "readable_by", DLH_KIND_ENUM, FIELD(readable_by), .words = share_words, .def = "owner" },
 
 	{ "data", "train", DLH_KIND_PATH, FIELD(train), .hi = DLH_PATH_MAX, .def = DATA_DIR "train-images-idx3-ubyte.gz" },
@@ -101,12 +104,7 @@ static const struct dlh_applies applies_rules[] = {
 	{ "model", NULL, "job", "command", { "" }, .why = TRAINER_ONLY, .hint = TRAINER_HINT },
 	{ "train", NULL, "job", "command", { "" }, .why = TRAINER_ONLY, .hint = TRAINER_HINT },
 	{ "job", "steps", "job", "command", { NULL }, .hint = "the built-in trainer counts its own steps" },
-	/* the planner meets a deadline by its estimate of each configuration, and
-	 * it has none of a program (engine/plan/choose.c): this row goes when
-	 * one is estimated */
-	{ "job", "deadline", "job", "command", { "" },
-	  .why = "needs an estimate, and a [job] command has none",
-	  .hint = "give [job] time_limit to bound the run" },
+	{ "job", "profile", "job", "command", { NULL }, .hint = "the built-in trainer is estimated from its model" },
 	{ "model", "layers", "model", "type", { "mlp" }, .hint = "a cnn uses conv, pool and dense" },
 	{ "model", "conv", "model", "type", { "cnn" }, .hint = "an mlp uses layers" },
 	{ "model", "pool", "model", "type", { "cnn" }, .hint = "an mlp uses layers" },

@@ -42,6 +42,14 @@ enum dlh_device {
 
 /* A validated job spec. Every field holds a value: the parser fills
  * defaults for what the text leaves out. */
+/* [job] profile: whether a [job] command is measured in short runs before
+ * its run (engine/plan/profile.h), the source of its estimate */
+enum dlh_profile {
+	DLH_PROFILE_AUTO = 0,   /* when no earlier run of the same program is on record */
+	DLH_PROFILE_OFF,        /* never: no estimate */
+	DLH_PROFILE_ON,         /* always, the record notwithstanding */
+};
+
 struct dlh_spec {
 	/* [job] */
 	char name[DLH_NAME_MAX + 1];        /* "" = none; else [A-Za-z0-9._-], not all digits */
@@ -64,6 +72,7 @@ struct dlh_spec {
 	long deadline;                      /* seconds the run must finish in: the planner picks
 					       the fewest joules that meet it; 0 = none (fastest) */
 	int dry_run;                        /* 1: estimate and plan, never launch */
+	enum dlh_profile profile;           /* a [job] command: measured before its run? */
 	enum dlh_share readable_by;         /* owner | group | all: who reads its files */
 	char env[DLH_ENV_MAX + 1];          /* [job] env: "NAME=VALUE\n" per entry, in spec
 					       order; every rank's environment */

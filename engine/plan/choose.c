@@ -202,6 +202,68 @@ static void scale_lr(const struct dlh_spec *s, long global, long steps, struct d
 		 s->lr, out->lr, global, s->batch_size, s->warmup_steps, out->warmup_steps, steps);
 }
 
+void dlh_choose_command_devices(const struct dlh_pool *p, int gpu, int *max, const char **type,
+				double *watts)
+{
+	const struct dlh_pool_type *t = NULL;
+	for (int k = 0; k < p->nnodes && !t; k++) {
+		if (!dlh_pool_node_usable(p, k))
+			continue;
+		if (!gpu)
+			t = &p->type[p->nodes[k].cpu_type];
+		for (int i = 0; gpu && i < p->ntypes && !t; i++)
+			if (p->type[i].gpu && p->nodes[k].devices[i] > 0)
+				t = &p->type[i];
+	}
+	*type = t ? t->name : gpu ? "gpu" : "cpu";
+	*watts = t ? t->watts_busy : 0;
+	*max = dlh_pool_devices(p, gpu, 1);
+	if (*max < 1)
+		*max = 1;
+	if (*max > DLH_RANKS_MAX)
+		*max = DLH_RANKS_MAX;
+}
+
+/* A [job] command: by the record of an earlier run of the program, else
+ * profiled first: at the spec's count, or (ranks = auto) at one rank and
+ * at every slot. */
+static int command_choice(const struct dlh_choose_in *in, struct dlh_choice *out, char *err,
+			  size_t errlen)
+{
+	const struct dlh_spec *s = in->spec;
+	int max;
+	const char *type;
+	double watts;
+	dlh_choose_command_devices(in->pool, s->device == DLH_DEVICE_GPU, &max, &type, &watts);
+	if (s->profile == DLH_PROFILE_OFF) {
+		if (s->deadline > 0) {
+			snprintf(err, errlen, "a [job] command with profile = false has no estimate to "
+				 "meet it by");
+			return -ETIME;
+		}
+		return unestimated(in, out, "[job] profile = false: the program is not measured");
+	}
+	if (in->fit && s->profile == DLH_PROFILE_AUTO)
+		return dlh_choose_profiled(in->fit, "the record of an earlier run of the program", s, max,
+					   type, watts, out, err, errlen);
+	int n = 0;
+	if (s->ranks > 0) {
+		out->profile_counts[n++] = s->ranks;
+	} else {
+		out->profile_counts[n++] = 1;
+		if (max > 1)
+			out->profile_counts[n++] = max;
+	}
+	out->profile_runs = n;
+	char why[160];
+	snprintf(why, sizeof why, "to be measured before its run: its first steps on %s%d rank%s "
+		 "([job] profile)", n > 1 ? "1 rank, then on " : "", out->profile_counts[n - 1],
+		 out->profile_counts[n - 1] == 1 ? "" : "s");
+	unestimated(in, out, why);
+	out->ranks = out->profile_counts[0];
+	return 0;
+}
+
 int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err, size_t errlen)
 {
 	const struct dlh_spec *s = in->spec;
@@ -213,7 +275,7 @@ int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err
 	memset(out, 0, sizeof *out);
 	out->deadline_s = (double)s->deadline;
 	if (s->command[0])
-		return unestimated(in, out, "[job] command runs a program dlhfs does not model");
+		return command_choice(in, out, err, errlen);
 	if (!in->cal || in->cal->when <= 0)
 		return unestimated(in, out, "the pool is not calibrated yet");
 	if (in->shape)
@@ -284,12 +346,72 @@ static int candidate_line(struct dlh_buf *b, const char *label, const struct dlh
 			      c->cost.joules, c->cost.mem_bytes / 1048576.0);
 }
 
+int dlh_choose_profiled(const struct dlh_profile_fit *f, const char *source,
+			const struct dlh_spec *spec, int max_ranks, const char *type, double watts,
+			struct dlh_choice *out, char *err, size_t errlen)
+{
+	char d[32], t[32];
+	struct dlh_estimate e;
+	memset(out, 0, sizeof *out);
+	int ranks = spec->ranks > 0 ? spec->ranks : dlh_profile_choose(f, max_ranks, (double)spec->deadline,
+									 watts, &e);
+	if (spec->ranks > 0)
+		dlh_profile_predict(f, ranks, watts, &e);
+	dlh_duration_text((double)spec->deadline, d, sizeof d);
+	dlh_duration_text(e.total_s, t, sizeof t);
+	if (ranks == -ETIME || (spec->deadline > 0 && e.total_s > (double)spec->deadline)) {
+		if (spec->ranks > 0)
+			snprintf(err, errlen, "%d x %s is estimated at %s by %s, past the deadline %s "
+				 "(ranks = auto lets the planner choose)", spec->ranks, type, t, source, d);
+		else
+			snprintf(err, errlen, "no rank count meets the deadline %s: the fastest, %d x %s, "
+				 "is estimated at %s by %s", d, dlh_profile_choose(f, max_ranks, 0, watts, &e),
+				 type, t, source);
+		return -ETIME;
+	}
+	out->estimated = out->profiled = 1;
+	out->ranks = ranks;
+	out->est = e;
+	out->fit = *f;
+	out->fit_max = max_ranks > ranks ? max_ranks : ranks;
+	out->fit_watts = watts;
+	out->deadline_s = (double)spec->deadline;
+	snprintf(out->type, sizeof out->type, "%s", type);
+	snprintf(out->fit_source, sizeof out->fit_source, "%s", source);
+	return 0;
+}
+
+/* The planner's part of a [job] command's plan: the counts by its fit. */
+static int profiled_format(const struct dlh_choice *c, struct dlh_buf *out)
+{
+	char d[32], t[32];
+	int rc = 0;
+	if (c->deadline_s > 0) {
+		dlh_duration_text(c->deadline_s, d, sizeof d);
+		rc |= dlh_buf_printf(out, "planner fewest joules finishing within the deadline %s, by %s\n",
+				     d, c->fit_source);
+	} else {
+		rc |= dlh_buf_printf(out, "planner fastest (no [job] deadline), by %s\n", c->fit_source);
+	}
+	for (int r = 1; r <= c->fit_max && r <= DLH_RANKS_MAX; r++) {
+		struct dlh_estimate e;
+		dlh_profile_predict(&c->fit, r, c->fit_watts, &e);
+		dlh_duration_text(e.total_s, t, sizeof t);
+		rc |= dlh_buf_printf(out, "%s %d x %s: %s, %.0f J, %.0f MiB per device\n",
+				     r == c->ranks ? "chosen" : "candidate", r, c->type, t, e.joules,
+				     e.mem_bytes / 1048576.0);
+	}
+	return rc ? -ENOMEM : 0;
+}
+
 int dlh_choice_format(const struct dlh_choice *c, struct dlh_buf *out)
 {
 	int rc = 0;
 
 	if (!c->estimated)
 		return dlh_buf_printf(out, "planner none: %s\n", c->why);
+	if (c->profiled)
+		return profiled_format(c, out);
 	if (c->deadline_s > 0) {
 		char d[32];
 

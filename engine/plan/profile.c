@@ -152,6 +152,14 @@ int dlh_profile_choose(const struct dlh_profile_fit *f, int max_ranks, double de
 	return best;
 }
 
+uint64_t dlh_profile_key(const struct dlh_spec *spec)
+{
+	uint64_t h = dlh_hash(spec->command, strlen(spec->command) + 1);
+	h = dlh_hash_more(h, spec->env, strlen(spec->env) + 1);
+	h = dlh_hash_more(h, &spec->steps, sizeof spec->steps);
+	return dlh_hash_more(h, &spec->device, sizeof spec->device);
+}
+
 static const struct {
 	const char *key;
 	size_t off;

@@ -10,6 +10,7 @@
 #define DLH_PROFILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "engine/plan/estimate.h"
 
@@ -67,6 +68,10 @@ void dlh_profile_predict(const struct dlh_profile_fit *f, int ranks, double watt
  * when none meets the deadline (*out: the fastest). */
 int dlh_profile_choose(const struct dlh_profile_fit *f, int max_ranks, double deadline_s,
 		       double watts_busy, struct dlh_estimate *out);
+
+/* The record key of spec's program: what makes two runs the same program
+ * (its command, [job] env, [job] steps and device). */
+uint64_t dlh_profile_key(const struct dlh_spec *spec);
 
 /* Appends f as key=value lines (profile_*) for the estimate and the
  * history. Returns 0, or -ENOMEM. */

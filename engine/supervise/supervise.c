@@ -21,6 +21,7 @@
 #include "engine/table/disk.h"
 #include "engine/supervise/eta.h"
 #include "engine/supervise/hang.h"
+#include "engine/supervise/profile.h"
 #include "engine/live/nodes.h"
 #include "engine/supervise/reason.h"
 #include "engine/supervise/resume.h"
@@ -286,12 +287,21 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	eng_run_env(e, j, &l->plan, l->nhosts, &env);
 	if (l->plan.ranks > 0 && l->plan.node[0] >= 0 && l->plan.node[0] != e->pool.local)
 		e->pool.nodes[l->plan.node[0]].free_port = 0;   /* this run's now: the next asks again */
-	if (j->spec.command[0] && j->started > 0)
+	char profile[4200] = "";
+	if (j->profile_phase) {   /* a profile run: in a directory of its own, from its start */
+		if ((rc = eng_profile_prepare(e, j, profile, sizeof profile, l->err, sizeof l->err))) {
+			close_joins(l);
+			return rc;
+		}
+		eng_profile_env(profile, &env);
+	} else if (j->spec.command[0] && j->started > 0) {
 		resume_env(e, j, l, &env);
+	}
 	eng_job_file(e, j->id, DLH_FILE_LOG, log, sizeof log);
 	eng_job_file(e, j->id, DLH_FILE_READY, ready, sizeof ready);
 	struct dlh_launch dl = {
 		.argv = l->plan.argv, .ranks = l->plan.ranks, .env = env.v, .job_dir = l->dir,
+		.cwd = profile[0] ? profile : NULL,
 		.log_path = log, .join = l->join, .cred = l->as_owner ? &l->cred : NULL,
 		/* the trainer says when it takes verbs; a command takes them from its start */
 		.ready_path = j->spec.command[0] ? NULL : ready,
@@ -316,6 +326,7 @@ static void record_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l
 	dlh_job_reason(j, NULL, NULL);
 	j->run_started = eng_stamp();
 	j->eta_end = j->eta_looked = 0;   /* its own rows tell its end once it steps */
+	j->profile_stopped = 0;
 	/* the machine's meter, where it has one and the run is all here */
 	/* GPU runs: the packages' meter leaves out most of what they draw */
 	j->energy_ok = l->nhosts == 0 && !l->plan.gpu && !dlh_energy_read(&j->energy_start);
@@ -445,7 +456,10 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 			used += (size_t)snprintf(where + used, sizeof where - used, "%s%s:%d",
 						 i ? "," : "", l->hosts[i].host, l->hosts[i].ranks);
 		/* the run's part of the log starts here (reason.c) */
-		eng_job_log(e, j, "launching %d rank%s on %s (restart %d)", l->plan.ranks,
+		char what[64] = "";
+		if (j->profile_phase)
+			snprintf(what, sizeof what, "profile run %d of %d: ", j->profile_phase, j->profile_n);
+		eng_job_log(e, j, "%slaunching %d rank%s on %s (restart %d)", what, l->plan.ranks,
 			    l->plan.ranks == 1 ? "" : "s", l->nhosts ? where : l->plan.host,
 			    j->restarts);
 		isolate(e, j, l);
@@ -515,7 +529,9 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 			-j->exit_code, strsignal(-j->exit_code));
 
 	eng_job_file(e, j->id, DLH_FILE_RESULT, path, sizeof path);
-	if (j->cancelling) {
+	if (eng_profile_ended(e, j, peak, end_t)) {
+		;   /* queued for its next profile run or its run (or failed: its deadline) */
+	} else if (j->cancelling) {
 		j->status = DLH_CANCELLED;
 		j->finished = end_t;
 	} else if (j->disk_why[0]) {   /* stopped for its disk use (disk.c) */
@@ -735,6 +751,11 @@ static void *timer_main(void *arg)
 					next = at;
 				at = eng_eta_update(e, j, now, &moved);
 				if (!next || at < next)
+					next = at;
+				at = eng_profile_watch(e, j, now);
+				if (j->profile_stopped && !j->kill_at && !j->term_at)
+					eng_job_terminate(e, j);   /* timed: the profile run ends */
+				else if (at && (!next || at < next))
 					next = at;
 			}
 			if (j->grace_at && j->run.pid && !j->kill_at && !j->cancelling &&

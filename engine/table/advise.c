@@ -177,6 +177,44 @@ int dlh_engine_calibration(struct dlh_engine *e, struct dlh_buf *out)
 
 /* ---- before the run ---- */
 
+#define PROFILES_DIR "profiles"   /* STATE/profiles/KEY: a program's fitted cost model */
+
+/* STATE/profiles/KEY of spec's program into buf. */
+static void record_path(const struct dlh_engine *e, const struct dlh_spec *spec, char *buf,
+			size_t len)
+{
+	snprintf(buf, len, "%s/" PROFILES_DIR "/%016llx", e->state,
+		 (unsigned long long)dlh_profile_key(spec));
+}
+
+int eng_profile_record_read(const struct dlh_engine *e, const struct dlh_spec *spec,
+			    struct dlh_profile_fit *f)
+{
+	char path[4096], *text = NULL;
+	record_path(e, spec, path, sizeof path);
+	int rc = dlh_read_file_nofollow(path, 1 << 16, &text, NULL);
+	if (!rc)
+		rc = dlh_profile_parse(text, f);
+	free(text);
+	return rc;
+}
+
+int eng_profile_record_write(const struct dlh_engine *e, const struct dlh_spec *spec,
+			     const struct dlh_profile_fit *f)
+{
+	char path[4096];
+	struct dlh_buf b = { 0 };
+	snprintf(path, sizeof path, "%s/" PROFILES_DIR, e->state);
+	int rc = dlh_mkdir_p(path, 0700);
+	if (!rc)
+		rc = dlh_profile_format(f, &b);
+	record_path(e, spec, path, sizeof path);
+	if (!rc)   /* what ran and how fast: root's, as STATE/history */
+		rc = dlh_write_atomic(path, b.data, b.len);   /* in a 0700 directory */
+	dlh_buf_free(&b);
+	return rc;
+}
+
 int eng_choose(struct dlh_engine *e, const struct dlh_spec *spec,
 	       const struct dlh_dataset_shape *shape, struct dlh_choice *c,
 	       char *err, size_t errlen)
@@ -212,6 +250,9 @@ int eng_choose(struct dlh_engine *e, const struct dlh_spec *spec,
 	memcpy(used, e->node_used, sizeof used);
 	in.cpus_used = used;
 	pthread_mutex_unlock(&e->mu);
+	struct dlh_profile_fit fit;
+	if (spec->command[0] && !eng_profile_record_read(e, spec, &fit))
+		in.fit = &fit;
 	int rc = dlh_choose(&in, c, err, errlen);
 	free(pool);
 	return rc;
@@ -237,6 +278,9 @@ void eng_choice_apply(struct dlh_job *j, const struct dlh_choice *c)
 		}
 	}
 	j->est_total = c->estimated ? c->est.total_s : 0.0;
+	j->profile_n = c->profile_runs;
+	j->profile_phase = c->profile_runs > 0;
+	memcpy(j->profile_counts, c->profile_counts, sizeof j->profile_counts);
 }
 
 int eng_job_override(const struct dlh_job *j, struct dlh_plan_override *ov)
@@ -364,7 +408,11 @@ static int estimate_text(const struct dlh_choice *c, struct dlh_buf *b)
 {
 	if (!c->estimated)
 		return dlh_buf_printf(b, "estimated=no\nreason=%s\n", c->why) ? -ENOMEM : 0;
-	return dlh_estimate_format(&c->est, NULL, b);
+	int rc = dlh_estimate_format(&c->est, NULL, b);
+	if (!rc && c->profiled &&   /* a program's: what it was fitted from, and the fit */
+	    !(rc = dlh_buf_printf(b, "source=%s\n", c->fit_source) ? -ENOMEM : 0))
+		rc = dlh_profile_format(&c->fit, b);
+	return rc;
 }
 
 int eng_write_choice(struct dlh_engine *e, const struct dlh_job *j, const struct dlh_choice *c,
@@ -441,6 +489,25 @@ static int stored_estimate(struct dlh_engine *e, long id, struct dlh_estimate *p
 	return rc;
 }
 
+/* Appends the source= and profile_ lines of job id's estimate file to b
+ * (what dlh_estimate_format does not write). Returns 0, or -ENOMEM. */
+static int kept_lines(struct dlh_engine *e, long id, struct dlh_buf *b)
+{
+	char path[4096], *text = NULL;
+	int rc = 0;
+	eng_job_file(e, id, "estimate", path, sizeof path);
+	if (dlh_read_file_nofollow(path, 1 << 20, &text, NULL))
+		return 0;
+	for (const char *l = text; *l && !rc;) {
+		size_t n = strcspn(l, "\n");
+		if (!strncmp(l, "source=", 7) || !strncmp(l, "profile_", 8))
+			rc = dlh_buf_printf(b, "%.*s\n", (int)n, l) ? -ENOMEM : 0;
+		l += n + (l[n] == '\n');
+	}
+	free(text);
+	return rc;
+}
+
 void eng_job_actuals(struct dlh_engine *e, struct dlh_job *j, double wall_s)
 {
 	char dir[4096], path[4096];
@@ -468,11 +535,21 @@ void eng_job_actuals(struct dlh_engine *e, struct dlh_job *j, double wall_s)
 	}
 	if (act.joules < 0 && act.total_s > 0 && pred.total_s > 0 && pred.joules > 0)
 		act.joules = pred.joules * act.total_s / pred.total_s;
-	if (!dlh_estimate_format(&pred, &act, &b)) {
+	if (act.mem_bytes < 0 && j->spec.command[0] && j->peak_mem > 0 && j->ranks > 0)
+		act.mem_bytes = (double)j->peak_mem / j->ranks;   /* a program's: its cgroup's, per rank */
+	int rc = dlh_estimate_format(&pred, &act, &b);
+	if (!rc)   /* a program's: where its estimate came from, and its fit, as they were */
+		rc = kept_lines(e, j->id, &b);
+	if (!rc) {
 		eng_job_file(e, j->id, "estimate", path, sizeof path);
 		dlh_write_atomic(path, b.data, b.len);
 	}
 	dlh_buf_free(&b);
+	if (j->spec.command[0]) {   /* a program's: its profile is its record, not the trainer's refit */
+		eng_job_log(e, j, "estimate: %.1f s predicted, %.1f s actual (%+.1f%%)", pred.total_s,
+			    act.total_s, act.total_s > 0 ? 100.0 * (act.total_s - pred.total_s) / act.total_s : 0.0);
+		return;
+	}
 	/* a run that was interrupted (suspended, restarted) is not the run
 	 * that was predicted: it would teach the refit the wrong thing */
 	if (j->suspends || j->restarts)

@@ -67,6 +67,15 @@ int eng_write_choice(struct dlh_engine *e, const struct dlh_job *j, const struct
 /* Writes jobs/<id>/plan of job j: the plan, how it is launched (the argv
  * and environment the run gets), then the planner's part. Returns 0, or
  * -errno. */
+/* The fitted cost model of spec's [job] command on record (STATE/profiles,
+ * root's), from its profile or an earlier run. Returns 0, or -errno. */
+int eng_profile_record_read(const struct dlh_engine *e, const struct dlh_spec *spec,
+			    struct dlh_profile_fit *f);
+
+/* Keeps f as the record of spec's program. Returns 0, or -errno. */
+int eng_profile_record_write(const struct dlh_engine *e, const struct dlh_spec *spec,
+			     const struct dlh_profile_fit *f);
+
 int eng_write_plan(struct dlh_engine *e, const struct dlh_job *j, const struct dlh_plan *plan);
 
 /* After a run that succeeded in wall_s: the estimate file gains the actual

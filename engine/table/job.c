@@ -73,6 +73,12 @@ int dlh_job_save(const struct dlh_job *j, const char *dir)
 		if (j->plan_parts[0])
 			dlh_buf_printf(&b, "plan_parts=%s\n", j->plan_parts);
 	}
+	if (j->profile_phase > 0) {
+		dlh_buf_printf(&b, "profile_phase=%d\nprofile_counts=", j->profile_phase);
+		for (int k = 0; k < j->profile_n; k++)
+			dlh_buf_printf(&b, "%s%d", k ? "," : "", j->profile_counts[k]);
+		dlh_buf_printf(&b, "\n");
+	}
 	if (!b.data)
 		return -ENOMEM;
 	snprintf(path, sizeof path, "%s/job", dir);
@@ -121,6 +127,27 @@ static void load_plan(struct dlh_job *j, const char *text)
 	j->est_total = kv_double(text, "est_total");
 }
 
+/* A [job] command's profile runs still to do, if the record has them: it
+ * is profiled again from its first (what earlier ones measured is gone). */
+static void load_profile(struct dlh_job *j, const char *text)
+{
+	char list[64];
+	int n = 0;
+	if ((int)kv_long(text, "profile_phase") < 1 || dlh_kv_get(text, "profile_counts", list, sizeof list))
+		return;
+	for (char *s = list, *end; n < DLH_PROFILE_RUNS && *s; s = end + (*end == ',')) {
+		long r = strtol(s, &end, 10);
+		if (end == s || r < 1 || r > DLH_JOB_RANKS)
+			return;
+		j->profile_counts[n++] = (int)r;
+	}
+	if (n < 1)
+		return;
+	j->profile_n = n;
+	j->profile_phase = 1;
+	j->plan_ranks = j->profile_counts[0];
+}
+
 int dlh_job_load(struct dlh_job *j, const char *dir)
 {
 	char path[4096];
@@ -156,6 +183,7 @@ int dlh_job_load(struct dlh_job *j, const char *dir)
 	j->suspends = (int)kv_long(text, "suspends");
 	j->resumable = kv_long(text, "resumable") != 0;
 	load_plan(j, text);
+	load_profile(j, text);
 	free(text);
 	if ((int)j->status < 0 || j->id <= 0)
 		return -EINVAL;

@@ -7,6 +7,7 @@
 
 #include "engine/run/backend.h"
 #include "engine/run/cgroup.h"
+#include "engine/plan/profile.h"
 #include "engine/pool/pool.h"
 #include "schema/spec.h"
 
@@ -55,12 +56,20 @@ struct dlh_job {
 	char plan_parts[96];         /* GPU ranks by type, in rank order: "A100:1,H100:3"
 					("" = any GPU) */
 	double est_total;            /* estimated run time, seconds; 0 = no estimate */
+	/* a [job] command measured before its run (supervise/profile.c) */
+	int profile_phase;           /* k in 1..profile_n: profile run k is next (or runs);
+					0 = none (or all done) */
+	int profile_n;               /* its profile runs */
+	int profile_counts[DLH_PROFILE_RUNS];   /* the ranks of each */
 	double cpu_s;                /* CPU seconds its runs used (the launcher and the
 					ranks it reaped, on its node), every run added */
 	long long peak_mem;          /* the most memory one of its runs used at once (its
 					memory cgroup's peak, else the largest rank), bytes */
 
 	/* daemon-only, not stored */
+	struct dlh_profile_run profile[DLH_PROFILE_RUNS];   /* what each profile run measured
+					(a restart of dlhfs profiles again) */
+	int profile_stopped;         /* dlhfs stopped the running profile run: no failure */
 	int cancelling;              /* a cancel was sent; ends as cancelled */
 	int suspending;              /* a suspend was sent (SIGUSR2); ends as suspended */
 	long preempted_by;           /* the suspend was a preemption for that job: ends

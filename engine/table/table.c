@@ -308,11 +308,29 @@ gid_t eng_primary_gid(uid_t uid)
 									    (gid_t)-1;
 }
 
+int eng_job_grant(const struct dlh_job *j, const char *dir, char *err, size_t errlen)
+{
+	enum dlh_share share = j->spec.readable_by;
+	if (geteuid() == 0 && j->uid != 0) {   /* the owner writes, the readers read */
+		struct dlh_readers r = {
+			.group = share == DLH_SHARE_GROUP ? eng_primary_gid(j->uid) : (gid_t)-1,
+			.all = share == DLH_SHARE_ALL,
+		};
+		return dlh_grant_dir(dir, j->uid, &r, err, errlen);
+	}
+	/* the daemon's own job: its mode says who else reads */
+	mode_t m = share == DLH_SHARE_ALL ? 0755 : share == DLH_SHARE_GROUP ? 0750 : 0700;
+	if (chmod(dir, m) < 0) {
+		snprintf(err, errlen, "cannot chmod \"%s\": %s", dir, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
 int eng_job_protect(const struct dlh_engine *e, const struct dlh_job *j, char *err,
 		    size_t errlen)
 {
 	char dirs[3][4200];
-	enum dlh_share share = j->spec.readable_by;
 	eng_job_dir(e, j->id, dirs[0], sizeof dirs[0]);
 	snprintf(dirs[1], sizeof dirs[1], "%s/%s", dirs[0], DLH_DIR_CHECKPOINTS);
 	snprintf(dirs[2], sizeof dirs[2], "%s/%s", dirs[0], DLH_DIR_OUTPUT);
@@ -320,21 +338,9 @@ int eng_job_protect(const struct dlh_engine *e, const struct dlh_job *j, char *e
 		struct stat st;
 		if (i == 2 && stat(dirs[i], &st) < 0)
 			continue;   /* a job from before output/ existed */
-		if (geteuid() == 0 && j->uid != 0) {   /* the owner writes, the readers read */
-			struct dlh_readers r = {
-				.group = share == DLH_SHARE_GROUP ? eng_primary_gid(j->uid) : (gid_t)-1,
-				.all = share == DLH_SHARE_ALL,
-			};
-			int rc = dlh_grant_dir(dirs[i], j->uid, &r, err, errlen);
-			if (rc)
-				return rc;
-		} else {   /* the daemon's own job: its mode says who else reads */
-			mode_t m = share == DLH_SHARE_ALL ? 0755 : share == DLH_SHARE_GROUP ? 0750 : 0700;
-			if (chmod(dirs[i], m) < 0) {
-				snprintf(err, errlen, "cannot chmod \"%s\": %s", dirs[i], strerror(errno));
-				return -errno;
-			}
-		}
+		int rc = eng_job_grant(j, dirs[i], err, errlen);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }

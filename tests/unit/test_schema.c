@@ -612,7 +612,7 @@ TEST(untouched_on_error)
 }
 
 /* A [job] command's normalized spec (jobs/<id>/spec) holds the keys a
- * program's job uses: [job] and [resources], without deadline; none of the
+ * program's job uses: [job] and [resources] (profile too); none of the
  * built-in trainer's [data], [model] and [train]. */
 TEST(command_spec_holds_only_what_applies_to_a_command)
 {
@@ -622,8 +622,13 @@ TEST(command_spec_holds_only_what_applies_to_a_command)
 	CHECK(dlh_spec_format(&s, out, sizeof out) > 0);
 	CHECK_MSG(!strstr(out, "[data]") && !strstr(out, "[model]") && !strstr(out, "[train]"),
 		  "%s", oneline(out));
-	CHECK_MSG(!strstr(out, "deadline") && !strstr(out, "epochs") && !strstr(out, "lr ="),
+	CHECK_MSG(!strstr(out, "epochs") && !strstr(out, "lr =") && strstr(out, "\nprofile = auto\n"),
 		  "%s", oneline(out));
+	/* the trainer's spec has no profile: it is estimated from its model */
+	CHECK(parse("[job]\nname = t\n", &s, err, sizeof err) == 0);
+	CHECK(dlh_spec_format(&s, out, sizeof out) > 0 && !strstr(out, "profile"));
+	CHECK(parse("[job]\nprofile = true\n", &s, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "spec:2: [job] profile: "), "%s", oneline(err));
 	CHECK_MSG(strstr(out, "\n[resources]\nranks = 1\nnodes = auto\ndevice = cpu\nmemory = 0\ndisk = 0\n"),
 		  "%s", oneline(out));
 	CHECK_MSG(strstr(out, "\nsteps = 0\n") && strstr(out, "\ntime_limit = 0\n") &&
@@ -682,16 +687,19 @@ TEST(trainer_key_beside_a_command_is_an_error_naming_its_line)
 
 /* [job] deadline needs the planner's estimate; a command has none: refused
  * with its line, pointing to time_limit. The trainer's is taken. */
-TEST(deadline_beside_a_command_is_refused)
+/* a command's deadline is the planner's (its profile estimates it) */
+TEST(deadline_and_profile_beside_a_command)
 {
 	struct dlh_spec s;
 	char err[DLH_ERR_MAX];
-	CHECK(parse("[job]\ncommand = python3 t.py\ndeadline = 1m\n", &s, err, sizeof err) == -EINVAL);
-	CHECK_MSG(!strcmp(err, "spec:3: [job] deadline: needs an estimate, and a [job] command has none "
-			  "(give [job] time_limit to bound the run)\n"), "%s", oneline(err));
-	CHECK(parse("[job]\ncommand = python3 t.py\ndeadline = 0\n", &s, err, sizeof err) == -EINVAL);
-	CHECK_MSG(parse("[job]\ncommand = python3 t.py\ntime_limit = 1m\n", &s, err, sizeof err) == 0,
-		  "%s", oneline(err));
+	CHECK_MSG(parse("[job]\ncommand = python3 t.py\ndeadline = 1m\nprofile = false\n", &s, err,
+			sizeof err) == 0, "%s", oneline(err));
+	CHECK(s.deadline == 60 && s.profile == DLH_PROFILE_OFF);
+	CHECK(parse("[job]\ncommand = python3 t.py\nprofile = true\n", &s, err, sizeof err) == 0 &&
+	      s.profile == DLH_PROFILE_ON);
+	CHECK(parse("[job]\ncommand = python3 t.py\n", &s, err, sizeof err) == 0 &&
+	      s.profile == DLH_PROFILE_AUTO);
+	CHECK(parse("[job]\ncommand = python3 t.py\nprofile = maybe\n", &s, err, sizeof err) == -EINVAL);
 	CHECK_MSG(parse("[job]\ndeadline = 1m\n", &s, err, sizeof err) == 0, "%s", oneline(err));
 	CHECK(s.deadline == 60);
 }
@@ -811,7 +819,7 @@ int main(int argc, char **argv)
 	RUN(untouched_on_error);
 	RUN(command_spec_holds_only_what_applies_to_a_command);
 	RUN(trainer_key_beside_a_command_is_an_error_naming_its_line);
-	RUN(deadline_beside_a_command_is_refused);
+	RUN(deadline_and_profile_beside_a_command);
 	RUN(command_ranks_default_to_one);
 	RUN(stored_command_spec_of_an_older_dlhfs_still_loads);
 	return CHECK_EXIT();

@@ -1,0 +1,211 @@
+/* profile.c - a [job] command measured before its run: its profile runs and
+ * what follows their end */
+#include "engine/supervise/profile.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/plan/choose.h"
+#include "engine/report/metrics.h"
+#include "engine/table/advise.h"
+#include "engine/util/util.h"
+
+#define TIMES_MAX 64   /* train rows of a profile read at most */
+
+/* STATE/jobs/ID/profile, or its run k's directory (k > 0), into buf. */
+static void profile_dir(const struct dlh_engine *e, const struct dlh_job *j, int k, char *buf,
+			size_t len)
+{
+	char dir[4096];
+	eng_job_dir(e, j->id, dir, sizeof dir);
+	if (k > 0)
+		snprintf(buf, len, "%s/" ENG_PROFILE_DIR "/%d", dir, k);
+	else
+		snprintf(buf, len, "%s/" ENG_PROFILE_DIR, dir);
+}
+
+int eng_profile_prepare(struct dlh_engine *e, struct dlh_job *j, char *dir, size_t len,
+			char *err, size_t errlen)
+{
+	char top[4200], sub[4300];
+	profile_dir(e, j, 0, top, sizeof top);
+	profile_dir(e, j, j->profile_phase, dir, len);
+	dlh_remove_tree(dir);   /* an earlier try's (a restart of dlhfs, a resume) */
+	int rc = dlh_mkdir_p(dir, 0755);
+	if (rc) {
+		snprintf(err, errlen, "cannot make \"%s\": %s", dir, strerror(-rc));
+		return rc;
+	}
+	const char *subs[] = { DLH_DIR_CHECKPOINTS, DLH_DIR_OUTPUT };
+	for (size_t i = 0; i < 2 && !rc; i++) {
+		snprintf(sub, sizeof sub, "%s/%s", dir, subs[i]);
+		if (!(rc = dlh_mkdir_p(sub, 0755)))
+			rc = eng_job_grant(j, sub, err, errlen);
+	}
+	if (!rc)
+		rc = eng_job_grant(j, top, err, errlen);
+	if (!rc)
+		rc = eng_job_grant(j, dir, err, errlen);
+	return rc;
+}
+
+void eng_profile_env(const char *dir, struct eng_env *env)
+{
+	snprintf(env->dir, sizeof env->dir, DLH_ENV_JOB_DIR "=%s", dir);
+	snprintf(env->csv, sizeof env->csv, DLH_ENV_METRICS_CSV "=%s/" DLH_FILE_METRICS, dir);
+	snprintf(env->ckpt, sizeof env->ckpt, DLH_ENV_CHECKPOINT_DIR "=%s/" DLH_DIR_CHECKPOINTS, dir);
+	snprintf(env->out, sizeof env->out, DLH_ENV_OUTPUT_DIR "=%s/" DLH_DIR_OUTPUT, dir);
+}
+
+/* The train rows' times of a profile's metrics.csv, in order. */
+struct times {
+	double t[TIMES_MAX];
+	int n;
+};
+
+static void take_time(void *ctx, const struct dlh_metrics_row *r)
+{
+	struct times *x = ctx;
+	if (r->kind == DLH_ROW_TRAIN && x->n < TIMES_MAX && isfinite(r->time_s))
+		x->t[x->n++] = r->time_s;
+}
+
+/* What j's current profile run shows now, into m (its ranks, rows timed,
+ * step, start-up, steps). */
+static void measure(struct dlh_engine *e, const struct dlh_job *j, struct dlh_profile_run *m)
+{
+	char dir[4200], csv[4300];
+	struct times x = { .n = 0 };
+	struct dlh_run_info ri;
+	struct stat st;
+	profile_dir(e, j, j->profile_phase, dir, sizeof dir);
+	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, dir);
+	memset(m, 0, sizeof *m);
+	m->ranks = j->profile_counts[j->profile_phase - 1];
+	dlh_metrics_scan(csv, 1 << 20, take_time, &x);
+	m->rows = x.n > DLH_PROFILE_WARMUP ? x.n - DLH_PROFILE_WARMUP : 0;
+	m->step_s = dlh_profile_step(x.t, x.n);
+	/* the rows' times are the program's clock: the file's time when its last
+	 * row was written puts them on the wall clock, and the first row after
+	 * the launch */
+	if (x.n > 0 && !lstat(csv, &st) && S_ISREG(st.st_mode)) {
+		double written = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
+		m->startup_s = fmax(0.0, written - x.t[x.n - 1] + x.t[0] - j->run_started);
+	}
+	m->steps = !dlh_run_info_read(dir, &ri) && ri.valid ? ri.total_steps : j->spec.steps;
+}
+
+double eng_profile_watch(struct dlh_engine *e, struct dlh_job *j, double now)
+{
+	struct dlh_profile_run m;
+	if (!j->profile_phase || j->profile_stopped || j->cancelling || j->suspending)
+		return 0;
+	measure(e, j, &m);
+	int timed = m.rows >= DLH_PROFILE_ROWS + 1;
+	if (!timed && dlh_now() - j->run_started < ENG_PROFILE_LIMIT)
+		return now + ENG_PROFILE_LOOK;
+	j->profile[j->profile_phase - 1] = m;
+	j->profile_stopped = 1;
+	if (timed)
+		eng_job_log(e, j, "profile run %d of %d: its steps are timed: stopping it",
+			    j->profile_phase, j->profile_n);
+	else
+		eng_job_log(e, j, "profile run %d of %d: stopping it after %.0f s, %d step%s timed",
+			    j->profile_phase, j->profile_n, ENG_PROFILE_LIMIT, m.rows, m.rows == 1 ? "" : "s");
+	return 0;
+}
+
+/* Logs what profile run k (0-based) measured. */
+static void log_run(struct dlh_engine *e, const struct dlh_job *j, int k)
+{
+	const struct dlh_profile_run *m = &j->profile[k];
+	char mem[32] = "unknown";
+	if (m->peak_mem > 0)
+		dlh_size_text(m->peak_mem, mem, sizeof mem);
+	eng_job_log(e, j, "profile run %d of %d: %d rank%s, %d step%s timed: %.4g s a step, "
+		    "%.3g s to its first step, %ld steps in its run, peak memory %s", k + 1, j->profile_n,
+		    m->ranks, m->ranks == 1 ? "" : "s", m->rows, m->rows == 1 ? "" : "s", m->step_s,
+		    m->startup_s, m->steps, mem);
+}
+
+/* After the last profile run: the fit, the choice, the record; j queued
+ * for its run or failed for its deadline. */
+static void fitted(struct dlh_engine *e, struct dlh_job *j, double end_t)
+{
+	char why[512], top[4200];
+	struct dlh_profile_fit f;
+	struct dlh_choice *c = calloc(1, sizeof *c);
+	int max;
+	const char *type;
+	double watts;
+	j->profile_phase = 0;
+	profile_dir(e, j, 0, top, sizeof top);
+	dlh_remove_tree(top);   /* its files were the profile's alone */
+	dlh_choose_command_devices(&e->pool, j->spec.device == DLH_DEVICE_GPU, &max, &type, &watts);
+	j->status = DLH_QUEUED;
+	int rc = dlh_profile_fit(j->profile, j->profile_n, &f, why, sizeof why);
+	if (!rc && c)
+		rc = dlh_choose_profiled(&f, "its profile", &j->spec, max, type, watts, c, why, sizeof why);
+	else if (!c)
+		rc = -ENOMEM, snprintf(why, sizeof why, "out of memory");
+	if (rc == -ETIME) {
+		j->status = DLH_FAILED;
+		j->finished = end_t;
+		dlh_job_reason(j, NULL, "[job] deadline: %s", why);
+	} else if (rc) {
+		eng_job_log(e, j, "not estimated: %s", why);
+		if (c) {   /* the estimate file says why */
+			memset(c, 0, sizeof *c);
+			snprintf(c->why, sizeof c->why, "its profile: %s", why);
+			eng_write_choice(e, j, c, NULL);
+		}
+		if (j->spec.deadline > 0) {
+			j->status = DLH_FAILED;
+			j->finished = end_t;
+			dlh_job_reason(j, NULL, "[job] deadline: the program could not be estimated: %s", why);
+		}
+		j->plan_ranks = j->spec.ranks > 0 ? j->spec.ranks : max;
+	} else {
+		if (eng_profile_record_write(e, &j->spec, &f))
+			eng_job_log(e, j, "the program's profile is not kept for its next runs");
+		eng_choice_apply(j, c);
+		if ((rc = eng_write_choice(e, j, c, NULL)))
+			eng_job_log(e, j, "cannot write its estimate: %s", strerror(-rc));
+		char t[32];
+		dlh_duration_text(c->est.total_s, t, sizeof t);
+		eng_job_log(e, j, "estimated by its profile: %d x %s, %s, %.0f J (%s)", c->ranks, c->type,
+			    t, c->est.joules, j->spec.deadline > 0 ? "the fewest joules within its deadline" :
+			    j->spec.ranks > 0 ? "the spec's ranks" : "the fastest");
+	}
+	free(c);
+}
+
+int eng_profile_ended(struct dlh_engine *e, struct dlh_job *j, long long peak, double end_t)
+{
+	if (!j->profile_phase || j->cancelling || j->suspending || e->stopping)
+		return 0;
+	int k = j->profile_phase - 1;
+	if (!j->profile_stopped) {
+		if (j->exit_code != 0) {
+			eng_job_log(e, j, "profile run %d of %d failed by itself", k + 1, j->profile_n);
+			return 0;   /* the program's failure: the job's, as any run's */
+		}
+		measure(e, j, &j->profile[k]);   /* it ended within its profile: all its rows */
+	}
+	j->profile_stopped = 0;
+	if (peak > 0)
+		j->profile[k].peak_mem = peak;
+	log_run(e, j, k);
+	if (j->profile_phase < j->profile_n) {
+		j->profile_phase++;
+		j->plan_ranks = j->profile_counts[j->profile_phase - 1];
+		j->status = DLH_QUEUED;
+		return 1;
+	}
+	fitted(e, j, end_t);
+	return 1;
+}
