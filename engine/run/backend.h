@@ -91,9 +91,7 @@ struct dlh_launch {
 	int ranks;                    /* ranks to start */
 	char *const *env;             /* "K=V" for every rank beyond the daemon's own,
 				         NULL-terminated; NULL = none */
-	const char *job_dir;          /* where the handle is written, and the ranks' working
-				         directory unless cwd says another */
-	const char *cwd;              /* the ranks' working directory; NULL = job_dir */
+	const char *job_dir;          /* where the handle is written */
 	const char *log_path;         /* every rank's output, appended */
 	const int *join;              /* cgroup.procs descriptors the run joins, -1-terminated;
 				         NULL = none */

@@ -225,9 +225,8 @@ static int local_start(const struct dlh_backend *be, const struct dlh_launch *l,
 		return -E2BIG;
 	}
 	/* every run starts in its job directory, root's too */
-	const char *cwd = l->cwd ? l->cwd : l->job_dir;
-	rc = be->shepherd[0] ? dlh_launch_holding(argv, env, l->log_path, l->join, l->cred, cwd, &pid) :
-			       dlh_launch_as(argv, env, l->log_path, l->join, l->cred, cwd, &pid);
+	rc = be->shepherd[0] ? dlh_launch_holding(argv, env, l->log_path, l->join, l->cred, l->job_dir, &pid) :
+			       dlh_launch_as(argv, env, l->log_path, l->join, l->cred, l->job_dir, &pid);
 	free(store);
 	if (rc) {
 		snprintf(err, errlen, "cannot start \"%s\": %s", be->launcher, strerror(-rc));

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/plan/choose.h"
 #include "engine/report/metrics.h"
@@ -16,49 +18,31 @@
 
 #define TIMES_MAX 64   /* train rows of a profile read at most */
 
-/* STATE/jobs/ID/profile, or its run k's directory (k > 0), into buf. */
-static void profile_dir(const struct dlh_engine *e, const struct dlh_job *j, int k, char *buf,
-			size_t len)
+/* Empties job j's files a profile run wrote (metrics.csv, run.info, what
+ * is in checkpoints/ and output/): the run starts from nothing. */
+static void clean(struct dlh_engine *e, const struct dlh_job *j)
 {
-	char dir[4096];
+	char dir[4096], path[4300];
+	const char *files[] = { DLH_FILE_METRICS, DLH_FILE_RUNINFO, DLH_FILE_HEARTBEAT };
+	const char *dirs[] = { DLH_DIR_CHECKPOINTS, DLH_DIR_OUTPUT };
 	eng_job_dir(e, j->id, dir, sizeof dir);
-	if (k > 0)
-		snprintf(buf, len, "%s/" ENG_PROFILE_DIR "/%d", dir, k);
-	else
-		snprintf(buf, len, "%s/" ENG_PROFILE_DIR, dir);
-}
-
-int eng_profile_prepare(struct dlh_engine *e, struct dlh_job *j, char *dir, size_t len,
-			char *err, size_t errlen)
-{
-	char top[4200], sub[4300];
-	profile_dir(e, j, 0, top, sizeof top);
-	profile_dir(e, j, j->profile_phase, dir, len);
-	dlh_remove_tree(dir);   /* an earlier try's (a restart of dlhfs, a resume) */
-	int rc = dlh_mkdir_p(dir, 0755);
-	if (rc) {
-		snprintf(err, errlen, "cannot make \"%s\": %s", dir, strerror(-rc));
-		return rc;
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+		unlink(path);
 	}
-	const char *subs[] = { DLH_DIR_CHECKPOINTS, DLH_DIR_OUTPUT };
-	for (size_t i = 0; i < 2 && !rc; i++) {
-		snprintf(sub, sizeof sub, "%s/%s", dir, subs[i]);
-		if (!(rc = dlh_mkdir_p(sub, 0755)))
-			rc = eng_job_grant(j, sub, err, errlen);
+	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, dirs[i]);
+		DIR *d = opendir(path);
+		struct dirent *de;
+		char entry[4600];
+		while (d && (de = readdir(d)))
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+				snprintf(entry, sizeof entry, "%s/%s", path, de->d_name);
+				dlh_remove_tree(entry);   /* no link followed */
+			}
+		if (d)
+			closedir(d);
 	}
-	if (!rc)
-		rc = eng_job_grant(j, top, err, errlen);
-	if (!rc)
-		rc = eng_job_grant(j, dir, err, errlen);
-	return rc;
-}
-
-void eng_profile_env(const char *dir, struct eng_env *env)
-{
-	snprintf(env->dir, sizeof env->dir, DLH_ENV_JOB_DIR "=%s", dir);
-	snprintf(env->csv, sizeof env->csv, DLH_ENV_METRICS_CSV "=%s/" DLH_FILE_METRICS, dir);
-	snprintf(env->ckpt, sizeof env->ckpt, DLH_ENV_CHECKPOINT_DIR "=%s/" DLH_DIR_CHECKPOINTS, dir);
-	snprintf(env->out, sizeof env->out, DLH_ENV_OUTPUT_DIR "=%s/" DLH_DIR_OUTPUT, dir);
 }
 
 /* The train rows' times of a profile's metrics.csv, in order. */
@@ -78,11 +62,11 @@ static void take_time(void *ctx, const struct dlh_metrics_row *r)
  * step, start-up, steps). */
 static void measure(struct dlh_engine *e, const struct dlh_job *j, struct dlh_profile_run *m)
 {
-	char dir[4200], csv[4300];
+	char dir[4096], csv[4200];
 	struct times x = { .n = 0 };
 	struct dlh_run_info ri;
 	struct stat st;
-	profile_dir(e, j, j->profile_phase, dir, sizeof dir);
+	eng_job_dir(e, j->id, dir, sizeof dir);
 	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, dir);
 	memset(m, 0, sizeof *m);
 	m->ranks = j->profile_counts[j->profile_phase - 1];
@@ -99,23 +83,42 @@ static void measure(struct dlh_engine *e, const struct dlh_job *j, struct dlh_pr
 	m->steps = !dlh_run_info_read(dir, &ri) && ri.valid ? ri.total_steps : j->spec.steps;
 }
 
+/* Makes j's running profile run its run: what it writes is the job's
+ * already; it is not estimated (why), and goes on. */
+static void adopt(struct dlh_engine *e, struct dlh_job *j, const char *why)
+{
+	eng_job_log(e, j, "not estimated: %s; profile run %d of %d goes on as the job's run", why,
+		    j->profile_phase, j->profile_n);
+	j->profile_phase = 0;
+	eng_job_save(e, j);
+}
+
 double eng_profile_watch(struct dlh_engine *e, struct dlh_job *j, double now)
 {
 	struct dlh_profile_run m;
+	char why[160];
 	if (!j->profile_phase || j->profile_stopped || j->cancelling || j->suspending)
 		return 0;
 	measure(e, j, &m);
-	int timed = m.rows >= DLH_PROFILE_ROWS + 1;
-	if (!timed && dlh_now() - j->run_started < ENG_PROFILE_LIMIT)
+	int timed = m.rows >= DLH_PROFILE_ROWS + 1, late = dlh_now() - j->run_started >= ENG_PROFILE_LIMIT;
+	if (!timed && !late)
 		return now + ENG_PROFILE_LOOK;
+	/* what cannot be timed is not stopped: it runs on as the job's run */
+	if (m.rows < 2) {
+		snprintf(why, sizeof why, "it wrote %d train row%s past its first %d in %.0f s",
+			 m.rows, m.rows == 1 ? "" : "s", DLH_PROFILE_WARMUP, ENG_PROFILE_LIMIT);
+		adopt(e, j, why);
+		return 0;
+	}
+	if (m.steps <= 0) {
+		adopt(e, j, "it does not tell its steps ([job] steps, or run.info's total_steps as the "
+		      "Python library writes it)");
+		return 0;
+	}
 	j->profile[j->profile_phase - 1] = m;
 	j->profile_stopped = 1;
-	if (timed)
-		eng_job_log(e, j, "profile run %d of %d: its steps are timed: stopping it",
-			    j->profile_phase, j->profile_n);
-	else
-		eng_job_log(e, j, "profile run %d of %d: stopping it after %.0f s, %d step%s timed",
-			    j->profile_phase, j->profile_n, ENG_PROFILE_LIMIT, m.rows, m.rows == 1 ? "" : "s");
+	eng_job_log(e, j, "profile run %d of %d: %d step%s timed: stopping it", j->profile_phase,
+		    j->profile_n, m.rows, m.rows == 1 ? "" : "s");
 	return 0;
 }
 
@@ -136,15 +139,13 @@ static void log_run(struct dlh_engine *e, const struct dlh_job *j, int k)
  * for its run or failed for its deadline. */
 static void fitted(struct dlh_engine *e, struct dlh_job *j, double end_t)
 {
-	char why[512], top[4200];
+	char why[512];
 	struct dlh_profile_fit f;
 	struct dlh_choice *c = calloc(1, sizeof *c);
 	int max;
 	const char *type;
 	double watts;
 	j->profile_phase = 0;
-	profile_dir(e, j, 0, top, sizeof top);
-	dlh_remove_tree(top);   /* its files were the profile's alone */
 	dlh_choose_command_devices(&e->pool, j->spec.device == DLH_DEVICE_GPU, &max, &type, &watts);
 	j->status = DLH_QUEUED;
 	int rc = dlh_profile_fit(j->profile, j->profile_n, &f, why, sizeof why);
@@ -189,14 +190,14 @@ int eng_profile_ended(struct dlh_engine *e, struct dlh_job *j, long long peak, d
 	if (!j->profile_phase || j->cancelling || j->suspending || e->stopping)
 		return 0;
 	int k = j->profile_phase - 1;
-	if (!j->profile_stopped) {
-		if (j->exit_code != 0) {
-			eng_job_log(e, j, "profile run %d of %d failed by itself", k + 1, j->profile_n);
-			return 0;   /* the program's failure: the job's, as any run's */
-		}
-		measure(e, j, &j->profile[k]);   /* it ended within its profile: all its rows */
+	if (!j->profile_stopped) {   /* it ended by itself: that was the job's run */
+		eng_job_log(e, j, "profile run %d of %d ended by itself: it was the job's run", k + 1,
+			    j->profile_n);
+		j->profile_phase = 0;
+		return 0;
 	}
 	j->profile_stopped = 0;
+	clean(e, j);   /* the next run, profile or not, starts from nothing */
 	if (peak > 0)
 		j->profile[k].peak_mem = peak;
 	log_run(e, j, k);

@@ -287,21 +287,12 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	eng_run_env(e, j, &l->plan, l->nhosts, &env);
 	if (l->plan.ranks > 0 && l->plan.node[0] >= 0 && l->plan.node[0] != e->pool.local)
 		e->pool.nodes[l->plan.node[0]].free_port = 0;   /* this run's now: the next asks again */
-	char profile[4200] = "";
-	if (j->profile_phase) {   /* a profile run: in a directory of its own, from its start */
-		if ((rc = eng_profile_prepare(e, j, profile, sizeof profile, l->err, sizeof l->err))) {
-			close_joins(l);
-			return rc;
-		}
-		eng_profile_env(profile, &env);
-	} else if (j->spec.command[0] && j->started > 0) {
-		resume_env(e, j, l, &env);
-	}
+	if (j->spec.command[0] && j->started > 0 && !j->profile_phase)
+		resume_env(e, j, l, &env);   /* a profile run starts from step 1, as the first did */
 	eng_job_file(e, j->id, DLH_FILE_LOG, log, sizeof log);
 	eng_job_file(e, j->id, DLH_FILE_READY, ready, sizeof ready);
 	struct dlh_launch dl = {
 		.argv = l->plan.argv, .ranks = l->plan.ranks, .env = env.v, .job_dir = l->dir,
-		.cwd = profile[0] ? profile : NULL,
 		.log_path = log, .join = l->join, .cred = l->as_owner ? &l->cred : NULL,
 		/* the trainer says when it takes verbs; a command takes them from its start */
 		.ready_path = j->spec.command[0] ? NULL : ready,

@@ -101,7 +101,8 @@ test_a_programs_output_is_in_the_mount_for_its_readers_only() {
 
 # A command without [resources] ranks runs once (a plain script is not an
 # MPI program), and its spec and plan say only what applies to a program:
-# no [data], [model], [train], deadline, global batch or lr
+# no [data], [model], [train], global batch or lr (and a program shorter
+# than its profile run runs once: that run was the job's)
 test_a_command_without_ranks_runs_once_and_its_spec_and_plan_say_only_what_applies() {
 	DLH_OPTS="-o cpus=2" dlh_mount
 	printf '[job]\ncommand = /bin/echo once\n' > "$STATE/c.ini"
@@ -113,7 +114,7 @@ test_a_command_without_ranks_runs_once_and_its_spec_and_plan_say_only_what_appli
 	local spec plan
 	spec=$(cat "$MNT/jobs/1/spec")
 	grep -qx 'ranks = 1' <<< "$spec" || die "spec ranks: $(grep ranks <<< "$spec")"
-	grep -Eq '^\[(data|model|train)\]$|^(deadline|epochs|batch_size|lr|layers|type) =' <<< "$spec" &&
+	grep -Eq '^\[(data|model|train)\]$|^(epochs|batch_size|lr|layers|type) =' <<< "$spec" &&
 		die "the spec has the trainer's keys: $spec"
 	grep -qx '\[resources\]' <<< "$spec" || die "spec: $spec"
 	plan=$(cat "$MNT/jobs/1/plan")
@@ -124,13 +125,13 @@ test_a_command_without_ranks_runs_once_and_its_spec_and_plan_say_only_what_appli
 	dlh_umount
 }
 
-# [job] deadline needs an estimate; a command has none: close() fails
-# with EINVAL and jobs/errors names the line
-test_a_commands_deadline_is_refused_naming_its_line() {
+# [job] deadline beside profile = false: no estimate to meet it by, so
+# close() fails with EINVAL and jobs/errors says why
+test_a_commands_deadline_without_a_profile_is_refused() {
 	dlh_mount
-	printf '[job]\ncommand = /bin/true\ndeadline = 1m\n' > "$STATE/d.ini"
+	printf '[job]\ncommand = /bin/true\ndeadline = 1m\nprofile = false\n' > "$STATE/d.ini"
 	expect_errno "Invalid argument" cp "$STATE/d.ini" "$MNT/jobs/new"
-	tail -1 "$MNT/jobs/errors" | grep -qF 'spec:3: [job] deadline: needs an estimate, and a [job] command has none (give [job] time_limit to bound the run)' ||
+	tail -1 "$MNT/jobs/errors" | grep -qF 'spec: [job] deadline: a [job] command with profile = false has no estimate to meet it by' ||
 		die "errors: $(tail -1 "$MNT/jobs/errors")"
 	ls "$MNT/jobs" | grep -q '^[0-9]' && die "a job appeared"
 	dlh_umount

@@ -160,7 +160,8 @@ TEST(no_estimate_without_calibration_or_for_a_user_command)
 	w.cal.when = 1;
 	snprintf(w.spec.command, sizeof w.spec.command, "/bin/true");
 	CHECK(dlh_choose(&w.in, &c, err, sizeof err) == 0);
-	CHECK(!c.estimated && strstr(c.why, "[job] command") && c.ranks == 2);
+	CHECK(!c.estimated && strstr(c.why, "to be measured before its run") && c.ranks == 2);
+	CHECK(c.profile_runs == 1 && c.profile_counts[0] == 2);
 	/* a program's batch and lr are its own: the choice has none */
 	CHECK(c.batch[0] == 0 && c.batch[1] == 0 && c.lr == 0.0 && c.warmup_steps == 0);
 	/* GPUs asked of a pool without: the plan's own refusal says it */

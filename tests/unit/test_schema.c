@@ -624,11 +624,6 @@ TEST(command_spec_holds_only_what_applies_to_a_command)
 		  "%s", oneline(out));
 	CHECK_MSG(!strstr(out, "epochs") && !strstr(out, "lr =") && strstr(out, "\nprofile = auto\n"),
 		  "%s", oneline(out));
-	/* the trainer's spec has no profile: it is estimated from its model */
-	CHECK(parse("[job]\nname = t\n", &s, err, sizeof err) == 0);
-	CHECK(dlh_spec_format(&s, out, sizeof out) > 0 && !strstr(out, "profile"));
-	CHECK(parse("[job]\nprofile = true\n", &s, err, sizeof err) == -EINVAL);
-	CHECK_MSG(strstr(err, "spec:2: [job] profile: "), "%s", oneline(err));
 	CHECK_MSG(strstr(out, "\n[resources]\nranks = 1\nnodes = auto\ndevice = cpu\nmemory = 0\ndisk = 0\n"),
 		  "%s", oneline(out));
 	CHECK_MSG(strstr(out, "\nsteps = 0\n") && strstr(out, "\ntime_limit = 0\n") &&
@@ -638,6 +633,10 @@ TEST(command_spec_holds_only_what_applies_to_a_command)
 	CHECK(dlh_spec_format(&s, out, sizeof out) > 0);
 	CHECK(strstr(out, "\ndeadline = 0\n") && strstr(out, "\n[train]\nepochs = 10\n") &&
 	      strstr(out, "\n[data]\n") && strstr(out, "\n[model]\n") && strstr(out, "\nranks = auto\n"));
+	/* but no profile: it is estimated from its model */
+	CHECK(!strstr(out, "profile"));
+	CHECK(parse("[job]\nprofile = true\n", &s, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "spec:2: [job] profile: "), "%s", oneline(err));
 }
 
 /* A key of the built-in trainer given beside a command is an error that
@@ -729,8 +728,9 @@ TEST(command_ranks_default_to_one)
 }
 
 /* A command's spec as an older dlhfs stored it (jobs/<id>/spec.ini, every
- * key with the trainer's defaults, deadline, ranks = auto) loads at mount
- * (DLH_SPEC_STORED): what no longer applies is dropped, the rest is kept. */
+ * key with the trainer's defaults, ranks = auto) loads at mount
+ * (DLH_SPEC_STORED): what no longer applies is dropped, the rest is kept
+ * (its deadline too: a command's deadline applies since it is profiled). */
 TEST(stored_command_spec_of_an_older_dlhfs_still_loads)
 {
 	static const char *old =
@@ -751,7 +751,8 @@ TEST(stored_command_spec_of_an_older_dlhfs_still_loads)
 	static const char *now =
 		"[job]\nname = ddp\ncommand = python3 /opt/train.py\nsteps = 1200\nrestart = on-failure\n"
 		"max_restarts = 3\npriority = 0\npreemptible = true\ntime_limit = 0\n"
-		"time_limit_grace = 0\nhang_timeout = 0\ndry_run = false\nreadable_by = owner\n\n"
+		"time_limit_grace = 0\nhang_timeout = 0\ndeadline = 0:01:00\ndry_run = false\nprofile = auto\n"
+		"readable_by = owner\n\n"
 		"[resources]\nranks = 4\nnodes = auto\ndevice = cpu\nmemory = 0\ndisk = 0\n";
 	struct dlh_spec s, d, back;
 	char err[DLH_ERR_MAX], out[FMT_MAX];
@@ -761,7 +762,7 @@ TEST(stored_command_spec_of_an_older_dlhfs_still_loads)
 	      s.restart == DLH_RESTART_ON_FAILURE && s.ranks == 4);
 	/* what no longer applies is back at its default */
 	dlh_spec_defaults(&d);
-	CHECK(s.deadline == 0 && s.seed == d.seed && s.batch_size == d.batch_size &&
+	CHECK(s.deadline == 60 && s.seed == d.seed && s.batch_size == d.batch_size &&
 	      !strcmp(s.train, d.train));
 	CHECK(dlh_spec_format(&s, out, sizeof out) > 0);
 	CHECK_MSG(!strcmp(out, now), "%s", oneline(out));
@@ -775,7 +776,7 @@ TEST(stored_command_spec_of_an_older_dlhfs_still_loads)
 				   DLH_SPEC_STORED) == 0 && s.ranks == 0);
 	/* submitted again (not stored), the same text is refused, key by key */
 	CHECK(parse(old, &s, err, sizeof err) == -EINVAL);
-	CHECK_MSG(count_lines(err) == 24 && !strncmp(err, "spec:12: [job] deadline: needs an estimate", 42),
+	CHECK_MSG(count_lines(err) == 23 && !strncmp(err, "spec:17: [data] train: applies to the built-in", 46),
 		  "%d: %s", count_lines(err), oneline(err));
 }
 
