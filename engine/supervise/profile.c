@@ -185,10 +185,23 @@ static void fitted(struct dlh_engine *e, struct dlh_job *j, double end_t)
 	free(c);
 }
 
+void eng_profile_start(struct dlh_engine *e, struct dlh_job *j)
+{
+	clean(e, j);   /* an earlier profile run's, cut short (a restart of dlhfs) */
+}
+
 int eng_profile_ended(struct dlh_engine *e, struct dlh_job *j, long long peak, double end_t)
 {
-	if (!j->profile_phase || j->cancelling || j->suspending || e->stopping)
+	if (!j->profile_phase || j->cancelling || e->stopping)
 		return 0;
+	if (j->suspending || j->exit_code == DLH_EXIT_SUSPENDED) {
+		/* suspended (ctl, preemption) at a checkpoint of its own: that run
+		 * was the job's, and the next takes up from its checkpoint */
+		eng_job_log(e, j, "not estimated: suspended in profile run %d of %d, which was the "
+			    "job's run", j->profile_phase, j->profile_n);
+		j->profile_phase = 0;
+		return 0;
+	}
 	int k = j->profile_phase - 1;
 	if (!j->profile_stopped) {   /* it ended by itself: that was the job's run */
 		eng_job_log(e, j, "profile run %d of %d ended by itself: it was the job's run", k + 1,

@@ -12,6 +12,10 @@
 				    the latest, its rows timed so far taken */
 #define ENG_PROFILE_LOOK 0.2     /* its rows are looked at this often (seconds) */
 
+/* Before j's profile run starts: what an earlier one cut short left of the
+ * job's files is removed (the run starts from nothing). e->mu held. */
+void eng_profile_start(struct dlh_engine *e, struct dlh_job *j);
+
 /* Looks at the rows of j's running profile run: once it has timed
  * DLH_PROFILE_ROWS steps past its warm-up (or ENG_PROFILE_LIMIT has passed
  * with two at least), records what it measured and sets

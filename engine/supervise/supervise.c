@@ -287,8 +287,10 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	eng_run_env(e, j, &l->plan, l->nhosts, &env);
 	if (l->plan.ranks > 0 && l->plan.node[0] >= 0 && l->plan.node[0] != e->pool.local)
 		e->pool.nodes[l->plan.node[0]].free_port = 0;   /* this run's now: the next asks again */
-	if (j->spec.command[0] && j->started > 0 && !j->profile_phase)
-		resume_env(e, j, l, &env);   /* a profile run starts from step 1, as the first did */
+	if (j->profile_phase)
+		eng_profile_start(e, j);   /* a profile run starts from step 1, as the first did */
+	else if (j->spec.command[0] && j->started > 0)
+		resume_env(e, j, l, &env);
 	eng_job_file(e, j->id, DLH_FILE_LOG, log, sizeof log);
 	eng_job_file(e, j->id, DLH_FILE_READY, ready, sizeof ready);
 	struct dlh_launch dl = {
@@ -449,10 +451,10 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 		/* the run's part of the log starts here (reason.c) */
 		char what[64] = "";
 		if (j->profile_phase)
-			snprintf(what, sizeof what, "profile run %d of %d: ", j->profile_phase, j->profile_n);
-		eng_job_log(e, j, "%slaunching %d rank%s on %s (restart %d)", what, l->plan.ranks,
+			snprintf(what, sizeof what, ", profile run %d of %d", j->profile_phase, j->profile_n);
+		eng_job_log(e, j, "launching %d rank%s on %s (restart %d%s)", l->plan.ranks,
 			    l->plan.ranks == 1 ? "" : "s", l->nhosts ? where : l->plan.host,
-			    j->restarts);
+			    j->restarts, what);
 		isolate(e, j, l);
 		rc = start_run(e, j, l);
 	}

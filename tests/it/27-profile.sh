@@ -1,0 +1,144 @@
+# 27-profile.sh - a [job] command estimated from measurement: profile runs
+# of the program itself, the fit, the ranks chosen for a deadline, the
+# record that plans the next job of the same program at close(), and the
+# programs that cannot be timed (they run once, as the job's run)
+
+# steps_prog FILE: a program of its own (a shell script) that writes a train
+# row per step to $DLH_METRICS_CSV (rank 0) and whose step takes
+# 0.2 s / ranks + 0.02 s: the global batch split over the ranks, a sum
+steps_prog() {
+	cat > "$1" <<'SH'
+#!/bin/sh
+n=$1
+r=${RANK:-0}; w=${WORLD_SIZE:-1}
+t0=$(date +%s.%N)
+sleep 0.3
+[ "$r" = 0 ] && printf 'kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n' >> "$DLH_METRICS_CSV"
+i=1
+while [ "$i" -le "$n" ]; do
+	sleep "$(echo "0.2 / $w + 0.02" | bc -l)"
+	if [ "$r" = 0 ]; then
+		printf 'train,%d,1,%s,1.0,0.5,0.1,nan\n' "$i" "$(echo "$(date +%s.%N) - $t0" | bc)" >> "$DLH_METRICS_CSV"
+	fi
+	i=$((i + 1))
+done
+SH
+	chmod 755 "$1"
+}
+
+# spec NAME STEPS [LINE...]: the program's spec, [job] lines after
+prog_spec() {
+	local name=$1 steps=$2
+	shift 2
+	printf '[job]\nname = %s\ncommand = %s %s\nsteps = %s\n' "$name" "$STATE/steps.sh" "$steps" "$steps"
+	local l
+	for l in "$@"; do printf '%s\n' "$l"; done
+	printf '[resources]\nranks = auto\n'
+}
+
+est() { sed -n "s/^$2=//p" "$MNT/jobs/$1/estimate" | head -1; }
+train_steps() { grep '^train,' "$MNT/jobs/$1/metrics.csv" | cut -d, -f2 | tr '\n' ' '; }
+
+# 40 steps: about 9 s on one rank, 5 s on two; a deadline of 8 s only two
+# meet. The program is profiled on 1 and 2 ranks, then runs on 2; what the
+# profile runs wrote is gone (every step once); the estimate is within a
+# quarter of the run (the bench measures how near: bench/estimate)
+test_a_program_is_profiled_and_runs_on_the_count_its_deadline_needs() {
+	DLH_OPTS="-o cpus=2" dlh_mount
+	steps_prog "$STATE/steps.sh"
+	prog_spec p 40 'deadline = 8s' > "$STATE/p.ini"
+	cp "$STATE/p.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	grep -q '^reason=to be measured before its run: its first steps on 1 rank, then on 2 ranks' "$MNT/jobs/1/estimate" ||
+		die "estimate at submission: $(cat "$MNT/jobs/1/estimate")"
+	wait_for 60 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress"); $(grep -v '^\[rank' "$MNT/jobs/1/log" | tail -5)"
+	local log; log=$(grep -v '^\[rank' "$MNT/jobs/1/log")
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(tail -5 <<< "$log"))"
+	grep -q 'launching 1 rank on .* (restart 0, profile run 1 of 2)$' <<< "$log" &&
+		grep -q 'launching 2 ranks on .* (restart 0, profile run 2 of 2)$' <<< "$log" &&
+		grep -q 'launching 2 ranks on .* (restart 0)$' <<< "$log" || die "launches: $(grep launching <<< "$log")"
+	grep -q 'estimated by its profile: 2 x cpu, .* (the fewest joules within its deadline)$' <<< "$log" ||
+		die "log: $(grep -E 'profile|estimated' <<< "$log")"
+	grep -q '^chosen 2 x cpu: ' "$MNT/jobs/1/plan" && grep -q '^candidate 1 x cpu: ' "$MNT/jobs/1/plan" ||
+		die "plan: $(grep -E '^(planner|chosen|candidate)' "$MNT/jobs/1/plan")"
+	expect_eq "$(est 1 source)" "its profile" "the estimate's source"
+	local pred act err
+	pred=$(est 1 total_s)
+	act=$(est 1 actual_total_s)
+	err=$(est 1 error_total_s)
+	echo "measured: $(grep 'profile run [12] of 2: [12] rank' <<< "$log" | sed 's/^.*dlhfs: //' | tr '\n' ';')"
+	echo "measured: predicted ${pred} s, actual ${act} s (${err}%), deadline 8 s"
+	awk -v p="$pred" 'BEGIN { exit !(p > 0 && p <= 8) }' || die "predicted ${pred} s"
+	awk -v e="$err" 'BEGIN { exit !(e > -25 && e < 25) }' || die "the estimate is ${err}% off"
+	expect_eq "$(train_steps 1)" "$(seq 1 40 | tr '\n' ' ')" "the run's steps"
+	dlh_umount
+}
+
+# The fit is the program's record: the next job of it is planned at close()
+# with no profile run, and a deadline nothing meets is refused there with
+# the best time; profile = true measures it again
+test_a_program_on_record_is_planned_at_close_and_an_impossible_deadline_refused() {
+	DLH_OPTS="-o cpus=2" dlh_mount
+	steps_prog "$STATE/steps.sh"
+	prog_spec a 20 > "$STATE/a.ini"
+	cp "$STATE/a.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 60 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1"
+	ls "$STATE/profiles" | grep -q . || die "no record kept"
+	prog_spec b 20 'deadline = 1s' > "$STATE/b.ini"
+	expect_errno "Invalid argument" cp "$STATE/b.ini" "$MNT/jobs/new"
+	local e; e=$(tail -1 "$MNT/jobs/errors")
+	grep -q 'spec: \[job\] deadline: no rank count meets the deadline 1.0s: the fastest, 2 x cpu, is estimated at .* by the record of an earlier run of the program' <<< "$e" ||
+		die "errors: $e"
+	echo "measured: $e"
+	prog_spec c 20 'deadline = 1m' > "$STATE/c.ini"
+	cp "$STATE/c.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	expect_eq "$(est 2 source)" "the record of an earlier run of the program" "job 2's estimate at close()"
+	grep -q '^chosen 1 x cpu' "$MNT/jobs/2/plan" || die "plan (the fewest joules within a minute): $(grep -E '^(chosen|candidate)' "$MNT/jobs/2/plan")"
+	wait_for 60 job_terminal 2 || die "job 2: $(cat "$MNT/jobs/2/progress")"
+	expect_eq "$(cat "$MNT/jobs/2/status")" succeeded "job 2"
+	grep -q 'profile run' "$MNT/jobs/2/log" && die "job 2 was profiled: $(grep 'profile run' "$MNT/jobs/2/log")"
+	prog_spec d 20 'profile = true' > "$STATE/d.ini"
+	cp "$STATE/d.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 60 job_terminal 3 || die "job 3: $(cat "$MNT/jobs/3/progress")"
+	grep -q 'profile run 2 of 2: 2 ranks' "$MNT/jobs/3/log" || die "job 3 (profile = true): $(grep -v '^\[rank' "$MNT/jobs/3/log" | tail -5)"
+	dlh_umount
+}
+
+# No record: the first profile shows the deadline cannot be met, and the
+# job fails with the best time before its run
+test_a_first_profile_that_shows_a_deadline_cannot_be_met_fails_the_job() {
+	DLH_OPTS="-o cpus=2" dlh_mount
+	steps_prog "$STATE/steps.sh"
+	prog_spec p 40 'deadline = 2s' > "$STATE/p.ini"
+	cp "$STATE/p.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 60 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" failed "status"
+	grep -q '^failed: \[job\] deadline: no rank count meets the deadline 2.0s: the fastest, 2 x cpu, is estimated at .* by its profile$' "$MNT/jobs/1/progress" ||
+		die "progress: $(cat "$MNT/jobs/1/progress")"
+	grep -q 'launching .* (restart 0)$' "$MNT/jobs/1/log" && die "it ran past its profile: $(grep launching "$MNT/jobs/1/log")"
+	dlh_umount
+}
+
+# What cannot be timed runs once, as the job's run: a program that does not
+# tell its steps (rows, no [job] steps) goes on past its profile with every
+# step once; one that writes no rows and ends within its profile ran once
+test_a_program_that_cannot_be_timed_runs_once_as_the_jobs_run() {
+	DLH_OPTS="-o cpus=2" dlh_mount
+	steps_prog "$STATE/steps.sh"
+	printf '[job]\ncommand = %s 20\n' "$STATE/steps.sh" > "$STATE/a.ini"
+	cp "$STATE/a.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 60 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1"
+	grep -q 'not estimated: it does not tell its steps .*; profile run 1 of 1 goes on as the job.s run' "$MNT/jobs/1/log" ||
+		die "log: $(grep -v '^\[rank' "$MNT/jobs/1/log" | tail -5)"
+	expect_eq "$(grep -c 'launching' "$MNT/jobs/1/log")" 1 "launches"
+	expect_eq "$(train_steps 1)" "$(seq 1 20 | tr '\n' ' ')" "its steps"
+	printf '[job]\ncommand = /bin/echo once\n' > "$STATE/b.ini"
+	cp "$STATE/b.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 job_terminal 2 || die "job 2: $(cat "$MNT/jobs/2/progress")"
+	expect_eq "$(cat "$MNT/jobs/2/status")" succeeded "job 2"
+	expect_eq "$(grep -c '^\[rank 0\] once$' "$MNT/jobs/2/log")" 1 "runs of job 2"
+	grep -q 'profile run 1 of 1 ended by itself: it was the job.s run' "$MNT/jobs/2/log" ||
+		die "log: $(grep -v '^\[rank' "$MNT/jobs/2/log" | tail -4)"
+	dlh_umount
+}
