@@ -267,7 +267,8 @@ $(BUILD)/bench-nccl-bw: bench/nccl_bw.c
 bench: all $(BUILD)/bench-launch $(BUILD)/bench-estimate
 	bench/run $(BUILD)
 
-# predicted vs actual wall time of a dozen real runs (bench/estimate)
+# predicted vs actual wall time of a dozen real runs of the built-in trainer
+# and of programs of their own, estimated by their profiles (bench/estimate)
 bench-estimate: all $(BUILD)/bench-estimate
 	bench/estimate $(BUILD)
 

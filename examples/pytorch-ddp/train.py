@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """examples/pytorch-ddp/train.py - a PyTorch DDP (gloo) program run by dlhfs as a
-[job] command: an MLP on Fashion-MNIST read from its IDX files.
+[job] command: an MLP or a small CNN (--model) on Fashion-MNIST read from its IDX files.
 
     dlh-rank /usr/bin/python3 train.py [--data DIR] [--epochs E] [--batch B] ...
 
@@ -66,7 +66,11 @@ def parse_args():
     p.add_argument("--batch", type=int, default=64, help="global batch, split over the ranks")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--hidden", default="256,128", help="hidden layer widths")
+    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp",
+                   help="an MLP (--hidden) or a small CNN (--conv)")
+    p.add_argument("--hidden", default="256,128", help="mlp: hidden layer widths")
+    p.add_argument("--conv", default="16,32",
+                   help="cnn: the filters of its 5x5 convolutions, each followed by a 2x2 max-pool")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--checkpoint-every", type=int, default=200, help="steps; 0: only on request and at the end")
     p.add_argument("--keep", type=int, default=3, help="checkpoints kept (the newest)")
@@ -106,6 +110,15 @@ def mlp(hidden):
     return nn.Sequential(*mods)
 
 
+def cnn(filters):
+    mods, ch, side = [nn.Unflatten(1, (1, 28, 28))], 1, 28
+    for f in filters:
+        mods += [nn.Conv2d(ch, f, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2)]
+        ch, side = f, side // 2
+    mods += [nn.Flatten(), nn.Linear(ch * side * side, 10)]
+    return nn.Sequential(*mods)
+
+
 def evaluate(model, x, y, rank, world):
     """Mean loss and accuracy on the test set, each rank its shard, summed."""
     lo, hi = rank * len(x) // world, (rank + 1) * len(x) // world
@@ -135,7 +148,8 @@ def main():
 
     job = dlhfs.init(steps=total, steps_per_epoch=per_epoch, keep=a.keep)
     rank, world = job.rank, job.world_size
-    model = DDP(mlp([int(w) for w in a.hidden.split(",")]))
+    widths = [int(w) for w in (a.hidden if a.model == "mlp" else a.conv).split(",")]
+    model = DDP(mlp(widths) if a.model == "mlp" else cnn(widths))
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     ck = job.resume()
     if ck:
