@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "engine/report/metrics.h"
+#include "engine/table/advise.h"
 #include "engine/util/util.h"
 
 double eng_eta_update(struct dlh_engine *e, struct dlh_job *j, double now, int *moved)
@@ -23,13 +24,21 @@ double eng_eta_update(struct dlh_engine *e, struct dlh_job *j, double now, int *
 	if (dlh_run_info_read(dir, &ri))
 		ri.valid = 0;
 	long total = dlh_total_steps(&ri, &j->spec);
-	if (total > 0 && !dlh_metrics_read(csv, &m) && m.have_train && m.step < total) {
-		double left = dlh_metrics_eta(&m, total, j->spec.command[0] ? 0 : j->spec.batch_size);
+	double left = 0;
+	/* a profile run's rows are not the run's (supervise/profile.c) */
+	if (total > 0 && !j->profile_phase && !dlh_metrics_read(csv, &m) && m.have_train && m.step < total) {
+		left = dlh_metrics_eta(&m, total, j->spec.command[0] ? 0 : j->spec.batch_size);
 		if (left > 0)
 			j->eta_end = t + left;
 	}
 	if ((was > 0) != (j->eta_end > 0) ||
-	    fabs(j->eta_end - was) > fmax(ENG_ETA_MOVED, 0.1 * (j->eta_end - t)))
+	    fabs(j->eta_end - was) > fmax(ENG_ETA_MOVED, 0.1 * (j->eta_end - t))) {
 		*moved = 1;
+		/* the estimate file's current figure: the run's length by its rows
+		 * (a run taken up again: by the program's clock, resumes included) */
+		if (j->eta_end > 0)
+			eng_estimate_current(e, j, j->suspends || j->restarts || j->taken_back ?
+						   m.time_s + left : j->eta_end - j->run_started, m.step);
+	}
 	return now + ENG_ETA_EVERY;
 }

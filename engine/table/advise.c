@@ -5,6 +5,7 @@
 #include "engine/table/advise.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -489,9 +490,11 @@ static int stored_estimate(struct dlh_engine *e, long id, struct dlh_estimate *p
 	return rc;
 }
 
-/* Appends the source= and profile_ lines of job id's estimate file to b
- * (what dlh_estimate_format does not write). Returns 0, or -ENOMEM. */
-static int kept_lines(struct dlh_engine *e, long id, struct dlh_buf *b)
+/* Appends to b the lines of job id's estimate file that begin with one
+ * of the n prefixes (what dlh_estimate_format does not write), or all the
+ * others (but). Returns 0, or -ENOMEM. */
+static int kept_lines(const struct dlh_engine *e, long id, const char *const *prefix, int n,
+		      int but, struct dlh_buf *b)
 {
 	char path[4096], *text = NULL;
 	int rc = 0;
@@ -499,13 +502,44 @@ static int kept_lines(struct dlh_engine *e, long id, struct dlh_buf *b)
 	if (dlh_read_file_nofollow(path, 1 << 20, &text, NULL))
 		return 0;
 	for (const char *l = text; *l && !rc;) {
-		size_t n = strcspn(l, "\n");
-		if (!strncmp(l, "source=", 7) || !strncmp(l, "profile_", 8))
-			rc = dlh_buf_printf(b, "%.*s\n", (int)n, l) ? -ENOMEM : 0;
-		l += n + (l[n] == '\n');
+		size_t len = strcspn(l, "\n");
+		int match = 0;
+		for (int i = 0; i < n && !match; i++)
+			match = !strncmp(l, prefix[i], strlen(prefix[i]));
+		if (match != but)
+			rc = dlh_buf_printf(b, "%.*s\n", (int)len, l) ? -ENOMEM : 0;
+		l += len + (l[len] == '\n');
 	}
 	free(text);
 	return rc;
+}
+
+#define CURRENT "current_"   /* the estimate file's lines of the figure a running job's
+				rows give (eng_estimate_current) */
+
+void eng_estimate_current(const struct dlh_engine *e, const struct dlh_job *j, double total_s,
+			  long step)
+{
+	static const char *const cur[] = { CURRENT };
+	char path[4096], tmp[4200];
+	struct dlh_buf b = { 0 };
+	int rc = kept_lines(e, j->id, cur, 1, 1, &b);
+	if (!rc && b.len)   /* a job with an estimate file only */
+		rc = dlh_buf_printf(&b, CURRENT "total_s=%.6g\n" CURRENT "step=%ld\n" CURRENT "at=%.0f\n",
+				    total_s, step, dlh_now()) ? -ENOMEM : 0;
+	eng_job_file(e, j->id, "estimate", path, sizeof path);
+	snprintf(tmp, sizeof tmp, "%s.current.tmp", path);
+	/* no fsync: the figure is gone at the next look anyway (e->mu is held);
+	 * a new file of ours (the owner may write in the job's directory) */
+	unlink(tmp);
+	int fd = !rc && b.len ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644) : -1;
+	if (fd >= 0) {
+		rc = dlh_write_all(fd, b.data, b.len);
+		close(fd);
+		if (rc || rename(tmp, path))
+			unlink(tmp);
+	}
+	dlh_buf_free(&b);
 }
 
 void eng_job_actuals(struct dlh_engine *e, struct dlh_job *j, double wall_s)
@@ -538,8 +572,15 @@ void eng_job_actuals(struct dlh_engine *e, struct dlh_job *j, double wall_s)
 	if (act.mem_bytes < 0 && j->spec.command[0] && j->peak_mem > 0 && j->ranks > 0)
 		act.mem_bytes = (double)j->peak_mem / j->ranks;   /* a program's: its cgroup's, per rank */
 	int rc = dlh_estimate_format(&pred, &act, &b);
-	if (!rc)   /* a program's: where its estimate came from, and its fit, as they were */
-		rc = kept_lines(e, j->id, &b);
+	/* a program's: where its estimate came from and its fit; any job's: the
+	 * figure its rows gave last while it ran, and its error */
+	static const char *const kept[] = { "source=", "profile_", CURRENT };
+	if (!rc)
+		rc = kept_lines(e, j->id, kept, 3, 0, &b);
+	char cur[64];
+	if (!rc && !dlh_kv_get(b.data, CURRENT "total_s", cur, sizeof cur) && act.total_s > 0)
+		rc = dlh_buf_printf(&b, "error_" CURRENT "total_s=%.1f\n",
+				    100.0 * (act.total_s - strtod(cur, NULL)) / act.total_s) ? -ENOMEM : 0;
 	if (!rc) {
 		eng_job_file(e, j->id, "estimate", path, sizeof path);
 		dlh_write_atomic(path, b.data, b.len);

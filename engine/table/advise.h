@@ -76,6 +76,11 @@ int eng_profile_record_read(const struct dlh_engine *e, const struct dlh_spec *s
 int eng_profile_record_write(const struct dlh_engine *e, const struct dlh_spec *spec,
 			     const struct dlh_profile_fit *f);
 
+/* Sets the current_ lines of job j's estimate file (a job that has one):
+ * the run's total as its rows give it now (total_s, seconds), at its step. */
+void eng_estimate_current(const struct dlh_engine *e, const struct dlh_job *j, double total_s,
+			  long step);
+
 int eng_write_plan(struct dlh_engine *e, const struct dlh_job *j, const struct dlh_plan *plan);
 
 /* After a run that succeeded in wall_s: the estimate file gains the actual

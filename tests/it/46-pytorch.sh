@@ -112,7 +112,7 @@ test_pytorch_ddp_suspended_and_resumed_records_every_step_once() {
 # slice of Fashion-MNIST, wired to dlhfs with the library in at most 12
 # lines (those marked "# dlhfs"), one extra metric (grad_norm), its model
 # saved to the job's output directory. Through the mount, with no [job]
-# steps in the spec: progress with %, ETA; plots/grad_norm.svg; a
+# steps in the spec: its profile run, then progress with %, ETA; plots/grad_norm.svg; a
 # checkpoint on request; suspend and resume with every step once;
 # output/model.pt; the metric in metrics and the Prometheus file
 plain_script() {
@@ -167,6 +167,9 @@ test_a_plain_pytorch_script_wired_with_the_library_shows_everything_in_the_mount
 	echo "measured: $added lines of the script are the library's"
 	printf '[job]\ncommand = %s %s\nenv = PYTHONPATH=%s\n' "$py" "$STATE/mine.py" "$DLH_ROOT/engine/contract" > "$STATE/mine.ini"
 	cp "$STATE/mine.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	# first its profile run (README: Estimating your own program), then its run
+	wait_for 120 grep -q 'dlhfs: estimated by its profile: 1 x cpu' "$MNT/jobs/1/log" ||
+		die "not profiled: $(cat "$MNT/jobs/1/progress"); $(grep -v '^\[rank' "$MNT/jobs/1/log" | tail -5)"
 	wait_for 120 train_step_at_least 1 10 ||
 		die "no step 10: $(cat "$MNT/jobs/1/progress"); log: $(tail -5 "$MNT/jobs/1/log")"
 	local line; line=$(cat "$MNT/jobs/1/progress")
