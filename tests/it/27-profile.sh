@@ -69,6 +69,10 @@ test_a_program_is_profiled_and_runs_on_the_count_its_deadline_needs() {
 	echo "measured: predicted ${pred} s, actual ${act} s (${err}%), deadline 8 s"
 	awk -v p="$pred" 'BEGIN { exit !(p > 0 && p <= 8) }' || die "predicted ${pred} s"
 	awk -v e="$err" 'BEGIN { exit !(e > -25 && e < 25) }' || die "the estimate is ${err}% off"
+	# refined while it ran, from its rows: the last figure and its error beside the first
+	grep -q '^current_total_s=[0-9]' "$MNT/jobs/1/estimate" && grep -q '^error_current_total_s=' "$MNT/jobs/1/estimate" ||
+		die "estimate: no current figure: $(cat "$MNT/jobs/1/estimate")"
+	echo "measured: refined while running: $(est 1 current_total_s) s at step $(est 1 current_step) ($(est 1 error_current_total_s)%)"
 	expect_eq "$(train_steps 1)" "$(seq 1 40 | tr '\n' ' ')" "the run's steps"
 	dlh_umount
 }

@@ -52,6 +52,9 @@ test_pytorch_ddp_suspended_and_resumed_records_every_step_once() {
 		die "the example's command changed: $(grep '^command' "$STATE/ddp.ini")"
 	cp "$STATE/ddp.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
 	grep -q '^steps = 96$' "$MNT/jobs/1/spec" || die "spec: $(grep -A2 '^command' "$MNT/jobs/1/spec")"
+	# its profile run first (README: Estimating your own program), then its run
+	wait_for 120 grep -q 'dlhfs: estimated by its profile: 2 x cpu' "$MNT/jobs/1/log" ||
+		die "not profiled: $(cat "$MNT/jobs/1/progress"); $(grep -v '^\[rank' "$MNT/jobs/1/log" | tail -5)"
 	wait_for 120 train_step_at_least 1 12 ||
 		die "no step 12: $(cat "$MNT/jobs/1/progress"); log: $(tail -5 "$MNT/jobs/1/log")"
 	# progress from its rows and [job] steps: step S/96, a percentage, an ETA
