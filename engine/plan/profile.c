@@ -8,27 +8,43 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_double(const void *pa, const void *pb)
+void dlh_profile_rows(const struct dlh_profile_row *r, int n, struct dlh_profile_run *m)
 {
-	double a = *(const double *)pa, b = *(const double *)pb;
-	return (a > b) - (a < b);
+	int i = 0, train = 0, between = 0, nstep = 0, nev = 0;
+	double prev = 0, steps = 0, gaps = 0;
+	for (; i < n && train < DLH_PROFILE_WARMUP; i++)
+		if (!r[i].eval && ++train == DLH_PROFILE_WARMUP)
+			prev = r[i].t;
+	if (train < DLH_PROFILE_WARMUP)   /* fewer rows than the warm-up: the first is the start */
+		i = n > 0, prev = n > 0 ? r[0].t : 0;
+	for (; i < n; i++) {
+		if (r[i].eval) {
+			between = 1;
+			continue;
+		}
+		double d = r[i].t - prev;
+		prev = r[i].t;
+		if (d < 0)
+			continue;   /* out of order: not a step */
+		if (between)
+			gaps += d, nev++;
+		else
+			steps += d, nstep++;
+		between = 0;
+	}
+	m->rows = nstep;
+	m->span_s = steps;
+	m->step_s = nstep ? steps / nstep : 0;
+	m->evals = nev;
+	m->eval_s = nev ? fmax(0.0, gaps / nev - m->step_s) : 0;
 }
 
-double dlh_profile_step(const double *t, int n)
+void dlh_profile_learn(struct dlh_profile_fit *f, double predicted_s, double actual_s)
 {
-	int from = n > DLH_PROFILE_WARMUP + 1 ? DLH_PROFILE_WARMUP : 0;
-	int k = n - from - 1;   /* intervals */
-	if (k < 1)
-		return 0;
-	double *d = malloc((size_t)k * sizeof *d);
-	if (!d)
-		return 0;
-	for (int i = 0; i < k; i++)
-		d[i] = t[from + i + 1] - t[from + i];
-	qsort(d, (size_t)k, sizeof *d, cmp_double);
-	double m = k % 2 ? d[k / 2] : 0.5 * (d[k / 2 - 1] + d[k / 2]);
-	free(d);
-	return m > 0 ? m : 0;
+	if (predicted_s <= 0 || actual_s <= 0)
+		return;
+	f->corrections++;
+	f->tail_s += (actual_s - predicted_s) / f->corrections;
 }
 
 /* The share of a ring allreduce's bytes each of r ranks sends: 2(r-1)/r. */
@@ -105,6 +121,15 @@ int dlh_profile_fit(const struct dlh_profile_run *runs, int n, struct dlh_profil
 		if (runs[i].peak_mem > 0)
 			mem = fmax(mem, (double)runs[i].peak_mem / runs[i].ranks);
 	f->mem_rank = mem;
+	/* an epoch's steps and an evaluation, where a run said or timed them:
+	 * at one rank, the test set shared by the ranks */
+	for (int i = 0; i < n; i++) {
+		const struct dlh_profile_run *r = &runs[i];
+		if (r->steps_per_epoch > 0 && !f->spe1)
+			f->spe1 = f->weak ? r->steps_per_epoch * r->ranks : r->steps_per_epoch;
+		if (r->evals > 0 && !f->eval_s)
+			f->eval_s = r->eval_s * r->ranks;
+	}
 	return 0;
 }
 
@@ -118,12 +143,18 @@ void dlh_profile_predict(const struct dlh_profile_fit *f, int ranks, double watt
 	out->comm_s = f->comm_s * ring(ranks);
 	out->step_s = out->compute_s + out->comm_s;
 	out->startup_s = f->startup_s + f->startup_rank_s * (r - 1);
-	out->total_s = out->startup_s + (double)out->steps * out->step_s;
+	long spe = f->spe1 > 0 ? (f->weak ? (long)ceil((double)f->spe1 / r) : f->spe1) : 0;
+	double evals = spe > 0 ? floor((double)out->steps / (double)spe) : 0;
+	out->epoch_s = spe > 0 ? (double)spe * out->step_s + f->eval_s / r : 0;
+	out->total_s = out->startup_s + (double)out->steps * out->step_s + evals * f->eval_s / r +
+		       f->tail_s;
+	if (out->total_s < out->startup_s)
+		out->total_s = out->startup_s;
 	out->mem_bytes = f->mem_rank;
 	out->joules = r * watts_busy * out->total_s;
 	out->raw_compute = (double)out->steps * out->compute_s;
 	out->raw_comm = (double)out->steps * out->comm_s;
-	out->raw_startup = out->startup_s;
+	out->raw_startup = out->startup_s + f->tail_s;
 	out->raw_step = out->step_s;
 }
 
@@ -169,12 +200,15 @@ static const struct {
 	{ "profile_startup_s", offsetof(struct dlh_profile_fit, startup_s) },
 	{ "profile_startup_rank_s", offsetof(struct dlh_profile_fit, startup_rank_s) },
 	{ "profile_mem_rank", offsetof(struct dlh_profile_fit, mem_rank) },
+	{ "profile_eval_s", offsetof(struct dlh_profile_fit, eval_s) },
+	{ "profile_tail_s", offsetof(struct dlh_profile_fit, tail_s) },
 };
 
 int dlh_profile_format(const struct dlh_profile_fit *f, struct dlh_buf *out)
 {
-	int rc = dlh_buf_printf(out, "profile_runs=%d\nprofile_scaling=%s\nprofile_steps1=%ld\n",
-				f->runs, f->weak ? "weak" : "strong", f->steps1);
+	int rc = dlh_buf_printf(out, "profile_runs=%d\nprofile_scaling=%s\nprofile_steps1=%ld\n"
+				"profile_steps_per_epoch1=%ld\nprofile_corrections=%d\n", f->runs,
+				f->weak ? "weak" : "strong", f->steps1, f->spe1, f->corrections);
 	for (size_t i = 0; i < sizeof fit_keys / sizeof fit_keys[0]; i++)
 		rc |= dlh_buf_printf(out, "%s=%.6g\n", fit_keys[i].key,
 				     *(const double *)((const char *)f + fit_keys[i].off));
@@ -194,9 +228,17 @@ int dlh_profile_parse(const char *text, struct dlh_profile_fit *f)
 	if (dlh_kv_get(text, "profile_steps1", v, sizeof v))
 		return -EINVAL;
 	f->steps1 = strtol(v, NULL, 10);
+	if (!dlh_kv_get(text, "profile_steps_per_epoch1", v, sizeof v))
+		f->spe1 = strtol(v, NULL, 10);
+	if (!dlh_kv_get(text, "profile_corrections", v, sizeof v))
+		f->corrections = atoi(v);
 	for (size_t i = 0; i < sizeof fit_keys / sizeof fit_keys[0]; i++) {
-		if (dlh_kv_get(text, fit_keys[i].key, v, sizeof v))
+		if (dlh_kv_get(text, fit_keys[i].key, v, sizeof v)) {
+			if (fit_keys[i].off == offsetof(struct dlh_profile_fit, eval_s) ||
+			    fit_keys[i].off == offsetof(struct dlh_profile_fit, tail_s))
+				continue;   /* a record from before they were kept */
 			return -EINVAL;
+		}
 		*(double *)((char *)f + fit_keys[i].off) = strtod(v, NULL);
 	}
 	return f->runs > 0 && f->steps1 > 0 && f->compute_s > 0 ? 0 : -EINVAL;

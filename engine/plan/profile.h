@@ -16,16 +16,30 @@
 
 #define DLH_PROFILE_WARMUP 2      /* a profile's first train rows, not timed (allocation,
 				     caches, the first collective's set-up) */
-#define DLH_PROFILE_ROWS 8        /* train rows timed after them; then the run is stopped */
+#define DLH_PROFILE_ROWS 8        /* steps timed after them at least ... */
+#define DLH_PROFILE_SPAN 3.0      /* ... and for this long at least (seconds); then the
+				     run is stopped */
+#define DLH_PROFILE_EVAL_WAIT 15.0 /* an evaluation this near (seconds, by the steps of an
+				     epoch) is waited for, to be timed too */
 #define DLH_PROFILE_RUNS 2        /* at most: one rank, and the planned count */
 #define DLH_PROFILE_WEAK_TOL 0.15 /* steps x ranks within this of one rank's steps: each
 				     rank keeps its batch (weak scaling) */
 
+/* One row of a profile's metrics.csv, as the fit needs it. */
+struct dlh_profile_row {
+	int eval;                 /* an eval row (else a train row) */
+	double t;                 /* its time_s */
+};
+
 /* What one profile run measured. */
 struct dlh_profile_run {
 	int ranks;                /* ranks it ran */
-	int rows;                 /* train rows timed (after DLH_PROFILE_WARMUP) */
-	double step_s;            /* the median interval between them (their time_s) */
+	int rows;                 /* steps timed (train rows after DLH_PROFILE_WARMUP) */
+	double span_s;            /* the time they took */
+	double step_s;            /* their mean (an evaluation's time left out) */
+	int evals;                /* evaluations timed (eval rows between two train rows) */
+	double eval_s;            /* their mean */
+	long steps_per_epoch;     /* as the program said it (run.info); 0 = unknown */
 	double startup_s;         /* from the launch to its first train row */
 	long steps;               /* the run's steps as the program said them (run.info,
 				     or the spec's [job] steps); 0 = unknown */
@@ -43,12 +57,22 @@ struct dlh_profile_fit {
 	double startup_s;         /* start-up at one rank ... */
 	double startup_rank_s;    /* ... and for each rank more */
 	double mem_rank;          /* bytes one rank uses at its peak (0 = unknown) */
+	long spe1;                /* steps of an epoch at one rank (0 = unknown) */
+	double eval_s;            /* an evaluation at one rank (the test set shared by the ranks) */
+	double tail_s;            /* what runs took beyond the model, on the mean (the exit,
+				     what the profiles did not see): learnt from the runs */
+	int corrections;          /* runs tail_s was learnt from */
 };
 
-/* The median interval (seconds) between the rows whose times are t[0..n)
- * (ascending), after the first DLH_PROFILE_WARMUP of them. Returns it, or
- * 0 when fewer than two rows are left. */
-double dlh_profile_step(const double *t, int n);
+/* Times the n rows of a profile (in file order) into m: after the first
+ * DLH_PROFILE_WARMUP train rows, the intervals between train rows are
+ * steps (rows, span_s, step_s) unless an eval row lies between them: then
+ * the interval less a step is an evaluation (evals, eval_s). */
+void dlh_profile_rows(const struct dlh_profile_row *r, int n, struct dlh_profile_run *m);
+
+/* Learns from a run of f's program that took actual_s where f predicted
+ * predicted_s: tail_s moves to the mean of the runs' excess. */
+void dlh_profile_learn(struct dlh_profile_fit *f, double predicted_s, double actual_s);
 
 /* Fits f to the n profile runs (one or two, different rank counts).
  * Returns 0, or -EINVAL with err saying why (no rows timed, the steps not

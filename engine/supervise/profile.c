@@ -16,7 +16,7 @@
 #include "engine/table/advise.h"
 #include "engine/util/util.h"
 
-#define TIMES_MAX 64   /* train rows of a profile read at most */
+#define ROWS_MAX (1 << 16)   /* rows of a profile read at most */
 
 /* Empties job j's files a profile run wrote (metrics.csv, run.info, what
  * is in checkpoints/ and output/): the run starts from nothing. */
@@ -45,42 +45,51 @@ static void clean(struct dlh_engine *e, const struct dlh_job *j)
 	}
 }
 
-/* The train rows' times of a profile's metrics.csv, in order. */
-struct times {
-	double t[TIMES_MAX];
+/* The rows of a profile's metrics.csv, in order. */
+struct rows {
+	struct dlh_profile_row *r;
 	int n;
 };
 
-static void take_time(void *ctx, const struct dlh_metrics_row *r)
+static void take_row(void *ctx, const struct dlh_metrics_row *row)
 {
-	struct times *x = ctx;
-	if (r->kind == DLH_ROW_TRAIN && x->n < TIMES_MAX && isfinite(r->time_s))
-		x->t[x->n++] = r->time_s;
+	struct rows *x = ctx;
+	if (x->n < ROWS_MAX && isfinite(row->time_s))
+		x->r[x->n++] = (struct dlh_profile_row){ .eval = row->kind == DLH_ROW_EVAL, .t = row->time_s };
 }
 
-/* What j's current profile run shows now, into m (its ranks, rows timed,
- * step, start-up, steps). */
+/* What j's current profile run shows now, into m (its ranks, steps timed,
+ * step, evaluations, start-up, steps). */
 static void measure(struct dlh_engine *e, const struct dlh_job *j, struct dlh_profile_run *m)
 {
 	char dir[4096], csv[4200];
-	struct times x = { .n = 0 };
+	struct rows x = { .r = malloc(ROWS_MAX * sizeof *x.r), .n = 0 };
 	struct dlh_run_info ri;
 	struct stat st;
 	eng_job_dir(e, j->id, dir, sizeof dir);
 	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, dir);
 	memset(m, 0, sizeof *m);
 	m->ranks = j->profile_counts[j->profile_phase - 1];
-	dlh_metrics_scan(csv, 1 << 20, take_time, &x);
-	m->rows = x.n > DLH_PROFILE_WARMUP ? x.n - DLH_PROFILE_WARMUP : 0;
-	m->step_s = dlh_profile_step(x.t, x.n);
+	if (x.r)
+		dlh_metrics_scan(csv, 4 << 20, take_row, &x);
+	dlh_profile_rows(x.r, x.n, m);
 	/* the rows' times are the program's clock: the file's time when its last
 	 * row was written puts them on the wall clock, and the first row after
 	 * the launch */
-	if (x.n > 0 && !lstat(csv, &st) && S_ISREG(st.st_mode)) {
+	int first = 0;
+	while (first < x.n && x.r[first].eval)
+		first++;
+	if (first < x.n && !lstat(csv, &st) && S_ISREG(st.st_mode)) {
 		double written = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
-		m->startup_s = fmax(0.0, written - x.t[x.n - 1] + x.t[0] - j->run_started);
+		m->startup_s = fmax(0.0, written - x.r[x.n - 1].t + x.r[first].t - j->run_started);
 	}
-	m->steps = !dlh_run_info_read(dir, &ri) && ri.valid ? ri.total_steps : j->spec.steps;
+	if (!dlh_run_info_read(dir, &ri) && ri.valid) {
+		m->steps = ri.total_steps;
+		m->steps_per_epoch = ri.steps_per_epoch;
+	} else {
+		m->steps = j->spec.steps;
+	}
+	free(x.r);
 }
 
 /* Makes j's running profile run its run: what it writes is the job's
@@ -100,7 +109,15 @@ double eng_profile_watch(struct dlh_engine *e, struct dlh_job *j, double now)
 	if (!j->profile_phase || j->profile_stopped || j->cancelling || j->suspending)
 		return 0;
 	measure(e, j, &m);
-	int timed = m.rows >= DLH_PROFILE_ROWS + 1, late = dlh_now() - j->run_started >= ENG_PROFILE_LIMIT;
+	double elapsed = dlh_now() - j->run_started;
+	int timed = m.rows >= DLH_PROFILE_ROWS && m.span_s >= DLH_PROFILE_SPAN;
+	int late = elapsed >= ENG_PROFILE_LIMIT;
+	/* an evaluation due soon (by the steps of an epoch) is timed too */
+	if (timed && !m.evals && m.steps_per_epoch > 0 && m.step_s > 0) {
+		double due = (double)(m.steps_per_epoch - (m.rows + DLH_PROFILE_WARMUP) % m.steps_per_epoch) *
+			     m.step_s;
+		timed = due > DLH_PROFILE_EVAL_WAIT || elapsed + due + 1 >= ENG_PROFILE_LIMIT;
+	}
 	if (!timed && !late)
 		return now + ENG_PROFILE_LOOK;
 	/* what cannot be timed is not stopped: it runs on as the job's run */

@@ -586,9 +586,15 @@ void eng_job_actuals(struct dlh_engine *e, struct dlh_job *j, double wall_s)
 		dlh_write_atomic(path, b.data, b.len);
 	}
 	dlh_buf_free(&b);
-	if (j->spec.command[0]) {   /* a program's: its profile is its record, not the trainer's refit */
+	if (j->spec.command[0]) {   /* a program's: its record learns, not the trainer's refit */
+		struct dlh_profile_fit f;
 		eng_job_log(e, j, "estimate: %.1f s predicted, %.1f s actual (%+.1f%%)", pred.total_s,
 			    act.total_s, act.total_s > 0 ? 100.0 * (act.total_s - pred.total_s) / act.total_s : 0.0);
+		if (!j->suspends && !j->restarts && !j->taken_back &&
+		    !eng_profile_record_read(e, &j->spec, &f)) {
+			dlh_profile_learn(&f, pred.total_s, act.total_s);
+			eng_profile_record_write(e, &j->spec, &f);
+		}
 		return;
 	}
 	/* a run that was interrupted (suspended, restarted) is not the run

@@ -85,14 +85,38 @@ TEST(what_cannot_be_fitted_says_why)
 	      f.comm_s == 0);
 }
 
-TEST(the_step_is_the_median_interval_after_the_warmup)
+/* After the warm-up rows, train intervals are steps; one that spans an
+ * eval row is an evaluation (less a step) */
+TEST(the_rows_give_the_step_and_the_evaluation)
 {
-	/* warm-up rows (slow), then steps of 0.1 with one outlier */
-	double t[] = { 1.0, 3.0, 3.5, 3.6, 3.7, 3.8, 4.8, 4.9, 5.0 };
-	CHECK(NEAR(dlh_profile_step(t, 9), 0.1) || fabs(dlh_profile_step(t, 9) - 0.1) < 1e-9);
-	double two[] = { 1.0, 1.5 };
-	CHECK(dlh_profile_step(two, 2) > 0.49 && dlh_profile_step(two, 2) < 0.51);
-	CHECK(dlh_profile_step(two, 1) == 0);
+	struct dlh_profile_row r[] = {
+		{ 0, 1.0 }, { 0, 3.0 },                      /* warm-up: slow, not timed */
+		{ 0, 3.1 }, { 0, 3.2 }, { 0, 3.3 }, { 0, 3.4 },
+		{ 1, 3.9 }, { 0, 4.0 },                      /* an evaluation of 0.5 s */
+		{ 0, 4.1 },
+	};
+	struct dlh_profile_run m = { 0 };
+	dlh_profile_rows(r, 9, &m);
+	CHECK_MSG(m.rows == 5 && NEAR(m.step_s, 0.1) && fabs(m.span_s - 0.5) < 1e-9, "%d %g %g", m.rows,
+		  m.step_s, m.span_s);
+	CHECK(m.evals == 1 && fabs(m.eval_s - 0.5) < 1e-9);
+	dlh_profile_rows(r, 1, &m);
+	CHECK(m.rows == 0 && m.step_s == 0);
+	/* the fit takes the evaluation, per epoch, shared by the ranks; what
+	 * runs took beyond it is learnt */
+	struct dlh_profile_run one = { .ranks = 1, .rows = 8, .step_s = 0.1, .startup_s = 1,
+				       .steps = 100, .steps_per_epoch = 50, .evals = 1, .eval_s = 0.6 };
+	struct dlh_profile_fit f;
+	struct dlh_estimate e;
+	char err[256];
+	CHECK(dlh_profile_fit(&one, 1, &f, err, sizeof err) == 0 && f.spe1 == 50 && NEAR(f.eval_s, 0.6));
+	dlh_profile_predict(&f, 2, 1.0, &e);   /* 1 + 100 x 0.05 + 2 x 0.3 */
+	CHECK_MSG(NEAR(e.total_s, 6.6), "%g", e.total_s);
+	dlh_profile_learn(&f, 6.6, 7.6);
+	dlh_profile_learn(&f, 7.6, 6.6);
+	CHECK(f.corrections == 2 && NEAR(f.tail_s, 0.5));   /* the mean excess over 6.6: (1 + 0) / 2 */
+	dlh_profile_predict(&f, 2, 1.0, &e);
+	CHECK(NEAR(e.total_s, 7.1));
 }
 
 int main(void)
@@ -101,6 +125,6 @@ int main(void)
 	RUN(a_program_whose_ranks_keep_their_batch_is_weak_scaling);
 	RUN(the_count_for_a_deadline_is_the_cheapest_that_meets_it);
 	RUN(what_cannot_be_fitted_says_why);
-	RUN(the_step_is_the_median_interval_after_the_warmup);
+	RUN(the_rows_give_the_step_and_the_evaluation);
 	return CHECK_EXIT();
 }
