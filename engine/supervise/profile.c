@@ -38,7 +38,8 @@ static void clean(struct dlh_engine *e, const struct dlh_job *j)
 		while (d && (de = readdir(d)))
 			if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
 				snprintf(entry, sizeof entry, "%s/%s", path, de->d_name);
-				dlh_remove_tree(entry);   /* no link followed */
+				if (dlh_remove_tree(entry) < 0)   /* a directory, no link followed */
+					unlink(entry);            /* else a file (or a link itself) */
 			}
 		if (d)
 			closedir(d);
@@ -112,10 +113,11 @@ double eng_profile_watch(struct dlh_engine *e, struct dlh_job *j, double now)
 	double elapsed = dlh_now() - j->run_started;
 	int timed = m.rows >= DLH_PROFILE_ROWS && m.span_s >= DLH_PROFILE_SPAN;
 	int late = elapsed >= ENG_PROFILE_LIMIT;
-	/* an evaluation due soon (by the steps of an epoch) is timed too */
-	if (timed && !m.evals && m.steps_per_epoch > 0 && m.step_s > 0) {
-		double due = (double)(m.steps_per_epoch - (m.rows + DLH_PROFILE_WARMUP) % m.steps_per_epoch) *
-			     m.step_s;
+	/* an evaluation due soon (at the end of the first epoch) is timed too;
+	 * a program past its first epoch without one evaluates otherwise */
+	long done = m.rows + DLH_PROFILE_WARMUP;
+	if (timed && !m.evals && m.steps_per_epoch > 0 && m.step_s > 0 && done <= m.steps_per_epoch) {
+		double due = (double)(m.steps_per_epoch - done + 1) * m.step_s;
 		timed = due > DLH_PROFILE_EVAL_WAIT || elapsed + due + 1 >= ENG_PROFILE_LIMIT;
 	}
 	if (!timed && !late)

@@ -5,7 +5,8 @@
 
 # steps_prog FILE: a program of its own (a shell script) that writes a train
 # row per step to $DLH_METRICS_CSV (rank 0) and whose step takes
-# 0.2 s / ranks + 0.02 s: the global batch split over the ranks, a sum
+# 0.2 s / ranks + 0.02 s: the global batch split over the ranks, a sum; at
+# step 5 it writes a checkpoint and an output file
 steps_prog() {
 	cat > "$1" <<'SH'
 #!/bin/sh
@@ -19,6 +20,7 @@ while [ "$i" -le "$n" ]; do
 	sleep "$(echo "0.2 / $w + 0.02" | bc -l)"
 	if [ "$r" = 0 ]; then
 		printf 'train,%d,1,%s,1.0,0.5,0.1,nan\n' "$i" "$(echo "$(date +%s.%N) - $t0" | bc)" >> "$DLH_METRICS_CSV"
+		[ "$i" = 5 ] && echo "$i" > "$DLH_CHECKPOINT_DIR/step-5.ckpt" && echo made > "$DLH_OUTPUT_DIR/made-at-5"
 	fi
 	i=$((i + 1))
 done
@@ -74,6 +76,9 @@ test_a_program_is_profiled_and_runs_on_the_count_its_deadline_needs() {
 		die "estimate: no current figure: $(cat "$MNT/jobs/1/estimate")"
 	echo "measured: refined while running: $(est 1 current_total_s) s at step $(est 1 current_step) ($(est 1 error_current_total_s)%)"
 	expect_eq "$(train_steps 1)" "$(seq 1 40 | tr '\n' ' ')" "the run's steps"
+	# the profile runs' checkpoint was not the run's to take up
+	grep -q 'takes up from' <<< "$log" && die "the run took up a profile run's checkpoint: $(grep 'takes up' <<< "$log")"
+	expect_eq "$(ls "$MNT/jobs/1/checkpoints" | grep -c 'step-5.ckpt')" 1 "checkpoints"
 	dlh_umount
 }
 
