@@ -949,6 +949,14 @@ void eng_job_recover(struct dlh_engine *e, struct dlh_job *j)
 	if (!dlh_run_load(dir, &run)) {
 		enum dlh_run_state st = e->backend.ops->state(&e->backend, &run, dir);
 		int rc = st == DLH_RUN_LOST ? -ESRCH : adopt(e, j, &run, st);
+		if (!rc && j->profile_phase) {
+			/* what earlier profile runs measured is gone with the old
+			 * daemon: this one is the job's run, not estimated */
+			eng_job_log(e, j, "not estimated: dlhfs restarted during profile run %d of %d, "
+				    "which goes on as the job's run", j->profile_phase, j->profile_n);
+			j->profile_phase = 0;
+			eng_job_save(e, j);
+		}
 		if (!rc)
 			return;
 		if (st != DLH_RUN_LOST)

@@ -233,3 +233,35 @@ test_a_taken_back_run_keeps_its_time_limit_from_its_start_and_its_cgroup() {
 	grep -q '^reason=time limit 0:12 reached' "$MNT/jobs/1/result" || die "result: $(cat "$MNT/jobs/1/result")"
 	dlh_umount
 }
+
+# A profile run (README: Estimating your own program) taken back after
+# kill -9 of the daemon: what earlier profile runs measured is gone with
+# it, so it goes on as the job's run, not estimated; every step once
+test_a_profile_run_taken_back_after_a_restart_is_the_jobs_run() {
+	dlh_mount
+	cat > "$STATE/rows.sh" <<'SH'
+#!/bin/sh
+t0=$(date +%s.%N)
+printf 'kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s\n' >> "$DLH_METRICS_CSV"
+i=1
+while [ "$i" -le 30 ]; do
+	sleep 0.2
+	printf 'train,%d,1,%s,1.0,0.5,0.1,nan\n' "$i" "$(echo "$(date +%s.%N) - $t0" | bc)" >> "$DLH_METRICS_CSV"
+	i=$((i + 1))
+done
+SH
+	chmod 755 "$STATE/rows.sh"
+	printf '[job]\ncommand = %s\nsteps = 30\n' "$STATE/rows.sh" > "$STATE/p.ini"
+	cp "$STATE/p.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 30 grep -q '^train,3,' "$STATE/jobs/1/metrics.csv" || die "no rows: $(cat "$MNT/jobs/1/progress")"
+	grep -q 'profile run 1 of 1: [0-9]* steps timed' "$STATE/jobs/1/log" && skip "the profile was timed before the daemon could be killed"
+	kill9
+	remount
+	wait_for 60 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(grep -v '^\[rank' "$MNT/jobs/1/log" | tail -3))"
+	grep -q "not estimated: dlhfs restarted during profile run 1 of 1, which goes on as the job's run" "$MNT/jobs/1/log" ||
+		die "log: $(grep -v '^\[rank' "$MNT/jobs/1/log" | tail -5)"
+	expect_eq "$(grep -c 'launching' "$MNT/jobs/1/log")" 1 "launches"
+	expect_eq "$(train_steps 1 | tr '\n' ' ')" "$(seq 1 30 | tr '\n' ' ')" "its steps"
+	dlh_umount
+}
