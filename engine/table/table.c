@@ -308,7 +308,10 @@ gid_t eng_primary_gid(uid_t uid)
 									    (gid_t)-1;
 }
 
-int eng_job_grant(const struct dlh_job *j, const char *dir, char *err, size_t errlen)
+/* Lets job j's owner write in dir (a directory of the job's) and keeps it
+ * from everyone but the owner, root and its readable_by readers. Returns
+ * 0, or -errno with err. */
+static int job_grant(const struct dlh_job *j, const char *dir, char *err, size_t errlen)
 {
 	enum dlh_share share = j->spec.readable_by;
 	if (geteuid() == 0 && j->uid != 0) {   /* the owner writes, the readers read */
@@ -338,7 +341,7 @@ int eng_job_protect(const struct dlh_engine *e, const struct dlh_job *j, char *e
 		struct stat st;
 		if (i == 2 && stat(dirs[i], &st) < 0)
 			continue;   /* a job from before output/ existed */
-		int rc = eng_job_grant(j, dirs[i], err, errlen);
+		int rc = job_grant(j, dirs[i], err, errlen);
 		if (rc)
 			return rc;
 	}

@@ -162,11 +162,6 @@ struct eng_env {
  * uid: the group a job of uid with readable_by = group is shared with. */
 gid_t eng_primary_gid(uid_t uid);
 
-/* Lets job j's owner write in dir (a directory of the job's) and keeps it
- * from everyone but the owner, root and its readable_by readers. Returns
- * 0, or -errno with err. */
-int eng_job_grant(const struct dlh_job *j, const char *dir, char *err, size_t errlen);
-
 /* Keeps job j's directory, its checkpoints and its output from everyone but its owner
  * (who may write there when the daemon is root: engine/run/owner.h), root,
  * and its [job] readable_by readers, on disk as through the mount. Returns
