@@ -151,3 +151,29 @@ test_a_program_that_cannot_be_timed_runs_once_as_the_jobs_run() {
 		die "log: $(grep -v '^\[rank' "$MNT/jobs/2/log" | tail -4)"
 	dlh_umount
 }
+
+# An ordinary user's program is profiled as that user: the profile run's
+# files (owned by the user) are removed by the daemon, the run writes its
+# own from step 1, and the program's record stays root's
+test_an_ordinary_users_program_is_profiled_as_its_owner() {
+	local a d
+	dlh_user a
+	DLH_OPTS="-o allow_other" dlh_mount
+	chmod 711 "$STATE"
+	d=$(shared_dir)
+	steps_prog "$d/steps.sh"
+	printf '[job]\ncommand = %s 30\nsteps = 30\n' "$d/steps.sh" > "$d/p.ini"
+	chmod 644 "$d/p.ini"
+	as "$a" cp "$d/p.ini" "$MNT/jobs/new" || die "submit: $(as "$a" tail -2 "$MNT/jobs/errors")"
+	wait_for 60 job_terminal 1 || die "job 1: $(as "$a" cat "$MNT/jobs/1/progress")"
+	expect_eq "$(as "$a" cat "$MNT/jobs/1/status")" succeeded "status ($(grep -v '^\[rank' "$STATE/jobs/1/log" | tail -4))"
+	grep -q "profile run 1 of 1: [0-9]* steps timed: stopping it" "$STATE/jobs/1/log" ||
+		die "log: $(grep -v '^\[rank' "$STATE/jobs/1/log" | tail -5)"
+	grep -q 'takes up from' "$STATE/jobs/1/log" && die "the run took up the profile's checkpoint"
+	expect_eq "$(as "$a" grep -c '^train,' "$MNT/jobs/1/metrics.csv")" 30 "train rows"
+	expect_eq "$(stat -c %U "$STATE/jobs/1/checkpoints/step-5.ckpt")" "$a" "the checkpoint's owner"
+	as "$a" ls "$STATE/profiles" >/dev/null 2>&1 && die "the user reads the program records"
+	expect_eq "$(stat -c %a "$STATE/profiles")" 700 "mode of the records"
+	rm -rf "$d"
+	dlh_umount
+}
