@@ -142,6 +142,16 @@ static void value_text(const struct dlh_key *k, const struct dlh_spec *s, char *
 	}
 }
 
+/* 1 when key k's field in s is all zero bytes. */
+static int zero(const struct dlh_spec *s, const struct dlh_key *k)
+{
+	const unsigned char *f = (const unsigned char *)s + k->off;
+	for (size_t i = 0; i < k->size; i++)
+		if (f[i])
+			return 0;
+	return 1;
+}
+
 /* Writes s as normalized INI: "[section]" headers in table order, a blank
  * line between sections, "key = value" (or "key =" for an empty value, and
  * "key =;value" for one that starts with a comment character); [job] env
@@ -158,6 +168,8 @@ int dlh_spec_format(const struct dlh_spec *s, char *buf, size_t len)
 		const struct dlh_key *k = &dlh_spec_keys[i];
 		if (dlh_spec_applies(s, i))
 			continue; /* e.g. conv of an mlp: not part of this spec */
+		if (k->command_own && s->command[0] && zero(s, k))
+			continue; /* a program's own batch or rate: not given */
 		if (!section || strcmp(section, k->section))
 			emit(&o, "%s[%s]\n", section ? "\n" : "", k->section);
 		section = k->section;

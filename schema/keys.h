@@ -56,6 +56,10 @@ struct dlh_key {
 	const char *def;                /* the default, as normalized text */
 	const char *def_command;        /* the default beside a [job] command, or NULL
 					   (the same as def) */
+	unsigned char command_own;      /* 1: a [job] command may be given it too (the
+					   planner hands it on: DLH_BATCH, DLH_LR); not
+					   given there, the field is 0 (the program's own)
+					   and the normalized text leaves it out */
 	size_t count_off;               /* LAYERS: offsetof the int holding the count */
 	int min_count, max_count;       /* LAYERS: how many items are allowed */
 };
@@ -78,6 +82,7 @@ struct dlh_applies {
 	const char *why;                /* the message in place of "only used with ...",
 					   or NULL */
 	const char *hint;               /* what to use instead, or NULL */
+	unsigned char except_own;       /* 1: keys marked command_own are exempt */
 };
 
 /* The first rule that key k breaks in s (it does not apply there), or NULL

@@ -347,7 +347,7 @@ static void unset(struct ctx *c, int k)
 static void check_applies(struct ctx *c)
 {
 	const char *told[DLH_SPEC_KEYS_CAP];   /* hints given so far */
-	int ntold = 0;
+	int ntold = 0, older = 0;
 	for (int k = 0; k < dlh_spec_nkeys; k++) {
 		if (!c->line_of[k] || c->bad[k])
 			continue;
@@ -355,6 +355,7 @@ static void check_applies(struct ctx *c)
 		if (!a || c->bad[key(a->on_section, a->on)])
 			continue;
 		if (c->flags & DLH_SPEC_STORED) {
+			older |= a->except_own;
 			unset(c, k);
 			continue;
 		}
@@ -385,10 +386,19 @@ static void check_applies(struct ctx *c)
 		dlh_spec_error_add(&c->errs, c->line_of[k], "[%s] %s: only used with %s, not %s = %s%s%s%s",
 				   d->section, d->name, list, a->on, value, open, hint, close);
 	}
+	/* A command's spec stored by a dlhfs that listed the trainer's keys
+	 * beside it (all of them, defaults too) had none handed to the
+	 * program: its batch_size and lr were the trainer's, not given. */
+	for (int k = 0; older && k < dlh_spec_nkeys; k++)
+		if (dlh_spec_keys[k].command_own) {
+			memset((char *)&c->spec + dlh_spec_keys[k].off, 0, dlh_spec_keys[k].size);
+			c->line_of[k] = 0;
+		}
 }
 
 /* The defaults that differ beside a [job] command (dlh_key.def_command) for
- * the keys the text leaves out. */
+ * the keys the text leaves out; the trainer's keys a command may be given
+ * (dlh_key.command_own) are 0 there when not given: the program's own. */
 static void command_defaults(struct ctx *c)
 {
 	char msg[DLH_SPEC_MSG_MAX];
@@ -396,10 +406,32 @@ static void command_defaults(struct ctx *c)
 		return;
 	for (int k = 0; k < dlh_spec_nkeys; k++) {
 		const struct dlh_key *d = &dlh_spec_keys[k];
-		if (d->def_command && !c->line_of[k] &&
-		    dlh_spec_set(d, d->def_command, &c->spec, msg, sizeof msg))
+		if (d->command_own && !c->line_of[k])
+			memset((char *)&c->spec + d->off, 0, d->size);
+		else if (d->def_command && !c->line_of[k] &&
+			 dlh_spec_set(d, d->def_command, &c->spec, msg, sizeof msg))
 			abort();   /* a bug in the table */
 	}
+}
+
+/* The trainer's keys a [job] command is given: what the planner can hand
+ * on (its global batch split over the ranks, a rate to scale). */
+static void check_command_own(struct ctx *c)
+{
+	const struct dlh_spec *s = &c->spec;
+	int lr = key("train", "lr"), batch = key("train", "batch_size");
+	int scale = key("train", "scale_batch");
+	if (!s->command[0])
+		return;
+	if (c->line_of[lr] && !c->bad[lr] && s->lr <= 0.0)
+		dlh_spec_error_add(&c->errs, c->line_of[lr],
+				   "[train] lr: auto is the built-in trainer's range test; a program "
+				   "is given a rate (DLH_LR) or keeps its own");
+	if (c->line_of[scale] && !c->bad[scale] && s->scale_batch && !c->line_of[batch] &&
+	    !c->line_of[lr])
+		dlh_spec_error_add(&c->errs, c->line_of[scale],
+				   "[train] scale_batch: nothing to scale beside a [job] command "
+				   "without [train] batch_size or lr");
 }
 
 /* Checks between keys, skipped where a value involved did not parse. */
@@ -414,8 +446,9 @@ static void check_cross(struct ctx *c)
 				   s->nodes, s->ranks, !trainer && !c->line_of[ranks] ?
 				   " (a [job] command runs 1 rank unless [resources] ranks says more)" : "");
 	int limit = key("data", "train_limit");
-	/* a program's batch is its own: batch_size is the trainer's */
-	if (trainer && !c->bad[batch] && !c->bad[ranks] && s->ranks > 0 && s->batch_size < s->ranks)
+	/* a program's batch is its own unless given (0: not given) */
+	if (!c->bad[batch] && !c->bad[ranks] && s->ranks > 0 && s->batch_size > 0 &&
+	    !(!trainer && s->scale_batch) && s->batch_size < s->ranks)
 		dlh_spec_error_add(&c->errs, later(c, batch, ranks),
 				   "[train] batch_size: %d is smaller than [resources] ranks (%d)",
 				   s->batch_size, s->ranks);
@@ -503,6 +536,7 @@ int dlh_spec_parse_flags(const char *text, size_t len, struct dlh_spec *s,
 	}
 	command_defaults(c);
 	check_applies(c);
+	check_command_own(c);
 	if (!(flags & DLH_SPEC_STORED))
 		check_paths(c);
 	check_cross(c);

@@ -66,9 +66,12 @@ const struct dlh_key dlh_spec_keys[] = {
 	{ "model", "dropout", DLH_KIND_DOUBLE, FIELD(dropout), .dlo = 0, .dhi = 1, .hi_open = 1, .def = "0" },
 
 	{ "train", "epochs", DLH_KIND_INT, FIELD(epochs), .lo = 1, .hi = 10000, .def = "10" },
-	{ "train", "batch_size", DLH_KIND_INT, FIELD(batch_size), .lo = 1, .hi = 1048576, .def = "64" },
-	{ "train", "scale_batch", DLH_KIND_ENUM, FIELD(scale_batch), .words = bool_words, .def = "false" },
-	{ "train", "lr", DLH_KIND_RATE, FIELD(lr), .dlo = 0, .lo_open = 1, .dhi = 100, .def = "0.01" },
+	{ "train", "batch_size", DLH_KIND_INT, FIELD(batch_size), .lo = 1, .hi = 1048576, .def = "64",
+	  .command_own = 1 },
+	{ "train", "scale_batch", DLH_KIND_ENUM, FIELD(scale_batch), .words = bool_words, .def = "false",
+	  .command_own = 1 },
+	{ "train", "lr", DLH_KIND_RATE, FIELD(lr), .dlo = 0, .lo_open = 1, .dhi = 100, .def = "0.01",
+	  .command_own = 1 },
 	{ "train", "optimizer", DLH_KIND_WORD, FIELD(optimizer), .words = optim_words, .later = optim_later, .def = "sgd" },
 	{ "train", "momentum", DLH_KIND_DOUBLE, FIELD(momentum), .dlo = 0, .dhi = 1, .hi_open = 1, .def = "0.9" },
 	{ "train", "beta1", DLH_KIND_DOUBLE, FIELD(beta1), .dlo = 0, .dhi = 1, .hi_open = 1, .def = "0.9" },
@@ -102,7 +105,10 @@ const int dlh_spec_nkeys = (int)(sizeof dlh_spec_keys / sizeof dlh_spec_keys[0])
 static const struct dlh_applies applies_rules[] = {
 	{ "data", NULL, "job", "command", { "" }, .why = TRAINER_ONLY, .hint = TRAINER_HINT },
 	{ "model", NULL, "job", "command", { "" }, .why = TRAINER_ONLY, .hint = TRAINER_HINT },
-	{ "train", NULL, "job", "command", { "" }, .why = TRAINER_ONLY, .hint = TRAINER_HINT },
+	{ "train", NULL, "job", "command", { "" }, .why = TRAINER_ONLY,
+	  .hint = "a program takes its own options: on its command line, or from [job] env; of "
+		  "[train] it is handed batch_size, lr and scale_batch",
+	  .except_own = 1 },
 	{ "job", "steps", "job", "command", { NULL }, .hint = "the built-in trainer counts its own steps" },
 	{ "job", "profile", "job", "command", { NULL }, .hint = "the built-in trainer is estimated from its model" },
 	{ "model", "layers", "model", "type", { "mlp" }, .hint = "a cnn uses conv, pool and dense" },
@@ -134,7 +140,8 @@ const struct dlh_applies *dlh_spec_applies(const struct dlh_spec *s, int k)
 	const struct dlh_key *key = &dlh_spec_keys[k];
 	for (size_t r = 0; r < sizeof applies_rules / sizeof applies_rules[0]; r++) {
 		const struct dlh_applies *a = &applies_rules[r];
-		if (strcmp(a->section, key->section) || (a->name && strcmp(a->name, key->name)))
+		if (strcmp(a->section, key->section) || (a->name && strcmp(a->name, key->name)) ||
+		    (a->except_own && key->command_own))
 			continue;
 		if (broken(s, a))
 			return a;

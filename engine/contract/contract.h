@@ -70,6 +70,15 @@
  * NODE_RANK, GROUP_RANK and CUDA_VISIBLE_DEVICES */
 #define DLH_ENV_RANK_NODES "DLH_RANK_NODES"
 #define DLH_ENV_RANK_GPUS "DLH_RANK_GPUS"
+/* a [job] command whose spec gives [train] batch_size or lr: what the
+ * planner decided of them. The global batch, each rank's share in rank order
+ * (by its device's speed; dlh-rank makes this rank's DLH_BATCH), and the
+ * rate (with scale_batch, scaled by the ranks: the linear scaling rule);
+ * absent when the spec leaves them to the program */
+#define DLH_ENV_GLOBAL_BATCH "DLH_GLOBAL_BATCH"
+#define DLH_ENV_RANK_BATCHES "DLH_RANK_BATCHES"
+#define DLH_ENV_BATCH "DLH_BATCH"
+#define DLH_ENV_LR "DLH_LR"
 /* a [job] command run again (restart, resume): its newest checkpoint and the
  * step it was taken at (metrics.csv holds no row past it); absent on a first run */
 #define DLH_ENV_RESUME_FROM "DLH_RESUME_FROM"

@@ -178,12 +178,43 @@ class Job:
         return path
 
     def batch_size(self, default):
-        """This rank's batch: DLH_BATCH when set (the planner's choice), else default."""
+        """This rank's batch: the planner's share of the global batch when the
+        spec gives [train] batch_size (DLH_BATCH, which dlh-rank takes from
+        DLH_RANK_BATCHES: ranks on faster devices get more), else default."""
         v = os.environ.get("DLH_BATCH")
+        if not v:
+            shares = os.environ.get("DLH_RANK_BATCHES", "").split(",")
+            v = shares[self.rank] if self.rank < len(shares) else ""
         return int(v) if v else int(default)
 
+    def global_batch(self, default):
+        """The samples of one step over all ranks: DLH_GLOBAL_BATCH when set
+        (the spec's [train] batch_size; with scale_batch, x the ranks), else
+        default."""
+        v = os.environ.get("DLH_GLOBAL_BATCH")
+        return int(v) if v else int(default)
+
+    def batch_range(self, default):
+        """This rank's rows [lo, hi) of a global batch: its share by
+        DLH_RANK_BATCHES when set, else an equal split of
+        global_batch(default)."""
+        shares = [int(x) for x in os.environ.get("DLH_RANK_BATCHES", "").split(",") if x]
+        if len(shares) == self.world_size:
+            return sum(shares[:self.rank]), sum(shares[:self.rank + 1])
+        g = self.global_batch(default)
+        return self.rank * g // self.world_size, (self.rank + 1) * g // self.world_size
+
+    def loss_scale(self, default):
+        """What this rank's mean loss is multiplied by so that the average of
+        the ranks' gradients (DistributedDataParallel's) is the mean over the
+        global batch when the shares differ: its rows x world_size / the
+        global batch (1.0 with equal shares). default: the global batch."""
+        lo, hi = self.batch_range(default)
+        return (hi - lo) * self.world_size / self.global_batch(default)
+
     def lr(self, default):
-        """The learning rate: DLH_LR when set (the planner's scaled rate), else default."""
+        """The learning rate: DLH_LR when set ([train] lr, with scale_batch
+        scaled by the ranks: the linear scaling rule), else default."""
         v = os.environ.get("DLH_LR")
         return float(v) if v else float(default)
 

@@ -164,7 +164,7 @@ static int unestimated(const struct dlh_choose_in *in, struct dlh_choice *out, c
 	out->ranks = n < 1 ? 1 : n > DLH_RANKS_MAX ? DLH_RANKS_MAX : n;
 	snprintf(out->type, sizeof out->type, "%s", s->device == DLH_DEVICE_GPU ? "gpu" : "cpu");
 	if (s->command[0])
-		return 0;   /* a program's batch and lr are its own: none (0) */
+		return 0;   /* a program's batch and lr: command_batch */
 	out->lr = s->lr;
 	out->warmup_steps = s->warmup_steps;
 	/* cannot fail: the schema refuses batch_size < ranks, and ranks = auto
@@ -235,6 +235,8 @@ static int command_choice(const struct dlh_choose_in *in, struct dlh_choice *out
 	const char *type;
 	double watts;
 	dlh_choose_command_devices(in->pool, s->device == DLH_DEVICE_GPU, &max, &type, &watts);
+	if (s->batch_size > 0 && !s->scale_batch && max > s->batch_size)
+		max = s->batch_size;   /* a rank a sample at least of the batch it is handed */
 	if (s->profile == DLH_PROFILE_OFF) {
 		if (s->deadline > 0) {
 			snprintf(err, errlen, "a [job] command with profile = false has no estimate to "
@@ -264,6 +266,25 @@ static int command_choice(const struct dlh_choose_in *in, struct dlh_choice *out
 	return 0;
 }
 
+/* What a [job] command is handed of its spec's [train] keys on out->ranks
+ * ranks (dlh_plan_command_batch): into out->batch, out->lr and, where
+ * scale_batch changes them, out->changes. */
+static void command_batch(const struct dlh_spec *s, struct dlh_choice *out)
+{
+	size_t used = 0;
+	if (dlh_plan_command_batch(s, out->ranks, out->batch, &out->lr) < 0 || !s->scale_batch)
+		return;
+	if (s->batch_size > 0)
+		used += (size_t)snprintf(out->changes, sizeof out->changes,
+					 "global_batch %ld = %d ranks x %d (scale_batch: batch_size is "
+					 "one device's; DLH_GLOBAL_BATCH, each rank's DLH_BATCH)\n",
+					 (long)s->batch_size * out->ranks, out->ranks, s->batch_size);
+	if (s->lr > 0.0 && out->ranks > 1)
+		snprintf(out->changes + used, sizeof out->changes - used,
+			 "lr %.6g -> %.6g (DLH_LR): linear scaling rule (Goyal et al. 2017), x%d; "
+			 "a program warms up as it chooses\n", s->lr, out->lr, out->ranks);
+}
+
 int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err, size_t errlen)
 {
 	const struct dlh_spec *s = in->spec;
@@ -274,8 +295,11 @@ int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err
 
 	memset(out, 0, sizeof *out);
 	out->deadline_s = (double)s->deadline;
-	if (s->command[0])
-		return command_choice(in, out, err, errlen);
+	if (s->command[0]) {
+		if ((rc = command_choice(in, out, err, errlen)) == 0)
+			command_batch(s, out);
+		return rc;
+	}
 	if (!in->cal || in->cal->when <= 0)
 		return unestimated(in, out, "the pool is not calibrated yet");
 	if (in->shape)
@@ -408,10 +432,11 @@ int dlh_choice_format(const struct dlh_choice *c, struct dlh_buf *out)
 {
 	int rc = 0;
 
-	if (!c->estimated)
-		return dlh_buf_printf(out, "planner none: %s\n", c->why);
-	if (c->profiled)
-		return profiled_format(c, out);
+	if (!c->estimated || c->profiled) {
+		rc = c->profiled ? profiled_format(c, out) :
+				   dlh_buf_printf(out, "planner none: %s\n", c->why);
+		return rc ? rc : dlh_buf_printf(out, "%s", c->changes);
+	}
 	if (c->deadline_s > 0) {
 		char d[32];
 

@@ -24,9 +24,9 @@ struct dlh_choice {
 	int estimated;                 /* 1: est and the candidates hold an estimate */
 	int ranks;                     /* ranks = devices */
 	int batch[DLH_RANKS_MAX];      /* per-rank batch; sums to the global batch (a [job]
-					  command: none, 0) */
-	double lr;                     /* the rate to train with; 0 = auto (range test), or a
-					  [job] command's (its own) */
+					  command: 0 unless its spec gives batch_size) */
+	double lr;                     /* the rate to train with; 0 = auto (range test), or
+					  for a [job] command not given one (its own) */
 	int warmup_steps;              /* linear warmup steps */
 	char type[DLH_PLANNER_TYPE_NAME];  /* device type of the ranks */
 	struct dlh_estimate est;       /* of the chosen configuration */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/contract/contract.h"
 #include "engine/train/opts.h"
 #include "engine/util/util.h"
 
@@ -17,8 +18,9 @@ int dlh_plan_slots(const struct dlh_spec *spec, const struct dlh_pool *pool)
 	int n = dlh_pool_devices(pool, spec->device == DLH_DEVICE_GPU, 1);
 	if (n < 1)
 		n = 1;
-	if (spec->command[0])   /* a program's batch is its own */
-		return n;
+	if (spec->command[0])   /* a program's batch is its own, unless handed one to split */
+		return spec->batch_size > 0 && !spec->scale_batch && n > spec->batch_size ?
+		       spec->batch_size : n;
 	return n < spec->batch_size ? n : spec->batch_size;
 }
 
@@ -126,6 +128,56 @@ static int equal_split(const int *batch, int ranks, int global)
 		if (batch[r] != equal_share(global, ranks, r))
 			return 0;
 	return 1;
+}
+
+int dlh_plan_command_batch(const struct dlh_spec *spec, int ranks, int *batch, double *lr)
+{
+	int global = spec->scale_batch ? spec->batch_size * ranks : spec->batch_size;
+	*lr = spec->lr > 0.0 && spec->scale_batch ? spec->lr * ranks : spec->lr;
+	for (int r = 0; r < ranks; r++)
+		batch[r] = 0;
+	if (global <= 0)
+		return 0;
+	return dlh_split_batch(global, NULL, ranks, batch);
+}
+
+/* The pool type of rank r's device in placed plan p, or -1. */
+static int rank_type(const struct dlh_plan *p, const struct dlh_pool *pool, int r)
+{
+	int k = p->node[r];
+	if (k < 0 || k >= pool->nnodes)
+		return -1;
+	if (!p->gpu)
+		return pool->nodes[k].cpu_type;
+	if (p->gtype[r] >= 0)
+		return p->gtype[r];
+	for (int t = 0, first = 0; t < pool->ntypes; t++) {   /* GPUs numbered in type order */
+		if (!pool->type[t].gpu)
+			continue;
+		if (p->dev[r] < first + pool->nodes[k].devices[t])
+			return t;
+		first += pool->nodes[k].devices[t];
+	}
+	return -1;
+}
+
+int dlh_plan_split_placed(struct dlh_plan *p, const struct dlh_pool *pool, const double *type_speed)
+{
+	int global = 0, differ = 0;
+	double speed[DLH_RANKS_MAX];
+	if (p->trainer || p->ranks < 1)
+		return 0;
+	for (int r = 0; r < p->ranks; r++) {
+		int t = rank_type(p, pool, r);
+		global += p->batch[r];
+		speed[r] = t >= 0 ? type_speed[t] : 0.0;
+		if (speed[r] <= 0.0)
+			return 0;   /* a speed unknown: the equal split stands */
+		differ |= speed[r] != speed[0];
+	}
+	if (global < p->ranks || !differ)
+		return 0;
+	return dlh_split_batch(global, speed, p->ranks, p->batch) ? 0 : 1;
 }
 
 int dlh_split_batch(int global, const double *speed, int n, int *out)
@@ -238,7 +290,12 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 	snprintf(p->host, sizeof p->host, "%s", pool->node.host);
 
 	int rc = 0;
-	if (spec->command[0]) {   /* no batch, no lr: the program's own */
+	if (spec->command[0]) {   /* batch and lr handed on when given, else the program's own */
+		if ((rc = dlh_plan_command_batch(spec, ranks, p->batch, &p->lr)) < 0) {
+			snprintf(err, errlen, "spec: [train] batch_size: %d is smaller than "
+				 "[resources] ranks (%d)\n", spec->batch_size, ranks);
+			return rc;
+		}
 		if (tools->rank[0] && (rc = arg(p, "%s", tools->rank)))
 			goto toolong;
 		rc = user_command(p, spec->command);
@@ -488,10 +545,13 @@ int dlh_plan_format(const struct dlh_plan *p, const struct dlh_pool *pool, struc
 	for (int r = 0; r < p->ranks; r++)
 		global += p->batch[r];
 	rc |= dlh_buf_printf(out, "ranks %d\n", p->ranks);
-	if (p->trainer)   /* a [job] command's batch and lr are its own */
+	if (p->trainer)
 		rc |= dlh_buf_printf(out, "global_batch %d\n", global);
-	if (p->trainer && p->lr > 0.0)
-		rc |= dlh_buf_printf(out, "lr %.6g\n", p->lr);
+	else if (global > 0)   /* a [job] command given [train] batch_size */
+		rc |= dlh_buf_printf(out, "global_batch %d (" DLH_ENV_GLOBAL_BATCH "; each rank's "
+				     DLH_ENV_BATCH " below)\n", global);
+	if (p->lr > 0.0)
+		rc |= dlh_buf_printf(out, p->trainer ? "lr %.6g\n" : "lr %.6g (" DLH_ENV_LR ")\n", p->lr);
 	else if (p->trainer)   /* the trainer's range test picks it: see lr_finder */
 		rc |= dlh_buf_printf(out, "lr auto (range test before training; see lr_finder)\n");
 	if (p->memory > 0) {
@@ -504,7 +564,7 @@ int dlh_plan_format(const struct dlh_plan *p, const struct dlh_pool *pool, struc
 	for (int r = 0; r < p->ranks; r++) {
 		const char *host = p->node[r] >= 0 ? pool->nodes[p->node[r]].host : p->host;
 		char batch[32] = "";
-		if (p->trainer)
+		if (p->batch[r] > 0)
 			snprintf(batch, sizeof batch, " batch %d", p->batch[r]);
 		rc |= p->gpu ?
 			dlh_buf_printf(out, "rank %d host %s device gpu%d%s env CUDA_VISIBLE_DEVICES=%d\n",

@@ -22,8 +22,9 @@ struct dlh_tools {
 struct dlh_plan {
 	int ranks;                      /* MPI ranks, one per CPU slot (and per GPU) */
 	int gpu;                        /* 1: [resources] device = gpu, rank r on GPU r */
-	int batch[DLH_RANKS_MAX];       /* per-rank batch; sums to the global batch (dlh-train
-					   only: 0 for a [job] command) */
+	int batch[DLH_RANKS_MAX];       /* per-rank batch; sums to the global batch (a [job]
+					   command's: 0 unless its spec gives [train] batch_size;
+					   then handed on as DLH_BATCH) */
 	int slot[DLH_RANKS_MAX];        /* the CPU slot each rank holds on its node (set by
 					   the engine at launch; -1 before) */
 	int node[DLH_RANKS_MAX];        /* the pool node each rank runs on (dlh_plan_place;
@@ -31,8 +32,8 @@ struct dlh_plan {
 	int dev[DLH_RANKS_MAX];         /* gpu: the GPU each rank takes on its node */
 	int gtype[DLH_RANKS_MAX];       /* gpu: the pool type each rank's GPU must be (-1:
 					   any); ranks of one type are consecutive */
-	double lr;                      /* learning rate used (dlh-train only: 0 for a [job]
-					   command) */
+	double lr;                      /* learning rate used (a [job] command's: 0 unless
+					   its spec gives [train] lr; then DLH_LR) */
 	long long memory;               /* memory limit of all ranks together, bytes; 0 = none */
 	char host[DLH_HOST_MAX + 1];    /* where the launcher runs (the local node) */
 	char *argv[DLH_ARGV_MAX];       /* what every rank runs (dlh-train or the [job]
@@ -63,6 +64,20 @@ struct dlh_plan_override {
 int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_override *ov,
 		       const struct dlh_pool *pool, const struct dlh_tools *tools,
 		       const char *job_dir, struct dlh_plan *plan, char *err, size_t errlen);
+
+/* A [job] command's batches and rate on ranks ranks, from its spec's
+ * [train] keys (handed to it as DLH_BATCH, DLH_GLOBAL_BATCH, DLH_LR): the
+ * global batch is batch_size (with scale_batch, batch_size x ranks), split
+ * equally into batch[] (all 0 when batch_size is not given); *lr is the
+ * spec's (with scale_batch, x ranks: the linear scaling rule; 0 when not
+ * given). Returns 0, or -EINVAL when the global batch is below ranks. */
+int dlh_plan_command_batch(const struct dlh_spec *spec, int ranks, int *batch, double *lr);
+
+/* Once a [job] command's plan is placed: splits its global batch again in
+ * proportion to the speed of each rank's device (type_speed[] by pool type;
+ * the equal split stays where any is unknown, 0, or all are alike).
+ * Returns 1 when the batches changed, else 0. */
+int dlh_plan_split_placed(struct dlh_plan *p, const struct dlh_pool *pool, const double *type_speed);
 
 /* Splits global into n per-rank batches in proportion to speed[] (largest
  * remainder, ties to the first rank, each at least 1). speed NULL, or no

@@ -188,6 +188,10 @@ uint64_t dlh_profile_key(const struct dlh_spec *spec)
 	uint64_t h = dlh_hash(spec->command, strlen(spec->command) + 1);
 	h = dlh_hash_more(h, spec->env, strlen(spec->env) + 1);
 	h = dlh_hash_more(h, &spec->steps, sizeof spec->steps);
+	if (spec->batch_size > 0) {   /* the batch it is handed: the work of a step */
+		h = dlh_hash_more(h, &spec->batch_size, sizeof spec->batch_size);
+		h = dlh_hash_more(h, &spec->scale_batch, sizeof spec->scale_batch);
+	}
 	return dlh_hash_more(h, &spec->device, sizeof spec->device);
 }
 

@@ -94,7 +94,8 @@ int dlh_profile_choose(const struct dlh_profile_fit *f, int max_ranks, double de
 		       double watts_busy, struct dlh_estimate *out);
 
 /* The record key of spec's program: what makes two runs the same program
- * (its command, [job] env, [job] steps and device). */
+ * (its command, [job] env, [job] steps, device, and the [train] batch_size
+ * and scale_batch it is handed). */
 uint64_t dlh_profile_key(const struct dlh_spec *spec);
 
 /* Appends f as key=value lines (profile_*) for the estimate and the

@@ -11,7 +11,8 @@
  * node's number among the run's, 0 first) from DLH_RANK_NODES and, on GPUs,
  * CUDA_VISIBLE_DEVICES (the GPU the plan gives it) from DLH_RANK_GPUS (both
  * lists in rank order: every rank of a node sees that node's GPUs of the
- * run, in local-rank order, so cuda:LOCAL_RANK is its own), and replaces
+ * run, in local-rank order, so cuda:LOCAL_RANK is its own), DLH_BATCH (its
+ * share of a command's global batch) from DLH_RANK_BATCHES, and replaces
  * itself with
  * PROGRAM (found on PATH when it has no slash): torch.distributed's env://
  * initialisation then works as under torchrun. Variables already set are
@@ -79,7 +80,7 @@ int main(int argc, char **argv)
 			"LOCAL_RANK, LOCAL_WORLD_SIZE (from OMPI_COMM_WORLD_*),\n"
 			"MASTER_ADDR and MASTER_PORT (from DLH_MASTER_ADDR, DLH_MASTER_PORT),\n"
 			"NODE_RANK, GROUP_RANK and CUDA_VISIBLE_DEVICES (from DLH_RANK_NODES,\n"
-			"DLH_RANK_GPUS).\n");
+			"DLH_RANK_GPUS), and DLH_BATCH (from DLH_RANK_BATCHES).\n");
 		return argc < 2 ? 2 : 0;
 	}
 	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -90,6 +91,10 @@ int main(int argc, char **argv)
 	char node[16], gpus[1024] = "";
 	item(nodes, r ? strtol(r, NULL, 10) : -1, node, sizeof node);
 	if (set_new("NODE_RANK", node) || set_new("GROUP_RANK", node))
+		return 127;
+	char batch[16];   /* the planner's share of the global batch for this rank */
+	item(getenv("DLH_RANK_BATCHES"), r ? strtol(r, NULL, 10) : 0, batch, sizeof batch);
+	if (set_new("DLH_BATCH", batch))
 		return 127;
 	/* the plan's GPUs of this node's ranks, in local-rank order, over whatever
 	 * the daemon's environment said: cuda:LOCAL_RANK is then this rank's, as

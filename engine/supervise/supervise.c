@@ -92,6 +92,32 @@ static int launch_hosts(struct dlh_engine *e, struct launch *l)
 				l->err, sizeof l->err);
 }
 
+/* A [job] command handed a global batch ([train] batch_size): once its
+ * ranks are placed, each rank's share in proportion to its device's speed:
+ * the calibrated GEMM speed where every type of the pool is calibrated,
+ * else the pool file's peak figures where each type has one, else equal. */
+static void split_by_speed(struct dlh_engine *e, struct dlh_job *j, struct dlh_plan *p)
+{
+	double cal[DLH_POOL_TYPES], peak[DLH_POOL_TYPES];
+	int calibrated = 1, peaks = 1;
+	for (int t = 0; t < e->pool.ntypes; t++) {
+		const struct dlh_calib_dev *d = e->cal.when > 0 ? dlh_calib_dev(&e->cal, e->pool.type[t].name) :
+								  NULL;
+		cal[t] = d ? d->gemm_flops : 0.0;
+		peak[t] = e->pool.type[t].flops;
+		calibrated &= cal[t] > 0.0;
+		peaks &= peak[t] > 0.0;
+	}
+	if (!dlh_plan_split_placed(p, &e->pool, calibrated ? cal : peaks ? peak : cal))
+		return;
+	char list[256];
+	size_t used = 0;
+	for (int r = 0; r < p->ranks && used < sizeof list - 16; r++)
+		used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", r ? "," : "", p->batch[r]);
+	eng_job_log(e, j, "batches by device speed (%s): %s%s", calibrated ? "calibrated" :
+		    "the pool file's peak figures", list, used >= sizeof list - 16 ? ",..." : "");
+}
+
 /* Places j's ranks on the nodes with room (engine/plan dlh_plan_place),
  * holds the lowest free CPU slot of each rank's node, pins the ranks to
  * them and writes the plan file that names them. Returns 0, -EAGAIN with
@@ -109,6 +135,7 @@ static int take_slots(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 		return -EAGAIN;
 	}
 	l->slots_taken = 1;
+	split_by_speed(e, j, p);
 	if ((rc = dlh_plan_pin(p))) {
 		snprintf(l->err, sizeof l->err, "spec: the command line is longer than %d bytes",
 			 DLH_ARGV_BYTES);

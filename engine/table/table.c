@@ -262,6 +262,28 @@ static void env_ranks(struct eng_env *env, const struct dlh_plan *plan)
 		eng_env_add(env, env->gpus);
 }
 
+/* A [job] command's DLH_GLOBAL_BATCH, DLH_RANK_BATCHES and DLH_LR, where
+ * its plan has them (its spec's [train] batch_size, lr). */
+static void env_batches(struct eng_env *env, const struct dlh_plan *plan)
+{
+	long global = 0;
+	size_t a = (size_t)snprintf(env->batches, sizeof env->batches, DLH_ENV_RANK_BATCHES "=");
+	for (int r = 0; r < plan->ranks && a < sizeof env->batches; r++) {
+		global += plan->batch[r];
+		a += (size_t)snprintf(env->batches + a, sizeof env->batches - a, "%s%d", r ? "," : "",
+				      plan->batch[r]);
+	}
+	if (!plan->trainer && global > 0) {
+		snprintf(env->global, sizeof env->global, DLH_ENV_GLOBAL_BATCH "=%ld", global);
+		eng_env_add(env, env->global);
+		eng_env_add(env, env->batches);
+	}
+	if (!plan->trainer && plan->lr > 0.0) {
+		snprintf(env->lr, sizeof env->lr, DLH_ENV_LR "=%.15g", plan->lr);
+		eng_env_add(env, env->lr);
+	}
+}
+
 /* The entries of pool_env (the pool file's [env]) that job_env does not
  * name, then job_env's: both lists of "NAME=VALUE\n" entries. */
 static void env_job(struct eng_env *env, const char *pool_env, const char *job_env)
@@ -297,6 +319,7 @@ void eng_run_env(const struct dlh_engine *e, const struct dlh_job *j, const stru
 	contract_env(e, j->id, plan->ranks, env);
 	run_master(e, j->id, plan, nhosts, env);
 	env_ranks(env, plan);
+	env_batches(env, plan);
 	env_job(env, e->pool.env, j->spec.env);
 }
 

@@ -141,7 +141,7 @@ void eng_table_free(struct dlh_engine *e);
 
 /* The environment every rank of a run gets (engine/contract/contract.h). */
 struct eng_env {
-	char *v[16 + 2 * DLH_ENV_ENTRIES_MAX];   /* NULL-terminated, into the buffers below */
+	char *v[24 + 2 * DLH_ENV_ENTRIES_MAX];   /* NULL-terminated, into the buffers below */
 	char id[64];                 /* DLH_ENV_JOB_ID=... */
 	char dir[4200];              /* DLH_ENV_JOB_DIR=... */
 	char csv[4200];              /* DLH_ENV_METRICS_CSV=... */
@@ -154,6 +154,9 @@ struct eng_env {
 	char start[48];              /* DLH_START_STEP=... */
 	char nodes[DLH_RANKS_MAX * 4 + 32];   /* DLH_RANK_NODES=0,0,1,... (eng_run_env) */
 	char gpus[DLH_RANKS_MAX * 5 + 32];    /* DLH_RANK_GPUS=0,1,0,... */
+	char global[48];             /* DLH_GLOBAL_BATCH=... (a command given batch_size) */
+	char batches[DLH_RANKS_MAX * 8 + 32];   /* DLH_RANK_BATCHES=32,32,16,... */
+	char lr[64];                 /* DLH_LR=... (a command given lr) */
 	char job[2 * DLH_ENV_MAX + 2];   /* the pool's [env] and the job's [job] env, entries
 					    NUL-ended (eng_run_env) */
 };
@@ -186,6 +189,8 @@ int eng_drained_save(const struct dlh_engine *e);
  *   before its first run there), else 29500 + id % 500;
  * - DLH_RANK_NODES and, on GPUs, DLH_RANK_GPUS (dlh-rank makes them
  *   NODE_RANK, GROUP_RANK and CUDA_VISIBLE_DEVICES);
+ * - a command's batches and rate when its spec gives them: DLH_GLOBAL_BATCH,
+ *   DLH_RANK_BATCHES (dlh-rank makes its rank's DLH_BATCH) and DLH_LR;
  * - the pool file's [env] entries the job's [job] env does not name, then
  *   the job's. e->mu held. */
 void eng_run_env(const struct dlh_engine *e, const struct dlh_job *j, const struct dlh_plan *plan,

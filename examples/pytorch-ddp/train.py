@@ -141,16 +141,18 @@ def main():
     ytr = load_idx(idx_path(a.data, "train-labels-idx1-ubyte"), a.train_limit, False)
     xte = load_idx(idx_path(a.data, "t10k-images-idx3-ubyte"), a.test_limit, True)
     yte = load_idx(idx_path(a.data, "t10k-labels-idx1-ubyte"), a.test_limit, False)
-    per_epoch = len(xtr) // a.batch
+    job = dlhfs.init(keep=a.keep)
+    rank, world = job.rank, job.world_size
+    # the planner's, where the spec gives [train] batch_size and lr
+    batch, lr = job.global_batch(a.batch), job.lr(a.lr)
+    per_epoch = len(xtr) // batch
     total = a.epochs * per_epoch
     if per_epoch < 1:
-        sys.exit(f"train.py: {len(xtr)} training images are fewer than a batch of {a.batch}")
-
-    job = dlhfs.init(steps=total, steps_per_epoch=per_epoch, keep=a.keep)
-    rank, world = job.rank, job.world_size
+        sys.exit(f"train.py: {len(xtr)} training images are fewer than a batch of {batch}")
+    job.steps_per_epoch = per_epoch   # run.info says it, with the total, from job.steps()
     widths = [int(w) for w in (a.hidden if a.model == "mlp" else a.conv).split(",")]
     model = DDP(mlp(widths) if a.model == "mlp" else cnn(widths))
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=a.momentum)
     ck = job.resume()
     if ck:
         model.module.load_state_dict(ck["model"])
@@ -160,7 +162,8 @@ def main():
               + (f"resuming after step {job.start_step} from {os.environ['DLH_RESUME_FROM']}"
                  if ck else "from step 1"), flush=True)
 
-    lo, hi = rank * a.batch // world, (rank + 1) * a.batch // world
+    lo, hi = job.batch_range(a.batch)   # by device speed where the planner split it
+    scale = job.loss_scale(a.batch)     # DDP averages the ranks: weight by the share
     order, order_epoch = None, 0
     t_prev = time.monotonic()
     state = lambda: {"model": model.module.state_dict(), "optimizer": opt.state_dict()}  # noqa: E731
@@ -169,13 +172,13 @@ def main():
         if order_epoch != epoch:   # the epoch's order: the same on every rank and every run
             order = torch.randperm(len(xtr), generator=torch.Generator().manual_seed(a.seed * 1000003 + epoch))
             order_epoch = epoch
-        at = (step - 1) % per_epoch * a.batch
+        at = (step - 1) % per_epoch * batch
         idx = order[at + lo:at + hi]
         model.train()
         out = model(xtr[idx])
         loss = F.cross_entropy(out, ytr[idx])
         opt.zero_grad()
-        loss.backward()
+        (loss * scale).backward()
         opt.step()
         # the global batch's loss and accuracy
         t = torch.tensor([loss.item() * len(idx), (out.argmax(1) == ytr[idx]).sum().item(), len(idx)],
@@ -185,7 +188,7 @@ def main():
             time.sleep(max(0.0, a.min_step_s - (time.monotonic() - t_prev)))
         t_prev = time.monotonic()
         job.report(step, loss=t[0].item() / t[2].item(), accuracy=t[1].item() / t[2].item(),
-                   lr=a.lr, samples=t[2].item(), epoch=epoch)
+                   lr=lr, samples=t[2].item(), epoch=epoch)
         if step % per_epoch == 0:
             tl, ta = evaluate(model.module, xte, yte, rank, world)
             job.report(step, loss=tl, accuracy=ta, epoch=epoch, kind="eval")

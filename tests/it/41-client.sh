@@ -235,6 +235,17 @@ EOF
 	out=$(cd "$D" && DLH_BATCH=48 DLH_LR=0.125 "$PY" -c 'import dlhfs; j = dlhfs.init(); print(j.batch_size(32), j.lr(0.5))') ||
 		die "the program failed: $out"
 	expect_eq "$out" "48 0.125" "DLH_BATCH and DLH_LR"
+	# the planner's unequal shares (a rank on a device twice as fast): rank 1
+	# of 3 takes rows 40..60 of 100, its mean loss weighted 20 x 3 / 100
+	out=$(cd "$D" && RANK=1 WORLD_SIZE=3 DLH_GLOBAL_BATCH=100 DLH_RANK_BATCHES=40,20,40 "$PY" -c \
+		'import dlhfs; j = dlhfs.init(); print(j.batch_size(8), j.global_batch(8), j.batch_range(8), round(j.loss_scale(8), 6))') ||
+		die "the program failed: $out"
+	expect_eq "$out" "20 100 (40, 60) 0.6" "DLH_RANK_BATCHES"
+	# none set: the defaults, split equally
+	out=$(cd "$D" && RANK=2 WORLD_SIZE=3 "$PY" -c \
+		'import dlhfs; j = dlhfs.init(); print(j.batch_size(8), j.global_batch(90), j.batch_range(90), j.loss_scale(90))') ||
+		die "the program failed: $out"
+	expect_eq "$out" "8 90 (60, 90) 1.0" "the defaults"
 }
 
 # gloo_ranks LOGSUFFIX: runs $D/p.py as ranks 0 and 1 of a gloo group on a

@@ -125,6 +125,62 @@ test_a_command_without_ranks_runs_once_and_its_spec_and_plan_say_only_what_appli
 	dlh_umount
 }
 
+# A command whose spec gives [train] batch_size, lr and scale_batch gets
+# the planner's: the global batch, each rank's share and the scaled rate
+# (DLH_GLOBAL_BATCH, DLH_BATCH by dlh-rank, DLH_LR), as an ordinary user;
+# its spec keeps them and its plan shows them
+test_a_command_given_batch_size_and_lr_is_handed_the_planners() {
+	local a d
+	dlh_user a
+	DLH_OPTS="-o allow_other -o cpus=2" dlh_mount
+	chmod 711 "$STATE"
+	d=$(shared_dir)
+	printf '#!/bin/sh
+echo "rank=$RANK batch=$DLH_BATCH global=$DLH_GLOBAL_BATCH lr=$DLH_LR"
+' > "$d/b.sh"
+	printf '[job]
+command = /bin/sh %s/b.sh
+profile = false
+[train]
+batch_size = 24
+lr = 0.05
+scale_batch = true
+[resources]
+ranks = 2
+' \
+		"$d" > "$d/c.ini"
+	printf '[job]
+command = /bin/sh %s/b.sh
+[train]
+lr = auto
+' "$d" > "$d/bad.ini"
+	chmod 644 "$d"/*
+	expect_errno "Invalid argument" as "$a" cp "$d/bad.ini" "$MNT/jobs/new"
+	as "$a" tail -1 "$MNT/jobs/errors" | grep -qF "spec:4: [train] lr: auto is the built-in trainer's range test" ||
+		die "errors: $(as "$a" tail -1 "$MNT/jobs/errors")"
+	as "$a" cp "$d/c.ini" "$MNT/jobs/new" || die "submit: $(as "$a" tail -2 "$MNT/jobs/errors")"
+	wait_for 30 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/status")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(tail -3 "$MNT/jobs/1/log"))"
+	local r
+	for r in 0 1; do
+		grep -qx "\[rank $r\] rank=$r batch=24 global=48 lr=0.1" "$MNT/jobs/1/log" ||
+			die "rank $r: $(grep "\[rank $r\]" "$MNT/jobs/1/log")"
+	done
+	local spec plan
+	spec=$(as "$a" cat "$MNT/jobs/1/spec")
+	for l in '[train]' 'batch_size = 24' 'lr = 0.05' 'scale_batch = true'; do
+		grep -qxF "$l" <<< "$spec" || die "spec lacks $l: $spec"
+	done
+	grep -q '^epochs' <<< "$spec" && die "spec has the trainer's epochs: $spec"
+	plan=$(as "$a" cat "$MNT/jobs/1/plan")
+	grep -qx 'global_batch 48 (DLH_GLOBAL_BATCH; each rank.s DLH_BATCH below)' <<< "$plan" || die "plan: $plan"
+	grep -qx 'lr 0.1 (DLH_LR)' <<< "$plan" || die "plan: $plan"
+	grep -q '^rank 1 host .* batch 24$' <<< "$plan" || die "plan: $plan"
+	grep -q '^lr 0.05 -> 0.1 (DLH_LR): linear scaling rule' <<< "$plan" || die "plan: $plan"
+	rm -rf "$d"
+	dlh_umount
+}
+
 # [job] deadline beside profile = false: no estimate to meet it by, so
 # close() fails with EINVAL and jobs/errors says why
 test_a_commands_deadline_without_a_profile_is_refused() {

@@ -159,11 +159,28 @@ TEST(no_estimate_without_calibration_or_for_a_user_command)
 	CHECK(c.batch[0] + c.batch[1] == w.spec.batch_size);
 	w.cal.when = 1;
 	snprintf(w.spec.command, sizeof w.spec.command, "/bin/true");
+	w.spec.batch_size = 0;   /* as parsed beside a command that does not give them */
+	w.spec.lr = 0.0;
 	CHECK(dlh_choose(&w.in, &c, err, sizeof err) == 0);
 	CHECK(!c.estimated && strstr(c.why, "to be measured before its run") && c.ranks == 2);
 	CHECK(c.profile_runs == 1 && c.profile_counts[0] == 2);
 	/* a program's batch and lr are its own: the choice has none */
 	CHECK(c.batch[0] == 0 && c.batch[1] == 0 && c.lr == 0.0 && c.warmup_steps == 0);
+	/* given them with scale_batch: one device's, times the ranks, and said so */
+	w.spec.batch_size = 16;
+	w.spec.lr = 0.05;
+	w.spec.scale_batch = 1;
+	CHECK(dlh_choose(&w.in, &c, err, sizeof err) == 0);
+	CHECK(c.batch[0] == 16 && c.batch[1] == 16 && c.lr == 0.1 && c.warmup_steps == 0);
+	CHECK_MSG(strstr(c.changes, "global_batch 32 = 2 ranks x 16 (scale_batch") &&
+		  strstr(c.changes, "lr 0.05 -> 0.1 (DLH_LR): linear scaling rule"), "%s", c.changes);
+	struct dlh_buf text = { 0 };
+	CHECK(dlh_choice_format(&c, &text) == 0 && strstr(text.data, "planner none: ") &&
+	      strstr(text.data, "global_batch 32 = 2 ranks x 16"));
+	free(text.data);
+	w.spec.batch_size = 64;
+	w.spec.lr = 0.01;
+	w.spec.scale_batch = 0;
 	/* GPUs asked of a pool without: the plan's own refusal says it */
 	w.spec.command[0] = '\0';
 	w.spec.device = DLH_DEVICE_GPU;

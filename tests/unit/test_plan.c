@@ -235,6 +235,91 @@ TEST(plan_of_a_command_has_no_batch_nor_lr)
 	free(p);
 }
 
+/* A command whose spec gives [train] batch_size and lr is handed them
+ * (DLH_GLOBAL_BATCH, DLH_BATCH, DLH_LR): split equally, with scale_batch
+ * scaled by the ranks, and the plan shows them; auto ranks are no more
+ * than a fixed global batch. */
+TEST(plan_of_a_command_hands_on_its_batch_and_lr)
+{
+	struct dlh_pool pool = one_node(8, 0);
+	struct dlh_plan *p = malloc(sizeof *p);
+	struct dlh_buf out = { 0 };
+	char err[256];
+	struct dlh_spec s = parsed("[job]\ncommand = /bin/true\n[train]\nbatch_size = 10\nlr = 0.1\n"
+				   "[resources]\nranks = 3\n");
+	CHECK(s.batch_size == 10 && s.lr == 0.1);
+	CHECK_MSG(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
+	CHECK(!p->trainer && p->batch[0] == 4 && p->batch[1] == 3 && p->batch[2] == 3 && p->lr == 0.1);
+	CHECK(dlh_plan_format(p, &pool, &out) == 0);
+	static const char want[] = "ranks 3\nglobal_batch 10 (DLH_GLOBAL_BATCH; each rank's DLH_BATCH "
+				   "below)\nlr 0.1 (DLH_LR)\nmemory none\nrank 0 host n1 device cpu (a free "
+				   "slot at launch) batch 4\n";
+	CHECK_MSG(!strncmp(out.data, want, sizeof want - 1), "plan: %s", out.data);
+	free(out.data);
+	out = (struct dlh_buf){ 0 };
+	/* scale_batch: one device's, times the ranks */
+	s = parsed("[job]\ncommand = /bin/true\n[train]\nbatch_size = 32\nlr = 0.05\nscale_batch = true\n"
+		   "[resources]\nranks = 4\n");
+	CHECK_MSG(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
+	CHECK(p->batch[0] == 32 && p->batch[3] == 32 && p->lr == 0.2);
+	/* only a rate: no batch */
+	s = parsed("[job]\ncommand = /bin/true\n[train]\nlr = 0.05\nscale_batch = true\n"
+		   "[resources]\nranks = 2\n");
+	CHECK_MSG(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
+	CHECK(p->batch[0] == 0 && p->lr == 0.1);
+	CHECK(dlh_plan_format(p, &pool, &out) == 0);
+	CHECK_MSG(!strstr(out.data, "batch") && strstr(out.data, "lr 0.1 (DLH_LR)\n"), "plan: %s", out.data);
+	free(out.data);
+	/* ranks = auto: no more ranks than samples in the global batch */
+	s = parsed("[job]\ncommand = /bin/true\n[train]\nbatch_size = 5\n[resources]\nranks = auto\n");
+	CHECK(dlh_plan_slots(&s, &pool) == 5);
+	s = parsed("[job]\ncommand = /bin/true\n[train]\nbatch_size = 5\nscale_batch = true\n"
+		   "[resources]\nranks = auto\n");
+	CHECK(dlh_plan_slots(&s, &pool) == 8);
+	free(p);
+}
+
+/* Placed on devices of different speeds, a command's global batch is split
+ * again in proportion to them; unknown speeds, or all alike, leave it equal;
+ * the trainer's batches (the planner's) are never touched. */
+TEST(plan_command_batch_split_by_placed_device_speed)
+{
+	static struct dlh_pool pool;
+	struct dlh_plan *p = malloc(sizeof *p);
+	char err[256];
+	pool = one_node(2, 0);
+	pool.ntypes = 2;   /* type 1: a CPU twice as fast, on n2 */
+	snprintf(pool.type[1].name, sizeof pool.type[1].name, "fast");
+	pool.type[1].gpu = 0;
+	snprintf(pool.nodes[1].name, sizeof pool.nodes[1].name, "n2");
+	snprintf(pool.nodes[1].host, sizeof pool.nodes[1].host, "h2");
+	pool.nodes[1].cpus = pool.nodes[1].devices[1] = 2;
+	pool.nodes[1].cpu_type = 1;
+	pool.nnodes = 2;
+	struct dlh_spec s = parsed("[job]\ncommand = /bin/true\n[train]\nbatch_size = 90\n"
+				   "[resources]\nranks = 3\n");
+	CHECK_MSG(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0, "%s", err);
+	int avail[2] = { 1, 2 };
+	CHECK(dlh_plan_place(p, &pool, avail, 0, err, sizeof err) == 0);
+	int fast = p->node[0] == 1 ? 0 : 2;   /* n2's two ranks, wherever placed */
+	double speed[2] = { 1e9, 2e9 };
+	CHECK(dlh_plan_split_placed(p, &pool, speed) == 1);
+	CHECK_MSG(p->batch[fast] == 36 && p->batch[fast == 0 ? 1 : 1] == 36 &&
+		  p->batch[fast == 0 ? 2 : 0] == 18, "batches %d %d %d", p->batch[0], p->batch[1],
+		  p->batch[2]);
+	/* a speed unknown: equal stays */
+	CHECK(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0);
+	CHECK(dlh_plan_place(p, &pool, avail, 0, err, sizeof err) == 0);
+	double half[2] = { 1e9, 0.0 };
+	CHECK(dlh_plan_split_placed(p, &pool, half) == 0 && p->batch[0] == 30 && p->batch[2] == 30);
+	/* the trainer's are the planner's */
+	s = parsed("[train]\nbatch_size = 90\n[resources]\nranks = 3\n");
+	CHECK(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0);
+	CHECK(dlh_plan_place(p, &pool, avail, 0, err, sizeof err) == 0);
+	CHECK(dlh_plan_split_placed(p, &pool, speed) == 0 && p->batch[0] == 30);
+	free(p);
+}
+
 /* A command's ranks = auto is every slot (every GPU) of the pool: a
  * program's batch is its own, the trainer's batch_size does not cap it. */
 TEST(plan_auto_ranks_of_a_command_take_every_slot)
@@ -320,6 +405,8 @@ int main(void)
 	RUN(plan_argv_is_exact_words_without_a_shell);
 	RUN(plan_user_command_is_split_on_blanks_only);
 	RUN(plan_of_a_command_has_no_batch_nor_lr);
+	RUN(plan_of_a_command_hands_on_its_batch_and_lr);
+	RUN(plan_command_batch_split_by_placed_device_speed);
 	RUN(plan_auto_ranks_of_a_command_take_every_slot);
 	RUN(plan_places_ranks_across_nodes);
 	return CHECK_EXIT();
