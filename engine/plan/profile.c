@@ -8,35 +8,58 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One row into s (a train row's time since the row before, as a step or,
+ * after an eval row, as a step with the evaluation). */
+static void sum_add(struct dlh_profile_sum *s, const struct dlh_profile_row *r)
+{
+	if (r->eval) {
+		s->between = 1;
+		return;
+	}
+	double d = r->t - s->prev;
+	s->prev = r->t;
+	if (d < 0)
+		return;   /* out of order: not a step */
+	if (s->between)
+		s->gaps += d, s->nev++;
+	else
+		s->steps += d, s->nstep++;
+	s->between = 0;
+}
+
+void dlh_profile_acc_add(struct dlh_profile_acc *acc, const struct dlh_profile_row *r)
+{
+	if (!r->eval && !acc->has_train)
+		acc->has_train = 1, acc->first_train_t = r->t;
+	acc->last_t = r->t;
+	if (acc->nrows++ == 0)   /* fewer rows than the warm-up: the first is the start */
+		acc->alt.prev = r->t;
+	else
+		sum_add(&acc->alt, r);
+	if (acc->train < DLH_PROFILE_WARMUP) {   /* the warm-up's rows are not timed */
+		if (!r->eval && ++acc->train == DLH_PROFILE_WARMUP)
+			acc->main.prev = r->t;
+		return;
+	}
+	sum_add(&acc->main, r);
+}
+
+void dlh_profile_acc_result(const struct dlh_profile_acc *acc, struct dlh_profile_run *m)
+{
+	const struct dlh_profile_sum *s = acc->train < DLH_PROFILE_WARMUP ? &acc->alt : &acc->main;
+	m->rows = s->nstep;
+	m->span_s = s->steps;
+	m->step_s = s->nstep ? s->steps / s->nstep : 0;
+	m->evals = s->nev;
+	m->eval_s = s->nev ? fmax(0.0, s->gaps / s->nev - m->step_s) : 0;
+}
+
 void dlh_profile_rows(const struct dlh_profile_row *r, int n, struct dlh_profile_run *m)
 {
-	int i = 0, train = 0, between = 0, nstep = 0, nev = 0;
-	double prev = 0, steps = 0, gaps = 0;
-	for (; i < n && train < DLH_PROFILE_WARMUP; i++)
-		if (!r[i].eval && ++train == DLH_PROFILE_WARMUP)
-			prev = r[i].t;
-	if (train < DLH_PROFILE_WARMUP)   /* fewer rows than the warm-up: the first is the start */
-		i = n > 0, prev = n > 0 ? r[0].t : 0;
-	for (; i < n; i++) {
-		if (r[i].eval) {
-			between = 1;
-			continue;
-		}
-		double d = r[i].t - prev;
-		prev = r[i].t;
-		if (d < 0)
-			continue;   /* out of order: not a step */
-		if (between)
-			gaps += d, nev++;
-		else
-			steps += d, nstep++;
-		between = 0;
-	}
-	m->rows = nstep;
-	m->span_s = steps;
-	m->step_s = nstep ? steps / nstep : 0;
-	m->evals = nev;
-	m->eval_s = nev ? fmax(0.0, gaps / nev - m->step_s) : 0;
+	struct dlh_profile_acc acc = { 0 };
+	for (int i = 0; i < n; i++)
+		dlh_profile_acc_add(&acc, &r[i]);
+	dlh_profile_acc_result(&acc, m);
 }
 
 void dlh_profile_learn(struct dlh_profile_fit *f, double predicted_s, double actual_s)

@@ -31,6 +31,20 @@ struct dlh_profile_row {
 	double t;                 /* its time_s */
 };
 
+/* The step times of a profile's rows so far, taken one row at a time (a
+ * profile's metrics.csv is read as it grows). Zeroed: no row yet. */
+struct dlh_profile_sum {
+	double prev, steps, gaps;
+	int nstep, nev, between;
+};
+struct dlh_profile_acc {
+	int nrows, train;             /* rows taken; train rows of the warm-up seen */
+	int has_train;                /* a train row was taken: first_train_t holds */
+	double first_train_t, last_t; /* time_s of the first train row and of the last row */
+	struct dlh_profile_sum main;  /* after the warm-up's last train row */
+	struct dlh_profile_sum alt;   /* after the first row (fewer rows than the warm-up) */
+};
+
 /* What one profile run measured. */
 struct dlh_profile_run {
 	int ranks;                /* ranks it ran */
@@ -68,6 +82,13 @@ struct dlh_profile_fit {
  * DLH_PROFILE_WARMUP train rows, the intervals between train rows are
  * steps (rows, span_s, step_s) unless an eval row lies between them: then
  * the interval less a step is an evaluation (evals, eval_s). */
+/* Takes one more row, in file order, into acc. */
+void dlh_profile_acc_add(struct dlh_profile_acc *acc, const struct dlh_profile_row *r);
+
+/* What acc's rows say into m's rows, span_s, step_s, evals and eval_s, as
+ * dlh_profile_rows of the same rows. */
+void dlh_profile_acc_result(const struct dlh_profile_acc *acc, struct dlh_profile_run *m);
+
 void dlh_profile_rows(const struct dlh_profile_row *r, int n, struct dlh_profile_run *m);
 
 /* Learns from a run of f's program that took actual_s where f predicted

@@ -16,8 +16,6 @@
 #include "engine/table/advise.h"
 #include "engine/util/util.h"
 
-#define ROWS_MAX (1 << 16)   /* rows of a profile read at most */
-
 /* Empties job j's files a profile run wrote (metrics.csv, run.info, what
  * is in checkpoints/ and output/): the run starts from nothing. */
 static void clean(struct dlh_engine *e, const struct dlh_job *j)
@@ -46,43 +44,42 @@ static void clean(struct dlh_engine *e, const struct dlh_job *j)
 	}
 }
 
-/* The rows of a profile's metrics.csv, in order. */
-struct rows {
-	struct dlh_profile_row *r;
-	int n;
-};
-
 static void take_row(void *ctx, const struct dlh_metrics_row *row)
 {
-	struct rows *x = ctx;
-	if (x->n < ROWS_MAX && isfinite(row->time_s))
-		x->r[x->n++] = (struct dlh_profile_row){ .eval = row->kind == DLH_ROW_EVAL, .t = row->time_s };
+	if (isfinite(row->time_s))
+		dlh_profile_acc_add(ctx, &(struct dlh_profile_row){ .eval = row->kind == DLH_ROW_EVAL,
+								    .t = row->time_s });
 }
 
 /* What j's current profile run shows now, into m (its ranks, steps timed,
- * step, evaluations, start-up, steps). */
-static void measure(struct dlh_engine *e, const struct dlh_job *j, struct dlh_profile_run *m)
+ * step, evaluations, start-up, steps): the rows appended since the last
+ * look are read, the rest is in j->profile_acc. */
+static void measure(struct dlh_engine *e, struct dlh_job *j, struct dlh_profile_run *m)
 {
 	char dir[4096], csv[4200];
-	struct rows x = { .r = malloc(ROWS_MAX * sizeof *x.r), .n = 0 };
 	struct dlh_run_info ri;
 	struct stat st;
 	eng_job_dir(e, j->id, dir, sizeof dir);
 	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, dir);
 	memset(m, 0, sizeof *m);
 	m->ranks = j->profile_counts[j->profile_phase - 1];
-	if (x.r)
-		dlh_metrics_scan(csv, 4 << 20, take_row, &x);
-	dlh_profile_rows(x.r, x.n, m);
+	if (dlh_metrics_scan_on(csv, 4 << 20, &j->profile_mark, take_row, &j->profile_acc) == -ESTALE) {
+		/* cut back or replaced: read it again from its start */
+		memset(&j->profile_acc, 0, sizeof j->profile_acc);
+		memset(&j->profile_mark, 0, sizeof j->profile_mark);
+		if (dlh_metrics_scan_on(csv, 4 << 20, &j->profile_mark, take_row, &j->profile_acc) < 0) {
+			memset(&j->profile_acc, 0, sizeof j->profile_acc);
+			memset(&j->profile_mark, 0, sizeof j->profile_mark);
+		}
+	}
+	const struct dlh_profile_acc *acc = &j->profile_acc;
+	dlh_profile_acc_result(acc, m);
 	/* the rows' times are the program's clock: the file's time when its last
 	 * row was written puts them on the wall clock, and the first row after
 	 * the launch */
-	int first = 0;
-	while (first < x.n && x.r[first].eval)
-		first++;
-	if (first < x.n && !lstat(csv, &st) && S_ISREG(st.st_mode)) {
+	if (acc->has_train && !lstat(csv, &st) && S_ISREG(st.st_mode)) {
 		double written = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
-		m->startup_s = fmax(0.0, written - x.r[x.n - 1].t + x.r[first].t - j->run_started);
+		m->startup_s = fmax(0.0, written - acc->last_t + acc->first_train_t - j->run_started);
 	}
 	if (!dlh_run_info_read(dir, &ri) && ri.valid) {
 		m->steps = ri.total_steps;
@@ -90,7 +87,6 @@ static void measure(struct dlh_engine *e, const struct dlh_job *j, struct dlh_pr
 	} else {
 		m->steps = j->spec.steps;
 	}
-	free(x.r);
 }
 
 /* Makes j's running profile run its run: what it writes is the job's
@@ -207,6 +203,8 @@ static void fitted(struct dlh_engine *e, struct dlh_job *j, double end_t)
 void eng_profile_start(struct dlh_engine *e, struct dlh_job *j)
 {
 	clean(e, j);   /* an earlier profile run's, cut short (a restart of dlhfs) */
+	memset(&j->profile_acc, 0, sizeof j->profile_acc);
+	memset(&j->profile_mark, 0, sizeof j->profile_mark);
 }
 
 int eng_profile_ended(struct dlh_engine *e, struct dlh_job *j, long long peak, double end_t)

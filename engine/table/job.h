@@ -9,6 +9,7 @@
 #include "engine/run/cgroup.h"
 #include "engine/plan/profile.h"
 #include "engine/pool/pool.h"
+#include "engine/report/metrics.h"
 #include "schema/spec.h"
 
 #define DLH_REASON_MAX 512
@@ -70,6 +71,8 @@ struct dlh_job {
 	struct dlh_profile_run profile[DLH_PROFILE_RUNS];   /* what each profile run measured
 					(a restart of dlhfs profiles again) */
 	int profile_stopped;         /* dlhfs stopped the running profile run: no failure */
+	struct dlh_profile_acc profile_acc;     /* the running profile run's rows so far */
+	struct dlh_metrics_mark profile_mark;   /* where its metrics.csv was read to */
 	int cancelling;              /* a cancel was sent; ends as cancelled */
 	int suspending;              /* a suspend was sent (SIGUSR2); ends as suspended */
 	long preempted_by;           /* the suspend was a preemption for that job: ends
