@@ -40,7 +40,7 @@ enum dlt_precision {
 	DLT_PRECISION_TF32 = 1,   /* cublasSgemm on tensor cores: inputs rounded to TF32
 				     (10-bit mantissa), FP32 sums */
 	DLT_PRECISION_BF16 = 2,   /* cublasGemmEx on BF16 copies of weights and activations
-				     (8-bit mantissa), FP32 sums and outputs; the FP32
+				     (7-bit mantissa), FP32 sums and outputs; the FP32
 				     parameters stay the master copy (the optimizer, the
 				     allreduce, upload, download and checkpoints use them) and
 				     are cast again after each update. BF16 has FP32's
