@@ -457,6 +457,13 @@ static void check_cross(struct ctx *c)
 		dlh_spec_error_add(&c->errs, later(c, batch, limit),
 				   "[data] train_limit: %ld is smaller than [train] batch_size (%d)",
 				   s->train_limit, s->batch_size);
+	/* tf32 and bf16 are tensor-core arithmetic: the CPU trainer has none */
+	int prec = key("train", "precision"), device = key("resources", "device");
+	if (trainer && !c->bad[prec] && !c->bad[device] && s->precision != DLH_PRECISION_FP32 &&
+	    s->device != DLH_DEVICE_GPU)
+		dlh_spec_error_add(&c->errs, c->line_of[prec],
+				   "[train] precision: %s needs [resources] device = gpu "
+				   "(the CPU trainer computes in fp32)", dlh_spec_precision_name(s->precision));
 	int tl = key("job", "time_limit"), grace = key("job", "time_limit_grace");
 	if (!c->bad[tl] && !c->bad[grace] && s->time_limit_grace &&
 	    (!s->time_limit || s->time_limit_grace >= s->time_limit))

@@ -11,6 +11,7 @@ _Static_assert(sizeof(enum dlh_restart) == sizeof(int), "enum dlh_restart is int
 _Static_assert(sizeof(enum dlh_device) == sizeof(int), "enum dlh_device is int-sized");
 _Static_assert(sizeof(enum dlh_share) == sizeof(int), "enum dlh_share is int-sized");
 _Static_assert(sizeof(enum dlh_profile) == sizeof(int), "enum dlh_profile is int-sized");
+_Static_assert(sizeof(enum dlh_precision) == sizeof(int), "enum dlh_precision is int-sized");
 
 #define FIELD(f) offsetof(struct dlh_spec, f), sizeof(((struct dlh_spec *)0)->f)
 #define DATA_DIR "/usr/share/datasets/fashion-mnist/"
@@ -18,6 +19,7 @@ _Static_assert(sizeof(enum dlh_profile) == sizeof(int), "enum dlh_profile is int
 static const char *const restart_words[] = { "never", "on-failure", NULL };
 static const char *const device_words[] = { "cpu", "gpu", NULL };
 static const char *const bool_words[] = { "false", "true", NULL };
+static const char *const precision_words[] = { "fp32", "tf32", "bf16", NULL };   /* enum dlh_precision */
 static const char *const share_words[] = { "owner", "group", "all", NULL };
 static const char *const profile_words[] = { "auto", "false", "true", NULL };   /* enum dlh_profile */
 static const char *const format_words[] = { "idx", "csv", NULL };
@@ -85,6 +87,7 @@ const struct dlh_key dlh_spec_keys[] = {
 	{ "train", "checkpoint_every", DLH_KIND_INT, FIELD(checkpoint_every), .lo = 0, .hi = 100000000, .def = "500" },
 	{ "train", "bucket_mb", DLH_KIND_DOUBLE, FIELD(bucket_mb), .dlo = 0, .dhi = 1024, .def = "1" },
 	{ "train", "rebalance", DLH_KIND_ENUM, FIELD(rebalance), .words = bool_words, .def = "true" },
+	{ "train", "precision", DLH_KIND_ENUM, FIELD(precision), .words = precision_words, .def = "fp32" },
 
 	/* a program runs once unless told more: it need not be an MPI one, and
 	 * there is no estimate of it to choose a number by */
@@ -166,6 +169,11 @@ int dlh_spec_key_find(const char *section, const char *name)
 		    !strcmp(dlh_spec_keys[i].name, name))
 			return i;
 	return -1;
+}
+
+const char *dlh_spec_precision_name(enum dlh_precision p)
+{
+	return p >= DLH_PRECISION_FP32 && p <= DLH_PRECISION_BF16 ? precision_words[p] : "fp32";
 }
 
 /* Fills s with the default of every key, parsed from the table's text so

@@ -40,6 +40,14 @@ enum dlh_device {
 	DLH_DEVICE_GPU,             /* one rank per GPU */
 };
 
+/* [train] precision: the arithmetic of the trainer's matrix products */
+enum dlh_precision {
+	DLH_PRECISION_FP32 = 0,     /* FP32 throughout (the CPU trainer's only one) */
+	DLH_PRECISION_TF32,         /* GPU: GEMMs (dense and conv) on tensor cores in TF32 */
+	DLH_PRECISION_BF16,         /* GPU: GEMM operands in BF16, FP32 accumulate, FP32
+				       master weights and optimizer state */
+};
+
 /* A validated job spec. Every field holds a value: the parser fills
  * defaults for what the text leaves out. */
 /* [job] profile: whether a [job] command is measured in short runs before
@@ -119,6 +127,7 @@ struct dlh_spec {
 	double bucket_mb;                    /* gradient allreduce bucket; 0 = no overlap */
 	int rebalance;                       /* 1: unequal per-rank batches follow the ranks'
 						measured speed during the run */
+	enum dlh_precision precision;        /* fp32 | tf32 | bf16 (tf32, bf16: device = gpu) */
 
 	/* [resources] */
 	int ranks;                           /* 1..1024; 0 = auto (decided by the planner) */
@@ -142,6 +151,10 @@ void dlh_spec_defaults(struct dlh_spec *s);
  * and stop: time_limit_grace, or a tenth of time_limit (at most
  * DLH_GRACE_AUTO_MAX) when that is 0; 0 when there is no time limit. */
 long dlh_spec_grace(const struct dlh_spec *s);
+
+/* The spec's word for precision p ("fp32", "tf32", "bf16"), as dlh-train's
+ * --precision takes it; "fp32" for a value out of range. */
+const char *dlh_spec_precision_name(enum dlh_precision p);
 
 int dlh_spec_parse(const char *text, size_t len, struct dlh_spec *s,
 		   char *err, size_t errlen);

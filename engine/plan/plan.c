@@ -367,6 +367,8 @@ int dlh_plan_make_with(const struct dlh_spec *spec, const struct dlh_plan_overri
 	rc |= opt(p, "--test-limit", "%ld", spec->test_limit);
 	if (p->gpu)
 		rc |= opt(p, "--device", "%s", "gpu");
+	if (spec->precision != DLH_PRECISION_FP32)   /* fp32 is the trainer's default */
+		rc |= opt(p, "--precision", "%s", dlh_spec_precision_name(spec->precision));
 	if (rc)
 		goto toolong;
 	return trainer_accepts(p, err, errlen);

@@ -5,9 +5,10 @@
  * layer by layer, weights then biases; the optimizer's state arrays one
  * after the other), so the host arrays of main.c, the checkpoints and the
  * CPU layers all read the same numbers. Weights are initialised on the host
- * (dlt_net_init_params) and uploaded; GEMMs run in cuBLAS (FP32, no TF32),
- * the other layers in small kernels that follow layers.c operation for
- * operation; gradients are summed over ranks with ncclAllReduce.
+ * (dlt_net_init_params) and uploaded; GEMMs run in cuBLAS (FP32, no TF32,
+ * unless dlt_gpu_set_precision says otherwise), the other layers in small
+ * kernels that follow layers.c operation for operation; gradients are
+ * summed over ranks with ncclAllReduce.
  *
  * Built by `make GPU=1` (engine/train/cuda/gpu.cu); without CUDA every call
  * fails with a message saying so (engine/train/cuda/stub.c). Every function
@@ -32,6 +33,20 @@ extern "C" {
 
 struct dlt_gpu;   /* opaque: one rank's device, buffers, cuBLAS and NCCL handles */
 
+/* The arithmetic of the backend's GEMMs (dense layers and the im2col
+ * products of the convolutions); everything else is FP32 in every mode. */
+enum dlt_precision {
+	DLT_PRECISION_FP32 = 0,   /* cublasSgemm, no TF32: the CPU trainer to float tolerance */
+	DLT_PRECISION_TF32 = 1,   /* cublasSgemm on tensor cores: inputs rounded to TF32
+				     (10-bit mantissa), FP32 sums */
+	DLT_PRECISION_BF16 = 2,   /* cublasGemmEx on BF16 copies of weights and activations
+				     (7-bit mantissa), FP32 sums and outputs; the FP32
+				     parameters stay the master copy (the optimizer, the
+				     allreduce, upload, download and checkpoints use them) and
+				     are cast again after each update. BF16 has FP32's
+				     exponent range, so gradients need no loss scaling */
+};
+
 /* 1 when this dlh-train was built with CUDA, else 0. */
 int dlt_gpu_built(void);
 
@@ -46,6 +61,11 @@ int dlt_gpu_count(char *err, size_t errlen);
  * keyed by seed and rank exactly as on the CPU. Returns 0 with *out set. */
 int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int nstate,
 		   int device, uint64_t seed, int rank, char *err, size_t errlen);
+
+/* Sets the arithmetic of g's GEMMs (FP32 after dlt_gpu_create); bf16
+ * allocates the BF16 copies. May be called at any time between steps.
+ * Returns 0, or -EINVAL for an unknown precision, or a CUDA error. */
+int dlt_gpu_set_precision(struct dlt_gpu *g, enum dlt_precision p, char *err, size_t errlen);
 
 /* Frees everything of g (NULL is fine), the NCCL communicator included. */
 void dlt_gpu_destroy(struct dlt_gpu *g);

@@ -645,7 +645,8 @@ static void gpu_start(struct run *R)
 		die("--device gpu: node rank %d has no GPU of its own (%d GPUs): one rank per GPU",
 		    local, count);
 	if (dlt_gpu_create(&R->gpu, &R->net, R->nstate, local, R->o.seed, R->rank,
-			   err, sizeof err) < 0)
+			   err, sizeof err) < 0 ||
+	    dlt_gpu_set_precision(R->gpu, (enum dlt_precision)R->o.precision, err, sizeof err) < 0)
 		die("--device gpu: %s", err);
 	for (int k = 0; k < R->nbuckets; k++)   /* the same buckets, allreduced by NCCL */
 		if (dlt_gpu_add_bucket(R->gpu, R->bucket[k].lo, R->bucket[k].hi, R->bucket[k].trigger,
@@ -658,8 +659,10 @@ static void gpu_start(struct run *R)
 	    dlt_gpu_upload(R->gpu, R->params, R->mom, err, sizeof err) < 0)
 		die("--device gpu: %s", err);
 	dlt_gpu_describe(R->gpu, name, sizeof name);
-	logline(R, "dlh-train: device gpu: rank 0 on %s; %d rank%s, gradients by ncclAllReduce",
-		name, R->ranks, R->ranks == 1 ? "" : "s");
+	logline(R, "dlh-train: device gpu: rank 0 on %s; %d rank%s, gradients by ncclAllReduce; "
+		"precision %s", name, R->ranks, R->ranks == 1 ? "" : "s",
+		R->o.precision == DLT_PRECISION_BF16 ? "bf16 (FP32 master weights)" :
+		R->o.precision == DLT_PRECISION_TF32 ? "tf32" : "fp32");
 }
 
 /* Rewrites this rank's record of the job's heartbeat file (contract.h):

@@ -20,6 +20,7 @@ const char dlt_opts_usage[] =
 	"                 [--schedule constant|step|cosine] [--gamma X] [--step-epochs N]\n"
 	"                 [--warmup-steps N] [--allreduce auto|mpi|shm] [--bucket-mb X]\n"
 	"                 [--format idx|csv] [--image-size N] [--seed N] [--device cpu|gpu]\n"
+	"                 [--precision fp32|tf32|bf16]\n"
 	"                 [--lr-find-steps N] [--rank-batches B0,B1,..] [--rebalance STEPS]\n"
 	"                 [--cpus C0,C1,..] [--gpus G0,G1,..]\n"
 	"                 [--checkpoint-every STEPS] [--train-limit N] [--test-limit N] [--help]\n"
@@ -56,6 +57,9 @@ const char dlt_opts_usage[] =
 	"--device gpu: one GPU per rank (its node rank, or with --gpus GPU Gr of its node,\n"
 	"given to the rank as CUDA_VISIBLE_DEVICES=Gr), cuBLAS, gradients\n"
 	"averaged with ncclAllReduce (needs a build with CUDA: make GPU=1).\n"
+	"--precision (GPU only but fp32, the default): tf32, GEMMs on tensor cores with TF32\n"
+	"inputs; bf16, GEMM operands in BF16 with FP32 sums, FP32 master weights,\n"
+	"gradients and optimizer state (checkpoints are FP32 either way).\n"
 	"Files in DIR: run.info, metrics.csv, checkpoints/, result.\n";
 
 #define DLT_MAX_COUNT_OPT 1e15   /* bound of --checkpoint-every and the limits */
@@ -77,6 +81,8 @@ static const char *const format_words[] = { "idx", "csv", NULL };
 static const int format_vals[] = { DLT_FORMAT_IDX, DLT_FORMAT_CSV };
 static const char *const device_words[] = { "cpu", "gpu", NULL };
 static const int device_vals[] = { DLT_DEVICE_CPU, DLT_DEVICE_GPU };
+static const char *const precision_words[] = { "fp32", "tf32", "bf16", NULL };
+static const int precision_vals[] = { DLT_PRECISION_FP32, DLT_PRECISION_TF32, DLT_PRECISION_BF16 };
 
 struct opt_def {
 	const char *name;      /* without the leading "--" */
@@ -130,6 +136,7 @@ static const struct opt_def defs[] = {
 	{ "train-limit", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(train_limit), NULL, NULL },
 	{ "test-limit", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(test_limit), NULL, NULL },
 	{ "device", K_CHOICE, 0, 0, 0, 0, OFF(device), device_words, device_vals },
+	{ "precision", K_CHOICE, 0, 0, 0, 0, OFF(precision), precision_words, precision_vals },
 };
 
 #define NDEFS (sizeof defs / sizeof defs[0])
@@ -405,6 +412,11 @@ int dlt_opts_parse(int argc, char **argv, struct dlt_opts *o,
 	if (o->rebalance > 0 && o->device == DLT_DEVICE_GPU) {
 		snprintf(err, errlen, "--rebalance: ranks on CPUs only (a GPU rank's compute "
 			 "time is not measured apart from its waits)");
+		return -EINVAL;
+	}
+	if (o->precision != DLT_PRECISION_FP32 && o->device != DLT_DEVICE_GPU) {
+		snprintf(err, errlen, "--precision %s: needs --device gpu (the CPU trainer computes "
+			 "in fp32)", precision_words[o->precision]);
 		return -EINVAL;
 	}
 	if (o->format == DLT_FORMAT_IDX && (!o->train_labels || !o->test_labels)) {

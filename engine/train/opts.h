@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/train/gpu.h"
 #include "engine/train/net.h"
 #include "engine/train/plan.h"
 
@@ -71,6 +72,7 @@ struct dlt_opts {
 	long train_limit;                      /* --train-limit, 0 = all */
 	long test_limit;                       /* --test-limit, 0 = all */
 	int device;                            /* --device, enum dlt_device, default cpu */
+	int precision;                         /* --precision, enum dlt_precision, default fp32 */
 };
 
 /* The usage text printed by --help. */

@@ -11,6 +11,11 @@
  * power-of-two block size). So test_train_gpu checks the backend's
  * indexing, GEMM operand mapping, loss and optimizer arithmetic here, and
  * under `make asan` every out-of-bounds access of a kernel is reported.
+ * The tensor-core precisions are emulated by their rounding: in TF32 math
+ * mode cublasSgemm rounds its inputs to TF32 (10-bit mantissa, to nearest
+ * even) before the FP32 GEMM; cublasGemmEx takes BF16 inputs (the upper 16
+ * bits of an FP32 word) and sums in FP32, as the tensor cores do (a product
+ * of two BF16 numbers is exact in FP32; only the order of the sums differs).
  * What it cannot check: races, launch limits, real CUDA/NCCL errors. */
 #ifndef DLT_GPU_EMU_H
 #define DLT_GPU_EMU_H
@@ -165,17 +170,24 @@ typedef enum {
 	CUBLAS_STATUS_LICENSE_ERROR
 } cublasStatus_t;
 typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
-typedef enum { CUBLAS_DEFAULT_MATH } cublasMath_t;
-typedef int *cublasHandle_t;
+typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TF32_TENSOR_OP_MATH = 3 } cublasMath_t;
+typedef enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType;
+typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+
+struct emu_blas {
+	cublasMath_t math;   /* cublasSetMathMode's */
+};
+typedef struct emu_blas *cublasHandle_t;
 
 static inline cublasStatus_t cublasCreate(cublasHandle_t *h)
 {
-	*h = &emu_handle;
-	return CUBLAS_STATUS_SUCCESS;
+	*h = (struct emu_blas *)calloc(1, sizeof **h);
+	return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
 }
 static inline cublasStatus_t cublasDestroy(cublasHandle_t h)
 {
-	(void)h;
+	free(h);
 	return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
@@ -186,25 +198,123 @@ static inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
 }
 static inline cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m)
 {
-	(void)h;
-	(void)m;
+	if (m != CUBLAS_DEFAULT_MATH && m != CUBLAS_TF32_TENSOR_OP_MATH)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	h->math = m;
 	return CUBLAS_STATUS_SUCCESS;
 }
 
-/* cublasSgemm's column-major contract, by the column-major CBLAS call. */
+/* 1 when the column-major GEMM arguments pass cuBLAS's own checks. */
+static inline int emu_gemm_args(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+				int lda, int ldb, int ldc)
+{
+	return !(m < 0 || n < 0 || k < 0 ||
+		 lda < (ta == CUBLAS_OP_N ? (m > 1 ? m : 1) : (k > 1 ? k : 1)) ||
+		 ldb < (tb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) || ldc < (m > 1 ? m : 1));
+}
+
+/* Elements a column-major operand of rows x cols with leading dimension ld
+ * spans (0 when empty). */
+static inline size_t emu_span(int rows, int cols, int ld)
+{
+	return rows > 0 && cols > 0 ? (size_t)(cols - 1) * (size_t)ld + (size_t)rows : 0;
+}
+
+/* x rounded to TF32: 10 mantissa bits, to nearest even (Inf and NaN kept). */
+static inline float emu_tf32(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, sizeof u);
+	if ((u & 0x7f800000u) != 0x7f800000u) {
+		u += 0xfffu + ((u >> 13) & 1u);
+		u &= ~0x1fffu;
+	}
+	memcpy(&x, &u, sizeof x);
+	return x;
+}
+
+/* A malloc'd copy of n floats of x, each through round (NULL: as they are;
+ * NULL returned when out of memory; a 1-float buffer for n = 0). */
+static inline float *emu_copy(const float *x, size_t n, float (*round)(float))
+{
+	float *c = (float *)malloc((n ? n : 1) * sizeof(float));
+
+	for (size_t i = 0; c && i < n; i++)
+		c[i] = round ? round(x[i]) : x[i];
+	return c;
+}
+
+/* cublasSgemm's column-major contract, by the column-major CBLAS call; in
+ * TF32 math mode on copies of A and B rounded to TF32. */
 static inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta,
 					 cublasOperation_t tb, int m, int n, int k,
 					 const float *alpha, const float *A, int lda,
 					 const float *B, int ldb, const float *beta, float *C, int ldc)
 {
-	(void)h;
-	if (m < 0 || n < 0 || k < 0 || lda < (ta == CUBLAS_OP_N ? (m > 1 ? m : 1) : (k > 1 ? k : 1)) ||
-	    ldb < (tb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) || ldc < (m > 1 ? m : 1))
+	float *a = NULL, *b = NULL;
+
+	if (!emu_gemm_args(ta, tb, m, n, k, lda, ldb, ldc))
 		return CUBLAS_STATUS_INVALID_VALUE;   /* cuBLAS's own argument checks */
+	if (h->math == CUBLAS_TF32_TENSOR_OP_MATH) {
+		a = emu_copy(A, ta == CUBLAS_OP_N ? emu_span(m, k, lda) : emu_span(k, m, lda), emu_tf32);
+		b = emu_copy(B, tb == CUBLAS_OP_N ? emu_span(k, n, ldb) : emu_span(n, k, ldb), emu_tf32);
+		if (!a || !b) {
+			free(a);
+			free(b);
+			return CUBLAS_STATUS_ALLOC_FAILED;
+		}
+		A = a;
+		B = b;
+	}
 	cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
 		    tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, m, n, k, *alpha, A, lda,
 		    B, ldb, *beta, C, ldc);
+	free(a);
+	free(b);
 	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* n BF16 words of x as FP32 (the words are the upper halves); NULL when
+ * out of memory. */
+static inline float *emu_from_bf16(const void *x, size_t n)
+{
+	const uint16_t *w = (const uint16_t *)x;
+	float *c = (float *)malloc((n ? n : 1) * sizeof(float));
+
+	for (size_t i = 0; c && i < n; i++) {
+		uint32_t u = (uint32_t)w[i] << 16;
+
+		memcpy(&c[i], &u, sizeof c[i]);
+	}
+	return c;
+}
+
+/* cublasGemmEx for the one form gpu.cu calls: BF16 A and B, FP32 C, FP32
+ * compute and scalars; any other is CUBLAS_STATUS_NOT_SUPPORTED. */
+static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
+					  cublasOperation_t tb, int m, int n, int k,
+					  const void *alpha, const void *A, cudaDataType at, int lda,
+					  const void *B, cudaDataType bt, int ldb, const void *beta,
+					  void *C, cudaDataType ct, int ldc, cublasComputeType_t comp,
+					  cublasGemmAlgo_t algo)
+{
+	(void)h;
+	(void)algo;
+	if (at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_32F || comp != CUBLAS_COMPUTE_32F)
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	if (!emu_gemm_args(ta, tb, m, n, k, lda, ldb, ldc))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	float *a = emu_from_bf16(A, ta == CUBLAS_OP_N ? emu_span(m, k, lda) : emu_span(k, m, lda));
+	float *b = emu_from_bf16(B, tb == CUBLAS_OP_N ? emu_span(k, n, ldb) : emu_span(n, k, ldb));
+
+	if (a && b)
+		cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
+			    tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, m, n, k,
+			    *(const float *)alpha, a, lda, b, ldb, *(const float *)beta, (float *)C, ldc);
+	free(a);
+	free(b);
+	return a && b ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
 }
 
 /* ---- NCCL: one rank, or MPI_COMM_WORLD when MPI is running ---- */

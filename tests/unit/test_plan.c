@@ -147,6 +147,27 @@ TEST(plan_gpu_takes_one_rank_per_gpu_and_passes_device)
 	free(p);
 }
 
+TEST(plan_passes_precision_to_the_trainer_when_not_fp32)
+{
+	struct dlh_pool pool = one_node(4, 2);
+	struct dlh_plan *p = malloc(sizeof *p);
+	char err[256];
+	const char *word[] = { "tf32", "bf16" };
+	for (int i = 0; i < 2; i++) {
+		char text[128];
+		snprintf(text, sizeof text, "[train]\nprecision = %s\n[resources]\ndevice = gpu\n", word[i]);
+		struct dlh_spec s = parsed(text);
+		CHECK_MSG(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0,
+			  "%s", err);
+		int at = argv_index(p, "--precision");
+		CHECK_MSG(at > 0 && !strcmp(p->argv[at + 1], word[i]), "%s: --precision at %d", word[i], at);
+	}
+	struct dlh_spec s = parsed("[resources]\ndevice = gpu\n");   /* fp32: the trainer's default */
+	CHECK(dlh_plan_make_with(&s, NULL, &pool, &tools, "/d", p, err, sizeof err) == 0);
+	CHECK_MSG(argv_index(p, "--precision") < 0, "an fp32 plan passes --precision");
+	free(p);
+}
+
 TEST(plan_unequal_cpu_batches_are_rebalanced_unless_the_spec_says_not)
 {
 	struct dlh_pool pool = one_node(2, 2);
@@ -401,6 +422,7 @@ int main(void)
 	RUN(plan_auto_ranks_take_every_slot);
 	RUN(plan_refuses_more_ranks_than_slots_and_missing_gpus);
 	RUN(plan_gpu_takes_one_rank_per_gpu_and_passes_device);
+	RUN(plan_passes_precision_to_the_trainer_when_not_fp32);
 	RUN(plan_unequal_cpu_batches_are_rebalanced_unless_the_spec_says_not);
 	RUN(plan_argv_is_exact_words_without_a_shell);
 	RUN(plan_user_command_is_split_on_blanks_only);

@@ -784,6 +784,28 @@ TEST(opts_parse_and_reject)
 		CHECK(dlt_opts_parse(nrb, rb, &o, err, sizeof err) == -EINVAL);
 		CHECK_MSG(strstr(err, "--rebalance: ranks on CPUs only"), "%s", err);
 	}
+	{   /* --precision: fp32 anywhere, tf32 and bf16 on GPUs only */
+		char *pr[] = { "dlh-train", "--job-dir", "/j", "--train-images", "a", "--train-labels", "b",
+			"--test-images", "c", "--test-labels", "d", "--layers", "8", "--epochs", "1",
+			"--batch", "64", "--lr", "0.1", "--precision", "bf16", "--device", "gpu" };
+		int npr = (int)(sizeof pr / sizeof pr[0]);
+
+		CHECK_MSG(dlt_opts_parse(npr, pr, &o, err, sizeof err) == 0, "%s", err);
+		CHECK(o.precision == DLT_PRECISION_BF16 && o.device == DLT_DEVICE_GPU);
+		pr[20] = "tf32";
+		CHECK(dlt_opts_parse(npr, pr, &o, err, sizeof err) == 0 && o.precision == DLT_PRECISION_TF32);
+		pr[22] = "cpu";
+		CHECK(dlt_opts_parse(npr, pr, &o, err, sizeof err) == -EINVAL);
+		CHECK_MSG(strstr(err, "--precision tf32: needs --device gpu (the CPU trainer computes in fp32)"),
+			  "%s", err);
+		CHECK(dlt_opts_parse(npr - 2, pr, &o, err, sizeof err) == -EINVAL);   /* cpu by default */
+		pr[20] = "fp32";
+		CHECK(dlt_opts_parse(npr, pr, &o, err, sizeof err) == 0 && o.precision == DLT_PRECISION_FP32);
+		pr[20] = "fp16";
+		CHECK(dlt_opts_parse(npr, pr, &o, err, sizeof err) == -EINVAL);
+		CHECK_MSG(strstr(err, "--precision \"fp16\": unknown value"), "%s", err);
+	}
+	CHECK(dlt_opts_parse(ngood, good, &o, err, sizeof err) == 0 && o.precision == DLT_PRECISION_FP32);
 	good[17] = "auto";   /* --lr auto: the range test */
 	CHECK_MSG(dlt_opts_parse(ngood, good, &o, err, sizeof err) == 0, "%s", err);
 	CHECK(o.lr_auto == 1 && o.lr == 0.0 && o.lr_find_steps == DLT_LRFIND_STEPS);

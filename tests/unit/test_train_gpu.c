@@ -6,7 +6,15 @@
  * sides start from the same numbers; results must agree to float
  * tolerance (cuBLAS and OpenBLAS sum in different orders, expf/logf differ
  * by an ulp): relative L2 error below TOL_GRAD for gradients and logits,
- * TOL_STEP for the parameter updates of a few optimizer steps. */
+ * TOL_STEP for the parameter updates of a few optimizer steps.
+ *
+ * The tensor-core precisions (dlt_gpu_set_precision) round the GEMMs'
+ * inputs, so they are held to looser bounds, each about 3x to 10x what the
+ * emulation measured (the figures are printed as "measured: ..."): tf32
+ * rounds to 11 significant bits (unit roundoff 2^-11, 4.9e-4), bf16 to 8
+ * (2^-8, 3.9e-3), both sum in FP32; an error of a few unit roundoffs after
+ * a few layers is what rounding gives, a wrong operand or a stale weight
+ * copy gives errors of order 1. See struct tol. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -25,6 +33,33 @@
 #define TOL_GRAD 1e-4    /* relative L2 error of gradients and logits */
 #define TOL_STEP 1e-3    /* relative L2 error of parameter updates after a few steps */
 #define TOL_LOSS 1e-5    /* relative error of a batch's loss sum */
+
+/* How far a precision may take the GPU from the CPU trainer. */
+struct tol {
+	enum dlt_precision prec;   /* the GPU side's */
+	const char *name;          /* for messages */
+	double grad;               /* relative L2 of logits and gradients of one batch */
+	double loss;               /* relative error of a batch's loss sum */
+	long hits;                 /* correct rows that may differ, of a batch (near ties) */
+	double train;              /* relative error of the loss at every step of train_both */
+};
+
+static const struct tol tol_fp32 = { DLT_PRECISION_FP32, "fp32", TOL_GRAD, TOL_LOSS, 0, 1e-4 };
+/* The emulation measured (the MLP and the CNN of the batch test, 25 steps
+ * of train_both): tf32 gradients 3.2e-3 and 5.1e-3, loss sums 1e-4, step
+ * losses 5.6e-3 apart at most; bf16 gradients 4.6e-2 and 1.5e-2 (the
+ * deltas of the lower layers go through more rounded products, and a
+ * gradient of random data is a sum that mostly cancels), loss sums 1.1e-3,
+ * step losses 1.3e-2 apart. No hits differed. A real GPU may round TF32
+ * by truncation (twice the error) and sums in other orders. */
+static const struct tol tol_tf32 = { DLT_PRECISION_TF32, "tf32", 2e-2, 1e-3, 1, 2e-2 };
+static const struct tol tol_bf16 = { DLT_PRECISION_BF16, "bf16", 1.5e-1, 1e-2, 2, 5e-2 };
+
+/* What compare_batch measured. */
+struct seen {
+	double logits, grads, loss;   /* relative L2, relative L2, relative error */
+	long hits;                    /* |GPU's hits - CPU's| */
+};
 
 static char why[DLT_ERR_MAX];   /* the backend's reason when there is no GPU */
 static int have_gpu;            /* 1 when dlt_gpu_count found a device */
@@ -75,8 +110,8 @@ struct pair {
 
 /* Builds both sides of spec for rows rows with nstate optimizer arrays.
  * Returns 0, or -1 with p->err set. */
-static int pair_open(struct pair *p, const struct dlt_net_spec *spec, int rows, int nstate,
-		     uint64_t seed)
+static int pair_open_prec(struct pair *p, const struct dlt_net_spec *spec, int rows, int nstate,
+			  uint64_t seed, enum dlt_precision prec)
 {
 	size_t dim = dlt_shape_size(spec->in);
 
@@ -96,9 +131,17 @@ static int pair_open(struct pair *p, const struct dlt_net_spec *spec, int rows, 
 	dlt_net_init_params(&p->net, p->params, seed);
 	fill_batch(p->x, p->y, rows, (int)dim, spec->classes, seed + 1);
 	if (dlt_gpu_create(&p->gpu, &p->net, nstate, 0, seed, 0, p->err, sizeof p->err) < 0 ||
+	    dlt_gpu_set_precision(p->gpu, prec, p->err, sizeof p->err) < 0 ||
 	    dlt_gpu_upload(p->gpu, p->params, p->state, p->err, sizeof p->err) < 0)
 		return -1;
 	return 0;
+}
+
+/* pair_open_prec in FP32. */
+static int pair_open(struct pair *p, const struct dlt_net_spec *spec, int rows, int nstate,
+		     uint64_t seed)
+{
+	return pair_open_prec(p, spec, rows, nstate, seed, DLT_PRECISION_FP32);
 }
 
 static void pair_close(struct pair *p)
@@ -112,10 +155,13 @@ static void pair_close(struct pair *p)
 }
 
 /* Compares one training batch (forward with dropout masks of step,
- * loss, backward) of both sides: logits, loss sum, hits and gradients.
- * Returns NULL, or what differs (in msg). */
-static const char *compare_batch(struct pair *p, uint64_t step, char *msg, size_t len)
+ * loss, backward) of both sides: logits, loss sum, hits and gradients,
+ * within t (what was measured into *m when m is not NULL). Returns NULL,
+ * or what differs (in msg). */
+static const char *compare_batch_tol(struct pair *p, uint64_t step, const struct tol *t,
+				     struct seen *m, char *msg, size_t len)
 {
+	struct seen dummy;
 	const size_t np = p->net.nparams;
 	const size_t nz = (size_t)p->rows * (size_t)p->net.classes;
 	float *gc = malloc(np * sizeof(float)), *gg = malloc(np * sizeof(float));
@@ -136,9 +182,11 @@ static const char *compare_batch(struct pair *p, uint64_t step, char *msg, size_
 		bad = msg;
 		goto out;
 	}
-	e = rel_l2(zg, zc, nz);
-	if (!(e < TOL_GRAD)) {
-		snprintf(msg, len, "logits differ: relative L2 %g", e);
+	if (!m)
+		m = &dummy;
+	e = m->logits = rel_l2(zg, zc, nz);
+	if (!(e < t->grad)) {
+		snprintf(msg, len, "%s: logits differ: relative L2 %g", t->name, e);
 		bad = msg;
 		goto out;
 	}
@@ -149,14 +197,17 @@ static const char *compare_batch(struct pair *p, uint64_t step, char *msg, size_
 		bad = msg;
 		goto out;
 	}
-	if (!(fabs(lg - lc) <= TOL_LOSS * fabs(lc)) || hg != hc) {
-		snprintf(msg, len, "loss sum %.9g vs cpu %.9g, hits %ld vs %ld", lg, lc, hg, hc);
+	m->loss = fabs(lg - lc) / fabs(lc);
+	m->hits = labs(hg - hc);
+	if (!(fabs(lg - lc) <= t->loss * fabs(lc)) || m->hits > t->hits) {
+		snprintf(msg, len, "%s: loss sum %.9g vs cpu %.9g, hits %ld vs %ld", t->name, lg, lc,
+			 hg, hc);
 		bad = msg;
 		goto out;
 	}
-	e = rel_l2(gg, gc, np);
-	if (!(e < TOL_GRAD)) {
-		snprintf(msg, len, "gradients differ: relative L2 %g", e);
+	e = m->grads = rel_l2(gg, gc, np);
+	if (!(e < t->grad)) {
+		snprintf(msg, len, "%s: gradients differ: relative L2 %g", t->name, e);
 		bad = msg;
 	}
 out:
@@ -164,6 +215,12 @@ out:
 	free(gg);
 	free(zg);
 	return bad;
+}
+
+/* compare_batch_tol in FP32. */
+static const char *compare_batch(struct pair *p, uint64_t step, char *msg, size_t len)
+{
+	return compare_batch_tol(p, step, &tol_fp32, NULL, msg, len);
 }
 
 /* compare_batch on a pair opened for spec (rows per batch, one optimizer
@@ -486,6 +543,220 @@ TEST(gpu_rejects_a_batch_larger_than_max)
 	CHECK_MSG(strstr(p.err, "batch of 3 rows") != NULL, "%s", p.err);
 }
 
+/* The MLP and the CNN (with dropout) of the batch tests, by index 0, 1. */
+static void model_spec(struct dlt_net_spec *s, int which)
+{
+	const int hidden[3] = { 256, 128, 100 }, f[2] = { 8, 16 }, k[2] = { 5, 5 };
+
+	if (which == 0)
+		mlp_spec(s, 784, hidden, 3, 10);
+	else
+		cnn_spec(s, (struct dlt_shape){ 1, 28, 28 }, 2, f, k, 2, 64, 0.4f, 10);
+}
+
+TEST(gpu_each_precision_batch_matches_cpu_within_its_tolerance)
+{
+	const struct tol *tols[3] = { &tol_fp32, &tol_tf32, &tol_bf16 };
+	const char *names[2] = { "mlp", "cnn" };
+	const int rows[2] = { 64, 16 };
+
+	if (!have_gpu)
+		SKIP(why);
+	for (int mdl = 0; mdl < 2; mdl++) {
+		struct dlt_net_spec s;
+		struct seen m[3];
+
+		model_spec(&s, mdl);
+		for (int i = 0; i < 3; i++) {
+			struct pair p;
+			char msg[DLT_ERR_MAX];
+			const char *bad;
+
+			CHECK_MSG(pair_open_prec(&p, &s, rows[mdl], 1, 7, tols[i]->prec) == 0, "%s", p.err);
+			bad = compare_batch_tol(&p, 5, tols[i], &m[i], msg, sizeof msg);
+			pair_close(&p);
+			printf("measured: %s %s: logits %.2g, gradients %.2g (relative L2), loss sum "
+			       "%.2g, hits %ld apart\n", names[mdl], tols[i]->name, m[i].logits,
+			       m[i].grads, m[i].loss, m[i].hits);
+			CHECK_MSG(!bad, "%s: %s", names[mdl], bad);
+		}
+		/* the rounding is there: coarser inputs, larger errors */
+		CHECK_MSG(m[1].logits > m[0].logits && m[2].logits > m[1].logits &&
+			  m[2].grads > m[1].grads && m[1].grads > m[0].grads,
+			  "%s: errors do not grow fp32 < tf32 < bf16", names[mdl]);
+	}
+}
+
+/* Trains steps steps of o on p's batch on both sides (the CPU trainer; the
+ * GPU at p's precision) and puts the largest relative difference of the
+ * step losses into *worst, of the final parameters (relative L2) into
+ * *params. Returns NULL, or what failed. */
+static const char *train_both(struct pair *p, const struct dlt_optim *o, int steps, float lr,
+			      double *worst, double *params, char *msg, size_t len)
+{
+	const size_t np = p->net.nparams;
+	float *g = malloc((np + 2) * sizeof(float)), *wg = malloc(np * sizeof(float));
+	const char *bad = NULL;
+
+	*worst = 0.0;
+	if (!g || !wg) {
+		snprintf(msg, len, "out of memory");
+		bad = msg;
+		goto out;
+	}
+	for (int s = 1; s <= steps; s++) {
+		double lc = 0.0, lg = 0.0;
+		long hc = 0, hg = 0;
+
+		dlt_net_train_batch(&p->net, p->params, p->x, p->y, p->rows, 1.0f, (uint64_t)s,
+				    g, &lc, &hc);
+		dlt_optim_step(o, lr, (unsigned long)s, p->params, p->state, g, np);
+		if (dlt_gpu_train_batch(p->gpu, p->x, p->y, p->rows, 1.0f, (uint64_t)s, NULL, &lg,
+					&hg, p->err, sizeof p->err) < 0 ||
+		    dlt_gpu_optim_step(p->gpu, o, lr, (unsigned long)s, p->err, sizeof p->err) < 0) {
+			snprintf(msg, len, "step %d: %s", s, p->err);
+			bad = msg;
+			goto out;
+		}
+		if (fabs(lg - lc) / fabs(lc) > *worst)
+			*worst = fabs(lg - lc) / fabs(lc);
+	}
+	if (dlt_gpu_download(p->gpu, wg, NULL, p->err, sizeof p->err) < 0) {
+		snprintf(msg, len, "%s", p->err);
+		bad = msg;
+		goto out;
+	}
+	*params = rel_l2(wg, p->params, np);
+out:
+	free(g);
+	free(wg);
+	return bad;
+}
+
+TEST(gpu_each_precision_trains_like_cpu_within_its_tolerance)
+{
+	/* 25 steps on one batch: the loss falls by about half and the
+	 * precisions' rounding has time to compound */
+	const int f[1] = { 6 }, k[1] = { 5 };
+	const struct tol *tols[3] = { &tol_fp32, &tol_tf32, &tol_bf16 };
+	const struct dlt_optim opts[2] = {
+		{ .kind = DLT_OPTIM_NESTEROV, .momentum = 0.9f, .weight_decay = 1e-4f },
+		{ .kind = DLT_OPTIM_ADAM, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f },
+	};
+	const float lrs[2] = { 0.02f, 0.002f };
+	const char *names[2] = { "mlp/nesterov", "cnn/adam" };
+	const int hidden[2] = { 64, 32 };
+
+	if (!have_gpu)
+		SKIP(why);
+	for (int mdl = 0; mdl < 2; mdl++) {
+		struct dlt_net_spec s;
+
+		if (mdl == 0)
+			mlp_spec(&s, 100, hidden, 2, 10);
+		else
+			cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 1, f, k, 2, 32, 0.25f, 10);
+		for (int i = 0; i < 3; i++) {
+			struct pair p;
+			char msg[DLT_ERR_MAX];
+			const char *bad;
+			double worst = 0.0, params = 0.0;
+
+			CHECK_MSG(pair_open_prec(&p, &s, 32, dlt_optim_nstate(opts[mdl].kind), 19,
+						 tols[i]->prec) == 0, "%s", p.err);
+			bad = train_both(&p, &opts[mdl], 25, lrs[mdl], &worst, &params, msg, sizeof msg);
+			pair_close(&p);
+			CHECK_MSG(!bad, "%s %s: %s", names[mdl], tols[i]->name, bad);
+			printf("measured: %s %s: 25 steps, step losses at most %.2g apart (relative), "
+			       "final parameters %.2g (relative L2)\n", names[mdl], tols[i]->name,
+			       worst, params);
+			CHECK_MSG(worst < tols[i]->train, "%s %s: step losses %.3g apart (tolerance %g)",
+				  names[mdl], tols[i]->name, worst, tols[i]->train);
+		}
+	}
+}
+
+/* 1 when x is a BF16 number (its low 16 bits are 0). */
+static int is_bf16(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, sizeof u);
+	return (u & 0xffffu) == 0;
+}
+
+TEST(gpu_bf16_keeps_fp32_master_weights_that_move_between_cpu_and_gpu)
+{
+	/* what a checkpoint holds is dlt_gpu_download's: FP32 parameters, on
+	 * a CPU as on a GPU */
+	const int hidden[2] = { 48, 24 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f };
+	struct dlt_net_spec s;
+	struct pair p;
+	size_t np, fine = 0;
+	float *w = NULL;
+	double lc = 0.0, lg = 0.0;
+	long hc = 0, hg = 0;
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 60, hidden, 2, 10);
+	CHECK_MSG(pair_open_prec(&p, &s, 32, 1, 23, DLT_PRECISION_BF16) == 0, "%s", p.err);
+	np = p.net.nparams;
+	w = malloc(np * sizeof(float));
+	CHECK(w != NULL);
+	/* upload, download: the very floats (not their BF16 copies) */
+	CHECK_MSG(dlt_gpu_download(p.gpu, w, NULL, p.err, sizeof p.err) == 0, "%s", p.err);
+	CHECK(memcmp(w, p.params, np * sizeof(float)) == 0);
+	for (int t = 1; t <= 3; t++)
+		CHECK_MSG(dlt_gpu_train_batch(p.gpu, p.x, p.y, p.rows, 1.0f, (uint64_t)t, NULL, NULL,
+					      NULL, p.err, sizeof p.err) == 0 &&
+			  dlt_gpu_optim_step(p.gpu, &o, 0.05f, (unsigned long)t, p.err,
+					     sizeof p.err) == 0, "%s", p.err);
+	CHECK_MSG(dlt_gpu_download(p.gpu, w, NULL, p.err, sizeof p.err) == 0, "%s", p.err);
+	for (size_t i = 0; i < np; i++)
+		fine += !is_bf16(w[i]);
+	printf("measured: after 3 bf16 steps %zu of %zu parameters are not BF16 numbers\n", fine, np);
+	CHECK_MSG(fine > np / 2, "%zu of %zu parameters finer than BF16: master weights rounded?",
+		  fine, np);
+	/* the GPU's weights on the CPU: the same model, to bf16's tolerance */
+	dlt_net_eval_batch(&p.net, w, p.x, p.y, p.rows, &lc, &hc);
+	CHECK_MSG(dlt_gpu_eval_batch(p.gpu, p.x, p.y, p.rows, &lg, &hg, p.err, sizeof p.err) == 0,
+		  "%s", p.err);
+	CHECK_MSG(fabs(lg - lc) <= tol_bf16.loss * fabs(lc) && labs(hg - hc) <= tol_bf16.hits,
+		  "gpu weights: cpu loss %.9g, gpu bf16 %.9g; hits %ld vs %ld", lc, lg, hc, hg);
+	/* and the CPU's weights on the GPU */
+	for (size_t i = 0; i < np; i++)
+		w[i] = p.params[i] * 0.5f + 1e-3f;
+	CHECK_MSG(dlt_gpu_upload(p.gpu, w, NULL, p.err, sizeof p.err) == 0, "%s", p.err);
+	lc = lg = 0.0;
+	hc = hg = 0;
+	dlt_net_eval_batch(&p.net, w, p.x, p.y, p.rows, &lc, &hc);
+	CHECK_MSG(dlt_gpu_eval_batch(p.gpu, p.x, p.y, p.rows, &lg, &hg, p.err, sizeof p.err) == 0,
+		  "%s", p.err);
+	CHECK_MSG(fabs(lg - lc) <= tol_bf16.loss * fabs(lc) && labs(hg - hc) <= tol_bf16.hits,
+		  "cpu weights: cpu loss %.9g, gpu bf16 %.9g; hits %ld vs %ld", lc, lg, hc, hg);
+	free(w);
+	pair_close(&p);
+}
+
+TEST(gpu_refuses_an_unknown_precision)
+{
+	const int hidden[1] = { 4 };
+	struct dlt_net_spec s;
+	struct pair p;
+	int rc;
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 8, hidden, 1, 3);
+	CHECK_MSG(pair_open(&p, &s, 2, 1, 1) == 0, "%s", p.err);
+	rc = dlt_gpu_set_precision(p.gpu, (enum dlt_precision)7, p.err, sizeof p.err);
+	pair_close(&p);
+	CHECK(rc == -EINVAL);
+	CHECK_MSG(strstr(p.err, "unknown precision 7") != NULL, "%s", p.err);
+}
+
 int main(void)
 {
 	RUN(gpu_count_or_a_reason);
@@ -499,5 +770,9 @@ int main(void)
 	RUN(gpu_bucketed_nccl_step_matches_cpu);
 	RUN(gpu_refuses_buckets_that_do_not_tile_the_gradients);
 	RUN(gpu_rejects_a_batch_larger_than_max);
+	RUN(gpu_each_precision_batch_matches_cpu_within_its_tolerance);
+	RUN(gpu_each_precision_trains_like_cpu_within_its_tolerance);
+	RUN(gpu_bf16_keeps_fp32_master_weights_that_move_between_cpu_and_gpu);
+	RUN(gpu_refuses_an_unknown_precision);
 	return CHECK_EXIT();
 }

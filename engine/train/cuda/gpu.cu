@@ -7,6 +7,14 @@
  * functions (expf, logf) may differ from the CPU by rounding. The file is
  * compiled with --fmad=false so that a * b + c rounds twice, as on the CPU.
  *
+ * dlt_gpu_set_precision trades that for the tensor cores, in the GEMMs
+ * only (dense layers and the im2col products of the convolutions): tf32
+ * sets cuBLAS's TF32 math mode; bf16 casts each GEMM operand to BF16 (the
+ * weights once after each update, from the FP32 master copy; activations
+ * and deltas as a GEMM reads them) and calls cublasGemmEx with FP32
+ * accumulation and FP32 output, so every other kernel, the gradients,
+ * the allreduce and the optimizer stay FP32.
+ *
  * All work of one rank goes to one stream, except the gradient allreduce
  * when buckets are set (dlt_gpu_add_bucket): then each bucket's
  * ncclAllReduce is queued on a second stream as soon as backward has
@@ -16,6 +24,7 @@
  * downloads). */
 #ifndef DLT_GPU_EMULATE
 #include <cublas_v2.h>
+#include <library_types.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -70,6 +79,10 @@ struct dlt_gpu {
 	uint8_t *y;                              /* max_batch labels */
 	float *delta[2];                         /* backprop ping-pong, widest activation */
 	float *ws;                               /* conv scratch (layers.c's c->ws) */
+	int precision;                           /* enum dlt_precision of the GEMMs */
+	uint16_t *params16;                      /* bf16: the parameters as BF16 bits */
+	uint16_t *op16[2];                       /* bf16: a GEMM's A and B operands as BF16 */
+	size_t op16_n;                           /* bf16: elements each op16 holds */
 	float *row_loss;                         /* max_batch: per-row loss */
 	float *row_hit;                          /* max_batch: 1 when the row is correct */
 	double *dsum;                            /* 2 doubles: loss sum, hits of a batch */
@@ -155,6 +168,28 @@ static unsigned blocks_for(size_t n)
 
 #define GRID_STRIDE(i, n) for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; \
 	i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+/* ---- kernels: BF16 ---- */
+
+/* The BF16 bits of x, rounded to nearest even (a NaN stays a quiet NaN):
+ * the upper 16 bits of the FP32 word after the rounding carry. */
+__host__ __device__ static inline uint16_t bf16_bits(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, sizeof u);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x0040u);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+/* out[i] = x[i] rounded to BF16. */
+__global__ void k_to_bf16(uint16_t *out, const float *x, size_t n)
+{
+	GRID_STRIDE(i, n)
+		out[i] = bf16_bits(x[i]);
+}
 
 /* ---- kernels: dense, ReLU ---- */
 
@@ -417,15 +452,58 @@ __global__ void k_adam(float *w, float *m, float *v, const float *g, float b1, f
 
 /* ---- host side ---- */
 
+/* The BF16 form of GEMM operand x, a row-major rows x ld matrix: the
+ * parameters' copy when x lies in g->params (cast after each update),
+ * else x cast now into op16[slot]. NULL with err set when the operand is
+ * larger than op16 (a bug in bf16_alloc's sizing). */
+static const uint16_t *bf16_operand(struct dlt_gpu *g, const float *x, size_t rows, int ld,
+				    int slot, char *err, size_t errlen)
+{
+	const size_t n = rows * (size_t)ld;
+	const uintptr_t at = (uintptr_t)x, lo = (uintptr_t)g->params;
+
+	if (at >= lo && at < lo + g->nparams * sizeof(float))   /* a layer's weights */
+		return g->params16 + (at - lo) / sizeof(float);
+	if (n > g->op16_n) {
+		fail(-EINVAL, err, errlen, "gpu: a GEMM operand of %zu elements, BF16 room for %zu",
+		     n, g->op16_n);
+		return NULL;
+	}
+	LAUNCH(k_to_bf16, blocks_for(n), GPU_THREADS, g->stream, g->op16[slot], x, n);
+	return g->op16[slot];
+}
+
+/* gemm's bf16 form: the operands as BF16, FP32 accumulation into FP32 C. */
+static int gemm_bf16(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, const float *A,
+		     int lda, const float *B, int ldb, float *C, int ldc, char *err, size_t errlen)
+{
+	const float one = 1.0f, zero = 0.0f;
+	const uint16_t *a16 = bf16_operand(g, A, (size_t)(ta ? K : M), lda, 0, err, errlen);
+	const uint16_t *b16 = a16 ? bf16_operand(g, B, (size_t)(tb ? N : K), ldb, 1, err, errlen)
+				  : NULL;
+
+	if (!a16 || !b16)
+		return -EINVAL;
+	KERNEL_CHECK("to_bf16");
+	BLAS_CHECK(cublasGemmEx(g->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+				ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &one, b16, CUDA_R_16BF, ldb,
+				a16, CUDA_R_16BF, lda, &zero, C, CUDA_R_32F, ldc,
+				CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+	return 0;
+}
+
 /* C = op(A) op(B) for row-major matrices, as cblas_sgemm(CblasRowMajor,
  * ...) with alpha 1, beta 0: cuBLAS is column-major, so it computes
  * C^T = op(B)^T op(A)^T with the operands swapped (same flags, same
- * leading dimensions). */
+ * leading dimensions). FP32 and TF32 (the handle's math mode) by
+ * cublasSgemm; BF16 by gemm_bf16. */
 static int gemm(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, const float *A,
 		int lda, const float *B, int ldb, float *C, int ldc, char *err, size_t errlen)
 {
 	const float one = 1.0f, zero = 0.0f;
 
+	if (g->precision == DLT_PRECISION_BF16)
+		return gemm_bf16(g, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, err, errlen);
 	BLAS_CHECK(cublasSgemm(g->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
 			       ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &one, B, ldb,
 			       A, lda, &zero, C, ldc));
@@ -492,6 +570,9 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 	cudaFree(g->delta[0]);
 	cudaFree(g->delta[1]);
 	cudaFree(g->ws);
+	cudaFree(g->params16);
+	cudaFree(g->op16[0]);
+	cudaFree(g->op16[1]);
 	cudaFree(g->row_loss);
 	cudaFree(g->row_hit);
 	cudaFree(g->dsum);
@@ -651,6 +732,75 @@ extern "C" int dlt_gpu_nccl_init(struct dlt_gpu *g, const unsigned char *id, int
 	return 0;
 }
 
+/* bf16: queues the cast of the FP32 master parameters into params16 (after
+ * an upload or an update); nothing in the other precisions. */
+static int cast_weights(struct dlt_gpu *g, char *err, size_t errlen)
+{
+	if (g->precision != DLT_PRECISION_BF16)
+		return 0;
+	LAUNCH(k_to_bf16, blocks_for(g->nparams), GPU_THREADS, g->stream, g->params16, g->params,
+	       g->nparams);
+	KERNEL_CHECK("to_bf16");
+	return 0;
+}
+
+/* bf16: allocates params16 and the two operand buffers, each as large as
+ * the largest GEMM operand that is not a weight matrix (a batch of a dense
+ * layer's input or output, a conv's im2col matrix or its F x N delta). */
+static int bf16_alloc(struct dlt_gpu *g, char *err, size_t errlen)
+{
+	const size_t mb = (size_t)g->max_batch;
+	size_t most = 1;
+
+	if (g->params16)
+		return 0;
+	for (int i = 0; i < g->net.nlayers; i++) {
+		const struct dlt_layer *l = &g->net.layer[i];
+		size_t a = 0, b = 0;
+
+		if (l->kind == DLT_LAYER_DENSE) {
+			a = mb * dlt_shape_size(l->in);
+			b = mb * dlt_shape_size(l->out);
+		} else if (l->kind == DLT_LAYER_CONV) {
+			const size_t N = mb * (size_t)l->in.h * (size_t)l->in.w;
+
+			a = (size_t)l->in.c * (size_t)l->k * (size_t)l->k * N;
+			b = (size_t)l->out.c * N;
+		}
+		most = a > most ? a : most;
+		most = b > most ? b : most;
+	}
+	TRY(dalloc((void **)&g->params16, g->nparams * sizeof(uint16_t), "bf16 parameters",
+		   err, errlen));
+	TRY(dalloc((void **)&g->op16[0], most * sizeof(uint16_t), "bf16 operands", err, errlen));
+	TRY(dalloc((void **)&g->op16[1], most * sizeof(uint16_t), "bf16 operands", err, errlen));
+	g->op16_n = most;
+	return 0;
+}
+
+extern "C" int dlt_gpu_set_precision(struct dlt_gpu *g, enum dlt_precision p, char *err,
+				     size_t errlen)
+{
+	CUDA_CHECK(cudaSetDevice(g->device));
+	switch (p) {
+	case DLT_PRECISION_FP32:
+	case DLT_PRECISION_BF16:   /* cublasGemmEx's compute type says it */
+		BLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH));
+		break;
+	case DLT_PRECISION_TF32:
+		BLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_TF32_TENSOR_OP_MATH));
+		break;
+	default:
+		return fail(-EINVAL, err, errlen, "gpu: unknown precision %d", (int)p);
+	}
+	if (p == DLT_PRECISION_BF16)
+		TRY(bf16_alloc(g, err, errlen));
+	g->precision = p;
+	TRY(cast_weights(g, err, errlen));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	return 0;
+}
+
 extern "C" int dlt_gpu_upload(struct dlt_gpu *g, const float *params, const float *state,
 			      char *err, size_t errlen)
 {
@@ -662,6 +812,7 @@ extern "C" int dlt_gpu_upload(struct dlt_gpu *g, const float *params, const floa
 	if (state)
 		CUDA_CHECK(cudaMemcpyAsync(g->state, state, (size_t)g->nstate * np * sizeof(float),
 					   cudaMemcpyHostToDevice, g->stream));
+	TRY(cast_weights(g, err, errlen));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 	return 0;
 }
@@ -971,7 +1122,7 @@ static int optim(struct dlt_gpu *g, const struct dlt_optim *o, float lr, unsigne
 			g->params, g->state, g->grads, lr, o->momentum, o->weight_decay,
 			o->kind == DLT_OPTIM_NESTEROV, n);
 		KERNEL_CHECK("sgd");
-		return 0;
+		return cast_weights(g, err, errlen);
 	case DLT_OPTIM_ADAM: {
 		/* the constants exactly as optim.c computes them */
 		unsigned long tt = t ? t : 1;
@@ -985,7 +1136,7 @@ static int optim(struct dlt_gpu *g, const struct dlt_optim *o, float lr, unsigne
 			g->params, g->state, g->state + n, g->grads, o->beta1, o->beta2, o->eps,
 			o->weight_decay, lr / bc1, 1.0f / bc2s, n);
 		KERNEL_CHECK("adam");
-		return 0;
+		return cast_weights(g, err, errlen);
 	}
 	}
 	return fail(-EINVAL, err, errlen, "gpu: unknown optimizer %d", (int)o->kind);

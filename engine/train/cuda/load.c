@@ -20,6 +20,7 @@ static struct {
 	int (*create)(struct dlt_gpu **, const struct dlt_net *, int, int, uint64_t, int,
 		      char *, size_t);
 	void (*destroy)(struct dlt_gpu *);
+	int (*set_precision)(struct dlt_gpu *, enum dlt_precision, char *, size_t);
 	void (*describe)(const struct dlt_gpu *, char *, size_t);
 	int (*nccl_id)(unsigned char *, char *, size_t);
 	int (*nccl_init)(struct dlt_gpu *, const unsigned char *, int, int, char *, size_t);
@@ -58,6 +59,7 @@ static int open_lib(const char *path)
 		return -1; \
 	}
 	SYM(count, "dlt_gpu_count") SYM(create, "dlt_gpu_create") SYM(destroy, "dlt_gpu_destroy")
+	SYM(set_precision, "dlt_gpu_set_precision")
 	SYM(describe, "dlt_gpu_describe") SYM(nccl_id, "dlt_gpu_nccl_id")
 	SYM(nccl_init, "dlt_gpu_nccl_init") SYM(add_bucket, "dlt_gpu_add_bucket")
 	SYM(upload, "dlt_gpu_upload") SYM(download, "dlt_gpu_download")
@@ -135,6 +137,11 @@ void dlt_gpu_destroy(struct dlt_gpu *g)
 {
 	if (g)
 		T.destroy(g);
+}
+
+int dlt_gpu_set_precision(struct dlt_gpu *g, enum dlt_precision p, char *err, size_t errlen)
+{
+	return T.set_precision(g, p, err, errlen);
 }
 
 void dlt_gpu_describe(const struct dlt_gpu *g, char *out, size_t len)
