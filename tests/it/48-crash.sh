@@ -294,7 +294,10 @@ test_a_gpu_run_outlives_a_killed_daemon_and_is_taken_back() {
 	gpu_pool > "$state/pool.ini"
 	DLH_OPTS="-o pool=$state/pool.ini -o trainer=$DLH_BIN/dlh-train-gpuemu"
 	dlh_mount "$state"
-	slice_spec gpuout 80 'device = gpu' > "$STATE/s.ini"
+	# the data named, as on a GPU machine where bench/gpu-env sets DLH_FMNIST
+	local fm=${DLH_FMNIST:-/usr/share/datasets/fashion-mnist}
+	slice_spec gpuout 80 'device = gpu' |
+		sed "/^\[data\]\$/a train = $fm/train-images-idx3-ubyte.gz\ntrain_labels = $fm/train-labels-idx1-ubyte.gz\ntest = $fm/t10k-images-idx3-ubyte.gz\ntest_labels = $fm/t10k-labels-idx1-ubyte.gz" > "$STATE/s.ini"
 	cp "$STATE/s.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
 	wait_for 60 eval '[ "$(gpu_rank_pids 1 | wc -l)" -eq 2 ]' || die "no 2 ranks: $(cat "$MNT/jobs/1/progress")"
 	wait_for 60 has_rows 1 || die "no train rows: $(tail -3 "$MNT/jobs/1/log")"
