@@ -943,7 +943,7 @@ static int read_gpu_slots(const char *text, struct dlh_plan *p)
  * ...") p->gpu, each rank's GPU (p->dev[]) and its slot from dlh-train's
  * --cpus (-1: the plan does not say, as for a [job] command). Returns 0,
  * or -ENOENT when the plan is unreadable or names no rank, -EBUSY when it
- * names more than DLH_RANKS_MAX or mixes CPU and GPU ranks. */
+ * names more than DLH_RANKS_MAX, -EINVAL when it mixes CPU and GPU ranks. */
 static int read_planned_ranks(struct dlh_engine *e, struct dlh_job *j, struct dlh_plan *p)
 {
 	char path[4096], *text = NULL;
@@ -973,7 +973,7 @@ static int read_planned_ranks(struct dlh_engine *e, struct dlh_job *j, struct dl
 	if (p->gpu && gpus == n)
 		read_gpu_slots(text, p);
 	free(text);
-	return n == 0 ? -ENOENT : gpus && gpus != n ? -EBUSY : 0;
+	return n == 0 ? -ENOENT : gpus && gpus != n ? -EINVAL : 0;
 }
 
 /* Takes back a run that went on while no dlhfs watched (or ended then):

@@ -303,6 +303,8 @@ test_a_gpu_run_outlives_a_killed_daemon_and_is_taken_back() {
 	wait_for 60 has_rows 1 || die "no train rows: $(tail -3 "$MNT/jobs/1/log")"
 	grep -q '^rank 0 host .* device gpu0 ' "$MNT/jobs/1/plan" && grep -q '^rank 1 host .* device gpu1 ' "$MNT/jobs/1/plan" ||
 		die "plan: $(grep '^rank ' "$MNT/jobs/1/plan")"
+	# each rank's CPU slot, which recovery reads back beside its GPU
+	grep -q -- '^argv .* --cpus [0-9]*,[0-9]* --gpus 0,1' "$MNT/jobs/1/plan" || die "argv: $(grep '^argv' "$MNT/jobs/1/plan")"
 	gpus_held 2 || die "summary: $(cat "$MNT/pool/summary")"
 	local before plan
 	before=$(gpu_rank_pids 1 | sort | tr '\n' ' ')
