@@ -14,11 +14,20 @@ Rank 0 prints machine-readable lines:
   epoch=N test_acc=A test_loss=L time_s=T unix=U
       T: seconds from the process start (/proc/self/stat) to the end of the
       epoch's evaluation; U: the same moment as Unix time
-  samples_per_s=S window_steps=K warmup_steps=W
+  samples_per_s=S window_steps=K warmup_steps=W mode=M
       global samples per second over steps W+1 .. W+K of the run: wall time
-      from the end of step W to the end of step W+K, each step being batch
-      gather, forward, backward (DDP allreduce), optimizer step; no data
-      loading and no evaluation falls inside the window
+      from the end of step W to the end of step W+K (the GPU synchronised at
+      both ends), each step being batch gather, forward, backward (DDP
+      allreduce), optimizer step; no data loading and no evaluation falls
+      inside the window. M: eager, or graph (below)
+
+PyTorch at its best on a GPU (--graph, one rank): TF32 in matmuls and cuDNN
+convolutions, cudnn.benchmark, and the whole training step (the batch's
+gather from the data on the GPU, forward, backward, optimizer step) captured
+once in a CUDA graph (torch.cuda.graph, static index tensor) and replayed
+each step. The capture's warm-up steps train on the first batch; the weights
+and the optimizer's state are put back afterwards, so the run trains as the
+eager one does (bar the dropout's random stream).
   peak_rss_kb=R (one per rank, R = VmHWM of that rank at exit: rank=I)
   done=1 end_unix=U
 """
@@ -125,6 +134,48 @@ def sync(dev):
         torch.cuda.synchronize(dev)
 
 
+def capture_step(model, opt, x, y, b, dev):
+    """The whole training step on rows idx of x, y (gather, forward, backward,
+    optimizer step) captured in one CUDA graph. Returns replay(idx), which
+    copies the b indices into the graph's static index tensor and replays it.
+    The warm-up steps the capture needs (on a side stream, as PyTorch's
+    whole-network capture does) train on the first b rows; the parameters and
+    the optimizer's state are put back in place afterwards."""
+    params = [p.detach().clone() for p in model.parameters()]
+    static_idx = torch.arange(b, device=dev)
+
+    def step():
+        out = model(x.index_select(0, static_idx))
+        loss = F.cross_entropy(out, y.index_select(0, static_idx))
+        loss.backward()
+        opt.step()
+
+    side = torch.cuda.Stream(dev)
+    side.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            step()
+    torch.cuda.current_stream(dev).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)   # the graph's backward allocates the gradients
+    with torch.cuda.graph(graph):
+        step()
+    with torch.no_grad():   # as before the warm-up: the first step starts from here
+        for p, saved in zip(model.parameters(), params):
+            p.copy_(saved)
+        for st in opt.state.values():
+            for v in st.values():
+                if torch.is_tensor(v):
+                    v.zero_()   # momentum, Adam's moments and step count
+    sync(dev)
+
+    def replay(idx):
+        static_idx.copy_(idx)
+        graph.replay()
+    return replay
+
+
 def vmhwm_kb():
     with open("/proc/self/status") as f:
         return int(next(l.split()[1] for l in f if l.startswith("VmHWM:")))
@@ -151,7 +202,16 @@ def main():
                     help="cuda: one GPU per rank (LOCAL_RANK), NCCL")
     ap.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd",
                     help="adam: torch.optim.Adam(lr) (--momentum unused)")
+    ap.add_argument("--tf32", action="store_true",
+                    help="cuda: TF32 in matmuls and convolutions, cudnn.benchmark")
+    ap.add_argument("--graph", action="store_true",
+                    help="cuda, one rank: the whole step in a CUDA graph (implies --tf32)")
     a = ap.parse_args()
+    if a.graph and a.device != "cuda":
+        ap.error("--graph needs --device cuda")
+    if a.graph and int(os.environ.get("WORLD_SIZE", "1")) != 1:
+        ap.error("--graph: one rank only (DDP's allreduce is not captured here)")
+    a.tf32 = a.tf32 or a.graph
 
     torch.set_num_threads(a.threads)
     ranks = int(os.environ.get("WORLD_SIZE", "1"))
@@ -159,9 +219,11 @@ def main():
     if a.device == "cuda":
         dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(dev)
-        # FP32 as dlh-train's cuBLAS GEMMs: no TF32 in matmuls or cuDNN convolutions
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        # eager: FP32 as dlh-train's cuBLAS GEMMs, no TF32 in matmuls or cuDNN
+        # convolutions; --tf32 (and --graph): PyTorch at its best
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.allow_tf32 = a.tf32
+        torch.backends.cudnn.benchmark = a.tf32
     else:
         dev = torch.device("cpu")
     dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
@@ -188,9 +250,12 @@ def main():
     model = mlp([int(w) for w in a.layers.split(",")]) if a.model == "mlp" else cnn()
     he_init(model, a.seed)
     model = model.to(dev)
-    model = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+    if not a.graph:   # one rank: no gradients to sum
+        model = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
     if a.optimizer == "adam":
-        opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+        # capturable: its step count lives on the GPU, as a graph needs
+        opt = (torch.optim.Adam(model.parameters(), lr=a.lr, capturable=True) if a.graph
+               else torch.optim.Adam(model.parameters(), lr=a.lr))
     else:
         opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     if rank == 0:
@@ -198,19 +263,23 @@ def main():
         print(f"peer: model={a.model} ranks={ranks} batch={a.batch} ({b} per rank) "
               f"steps_per_epoch={spe} params={nparams} threads={a.threads} "
               f"blas_threads={os.environ.get('OPENBLAS_NUM_THREADS', '?')} device={dev} "
-              f"optimizer={a.optimizer}", flush=True)
+              f"optimizer={a.optimizer} tf32={int(a.tf32)} graph={int(a.graph)}", flush=True)
 
+    replay = capture_step(model, opt, x, y, b, dev) if a.graph else None
     step, t_warm, done = 0, None, False
     g = torch.Generator().manual_seed(a.seed * 1000003 + rank)
     for epoch in range(1, a.epochs + 1):
         perm = torch.randperm(len(x), generator=g).to(dev)
         for k in range(spe):
             idx = perm[k * b:(k + 1) * b]
-            out = model(x[idx])
-            loss = F.cross_entropy(out, y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            if replay:
+                replay(idx)
+            else:
+                out = model(x[idx])
+                loss = F.cross_entropy(out, y[idx])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
             step += 1
             if step == a.warmup:
                 sync(dev)
@@ -224,8 +293,8 @@ def main():
             sps = window * a.batch / (time.perf_counter() - t_warm)
             t_warm = None   # the window ends at the first epoch end (or max-steps)
             if rank == 0:
-                print(f"samples_per_s={sps:.1f} window_steps={window} warmup_steps={a.warmup}",
-                      flush=True)
+                print(f"samples_per_s={sps:.1f} window_steps={window} warmup_steps={a.warmup} "
+                      f"mode={'graph' if a.graph else 'eager'}", flush=True)
         if not a.no_eval:
             tl, acc = evaluate(model, tx, ty, ranks)
             now = time.time()

@@ -156,6 +156,37 @@ int eng_slots_hold(struct dlh_engine *e, long id, int k, int s)
 	return 0;
 }
 
+int eng_slots_hold_plan(struct dlh_engine *e, long id, const struct dlh_plan *p)
+{
+	int rc = 0;
+	for (int r = 0; r < p->ranks && !rc; r++) {
+		int k = p->node[r], s = p->slot[r];
+		if (k < 0 || k >= e->pool.nnodes) {
+			rc = -EBUSY;
+			break;
+		}
+		if (s < 0) {   /* the lowest free one, as at launch */
+			for (s = 0; s < e->holder_len[k] && e->holder[k][s]; s++)
+				;
+			if (s == e->holder_len[k]) {
+				rc = -EBUSY;
+				break;
+			}
+		}
+		rc = eng_slots_hold(e, id, k, s);
+		if (rc || !p->gpu)
+			continue;
+		int g = p->dev[r];
+		if (g < 0 || g >= e->gholder_len[k] || e->gholder[k][g])
+			rc = -EBUSY;
+		else
+			e->gholder[k][g] = id;
+	}
+	if (rc)
+		eng_slots_give(e, id);
+	return rc;
+}
+
 void eng_slots_give(struct dlh_engine *e, long id)
 {
 	for (int k = 0; k < e->pool.nnodes; k++) {

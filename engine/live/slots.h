@@ -35,6 +35,12 @@ int eng_slots_take(struct dlh_engine *e, long id, struct dlh_plan *p);
 /* Holds slot s of node k for job id. Returns 0, or -EBUSY. */
 int eng_slots_hold(struct dlh_engine *e, long id, int k, int s);
 
+/* Holds again for job id what a run found after a restart was given at
+ * launch: slot p->slot[r] of each rank's node p->node[r] (-1: the lowest
+ * free one there) and for a GPU plan GPU p->dev[r] of it. Returns 0, or
+ * -EBUSY when one is held or not in the pool (nothing held then). */
+int eng_slots_hold_plan(struct dlh_engine *e, long id, const struct dlh_plan *p);
+
 /* Gives back every slot job id holds. */
 void eng_slots_give(struct dlh_engine *e, long id);
 

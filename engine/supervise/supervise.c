@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -895,33 +896,84 @@ static int node_of_host(const struct dlh_engine *e, const char *host)
 	return !strcmp(host, self) || !strcmp(host, e->pool.node.host) ? e->pool.local : -1;
 }
 
-/* The CPU slots of j's run as its plan file names them ("rank R host H
- * device cpuS"), marked held by j. Returns the ranks found, or -errno
- * (nothing held then) when the plan is unreadable or a slot is not free. */
-static int hold_planned_slots(struct dlh_engine *e, struct dlh_job *j, int *node)
+/* The list "A,B,..." at s into out (up to max). Returns how many, or -1
+ * when s does not start with one. */
+static int read_ints(const char *s, int *out, int max)
+{
+	int n = 0;
+	for (;;) {
+		char *end;
+		long v = strtol(s, &end, 10);
+		if (end == s || v < 0 || v > INT_MAX || n == max)
+			return -1;
+		out[n++] = (int)v;
+		if (*end != ',')
+			return n;
+		s = end + 1;
+	}
+}
+
+/* A GPU plan's CPU slots: the "--cpus LIST --gpus LIST" that dlh_plan_pin
+ * put at the end of dlh-train's command line (its "argv" line), when the
+ * GPU list is p->dev[]; into p->slot[]. Returns 1 when found, else 0 (a
+ * [job] command is given neither). */
+static int read_gpu_slots(const char *text, struct dlh_plan *p)
+{
+	const char *argv = !strncmp(text, "argv ", 5) ? text : strstr(text, "\nargv ");
+	if (!argv)
+		return 0;
+	const char *eol = strchr(argv + 1, '\n'), *at = NULL;
+	for (const char *c = strstr(argv, " --cpus "); c && (!eol || c < eol); c = strstr(c + 1, " --cpus "))
+		at = c;
+	int slot[DLH_RANKS_MAX], dev[DLH_RANKS_MAX];
+	if (!at || read_ints(at + 8, slot, DLH_RANKS_MAX) != p->ranks)
+		return 0;
+	const char *g = strstr(at + 8, " --gpus ");
+	if (!g || (eol && g > eol) || g != at + 8 + strcspn(at + 8, " \n") ||
+	    read_ints(g + 8, dev, DLH_RANKS_MAX) != p->ranks ||
+	    memcmp(dev, p->dev, (size_t)p->ranks * sizeof *dev))
+		return 0;
+	memcpy(p->slot, slot, (size_t)p->ranks * sizeof *slot);
+	return 1;
+}
+
+/* j's run as its plan file names it, read back into p: its ranks, each
+ * one's node (p->node[]) and CPU slot (p->slot[]) from its line ("rank R
+ * host H device cpuS"), or for a GPU plan ("rank R host H device gpuG
+ * ...") p->gpu, each rank's GPU (p->dev[]) and its slot from dlh-train's
+ * --cpus (-1: the plan does not say, as for a [job] command). Returns 0,
+ * or -ENOENT when the plan is unreadable or names no rank, -EBUSY when it
+ * names more than DLH_RANKS_MAX, -EINVAL when it mixes CPU and GPU ranks. */
+static int read_planned_ranks(struct dlh_engine *e, struct dlh_job *j, struct dlh_plan *p)
 {
 	char path[4096], *text = NULL;
-	int n = 0, rc = 0;
+	int n = 0, gpus = 0;
 	eng_job_file(e, j->id, "plan", path, sizeof path);
 	if (dlh_read_file_nofollow(path, 1 << 20, &text, NULL))
 		return -ENOENT;
-	for (char *l = text; l && *l && !rc; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		int r, s;
-		char host[256];
-		if (sscanf(l, "rank %d host %255s device cpu%d", &r, host, &s) != 3)
+	for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		int r, d;
+		char host[256], kind[4];
+		if (sscanf(l, "rank %d host %255s device %3[cpgu]%d", &r, host, kind, &d) != 4 ||
+		    (strcmp(kind, "cpu") && strcmp(kind, "gpu")))
 			continue;
 		if (n >= DLH_RANKS_MAX) {
-			rc = -EBUSY;
-			break;
+			free(text);
+			return -EBUSY;
 		}
-		node[n] = node_of_host(e, host);
-		rc = eng_slots_hold(e, j->id, node[n], s);
+		int gpu = kind[0] == 'g';
+		gpus += gpu;
+		p->node[n] = node_of_host(e, host);
+		p->slot[n] = gpu ? -1 : d;
+		p->dev[n] = gpu ? d : -1;
 		n++;
 	}
+	p->ranks = n;
+	p->gpu = gpus > 0;
+	if (p->gpu && gpus == n)
+		read_gpu_slots(text, p);
 	free(text);
-	if (rc)
-		eng_slots_give(e, j->id);
-	return rc ? rc : n ? n : -ENOENT;
+	return n == 0 ? -ENOENT : gpus && gpus != n ? -EINVAL : 0;
 }
 
 /* Takes back a run that went on while no dlhfs watched (or ended then):
@@ -930,13 +982,19 @@ static int hold_planned_slots(struct dlh_engine *e, struct dlh_job *j, int *node
 static int adopt(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run *run,
 		 enum dlh_run_state st)
 {
-	int node[DLH_RANKS_MAX];
-	int ranks = hold_planned_slots(e, j, node);
-	if (ranks < 0)
-		return ranks;
+	struct dlh_plan *p = malloc(sizeof *p);
+	if (!p)
+		return -ENOMEM;
+	int rc = read_planned_ranks(e, j, p);
+	if (rc || (rc = eng_slots_hold_plan(e, j->id, p))) {
+		free(p);
+		return rc;
+	}
+	int ranks = p->ranks, gpu = p->gpu;
 	struct waiter_arg *wa = malloc(sizeof *wa);
 	j->run = *run;
-	int rc = wa ? spawn_waiter(e, j, wa, node, ranks) : ENOMEM;
+	rc = wa ? spawn_waiter(e, j, wa, p->node, ranks) : ENOMEM;
+	free(p);
 	if (rc) {
 		free(wa);
 		memset(&j->run, 0, sizeof j->run);
@@ -959,8 +1017,8 @@ static int adopt(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run *
 	pthread_cond_signal(&e->timer_cv);
 	if (st == DLH_RUN_RUNNING)
 		eng_job_log(e, j, "found its run going on after a restart of dlhfs: %s pid %ld "
-			    "on %s, %d rank%s; watching it again", run->backend, (long)run->pid,
-			    run->host, ranks, ranks == 1 ? "" : "s");
+			    "on %s, %d %srank%s; watching it again", run->backend, (long)run->pid,
+			    run->host, ranks, gpu ? "GPU " : "", ranks == 1 ? "" : "s");
 	else
 		eng_job_log(e, j, "found its run ended while dlhfs was away (%s pid %ld on %s)",
 			    run->backend, (long)run->pid, run->host);

@@ -265,3 +265,65 @@ SH
 	expect_eq "$(train_steps 1 | tr '\n' ' ')" "$(seq 1 30 | tr '\n' ' ')" "its steps"
 	dlh_umount
 }
+
+# gpu_pool: this machine with two GPUs of one type (the host emulation,
+# dlh-train-gpuemu, stands in for them: no GPU is needed)
+gpu_pool() {
+	printf '[type H100]\nflops = 58.5T\nmemory = 80G\nbandwidth = 3.35T\nwatts_idle = 70\nwatts_busy = 700\ngpu = true\n'
+	printf '[node here]\nhost = %s\ncpus = 2\ngpus = H100:2\n' "$(hostname)"
+}
+
+# gpu_rank_pids ID: pids of the job's dlh-train-gpuemu processes (the
+# kernel keeps 15 characters of a command's name)
+gpu_rank_pids() {
+	local p
+	for p in $(pgrep -x dlh-train-gpuem); do
+		tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q -- "--job-dir $STATE/jobs/$1 " && echo "$p"
+	done
+	return 0
+}
+
+# gpus_held N: pool/summary says N of the H100s are held
+gpus_held() { grep -q "^H100 total 2 held $1 " "$MNT/pool/summary"; }
+
+# a GPU run (its plan: "device gpuN") is taken back like a CPU run: the
+# same ranks on the same GPUs, held again, watched to the end
+test_a_gpu_run_outlives_a_killed_daemon_and_is_taken_back() {
+	[ -x "$DLH_BIN/dlh-train-gpuemu" ] || skip "no $DLH_BIN/dlh-train-gpuemu (built with GPU=1)"
+	local state; state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	gpu_pool > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini -o trainer=$DLH_BIN/dlh-train-gpuemu"
+	dlh_mount "$state"
+	# the data named, as on a GPU machine where bench/gpu-env sets DLH_FMNIST
+	local fm=${DLH_FMNIST:-/usr/share/datasets/fashion-mnist}
+	slice_spec gpuout 80 'device = gpu' |
+		sed "/^\[data\]\$/a train = $fm/train-images-idx3-ubyte.gz\ntrain_labels = $fm/train-labels-idx1-ubyte.gz\ntest = $fm/t10k-images-idx3-ubyte.gz\ntest_labels = $fm/t10k-labels-idx1-ubyte.gz" > "$STATE/s.ini"
+	cp "$STATE/s.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	wait_for 60 eval '[ "$(gpu_rank_pids 1 | wc -l)" -eq 2 ]' || die "no 2 ranks: $(cat "$MNT/jobs/1/progress")"
+	wait_for 60 has_rows 1 || die "no train rows: $(tail -3 "$MNT/jobs/1/log")"
+	grep -q '^rank 0 host .* device gpu0 ' "$MNT/jobs/1/plan" && grep -q '^rank 1 host .* device gpu1 ' "$MNT/jobs/1/plan" ||
+		die "plan: $(grep '^rank ' "$MNT/jobs/1/plan")"
+	# each rank's CPU slot, which recovery reads back beside its GPU
+	grep -q -- '^argv .* --cpus [0-9]*,[0-9]* --gpus 0,1' "$MNT/jobs/1/plan" || die "argv: $(grep '^argv' "$MNT/jobs/1/plan")"
+	gpus_held 2 || die "summary: $(cat "$MNT/pool/summary")"
+	local before plan
+	before=$(gpu_rank_pids 1 | sort | tr '\n' ' ')
+	plan=$(cat "$STATE/jobs/1/plan")
+	kill9
+	expect_eq "$(gpu_rank_pids 1 | sort | tr '\n' ' ')" "$before" "rank pids right after the daemon died"
+	remount
+	expect_eq "$(cat "$MNT/jobs/1/status")" running "status after the new mount"
+	grep -q "found its run going on after a restart of dlhfs: .*, 2 GPU ranks; watching it again" "$MNT/jobs/1/log" ||
+		die "log: $(grep dlhfs: "$MNT/jobs/1/log" | tail -3)"
+	expect_eq "$(gpu_rank_pids 1 | sort | tr '\n' ' ')" "$before" "rank pids after the new mount"
+	# its GPUs are held again, as the launch held them
+	gpus_held 2 || die "summary after the new mount: $(cat "$MNT/pool/summary")"
+	wait_for 300 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status ($(grep -v '^\[rank' "$MNT/jobs/1/log" | tail -3))"
+	expect_eq "$(grep -c 'launching' "$MNT/jobs/1/log")" 1 "launches"
+	grep -q "resum" "$STATE/jobs/1/log" && die "the run resumed: $(grep resum "$STATE/jobs/1/log")"
+	expect_eq "$(train_steps 1 | sort -n | uniq -d | head -3)" "" "steps recorded twice"
+	expect_eq "$(cat "$STATE/jobs/1/plan")" "$plan" "the plan after the new mount"
+	wait_for 10 gpus_held 0 || die "GPUs not given back: $(cat "$MNT/pool/summary")"
+	dlh_umount
+}
