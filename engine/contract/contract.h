@@ -7,15 +7,17 @@
  * The job directory (STATE/jobs/<id>, DLH_JOB_DIR in the environment):
  *   metrics.csv   appended by rank 0, one row per step and per evaluation
  *                 (DLH_METRICS_HEADER, then rows that dlh_metrics_row_format
- *                 writes and dlh_metrics_row_parse reads)
+ *                 writes and dlh_metrics_row_parse reads), each write(2) whole
+ *                 lines (dlh-train: several rows a write, at most 0.5 s apart)
  *   run.info      key=value, written once before the first step
  *   result        key=value, written atomically when the run has finished;
  *                 its presence is what "succeeded" means for dlh-train
  *   rank_times    CSV per rank after the run (compute, wait, peak RSS)
  *   checkpoints/  the program's checkpoints; `latest` names the newest
  *   log           the harness's events and every rank's output (dlhfs writes it)
- *   heartbeat     one record per rank, rewritten in place after every step
- *                 (dlh_heartbeat_format): what dlhfs watches for a hung run;
+ *   heartbeat     one record per rank, rewritten in place after a step, at
+ *                 most every 0.5 s (dlh_heartbeat_format): what dlhfs
+ *                 watches for a hung run;
  *                 a [job] command's rows in metrics.csv do as well (each
  *                 write is a step: the file's modification time)
  *

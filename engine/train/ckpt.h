@@ -16,7 +16,8 @@
  *  32  u64      epoch           1-based epoch of that step (0 before any)
  *  40  u64      seed
  *  48  f64      elapsed_s       wall clock of the run so far
- *  56  f64      train_s         time spent inside training steps
+ *  56  f64      train_s         wall-clock time of the training loop (steps,
+ *                                   rows, evaluations, checkpoints)
  *  64  f64      epoch_loss_sum  sum of the step losses of that epoch so far
  *  72  u64      epoch_steps     steps of that epoch so far
  *  80  f64      test_loss       last evaluation (NaN if none yet)
@@ -45,7 +46,7 @@ struct dlt_ckpt_meta {
 	uint64_t epoch;          /* 1-based epoch of step */
 	uint64_t seed;           /* --seed of the run */
 	double elapsed_s;        /* wall clock since the first start */
-	double train_s;          /* seconds inside training steps */
+	double train_s;          /* wall-clock seconds of the training loop */
 	double epoch_loss_sum;   /* sum of the step losses of epoch so far */
 	uint64_t epoch_steps;    /* steps of epoch so far */
 	double test_loss;        /* last evaluation, NaN if none */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/contract/contract.h"
+#include "engine/train/beat.h"
 #include "engine/train/bind.h"
 #include "engine/train/ckpt.h"
 #include "engine/train/csv.h"
@@ -31,7 +32,7 @@
 
 #define DLT_EXIT_USAGE 2          /* exit status for a bad command line */
 #define DLT_EVAL_ROWS 512         /* fewest rows per evaluation batch */
-#define DLT_RATE_WINDOW 20        /* steps in the samples/s moving window */
+#define DLT_RATE_WINDOW 20        /* train rows in the samples/s window (wall clock) */
 #define DLT_CKPT_DIR DLH_DIR_CHECKPOINTS   /* engine/contract/contract.h */
 #define DLT_CNN_EVAL_ROWS 64      /* fewest rows per evaluation batch of a conv model */
 #define DLT_MAX_BUCKETS DLT_NET_MAX_LAYERS   /* one bucket per layer at most */
@@ -78,7 +79,9 @@ struct run {
 	double mark_rows, mark_s;         /* rows_done and t_compute at the last re-split */
 	long mark_step;                   /* the step after which they were taken */
 	char ckdir[DLT_PATH_MAX];         /* JOB/checkpoints */
-	int mfd;                          /* metrics.csv (rank 0), else -1 */
+	struct dlt_rows rows;             /* metrics.csv's rows not yet written (rank 0;
+					     rows.fd -1 on the others) */
+	struct dlt_beat beat;             /* this rank's heartbeat record */
 	double t_origin;                  /* monotonic time of the run's first start */
 	struct dlt_ckpt_meta st;          /* progress, as a checkpoint records it */
 	int suspended;                    /* stopped at a checkpoint on request (SIGUSR2) */
@@ -86,6 +89,7 @@ struct run {
 };
 
 static int g_rank;                    /* for die() */
+static struct dlt_rows *g_rows;       /* rank 0's rows, written by die() before it aborts */
 
 /* Returns the monotonic clock in seconds. */
 static double now(void)
@@ -107,6 +111,8 @@ static _Noreturn void die(const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "dlh-train: rank %d: %s\n", g_rank, msg);
 	fflush(stderr);
+	if (g_rows)   /* the rows up to the failure (a failed write keeps failing) */
+		dlt_rows_flush(g_rows, 0.0);
 	MPI_Abort(MPI_COMM_WORLD, 1);
 	exit(1);
 }
@@ -471,6 +477,36 @@ static void evaluate(struct run *R, double *loss, double *acc)
 	*acc = s[1] / s[2];
 }
 
+/* Dies when rc, the result of holding or writing metrics.csv rows, is an error. */
+static void append_check(const struct run *R, int rc)
+{
+	if (rc < 0)
+		die("cannot append to \"%s/%s\": %s", R->o.job_dir, DLH_FILE_METRICS,
+		    strerror(-rc));
+}
+
+/* Rewrites this rank's record of the job's heartbeat file (beat.h) as
+ * `step` steps done: with force, else at most every DLT_BEAT_EVERY seconds.
+ * The file is opened on the first call; a rank that cannot write it says so
+ * once and trains on (dlhfs then sees no heartbeat of it). */
+static void heartbeat(struct run *R, long step, int force)
+{
+	static int opened;
+	char err[DLT_ERR_MAX];
+	int rc;
+
+	if (!opened) {
+		opened = 1;
+		if (dlt_beat_open(&R->beat, R->o.job_dir, R->rank, DLT_BEAT_EVERY,
+				  err, sizeof err) < 0)
+			fprintf(stderr, "dlh-train: rank %d: warning: %s\n", R->rank, err);
+	}
+	rc = dlt_beat(&R->beat, step, dlt_beat_now(), force);
+	if (rc < 0)
+		fprintf(stderr, "dlh-train: rank %d: warning: cannot write its heartbeat: %s\n",
+			R->rank, strerror(-rc));
+}
+
 /* Rank 0 writes checkpoint name from the current state. */
 static void save(struct run *R, const char *name)
 {
@@ -478,6 +514,10 @@ static void save(struct run *R, const char *name)
 
 	if (R->rank != 0)
 		return;
+	/* every row up to this step is on disk before the checkpoint is: a
+	 * resume cuts metrics.csv back to the checkpoint's step, never below */
+	append_check(R, dlt_rows_flush(&R->rows, now()));
+	heartbeat(R, (long)R->st.step, 1);
 	R->st.elapsed_s = now() - R->t_origin;
 	if (R->gpu && dlt_gpu_download(R->gpu, R->params, R->mom, err, sizeof err) < 0)
 		die("%s", err);
@@ -506,16 +546,20 @@ static void write_result(struct run *R)
 		die("%s", err);
 }
 
-/* Rank 0 opens metrics.csv (cut back to start_step) and writes run.info. */
+/* Rank 0 opens metrics.csv (cut back to start_step) for its rows and
+ * writes run.info. */
 static void open_files(struct run *R)
 {
 	char err[DLT_ERR_MAX], list[DLT_ERR_MAX];
 	const struct dlt_plan *p = &R->plan;
+	int fd;
 
 	if (R->rank != 0)
 		return;
-	if (dlt_metrics_open(R->o.job_dir, (long)R->st.step, &R->mfd, err, sizeof err) < 0)
+	if (dlt_metrics_open(R->o.job_dir, (long)R->st.step, &fd, err, sizeof err) < 0)
 		die("%s", err);
+	dlt_rows_init(&R->rows, fd, DLT_ROWS_EVERY, now());
+	g_rows = &R->rows;
 	char desc[DLT_ERR_MAX];
 
 	dlt_net_describe(&R->net, desc, sizeof desc);
@@ -550,19 +594,28 @@ static void open_files(struct run *R)
 			R->nbuckets == 1 ? "" : "s", R->o.bucket_mb);
 }
 
-/* Dies when rc, the result of a metrics.csv append, is an error. */
-static void append_check(const struct run *R, int rc)
+/* Rank 0 holds row r for metrics.csv and, with now_too, writes it and
+ * every row held at once; dies when it cannot. */
+static void append_row(struct run *R, const struct dlh_metrics_row *r, int now_too)
 {
-	if (rc < 0)
-		die("cannot append to \"%s/%s\": %s", R->o.job_dir, DLH_FILE_METRICS,
-		    strerror(-rc));
+	double t = now();
+
+	append_check(R, dlt_rows_add(&R->rows, r, t));
+	if (now_too)
+		append_check(R, dlt_rows_flush(&R->rows, t));
 }
 
-/* Evaluates at the end of an epoch and records it. */
+/* Evaluates at the end of an epoch and records it (the epoch's samples/s
+ * by wall clock: ep_time the seconds from the end of the step before its
+ * first to the end of its last). */
 static void end_epoch(struct run *R, long step, int epoch, double ep_samples, double ep_time)
 {
 	double loss, acc, t;
 
+	/* an evaluation may be long: the epoch's rows and a fresh heartbeat first */
+	if (R->rank == 0)
+		append_check(R, dlt_rows_flush(&R->rows, now()));
+	heartbeat(R, step, 1);
 	evaluate(R, &loss, &acc);
 	R->st.test_loss = loss;
 	R->st.test_acc = acc;
@@ -570,7 +623,8 @@ static void end_epoch(struct run *R, long step, int epoch, double ep_samples, do
 	if (R->rank != 0)
 		return;
 	t = now() - R->t_origin;
-	append_check(R, dlt_metrics_eval(R->mfd, step, epoch, t, loss, acc));
+	append_row(R, &(struct dlh_metrics_row){ .kind = DLH_ROW_EVAL, .step = step,
+		   .epoch = epoch, .time_s = t, .loss = loss, .accuracy = acc }, 1);
 	logline(R, "epoch %d/%d step %ld: train loss %.4f, test loss %.4f, "
 		"test accuracy %.4f, %.0f samples/s, elapsed %.1f s",
 		epoch, R->plan.epochs, step,
@@ -578,24 +632,32 @@ static void end_epoch(struct run *R, long step, int epoch, double ep_samples, do
 		loss, acc, ep_time > 0 ? ep_samples / ep_time : 0.0, t);
 }
 
-/* samples/s over a moving window of the last DLT_RATE_WINDOW steps,
- * counting step time only (no evaluation or checkpoint time). */
+/* samples/s by wall clock over the last DLT_RATE_WINDOW train rows: from
+ * the end of the step DLT_RATE_WINDOW rows back (or the loop's start) to
+ * the end of this one, everything between included (rows, heartbeats,
+ * evaluations, checkpoints), as a clock on the wall sees the run. */
 struct rate {
-	double dt[DLT_RATE_WINDOW];   /* durations of the last steps, a ring */
-	long n;                       /* steps pushed so far */
+	double t[DLT_RATE_WINDOW + 1];   /* monotonic ends of the last steps, a ring;
+					    the loop's start first */
+	long n;                          /* times pushed so far, the start included */
 };
 
-/* Adds a step of dt seconds that trained batch samples. Returns samples/s
- * over the window. */
-static double rate_push(struct rate *w, double dt, int batch)
+/* Starts the window at t, the loop's start. */
+static void rate_start(struct rate *w, double t)
 {
-	long k = w->n < DLT_RATE_WINDOW ? w->n + 1 : DLT_RATE_WINDOW;
-	double sum = 0.0;
+	w->t[0] = t;
+	w->n = 1;
+}
 
-	w->dt[w->n++ % DLT_RATE_WINDOW] = dt;
-	for (long i = 0; i < k; i++)
-		sum += w->dt[i];
-	return sum > 0.0 ? (double)k * batch / sum : 0.0;
+/* Adds a step that ended at t and trained batch samples. Returns samples/s
+ * over the window. */
+static double rate_push(struct rate *w, double t, int batch)
+{
+	long k = w->n <= DLT_RATE_WINDOW ? w->n : DLT_RATE_WINDOW;   /* steps in it */
+	double t0 = w->t[(w->n - k) % (DLT_RATE_WINDOW + 1)];
+
+	w->t[w->n++ % (DLT_RATE_WINDOW + 1)] = t;
+	return t > t0 ? (double)k * batch / (t - t0) : 0.0;
 }
 
 /* Backward hook: starts the allreduce of every bucket whose last layer
@@ -663,36 +725,6 @@ static void gpu_start(struct run *R)
 		"precision %s", name, R->ranks, R->ranks == 1 ? "" : "s",
 		R->o.precision == DLT_PRECISION_BF16 ? "bf16 (FP32 master weights)" :
 		R->o.precision == DLT_PRECISION_TF32 ? "tf32" : "fp32");
-}
-
-/* Rewrites this rank's record of the job's heartbeat file (contract.h):
- * steps done and when. The file is opened once; a rank that cannot write
- * it says so once and trains on (dlhfs then sees no heartbeat). */
-static void heartbeat(struct run *R, long step)
-{
-	static int fd = -2;
-	static char host[64];
-	char rec[DLH_HEARTBEAT_REC], path[DLT_PATH_MAX];
-	if (fd == -2) {
-		fd = -1;
-		if (gethostname(host, sizeof host) < 0)
-			snprintf(host, sizeof host, "localhost");
-		host[sizeof host - 1] = '\0';
-		if (dlt_path_join(path, sizeof path, R->o.job_dir, DLH_FILE_HEARTBEAT) == 0 &&
-		    (fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0)
-			fprintf(stderr, "dlh-train: rank %d: warning: cannot write \"%s\": %s\n",
-				R->rank, path, strerror(errno));
-	}
-	if (fd < 0)
-		return;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	struct dlh_heartbeat h = { .rank = R->rank, .step = step, .pid = (long)getpid(),
-				   .time = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec };
-	snprintf(h.host, sizeof h.host, "%s", host);
-	if (dlh_heartbeat_format(&h, rec, sizeof rec) == DLH_HEARTBEAT_REC &&
-	    pwrite(fd, rec, sizeof rec, (off_t)R->rank * DLH_HEARTBEAT_REC) < 0)
-		fd = -1;
 }
 
 /* step_once on the GPU (started at t0 with the batch bx, by of b rows): forward,
@@ -832,7 +864,7 @@ static void lr_find(struct run *R)
 
 		/* requests wait for the training steps */
 		step_once(R, i + 1, (float)dlt_lrfind_rate(i, steps), 0, &loss, &acc);
-		heartbeat(R, 0);   /* no training step done yet, but alive */
+		heartbeat(R, 0, 0);   /* no training step done yet, but alive */
 		if (!dlt_lrfind_push(&f, loss))
 			break;
 	}
@@ -973,9 +1005,9 @@ static void train(struct run *R)
 {
 	const struct dlt_plan *p = &R->plan;
 	const long spe = p->steps_per_epoch;
-	struct rate rate = { .n = 0 };
+	struct rate rate;
 	char err[DLT_ERR_MAX];
-	double ep_time = 0.0, ep_samples = 0.0;
+	double ep_time = 0.0, ep_samples = 0.0, t_end;
 
 	const long first = (long)R->st.step;
 	struct dlt_feed f = feed(R);
@@ -986,17 +1018,22 @@ static void train(struct run *R)
 		die("%s", err);
 	R->t_compute = R->t_comm_wait = R->shm.t_wait = R->shm.t_leaders = 0.0;   /* not the range test's */
 	R->rows_done = 0.0;
-	heartbeat(R, (long)R->st.step);
+	heartbeat(R, (long)R->st.step, 1);
+	t_end = now();
+	rate_start(&rate, t_end);
 	for (long step = (long)R->st.step + 1; step <= p->total_steps; step++) {
 		long e0 = (step - 1) / spe, k = (step - 1) % spe;
-		double dt, loss, acc, lr = dlt_sched_lr(&R->sched, step - 1);
+		double dt, loss, acc, lr = dlt_sched_lr(&R->sched, step - 1), t_prev = t_end;
 
 		if (k == 0) {
 			R->st.epoch_loss_sum = 0.0;
 			R->st.epoch_steps = 0;
 		}
-		dt = step_once(R, step, (float)lr, 1, &loss, &acc);
-		heartbeat(R, step);
+		step_once(R, step, (float)lr, 1, &loss, &acc);
+		/* by wall clock: since the previous step's end, whatever came between */
+		t_end = now();
+		dt = t_end - t_prev;
+		heartbeat(R, step, 0);
 		if (!isfinite(loss))
 			die("training diverged: loss %g at step %ld (try a smaller --lr)", loss, step);
 		if (step == first + 1) {   /* the first step is cold: not measured for re-splits */
@@ -1014,10 +1051,11 @@ static void train(struct run *R)
 		R->st.epoch_steps++;
 		ep_time = k == 0 ? dt : ep_time + dt;
 		ep_samples = k == 0 ? p->global_batch : ep_samples + p->global_batch;
-		if (R->rank == 0)
-			append_check(R, dlt_metrics_train(R->mfd, step, (int)e0 + 1,
-					 now() - R->t_origin, loss, acc, lr,
-					 rate_push(&rate, dt, p->global_batch)));
+		if (R->rank == 0)   /* held, written at most DLT_ROWS_EVERY apart */
+			append_row(R, &(struct dlh_metrics_row){ .kind = DLH_ROW_TRAIN,
+				   .step = step, .epoch = (int)e0 + 1, .time_s = t_end - R->t_origin,
+				   .loss = loss, .accuracy = acc, .lr = lr,
+				   .samples_per_s = rate_push(&rate, t_end, p->global_batch) }, 0);
 		/* evaluation comes before the checkpoint of the same step, so a
 		 * checkpoint at an epoch end always has its eval row on disk */
 		if (k == spe - 1)
@@ -1049,6 +1087,12 @@ static void train(struct run *R)
 			}
 		}
 	}
+	/* the last evaluation and checkpoint count too; every row on disk, and
+	 * the last step in the heartbeat */
+	R->st.train_s += now() - t_end;
+	if (R->rank == 0)
+		append_check(R, dlt_rows_flush(&R->rows, now()));
+	heartbeat(R, (long)R->st.step, 1);
 	write_rank_times(R, (long)R->st.step - first);
 }
 
@@ -1068,8 +1112,13 @@ static void teardown(struct run *R)
 		free(R->mom);
 		free(R->grads);
 	}
-	if (R->mfd >= 0)
-		close(R->mfd);
+	if (R->rows.fd >= 0) {   /* nothing is held by now: every exit path flushed */
+		append_check(R, dlt_rows_flush(&R->rows, now()));
+		g_rows = NULL;
+		close(R->rows.fd);
+		R->rows.fd = -1;
+	}
+	dlt_beat_close(&R->beat);
 }
 
 /* Makes DLH_FILE_READY in the job dir: every rank took the verbs' signals
@@ -1167,7 +1216,8 @@ int main(int argc, char **argv)
 	/* only the main thread calls MPI; the prefetch thread never does */
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
 	R->t_origin = now();
-	R->mfd = -1;
+	R->rows.fd = -1;
+	R->beat.fd = -1;
 	MPI_Comm_rank(MPI_COMM_WORLD, &R->rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &R->ranks);
 	g_rank = R->rank;
@@ -1232,8 +1282,10 @@ int main(int argc, char **argv)
 			R->st.test_acc = acc;
 			R->st.eval_step = R->st.step;
 			if (R->rank == 0)
-				append_check(R, dlt_metrics_eval(R->mfd, (long)R->st.step,
-						 (int)R->st.epoch, now() - R->t_origin, loss, acc));
+				append_row(R, &(struct dlh_metrics_row){ .kind = DLH_ROW_EVAL,
+					   .step = (long)R->st.step, .epoch = (int)R->st.epoch,
+					   .time_s = now() - R->t_origin, .loss = loss,
+					   .accuracy = acc }, 1);
 		}
 		save(R, DLT_CKPT_FINAL);
 		write_result(R);

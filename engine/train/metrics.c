@@ -152,6 +152,55 @@ int dlt_metrics_eval(int fd, long step, int epoch, double time_s,
 	return put_line(fd, line, dlh_metrics_row_format(&r, line, sizeof line));
 }
 
+void dlt_rows_init(struct dlt_rows *w, int fd, double every, double now)
+{
+	w->fd = fd;
+	w->every = every;
+	w->last = now;
+	w->err = 0;
+	w->len = 0;
+}
+
+int dlt_rows_flush(struct dlt_rows *w, double now)
+{
+	ssize_t k;
+
+	if (w->err)
+		return w->err;
+	if (w->len == 0) {
+		w->last = now;
+		return 0;
+	}
+	do
+		k = write(w->fd, w->buf, w->len);
+	while (k < 0 && errno == EINTR);
+	if (k < 0)
+		w->err = -errno;
+	else if ((size_t)k < w->len)   /* a full disk, a limit: end the line at least */
+		w->err = dlt_write_all(w->fd, w->buf + k, w->len - (size_t)k);
+	if (w->err)
+		return w->err;
+	w->len = 0;
+	w->last = now;
+	return 0;
+}
+
+int dlt_rows_add(struct dlt_rows *w, const struct dlh_metrics_row *r, double now)
+{
+	char line[DLH_METRICS_LINE_MAX];
+	int n = dlh_metrics_row_format(r, line, sizeof line), rc;
+
+	if (w->err)
+		return w->err;
+	if (n < 0 || n >= DLH_METRICS_LINE_MAX)
+		return -EOVERFLOW;
+	if (w->len + (size_t)n > sizeof w->buf && (rc = dlt_rows_flush(w, now)) < 0)
+		return rc;
+	memcpy(w->buf + w->len, line, (size_t)n);
+	w->len += (size_t)n;
+	return now - w->last >= w->every ? dlt_rows_flush(w, now) : 0;
+}
+
 int dlt_runinfo_write(const char *dir, const struct dlt_runinfo *ri,
 		      char *err, size_t errlen)
 {

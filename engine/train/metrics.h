@@ -29,7 +29,8 @@ struct dlt_result {
 	double train_loss;        /* mean step loss over the last epoch */
 	int epochs;               /* epochs trained */
 	long steps;               /* global steps trained */
-	double samples_per_s;     /* training samples / seconds inside steps */
+	double samples_per_s;     /* training samples / wall-clock seconds of the
+				     training loop (evaluations, checkpoints included) */
 	double train_time_s;      /* wall clock of the run, resumes included */
 	const char *model;        /* final checkpoint, relative to the job dir */
 };
@@ -51,6 +52,40 @@ int dlt_metrics_train(int fd, long step, int epoch, double time_s,
  * Returns 0, or -errno. */
 int dlt_metrics_eval(int fd, long step, int epoch, double time_s,
 		     double loss, double acc);
+
+/* metrics.csv rows held in memory and appended in batches, off the step's
+ * path: a step only formats its row into the buffer; the buffer goes to the
+ * file with one write(2) of whole lines when a row finds it DLT_ROWS_EVERY
+ * seconds (the caller's `every`) after the last write or full, and whenever
+ * the caller flushes (before an evaluation, a checkpoint, an exit). Readers
+ * that tail the file see whole rows in order, each once; a process killed
+ * outright loses at most what it held. */
+#define DLT_ROWS_BUF (64 * 1024)   /* bytes of rows held at most (about 1000 rows) */
+#define DLT_ROWS_EVERY 0.5         /* seconds between writes at most, while rows come */
+
+struct dlt_rows {
+	int fd;                    /* metrics.csv (dlt_metrics_open), O_APPEND */
+	double every;              /* seconds a row may wait (checked when one comes) */
+	double last;               /* the caller's clock at the last write */
+	int err;                   /* the first write error (-errno): kept, rows kept */
+	size_t len;                /* bytes held in buf, whole lines */
+	char buf[DLT_ROWS_BUF];    /* the rows not yet written */
+};
+
+/* Starts w on fd, holding nothing, its clock at now (any monotonic seconds,
+ * the same clock as later calls'). */
+void dlt_rows_init(struct dlt_rows *w, int fd, double every, double now);
+
+/* Holds row r (dlh_metrics_row_format); writes what is held first when r
+ * would not fit, and with r when now is `every` past the last write.
+ * Returns 0, or -errno (a row that cannot be formatted: -EOVERFLOW; a
+ * failed write: that and every later call). */
+int dlt_rows_add(struct dlt_rows *w, const struct dlh_metrics_row *r, double now);
+
+/* Writes every row held with one write(2) (the rest of a short write
+ * after it, so the file ends in a whole line), then holds nothing; now
+ * restarts the wait. Returns 0 (also when nothing was held), or -errno. */
+int dlt_rows_flush(struct dlt_rows *w, double now);
 
 /* Writes DIR/run.info atomically as key=value lines. Returns 0, or
  * -errno with a message in err. */

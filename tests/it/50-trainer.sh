@@ -96,6 +96,38 @@ test_shm_bucketed_and_blocking_allreduce_give_identical_weights() {
 	awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || die "3-rank shm test accuracy $acc"
 }
 
+# Rows are held and written in batches of whole lines (at most half a second
+# apart, and before a checkpoint and the exit): every step once, in order,
+# the eval rows after their epoch's last step; samples_per_s is the wall clock
+# over the last 20 train rows (their time_s, 3 decimals), and the heartbeat
+# ends at the last step
+test_rows_every_step_once_with_wall_clock_samples_per_s() {
+	W=$(mktemp -d /tmp/dlh-direct.XXXXXX)
+	trap 'rm -rf "$W"' EXIT
+	local w=$W/mlp d=/usr/share/datasets/fashion-mnist
+	OPENBLAS_NUM_THREADS=1 mpirun --oversubscribe --bind-to none --mca pml ob1 --mca btl self,vader \
+		-np 2 "$DLH_BIN/dlh-train" --job-dir "$w" \
+		--train-images "$d/train-images-idx3-ubyte.gz" --train-labels "$d/train-labels-idx1-ubyte.gz" \
+		--test-images "$d/t10k-images-idx3-ubyte.gz" --test-labels "$d/t10k-labels-idx1-ubyte.gz" \
+		--train-limit 6400 --test-limit 500 --layers 32 --epochs 3 --batch 32 --lr 0.05 \
+		--checkpoint-every 70 >"$w.out" 2>&1 || die "dlh-train: $(tail -3 "$w.out")"
+	grep '^train,' "$w/metrics.csv" | cut -d, -f2 | cmp -s - <(seq 1 600) ||
+		die "train steps of metrics.csv are not 1..600 once each"
+	expect_eq "$(grep '^eval,' "$w/metrics.csv" | cut -d, -f2 | tr '\n' ' ')" "200 400 600 " "eval rows"
+	awk -F, '$1 == "eval" && prev != $2 { bad = 1 } { prev = $2 } END { exit bad }' "$w/metrics.csv" ||
+		die "an eval row not right after its step's train row"
+	# 20 rows x 32 samples over the time since the row 20 back, within the
+	# rounding of time_s (1 ms) and of samples_per_s (0.1)
+	awk -F, '$1 == "train" { n++; t[n] = $4; r = $8
+		if (n > 20) { dt = t[n] - t[n - 20]; want = 640 / r
+			if (want - dt > 0.0011 + want * 1e-4 || dt - want > 0.0011 + want * 1e-4) {
+				printf "row %d: samples_per_s %s, 640 samples over %.3f s\n", n, r, dt; bad = 1; exit } } }
+		END { exit bad }' "$w/metrics.csv" || die "samples_per_s is not the wall clock over 20 rows"
+	grep -q 'rank=0 step=600 ' "$w/heartbeat" && grep -q 'rank=1 step=600 ' "$w/heartbeat" ||
+		die "heartbeat: $(cat "$w/heartbeat")"
+	expect_eq "$(wc -c < "$w/heartbeat")" 256 "heartbeat bytes"
+}
+
 # --lr auto: the range test writes its sweep and choice, puts the initial
 # weights back, and trains with the chosen rate: the run is the one that
 # --lr CHOSEN gives, bit for bit
