@@ -1,7 +1,8 @@
 /* hang.c - a run that no longer steps: found, named, stopped
  *
  * Every rank of dlh-train rewrites its record of the job's heartbeat file
- * after each step (contract.h); a [job] command shows it steps by growing
+ * after a step at most every 0.5 s, and after every step slower than that
+ * (contract.h); a [job] command shows it steps by growing
  * metrics.csv (its modification time; or by the heartbeat records, where it
  * writes them), and is watched from its first row on. The timer thread asks eng_hang_check when the run would be
  * hung at the earliest; nothing polls in between. A rank that stalls (a
