@@ -11,11 +11,18 @@
  * power-of-two block size). So test_train_gpu checks the backend's
  * indexing, GEMM operand mapping, loss and optimizer arithmetic here, and
  * under `make asan` every out-of-bounds access of a kernel is reported.
- * What it cannot check: races, launch limits, real CUDA/NCCL errors. */
+ * What it cannot check: races, launch limits, real CUDA/NCCL errors.
+ *
+ * Device memory is accounted as a GPU reports it (cudaMemGetInfo): the
+ * bytes cudaMalloc holds, plus what the context, a cuBLAS handle and an
+ * NCCL communicator would take (EMU_*_BYTES, of the order an H100 shows),
+ * so the calibration's memory figures (engine/train/cuda/calib.cu) have
+ * something to measure. */
 #ifndef DLT_GPU_EMU_H
 #define DLT_GPU_EMU_H
 
 #include <cblas.h>
+#include <malloc.h>
 #define OMPI_SKIP_MPICXX 1   /* the C API only */
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
@@ -75,6 +82,22 @@ struct cudaDeviceProp {
 
 static int emu_handle;   /* what the fake streams, events and handles point at */
 
+#define EMU_TOTAL_BYTES (80ULL << 30)   /* the emulated device's memory */
+#define EMU_CTX_BYTES (384ULL << 20)    /* a CUDA context's share of it */
+#define EMU_BLAS_BYTES (96ULL << 20)    /* a cuBLAS handle's (workspace, kernels) */
+#define EMU_NCCL_BYTES (160ULL << 20)   /* an NCCL communicator's */
+static size_t emu_used;                 /* device bytes in use, the context's included */
+static int emu_ctx;                     /* 1: the context was made */
+
+/* The context, made by the first call that needs it. */
+static inline void emu_context(void)
+{
+	if (!emu_ctx) {
+		emu_ctx = 1;
+		emu_used += EMU_CTX_BYTES;
+	}
+}
+
 static inline const char *cudaGetErrorString(cudaError_t e)
 {
 	return e == cudaSuccess ? "no error" : "out of memory";
@@ -86,7 +109,15 @@ static inline const char *cudaGetErrorName(cudaError_t e)
 static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 #define EMU_DEVICES 8   /* devices the emulation reports: one per rank of a small mpirun */
 static inline cudaError_t cudaGetDeviceCount(int *n) { *n = EMU_DEVICES; return cudaSuccess; }
-static inline cudaError_t cudaSetDevice(int d) { (void)d; return cudaSuccess; }
+static inline cudaError_t cudaSetDevice(int d) { (void)d; emu_context(); return cudaSuccess; }
+static inline cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
+{
+	emu_context();
+	*total = EMU_TOTAL_BYTES;
+	*free_b = EMU_TOTAL_BYTES - emu_used;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 static inline cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
 {
 	memset(p, 0, sizeof *p);
@@ -135,11 +166,26 @@ static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, uns
 }
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
+	emu_context();
+	*p = malloc(n);
+	if (*p)
+		emu_used += malloc_usable_size(*p);
+	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+static inline cudaError_t cudaMallocHost(void **p, size_t n)
+{
 	*p = malloc(n);
 	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
-static inline cudaError_t cudaMallocHost(void **p, size_t n) { return cudaMalloc(p, n); }
-static inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+/* cudaFree(0), as CUDA's, makes the context. */
+static inline cudaError_t cudaFree(void *p)
+{
+	emu_context();
+	if (p)
+		emu_used -= malloc_usable_size(p);
+	free(p);
+	return cudaSuccess;
+}
 static inline cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k,
 					  cudaStream_t st)
@@ -170,12 +216,15 @@ typedef int *cublasHandle_t;
 
 static inline cublasStatus_t cublasCreate(cublasHandle_t *h)
 {
+	emu_context();
+	emu_used += EMU_BLAS_BYTES;
 	*h = &emu_handle;
 	return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasDestroy(cublasHandle_t h)
 {
 	(void)h;
+	emu_used -= EMU_BLAS_BYTES;
 	return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
@@ -249,10 +298,25 @@ static inline ncclResult_t ncclCommInitRank(ncclComm_t *c, int n, ncclUniqueId u
 	}
 	if (n != size || r != rank)
 		return ncclInvalidArgument;
+	emu_used += EMU_NCCL_BYTES;
 	*c = &emu_handle;
 	return ncclSuccess;
 }
+/* ndev communicators of one process, one a device (devlist NULL: 0..ndev-1);
+ * the emulated memory is device 0's (every device's is the same). */
+static inline ncclResult_t ncclCommInitAll(ncclComm_t *c, int ndev, const int *devlist)
+{
+	(void)devlist;
+	if (ndev < 1)
+		return ncclInvalidArgument;
+	for (int i = 0; i < ndev; i++)
+		c[i] = &emu_handle;
+	emu_used += EMU_NCCL_BYTES;
+	return ncclSuccess;
+}
 static inline ncclResult_t ncclCommDestroy(ncclComm_t c) { (void)c; return ncclSuccess; }
+static inline ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
+static inline ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
 static inline ncclResult_t ncclAllReduce(const void *s, void *d, size_t n, ncclDataType_t t,
 					 ncclRedOp_t op, ncclComm_t c, cudaStream_t st)
 {
