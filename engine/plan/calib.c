@@ -377,9 +377,11 @@ int dlh_calib_format(const struct dlh_calib *c, struct dlh_buf *out)
 		for (int i = 0; i < NFIELDS(dev_fields); i++)
 			rc |= dlh_buf_printf(out, "%s.%s=%.6g\n", d->type, dev_fields[i].key,
 					     *(const double *)((const char *)d + dev_fields[i].off));
-		for (int i = 0; d->gpu > 0 && i < NFIELDS(gpu_fields); i++)
-			rc |= dlh_buf_printf(out, "%s.%s=%.6g\n", d->type, gpu_fields[i].key,
-					     *(const double *)((const char *)d + gpu_fields[i].off));
+		for (int i = 0; d->gpu > 0 && i < NFIELDS(gpu_fields); i++) {
+			double v = *(const double *)((const char *)d + gpu_fields[i].off);
+			if (v > 0)   /* 0: not measured (no allreduce on one GPU) */
+				rc |= dlh_buf_printf(out, "%s.%s=%.6g\n", d->type, gpu_fields[i].key, v);
+		}
 		char prefix[DLH_CALIB_TYPE_NAME + 1];
 		snprintf(prefix, sizeof prefix, "%s.", d->type);
 		rc |= format_series(dev_series, NFIELDS(dev_series), d, prefix, out);

@@ -257,19 +257,21 @@ int dlh_engine_calibration(struct dlh_engine *e, struct dlh_buf *out)
 	int rc = 0;
 
 	pthread_mutex_lock(&e->mu);
-	if (e->cal.when > 0)
+	if (e->cal.when > 0) {
 		rc = dlh_calib_format(&e->cal, out);
-	if (e->cal.when > 0 && !rc && e->calib_gpu_err[0])   /* a comment to the cache's parser */
-		rc = dlh_buf_printf(out, "# not measured: %s\n", e->calib_gpu_err) ? -ENOMEM : 0;
-	if (e->cal.when > 0 && !rc && e->calibrating)
-		rc = dlh_buf_printf(out, "# measuring this node's GPUs; this file fills in when "
-				    "done\n") ? -ENOMEM : 0;
-	else if (e->calibrating)
+		/* comments to the cache's parser: a GPU type left out, or being measured */
+		if (!rc && e->calib_gpu_err[0])
+			rc = dlh_buf_printf(out, "# not measured: %s\n", e->calib_gpu_err) ? -ENOMEM : 0;
+		if (!rc && e->calibrating)
+			rc = dlh_buf_printf(out, "# measuring this node's GPUs; this file fills in "
+					    "when done\n") ? -ENOMEM : 0;
+	} else if (e->calibrating) {
 		rc = dlh_buf_printf(out, "measuring (first mount); this file fills in when done\n")
 			? -ENOMEM : 0;
-	else
+	} else {
 		rc = dlh_buf_printf(out, "not measured%s%s\n", e->calib_err[0] ? ": " : "",
 				    e->calib_err) ? -ENOMEM : 0;
+	}
 	pthread_mutex_unlock(&e->mu);
 	return rc;
 }

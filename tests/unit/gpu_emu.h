@@ -324,11 +324,17 @@ static inline ncclResult_t ncclAllReduce(const void *s, void *d, size_t n, ncclD
 	(void)op;
 	(void)c;
 	(void)st;
-	if (emu_mpi())
+	int size = 1;
+
+	if (emu_mpi() && MPI_Comm_size(MPI_COMM_WORLD, &size) == MPI_SUCCESS && size > 1)
 		return MPI_Allreduce(s == d ? MPI_IN_PLACE : s, d, (int)n, MPI_FLOAT, MPI_SUM,
 				     MPI_COMM_WORLD) == MPI_SUCCESS ? ncclSuccess : ncclInvalidArgument;
-	if (s != d)
-		memmove(d, s, n * sizeof(float));
+	/* one rank (or one process's devices, ncclCommInitAll): the sum is
+	 * the data itself, read and written once as a real one moves it, so
+	 * that its time grows with the bytes (calib.cu fits alpha-beta) */
+	volatile float *v = (volatile float *)d;
+	for (size_t i = 0; i < n; i++)
+		v[i] = ((const float *)s)[i];
 	return ncclSuccess;
 }
 
