@@ -69,7 +69,7 @@ GPU_LIBS = -ldl
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas \
            -lcudart_static -ldl -lrt -lpthread -lstdc++
 GPU_BIN  = $(BUILD)/dlh-train-cuda.so $(BUILD)/bench-nccl-bw \
-           $(BUILD)/tests/test_train_gpu_emu $(BUILD)/dlh-train-gpuemu
+           $(BUILD)/tests/test_train_gpu_emu $(BUILD)/dlh-train-gpuemu $(BUILD)/dlh-calib-gpuemu
 else
 GPU_OBJ  = $(BUILD)/obj/engine/train/cuda/stub.o
 GPU_LIBS =
@@ -116,7 +116,8 @@ $(BUILD)/obj/engine/train/%.o: engine/train/%.c
 $(BUILD)/obj/engine/train/cuda/%.pic.o: engine/train/cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fPIC -MMD -MP -c $< -o $@
-$(BUILD)/dlh-train-cuda.so: $(BUILD)/obj/engine/train/cuda/gpu.pic.o
+$(BUILD)/dlh-train-cuda.so: $(BUILD)/obj/engine/train/cuda/gpu.pic.o \
+		$(BUILD)/obj/engine/train/cuda/calib.pic.o
 	$(NVCC) $(CUDA_ARCH) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 \
 		-lnccl -lcublas
 $(BUILD)/obj/engine/calib/%.o: engine/calib/%.c
@@ -212,6 +213,12 @@ $(BUILD)/obj/tests/unit/gpu_emu.o: engine/train/cuda/gpu.cu tests/unit/gpu_emu.h
 	$(CXX) -std=c++17 -x c++ $(OPT) $(SANFLAGS) -Wall -Wextra -Werror -Wno-format-truncation \
 		-DDLT_GPU_EMULATE -include tests/unit/gpu_emu.h -I. $(BLAS_CFLAGS) $(MPI_CFLAGS) \
 		-MMD -MP -c $< -o $@
+# the GPU calibration (engine/train/cuda/calib.cu) over the same emulation
+$(BUILD)/obj/tests/unit/gpu_emu_calib.o: engine/train/cuda/calib.cu tests/unit/gpu_emu.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -x c++ $(OPT) $(SANFLAGS) -Wall -Wextra -Werror -Wno-format-truncation \
+		-DDLT_GPU_EMULATE -include tests/unit/gpu_emu.h -I. $(BLAS_CFLAGS) $(MPI_CFLAGS) \
+		-MMD -MP -c $< -o $@
 $(BUILD)/tests/test_train_gpu_emu: $(BUILD)/obj/tests/unit/test_train_gpu.o \
 		$(BUILD)/obj/tests/unit/gpu_emu.o $(LIBTRAIN)
 	@mkdir -p $(dir $@)
@@ -220,6 +227,13 @@ $(BUILD)/tests/test_train_gpu_emu: $(BUILD)/obj/tests/unit/test_train_gpu.o \
 # (NCCL bootstrap, steps, eval, checkpoints) on the CPU (tests/it/60-gpu.sh)
 $(BUILD)/dlh-train-gpuemu: $(filter-out $(GPU_OBJ),$(TRAIN_OBJ)) $(SHARED_OBJ) \
 		$(BUILD)/obj/tests/unit/gpu_emu.o
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lstdc++ -lm
+
+# dlh-calib over the same emulation: --phase gpu runs calib.cu on the CPU
+# (tests/it/61-gpucalib.sh mounts with -o calib=build/dlh-calib-gpuemu)
+$(BUILD)/dlh-calib-gpuemu: $(BUILD)/obj/engine/calib/main.o \
+		$(filter-out $(GPU_OBJ),$(TRAIN_LIB_OBJ)) $(SHARED_OBJ) \
+		$(BUILD)/obj/tests/unit/gpu_emu.o $(BUILD)/obj/tests/unit/gpu_emu_calib.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lstdc++ -lm
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

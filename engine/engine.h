@@ -30,6 +30,8 @@ struct dlh_engine;
 struct dlh_engine_opts {
 	const char *state_dir;  /* where jobs live; created if missing */
 	const char *trainer;    /* dlh-train; NULL = beside the running program */
+	const char *calib;      /* dlh-calib, the calibration's microbenchmarks; NULL =
+				   beside the trainer */
 	const char *launcher;   /* the local backend's MPI launcher (the mount's launcher option); NULL = found
 				   on PATH (engine/run/local.c) */
 	const char *shepherd;   /* dlh-shepherd, which holds each run (engine/run/backend.h);

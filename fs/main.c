@@ -74,6 +74,7 @@ static void untell_engine_on_stop(void)
 struct dlh_options {
 	char *state;       /* -o state=DIR */
 	char *trainer;     /* -o trainer=PATH */
+	char *calib;       /* -o calib=PATH */
 	char *mpirun;      /* -o mpirun=PATH */
 	char *pool;        /* -o pool=FILE */
 	int cpus;          /* -o cpus=N */
@@ -100,6 +101,7 @@ struct dlh_options {
 static const struct fuse_opt option_spec[] = {
 	OPTION("state=%s", state),
 	OPTION("trainer=%s", trainer),
+	OPTION("calib=%s", calib),
 	OPTION("mpirun=%s", mpirun),
 	OPTION("pool=%s", pool),
 	OPTION("cpus=%d", cpus),
@@ -239,6 +241,8 @@ static void usage(const char *prog)
 	       "                       long after they ended: 30d, 12h, 90m (default 0:\n"
 	       "                       kept until purged)\n"
 	       "    -o trainer=PATH    the dlh-train program (default: beside dlhfs)\n"
+	       "    -o calib=PATH      the dlh-calib program that measures the devices\n"
+	       "                       (default: beside the trainer)\n"
 	       "    -o mpirun=PATH     the mpirun program (default: from PATH)\n"
 	       "    -h, --help         this text, then libfuse's options\n"
 	       "    -V, --version      print the version\n"
@@ -258,7 +262,8 @@ static int calibrate(const struct dlh_options *o)
 {
 	struct dlh_engine_opts eo = {
 		.state_dir = o->state ? o->state : DLH_STATE_DEFAULT,
-		.trainer = o->trainer, .launcher = o->mpirun, .cpus = o->cpus, .pool_file = o->pool,
+		.trainer = o->trainer, .calib = o->calib, .launcher = o->mpirun, .cpus = o->cpus,
+		.pool_file = o->pool,
 	};
 	struct dlh_buf out = {0};
 	char err[1024] = "";
@@ -345,7 +350,7 @@ int main(int argc, char *argv[])
 	}
 
 	/* the daemon works from "/" once detached: make given paths absolute */
-	char **given[] = { &o.trainer, &o.mpirun, &o.pool };
+	char **given[] = { &o.trainer, &o.calib, &o.mpirun, &o.pool };
 	for (size_t i = 0; i < sizeof given / sizeof given[0]; i++) {
 		char *path = *given[i], *fixed;
 		if (!path || path[0] == '/')
@@ -360,6 +365,7 @@ int main(int argc, char *argv[])
 	struct dlh_engine_opts eo = {
 		.state_dir = o.state ? o.state : DLH_STATE_DEFAULT,
 		.trainer = o.trainer,
+		.calib = o.calib,
 		.launcher = o.mpirun,
 		.pool_file = o.pool,
 		.cpus = o.cpus,
@@ -465,6 +471,7 @@ out_args:
 	free(c.mountpoint);
 	free(o.state);
 	free(o.trainer);
+	free(o.calib);
 	free(o.mpirun);
 	free(o.pool);
 	free(o.isolation);

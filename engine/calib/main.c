@@ -5,6 +5,8 @@
  *   dlh-calib --phase single [--dir DIR] [--images P --labels P] [--out F]  (1 rank)
  *   dlh-calib --phase all [--out F]                                          (all ranks)
  *   dlh-calib --phase link [--out F]                  (2 ranks, each on its own node)
+ *   dlh-calib --phase gpu --type NAME [--gpus N] [--out F]  (1 rank; the GPUs of type
+ *                                                  NAME as CUDA devices 0..N-1)
  *
  * single times one core: sgemm over the grid of DLH_CALIB_GEMM_DIMS (untransposed,
  * and with B or A transposed, as the trainer calls them), copy
@@ -14,7 +16,12 @@
  * code. all times what the ranks of one node
  * do together: barrier, allreduce (alpha-beta fit), copy bandwidth and
  * sgemm with every core busy. link times an allreduce between two nodes
- * (net_alpha, net_beta: the link's latency and seconds per byte). All print key=value lines (the cache's
+ * (net_alpha, net_beta: the link's latency and seconds per byte). gpu times
+ * one GPU through the trainer's CUDA backend (dlt_gpu_calibrate, gpu.h):
+ * cuBLAS over the same grid, kernel launch and synchronisation, elementwise
+ * bandwidth, host-to-device copies, the device memory of the CUDA context,
+ * cuBLAS and NCCL, and with N >= 2 the allreduce among them; its figures
+ * are the type NAME's (TYPE.gpu=1). All print key=value lines (the cache's
  * keys, see calib.h) and the wall-clock moments the parent needs to time
  * mpirun's launch and exit: to --out F when given (rank 0 writes it; what
  * mpirun and its libraries print then stays out of the figures), else to
@@ -34,6 +41,7 @@
 
 #include "engine/plan/calib.h"
 #include "engine/train/ckpt.h"
+#include "engine/train/gpu.h"
 #include "engine/train/idx.h"
 #include "engine/train/layers.h"
 #include "engine/train/metrics.h"
@@ -890,6 +898,65 @@ static void phase_all(int rank)
 	free(pool);
 }
 
+/* The mean over the inner 3 x 3 x 3 points of the grid of a / b (floats). */
+static double inner_ratio_f(const float a[DLT_GPU_CAL_DIMS][DLT_GPU_CAL_DIMS][DLT_GPU_CAL_DIMS],
+			    const float b[DLT_GPU_CAL_DIMS][DLT_GPU_CAL_DIMS][DLT_GPU_CAL_DIMS])
+{
+	double sum = 0.0;
+	int n = 0;
+
+	for (int i = 1; i < DLH_CALIB_GEMM_N - 1; i++)
+		for (int j = 1; j < DLH_CALIB_GEMM_N - 1; j++)
+			for (int l = 1; l < DLH_CALIB_GEMM_N - 1; l++, n++)
+				sum += b[i][j][l] > 0 ? a[i][j][l] / b[i][j][l] : 1.0;
+	return sum / n;
+}
+
+/* One GPU of type name (CUDA device 0) and the allreduce over gpus of them. */
+static void phase_gpu(const char *name, int gpus)
+{
+	static const char *forms[DLT_GPU_CAL_FORMS] = { "", "nt", "tn" };
+	struct dlt_gpu_cal_in in = {
+		.ndims = DLH_CALIB_GEMM_N, .dims = gemm_dims, .nsizes = DLH_CALIB_BW_N,
+		.sizes = bw_sizes, .gpus = gpus,
+	};
+	static struct dlt_gpu_cal c;
+	const char *n = name;
+	char err[512];
+	_Static_assert(DLH_CALIB_GEMM_N <= DLT_GPU_CAL_DIMS, "the GPU grid holds the CPU's");
+	_Static_assert(DLH_CALIB_BW_N <= DLT_GPU_CAL_SIZES, "and its working sets");
+
+	if (dlt_gpu_calibrate(&in, &c, err, sizeof err) < 0)
+		die("gpu", err);
+	printf("device=%s\n", n);
+	printf("%s.gpu=1\n%s.gemm_flops=%.4g\n%s.gemm_all=1\n", n, n, c.gemm_flops, n);
+	printf("%s.mem_bw=%.4g\n%s.mem_bw_all=%.4g\n", n, c.bw[DLH_CALIB_BW_N - 1], n,
+	       c.bw[DLH_CALIB_BW_N - 1]);
+	printf("%s.gemm_nt=%.4g\n%s.gemm_tn=%.4g\n", n, inner_ratio_f(c.gemm[1], c.gemm[0]), n,
+	       inner_ratio_f(c.gemm[2], c.gemm[0]));
+	printf("%s.kernel_s=%.4g\n%s.sync_s=%.4g\n%s.h2d_s=%.4g\n%s.h2d_bw=%.4g\n", n, c.kernel_s,
+	       n, c.sync_s, n, c.h2d_s, n, c.h2d_bw);
+	printf("%s.ctx_s=%.4g\n%s.blas_s=%.4g\n%s.nccl_s=%.4g\n", n, c.ctx_s, n, c.blas_s, n,
+	       c.nccl_s);
+	printf("%s.ctx_bytes=%.4g\n%s.blas_bytes=%.4g\n%s.nccl_bytes=%.4g\n%s.total_bytes=%.4g\n",
+	       n, c.ctx_bytes, n, c.blas_bytes, n, c.nccl_bytes, n, c.total_bytes);
+	if (gpus >= 2)
+		printf("%s.nccl_alpha=%.4g\n%s.nccl_beta=%.4g\n%s.nccl_gpus=%d\n", n, c.ar_alpha, n,
+		       c.ar_beta, n, gpus);
+	for (int i = 0; i < DLH_CALIB_BW_N; i++)
+		printf("%s.bw_%ld=%.4g\n", n, bw_sizes[i], c.bw[i]);
+	for (int f = 0; f < DLT_GPU_CAL_FORMS; f++)
+		for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
+			for (int j = 0; j < DLH_CALIB_GEMM_N; j++) {
+				printf("%s.gemm%s_%dx%d=", n, forms[f], gemm_dims[i], gemm_dims[j]);
+				for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
+					printf("%s%.4g", l ? " " : "", (double)c.gemm[f][i][j][l]);
+				printf("\n");
+			}
+	/* for people: what was measured (a comment to the cache's parser) */
+	printf("# %s: %s\n", n, c.name);
+}
+
 /* Two ranks on two nodes: the allreduce between them, alpha-beta fit. */
 static void phase_link(int rank)
 {
@@ -912,7 +979,8 @@ static void phase_link(int rank)
 int main(int argc, char **argv)
 {
 	const char *phase = NULL, *dir = "/tmp", *images = NULL, *labels = NULL, *out = NULL;
-	int rank;
+	const char *type = NULL;
+	int rank, gpus = 1;
 	double t, first;
 
 	MPI_Init(&argc, &argv);
@@ -931,12 +999,17 @@ int main(int argc, char **argv)
 			labels = argv[i + 1];
 		else if (!strcmp(argv[i], "--out"))
 			out = argv[i + 1];
+		else if (!strcmp(argv[i], "--type"))
+			type = argv[i + 1];
+		else if (!strcmp(argv[i], "--gpus"))
+			gpus = atoi(argv[i + 1]);
 		else
 			die("unknown option", argv[i]);
 	}
-	if (!phase || (strcmp(phase, "single") && strcmp(phase, "all") && strcmp(phase, "link")))
-		die("usage: dlh-calib --phase single|all|link [--dir DIR] [--images P --labels P] "
-		    "[--out F]", NULL);
+	if (!phase || (strcmp(phase, "single") && strcmp(phase, "all") && strcmp(phase, "link") &&
+		       strcmp(phase, "gpu")) || (!strcmp(phase, "gpu") && (!type || gpus < 1)))
+		die("usage: dlh-calib --phase single|all|link|gpu [--dir DIR] [--images P --labels P] "
+		    "[--type NAME --gpus N] [--out F]", NULL);
 	if (rank == 0 && out && !freopen(out, "w", stdout))
 		die("cannot write --out", out);
 	if (!strcmp(phase, "single")) {
@@ -944,6 +1017,9 @@ int main(int argc, char **argv)
 			phase_single(dir, images, labels);
 	} else if (!strcmp(phase, "link")) {
 		phase_link(rank);
+	} else if (!strcmp(phase, "gpu")) {
+		if (rank == 0)
+			phase_gpu(type, gpus);
 	} else {
 		phase_all(rank);
 	}

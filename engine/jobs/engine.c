@@ -93,6 +93,12 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 		return -ENAMETOOLONG;
 	}
 	snprintf(e->state, sizeof e->state, "%s", state);
+	if (o->calib && strlen(o->calib) >= sizeof e->calib_prog) {
+		snprintf(err, errlen, "a path given is too long");
+		return -ENAMETOOLONG;
+	}
+	if (o->calib)   /* else beside the trainer (eng_calib_open) */
+		snprintf(e->calib_prog, sizeof e->calib_prog, "%s", o->calib);
 	if (o->trainer)
 		snprintf(e->tools.trainer, sizeof e->tools.trainer, "%s", o->trainer);
 	else if ((rc = find_tool("dlh-train", NULL, e->tools.trainer, sizeof e->tools.trainer))) {

@@ -83,6 +83,25 @@ static const struct field dev_fields[] = {
 	{ "gather_bw", offsetof(struct dlh_calib_dev, gather_bw) },
 };
 
+/* A GPU type's numbers besides those (written when gpu is 1). */
+static const struct field gpu_fields[] = {
+	{ "gpu", offsetof(struct dlh_calib_dev, gpu) },
+	{ "kernel_s", offsetof(struct dlh_calib_dev, kernel_s) },
+	{ "sync_s", offsetof(struct dlh_calib_dev, sync_s) },
+	{ "h2d_s", offsetof(struct dlh_calib_dev, h2d_s) },
+	{ "h2d_bw", offsetof(struct dlh_calib_dev, h2d_bw) },
+	{ "ctx_s", offsetof(struct dlh_calib_dev, ctx_s) },
+	{ "blas_s", offsetof(struct dlh_calib_dev, blas_s) },
+	{ "nccl_s", offsetof(struct dlh_calib_dev, nccl_s) },
+	{ "ctx_bytes", offsetof(struct dlh_calib_dev, ctx_bytes) },
+	{ "blas_bytes", offsetof(struct dlh_calib_dev, blas_bytes) },
+	{ "nccl_bytes", offsetof(struct dlh_calib_dev, nccl_bytes) },
+	{ "total_bytes", offsetof(struct dlh_calib_dev, total_bytes) },
+	{ "nccl_alpha", offsetof(struct dlh_calib_dev, nccl_alpha) },
+	{ "nccl_beta", offsetof(struct dlh_calib_dev, nccl_beta) },
+	{ "nccl_gpus", offsetof(struct dlh_calib_dev, nccl_gpus) },
+};
+
 #define NFIELDS(t) ((int)(sizeof(t) / sizeof((t)[0])))
 
 const struct dlh_calib_dev *dlh_calib_dev(const struct dlh_calib *c, const char *type)
@@ -259,6 +278,8 @@ static int set_key(struct dlh_calib *c, const char *key, const char *value)
 		return -ENOSPC;
 	int rc = set_field(dev_fields, NFIELDS(dev_fields), d, dot + 1, value);
 	if (rc == -ENOENT)
+		rc = set_field(gpu_fields, NFIELDS(gpu_fields), d, dot + 1, value);
+	if (rc == -ENOENT)
 		rc = set_series(dev_series, NFIELDS(dev_series), d, dot + 1, value);
 	return rc == -ENOENT ? set_gemm_row(d, dot + 1, value) : rc;
 }
@@ -356,6 +377,11 @@ int dlh_calib_format(const struct dlh_calib *c, struct dlh_buf *out)
 		for (int i = 0; i < NFIELDS(dev_fields); i++)
 			rc |= dlh_buf_printf(out, "%s.%s=%.6g\n", d->type, dev_fields[i].key,
 					     *(const double *)((const char *)d + dev_fields[i].off));
+		for (int i = 0; d->gpu > 0 && i < NFIELDS(gpu_fields); i++) {
+			double v = *(const double *)((const char *)d + gpu_fields[i].off);
+			if (v > 0)   /* 0: not measured (no allreduce on one GPU) */
+				rc |= dlh_buf_printf(out, "%s.%s=%.6g\n", d->type, gpu_fields[i].key, v);
+		}
 		char prefix[DLH_CALIB_TYPE_NAME + 1];
 		snprintf(prefix, sizeof prefix, "%s.", d->type);
 		rc |= format_series(dev_series, NFIELDS(dev_series), d, prefix, out);
@@ -412,16 +438,19 @@ static int wait_phase(const struct dlh_backend *be, const struct dlh_run *run, c
  * figures in out_path (--out) and the launcher's own output in
  * out_path.log; parses the figures into c and sets the seconds from the
  * start to its MPI_Init (*launch) and from its MPI_Finalize to the run's
- * end (*fin). Returns 0, or -errno with err naming what failed. */
-static int run_phase(const struct dlh_calib_opts *o, const char *phase, int ranks,
-		     const char *dir, const char *out_path, struct dlh_calib *c,
-		     double *launch, double *fin, char *err, size_t errlen)
+ * end (*fin). With a GPU type g (NULL: none) dlh-calib gets --type and
+ * --gpus, and sees g's devices alone (CUDA_VISIBLE_DEVICES). Returns 0,
+ * or -errno with err naming what failed. */
+static int run_phase_gpu(const struct dlh_calib_opts *o, const char *phase, int ranks,
+			 const char *dir, const char *out_path, const struct dlh_calib_gpu *g,
+			 struct dlh_calib *c, double *launch, double *fin, char *err,
+			 size_t errlen)
 {
-	char *text = NULL, v[64], log_path[4096];
+	char *text = NULL, v[64], log_path[4096], count[16], visible[512];
 	size_t len;
 	int rc, n = 0;
 	double t_init, t_fin;
-	char *argv[16];
+	char *argv[20];
 	argv[n++] = (char *)o->program;
 	argv[n++] = "--phase";
 	argv[n++] = (char *)phase;
@@ -435,8 +464,19 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 		argv[n++] = "--labels";
 		argv[n++] = (char *)o->labels;
 	}
+	if (g) {
+		size_t used = (size_t)snprintf(visible, sizeof visible, "CUDA_VISIBLE_DEVICES=");
+		for (int i = 0; i < g->count && used < sizeof visible; i++)
+			used += (size_t)snprintf(visible + used, sizeof visible - used, "%s%d",
+						 i ? "," : "", g->first + i);
+		snprintf(count, sizeof count, "%d", g->count);
+		argv[n++] = "--type";
+		argv[n++] = (char *)g->type;
+		argv[n++] = "--gpus";
+		argv[n++] = count;
+	}
 	argv[n] = NULL;
-	char *env[] = { "OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", NULL };
+	char *env[] = { "OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", g ? visible : NULL, NULL };
 	snprintf(log_path, sizeof log_path, "%s.log", out_path);
 	struct dlh_launch l = {
 		.argv = argv, .ranks = ranks, .env = env, .job_dir = dir, .log_path = log_path,
@@ -498,6 +538,14 @@ static int run_phase(const struct dlh_calib_opts *o, const char *phase, int rank
 	return rc;
 }
 
+/* run_phase without a GPU type. */
+static int run_phase(const struct dlh_calib_opts *o, const char *phase, int ranks,
+		     const char *dir, const char *out_path, struct dlh_calib *c,
+		     double *launch, double *fin, char *err, size_t errlen)
+{
+	return run_phase_gpu(o, phase, ranks, dir, out_path, NULL, c, launch, fin, err, errlen);
+}
+
 int dlh_calib_link(const struct dlh_calib_opts *o, double *alpha, double *beta,
 		   char *err, size_t errlen)
 {
@@ -517,6 +565,38 @@ int dlh_calib_link(const struct dlh_calib_opts *o, double *alpha, double *beta,
 		snprintf(err, errlen, "dlh-calib --phase link gave no figures");
 		rc = -EIO;
 	}
+	return rc;
+}
+
+int dlh_calib_measure_gpus(const struct dlh_calib_opts *o, struct dlh_calib *c,
+			   char *err, size_t errlen)
+{
+	const char *dir = o->dir ? o->dir : "/tmp";
+	char out[4096];
+	double l, f;
+	int rc = 0;
+	snprintf(out, sizeof out, "%s/.calib-gpu.%d", dir, (int)getpid());
+	for (int i = 0; i < o->ngpus && !rc; i++) {
+		const struct dlh_calib_gpu *g = &o->gpus[i];
+		struct dlh_calib *one = calloc(1, sizeof *one);
+		if (!one)
+			return -ENOMEM;
+		rc = run_phase_gpu(o, "gpu", 1, dir, out, g, one, &l, &f, err, errlen);
+		const struct dlh_calib_dev *m = rc ? NULL : dlh_calib_dev(one, g->type);
+		if (!rc && (!m || m->gpu <= 0 || m->gemm_flops <= 0)) {
+			snprintf(err, errlen, "dlh-calib --phase gpu --type %s gave no figures", g->type);
+			rc = -EIO;
+		}
+		struct dlh_calib_dev *d = rc ? NULL : dev_get(c, g->type, strlen(g->type));
+		if (!rc && !d) {
+			snprintf(err, errlen, "calibration: more than %d device types", DLH_CALIB_DEVS);
+			rc = -ENOSPC;
+		}
+		if (!rc)
+			*d = *m;   /* the type's figures, all of them new */
+		free(one);
+	}
+	unlink(out);
 	return rc;
 }
 

@@ -70,6 +70,27 @@ struct dlh_calib_dev {
 					     "tn": dense dW, conv dX): how fast a form
 					     runs depends on the shape, the skinny
 					     batch-sized sides most of all */
+	/* A GPU type (dlh-calib --phase gpu, through the trainer's CUDA code;
+	 * all 0 for a CPU type). Its GEMM grids are cuBLAS's, called back to
+	 * back (forms nn, nt, tn), bw[] an elementwise kernel's (launch
+	 * included), mem_bw the largest of them. */
+	double gpu;                       /* 1: measured on a GPU */
+	double kernel_s;                  /* one kernel launch, back to back (host side) */
+	double sync_s;                    /* one cudaStreamSynchronize after a kernel */
+	double h2d_s;                     /* a small host-to-device copy (pageable) */
+	double h2d_bw;                    /* bytes/s of a large one */
+	double ctx_s;                     /* making the CUDA context (a rank's first call) */
+	double blas_s;                    /* cublasCreate and the first sgemm */
+	double nccl_s;                    /* making a rank's NCCL communicator */
+	double ctx_bytes;                 /* device memory of the context */
+	double blas_bytes;                /* of the cuBLAS handle (workspace, kernels) */
+	double nccl_bytes;                /* of the NCCL communicator */
+	double total_bytes;               /* the device's memory */
+	double nccl_alpha, nccl_beta;     /* ncclAllReduce over nccl_gpus of them: seconds =
+					     nccl_alpha + nccl_beta bytes (0: not measured) */
+	double nccl_gpus;                 /* GPUs it was measured over (0: fewer than 2) */
+	int peak;                         /* 1: not measured: the pool file's peak figures
+					     stand in (choose.c; never in the cache) */
 };
 
 /* Everything measured, and when. */
@@ -110,6 +131,14 @@ struct dlh_correction {
 	int runs;                         /* history entries they were fitted on */
 };
 
+/* The GPUs of one type on this node, as the pool numbers them (in type
+ * order): CUDA devices first..first+count-1. */
+struct dlh_calib_gpu {
+	char type[DLH_CALIB_TYPE_NAME];   /* the pool's type name */
+	int first;                        /* its first device's ordinal */
+	int count;                        /* its devices here */
+};
+
 /* How to measure. */
 struct dlh_calib_opts {
 	const struct dlh_backend *backend; /* how the program's ranks are launched */
@@ -125,12 +154,22 @@ struct dlh_calib_opts {
 	const atomic_int *cancel;         /* when it becomes nonzero, the run under way is
 					     killed and the measurement ends (-ECANCELED);
 					     NULL = never */
+	const struct dlh_calib_gpu *gpus; /* this node's GPU types, each measured on its
+					     first device (dlh-calib --phase gpu) */
+	int ngpus;
 };
 
 /* Runs the microbenchmarks (blocking; seconds, not minutes). Returns 0, or
  * -errno with err naming what failed. */
 int dlh_calib_measure(const struct dlh_calib_opts *o, struct dlh_calib *c,
 		      char *err, size_t errlen);
+
+/* Runs dlh-calib --phase gpu for each of o->gpus (blocking; seconds each),
+ * replacing that type's figures in c (the CPU's and the others' stay;
+ * dlh_calib_measure times the CPU alone). Returns 0, or -errno with err
+ * naming what failed (the types measured before it are in c). */
+int dlh_calib_measure_gpus(const struct dlh_calib_opts *o, struct dlh_calib *c,
+			   char *err, size_t errlen);
 
 /* Times the allreduce between this node and another (o->hosts: one rank
  * on each, reached through o->agent) into *alpha (seconds) and *beta

@@ -34,9 +34,10 @@ static int type_allowed(const struct dlh_pool *p, int t, const struct dlh_spec *
 	return p->type[t].gpu == (s->device == DLH_DEVICE_GPU);
 }
 
-/* A device type the calibration did not measure (GPUs: dlh-calib times
- * OpenBLAS only) as its pool figures say: peak FLOP/s and bandwidth.
- * NULL when the pool does not know them either. */
+/* A device type the calibration did not measure (a GPU type no node with
+ * it has calibrated: dlh-calib --phase gpu runs where the GPUs are) as its
+ * pool figures say: peak FLOP/s and bandwidth. NULL when the pool does not
+ * know them either. */
 static const struct dlh_calib_dev *peak_of(struct ctx *x, int t)
 {
 	const struct dlh_pool_type *pt = &x->in->pool->type[t];
@@ -49,6 +50,7 @@ static const struct dlh_calib_dev *peak_of(struct ctx *x, int t)
 	d->gemm_flops = pt->flops;
 	d->mem_bw = d->mem_bw_all = pt->bandwidth;
 	d->gemm_all = 1.0;
+	d->peak = 1;
 	return d;
 }
 
@@ -87,9 +89,18 @@ static int fill_in(struct ctx *x, const struct dlh_pool_free *p, const struct dl
 	const struct dlh_pool_type *pt = x->in->pool->type;
 	for (int i = 0; i < c->nparts; i++) {   /* GPUs: NCCL on the slowest part's link */
 		const struct dlh_pool_type *t = &pt[c->part[i].type];
-		if (t->gpu && t->link_bw > 0 && (ein->link_beta <= 0 || 1.0 / t->link_bw > ein->link_beta)) {
-			ein->link_beta = 1.0 / t->link_bw;
-			ein->link_alpha = t->link_alpha;
+		double alpha = t->link_alpha, beta = t->link_bw > 0 ? 1.0 / t->link_bw : 0.0;
+		const struct dlh_calib_dev *d = dev[i];
+		if (d->gpu > 0 && d->nccl_gpus >= 2 && d->nccl_beta > 0) {
+			/* as measured: the whole call's alpha-beta over P GPUs, as
+			 * a ring's 2(P-1) steps and 2(P-1)/P of the bytes */
+			double p = d->nccl_gpus;
+			alpha = d->nccl_alpha / (2.0 * (p - 1));
+			beta = d->nccl_beta * p / (2.0 * (p - 1));
+		}
+		if (t->gpu && beta > 0 && (ein->link_beta <= 0 || beta > ein->link_beta)) {
+			ein->link_beta = beta;
+			ein->link_alpha = alpha;
 		}
 	}
 	if (ein->link_beta > 0) {   /* and between nodes: as measured, else a 100 Gb/s network */
@@ -349,10 +360,18 @@ int dlh_choose(const struct dlh_choose_in *in, struct dlh_choice *out, char *err
 		const char *name = out->pool.type[bc->part[i].type].name;
 		size_t used = strlen(out->changes);
 
-		if (!dlh_calib_dev(in->cal, name))
+		const struct dlh_calib_dev *d = dlh_calib_dev(in->cal, name);
+		if (!d)
 			snprintf(out->changes + used, sizeof out->changes - used,
-				 "estimate: %s is not calibrated (dlh-calib times CPU cores); its "
-				 "pool figures stand in: peak FLOP/s and bandwidth\n", name);
+				 "estimate: %s is not calibrated (no node with it has measured it: "
+				 "dlh-calib --phase gpu runs where its GPUs are); its pool figures "
+				 "stand in: peak FLOP/s and bandwidth\n", name);
+		else if (d->gpu > 0)
+			snprintf(out->changes + used, sizeof out->changes - used,
+				 "estimate: %s as calibrated on it: cuBLAS %.3g GFLOP/s at best, "
+				 "launch %.3g us, sync %.3g us, context + cuBLAS + NCCL %.0f MiB\n",
+				 name, d->gemm_flops / 1e9, d->kernel_s * 1e6, d->sync_s * 1e6,
+				 (d->ctx_bytes + d->blas_bytes + d->nccl_bytes) / 1048576.0);
 	}
 	out->estimated = 1;
 	return 0;

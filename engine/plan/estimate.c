@@ -489,6 +489,122 @@ static double rank_mem(const struct dlh_estimate_in *in, const struct dlh_calib 
 	return cal->base_rss + model + work + data;
 }
 
+/* ---- a GPU rank (engine/train/cuda/gpu.cu), on its type's calibration ----
+ *
+ * The backend queues every kernel and cuBLAS call of a step on one stream
+ * and waits once at its end. Each call costs its device time, but never
+ * less than its launch (the host cannot queue faster: a small model is
+ * launch-bound); the GEMM grid was timed back to back, as the step calls
+ * it, so it holds both. Then the batch's two host-to-device copies, the
+ * step's synchronisation and the copy of its two sums back. */
+
+/* Seconds of one elementwise kernel moving bytes (read + written). */
+static double gk_s(const struct rdev *rd, double bytes)
+{
+	return fmax(rd->d->kernel_s, bytes > 0 ? bytes / bw_at(rd, bytes) : 0.0);
+}
+
+/* Seconds of one cuBLAS sgemm (row-major form t, as gpu.cu's gemm()). */
+static double gg_s(const struct rdev *rd, enum trans t, double m, double n, double k)
+{
+	return fmax(rd->d->kernel_s, gemm_s(rd, t, m, n, k));
+}
+
+/* A pageable host-to-device copy of bytes. */
+static double h2d_s(const struct rdev *rd, double bytes)
+{
+	const struct dlh_calib_dev *d = rd->d;
+	return d->h2d_s + (d->h2d_bw > 0 ? bytes / d->h2d_bw : 0.0);
+}
+
+/* Forward seconds of layer s (the i-th) for n rows, as layer_forward. */
+static double gpu_fwd_s(const struct rdev *rd, const struct lshape *s, double n)
+{
+	double m = n * s->in;
+	if (!strcmp(s->kind, "dense"))
+		return gg_s(rd, NT, n, s->o, s->k) + gk_s(rd, 2.0 * n * s->o * F4);
+	if (!strcmp(s->kind, "conv")) {
+		double N = n * s->HW;
+		return gk_s(rd, (s->R * N + m) * F4) + gg_s(rd, NN, s->F, N, s->R) +
+		       gk_s(rd, 2.0 * s->F * N * F4);
+	}
+	if (!strcmp(s->kind, "pool"))
+		return gk_s(rd, m * F4 + 2.0 * n * s->out * F4);
+	return gk_s(rd, 2.0 * m * F4);   /* relu, dropout (or its copy) */
+}
+
+/* Backward seconds of layer s for n rows; dx: the input gradient too
+ * (every layer but the first), as layer_backward. */
+static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n, int dx)
+{
+	double m = n * s->in;
+	if (!strcmp(s->kind, "dense"))
+		return gg_s(rd, TN, s->o, s->k, n) + gk_s(rd, n * s->o * F4) +
+		       (dx ? gg_s(rd, NN, n, s->k, s->o) : 0.0);
+	if (!strcmp(s->kind, "conv")) {
+		double N = n * s->HW;
+		double t = gk_s(rd, 2.0 * s->F * N * F4) + gg_s(rd, NT, s->F, s->R, N) +
+			   gk_s(rd, s->F * N * F4);
+		return t + (dx ? gg_s(rd, TN, s->R, N, s->F) + gk_s(rd, (s->R * N + m) * F4) : 0.0);
+	}
+	if (!dx)
+		return 0.0;
+	if (!strcmp(s->kind, "pool"))
+		return gk_s(rd, m * F4) + gk_s(rd, m * F4 + 2.0 * n * s->out * F4);
+	if (!strcmp(s->kind, "relu"))
+		return gk_s(rd, 3.0 * m * F4);
+	return gk_s(rd, 2.0 * m * F4);   /* dropout */
+}
+
+/* Seconds of the stack's forward (and with train, the backward; *bwd its
+ * share) for n rows with the loss's two kernels, the batch's copies in and
+ * the wait for the stream at the end. */
+static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, double n,
+			 double dim, int classes, int train, double *bwd)
+{
+	double t = h2d_s(rd, n * dim * F4) + h2d_s(rd, n);
+	double b = 0.0;
+	for (int i = 0; i < nl; i++)
+		t += gpu_fwd_s(rd, &s[i], n);
+	t += gk_s(rd, 2.0 * n * classes * F4) + gk_s(rd, 2.0 * n * F4);
+	for (int i = nl - 1; train && i >= 0; i--)
+		b += gpu_bwd_s(rd, &s[i], n, i > 0);
+	if (bwd)
+		*bwd = b;
+	/* the step's sums back (a copy the host waits for), then the wait */
+	return t + b + rd->d->h2d_s + rd->d->sync_s;
+}
+
+/* Seconds of the optimizer's kernel over np parameters with nstate arrays,
+ * and a 1-rank run's allreduce (NCCL's call on one GPU: a kernel). */
+static double gpu_update_s(const struct rdev *rd, double np, int nstate, int ranks)
+{
+	return gk_s(rd, np * F4 * (3.0 + 2.0 * nstate)) + (ranks == 1 ? rd->d->kernel_s : 0.0);
+}
+
+/* Device bytes a GPU rank holds: the context, cuBLAS and NCCL as
+ * measured, and gpu.cu's buffers (alloc_all) for rows rows. */
+static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, double dim,
+		      double rows, const struct dlh_calib_dev *d)
+{
+	double act = 0.0, widest = dim, ws = 0.0, extra = 0.0;   /* floats a row */
+	for (int i = 0; i < nl; i++) {
+		act += s[i].out;
+		widest = fmax(widest, s[i].out);
+		if (!strcmp(s[i].kind, "conv")) {
+			extra += s[i].R * s[i].HW;               /* im2col */
+			ws = fmax(ws, s[i].F * s[i].HW);
+		} else if (!strcmp(s[i].kind, "pool")) {
+			extra += s[i].out;                       /* argmax */
+		}
+	}
+	/* activations, im2col and argmax, two deltas, the input, per-row loss
+	 * and hit, the conv workspace; parameters, gradients, optimizer state */
+	double floats = rows * (act + extra + 2.0 * widest + dim + 2.0 + ws) +
+			np * (2.0 + nstate) + 2.0;
+	return d->ctx_bytes + d->blas_bytes + d->nccl_bytes + floats * F4 + rows;
+}
+
 int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		 const struct dlh_correction *corr, struct dlh_estimate *out,
 		 char *err, size_t errlen)
@@ -539,7 +655,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 
 	/* per rank: forward + backward, update, evaluation; the slowest sets the step */
 	double comp_max = 0.0, upd_max = 0.0, eval_max = 0.0, bwd_overlap = 0.0, mem = 0.0;
-	double shm_sum = 0.0;
+	double shm_sum = 0.0, gpu_start = 0.0;
 	double busy[DLH_EST_RANKS];
 	for (int r = 0; r < in->ranks; r++) {
 		struct rdev rd = { in->dev[r], 1.0, 1.0 };
@@ -551,12 +667,21 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 			rd.gemm_share = rd.d->gemm_all > 0 ? rd.d->gemm_all : 1.0;
 			rd.bw_share = rd.d->mem_bw_all > 0 ? rd.d->mem_bw_all / rd.d->mem_bw : 1.0;
 		}
-		/* the batch gathered from the shard: rows of random images */
-		double comp = pass_s(&rd, s, nl, b, 1, &first_bwd) + gather_s(&rd, b * mc.in * F4,
-									     (double)in->train_n * mc.in * F4);
-		double bwd = comp - pass_s(&rd, s, nl, b, 0, NULL);
-		/* shm: each rank sums and updates its slice of its node's copy; else all of it */
-		double u = update_s(&rd, spec, shm ? np / per_node : np);
+		double comp, bwd, u;
+		if (rd.d->gpu > 0) {   /* measured on a GPU: the backend's step; the batch
+					  is gathered on the host behind it (prefetch) */
+			rd.gemm_share = rd.bw_share = 1.0;
+			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, &bwd);
+			first_bwd = gpu_bwd_s(&rd, &s[0], b, 0);
+			u = gpu_update_s(&rd, np, nstate, in->ranks);
+		} else {
+			/* the batch gathered from the shard: rows of random images */
+			comp = pass_s(&rd, s, nl, b, 1, &first_bwd) +
+			       gather_s(&rd, b * mc.in * F4, (double)in->train_n * mc.in * F4);
+			bwd = comp - pass_s(&rd, s, nl, b, 0, NULL);
+			/* shm: each rank sums and updates its slice of its node's copy; else all of it */
+			u = update_s(&rd, spec, shm ? np / per_node : np);
+		}
 		if (shm && in->nodes == 1)
 			shm_sum = fmax(shm_sum, shm_sum_s(&rd, cal, np, in->ranks));
 		else if (shm && per_node > 1)   /* the leader sums the node's slots */
@@ -564,14 +689,21 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		shard(in, in->test_n, r, &tlo, &thi);
 		double ev = 0.0;
 		for (double i = 0; i < thi - tlo; i += rows)
-			ev += pass_s(&rd, s, nl, fmin(rows, (double)(thi - tlo) - i), 0, NULL);
+			ev += rd.d->gpu > 0 ?
+			      gpu_pass_s(&rd, s, nl, fmin(rows, (double)(thi - tlo) - i), (double)mc.in,
+					 in->classes, 0, NULL) :
+			      pass_s(&rd, s, nl, fmin(rows, (double)(thi - tlo) - i), 0, NULL);
 		comp_max = fmax(comp_max, comp);
 		upd_max = fmax(upd_max, u);
 		eval_max = fmax(eval_max, ev);
 		if (comp == comp_max)
 			bwd_overlap = bwd - first_bwd;
 		busy[r] = out->steps * (comp + u) + spec->epochs * ev;
-		mem = fmax(mem, rank_mem(in, cal, &mc, s, r, nstate, rows));
+		mem = fmax(mem, rd.d->gpu > 0 ? gpu_mem(s, nl, np, nstate, (double)mc.in, rows, rd.d) :
+				rank_mem(in, cal, &mc, s, r, nstate, rows));
+		if (rd.d->gpu > 0)   /* each rank's context, cuBLAS and NCCL before its first step */
+			gpu_start = fmax(gpu_start, rd.d->ctx_s + rd.d->blas_s + rd.d->nccl_s +
+					 h2d_s(&rd, np * F4 * (1.0 + nstate)));
 	}
 
 	/* rank 0 appends a metrics line after each step: the other ranks
@@ -628,7 +760,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	double decode = cal->decode_bw > 0 ? (double)(hi + thi) * mc.in / cal->decode_bw : 0.0;
 	double init = cal->init_rate > 0 ? np / cal->init_rate : 0.0;
 	double startup = cal->launch_s + cal->launch_rank_s * (in->ranks - 1) + decode + init +
-			 ckpt + EST_FILES_AT_EXIT * cal->write_s + cal->finalize_s;
+			 gpu_start + ckpt + EST_FILES_AT_EXIT * cal->write_s + cal->finalize_s;
 	out->startup_s = startup * startup_f;
 	out->raw_startup = startup;
 	out->raw_comm = out->steps * comm;
@@ -640,6 +772,17 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	out->total_s = out->startup_s + spec->epochs * out->epoch_s +
 		       lr_steps * out->step_s + ckpts * ckpt * compute_f;
 	out->mem_bytes = mem;
+	for (int r = 0, used = 0; r < in->ranks; r++) {   /* each type once, in rank order */
+		const struct dlh_calib_dev *d = in->dev[r];
+		int seen = 0;
+		for (int q = 0; q < r; q++)
+			seen |= !strcmp(in->dev[q]->type, d->type);
+		if (!seen && used < (int)sizeof out->source)
+			used += snprintf(out->source + used, sizeof out->source - (size_t)used, "%s%s %s",
+					 used ? "; " : "", d->type,
+					 d->peak ? "pool peak figures (not calibrated)" :
+					 d->gpu > 0 ? "measured on it (GPU)" : "measured");
+	}
 	for (int r = 0; r < in->ranks; r++) {
 		double b = fmin(busy[r] * compute_f + decode, out->total_s);
 		out->joules += in->watts_busy[r] * b + in->watts_idle[r] * (out->total_s - b);
@@ -679,6 +822,8 @@ int dlh_estimate_format(const struct dlh_estimate *pred, const struct dlh_estima
 	for (int i = 0; i < NKEYS; i++)
 		rc |= dlh_buf_printf(out, "%s=%.6g\n", est_keys[i].key, key_val(pred, i));
 	rc |= dlh_buf_printf(out, "steps=%ld\n", pred->steps);
+	if (pred->source[0])
+		rc |= dlh_buf_printf(out, "source=%s\n", pred->source);
 	/* the uncorrected terms, so the history can refit them after the run */
 	if (pred->raw_compute >= 0)
 		rc |= dlh_buf_printf(out, "raw_compute_s=%.6g\nraw_comm_s=%.6g\nraw_startup_s=%.6g\n"

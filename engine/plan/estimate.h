@@ -58,6 +58,9 @@ struct dlh_estimate {
 	double raw_comm;        /* gradient sums over the run */
 	double raw_startup;     /* startup_s before correction */
 	double raw_step;        /* step_s before correction: the white box's own step */
+	char source[160];       /* what the devices' figures are: "cpu measured;
+				   H100 measured on it (GPU)", "A100 pool peak
+				   figures (not calibrated)" ("" in an actual) */
 };
 
 /* Fills out for in on calibration cal, with the correction factors corr

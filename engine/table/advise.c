@@ -20,15 +20,73 @@ _Static_assert(DLH_JOB_RANKS == DLH_RANKS_MAX, "a job records every rank of a pl
 
 /* ---- calibration ---- */
 
+/* This node's GPU types into g (at most DLH_CALIB_DEVS), numbered as the
+ * pool numbers them: in type order (dlh_plan_place). Only types missing
+ * from have when have is not NULL. e->mu held or not needed. Returns how many. */
+static int local_gpus(const struct dlh_engine *e, const struct dlh_calib *have,
+		      struct dlh_calib_gpu *g)
+{
+	const struct dlh_pool *p = &e->pool;
+	int n = 0, first = 0;
+
+	if (p->local < 0)
+		return 0;
+	for (int t = 0; t < p->ntypes && n < DLH_CALIB_DEVS; t++) {
+		int count = p->nodes[p->local].devices[t];
+
+		if (!p->type[t].gpu || count <= 0)
+			continue;
+		if (!have || !dlh_calib_dev(have, p->type[t].name) ||
+		    dlh_calib_dev(have, p->type[t].name)->gpu <= 0) {
+			snprintf(g[n].type, sizeof g[n].type, "%s", p->type[t].name);
+			g[n].first = first;
+			g[n++].count = count;
+		}
+		first += count;
+	}
+	return n;
+}
+
+/* Measures the GPU types of g into c, each on its own; one that fails
+ * (no GPU here, a driver error) is left out and its reason kept in
+ * e->calib_gpu_err (pool/calibration shows it; not fatal: its pool
+ * figures stand in). */
+static void measure_gpus(struct dlh_engine *e, const struct dlh_calib_gpu *g, int n,
+			 struct dlh_calib *c)
+{
+	char why[sizeof e->calib_gpu_err] = "", err[256];
+	size_t used = 0;
+
+	for (int i = 0; i < n && !atomic_load(&e->closing); i++) {
+		struct dlh_calib_opts o = {
+			.backend = &e->backend, .program = e->calib_prog, .dir = e->state,
+			.cancel = &e->closing, .gpus = &g[i], .ngpus = 1,
+		};
+		if (dlh_calib_measure_gpus(&o, c, err, sizeof err) < 0 && used < sizeof why)
+			used += (size_t)snprintf(why + used, sizeof why - used, "%s%s: %s",
+						 used ? "; " : "", g[i].type, err);
+	}
+	pthread_mutex_lock(&e->mu);
+	snprintf(e->calib_gpu_err, sizeof e->calib_gpu_err, "%s", why);
+	pthread_mutex_unlock(&e->mu);
+}
+
 /* Measures (e->mu not held: it takes seconds), then stores the result. */
 static int measure(struct dlh_engine *e, char *err, size_t errlen)
 {
 	struct dlh_calib c;
+	struct dlh_calib_gpu g[DLH_CALIB_DEVS];
 	struct dlh_calib_opts o = {
 		.backend = &e->backend, .program = e->calib_prog, .cpus = e->pool.node.cpus,
 		.dir = e->state, .cancel = &e->closing,
 	};
 	int rc = dlh_calib_measure(&o, &c, err, errlen);
+
+	pthread_mutex_lock(&e->mu);
+	int ngpus = local_gpus(e, NULL, g);
+	pthread_mutex_unlock(&e->mu);
+	if (!rc)
+		measure_gpus(e, g, ngpus, &c);
 
 	pthread_mutex_lock(&e->mu);   /* the links, measured apart (eng_link_measure) */
 	for (int k = 0; k < e->pool.nnodes; k++) {
@@ -84,6 +142,35 @@ int eng_link_measure(struct dlh_engine *e, const char *host, const char *agent, 
 	return dlh_calib_link(&o, alpha, beta, err, errlen);
 }
 
+/* At open: the GPU types of this node the cache lacks, measured and
+ * added to it (the CPU's figures are the cache's). */
+static void *calib_gpus_main(void *arg)
+{
+	struct dlh_engine *e = arg;
+	struct dlh_calib_gpu g[DLH_CALIB_DEVS];
+	struct dlh_calib *c = malloc(sizeof *c);
+
+	pthread_mutex_lock(&e->mu);
+	int n = local_gpus(e, &e->cal, g);
+	if (c)
+		*c = e->cal;
+	pthread_mutex_unlock(&e->mu);
+	if (c)
+		measure_gpus(e, g, n, c);
+	int rc = c ? dlh_calib_save(e->state, c) : -ENOMEM;
+	pthread_mutex_lock(&e->mu);
+	if (!rc)
+		e->cal = *c;
+	e->calibrating = 0;
+	pthread_cond_broadcast(&e->changed);
+	pthread_mutex_unlock(&e->mu);
+	if (rc < 0 && !atomic_load(&e->closing))
+		fprintf(stderr, "dlhfs: cannot write %s/%s: %s\n", e->state, DLH_CALIB_FILE,
+			strerror(-rc));
+	free(c);
+	return NULL;
+}
+
 static void *calib_main(void *arg)
 {
 	struct dlh_engine *e = arg;
@@ -95,9 +182,11 @@ static void *calib_main(void *arg)
 	return NULL;
 }
 
-/* dlh-calib lives beside dlh-train. */
+/* dlh-calib is -o calib's, else beside dlh-train. */
 static void find_calib_prog(struct dlh_engine *e)
 {
+	if (e->calib_prog[0])
+		return;
 	snprintf(e->calib_prog, sizeof e->calib_prog, "%s", e->tools.trainer);
 	char *slash = strrchr(e->calib_prog, '/');
 	snprintf(slash ? slash + 1 : e->calib_prog,
@@ -127,11 +216,15 @@ void eng_calib_open(struct dlh_engine *e, int no_calibrate)
 			DLH_CALIB_FILE, err);
 	if (dlh_history_fit(e->state, &e->corr) < 0)
 		e->corr = (struct dlh_correction){ 1.0, 1.0, 1.0, 0 };
-	if (!rc || no_calibrate)
+	if (no_calibrate)
 		return;
-	memset(&e->cal, 0, sizeof e->cal);
+	struct dlh_calib_gpu g[DLH_CALIB_DEVS];
+	if (!rc && local_gpus(e, &e->cal, g) == 0)
+		return;   /* every device of this node is in the cache */
+	if (rc)
+		memset(&e->cal, 0, sizeof e->cal);
 	e->calibrating = 1;
-	if (pthread_create(&e->calib_thread, NULL, calib_main, e)) {
+	if (pthread_create(&e->calib_thread, NULL, rc ? calib_main : calib_gpus_main, e)) {
 		e->calibrating = 0;
 		snprintf(e->calib_err, sizeof e->calib_err, "cannot start a thread");
 		return;
@@ -161,17 +254,24 @@ int dlh_engine_recalibrate(struct dlh_engine *e, char *err, size_t errlen)
 
 int dlh_engine_calibration(struct dlh_engine *e, struct dlh_buf *out)
 {
-	int rc;
+	int rc = 0;
 
 	pthread_mutex_lock(&e->mu);
-	if (e->cal.when > 0)
+	if (e->cal.when > 0) {
 		rc = dlh_calib_format(&e->cal, out);
-	else if (e->calibrating)
+		/* comments to the cache's parser: a GPU type left out, or being measured */
+		if (!rc && e->calib_gpu_err[0])
+			rc = dlh_buf_printf(out, "# not measured: %s\n", e->calib_gpu_err) ? -ENOMEM : 0;
+		if (!rc && e->calibrating)
+			rc = dlh_buf_printf(out, "# measuring this node's GPUs; this file fills in "
+					    "when done\n") ? -ENOMEM : 0;
+	} else if (e->calibrating) {
 		rc = dlh_buf_printf(out, "measuring (first mount); this file fills in when done\n")
 			? -ENOMEM : 0;
-	else
+	} else {
 		rc = dlh_buf_printf(out, "not measured%s%s\n", e->calib_err[0] ? ": " : "",
 				    e->calib_err) ? -ENOMEM : 0;
+	}
 	pthread_mutex_unlock(&e->mu);
 	return rc;
 }

@@ -87,7 +87,9 @@ struct dlh_engine {
 	int calib_thread_live;       /* calib_thread must be joined */
 	pthread_t calib_thread;      /* the first mount's measurement */
 	char calib_err[256];         /* why the last measurement failed, "" if it did not */
-	char calib_prog[1024];       /* dlh-calib, beside dlh-train */
+	char calib_prog[1024];       /* dlh-calib (-o calib), else beside dlh-train */
+	char calib_gpu_err[512];     /* why a GPU type was not measured at the last
+				        calibration, "" if every one was */
 	/* called with e->mu held (not while stopping) when the queue should
 	 * look again: a run ended and its slots were freed, nodes came up, a
 	 * running job's expected end moved (eta.c). dlh_engine_open sets it

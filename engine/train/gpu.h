@@ -141,6 +141,56 @@ int dlt_gpu_eval_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int 
  * optimizer. */
 void dlt_gpu_times(const struct dlt_gpu *g, double t[4]);
 
+/* ---- calibration: what one GPU measures (engine/train/cuda/calib.cu,
+ * run by dlh-calib --phase gpu) ---- */
+
+#define DLT_GPU_CAL_DIMS 8      /* most GEMM grid values per side */
+#define DLT_GPU_CAL_SIZES 8     /* most elementwise working sets */
+#define DLT_GPU_CAL_FORMS 3     /* GEMM forms timed: nn, nt, tn (row-major, as
+				   the backend's gemm() is called) */
+
+/* What to time. */
+struct dlt_gpu_cal_in {
+	int ndims;                 /* values of dims */
+	const int *dims;           /* the GEMM grid's m, n and k values, ascending */
+	int nsizes;                /* values of sizes */
+	const long *sizes;         /* bytes read + written of the elementwise passes */
+	int gpus;                  /* devices 0..gpus-1 of this type the allreduce is
+				      timed over (< 2: no allreduce, a 1-rank NCCL
+				      communicator is made, as a 1-rank run does) */
+};
+
+/* What device 0 measured (seconds, bytes, bytes/s, FLOP/s). */
+struct dlt_gpu_cal {
+	char name[160];            /* the device, as dlt_gpu_describe says it */
+	double total_bytes;        /* its memory */
+	double ctx_s;              /* the first CUDA call: the context made */
+	double ctx_bytes;          /* device memory in use after it (other processes'
+				      included: calibrate an idle GPU) */
+	double blas_s;             /* cublasCreate and the first sgemm */
+	double blas_bytes;         /* device memory they took (handle, workspace, kernels) */
+	double nccl_s;             /* making this process's NCCL communicator */
+	double nccl_bytes;         /* device memory it took on device 0 */
+	double kernel_s;           /* one kernel launch, back to back (host side) */
+	double sync_s;             /* one cudaStreamSynchronize after a kernel, the
+				      launch not counted */
+	double h2d_s;              /* a host-to-device copy of 4 bytes (pageable) */
+	double h2d_bw;             /* bytes/s of a large one */
+	double bw[DLT_GPU_CAL_SIZES];   /* bytes/s of an elementwise kernel over sizes[i]
+					   (launch included: small passes are launch-bound) */
+	double gemm_flops;         /* the best sgemm rate of the grid */
+	float gemm[DLT_GPU_CAL_FORMS][DLT_GPU_CAL_DIMS][DLT_GPU_CAL_DIMS][DLT_GPU_CAL_DIMS];
+				   /* FLOP/s of [form][m][n][k], back to back calls */
+	double ar_alpha, ar_beta;  /* ncclAllReduce over gpus devices: seconds =
+				      ar_alpha + ar_beta bytes (0: gpus < 2) */
+};
+
+/* Measures device 0 (and with in->gpus >= 2, the allreduce over devices
+ * 0..gpus-1): seconds. Must be the process's first CUDA call (the context
+ * is timed). Returns 0, or -errno with err as for the other calls. */
+int dlt_gpu_calibrate(const struct dlt_gpu_cal_in *in, struct dlt_gpu_cal *out,
+		      char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

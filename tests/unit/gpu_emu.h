@@ -16,11 +16,18 @@
  * even) before the FP32 GEMM; cublasGemmEx takes BF16 inputs (the upper 16
  * bits of an FP32 word) and sums in FP32, as the tensor cores do (a product
  * of two BF16 numbers is exact in FP32; only the order of the sums differs).
- * What it cannot check: races, launch limits, real CUDA/NCCL errors. */
+ * What it cannot check: races, launch limits, real CUDA/NCCL errors.
+ *
+ * Device memory is accounted as a GPU reports it (cudaMemGetInfo): the
+ * bytes cudaMalloc holds, plus what the context, a cuBLAS handle and an
+ * NCCL communicator would take (EMU_*_BYTES, of the order an H100 shows),
+ * so the calibration's memory figures (engine/train/cuda/calib.cu) have
+ * something to measure. */
 #ifndef DLT_GPU_EMU_H
 #define DLT_GPU_EMU_H
 
 #include <cblas.h>
+#include <malloc.h>
 #define OMPI_SKIP_MPICXX 1   /* the C API only */
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
@@ -80,6 +87,22 @@ struct cudaDeviceProp {
 
 static int emu_handle;   /* what the fake streams, events and handles point at */
 
+#define EMU_TOTAL_BYTES (80ULL << 30)   /* the emulated device's memory */
+#define EMU_CTX_BYTES (384ULL << 20)    /* a CUDA context's share of it */
+#define EMU_BLAS_BYTES (96ULL << 20)    /* a cuBLAS handle's (workspace, kernels) */
+#define EMU_NCCL_BYTES (160ULL << 20)   /* an NCCL communicator's */
+static size_t emu_used;                 /* device bytes in use, the context's included */
+static int emu_ctx;                     /* 1: the context was made */
+
+/* The context, made by the first call that needs it. */
+static inline void emu_context(void)
+{
+	if (!emu_ctx) {
+		emu_ctx = 1;
+		emu_used += EMU_CTX_BYTES;
+	}
+}
+
 static inline const char *cudaGetErrorString(cudaError_t e)
 {
 	return e == cudaSuccess ? "no error" : "out of memory";
@@ -91,7 +114,15 @@ static inline const char *cudaGetErrorName(cudaError_t e)
 static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 #define EMU_DEVICES 8   /* devices the emulation reports: one per rank of a small mpirun */
 static inline cudaError_t cudaGetDeviceCount(int *n) { *n = EMU_DEVICES; return cudaSuccess; }
-static inline cudaError_t cudaSetDevice(int d) { (void)d; return cudaSuccess; }
+static inline cudaError_t cudaSetDevice(int d) { (void)d; emu_context(); return cudaSuccess; }
+static inline cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
+{
+	emu_context();
+	*total = EMU_TOTAL_BYTES;
+	*free_b = EMU_TOTAL_BYTES - emu_used;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 static inline cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
 {
 	memset(p, 0, sizeof *p);
@@ -140,11 +171,26 @@ static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, uns
 }
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
+	emu_context();
+	*p = malloc(n);
+	if (*p)
+		emu_used += malloc_usable_size(*p);
+	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+static inline cudaError_t cudaMallocHost(void **p, size_t n)
+{
 	*p = malloc(n);
 	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
-static inline cudaError_t cudaMallocHost(void **p, size_t n) { return cudaMalloc(p, n); }
-static inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+/* cudaFree(0), as CUDA's, makes the context. */
+static inline cudaError_t cudaFree(void *p)
+{
+	emu_context();
+	if (p)
+		emu_used -= malloc_usable_size(p);
+	free(p);
+	return cudaSuccess;
+}
 static inline cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k,
 					  cudaStream_t st)
@@ -182,12 +228,17 @@ typedef struct emu_blas *cublasHandle_t;
 
 static inline cublasStatus_t cublasCreate(cublasHandle_t *h)
 {
+	emu_context();
 	*h = (struct emu_blas *)calloc(1, sizeof **h);
-	return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+	if (!*h)
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	emu_used += EMU_BLAS_BYTES;
+	return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasDestroy(cublasHandle_t h)
 {
 	free(h);
+	emu_used -= EMU_BLAS_BYTES;
 	return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
@@ -359,10 +410,25 @@ static inline ncclResult_t ncclCommInitRank(ncclComm_t *c, int n, ncclUniqueId u
 	}
 	if (n != size || r != rank)
 		return ncclInvalidArgument;
+	emu_used += EMU_NCCL_BYTES;
 	*c = &emu_handle;
 	return ncclSuccess;
 }
+/* ndev communicators of one process, one a device (devlist NULL: 0..ndev-1);
+ * the emulated memory is device 0's (every device's is the same). */
+static inline ncclResult_t ncclCommInitAll(ncclComm_t *c, int ndev, const int *devlist)
+{
+	(void)devlist;
+	if (ndev < 1)
+		return ncclInvalidArgument;
+	for (int i = 0; i < ndev; i++)
+		c[i] = &emu_handle;
+	emu_used += EMU_NCCL_BYTES;
+	return ncclSuccess;
+}
 static inline ncclResult_t ncclCommDestroy(ncclComm_t c) { (void)c; return ncclSuccess; }
+static inline ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
+static inline ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
 static inline ncclResult_t ncclAllReduce(const void *s, void *d, size_t n, ncclDataType_t t,
 					 ncclRedOp_t op, ncclComm_t c, cudaStream_t st)
 {
@@ -370,11 +436,17 @@ static inline ncclResult_t ncclAllReduce(const void *s, void *d, size_t n, ncclD
 	(void)op;
 	(void)c;
 	(void)st;
-	if (emu_mpi())
+	int size = 1;
+
+	if (emu_mpi() && MPI_Comm_size(MPI_COMM_WORLD, &size) == MPI_SUCCESS && size > 1)
 		return MPI_Allreduce(s == d ? MPI_IN_PLACE : s, d, (int)n, MPI_FLOAT, MPI_SUM,
 				     MPI_COMM_WORLD) == MPI_SUCCESS ? ncclSuccess : ncclInvalidArgument;
-	if (s != d)
-		memmove(d, s, n * sizeof(float));
+	/* one rank (or one process's devices, ncclCommInitAll): the sum is
+	 * the data itself, read and written once as a real one moves it, so
+	 * that its time grows with the bytes (calib.cu fits alpha-beta) */
+	volatile float *v = (volatile float *)d;
+	for (size_t i = 0; i < n; i++)
+		v[i] = ((const float *)s)[i];
 	return ncclSuccess;
 }
 

@@ -227,6 +227,154 @@ TEST(measure_runs_dlh_calib_and_fills_every_term)
 	CHECK(access(dir, F_OK) != 0);
 }
 
+/* sample() with its H100 measured on the GPU (dlh-calib --phase gpu). */
+static void sample_gpu(struct dlh_calib *c)
+{
+	sample(c);
+	struct dlh_calib_dev *g = &c->dev[1];
+	g->gpu = 1;
+	g->kernel_s = 2.5e-6;
+	g->sync_s = 6e-6;
+	g->h2d_s = 9e-6;
+	g->h2d_bw = 1.2e10;
+	g->ctx_s = 0.25;
+	g->blas_s = 0.125;
+	g->nccl_s = 0.5;
+	g->ctx_bytes = 5.5e8;
+	g->blas_bytes = 2.5e8;
+	g->nccl_bytes = 1.5e8;
+	g->total_bytes = 8.5e10;
+	g->nccl_alpha = 2e-5;
+	g->nccl_beta = 4e-12;
+	g->nccl_gpus = 2;
+	g->grid = 1;
+	g->grid_tr[0] = g->grid_tr[1] = 1;
+	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
+		for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
+			for (int l = 0; l < DLH_CALIB_GEMM_N; l++) {
+				g->gemm[i][j][l] = (float)(1e11 * (1 + i + j + l));
+				g->gemm_tr[0][i][j][l] = (float)(2e11 * (1 + i + j + l));
+				g->gemm_tr[1][i][j][l] = (float)(3e11 * (1 + i + j + l));
+			}
+}
+
+TEST(gpu_figures_round_trip_and_a_cpu_type_writes_none)
+{
+	struct dlh_calib c, back;
+	struct dlh_buf b = { 0 };
+	char err[256];
+
+	sample_gpu(&c);
+	CHECK(dlh_calib_format(&c, &b) == 0);
+	CHECK(strstr(b.data, "\nH100.gpu=1\n") && strstr(b.data, "\nH100.kernel_s=2.5e-06\n"));
+	CHECK(strstr(b.data, "\nH100.gemmnt_8x8=") && strstr(b.data, "\nH100.nccl_gpus=2\n"));
+	CHECK(!strstr(b.data, "cpu.gpu=") && !strstr(b.data, "cpu.kernel_s="));
+	memset(&back, 0, sizeof back);
+	int rc = dlh_calib_parse(b.data, &back, err, sizeof err);
+	dlh_buf_free(&b);
+	CHECK_MSG(rc == 0, "%s", err);
+	const struct dlh_calib_dev *g = dlh_calib_dev(&back, "H100");
+	CHECK(g && g->gpu == 1 && g->grid && g->grid_tr[0] && g->grid_tr[1]);
+	CHECK(near(g->kernel_s, 2.5e-6) && near(g->sync_s, 6e-6) && near(g->h2d_s, 9e-6));
+	CHECK(near(g->h2d_bw, 1.2e10) && near(g->ctx_s, 0.25) && near(g->blas_s, 0.125));
+	CHECK(near(g->nccl_s, 0.5) && near(g->ctx_bytes, 5.5e8) && near(g->blas_bytes, 2.5e8));
+	CHECK(near(g->nccl_bytes, 1.5e8) && near(g->total_bytes, 8.5e10));
+	CHECK(near(g->nccl_alpha, 2e-5) && near(g->nccl_beta, 4e-12) && g->nccl_gpus == 2);
+	CHECK(near(g->gemm_tr[1][4][3][2], c.dev[1].gemm_tr[1][4][3][2]));
+	CHECK(dlh_calib_dev(&back, "cpu")->gpu == 0);
+}
+
+TEST(a_cache_written_before_gpu_figures_still_parses)
+{
+	/* the keys a cache of the previous format holds, and nothing else */
+	const char *old = "# dlhfs calibration\ndate=2026-11-19T10:00:00Z\nwhen=1795000000\n"
+			  "ar_alpha=2e-06\nsync_s=5e-07\nlaunch_s=0.1\ndevice=cpu\n"
+			  "cpu.gemm_flops=1.2e+11\ncpu.mem_bw=1e+10\ncpu.gemm_all=0.9\n"
+			  "cpu.bw_65536=3e+10\ncpu.gemm_8x8=1 2 3 4 5\ndevice=H100\n"
+			  "H100.gemm_flops=6.7e+13\nH100.mem_bw=3.35e+12\n";
+	struct dlh_calib c;
+	char err[256] = "";
+
+	memset(&c, 0, sizeof c);
+	CHECK_MSG(dlh_calib_parse(old, &c, err, sizeof err) == 0, "%s", err);
+	const struct dlh_calib_dev *g = dlh_calib_dev(&c, "H100");
+	CHECK(c.ndev == 2 && g && g->gpu == 0 && g->kernel_s == 0 && g->ctx_bytes == 0);
+	CHECK(near(g->gemm_flops, 6.7e13) && near(c.sync_s, 5e-7));
+}
+
+/* The emulated dlh-calib (GPU builds) and mpirun, or NULL (then a skip). */
+static const char *emu_calib(char *prog, size_t len, char *mpirun, size_t mlen)
+{
+	const char *build = getenv("DLH_BUILD");
+	char cwd[1024];
+
+	if (!which("mpirun", mpirun, mlen) || !getcwd(cwd, sizeof cwd))
+		return NULL;
+	snprintf(prog, len, "%s/%s/dlh-calib-gpuemu", cwd, build ? build : "build");
+	return access(prog, X_OK) ? NULL : prog;
+}
+
+TEST(the_gpu_phase_runs_on_the_emulation_and_replaces_its_type_alone)
+{
+	char mpirun[1024], prog[1024], dir[] = "/tmp/dlh-test-calib.XXXXXX", err[1024];
+	struct dlh_calib c;
+
+	if (!emu_calib(prog, sizeof prog, mpirun, sizeof mpirun))
+		SKIP("no mpirun, or no dlh-calib-gpuemu (built where nvcc is)");
+	CHECK(mkdtemp(dir));
+	struct dlh_backend be;
+	CHECK_MSG(dlh_backend_local(&be, mpirun, err, sizeof err) == 0, "%s", err);
+	struct dlh_calib_gpu g = { .type = "H100", .first = 0, .count = 2 };
+	struct dlh_calib_opts o = { .backend = &be, .program = prog, .dir = dir, .gpus = &g,
+				    .ngpus = 1 };
+	sample(&c);   /* an H100 from the pool file's figures: replaced */
+	double t0 = dlh_now();
+	int rc = dlh_calib_measure_gpus(&o, &c, err, sizeof err);
+	double took = dlh_now() - t0;
+	rmdir(dir);   /* fails, and the test with it, when dlh-calib left files */
+	CHECK_MSG(rc == 0, "%s", err);
+	const struct dlh_calib_dev *h = dlh_calib_dev(&c, "H100"), *cpu = dlh_calib_dev(&c, "cpu");
+	CHECK(c.ndev == 2 && h && cpu && cpu->gpu == 0 && near(cpu->gemm_all, 0.875));
+	printf("    gpu phase took %.1f s: gemm %.3g FLOP/s, launch %.3g s, sync %.3g s, "
+	       "h2d %.3g s + %.3g B/s, bw %.3g B/s, context %.0f MiB, cuBLAS %.0f MiB, "
+	       "NCCL %.0f MiB, allreduce %.3g s + %.3g s/B\n", took, h->gemm_flops, h->kernel_s,
+	       h->sync_s, h->h2d_s, h->h2d_bw, h->mem_bw, h->ctx_bytes / 1048576,
+	       h->blas_bytes / 1048576, h->nccl_bytes / 1048576, h->nccl_alpha, h->nccl_beta);
+	CHECK(h->gpu == 1 && h->grid && h->grid_tr[0] && h->grid_tr[1]);
+	CHECK(h->gemm_flops > 1e8 && h->gemm[2][2][2] > 0 && h->gemm_tr[1][2][2][2] > 0);
+	CHECK(h->kernel_s > 0 && h->sync_s >= 0 && h->h2d_s > 0 && h->h2d_bw > 0);
+	CHECK(h->mem_bw > 0 && h->bw[0] > 0 && h->gemm_all == 1);
+	/* the emulation's context, cuBLAS handle and communicator (gpu_emu.h) */
+	CHECK(h->ctx_bytes >= 384.0 * 1048576 && h->blas_bytes >= 96.0 * 1048576);
+	CHECK(h->nccl_bytes >= 160.0 * 1048576 && h->total_bytes > 79.0 * 1073741824);
+	CHECK(h->nccl_gpus == 2 && h->nccl_alpha > 0);
+	CHECK(access(dir, F_OK) != 0);
+}
+
+TEST(a_gpu_phase_that_fails_says_why_and_keeps_the_rest)
+{
+	char mpirun[1024], prog[1024], dir[] = "/tmp/dlh-test-calib.XXXXXX", err[1024] = "";
+	struct dlh_calib c;
+
+	if (!emu_calib(prog, sizeof prog, mpirun, sizeof mpirun))
+		SKIP("no mpirun, or no dlh-calib-gpuemu (built where nvcc is)");
+	CHECK(mkdtemp(dir));
+	struct dlh_backend be;
+	CHECK_MSG(dlh_backend_local(&be, mpirun, err, sizeof err) == 0, "%s", err);
+	/* more GPUs than the emulation has (8) */
+	struct dlh_calib_gpu g = { .type = "A100", .first = 0, .count = 9 };
+	struct dlh_calib_opts o = { .backend = &be, .program = prog, .dir = dir, .gpus = &g,
+				    .ngpus = 1 };
+	sample(&c);
+	int rc = dlh_calib_measure_gpus(&o, &c, err, sizeof err);
+	rmdir(dir);
+	CHECK(rc == -EIO);
+	CHECK_MSG(strstr(err, "dlh-calib --phase gpu") && strstr(err, "9 devices asked for"), "%s",
+		  err);
+	CHECK(c.ndev == 2 && !dlh_calib_dev(&c, "A100") && dlh_calib_dev(&c, "H100")->gpu == 0);
+	CHECK(access(dir, F_OK) != 0);
+}
+
 int main(void)
 {
 	RUN(format_then_parse_gives_the_same_numbers);
@@ -236,5 +384,9 @@ int main(void)
 	RUN(bad_cache_lines_are_named);
 	RUN(load_names_a_missing_date);
 	RUN(measure_runs_dlh_calib_and_fills_every_term);
+	RUN(gpu_figures_round_trip_and_a_cpu_type_writes_none);
+	RUN(a_cache_written_before_gpu_figures_still_parses);
+	RUN(the_gpu_phase_runs_on_the_emulation_and_replaces_its_type_alone);
+	RUN(a_gpu_phase_that_fails_says_why_and_keeps_the_rest);
 	return CHECK_EXIT();
 }

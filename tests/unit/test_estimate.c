@@ -524,6 +524,121 @@ TEST(history_fit_keeps_factor_one_for_a_term_never_seen)
 		  "fit %g %g %g", k.compute, k.comm, k.startup);
 }
 
+/* flat_calib() with its second type "slow" renamed H100 and measured on
+ * the GPU: every GEMM at flops, every kernel's pass at bw, the launch,
+ * sync and copy figures as given; 1 GiB of context, cuBLAS and NCCL. */
+static void gpu_calib(struct dlh_calib *c, double flops, double bw, double launch, double sync,
+		      double h2d)
+{
+	flat_calib(c, flops, bw);
+	struct dlh_calib_dev *g = &c->dev[1];
+	snprintf(g->type, sizeof g->type, "H100");
+	g->gemm_flops = flops;
+	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
+		for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
+			for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
+				g->gemm[i][j][l] = (float)flops;
+	g->gpu = 1;
+	g->kernel_s = launch;
+	g->sync_s = sync;
+	g->h2d_s = h2d;
+	g->h2d_bw = HUGE_BW;
+	g->ctx_bytes = 512.0 * 1048576;
+	g->blas_bytes = 256.0 * 1048576;
+	g->nccl_bytes = 256.0 * 1048576;
+}
+
+TEST(a_small_gpu_step_is_its_launches_copies_and_one_sync)
+{
+	struct dlh_calib c;
+	struct dlh_estimate e;
+
+	/* GEMMs and passes free: only the calls' launches count */
+	gpu_calib(&c, 1e30, HUGE_BW, 5e-6, 2e-5, 1e-5);
+	mlp(&c, 16, 50, 1, "H100");   /* dense, relu, dense */
+	CHECK(est(&c, NULL, &e) == 0);
+	/* gpu.cu: forward 2 + 1 + 2 kernels, the loss 2, backward 3 + 1 + 2
+	 * (the first layer has no input gradient), the update and a 1-rank
+	 * allreduce: 15 launches; the batch in (2 copies), the sums out, a sync */
+	double step = 15 * 5e-6 + 3 * 1e-5 + 2e-5;
+	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g", e.step_s, step);
+	CHECK(strstr(e.source, "H100 measured on it (GPU)"));
+}
+
+TEST(each_gpu_figure_moves_the_estimate)
+{
+	struct dlh_calib c;
+	struct dlh_estimate base, e;
+	struct dlh_calib_dev *g = &c.dev[1];
+
+	gpu_calib(&c, 2e13, 2e12, 4e-6, 1e-5, 8e-6);
+	mlp(&c, 256, 64, 1, "H100");
+	CHECK(est(&c, NULL, &base) == 0);
+	g->kernel_s *= 2;   /* launches */
+	CHECK(est(&c, NULL, &e) == 0 && e.step_s > base.step_s * 1.2);
+	g->kernel_s /= 2;
+	g->sync_s *= 4;     /* the step's wait */
+	CHECK(est(&c, NULL, &e) == 0 && fabs(e.step_s - base.step_s - 3e-5) < 1e-12);
+	g->sync_s /= 4;
+	g->h2d_bw = 1e9;    /* the batch's copy: 64 x 784 floats at 1 GB/s */
+	CHECK(est(&c, NULL, &e) == 0 &&
+	      fabs(e.step_s - base.step_s - (64 * 784 * 4 + 64) / 1e9) < 1e-9);
+	g->h2d_bw = HUGE_BW;
+	g->ctx_bytes += 1e8;   /* memory: the context, as measured */
+	CHECK(est(&c, NULL, &e) == 0 && fabs(e.mem_bytes - base.mem_bytes - 1e8) < 1);
+	g->ctx_bytes -= 1e8;
+	g->ctx_s = 0.5;        /* start-up: each rank's context */
+	CHECK(est(&c, NULL, &e) == 0 && fabs(e.startup_s - base.startup_s - 0.5) < 1e-9);
+	g->ctx_s = 0;
+	mlp(&c, 4096, 1024, 1, "H100");   /* a large model: its GEMMs' time */
+	in.train_n = 10240;
+	CHECK(est(&c, NULL, &base) == 0);
+	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
+		for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
+			for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
+				g->gemm[i][j][l] /= 4;
+	CHECK(est(&c, NULL, &e) == 0 && e.step_s > base.step_s * 2);
+}
+
+TEST(gpu_memory_is_the_context_cublas_nccl_and_the_backends_buffers)
+{
+	struct dlh_calib c;
+	struct dlh_estimate e, big;
+
+	gpu_calib(&c, 2e13, 2e12, 4e-6, 1e-5, 8e-6);
+	mlp(&c, 256, 64, 1, "H100");
+	CHECK(est(&c, NULL, &e) == 0);
+	double fixed = 1024.0 * 1048576;
+	/* 784 x 256 + 256 x 10 weights and biases: parameters, gradients and
+	 * momentum; at most 512 rows of activations (evaluation's chunks) */
+	double np = 784.0 * 256 + 256 + 256 * 10 + 10;
+	CHECK_MSG(e.mem_bytes > fixed + 3 * np * 4 && e.mem_bytes < fixed + 16e6, "mem %g",
+		  e.mem_bytes);
+	mlp(&c, 256, 2048, 1, "H100");
+	in.train_n = 10240;
+	CHECK(est(&c, NULL, &big) == 0 && big.mem_bytes > e.mem_bytes + 2048.0 * 784 * 4);
+}
+
+TEST(the_source_says_a_type_stands_in_by_its_peak_figures)
+{
+	struct dlh_calib c;
+	struct dlh_estimate e;
+	struct dlh_buf b = { 0 };
+
+	gpu_calib(&c, 2e13, 2e12, 4e-6, 1e-5, 8e-6);
+	c.dev[1].gpu = 0;     /* as choose.c's peak_of() makes one */
+	c.dev[1].peak = 1;
+	c.dev[1].grid = 0;
+	mlp(&c, 256, 64, 1, "H100");
+	CHECK(est(&c, NULL, &e) == 0);
+	CHECK_MSG(!strcmp(e.source, "H100 pool peak figures (not calibrated)"), "%s", e.source);
+	CHECK(dlh_estimate_format(&e, NULL, &b) == 0);
+	CHECK(strstr(b.data, "\nsource=H100 pool peak figures (not calibrated)\n"));
+	dlh_buf_free(&b);
+	mlp(&c, 256, 64, 1, "cpu");
+	CHECK(est(&c, NULL, &e) == 0 && !strcmp(e.source, "cpu measured"));
+}
+
 int main(void)
 {
 	RUN(hand_computed_case_on_flat_speeds);
@@ -544,5 +659,9 @@ int main(void)
 	RUN(actual_without_metrics_is_enoent);
 	RUN(history_fit_recovers_known_factors);
 	RUN(history_fit_keeps_factor_one_for_a_term_never_seen);
+	RUN(a_small_gpu_step_is_its_launches_copies_and_one_sync);
+	RUN(each_gpu_figure_moves_the_estimate);
+	RUN(gpu_memory_is_the_context_cublas_nccl_and_the_backends_buffers);
+	RUN(the_source_says_a_type_stands_in_by_its_peak_figures);
 	return CHECK_EXIT();
 }

@@ -38,6 +38,7 @@ static struct {
 	int (*eval_batch)(struct dlt_gpu *, const float *, const uint8_t *, int, double *, long *,
 			  char *, size_t);
 	void (*times)(const struct dlt_gpu *, double *);
+	int (*calibrate)(const struct dlt_gpu_cal_in *, struct dlt_gpu_cal *, char *, size_t);
 } T;
 
 static int state;          /* 0 = not tried, 1 = loaded, -1 = cannot be loaded */
@@ -66,6 +67,7 @@ static int open_lib(const char *path)
 	SYM(forward, "dlt_gpu_forward") SYM(train_batch, "dlt_gpu_train_batch")
 	SYM(optim_step, "dlt_gpu_optim_step") SYM(step, "dlt_gpu_step")
 	SYM(eval_batch, "dlt_gpu_eval_batch") SYM(times, "dlt_gpu_times")
+	SYM(calibrate, "dlt_gpu_calibrate")
 #undef SYM
 	return 0;
 }
@@ -207,4 +209,14 @@ int dlt_gpu_eval_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int 
 void dlt_gpu_times(const struct dlt_gpu *g, double t[4])
 {
 	T.times(g, t);
+}
+
+int dlt_gpu_calibrate(const struct dlt_gpu_cal_in *in, struct dlt_gpu_cal *out,
+		      char *err, size_t errlen)
+{
+	int rc = load(err, errlen);
+
+	if (rc < 0)
+		memset(out, 0, sizeof *out);
+	return rc < 0 ? rc : T.calibrate(in, out, err, errlen);
 }

@@ -1,0 +1,129 @@
+# 61-gpucalib.sh - the GPU phase of the calibration through a mount: a pool
+# whose node has GPUs is measured at mount (dlh-calib --phase gpu, here over
+# the CUDA emulation: build/dlh-calib-gpuemu), the figures are cached and
+# shown in pool/calibration, refreshed by recalibrate, and the estimate of a
+# device = gpu spec rests on them
+
+FMNIST=${DLH_FMNIST:-/usr/share/datasets/fashion-mnist}
+
+# need_emu: skips without the emulated programs (GPU=1 builds, where nvcc is)
+need_emu() {
+	[ -x "$DLH_BIN/dlh-calib-gpuemu" ] || skip "no $DLH_BIN/dlh-calib-gpuemu (built with GPU=1)"
+	[ -x "$DLH_BIN/dlh-train-gpuemu" ] || skip "no $DLH_BIN/dlh-train-gpuemu (built with GPU=1)"
+	[ -e "$FMNIST/train-images-idx3-ubyte.gz" ] || skip "no Fashion-MNIST in $FMNIST"
+}
+
+# gpu_pool N: this machine as a node with N GPUs of type H100
+gpu_pool() {
+	printf '[type H100]\nflops = 58.5T\nmemory = 80G\nbandwidth = 3.35T\nwatts_idle = 70\nwatts_busy = 700\ngpu = true\n'
+	printf '[node here]\nhost = %s\ncpus = 2\ngpus = H100:%s\n' "$(hostname)" "$1"
+}
+
+# gpu_mount N: mounts over the emulated trainer and calibration with gpu_pool N
+# in a fresh state dir (the suite's CPU calibration copied in)
+gpu_mount() {
+	local state; state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	gpu_pool "$1" > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini -o trainer=$DLH_BIN/dlh-train-gpuemu -o calib=$DLH_BIN/dlh-calib-gpuemu" \
+		dlh_mount "$state"
+}
+
+# remount: the same state dir again (after dlh_umount)
+remount() {
+	DLH_OPTS="-o pool=$STATE/pool.ini -o trainer=$DLH_BIN/dlh-train-gpuemu -o calib=$DLH_BIN/dlh-calib-gpuemu" \
+		dlh_mount "$STATE"
+}
+
+# gpu_spec NAME: a dry run of a small MLP on one GPU
+gpu_spec() {
+	printf '[job]\nname = %s\ndry_run = true\n[data]\n' "$1"
+	printf 'train = %s/train-images-idx3-ubyte.gz\ntrain_labels = %s/train-labels-idx1-ubyte.gz\n' "$FMNIST" "$FMNIST"
+	printf 'test = %s/t10k-images-idx3-ubyte.gz\ntest_labels = %s/t10k-labels-idx1-ubyte.gz\n' "$FMNIST" "$FMNIST"
+	printf 'train_limit = 8000\ntest_limit = 2000\n[model]\nlayers = 256, 128\n'
+	printf '[train]\nepochs = 2\nbatch_size = 64\nlr = 0.01\n[resources]\ndevice = gpu\nranks = 1\n'
+}
+
+# gpu_measured: pool/calibration holds the H100's GPU figures
+gpu_measured() { grep -q '^H100\.kernel_s=' "$MNT/pool/calibration"; }
+
+# est ID KEY: a value of the job's estimate
+est() { sed -n "s/^$2=//p" "$MNT/jobs/$1/estimate"; }
+
+# submit ID: submits gpu_spec as job ID, a dry run: planned at once
+submit() {
+	gpu_spec "g$1" > "$STATE/g$1.ini"
+	cp "$STATE/g$1.ini" "$MNT/jobs/new" || die "submit failed: $(tail -3 "$MNT/jobs/errors")"
+	expect_eq "$(cat "$MNT/jobs/$1/status")" planned "status of a dry run"
+}
+
+test_mount_measures_the_nodes_gpus_and_the_estimate_uses_them() {
+	need_emu
+	gpu_mount 2
+	wait_for 120 gpu_measured || die "no GPU figures: $(grep -v gemm "$MNT/pool/calibration")"
+	local k
+	for k in gpu kernel_s sync_s h2d_s h2d_bw ctx_s blas_s nccl_s ctx_bytes blas_bytes nccl_bytes \
+		 nccl_alpha nccl_beta nccl_gpus gemm_flops mem_bw; do
+		grep -q "^H100\.$k=[0-9]" "$STATE/calibration" || die "cache lacks H100.$k: $(grep '^H100' "$STATE/calibration" | grep -v gemm)"
+	done
+	grep -q '^H100\.gemmnt_128x128=' "$STATE/calibration" && grep -q '^H100\.gemmtn_8x8=' "$STATE/calibration" ||
+		die "cache lacks the transposed grids"
+	expect_eq "$(sed -n 's/^H100\.nccl_gpus=//p' "$STATE/calibration")" 2 "GPUs the allreduce was timed on"
+	# the CPU's figures are the suite's, kept
+	expect_eq "$(grep '^cpu\.gemm_flops=' "$STATE/calibration")" "$(grep '^cpu\.gemm_flops=' "$DLH_CALIBRATION")" "cpu figures"
+	expect_eq "$(grep -v '^#' "$MNT/pool/calibration")" "$(grep -v '^#' "$STATE/calibration")" "pool/calibration is the cache"
+	submit 1
+	local plan=$MNT/jobs/1/plan
+	grep -q '^chosen 1 x H100 on 1 node' "$plan" || die "plan: $(cat "$plan")"
+	grep -q '^estimate: H100 as calibrated on it: cuBLAS .* GFLOP/s at best, launch .* us, sync .* us, context + cuBLAS + NCCL 640 MiB$' "$plan" ||
+		die "plan does not say the figures' source: $(grep '^estimate' "$plan")"
+	! grep -q 'is not calibrated' "$plan" || die "plan: $(grep '^estimate' "$plan")"
+	expect_eq "$(est 1 source)" "H100 measured on it (GPU)" "estimate source"
+	# the emulation's context, cuBLAS and NCCL: 640 MiB, and the buffers
+	awk -v m="$(est 1 mem_bytes)" 'BEGIN { exit !(m > 640 * 1048576 && m < 700 * 1048576) }' ||
+		die "mem_bytes $(est 1 mem_bytes)"
+	local step0; step0=$(est 1 step_s)
+	dlh_umount
+	# a slower launch in the cache: the next estimate follows it (no
+	# measuring again: the cache holds every GPU type of the node)
+	sed -i 's/^H100\.kernel_s=.*/H100.kernel_s=0.001/' "$STATE/calibration"
+	remount
+	gpu_measured || die "not calibrated at mount: $(head -3 "$MNT/pool/calibration")"
+	grep -q '^H100\.kernel_s=0\.001$' "$MNT/pool/calibration" || die "cache measured again: $(grep kernel_s "$MNT/pool/calibration")"
+	submit 2
+	# a step of this MLP launches 22 kernels and GEMMs (gpu.cu), each now at
+	# least 1 ms
+	awk -v a="$step0" -v b="$(est 2 step_s)" 'BEGIN { exit !(b > a && b >= 0.022) }' ||
+		die "step_s $step0 with the measured launch, $(est 2 step_s) at 1 ms a launch"
+	echo "measured: step_s $step0 s on the emulation's figures, $(est 2 step_s) s at 1 ms a launch"
+	dlh_umount
+}
+
+test_recalibrate_measures_the_gpus_again() {
+	need_emu
+	gpu_mount 1
+	wait_for 120 gpu_measured || die "no GPU figures: $(grep -v gemm "$MNT/pool/calibration")"
+	local before; before=$(sed -n 's/^when=//p' "$MNT/pool/calibration")
+	sed -i 's/^H100\.kernel_s=.*/H100.kernel_s=9/' "$STATE/calibration"
+	echo recalibrate > "$MNT/pool/ctl" || die "recalibrate failed: $(head -3 "$MNT/pool/calibration")"
+	local after; after=$(sed -n 's/^when=//p' "$MNT/pool/calibration")
+	awk -v a="$before" -v b="$after" 'BEGIN { exit !(b > a) }' || die "when $before -> $after"
+	gpu_measured || die "recalibrate lost the GPU: $(grep -v gemm "$MNT/pool/calibration")"
+	! grep -q '^H100\.kernel_s=9$' "$STATE/calibration" || die "the GPU was not measured again"
+	# one GPU: no allreduce to time
+	! grep -q '^H100\.nccl_gpus=' "$STATE/calibration" || die "$(grep nccl "$STATE/calibration")"
+	dlh_umount
+}
+
+test_a_gpu_that_cannot_be_measured_keeps_its_pool_figures_quietly() {
+	need_emu
+	gpu_mount 9   # the emulation has 8 devices
+	wait_for 120 grep -q '^# not measured: H100: ' "$MNT/pool/calibration" ||
+		die "no reason shown: $(grep '^#' "$MNT/pool/calibration")"
+	grep -q '9 devices asked for, 8 seen' "$MNT/pool/calibration" || die "$(grep '^#' "$MNT/pool/calibration")"
+	! grep -q '^H100\.' "$STATE/calibration" || die "cache: $(grep '^H100' "$STATE/calibration")"
+	submit 1
+	grep -q '^estimate: H100 is not calibrated (no node with it has measured it' "$MNT/jobs/1/plan" ||
+		die "plan: $(grep '^estimate' "$MNT/jobs/1/plan")"
+	expect_eq "$(est 1 source)" "H100 pool peak figures (not calibrated)" "estimate source"
+	dlh_umount   # and nothing on stderr: the pool's figures stand in
+}
