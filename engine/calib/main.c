@@ -537,10 +537,10 @@ static double init_rate(void)
 	return rate;
 }
 
-/* Mean seconds of the line rank 0 appends to metrics.csv after every
- * step (dlt_metrics_train: format, one write(2)), written by the
- * trainer's own code to a file in dir, as the job's is in the state dir:
- * the other ranks wait for it at the next gradient sum. */
+/* Mean seconds of the row rank 0 appends to metrics.csv after every step
+ * (dlt_rows: formatted into a buffer, written in batches of whole lines),
+ * by the trainer's own code to a file in dir, as the job's is in the state
+ * dir: the other ranks wait for it at the next gradient sum. */
 static double metrics_line_s(const char *dir)
 {
 	char sub[4096], path[4096], err[512];
@@ -551,11 +551,22 @@ static double metrics_line_s(const char *dir)
 		die("cannot create", sub);
 	if (dlt_metrics_open(sub, 0, &fd, err, sizeof err) < 0)
 		die(err, NULL);
+	/* as the trainer appends them: each row into its buffer, written in
+	 * batches (engine/train/metrics.h dlt_rows) */
+	static struct dlt_rows rows;
 	double t0 = dlh_mono();
-
-	for (int i = 0; i < METRICS_LINES; i++)
-		if (dlt_metrics_train(fd, i + 1, 1, dlh_mono() - t0, 0.5, 0.875, 0.01, 12345.6) < 0)
+	dlt_rows_init(&rows, fd, DLT_ROWS_EVERY, t0);
+	for (int i = 0; i < METRICS_LINES; i++) {
+		double at = dlh_mono();
+		struct dlh_metrics_row r = {
+			.kind = DLH_ROW_TRAIN, .step = i + 1, .epoch = 1, .time_s = at - t0, .loss = 0.5,
+			.accuracy = 0.875, .lr = 0.01, .samples_per_s = 12345.6,
+		};
+		if (dlt_rows_add(&rows, &r, at) < 0)
 			die("cannot append to a metrics file in", sub);
+	}
+	if (dlt_rows_flush(&rows, dlh_mono()) < 0)
+		die("cannot append to a metrics file in", sub);
 	double t = (dlh_mono() - t0) / METRICS_LINES;
 
 	close(fd);
