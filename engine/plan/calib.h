@@ -126,9 +126,17 @@ struct dlh_calib {
 };
 
 /* Correction factors the history refits (identity: all 1). */
+#define DLH_CORR_DEVICE 64         /* bytes of a device key ("cpu", "A100+H100") */
+#define DLH_CORR_DEVICES 8         /* device keys with factors of their own, at most */
 struct dlh_correction {
 	double compute, comm, startup;    /* multiply those terms of an estimate */
 	int runs;                         /* history entries they were fitted on */
+	int ndevices;                     /* device keys fitted on their own runs */
+	struct dlh_correction_device {
+		char device[DLH_CORR_DEVICE];   /* the estimate's device key */
+		double compute, comm, startup;
+		int runs;
+	} device[DLH_CORR_DEVICES];       /* the keys with the most runs first */
 };
 
 /* The GPUs of one type on this node, as the pool numbers them (in type

@@ -16,6 +16,9 @@
 #include "engine/train/plan.h"
 #include "engine/train/prefetch.h"
 
+/* the characters of a device key: the pool's type names, '+'-joined */
+#define DEVICE_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-+"
+
 /* What dlh-train does, mirrored (engine/train/main.c, layers.c, prefetch.h) */
 #define EST_EVAL_ROWS 512         /* DLT_EVAL_ROWS: fewest rows per MLP eval batch */
 #define EST_CNN_EVAL_ROWS 64      /* DLT_CNN_EVAL_ROWS */
@@ -605,11 +608,48 @@ static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, dou
 	return d->ctx_bytes + d->blas_bytes + d->nccl_bytes + floats * F4 + rows;
 }
 
+/* in's device types in rank order, each once, '+'-joined, into key. */
+static void device_key(const struct dlh_estimate_in *in, char *key, size_t len)
+{
+	size_t used = 0;
+	key[0] = '\0';
+	for (int r = 0; r < in->ranks && r < DLH_EST_RANKS; r++) {
+		if (!in->dev[r])
+			continue;
+		int seen = 0;
+		for (int q = 0; q < r && !seen; q++)
+			seen = in->dev[q] && !strcmp(in->dev[q]->type, in->dev[r]->type);
+		if (!seen && used + strlen(in->dev[r]->type) + 2 <= len)
+			used += (size_t)snprintf(key + used, len - used, "%s%s", used ? "+" : "",
+						 in->dev[r]->type);
+	}
+}
+
+/* The factors an estimate on device key takes from corr: the key's own,
+ * fitted on its runs, else those of all runs. Returns whose they are. */
+static const char *pick_factors(const struct dlh_correction *corr, const char *key, double *compute,
+				double *comm, double *startup)
+{
+	for (int i = 0; i < corr->ndevices && i < DLH_CORR_DEVICES; i++) {
+		const struct dlh_correction_device *d = &corr->device[i];
+		if (d->runs > 0 && !strcmp(d->device, key)) {
+			*compute = d->compute, *comm = d->comm, *startup = d->startup;
+			return "runs on its devices";
+		}
+	}
+	if (corr->runs > 0) {
+		*compute = corr->compute, *comm = corr->comm, *startup = corr->startup;
+		return "all runs";
+	}
+	*compute = *comm = *startup = 1.0;
+	return "";
+}
+
 int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		 const struct dlh_correction *corr, struct dlh_estimate *out,
 		 char *err, size_t errlen)
 {
-	static const struct dlh_correction none = { 1.0, 1.0, 1.0, 0 };
+	static const struct dlh_correction none = { .compute = 1.0, .comm = 1.0, .startup = 1.0 };
 	const struct dlh_spec *spec = in->spec;
 	struct dlh_model_cost mc;
 	struct lshape s[DLH_COST_LAYERS];
@@ -617,8 +657,9 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	memset(out, 0, sizeof *out);
 	if ((rc = check_in(in, cal, err, errlen)) < 0)
 		return rc;
-	if (!corr || corr->runs == 0)
-		corr = &none;
+	device_key(in, out->device, sizeof out->device);
+	double compute_f, comm_f, startup_f;
+	out->corrected = pick_factors(corr ? corr : &none, out->device, &compute_f, &comm_f, &startup_f);
 	rc = dlh_model_cost(spec, in->c, in->h, in->w, in->classes, &mc, err, errlen);
 	if (rc < 0)
 		return rc;
@@ -742,7 +783,6 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 			  in->ranks > 1 ? 2.0 * (in->ranks - 1) / in->ranks * grad_bytes : 0.0;
 
 	/* correction factors (dlh_history_fit) scale the three kinds of term */
-	double compute_f = corr->compute, comm_f = corr->comm, startup_f = corr->startup;
 	out->compute_s = comp_max * compute_f;
 	out->comm_s = comm * comm_f;
 	out->step_s = (comp_max + upd_max) * compute_f + out->comm_s;
@@ -824,6 +864,10 @@ int dlh_estimate_format(const struct dlh_estimate *pred, const struct dlh_estima
 	rc |= dlh_buf_printf(out, "steps=%ld\n", pred->steps);
 	if (pred->source[0])
 		rc |= dlh_buf_printf(out, "source=%s\n", pred->source);
+	if (pred->device[0])   /* the history's key for a correction of its own */
+		rc |= dlh_buf_printf(out, "device=%s\n", pred->device);
+	if (pred->corrected && pred->corrected[0])
+		rc |= dlh_buf_printf(out, "corrected_by=the history of %s\n", pred->corrected);
 	/* the uncorrected terms, so the history can refit them after the run */
 	if (pred->raw_compute >= 0)
 		rc |= dlh_buf_printf(out, "raw_compute_s=%.6g\nraw_comm_s=%.6g\nraw_startup_s=%.6g\n"
@@ -868,6 +912,8 @@ int dlh_estimate_parse(const char *text, struct dlh_estimate *pred)
 		pred->raw_comm = strtod(v, NULL);
 	if (!dlh_kv_get(text, "raw_startup_s", v, sizeof v))
 		pred->raw_startup = strtod(v, NULL);
+	if (!dlh_kv_get(text, "device", v, sizeof v) && strspn(v, DEVICE_CHARS) == strlen(v))
+		snprintf(pred->device, sizeof pred->device, "%s", v);
 	return 0;
 }
 
@@ -1003,33 +1049,45 @@ int dlh_estimate_actual(const char *job_dir, double wall_s, struct dlh_estimate 
 int dlh_history_add(const char *state_dir, const struct dlh_estimate *pred,
 		    const struct dlh_estimate *act)
 {
-	char path[4096], line[512];
+	char path[4096], line[640], dev[DLH_CORR_DEVICE + 8] = "";
 	if (act->total_s <= 0 || pred->raw_compute < 0)
 		return -EINVAL;
+	if (pred->device[0] && strspn(pred->device, DEVICE_CHARS) == strlen(pred->device))
+		snprintf(dev, sizeof dev, " device=%s", pred->device);
 	snprintf(path, sizeof path, "%s/%s", state_dir, HISTORY_FILE);
 	snprintf(line, sizeof line, "time=%.0f compute=%.6g comm=%.6g startup=%.6g "
-		 "predicted=%.6g actual=%.6g step=%.6g actual_step=%.6g", dlh_now(),
+		 "predicted=%.6g actual=%.6g step=%.6g actual_step=%.6g%s", dlh_now(),
 		 pred->raw_compute, pred->raw_comm, pred->raw_startup, pred->total_s,
-		 act->total_s, pred->step_s, act->step_s);
+		 act->total_s, pred->step_s, act->step_s, dev);
 	return dlh_append_line_private(path, line);   /* what ran, how long: root's */
 }
 
-/* One history line's terms x (compute, comm, startup) and actual y.
- * Returns 1, or 0 for a line that is not one. */
-static int history_row(const char *line, double x[3], double *y)
+/* One history line's terms x (compute, comm, startup), actual y and device
+ * key ("" in a line from before keys). Returns 1, or 0 for a line that is
+ * not one. */
+static int history_row(const char *line, double x[3], double *y, char *device, size_t len)
 {
 	const char *names[4] = { "compute=", "comm=", "startup=", "actual=" };
+	const char *eol = strchr(line, '\n');
 	double v[4];
 	for (int i = 0; i < 4; i++) {
 		const char *p = strstr(line, names[i]);
 		while (p && p != line && p[-1] != ' ')
 			p = strstr(p + 1, names[i]);
-		if (!p || sscanf(p + strlen(names[i]), "%lf", &v[i]) != 1 || !isfinite(v[i]) ||
+		if (!p || (eol && p > eol) || sscanf(p + strlen(names[i]), "%lf", &v[i]) != 1 || !isfinite(v[i]) ||
 		    v[i] < 0)
 			return 0;
 	}
 	memcpy(x, v, 3 * sizeof *x);
 	*y = v[3];
+	device[0] = '\0';
+	const char *d = strstr(line, " device="), *end = strchr(line, '\n');
+	if (d && (!end || d < end)) {   /* in this line, not the next */
+		d += strlen(" device=");
+		size_t n = strspn(d, DEVICE_CHARS);
+		if (n < len)
+			snprintf(device, len, "%.*s", (int)n, d);
+	}
 	return *y > 0;
 }
 
@@ -1068,57 +1126,104 @@ static int solve(double a[3][3], double b[3], int n, double x[3])
 	return 0;
 }
 
+/* The normal equations of the relative least squares over some runs. */
+struct fit_sums {
+	double ata[3][3], aty[3], sum[3];
+	int runs;
+};
+
+static void fit_add(struct fit_sums *f, const double x[3], double y)
+{
+	/* relative least squares: each run weighs by 1/actual, so a long run
+	 * does not outweigh many short ones */
+	for (int i = 0; i < 3; i++) {
+		f->sum[i] += x[i];
+		for (int j = 0; j < 3; j++)
+			f->ata[i][j] += x[i] * x[j] / (y * y);
+		f->aty[i] += x[i] / y;
+	}
+	f->runs++;
+}
+
+/* The factors of f's runs into out (compute, comm, startup). Returns 1, or
+ * 0 (identity kept) with too few runs or a fit that far off is noise. */
+static int fit_solve(const struct fit_sums *f, double out[3])
+{
+	out[0] = out[1] = out[2] = 1.0;
+	if (f->runs < HISTORY_MIN)
+		return 0;
+	/* terms that never occurred (no comm on one rank) keep factor 1 */
+	int idx[3], n = 0;
+	double a[3][3], b[3], x[3];
+	for (int i = 0; i < 3; i++)
+		if (f->sum[i] > 0)
+			idx[n++] = i;
+	for (int i = 0; i < n; i++) {
+		b[i] = f->aty[idx[i]];
+		for (int j = 0; j < n; j++)
+			a[i][j] = f->ata[idx[i]][idx[j]];
+	}
+	if (n == 0 || solve(a, b, n, x) < 0)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (!(x[i] > 0.1 && x[i] < 10.0))
+			return 0;
+	for (int i = 0; i < n; i++)
+		out[idx[i]] = x[i];
+	return 1;
+}
+
 int dlh_history_fit(const char *state_dir, struct dlh_correction *corr)
 {
-	char path[4096], *text = NULL;
+	char path[4096], *text = NULL, device[DLH_CORR_DEVICE];
 	size_t len;
-	double ata[3][3] = { { 0 } }, aty[3] = { 0 }, sum[3] = { 0 };
-	int runs = 0;
-	*corr = (struct dlh_correction){ 1.0, 1.0, 1.0, 0 };
+	struct fit_sums all = { 0 }, *by = calloc(2 * DLH_CORR_DEVICES, sizeof *by);
+	char keys[2 * DLH_CORR_DEVICES][DLH_CORR_DEVICE];
+	int nkeys = 0;
+	*corr = (struct dlh_correction){ .compute = 1.0, .comm = 1.0, .startup = 1.0 };
+	if (!by)
+		return -ENOMEM;
 	snprintf(path, sizeof path, "%s/%s", state_dir, HISTORY_FILE);
 	int rc = dlh_read_file(path, 64L << 20, &text, &len);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc)
-		return rc;
+	if (rc) {
+		free(by);
+		return rc == -ENOENT ? 0 : rc;
+	}
 	for (const char *line = text; line && *line;) {
 		double x[3], y;
-		if (history_row(line, x, &y)) {
-			/* relative least squares: each run weighs by 1/actual, so a
-			 * long run does not outweigh many short ones */
-			for (int i = 0; i < 3; i++) {
-				sum[i] += x[i];
-				for (int j = 0; j < 3; j++)
-					ata[i][j] += x[i] * x[j] / (y * y);
-				aty[i] += x[i] / y;
-			}
-			runs++;
+		if (history_row(line, x, &y, device, sizeof device)) {
+			fit_add(&all, x, y);
+			int k = 0;
+			while (k < nkeys && strcmp(keys[k], device))
+				k++;
+			if (device[0] && k == nkeys && nkeys < 2 * DLH_CORR_DEVICES)
+				snprintf(keys[nkeys++], sizeof keys[0], "%s", device);
+			if (device[0] && k < nkeys)
+				fit_add(&by[k], x, y);
 		}
 		line = strchr(line, '\n');
 		line = line ? line + 1 : NULL;
 	}
 	free(text);
-	if (runs < HISTORY_MIN)
-		return runs;
-	/* terms that never occurred (no comm on one rank) keep factor 1 */
-	int idx[3], n = 0;
-	double a[3][3], b[3], x[3];
-	for (int i = 0; i < 3; i++)
-		if (sum[i] > 0)
-			idx[n++] = i;
-	for (int i = 0; i < n; i++) {
-		b[i] = aty[idx[i]];
-		for (int j = 0; j < n; j++)
-			a[i][j] = ata[idx[i]][idx[j]];
+	double f[3];
+	if (fit_solve(&all, f))
+		*corr = (struct dlh_correction){ .compute = f[0], .comm = f[1], .startup = f[2],
+						 .runs = all.runs };
+	/* each key with enough runs of its own, the most runs first */
+	for (int done = 0; done < nkeys && corr->ndevices < DLH_CORR_DEVICES; done++) {
+		int best = -1;
+		for (int k = 0; k < nkeys; k++)
+			if (by[k].runs > 0 && (best < 0 || by[k].runs > by[best].runs))
+				best = k;
+		if (best < 0)
+			break;
+		if (fit_solve(&by[best], f)) {
+			struct dlh_correction_device *d = &corr->device[corr->ndevices++];
+			snprintf(d->device, sizeof d->device, "%s", keys[best]);
+			d->compute = f[0], d->comm = f[1], d->startup = f[2], d->runs = by[best].runs;
+		}
+		by[best].runs = 0;   /* taken */
 	}
-	if (n == 0 || solve(a, b, n, x) < 0)
-		return runs;
-	double f[3] = { 1.0, 1.0, 1.0 };
-	for (int i = 0; i < n; i++) {
-		if (!(x[i] > 0.1 && x[i] < 10.0))   /* a fit that far off is noise: keep 1 */
-			return runs;
-		f[idx[i]] = x[i];
-	}
-	*corr = (struct dlh_correction){ f[0], f[1], f[2], runs };
-	return runs;
+	free(by);
+	return all.runs;
 }

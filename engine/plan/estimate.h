@@ -61,6 +61,11 @@ struct dlh_estimate {
 	char source[160];       /* what the devices' figures are: "cpu measured;
 				   H100 measured on it (GPU)", "A100 pool peak
 				   figures (not calibrated)" ("" in an actual) */
+	char device[DLH_CORR_DEVICE];   /* the ranks' device types in rank order, each
+				   once, '+'-joined ("cpu", "H100", "A100+H100"):
+				   the history's key for a correction of their own */
+	const char *corrected;  /* whose correction scaled it: "" (none), "all runs",
+				   or "runs on DEVICE" */
 };
 
 /* Fills out for in on calibration cal, with the correction factors corr
@@ -92,7 +97,9 @@ int dlh_history_add(const char *state_dir, const struct dlh_estimate *pred,
 		    const struct dlh_estimate *act);
 
 /* Refits corr by least squares on the history (identity factors with fewer
- * runs than it needs). Returns the runs used, or -errno. */
+ * runs than it needs): the factors of all runs, and those of each device
+ * key (dlh_estimate.device) with enough runs of its own, which an estimate
+ * on that key takes instead. Returns the runs used, or -errno. */
 int dlh_history_fit(const char *state_dir, struct dlh_correction *corr);
 
 #endif

@@ -215,7 +215,7 @@ void eng_calib_open(struct dlh_engine *e, int no_calibrate)
 		fprintf(stderr, "dlhfs: ignoring %s/%s: %s; measuring again\n", e->state,
 			DLH_CALIB_FILE, err);
 	if (dlh_history_fit(e->state, &e->corr) < 0)
-		e->corr = (struct dlh_correction){ 1.0, 1.0, 1.0, 0 };
+		e->corr = (struct dlh_correction){ .compute = 1.0, .comm = 1.0, .startup = 1.0 };
 	if (no_calibrate)
 		return;
 	struct dlh_calib_gpu g[DLH_CALIB_DEVS];

@@ -290,7 +290,7 @@ TEST(correction_factors_scale_their_terms)
 {
 	struct dlh_calib c;
 	struct dlh_estimate plain, scaled;
-	struct dlh_correction k = { 2.0, 1.0, 3.0, 10 };
+	struct dlh_correction k = { .compute = 2.0, .comm = 1.0, .startup = 3.0, .runs = 10 };
 
 	real_calib(&c);
 	mlp(&c, 256, 128, 2, "cpu");
@@ -524,6 +524,62 @@ TEST(history_fit_keeps_factor_one_for_a_term_never_seen)
 		  "fit %g %g %g", k.compute, k.comm, k.startup);
 }
 
+/* The refit learns a correction per device key besides the one of all
+ * runs: an estimate on a key with runs enough of its own takes that key's
+ * factors (and says so), any other the pooled ones; the key goes through the
+ * estimate file to the history line; lines from before keys count in the
+ * pooled fit only. */
+TEST(history_fit_learns_a_correction_per_device)
+{
+	char dir[] = "/tmp/dlh-test-hist.XXXXXX";
+	struct dlh_correction k;
+	struct dlh_calib c;
+	struct dlh_estimate plain, e;
+	CHECK(mkdtemp(dir));
+	for (int i = 0; i < 24; i++) {   /* cpu runs 1.25x slow, H100 runs 2x, old lines 1x */
+		struct dlh_estimate p = { .raw_compute = 10.0 + i, .raw_comm = 1.0 + i % 4,
+					  .raw_startup = 0.5 + 0.1 * (i % 5) }, a = { 0 };
+		double f = i % 3 == 0 ? 1.25 : i % 3 == 1 ? 2.0 : 1.0;
+		snprintf(p.device, sizeof p.device, "%s", i % 3 == 0 ? "cpu" : i % 3 == 1 ? "H100" : "");
+		p.total_s = p.raw_compute + p.raw_comm + p.raw_startup;
+		a.total_s = f * p.total_s;
+		CHECK(dlh_history_add(dir, &p, &a) == 0);
+	}
+	int runs = dlh_history_fit(dir, &k);
+	rm_state(dir);
+	CHECK(runs == 24 && k.runs == 24 && k.ndevices == 2);
+	CHECK_MSG(k.compute != 1.0 && fabs(k.compute - 1.25) > 1e-3 && fabs(k.compute - 2.0) > 1e-3,
+		  "pooled %g", k.compute);   /* all runs, of every device, in one fit */
+	for (int i = 0; i < 2; i++) {
+		const struct dlh_correction_device *d = &k.device[i];
+		double want = !strcmp(d->device, "cpu") ? 1.25 : 2.0;
+		CHECK_MSG((!strcmp(d->device, "cpu") || !strcmp(d->device, "H100")) && d->runs == 8 &&
+			  fabs(d->compute - want) < 1e-6 && fabs(d->comm - want) < 1e-6 &&
+			  fabs(d->startup - want) < 1e-6, "%s: %d runs, %g %g %g", d->device, d->runs,
+			  d->compute, d->comm, d->startup);
+	}
+	/* an estimate on cpu takes cpu's factors */
+	real_calib(&c);
+	mlp(&c, 256, 128, 2, "cpu");
+	CHECK(est(&c, NULL, &plain) == 0 && !strcmp(plain.device, "cpu") && !plain.corrected[0]);
+	CHECK(est(&c, &k, &e) == 0);
+	CHECK_MSG(fabs(e.compute_s - 1.25 * plain.compute_s) < 1e-9 * plain.compute_s &&
+		  !strcmp(e.corrected, "runs on its devices"), "%g against %g (%s)", e.compute_s,
+		  plain.compute_s, e.corrected);
+	/* the device key reaches the estimate file and comes back */
+	struct dlh_buf text = { 0 };
+	struct dlh_estimate back;
+	CHECK(dlh_estimate_format(&e, NULL, &text) == 0 && strstr(text.data, "\ndevice=cpu\n") &&
+	      strstr(text.data, "\ncorrected_by=the history of runs on its devices\n"));
+	CHECK(dlh_estimate_parse(text.data, &back) == 0 && !strcmp(back.device, "cpu"));
+	free(text.data);
+	/* a key without runs of its own: the pooled factors */
+	k.device[0].device[0] = k.device[1].device[0] = 'x';
+	CHECK(est(&c, &k, &e) == 0);
+	CHECK(fabs(e.compute_s - k.compute * plain.compute_s) < 1e-9 * plain.compute_s &&
+	      !strcmp(e.corrected, "all runs"));
+}
+
 /* flat_calib() with its second type "slow" renamed H100 and measured on
  * the GPU: every GEMM at flops, every kernel's pass at bw, the launch,
  * sync and copy figures as given; 1 GiB of context, cuBLAS and NCCL. */
@@ -659,6 +715,7 @@ int main(void)
 	RUN(actual_without_metrics_is_enoent);
 	RUN(history_fit_recovers_known_factors);
 	RUN(history_fit_keeps_factor_one_for_a_term_never_seen);
+	RUN(history_fit_learns_a_correction_per_device);
 	RUN(a_small_gpu_step_is_its_launches_copies_and_one_sync);
 	RUN(each_gpu_figure_moves_the_estimate);
 	RUN(gpu_memory_is_the_context_cublas_nccl_and_the_backends_buffers);
