@@ -574,33 +574,31 @@ int eng_write_plan(struct dlh_engine *e, const struct dlh_job *j, const struct d
 
 /* ---- after the run ---- */
 
-/* The prediction stored in the estimate file, or -errno. */
-static int stored_estimate(struct dlh_engine *e, long id, struct dlh_estimate *pred)
+/* Job id's estimate file into *text (the caller frees it). Returns 0, or -errno. */
+static int read_estimate(const struct dlh_engine *e, long id, char **text)
 {
-	char path[4096], *text, v[64];
-	int rc;
-
+	char path[4096];
 	eng_job_file(e, id, "estimate", path, sizeof path);
-	if ((rc = dlh_read_file_nofollow(path, 1 << 20, &text, NULL)) < 0)
-		return rc;
-	rc = dlh_estimate_parse(text, pred);
+	return dlh_read_file_nofollow(path, 1 << 20, text, NULL);
+}
+
+/* The prediction in an estimate file's text, or -errno (-ENOENT: none). */
+static int stored_estimate(const char *text, struct dlh_estimate *pred)
+{
+	char v[64];
+	int rc = dlh_estimate_parse(text, pred);
 	if (!dlh_kv_get(text, "estimated", v, sizeof v) && !strcmp(v, "no"))
 		rc = -ENOENT;
-	free(text);
 	return rc;
 }
 
-/* Appends to b the lines of job id's estimate file that begin with one
+/* Appends to b the lines of an estimate file's text that begin with one
  * of the n prefixes (what dlh_estimate_format does not write), or all the
  * others (but). Returns 0, or -ENOMEM. */
-static int kept_lines(const struct dlh_engine *e, long id, const char *const *prefix, int n,
-		      int but, struct dlh_buf *b)
+static int kept_lines(const char *text, const char *const *prefix, int n, int but,
+		      struct dlh_buf *b)
 {
-	char path[4096], *text = NULL;
 	int rc = 0;
-	eng_job_file(e, id, "estimate", path, sizeof path);
-	if (dlh_read_file_nofollow(path, 1 << 20, &text, NULL))
-		return 0;
 	for (const char *l = text; *l && !rc;) {
 		size_t len = strcspn(l, "\n");
 		int match = 0;
@@ -610,7 +608,6 @@ static int kept_lines(const struct dlh_engine *e, long id, const char *const *pr
 			rc = dlh_buf_printf(b, "%.*s\n", (int)len, l) ? -ENOMEM : 0;
 		l += len + (l[len] == '\n');
 	}
-	free(text);
 	return rc;
 }
 
@@ -621,9 +618,13 @@ void eng_estimate_current(const struct dlh_engine *e, const struct dlh_job *j, d
 			  long step)
 {
 	static const char *const cur[] = { CURRENT };
-	char path[4096], tmp[4200];
+	char path[4096], tmp[4200], *text = NULL;
 	struct dlh_buf b = { 0 };
-	int rc = kept_lines(e, j->id, cur, 1, 1, &b);
+	int rc = 0;
+	if (!read_estimate(e, j->id, &text)) {
+		rc = kept_lines(text, cur, 1, 1, &b);
+		free(text);
+	}
 	if (!rc && b.len)   /* a job with an estimate file only */
 		rc = dlh_buf_printf(&b, CURRENT "total_s=%.6g\n" CURRENT "step=%ld\n" CURRENT "at=%.0f\n",
 				    total_s, step, dlh_now()) ? -ENOMEM : 0;
@@ -644,15 +645,17 @@ void eng_estimate_current(const struct dlh_engine *e, const struct dlh_job *j, d
 
 void eng_job_actuals(struct dlh_engine *e, struct dlh_job *j, double wall_s)
 {
-	char dir[4096], path[4096];
+	char dir[4096], path[4096], *text = NULL;
 	struct dlh_estimate pred, act;
 	struct dlh_buf b = {0};
 
-	if (j->est_total <= 0 || stored_estimate(e, j->id, &pred) < 0)
+	if (j->est_total <= 0 || read_estimate(e, j->id, &text) < 0)
 		return;
 	eng_job_dir(e, j->id, dir, sizeof dir);
-	if (dlh_estimate_actual(dir, wall_s, &act) < 0)
+	if (stored_estimate(text, &pred) < 0 || dlh_estimate_actual(dir, wall_s, &act) < 0) {
+		free(text);
 		return;
+	}
 	/* its energy: the machine's meter over the run (RAPL), the job's share
 	 * of its cores; where there is none, the measured time at the power the
 	 * estimate modelled for its devices */
@@ -674,9 +677,10 @@ void eng_job_actuals(struct dlh_engine *e, struct dlh_job *j, double wall_s)
 	int rc = dlh_estimate_format(&pred, &act, &b);
 	/* a program's: where its estimate came from and its fit; any job's: the
 	 * figure its rows gave last while it ran, and its error */
-	static const char *const kept[] = { "source=", "profile_", CURRENT };
+	static const char *const kept[] = { "source=", "corrected_by=", "profile_", CURRENT };
 	if (!rc)
-		rc = kept_lines(e, j->id, kept, 3, 0, &b);
+		rc = kept_lines(text, kept, 4, 0, &b);
+	free(text);
 	char cur[64];
 	if (!rc && !dlh_kv_get(b.data, CURRENT "total_s", cur, sizeof cur) && act.total_s > 0)
 		rc = dlh_buf_printf(&b, "error_" CURRENT "total_s=%.1f\n",

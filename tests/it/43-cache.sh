@@ -97,12 +97,13 @@ test_reads_of_a_line_that_changes_length_are_whole_while_others_stat_it() {
 	printf '[job]\n[data]\ntest_limit = 1000\n[train]\nepochs = 50\ncheckpoint_every = 0\n[resources]\nranks = 1\n' > "$MNT/jobs/new" ||
 		die "submit"
 	wait_for 60 eval '[ "$(csv_rows 1 train)" -ge 3 ]' || die "no rows: $(cat "$MNT/jobs/1/progress")"
-	# progress changes at every step, its length now and then; a thread
-	# stats it (the kernel learns new sizes) while reads go on: each is one
-	# whole line
+	# progress changes as rows come (dlh-train writes them at most half a
+	# second apart), its length now and then; a thread stats it (the kernel
+	# learns new sizes) while reads go on: each is one whole line. 1500 reads
+	# at least, and on until it has changed 3 times (10 s at most)
 	local out
 	out=$(python3 - "$MNT/jobs/1/progress" <<'PY'
-import os, re, sys, threading
+import os, re, sys, threading, time
 path = sys.argv[1]
 stop = False
 def stats():
@@ -111,7 +112,9 @@ def stats():
 t = threading.Thread(target=stats)
 t.start()
 bad, seen = [], set()
-for _ in range(1500):
+n, end = 0, time.monotonic() + 10
+while n < 1500 or (len(seen) < 4 and time.monotonic() < end):
+    n += 1
     with open(path) as f:
         s = f.read()
     seen.add(s)
