@@ -35,6 +35,8 @@ struct rdev {
 	const struct dlh_calib_dev *d;
 	double gemm_share;   /* GEMM speed factor with the node's other ranks busy */
 	double bw_share;     /* DRAM bandwidth factor likewise */
+	double floor_s;      /* a GPU's least seconds a kernel or GEMM takes: its launch
+				(kernel_s), or in a CUDA graph DLH_EST_GRAPH_NODE_S */
 };
 
 /* The shape of one layer, recovered from its costs. */
@@ -494,23 +496,27 @@ static double rank_mem(const struct dlh_estimate_in *in, const struct dlh_calib 
 
 /* ---- a GPU rank (engine/train/cuda/gpu.cu), on its type's calibration ----
  *
- * The backend queues every kernel and cuBLAS call of a step on one stream
- * and waits once at its end. Each call costs its device time, but never
- * less than its launch (the host cannot queue faster: a small model is
- * launch-bound); the GEMM grid was timed back to back, as the step calls
- * it, so it holds both. Then the batch's two host-to-device copies, the
- * step's synchronisation and the copy of its two sums back. */
+ * The backend queues every kernel and cuBLAS call of a pass on one stream
+ * and waits once at its end. A training step is a CUDA graph (dlh-train's
+ * default, --cuda-graph on; its one warm-up step is not counted): one
+ * launch (kernel_s) queues all its nodes, each of which costs its device
+ * time but at least DLH_EST_GRAPH_NODE_S; an evaluation pass is not
+ * captured, so each of its calls costs at least its launch (kernel_s: the
+ * host cannot queue faster, a small model is launch-bound). The GEMM grid
+ * was timed back to back, so it holds a GEMM's launch and device time.
+ * Then the copies in (the batch's two; a training step's values too), the
+ * copy of the two sums back and the step's synchronisation. */
 
 /* Seconds of one elementwise kernel moving bytes (read + written). */
 static double gk_s(const struct rdev *rd, double bytes)
 {
-	return fmax(rd->d->kernel_s, bytes > 0 ? bytes / bw_at(rd, bytes) : 0.0);
+	return fmax(rd->floor_s, bytes > 0 ? bytes / bw_at(rd, bytes) : 0.0);
 }
 
 /* Seconds of one cuBLAS sgemm (row-major form t, as gpu.cu's gemm()). */
 static double gg_s(const struct rdev *rd, enum trans t, double m, double n, double k)
 {
-	return fmax(rd->d->kernel_s, gemm_s(rd, t, m, n, k));
+	return fmax(rd->floor_s, gemm_s(rd, t, m, n, k));
 }
 
 /* A pageable host-to-device copy of bytes. */
@@ -561,7 +567,7 @@ static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n,
 
 /* Seconds of the stack's forward (and with train, the backward; *bwd its
  * share) for n rows with the loss's two kernels, the batch's copies in and
- * the wait for the stream at the end. */
+ * the wait for the stream at the end. Each call at least rd->floor_s. */
 static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, double n,
 			 double dim, int classes, int train, double *bwd)
 {
@@ -582,7 +588,7 @@ static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, 
  * and a 1-rank run's allreduce (NCCL's call on one GPU: a kernel). */
 static double gpu_update_s(const struct rdev *rd, double np, int nstate, int ranks)
 {
-	return gk_s(rd, np * F4 * (3.0 + 2.0 * nstate)) + (ranks == 1 ? rd->d->kernel_s : 0.0);
+	return gk_s(rd, np * F4 * (3.0 + 2.0 * nstate)) + (ranks == 1 ? rd->floor_s : 0.0);
 }
 
 /* Device bytes a GPU rank holds: the context, cuBLAS and NCCL as
@@ -699,7 +705,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	double shm_sum = 0.0, gpu_start = 0.0;
 	double busy[DLH_EST_RANKS];
 	for (int r = 0; r < in->ranks; r++) {
-		struct rdev rd = { in->dev[r], 1.0, 1.0 };
+		struct rdev rd = { in->dev[r], 1.0, 1.0, in->dev[r]->kernel_s };
 		double b = in->batch[r], first_bwd = 0.0;
 		/* the trainer's buffers hold its most rows; evaluation runs in chunks of them */
 		double rows = fmax(most_rows(in, r), cnn ? EST_CNN_EVAL_ROWS : EST_EVAL_ROWS);
@@ -712,9 +718,14 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		if (rd.d->gpu > 0) {   /* measured on a GPU: the backend's step; the batch
 					  is gathered on the host behind it (prefetch) */
 			rd.gemm_share = rd.bw_share = 1.0;
-			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, &bwd);
+			/* the step's graph: its nodes back to back after one launch,
+			 * the step's values copied in before it */
+			rd.floor_s = DLH_EST_GRAPH_NODE_S;
+			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, &bwd) +
+			       rd.d->kernel_s + rd.d->h2d_s;
 			first_bwd = gpu_bwd_s(&rd, &s[0], b, 0);
 			u = gpu_update_s(&rd, np, nstate, in->ranks);
+			rd.floor_s = rd.d->kernel_s;   /* evaluation: launch by launch */
 		} else {
 			/* the batch gathered from the shard: rows of random images */
 			comp = pass_s(&rd, s, nl, b, 1, &first_bwd) +

@@ -131,6 +131,33 @@ int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
 		 float weight, uint64_t step, const struct dlt_optim *o, float lr,
 		 unsigned long t, float sums[2], char *err, size_t errlen);
 
+/* What dlt_gpu_step did with CUDA graphs (dlt_gpu_set_graph). */
+struct dlt_gpu_graph_stats {
+	long captures;    /* graphs captured: a shape's second step in a row */
+	long launches;    /* steps run as one cudaGraphLaunch */
+	long eager;       /* steps run launch by launch: the warm-up, a one-off shape (a
+			     last partial batch), or all of them with graphs off */
+	long nodes;       /* nodes of the last graph captured (kernels, the GEMMs'
+			     kernels, copies, memsets, allreduces) */
+	long replayed;    /* the host emulation only: nodes its cudaGraphLaunch ran in all
+			     (0 on a GPU) */
+	double graph_s;   /* seconds of the launched graphs on the GPU (CUDA events; the
+			     phases of dlt_gpu_times count the other steps only) */
+};
+
+/* With on (the default after dlt_gpu_create), dlt_gpu_step captures a
+ * step into a CUDA graph and replays it with one cudaGraphLaunch when the
+ * step before it had the same rows, weight and optimizer (the first step
+ * of a shape runs launch by launch: the warm-up). The per-step values
+ * (step, learning rate, Adam's bias corrections) reach the graph through
+ * a device block written before each launch, so graphed and ungraphed
+ * steps compute the same numbers. 0 frees the graph and runs every step
+ * launch by launch. Returns 0. */
+int dlt_gpu_set_graph(struct dlt_gpu *g, int on, char *err, size_t errlen);
+
+/* Copies g's graph counters into out. */
+void dlt_gpu_graph_stats(const struct dlt_gpu *g, struct dlt_gpu_graph_stats *out);
+
 /* dlt_net_eval_batch on the GPU: adds the rows' losses to *loss_sum and
  * the correct rows to *correct. */
 int dlt_gpu_eval_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,

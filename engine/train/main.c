@@ -708,7 +708,8 @@ static void gpu_start(struct run *R)
 		    local, count);
 	if (dlt_gpu_create(&R->gpu, &R->net, R->nstate, local, R->o.seed, R->rank,
 			   err, sizeof err) < 0 ||
-	    dlt_gpu_set_precision(R->gpu, (enum dlt_precision)R->o.precision, err, sizeof err) < 0)
+	    dlt_gpu_set_precision(R->gpu, (enum dlt_precision)R->o.precision, err, sizeof err) < 0 ||
+	    dlt_gpu_set_graph(R->gpu, R->o.cuda_graph, err, sizeof err) < 0)
 		die("--device gpu: %s", err);
 	for (int k = 0; k < R->nbuckets; k++)   /* the same buckets, allreduced by NCCL */
 		if (dlt_gpu_add_bucket(R->gpu, R->bucket[k].lo, R->bucket[k].hi, R->bucket[k].trigger,
@@ -722,9 +723,10 @@ static void gpu_start(struct run *R)
 		die("--device gpu: %s", err);
 	dlt_gpu_describe(R->gpu, name, sizeof name);
 	logline(R, "dlh-train: device gpu: rank 0 on %s; %d rank%s, gradients by ncclAllReduce; "
-		"precision %s", name, R->ranks, R->ranks == 1 ? "" : "s",
+		"precision %s; %s", name, R->ranks, R->ranks == 1 ? "" : "s",
 		R->o.precision == DLT_PRECISION_BF16 ? "bf16 (FP32 master weights)" :
-		R->o.precision == DLT_PRECISION_TF32 ? "tf32" : "fp32");
+		R->o.precision == DLT_PRECISION_TF32 ? "tf32" : "fp32",
+		R->o.cuda_graph ? "steps in a CUDA graph" : "no CUDA graph (--cuda-graph off)");
 }
 
 /* step_once on the GPU (started at t0 with the batch bx, by of b rows): forward,
@@ -1299,12 +1301,16 @@ int main(int argc, char **argv)
 			"optimizer %.2f s; %ld batches gathered by the trainer, not the prefetch thread",
 			R->net.t_fwd, R->net.t_bwd, R->t_comm_wait, R->t_opt, R->pf.stolen);
 		if (R->gpu) {
+			struct dlt_gpu_graph_stats gs;
 			double t[4];
 
 			dlt_gpu_times(R->gpu, t);
-			logline(R, "dlh-train: rank 0 GPU time (CUDA events): forward %.2f s, "
-				"backward %.2f s, ncclAllReduce %.2f s, optimizer %.2f s",
-				t[0], t[1], t[2], t[3]);
+			dlt_gpu_graph_stats(R->gpu, &gs);
+			logline(R, "dlh-train: rank 0 GPU time (CUDA events): %ld steps launch by "
+				"launch: forward %.2f s, backward %.2f s, ncclAllReduce %.2f s, "
+				"optimizer %.2f s; %ld steps as a CUDA graph (%ld captured, %ld nodes): "
+				"%.2f s", gs.eager, t[0], t[1], t[2], t[3], gs.launches, gs.captures,
+				gs.nodes, gs.graph_s);
 		}
 	}
 	teardown(R);

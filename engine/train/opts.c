@@ -20,7 +20,7 @@ const char dlt_opts_usage[] =
 	"                 [--schedule constant|step|cosine] [--gamma X] [--step-epochs N]\n"
 	"                 [--warmup-steps N] [--allreduce auto|mpi|shm] [--bucket-mb X]\n"
 	"                 [--format idx|csv] [--image-size N] [--seed N] [--device cpu|gpu]\n"
-	"                 [--precision fp32|tf32|bf16]\n"
+	"                 [--precision fp32|tf32|bf16] [--cuda-graph on|off]\n"
 	"                 [--lr-find-steps N] [--rank-batches B0,B1,..] [--rebalance STEPS]\n"
 	"                 [--cpus C0,C1,..] [--gpus G0,G1,..]\n"
 	"                 [--checkpoint-every STEPS] [--train-limit N] [--test-limit N] [--help]\n"
@@ -60,6 +60,9 @@ const char dlt_opts_usage[] =
 	"--precision (GPU only but fp32, the default): tf32, GEMMs on tensor cores with TF32\n"
 	"inputs; bf16, GEMM operands in BF16 with FP32 sums, FP32 master weights,\n"
 	"gradients and optimizer state (checkpoints are FP32 either way).\n"
+	"--cuda-graph on (default; GPU only): from its second step, a training step of the\n"
+	"same shape is captured in a CUDA graph and replayed by one launch; off: every\n"
+	"kernel launched one by one (the same numbers, bit for bit).\n"
 	"Files in DIR: run.info, metrics.csv, checkpoints/, result.\n";
 
 #define DLT_MAX_COUNT_OPT 1e15   /* bound of --checkpoint-every and the limits */
@@ -83,6 +86,8 @@ static const char *const device_words[] = { "cpu", "gpu", NULL };
 static const int device_vals[] = { DLT_DEVICE_CPU, DLT_DEVICE_GPU };
 static const char *const precision_words[] = { "fp32", "tf32", "bf16", NULL };
 static const int precision_vals[] = { DLT_PRECISION_FP32, DLT_PRECISION_TF32, DLT_PRECISION_BF16 };
+static const char *const onoff_words[] = { "on", "off", NULL };
+static const int onoff_vals[] = { 1, 0 };
 
 struct opt_def {
 	const char *name;      /* without the leading "--" */
@@ -137,6 +142,7 @@ static const struct opt_def defs[] = {
 	{ "test-limit", K_LONG, 0, 0, DLT_MAX_COUNT_OPT, 0, OFF(test_limit), NULL, NULL },
 	{ "device", K_CHOICE, 0, 0, 0, 0, OFF(device), device_words, device_vals },
 	{ "precision", K_CHOICE, 0, 0, 0, 0, OFF(precision), precision_words, precision_vals },
+	{ "cuda-graph", K_CHOICE, 0, 0, 0, 0, OFF(cuda_graph), onoff_words, onoff_vals },
 };
 
 #define NDEFS (sizeof defs / sizeof defs[0])
@@ -360,6 +366,7 @@ int dlt_opts_parse(int argc, char **argv, struct dlt_opts *o,
 	o->gamma = 0.1;
 	o->step_epochs = 1;
 	o->bucket_mb = 1.0;
+	o->cuda_graph = 1;
 	o->lr_find_steps = DLT_LRFIND_STEPS;
 	o->format = DLT_FORMAT_IDX;
 	o->image_size = 28;

@@ -73,6 +73,7 @@ struct dlt_opts {
 	long test_limit;                       /* --test-limit, 0 = all */
 	int device;                            /* --device, enum dlt_device, default cpu */
 	int precision;                         /* --precision, enum dlt_precision, default fp32 */
+	int cuda_graph;                        /* --cuda-graph on (1, the default) | off (0) */
 };
 
 /* The usage text printed by --help. */

@@ -144,6 +144,33 @@ test_gpu_path_on_the_host_emulation_matches_the_cpu_trainer() {
 		die "the resumed run ended with other weights"
 }
 
+# the GPU path with its steps in a CUDA graph (the default) and without
+# (--cuda-graph off), 2 ranks, the bucketed allreduces captured: the same
+# weights bit for bit (the emulation replays the captured work, with each
+# step's batch, step number and learning rate read from device memory)
+test_gpu_cuda_graph_on_the_host_emulation_matches_the_ungraphed_run_bit_for_bit() {
+	[ -x "$DLH_BIN/dlh-train-gpuemu" ] || skip "no $DLH_BIN/dlh-train-gpuemu (built with GPU=1)"
+	local d; d=$(mktemp -d /tmp/dlh-gpugraph.XXXXXX)
+	STATE=$d; trap dlh_cleanup EXIT
+	# shellcheck disable=SC2046
+	mpirun -np 2 --oversubscribe --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/g") --device gpu \
+		> "$d/g.out" 2>&1 || die "graph run failed: $(tail -5 "$d/g.out")"
+	# shellcheck disable=SC2046
+	mpirun -np 2 --oversubscribe --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/e") --device gpu \
+		--cuda-graph off > "$d/e.out" 2>&1 || die "ungraphed run failed: $(tail -5 "$d/e.out")"
+	grep -q 'device gpu: rank 0 on .*; steps in a CUDA graph$' "$d/g.out" || die "log: $(grep 'device gpu' "$d/g.out")"
+	grep -q 'device gpu: rank 0 on .*; no CUDA graph (--cuda-graph off)$' "$d/e.out" || die "log: $(grep 'device gpu' "$d/e.out")"
+	# 40 steps: the first one warms up, the second captures, all but the first replay
+	grep -q 'GPU time (CUDA events): 1 steps launch by launch: .*; 39 steps as a CUDA graph (1 captured, [1-9][0-9]* nodes)' "$d/g.out" ||
+		die "graph counters: $(grep 'GPU time' "$d/g.out")"
+	grep -q 'GPU time (CUDA events): 40 steps launch by launch: .*; 0 steps as a CUDA graph (0 captured' "$d/e.out" ||
+		die "ungraphed counters: $(grep 'GPU time' "$d/e.out")"
+	echo "measured: $(grep -o '[0-9]* steps as a CUDA graph ([^)]*)' "$d/g.out")"
+	"$DLH_BIN/dlh-train" --same-params "$d/g/checkpoints/final.ckpt" "$d/e/checkpoints/final.ckpt" ||
+		die "graphed and ungraphed runs ended with other weights: $("$DLH_BIN/dlh-train" --params-diff "$d/g/checkpoints/final.ckpt" "$d/e/checkpoints/final.ckpt")"
+	expect_eq "$(sed -n 's/^test_loss=//p' "$d/g/result")" "$(sed -n 's/^test_loss=//p' "$d/e/result")" "test loss"
+}
+
 # near A B TOL: exits 0 when |A - B| <= TOL * |B|
 near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; if (b < 0) b = -b; exit !(d <= t * b) }'; }
 

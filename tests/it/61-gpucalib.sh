@@ -90,9 +90,10 @@ test_mount_measures_the_nodes_gpus_and_the_estimate_uses_them() {
 	gpu_measured || die "not calibrated at mount: $(head -3 "$MNT/pool/calibration")"
 	grep -q '^H100\.kernel_s=0\.001$' "$MNT/pool/calibration" || die "cache measured again: $(grep kernel_s "$MNT/pool/calibration")"
 	submit 2
-	# a step of this MLP launches 22 kernels and GEMMs (gpu.cu), each now at
-	# least 1 ms
-	awk -v a="$step0" -v b="$(est 2 step_s)" 'BEGIN { exit !(b > a && b >= 0.022) }' ||
+	# a step of this MLP is one CUDA graph of 22 kernels and GEMMs (gpu.cu):
+	# one launch, now 1 ms, the nodes back to back after it (evaluation,
+	# not captured, pays each launch): the step 1 ms longer
+	awk -v a="$step0" -v b="$(est 2 step_s)" 'BEGIN { exit !(b - a > 0.0009 && b - a < 0.0011) }' ||
 		die "step_s $step0 with the measured launch, $(est 2 step_s) at 1 ms a launch"
 	echo "measured: step_s $step0 s on the emulation's figures, $(est 2 step_s) s at 1 ms a launch"
 	dlh_umount

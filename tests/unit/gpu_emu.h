@@ -18,6 +18,18 @@
  * of two BF16 numbers is exact in FP32; only the order of the sums differs).
  * What it cannot check: races, launch limits, real CUDA/NCCL errors.
  *
+ * CUDA graphs are emulated by recording: between cudaStreamBeginCapture and
+ * cudaStreamEndCapture nothing runs; each kernel launch (its arguments
+ * converted to the kernel's parameter types then, as CUDA copies them),
+ * cuBLAS call (its scalars and math mode read then), copy, memset and
+ * allreduce is appended to the graph as a node, and cudaGraphLaunch runs
+ * the nodes in order. A node reads and writes memory when it is replayed,
+ * not when it was captured, as on a GPU: a value that changes per step
+ * reaches the graph only through memory, and one baked into a kernel's
+ * arguments replays as it was at capture. Calls a GPU refuses during
+ * capture (cudaStreamSynchronize, cudaMalloc) fail here too.
+ * emu_graph_stats counts what was captured and replayed.
+ *
  * Device memory is accounted as a GPU reports it (cudaMemGetInfo): the
  * bytes cudaMalloc holds, plus what the context, a cuBLAS handle and an
  * NCCL communicator would take (EMU_*_BYTES, of the order an H100 shows),
@@ -25,6 +37,11 @@
  * something to measure. */
 #ifndef DLT_GPU_EMU_H
 #define DLT_GPU_EMU_H
+
+#include <functional>
+#include <new>
+#include <tuple>
+#include <vector>
 
 #include <cblas.h>
 #include <malloc.h>
@@ -50,6 +67,32 @@ static inline void __syncthreads(void)
 {
 }
 
+/* ---- graph capture: the work queued while a capture is open ---- */
+
+struct emu_graph {
+	std::vector<std::function<int()>> nodes;   /* in stream order; each returns 0 or -1 */
+};
+
+/* What the emulated runtime did with graphs (this translation unit's). */
+static struct {
+	long captured;   /* nodes recorded by captures */
+	long launches;   /* cudaGraphLaunch calls */
+	long replayed;   /* nodes run by those launches */
+} emu_graph_stats;
+
+static struct emu_graph *emu_capture;   /* the open capture, else NULL */
+
+/* Runs node now, or appends it to the open capture. Returns node's
+ * result (0 when recorded). */
+static inline int emu_queue(std::function<int()> node)
+{
+	if (!emu_capture)
+		return node();
+	emu_capture->nodes.push_back(std::move(node));
+	emu_graph_stats.captured++;
+	return 0;
+}
+
 /* Runs body once per (block, thread) of a blocks x threads grid, in order. */
 template <typename F>
 static void emu_launch(unsigned blocks, unsigned threads, F body)
@@ -64,14 +107,36 @@ static void emu_launch(unsigned blocks, unsigned threads, F body)
 		}
 }
 
+/* k<<<blocks, threads>>>(args): the arguments converted to k's parameter
+ * types now (a kernel's arguments are copied at launch, or at capture),
+ * the grid run now or at replay. */
+template <typename... P, typename... A>
+static void emu_kernel(void (*k)(P...), unsigned blocks, unsigned threads, A... args)
+{
+	std::tuple<P...> params(args...);
+
+	if (!emu_capture) {   /* no std::function: a launch costs what it did (calib.cu times it) */
+		emu_launch(blocks, threads, [&]() { std::apply(k, params); });
+		return;
+	}
+	emu_queue([=]() {
+		emu_launch(blocks, threads, [&]() { std::apply(k, params); });
+		return 0;
+	});
+}
+
 #define LAUNCH(k, blocks, threads, stream, ...) \
-	((void)(stream), emu_launch((blocks), (threads), [&]() { k(__VA_ARGS__); }))
+	((void)(stream), emu_kernel(k, (blocks), (threads), __VA_ARGS__))
 #define LAUNCH_SYNC(k, blocks, threads, stream, ...) \
-	((void)(stream), (void)(threads), emu_launch((blocks), 1, [&]() { k(__VA_ARGS__); }))
+	((void)(stream), (void)(threads), emu_kernel(k, (blocks), 1, __VA_ARGS__))
 
 /* ---- the CUDA runtime ---- */
 
-typedef enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 } cudaError_t;
+typedef enum {
+	cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1,
+	cudaErrorLaunchFailure = 719, cudaErrorStreamCaptureUnsupported = 900,
+	cudaErrorIllegalState = 401
+} cudaError_t;
 typedef enum {
 	cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice
 } cudaMemcpyKind;
@@ -105,11 +170,27 @@ static inline void emu_context(void)
 
 static inline const char *cudaGetErrorString(cudaError_t e)
 {
-	return e == cudaSuccess ? "no error" : "out of memory";
+	switch (e) {
+	case cudaSuccess: return "no error";
+	case cudaErrorMemoryAllocation: return "out of memory";
+	case cudaErrorInvalidValue: return "invalid argument";
+	case cudaErrorLaunchFailure: return "unspecified launch failure";
+	case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+	case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+	}
+	return "unknown error";
 }
 static inline const char *cudaGetErrorName(cudaError_t e)
 {
-	return e == cudaSuccess ? "cudaSuccess" : "cudaErrorMemoryAllocation";
+	switch (e) {
+	case cudaSuccess: return "cudaSuccess";
+	case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+	case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+	case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+	case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+	case cudaErrorIllegalState: return "cudaErrorIllegalState";
+	}
+	return "cudaErrorUnknown";
 }
 static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 #define EMU_DEVICES 8   /* devices the emulation reports: one per rank of a small mpirun */
@@ -138,7 +219,11 @@ static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
 	*s = &emu_handle;
 	return cudaSuccess;
 }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+	(void)s;
+	return emu_capture ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
 static inline cudaError_t cudaEventCreate(cudaEvent_t *e) { *e = &emu_handle; return cudaSuccess; }
 static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
@@ -171,6 +256,8 @@ static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, uns
 }
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
+	if (emu_capture)
+		return cudaErrorStreamCaptureUnsupported;   /* not in ThreadLocal capture mode */
 	emu_context();
 	*p = malloc(n);
 	if (*p)
@@ -192,20 +279,85 @@ static inline cudaError_t cudaFree(void *p)
 	return cudaSuccess;
 }
 static inline cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
+/* A copy node reads its source when it runs (at replay, in a graph). */
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k,
 					  cudaStream_t st)
 {
 	(void)k;
 	(void)st;
-	memmove(d, s, n);
+	emu_queue([=]() { memmove(d, s, n); return 0; });
 	return cudaSuccess;
 }
 static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st)
 {
 	(void)st;
-	memset(d, v, n);
+	emu_queue([=]() { memset(d, v, n); return 0; });
 	return cudaSuccess;
 }
+
+/* ---- CUDA graphs (stream capture) ---- */
+
+typedef struct emu_graph *cudaGraph_t;
+typedef struct emu_graph *cudaGraphExec_t;   /* an instantiated copy of a graph */
+typedef struct emu_graph_node *cudaGraphNode_t;   /* never made: only counted */
+typedef enum {
+	cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1,
+	cudaStreamCaptureModeRelaxed = 2
+} cudaStreamCaptureMode;
+
+/* One capture at a time (gpu.cu captures only its own stream). */
+static inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode m)
+{
+	(void)s;
+	(void)m;
+	if (emu_capture)
+		return cudaErrorIllegalState;
+	emu_capture = new (std::nothrow) emu_graph;
+	return emu_capture ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+static inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+	(void)s;
+	if (!emu_capture)
+		return cudaErrorIllegalState;
+	*g = emu_capture;
+	emu_capture = NULL;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n)
+{
+	if (nodes)
+		return cudaErrorInvalidValue;   /* only the count is emulated */
+	*n = g->nodes.size();
+	return cudaSuccess;
+}
+static inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g,
+					       unsigned long long flags)
+{
+	(void)flags;
+	if (emu_capture)
+		return cudaErrorStreamCaptureUnsupported;
+	*e = new (std::nothrow) emu_graph(*g);
+	return *e ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+/* Runs the nodes in order; a node that failed (a GEMM out of memory)
+ * shows as a launch failure. */
+static inline cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s)
+{
+	int bad = 0;
+
+	(void)s;
+	if (emu_capture)
+		return cudaErrorStreamCaptureUnsupported;   /* no graphs inside graphs here */
+	emu_graph_stats.launches++;
+	for (auto &node : e->nodes) {
+		bad |= node() < 0;
+		emu_graph_stats.replayed++;
+	}
+	return bad ? cudaErrorLaunchFailure : cudaSuccess;
+}
+static inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) { delete e; return cudaSuccess; }
+static inline cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete g; return cudaSuccess; }
 
 /* ---- cuBLAS ---- */
 
@@ -297,33 +449,48 @@ static inline float *emu_copy(const float *x, size_t n, float (*round)(float))
 }
 
 /* cublasSgemm's column-major contract, by the column-major CBLAS call; in
- * TF32 math mode on copies of A and B rounded to TF32. */
-static inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta,
-					 cublasOperation_t tb, int m, int n, int k,
-					 const float *alpha, const float *A, int lda,
-					 const float *B, int ldb, const float *beta, float *C, int ldc)
+ * TF32 math mode on copies of A and B rounded to TF32. Returns 0, or -1
+ * when out of memory. */
+static inline int emu_sgemm(cublasMath_t math, cublasOperation_t ta, cublasOperation_t tb,
+			    int m, int n, int k, float alpha, const float *A, int lda,
+			    const float *B, int ldb, float beta, float *C, int ldc)
 {
 	float *a = NULL, *b = NULL;
 
-	if (!emu_gemm_args(ta, tb, m, n, k, lda, ldb, ldc))
-		return CUBLAS_STATUS_INVALID_VALUE;   /* cuBLAS's own argument checks */
-	if (h->math == CUBLAS_TF32_TENSOR_OP_MATH) {
+	if (math == CUBLAS_TF32_TENSOR_OP_MATH) {
 		a = emu_copy(A, ta == CUBLAS_OP_N ? emu_span(m, k, lda) : emu_span(k, m, lda), emu_tf32);
 		b = emu_copy(B, tb == CUBLAS_OP_N ? emu_span(k, n, ldb) : emu_span(n, k, ldb), emu_tf32);
 		if (!a || !b) {
 			free(a);
 			free(b);
-			return CUBLAS_STATUS_ALLOC_FAILED;
+			return -1;
 		}
 		A = a;
 		B = b;
 	}
 	cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
-		    tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, m, n, k, *alpha, A, lda,
-		    B, ldb, *beta, C, ldc);
+		    tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, m, n, k, alpha, A, lda,
+		    B, ldb, beta, C, ldc);
 	free(a);
 	free(b);
-	return CUBLAS_STATUS_SUCCESS;
+	return 0;
+}
+
+/* cublasSgemm: the arguments checked, the scalars (host pointer mode) and
+ * the handle's math mode read now, the product computed now or at replay. */
+static inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta,
+					 cublasOperation_t tb, int m, int n, int k,
+					 const float *alpha, const float *A, int lda,
+					 const float *B, int ldb, const float *beta, float *C, int ldc)
+{
+	const cublasMath_t math = h->math;
+	const float al = *alpha, be = *beta;
+
+	if (!emu_gemm_args(ta, tb, m, n, k, lda, ldb, ldc))
+		return CUBLAS_STATUS_INVALID_VALUE;   /* cuBLAS's own argument checks */
+	return emu_queue([=]() {
+		return emu_sgemm(math, ta, tb, m, n, k, al, A, lda, B, ldb, be, C, ldc);
+	}) < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
 /* n BF16 words of x as FP32 (the words are the upper halves); NULL when
@@ -342,7 +509,8 @@ static inline float *emu_from_bf16(const void *x, size_t n)
 }
 
 /* cublasGemmEx for the one form gpu.cu calls: BF16 A and B, FP32 C, FP32
- * compute and scalars; any other is CUBLAS_STATUS_NOT_SUPPORTED. */
+ * compute and scalars; any other is CUBLAS_STATUS_NOT_SUPPORTED. Checked
+ * now, computed now or at replay. */
 static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
 					  cublasOperation_t tb, int m, int n, int k,
 					  const void *alpha, const void *A, cudaDataType at, int lda,
@@ -356,16 +524,21 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	if (!emu_gemm_args(ta, tb, m, n, k, lda, ldb, ldc))
 		return CUBLAS_STATUS_INVALID_VALUE;
-	float *a = emu_from_bf16(A, ta == CUBLAS_OP_N ? emu_span(m, k, lda) : emu_span(k, m, lda));
-	float *b = emu_from_bf16(B, tb == CUBLAS_OP_N ? emu_span(k, n, ldb) : emu_span(n, k, ldb));
+	const float al = *(const float *)alpha, be = *(const float *)beta;
 
-	if (a && b)
-		cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
-			    tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, m, n, k,
-			    *(const float *)alpha, a, lda, b, ldb, *(const float *)beta, (float *)C, ldc);
-	free(a);
-	free(b);
-	return a && b ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+	return emu_queue([=]() {
+		float *a = emu_from_bf16(A, ta == CUBLAS_OP_N ? emu_span(m, k, lda) : emu_span(k, m, lda));
+		float *b = emu_from_bf16(B, tb == CUBLAS_OP_N ? emu_span(k, n, ldb) : emu_span(n, k, ldb));
+		int ok = a && b;
+
+		if (ok)
+			cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
+				    tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, m, n, k,
+				    al, a, lda, b, ldb, be, (float *)C, ldc);
+		free(a);
+		free(b);
+		return ok ? 0 : -1;
+	}) < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
 /* ---- NCCL: one rank, or MPI_COMM_WORLD when MPI is running ---- */
@@ -429,6 +602,23 @@ static inline ncclResult_t ncclCommInitAll(ncclComm_t *c, int ndev, const int *d
 static inline ncclResult_t ncclCommDestroy(ncclComm_t c) { (void)c; return ncclSuccess; }
 static inline ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
 static inline ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
+/* The sum over MPI_COMM_WORLD's ranks: now, or at replay (every rank must
+ * replay its graph, as every rank must launch a captured NCCL call). */
+static inline int emu_allreduce(const void *s, void *d, size_t n)
+{
+	int size = 1;
+
+	if (emu_mpi() && MPI_Comm_size(MPI_COMM_WORLD, &size) == MPI_SUCCESS && size > 1)
+		return MPI_Allreduce(s == d ? MPI_IN_PLACE : s, d, (int)n, MPI_FLOAT, MPI_SUM,
+				     MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+	/* one rank (or one process's devices, ncclCommInitAll): the sum is
+	 * the data itself, read and written once as a real one moves it, so
+	 * that its time grows with the bytes (calib.cu fits alpha-beta) */
+	volatile float *v = (volatile float *)d;
+	for (size_t i = 0; i < n; i++)
+		v[i] = ((const float *)s)[i];
+	return 0;
+}
 static inline ncclResult_t ncclAllReduce(const void *s, void *d, size_t n, ncclDataType_t t,
 					 ncclRedOp_t op, ncclComm_t c, cudaStream_t st)
 {
@@ -436,18 +626,8 @@ static inline ncclResult_t ncclAllReduce(const void *s, void *d, size_t n, ncclD
 	(void)op;
 	(void)c;
 	(void)st;
-	int size = 1;
-
-	if (emu_mpi() && MPI_Comm_size(MPI_COMM_WORLD, &size) == MPI_SUCCESS && size > 1)
-		return MPI_Allreduce(s == d ? MPI_IN_PLACE : s, d, (int)n, MPI_FLOAT, MPI_SUM,
-				     MPI_COMM_WORLD) == MPI_SUCCESS ? ncclSuccess : ncclInvalidArgument;
-	/* one rank (or one process's devices, ncclCommInitAll): the sum is
-	 * the data itself, read and written once as a real one moves it, so
-	 * that its time grows with the bytes (calib.cu fits alpha-beta) */
-	volatile float *v = (volatile float *)d;
-	for (size_t i = 0; i < n; i++)
-		v[i] = ((const float *)s)[i];
-	return ncclSuccess;
+	return emu_queue([=]() { return emu_allreduce(s, d, n); }) < 0 ? ncclInvalidArgument
+								 : ncclSuccess;
 }
 
 #endif

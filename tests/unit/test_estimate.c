@@ -604,21 +604,42 @@ static void gpu_calib(struct dlh_calib *c, double flops, double bw, double launc
 	g->nccl_bytes = 256.0 * 1048576;
 }
 
-TEST(a_small_gpu_step_is_its_launches_copies_and_one_sync)
+TEST(a_small_gpu_step_is_one_graph_launch_its_nodes_copies_and_one_sync)
 {
 	struct dlh_calib c;
 	struct dlh_estimate e;
 
-	/* GEMMs and passes free: only the calls' launches count */
+	/* GEMMs and passes free: only the calls' floors count */
 	gpu_calib(&c, 1e30, HUGE_BW, 5e-6, 2e-5, 1e-5);
 	mlp(&c, 16, 50, 1, "H100");   /* dense, relu, dense */
 	CHECK(est(&c, NULL, &e) == 0);
 	/* gpu.cu: forward 2 + 1 + 2 kernels, the loss 2, backward 3 + 1 + 2
 	 * (the first layer has no input gradient), the update and a 1-rank
-	 * allreduce: 15 launches; the batch in (2 copies), the sums out, a sync */
-	double step = 15 * 5e-6 + 3 * 1e-5 + 2e-5;
+	 * allreduce: 15 nodes of one CUDA graph, launched once; the batch in
+	 * (2 copies) and the step's values (1), the sums out, a sync */
+	double step = 15 * DLH_EST_GRAPH_NODE_S + 5e-6 + 4 * 1e-5 + 2e-5;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g", e.step_s, step);
 	CHECK(strstr(e.source, "H100 measured on it (GPU)"));
+}
+
+TEST(a_gpu_steps_launch_cost_counts_once_but_evaluation_pays_each_launch)
+{
+	struct dlh_calib c;
+	struct dlh_estimate base, e;
+
+	gpu_calib(&c, 1e30, HUGE_BW, 5e-6, 2e-5, 1e-5);
+	mlp(&c, 16, 50, 1, "H100");
+	CHECK(est(&c, NULL, &base) == 0);
+	c.dev[1].kernel_s += 1e-6;
+	CHECK(est(&c, NULL, &e) == 0);
+	/* the step: its graph's one launch; evaluation (not captured, the
+	 * epoch's part besides its steps): each of its 7 calls a batch
+	 * (forward 5, the loss 2), 200 test images in one batch */
+	CHECK_MSG(fabs(e.step_s - base.step_s - 1e-6) < 1e-12, "step %g, was %g", e.step_s,
+		  base.step_s);
+	double spe = (double)e.steps / spec.epochs;
+	double eval = (e.epoch_s - spe * e.step_s) - (base.epoch_s - spe * base.step_s);
+	CHECK_MSG(fabs(eval - 7e-6) < 1e-12, "evaluation grew %g", eval);
 }
 
 TEST(each_gpu_figure_moves_the_estimate)
@@ -630,8 +651,8 @@ TEST(each_gpu_figure_moves_the_estimate)
 	gpu_calib(&c, 2e13, 2e12, 4e-6, 1e-5, 8e-6);
 	mlp(&c, 256, 64, 1, "H100");
 	CHECK(est(&c, NULL, &base) == 0);
-	g->kernel_s *= 2;   /* launches */
-	CHECK(est(&c, NULL, &e) == 0 && e.step_s > base.step_s * 1.2);
+	g->kernel_s *= 2;   /* the step graph's launch */
+	CHECK(est(&c, NULL, &e) == 0 && fabs(e.step_s - base.step_s - 4e-6) < 1e-12);
 	g->kernel_s /= 2;
 	g->sync_s *= 4;     /* the step's wait */
 	CHECK(est(&c, NULL, &e) == 0 && fabs(e.step_s - base.step_s - 3e-5) < 1e-12);
@@ -716,7 +737,8 @@ int main(void)
 	RUN(history_fit_recovers_known_factors);
 	RUN(history_fit_keeps_factor_one_for_a_term_never_seen);
 	RUN(history_fit_learns_a_correction_per_device);
-	RUN(a_small_gpu_step_is_its_launches_copies_and_one_sync);
+	RUN(a_small_gpu_step_is_one_graph_launch_its_nodes_copies_and_one_sync);
+	RUN(a_gpu_steps_launch_cost_counts_once_but_evaluation_pays_each_launch);
 	RUN(each_gpu_figure_moves_the_estimate);
 	RUN(gpu_memory_is_the_context_cublas_nccl_and_the_backends_buffers);
 	RUN(the_source_says_a_type_stands_in_by_its_peak_figures);

@@ -757,6 +757,263 @@ TEST(gpu_refuses_an_unknown_precision)
 	CHECK_MSG(strstr(p.err, "unknown precision 7") != NULL, "%s", p.err);
 }
 
+/* ---- CUDA graphs: dlt_gpu_step captured and replayed (dlt_gpu_set_graph) ---- */
+
+#define GRAPH_STEPS 17   /* steps of graph_vs_eager */
+#define GRAPH_ROWS 24    /* a full batch's rows */
+
+/* Rows of step s (1-based) of graph_vs_eager: full batches, a one-off
+ * short one (step 6), a last partial batch of an epoch (step 12), a new
+ * size kept three steps (13-15), full again (16, 17). Graphs on, that is:
+ * steps 1, 6, 12, 13, 16 launch by launch (a warm-up or a one-off shape),
+ * 2, 14, 17 capture a graph, and 2-5, 7-11, 14, 15, 17 replay one. */
+static int graph_rows(int s)
+{
+	return s == 6 ? 10 : s == 12 ? 7 : s >= 13 && s <= 15 ? 16 : GRAPH_ROWS;
+}
+
+#define GRAPH_EAGER 5
+#define GRAPH_CAPTURES 3
+#define GRAPH_LAUNCHES 12
+
+/* One gradient bucket per layer with parameters on gpu (as add_layer_buckets). */
+static int layer_buckets(struct dlt_gpu *gpu, const struct dlt_net *net, char *err, size_t len)
+{
+	size_t hi = net->nparams + 2;
+
+	for (int i = net->nlayers - 1; i >= 0; i--) {
+		const struct dlt_layer *l = &net->layer[i];
+
+		if (!l->nparams)
+			continue;
+		if (dlt_gpu_add_bucket(gpu, l->off, hi, i, err, len) < 0)
+			return -1;
+		hi = l->off;
+	}
+	return 0;
+}
+
+/* A 1-rank NCCL communicator for gpu, and its buckets when buckets. */
+static int graph_side(struct dlt_gpu *gpu, const struct dlt_net *net, int buckets, char *err,
+		      size_t len)
+{
+	unsigned char id[DLT_GPU_ID_BYTES];
+
+	if (dlt_gpu_nccl_id(id, err, len) < 0 || dlt_gpu_nccl_init(gpu, id, 0, 1, err, len) < 0)
+		return -1;
+	return buckets ? layer_buckets(gpu, net, err, len) : 0;
+}
+
+/* Trains GRAPH_STEPS dlt_gpu_steps of o on two GPU backends from the same
+ * parameters, one with graphs (the default) and one with
+ * dlt_gpu_set_graph off, each step on its own batch (graph_rows rows,
+ * weight rows / GRAPH_ROWS), at its own learning rate, with the dropout
+ * masks and Adam's bias corrections of its own step; then requires the
+ * same loss sums at every step and the same parameters and optimizer
+ * state after, bit for bit, and the graph counters of graph_rows. A value
+ * of a step baked into the graph at its capture (a batch pointer, the
+ * step, the rate) would replay the captured step's and fail this. Returns
+ * NULL, or what differs (in msg). */
+static const char *graph_vs_eager(const struct dlt_net_spec *spec, const struct dlt_optim *o,
+				  enum dlt_precision prec, int buckets, char *msg, size_t len)
+{
+	const int nstate = dlt_optim_nstate(o->kind);
+	struct pair p;
+	struct dlt_gpu *e = NULL;
+	struct dlt_gpu_graph_stats gs, es, before;
+	float *wg = NULL, *we = NULL;
+	size_t np, n;
+	char name[DLT_ERR_MAX];
+	const char *bad = NULL;
+
+	if (pair_open_prec(&p, spec, GRAPH_ROWS, nstate, 29, prec) < 0) {
+		snprintf(msg, len, "cannot open the pair: %s", p.err);
+		pair_close(&p);
+		return msg;
+	}
+	np = p.net.nparams;
+	n = np * (size_t)(1 + nstate);
+	wg = malloc(n * sizeof(float));
+	we = malloc(n * sizeof(float));
+	if (!wg || !we ||
+	    dlt_gpu_create(&e, &p.net, nstate, 0, 29, 0, p.err, sizeof p.err) < 0 ||
+	    dlt_gpu_set_precision(e, prec, p.err, sizeof p.err) < 0 ||
+	    dlt_gpu_set_graph(e, 0, p.err, sizeof p.err) < 0 ||
+	    dlt_gpu_upload(e, p.params, p.state, p.err, sizeof p.err) < 0 ||
+	    graph_side(p.gpu, &p.net, buckets, p.err, sizeof p.err) < 0 ||
+	    graph_side(e, &p.net, buckets, p.err, sizeof p.err) < 0) {
+		snprintf(msg, len, "setup: %s", wg && we ? p.err : "out of memory");
+		bad = msg;
+		goto out;
+	}
+	dlt_gpu_graph_stats(p.gpu, &before);
+	for (int s = 1; s <= GRAPH_STEPS && !bad; s++) {
+		const int rows = graph_rows(s);
+		const float lr = 0.01f * (1.0f + 0.125f * (float)s), w = (float)rows / GRAPH_ROWS;
+		float sg[2], se[2];
+
+		fill_batch(p.x, p.y, rows, (int)dlt_shape_size(spec->in), spec->classes,
+			   100 + (uint64_t)s);
+		if (dlt_gpu_step(p.gpu, p.x, p.y, rows, w, (uint64_t)s, o, lr, (unsigned long)s, sg,
+				 p.err, sizeof p.err) < 0 ||
+		    dlt_gpu_step(e, p.x, p.y, rows, w, (uint64_t)s, o, lr, (unsigned long)s, se,
+				 p.err, sizeof p.err) < 0) {
+			snprintf(msg, len, "step %d: %s", s, p.err);
+			bad = msg;
+		} else if (memcmp(sg, se, sizeof sg)) {
+			snprintf(msg, len, "step %d (%d rows): loss sum %.9g, hits %g with the graph; "
+				 "%.9g, %g without", s, rows, (double)sg[0], (double)sg[1],
+				 (double)se[0], (double)se[1]);
+			bad = msg;
+		}
+	}
+	if (bad)
+		goto out;
+	if (dlt_gpu_download(p.gpu, wg, wg + np, p.err, sizeof p.err) < 0 ||
+	    dlt_gpu_download(e, we, we + np, p.err, sizeof p.err) < 0) {
+		snprintf(msg, len, "%s", p.err);
+		bad = msg;
+		goto out;
+	}
+	for (size_t i = 0; i < n && !bad; i++)
+		if (memcmp(&wg[i], &we[i], sizeof wg[i])) {
+			snprintf(msg, len, "%s %zu: %.9g with the graph, %.9g without",
+				 i < np ? "parameter" : "optimizer state", i % np, (double)wg[i],
+				 (double)we[i]);
+			bad = msg;
+		}
+	if (bad)
+		goto out;
+	dlt_gpu_graph_stats(p.gpu, &gs);
+	dlt_gpu_graph_stats(e, &es);
+	printf("measured: graph of %ld nodes; %ld steps replayed, %ld captures, %ld launch by "
+	       "launch\n", gs.nodes, gs.launches, gs.captures, gs.eager);
+	if (gs.eager != GRAPH_EAGER || gs.captures != GRAPH_CAPTURES ||
+	    gs.launches != GRAPH_LAUNCHES || gs.nodes < 5) {
+		snprintf(msg, len, "graph counters: %ld launch by launch, %ld captures, %ld launches, "
+			 "%ld nodes (want %d, %d, %d, > 4)", gs.eager, gs.captures, gs.launches,
+			 gs.nodes, GRAPH_EAGER, GRAPH_CAPTURES, GRAPH_LAUNCHES);
+		bad = msg;
+	} else if (es.eager != GRAPH_STEPS || es.captures || es.launches) {
+		snprintf(msg, len, "graphs off: %ld launch by launch, %ld captures, %ld launches",
+			 es.eager, es.captures, es.launches);
+		bad = msg;
+	}
+	/* the emulated runtime ran the graph's nodes at each launch (every
+	 * graph of this schedule has the same nodes: the shapes differ, the
+	 * calls do not); on a GPU it does not count them */
+	dlt_gpu_describe(p.gpu, name, sizeof name);
+	if (!bad && strstr(name, "host emulation") &&
+	    gs.replayed - before.replayed != gs.launches * gs.nodes) {
+		snprintf(msg, len, "the emulation replayed %ld nodes, not %ld launches x %ld",
+			 gs.replayed - before.replayed, gs.launches, gs.nodes);
+		bad = msg;
+	}
+out:
+	dlt_gpu_destroy(e);
+	pair_close(&p);
+	free(wg);
+	free(we);
+	return bad;
+}
+
+TEST(gpu_graph_mlp_sgd_momentum_steps_equal_the_ungraphed_bit_for_bit)
+{
+	const int hidden[2] = { 48, 32 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f,
+				     .weight_decay = 1e-4f };
+	struct dlt_net_spec s;
+	char msg[DLT_ERR_MAX];
+	const char *bad;
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 60, hidden, 2, 10);
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 0, msg, sizeof msg);
+	CHECK_MSG(!bad, "%s", bad);
+}
+
+TEST(gpu_graph_mlp_adam_dropout_bucketed_steps_equal_the_ungraphed_bit_for_bit)
+{
+	const int hidden[2] = { 48, 32 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_ADAM, .beta1 = 0.9f, .beta2 = 0.999f,
+				     .eps = 1e-8f };
+	struct dlt_net_spec s;
+	char msg[DLT_ERR_MAX];
+	const char *bad;
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 60, hidden, 2, 10);
+	s.dropout = 0.3f;
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 1, msg, sizeof msg);
+	CHECK_MSG(!bad, "%s", bad);
+}
+
+TEST(gpu_graph_cnn_nesterov_dropout_steps_equal_the_ungraphed_bit_for_bit)
+{
+	const int f[1] = { 4 }, k[1] = { 5 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_NESTEROV, .momentum = 0.9f };
+	struct dlt_net_spec s;
+	char msg[DLT_ERR_MAX];
+	const char *bad;
+
+	if (!have_gpu)
+		SKIP(why);
+	cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 1, f, k, 2, 16, 0.25f, 10);
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 0, msg, sizeof msg);
+	CHECK_MSG(!bad, "%s", bad);
+}
+
+TEST(gpu_graph_cnn_adam_dropout_bf16_bucketed_steps_equal_the_ungraphed_bit_for_bit)
+{
+	const int f[2] = { 4, 6 }, k[2] = { 3, 3 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_ADAM, .beta1 = 0.9f, .beta2 = 0.99f,
+				     .eps = 1e-7f, .weight_decay = 1e-4f };
+	struct dlt_net_spec s;
+	char msg[DLT_ERR_MAX];
+	const char *bad;
+
+	if (!have_gpu)
+		SKIP(why);
+	cnn_spec(&s, (struct dlt_shape){ 1, 12, 12 }, 2, f, k, 2, 16, 0.25f, 10);
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_BF16, 1, msg, sizeof msg);
+	CHECK_MSG(!bad, "%s", bad);
+}
+
+TEST(gpu_graph_is_dropped_when_the_precision_changes)
+{
+	/* a graph bakes the GEMMs' math mode and the BF16 operand buffers:
+	 * after dlt_gpu_set_precision the next steps warm up and capture again */
+	const int hidden[1] = { 16 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_SGD, .momentum = 0.5f };
+	struct dlt_net_spec s;
+	struct dlt_gpu_graph_stats gs;
+	struct pair p;
+	unsigned char id[DLT_GPU_ID_BYTES];
+	float sums[2];
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 20, hidden, 1, 4);
+	CHECK_MSG(pair_open(&p, &s, 8, 1, 3) == 0, "%s", p.err);
+	CHECK_MSG(dlt_gpu_nccl_id(id, p.err, sizeof p.err) == 0 &&
+		  dlt_gpu_nccl_init(p.gpu, id, 0, 1, p.err, sizeof p.err) == 0, "%s", p.err);
+	for (int t = 1; t <= 6; t++) {
+		if (t == 4)
+			CHECK_MSG(dlt_gpu_set_precision(p.gpu, DLT_PRECISION_TF32, p.err,
+							sizeof p.err) == 0, "%s", p.err);
+		CHECK_MSG(dlt_gpu_step(p.gpu, p.x, p.y, 8, 1.0f, (uint64_t)t, &o, 0.01f,
+				       (unsigned long)t, sums, p.err, sizeof p.err) == 0, "%s", p.err);
+	}
+	dlt_gpu_graph_stats(p.gpu, &gs);
+	pair_close(&p);
+	/* 1 warm-up, 2 capture, 3 replay; 4 warm-up, 5 capture, 6 replay */
+	CHECK_MSG(gs.eager == 2 && gs.captures == 2 && gs.launches == 4,
+		  "%ld launch by launch, %ld captures, %ld launches", gs.eager, gs.captures,
+		  gs.launches);
+}
+
 int main(void)
 {
 	RUN(gpu_count_or_a_reason);
@@ -774,5 +1031,10 @@ int main(void)
 	RUN(gpu_each_precision_trains_like_cpu_within_its_tolerance);
 	RUN(gpu_bf16_keeps_fp32_master_weights_that_move_between_cpu_and_gpu);
 	RUN(gpu_refuses_an_unknown_precision);
+	RUN(gpu_graph_mlp_sgd_momentum_steps_equal_the_ungraphed_bit_for_bit);
+	RUN(gpu_graph_mlp_adam_dropout_bucketed_steps_equal_the_ungraphed_bit_for_bit);
+	RUN(gpu_graph_cnn_nesterov_dropout_steps_equal_the_ungraphed_bit_for_bit);
+	RUN(gpu_graph_cnn_adam_dropout_bf16_bucketed_steps_equal_the_ungraphed_bit_for_bit);
+	RUN(gpu_graph_is_dropped_when_the_precision_changes);
 	return CHECK_EXIT();
 }

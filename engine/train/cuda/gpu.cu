@@ -21,7 +21,25 @@
  * written its gradients (an event orders the two), so communication
  * overlaps the rest of backward, and the optimizer waits for the last
  * one. The host waits only where a result must come back (loss sums,
- * downloads). */
+ * downloads).
+ *
+ * What changes from step to step and is not a buffer's contents (the step
+ * number that keys the dropout masks, the learning rate, Adam's bias
+ * corrections) is not a kernel argument: the host writes it into a small
+ * block in device memory (struct gpu_step_vals, one copy per call) and the
+ * kernels read it there. So one training step of dlt_gpu_step (forward,
+ * loss, backward, the allreduces, the optimizer) can be captured into a
+ * CUDA graph and replayed with one cudaGraphLaunch (dlt_gpu_set_graph):
+ * the batch is copied into g->x and g->y and the block into g->vals before
+ * each launch, the loss sums copied back after it, outside the graph. A
+ * graph is made for one shape (rows, weight, optimizer, precision): the
+ * first step of a shape runs launch by launch (the warm-up), the next of
+ * the same shape captures it, and a step of another shape (the last
+ * partial batch) runs launch by launch without dropping the graph. The
+ * allreduces are captured with the rest (NCCL supports capture; the
+ * bucketed ones on comm_stream become a branch of the graph, so they still
+ * overlap backward): one launch per step, as every rank replays the same
+ * collectives in the same order, captured or not. */
 #ifndef DLT_GPU_EMULATE
 #include <cublas_v2.h>
 #include <library_types.h>
@@ -51,6 +69,24 @@
 #define GPU_THREADS 256          /* threads per block of the elementwise kernels */
 #define GPU_MAX_BLOCKS 65535     /* grid cap; kernels loop grid-stride beyond it */
 #define GPU_MAX_BUCKETS DLT_NET_MAX_LAYERS   /* gradient buckets (one per layer at most) */
+
+/* The per-step values the kernels read from device memory (g->vals), so a
+ * captured step replays with each step's own. */
+struct gpu_step_vals {
+	uint64_t step;      /* global step: keys the dropout masks */
+	float lr;           /* SGD, Nesterov: the learning rate */
+	float adam_step;    /* Adam: lr / (1 - beta1^t) */
+	float adam_ib;      /* Adam: 1 / sqrt(1 - beta2^t) */
+	float pad;          /* (to 8 bytes) */
+};
+
+/* What a captured step bakes in besides the buffers' addresses: a step
+ * with another key cannot replay the graph. */
+struct gpu_graph_key {
+	int rows;                   /* batch rows */
+	float weight;               /* the loss weight (rows / global batch) */
+	struct dlt_optim optim;     /* the update and its constants */
+};
 
 /* Per-layer GPU buffers. */
 struct gpu_layer {
@@ -99,6 +135,14 @@ struct dlt_gpu {
 	cudaEvent_t comm_done;                   /* the last bucket's allreduce ended */
 	double t[4];                             /* forward, backward, allreduce, optimizer seconds */
 	char name[160];                          /* dlt_gpu_describe */
+	struct gpu_step_vals *vals;              /* device: this step's values */
+	struct gpu_step_vals hvals;              /* host: what was last copied there */
+	int graph_on;                            /* dlt_gpu_set_graph: 1 = capture steps */
+	cudaGraphExec_t graph;                   /* the captured step, or NULL */
+	struct gpu_graph_key graph_key;          /* its shape */
+	struct gpu_graph_key last_key;           /* the previous step's shape */
+	int have_last;                           /* 1 once last_key is set */
+	struct dlt_gpu_graph_stats gstats;       /* dlt_gpu_graph_stats */
 };
 
 /* ---- errors ---- */
@@ -356,10 +400,13 @@ __global__ void k_pool_bwd(float *dx, const int32_t *arg, const float *dy, size_
 
 /* ---- kernels: dropout (the counter-hashed masks of layers.c) ---- */
 
-/* y = x * scale where element i is kept, else 0 (also the backward pass). */
-__global__ void k_dropout(float *y, const float *x, uint64_t key, uint64_t thr, float scale,
-			  size_t m)
+/* y = x * scale where element i of the mask of (seed, vals->step, rank,
+ * layer) is kept, else 0 (also the backward pass). */
+__global__ void k_dropout(float *y, const float *x, const struct gpu_step_vals *vals,
+			  uint64_t seed, int rank, int layer, uint64_t thr, float scale, size_t m)
 {
+	const uint64_t key = dlt_mask_key(seed, vals->step, rank, layer);
+
 	GRID_STRIDE(i, m) {
 		y[i] = dlt_keep_bit(key, (uint64_t)i, thr) ? x[i] * scale : 0.0f;
 	}
@@ -430,10 +477,12 @@ __global__ void k_batch_sums(const float *loss, const float *hit, int n, double 
 	}
 }
 
-/* optim.c's sgd (nesterov = 0) and nesterov updates. */
-__global__ void k_sgd(float *w, float *v, const float *g, float lr, float mu, float wd,
-		      int nesterov, size_t n)
+/* optim.c's sgd (nesterov = 0) and nesterov updates at rate vals->lr. */
+__global__ void k_sgd(float *w, float *v, const float *g, const struct gpu_step_vals *vals,
+		      float mu, float wd, int nesterov, size_t n)
 {
+	const float lr = vals->lr;
+
 	GRID_STRIDE(i, n) {
 		float gi = g[i] + wd * w[i], vi = mu * v[i] + gi;
 
@@ -442,10 +491,12 @@ __global__ void k_sgd(float *w, float *v, const float *g, float lr, float mu, fl
 	}
 }
 
-/* optim.c's adam update; step = lr / (1 - b1^t), ib = 1 / sqrt(1 - b2^t). */
+/* optim.c's adam update; vals: step = lr / (1 - b1^t), ib = 1 / sqrt(1 - b2^t). */
 __global__ void k_adam(float *w, float *m, float *v, const float *g, float b1, float b2,
-		       float eps, float wd, float step, float ib, size_t n)
+		       float eps, float wd, const struct gpu_step_vals *vals, size_t n)
 {
+	const float step = vals->adam_step, ib = vals->adam_ib;
+
 	GRID_STRIDE(i, n)
 		dlt_adam_elem(w + i, m + i, v + i, g[i], b1, b2, eps, wd, step, ib);
 }
@@ -553,6 +604,8 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 		cudaStreamSynchronize(g->stream);
 	if (g->comm_stream)
 		cudaStreamSynchronize(g->comm_stream);
+	if (g->graph)
+		cudaGraphExecDestroy(g->graph);
 	if (g->comm)
 		ncclCommDestroy(g->comm);
 	if (g->blas)
@@ -576,6 +629,7 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 	cudaFree(g->row_loss);
 	cudaFree(g->row_hit);
 	cudaFree(g->dsum);
+	cudaFree(g->vals);
 	cudaFreeHost(g->host_sum);
 	cudaFreeHost(g->host_gsum);
 	for (int i = 0; i < 5; i++)
@@ -633,6 +687,8 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 	TRY(dalloc((void **)&g->row_loss, mb * sizeof(float), "row losses", err, errlen));
 	TRY(dalloc((void **)&g->row_hit, mb * sizeof(float), "row hits", err, errlen));
 	TRY(dalloc((void **)&g->dsum, 2 * sizeof(double), "batch sums", err, errlen));
+	TRY(dalloc((void **)&g->vals, sizeof *g->vals, "step values", err, errlen));
+	CUDA_CHECK(cudaMemsetAsync(g->vals, 0, sizeof *g->vals, g->stream));
 	CUDA_CHECK(cudaMallocHost((void **)&g->host_sum, 2 * sizeof(double)));
 	CUDA_CHECK(cudaMallocHost((void **)&g->host_gsum, 2 * sizeof(float)));
 	CUDA_CHECK(cudaMemsetAsync(g->state, 0, (size_t)g->nstate * np * sizeof(float), g->stream));
@@ -689,6 +745,7 @@ extern "C" int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int
 	g->max_batch = n->max_batch;
 	g->seed = seed;
 	g->rank = rank;
+	g->graph_on = 1;
 
 	rc = open_device(g, err, errlen);
 	if (rc == 0)
@@ -730,6 +787,15 @@ extern "C" int dlt_gpu_nccl_init(struct dlt_gpu *g, const unsigned char *id, int
 	g->comm = comm;   /* only a communicator that exists: destroy frees it */
 	g->nccl_ranks = ranks;
 	return 0;
+}
+
+/* Frees g's graph (a new precision or new buckets: what it baked in changed). */
+static void drop_graph(struct dlt_gpu *g)
+{
+	if (g->graph)
+		cudaGraphExecDestroy(g->graph);
+	g->graph = NULL;
+	g->have_last = 0;
 }
 
 /* bf16: queues the cast of the FP32 master parameters into params16 (after
@@ -795,6 +861,7 @@ extern "C" int dlt_gpu_set_precision(struct dlt_gpu *g, enum dlt_precision p, ch
 	}
 	if (p == DLT_PRECISION_BF16)
 		TRY(bf16_alloc(g, err, errlen));
+	drop_graph(g);   /* its GEMMs were captured in the old precision */
 	g->precision = p;
 	TRY(cast_weights(g, err, errlen));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
@@ -832,9 +899,10 @@ extern "C" int dlt_gpu_download(struct dlt_gpu *g, float *params, float *state,
 	return 0;
 }
 
-/* Layer l's forward pass on n rows from x into its activation. */
+/* Layer l's forward pass on n rows from x into its activation (dropout
+ * with the masks of the step in g->vals when train). */
 static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int train,
-			 uint64_t step, char *err, size_t errlen)
+			 char *err, size_t errlen)
 {
 	const struct dlt_layer *l = &g->net.layer[li];
 	const float *p = g->params + l->off;
@@ -884,8 +952,7 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 			break;
 		}
 		LAUNCH(k_dropout, blocks_for(m), GPU_THREADS, s,
-			y, x, dlt_mask_key(g->seed, step, g->rank, l->index),
-			dlt_drop_threshold(l->p),
+			y, x, g->vals, g->seed, g->rank, l->index, dlt_drop_threshold(l->p),
 			1.0f / (1.0f - l->p), m);
 		KERNEL_CHECK("dropout");
 		break;
@@ -896,7 +963,7 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 /* Layer l's backward pass: parameter gradients into g->grads + l->off
  * and, when dx is not NULL, the input gradient. x is the layer's input. */
 static int layer_backward(struct dlt_gpu *g, int li, const float *x, const float *dy, float *dx,
-			  int n, int train, uint64_t step, char *err, size_t errlen)
+			  int n, int train, char *err, size_t errlen)
 {
 	const struct dlt_layer *l = &g->net.layer[li];
 	const float *p = g->params + l->off, *y = g->layer[li].act;
@@ -961,8 +1028,7 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, const float
 			break;
 		}
 		LAUNCH(k_dropout, blocks_for(m), GPU_THREADS, s,
-			dx, dy, dlt_mask_key(g->seed, step, g->rank, l->index),
-			dlt_drop_threshold(l->p),
+			dx, dy, g->vals, g->seed, g->rank, l->index, dlt_drop_threshold(l->p),
 			1.0f / (1.0f - l->p), m);
 		KERNEL_CHECK("dropout");
 		break;
@@ -984,13 +1050,13 @@ static int put_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int ro
 	return 0;
 }
 
-/* The forward pass on the batch already in g->x. */
-static int forward(struct dlt_gpu *g, int rows, int train, uint64_t step, char *err, size_t errlen)
+/* The forward pass on the batch already in g->x (the step's values in g->vals). */
+static int forward(struct dlt_gpu *g, int rows, int train, char *err, size_t errlen)
 {
 	const float *in = g->x;
 
 	for (int i = 0; i < g->net.nlayers; i++) {
-		TRY(layer_forward(g, i, in, rows, train, step, err, errlen));
+		TRY(layer_forward(g, i, in, rows, train, err, errlen));
 		in = g->layer[i].act;
 	}
 	return 0;
@@ -1017,8 +1083,7 @@ static int loss(struct dlt_gpu *g, int rows, int train, float weight, float *fou
 
 /* The backward pass from delta[0] (after loss with train) down to the
  * first layer, gradients into g->grads. */
-static int backward(struct dlt_gpu *g, int rows, uint64_t step, int allreduce,
-		    char *err, size_t errlen)
+static int backward(struct dlt_gpu *g, int rows, int allreduce, char *err, size_t errlen)
 {
 	int cur = 0, next = 0;
 
@@ -1026,7 +1091,7 @@ static int backward(struct dlt_gpu *g, int rows, uint64_t step, int allreduce,
 		const float *in = i > 0 ? g->layer[i - 1].act : g->x;
 		float *dx = i > 0 ? g->delta[!cur] : NULL;
 
-		TRY(layer_backward(g, i, in, g->delta[cur], dx, rows, 1, step, err, errlen));
+		TRY(layer_backward(g, i, in, g->delta[cur], dx, rows, 1, err, errlen));
 		cur = !cur;
 		/* start the allreduce of every bucket this layer completes */
 		while (allreduce && next < g->nbuckets && g->bucket[next].trigger == i) {
@@ -1063,6 +1128,7 @@ extern "C" int dlt_gpu_add_bucket(struct dlt_gpu *g, size_t lo, size_t hi, int t
 	g->bucket[g->nbuckets].hi = hi;
 	g->bucket[g->nbuckets].trigger = trigger;
 	g->nbuckets++;
+	drop_graph(g);   /* a graph captured without this bucket's allreduce */
 	return 0;
 }
 
@@ -1079,11 +1145,37 @@ static int take_sums(struct dlt_gpu *g, double *loss_sum, long *correct, char *e
 	return 0;
 }
 
+/* Queues the copy of the step's values into g->vals (the kernels after it
+ * read them): the global step and, when o is not NULL, the learning rate
+ * lr and Adam's constants of 1-based step t, computed as optim.c does. */
+static int put_vals(struct dlt_gpu *g, uint64_t step, const struct dlt_optim *o, float lr,
+		    unsigned long t, char *err, size_t errlen)
+{
+	g->hvals.step = step;
+	if (o) {
+		g->hvals.lr = lr;
+		if (o->kind == DLT_OPTIM_ADAM) {
+			const unsigned long tt = t ? t : 1;
+			const float bc1 = 1.0f - (float)pow(o->beta1, (double)tt);
+			const float bc2s = (float)sqrt(1.0 - pow(o->beta2, (double)tt));
+
+			g->hvals.adam_step = lr / bc1;
+			g->hvals.adam_ib = 1.0f / bc2s;
+		}
+	}
+	/* from pageable memory: staged before the call returns, so hvals may
+	 * change again at once */
+	CUDA_CHECK(cudaMemcpyAsync(g->vals, &g->hvals, sizeof g->hvals, cudaMemcpyHostToDevice,
+				   g->stream));
+	return 0;
+}
+
 extern "C" int dlt_gpu_forward(struct dlt_gpu *g, const float *x, int rows, int train,
 			       uint64_t step, float *logits, char *err, size_t errlen)
 {
 	TRY(put_batch(g, x, NULL, rows, err, errlen));
-	TRY(forward(g, rows, train, step, err, errlen));
+	TRY(put_vals(g, step, NULL, 0.0f, 0, err, errlen));
+	TRY(forward(g, rows, train, err, errlen));
 	if (logits) {
 		CUDA_CHECK(cudaMemcpyAsync(logits, g->layer[g->net.nlayers - 1].act,
 					   (size_t)rows * (size_t)g->net.classes * sizeof(float),
@@ -1098,9 +1190,10 @@ extern "C" int dlt_gpu_train_batch(struct dlt_gpu *g, const float *x, const uint
 				   long *correct, char *err, size_t errlen)
 {
 	TRY(put_batch(g, x, y, rows, err, errlen));
-	TRY(forward(g, rows, 1, step, err, errlen));
+	TRY(put_vals(g, step, NULL, 0.0f, 0, err, errlen));
+	TRY(forward(g, rows, 1, err, errlen));
 	TRY(loss(g, rows, 1, weight, g->grads + g->nparams, err, errlen));
-	TRY(backward(g, rows, step, 0, err, errlen));
+	TRY(backward(g, rows, 0, err, errlen));
 	if (grads)
 		CUDA_CHECK(cudaMemcpyAsync(grads, g->grads, g->nparams * sizeof(float),
 					   cudaMemcpyDeviceToHost, g->stream));
@@ -1109,9 +1202,9 @@ extern "C" int dlt_gpu_train_batch(struct dlt_gpu *g, const float *x, const uint
 	return 0;
 }
 
-/* Launches the optimizer update on the stream (no wait). */
-static int optim(struct dlt_gpu *g, const struct dlt_optim *o, float lr, unsigned long t,
-		 char *err, size_t errlen)
+/* Launches the optimizer update on the stream (no wait), at the rate and
+ * with the constants in g->vals. */
+static int optim(struct dlt_gpu *g, const struct dlt_optim *o, char *err, size_t errlen)
 {
 	const size_t n = g->nparams;
 
@@ -1119,25 +1212,19 @@ static int optim(struct dlt_gpu *g, const struct dlt_optim *o, float lr, unsigne
 	case DLT_OPTIM_SGD:
 	case DLT_OPTIM_NESTEROV:
 		LAUNCH(k_sgd, blocks_for(n), GPU_THREADS, g->stream,
-			g->params, g->state, g->grads, lr, o->momentum, o->weight_decay,
+			g->params, g->state, g->grads, g->vals, o->momentum, o->weight_decay,
 			o->kind == DLT_OPTIM_NESTEROV, n);
 		KERNEL_CHECK("sgd");
 		return cast_weights(g, err, errlen);
-	case DLT_OPTIM_ADAM: {
-		/* the constants exactly as optim.c computes them */
-		unsigned long tt = t ? t : 1;
-		const float bc1 = 1.0f - (float)pow(o->beta1, (double)tt);
-		const float bc2s = (float)sqrt(1.0 - pow(o->beta2, (double)tt));
-
+	case DLT_OPTIM_ADAM:
 		if (g->nstate < 2)
 			return fail(-EINVAL, err, errlen, "gpu: adam needs 2 state arrays, have %d",
 				    g->nstate);
 		LAUNCH(k_adam, blocks_for(n), GPU_THREADS, g->stream,
 			g->params, g->state, g->state + n, g->grads, o->beta1, o->beta2, o->eps,
-			o->weight_decay, lr / bc1, 1.0f / bc2s, n);
+			o->weight_decay, g->vals, n);
 		KERNEL_CHECK("adam");
 		return cast_weights(g, err, errlen);
-	}
 	}
 	return fail(-EINVAL, err, errlen, "gpu: unknown optimizer %d", (int)o->kind);
 }
@@ -1146,8 +1233,85 @@ extern "C" int dlt_gpu_optim_step(struct dlt_gpu *g, const struct dlt_optim *o, 
 				  unsigned long t, char *err, size_t errlen)
 {
 	CUDA_CHECK(cudaSetDevice(g->device));
-	TRY(optim(g, o, lr, t, err, errlen));
+	TRY(put_vals(g, g->hvals.step, o, lr, t, err, errlen));
+	TRY(optim(g, o, err, errlen));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	return 0;
+}
+
+/* The device work of one dlt_gpu_step once its batch and values are in
+ * place: forward, loss, backward with the allreduces, the optimizer. What
+ * a graph captures (timed 0: no timing events inside a capture). */
+static int step_work(struct dlt_gpu *g, int rows, float weight, const struct dlt_optim *o,
+		     int timed, char *err, size_t errlen)
+{
+	cudaStream_t s = g->stream;
+
+	if (timed)
+		CUDA_CHECK(cudaEventRecord(g->ev[0], s));
+	TRY(forward(g, rows, 1, err, errlen));
+	TRY(loss(g, rows, 1, weight, g->grads + g->nparams, err, errlen));
+	if (timed)
+		CUDA_CHECK(cudaEventRecord(g->ev[1], s));
+	/* the weighted gradients of every rank sum to the global batch's mean:
+	 * bucket by bucket on comm_stream during backward, or in one call */
+	TRY(backward(g, rows, g->nbuckets > 0, err, errlen));
+	if (timed)
+		CUDA_CHECK(cudaEventRecord(g->ev[2], s));
+	if (g->nbuckets) {
+		CUDA_CHECK(cudaEventRecord(g->comm_done, g->comm_stream));
+		CUDA_CHECK(cudaStreamWaitEvent(s, g->comm_done, 0));
+	} else
+		NCCL_CHECK(ncclAllReduce(g->grads, g->grads, g->nparams + 2, ncclFloat, ncclSum,
+					 g->comm, s));
+	if (timed)
+		CUDA_CHECK(cudaEventRecord(g->ev[3], s));
+	TRY(optim(g, o, err, errlen));
+	if (timed)
+		CUDA_CHECK(cudaEventRecord(g->ev[4], s));
+	return 0;
+}
+
+/* 1 when a step of key a can replay a graph captured for key b. */
+static int same_key(const struct gpu_graph_key *a, const struct gpu_graph_key *b)
+{
+	const struct dlt_optim *p = &a->optim, *q = &b->optim;
+
+	return a->rows == b->rows && a->weight == b->weight && p->kind == q->kind &&
+	       p->momentum == q->momentum && p->weight_decay == q->weight_decay &&
+	       p->beta1 == q->beta1 && p->beta2 == q->beta2 && p->eps == q->eps;
+}
+
+/* Captures step_work for key k into g->graph, replacing the graph there. */
+static int capture(struct dlt_gpu *g, const struct gpu_graph_key *k, char *err, size_t errlen)
+{
+	cudaGraph_t graph = NULL;
+	cudaGraphExec_t exec = NULL;
+	size_t nodes = 0;
+	cudaError_t e;
+	int rc;
+
+	drop_graph(g);
+	CUDA_CHECK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal));
+	rc = step_work(g, k->rows, k->weight, &k->optim, 0, err, errlen);
+	e = cudaStreamEndCapture(g->stream, &graph);   /* ended whatever step_work did */
+	if (rc < 0 || e != cudaSuccess) {
+		if (graph)
+			cudaGraphDestroy(graph);
+		return rc < 0 ? rc : fail(cuda_rc(e), err, errlen, "cuda: cudaStreamEndCapture: %s (%s)",
+					  cudaGetErrorString(e), cudaGetErrorName(e));
+	}
+	e = cudaGraphGetNodes(graph, NULL, &nodes);
+	if (e == cudaSuccess)
+		e = cudaGraphInstantiate(&exec, graph, 0);
+	cudaGraphDestroy(graph);
+	if (e != cudaSuccess)
+		return fail(cuda_rc(e), err, errlen, "cuda: the step's graph: %s (%s)",
+			    cudaGetErrorString(e), cudaGetErrorName(e));
+	g->graph = exec;
+	g->graph_key = *k;
+	g->gstats.captures++;
+	g->gstats.nodes = (long)nodes;
 	return 0;
 }
 
@@ -1156,6 +1320,8 @@ extern "C" int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y,
 			    unsigned long t, float sums[2], char *err, size_t errlen)
 {
 	cudaStream_t s = g->stream;
+	struct gpu_graph_key k;
+	int replay, ready;
 	float ms;
 
 	if (!g->comm)
@@ -1164,40 +1330,69 @@ extern "C" int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y,
 		return fail(-EINVAL, err, errlen, "gpu: the gradient buckets end at float %zu, not 0",
 			    g->bucket[g->nbuckets - 1].lo);
 	TRY(put_batch(g, x, y, rows, err, errlen));
-	CUDA_CHECK(cudaEventRecord(g->ev[0], s));
-	TRY(forward(g, rows, 1, step, err, errlen));
-	TRY(loss(g, rows, 1, weight, g->grads + g->nparams, err, errlen));
-	CUDA_CHECK(cudaEventRecord(g->ev[1], s));
-	/* the weighted gradients of every rank sum to the global batch's mean:
-	 * bucket by bucket on comm_stream during backward, or in one call */
-	TRY(backward(g, rows, step, g->nbuckets > 0, err, errlen));
-	CUDA_CHECK(cudaEventRecord(g->ev[2], s));
-	if (g->nbuckets) {
-		CUDA_CHECK(cudaEventRecord(g->comm_done, g->comm_stream));
-		CUDA_CHECK(cudaStreamWaitEvent(s, g->comm_done, 0));
+	TRY(put_vals(g, step, o, lr, t, err, errlen));
+	memset(&k, 0, sizeof k);
+	k.rows = rows;
+	k.weight = weight;
+	k.optim = *o;
+	/* a graph for a shape seen twice in a row (the first step of a shape
+	 * is the warm-up); a step of another shape runs launch by launch and
+	 * leaves the graph for the steps after it */
+	ready = g->graph && same_key(&k, &g->graph_key);
+	replay = g->graph_on && (ready || (g->have_last && same_key(&k, &g->last_key)));
+	g->last_key = k;
+	g->have_last = 1;
+	if (replay && !ready)
+		TRY(capture(g, &k, err, errlen));
+	if (replay) {
+		CUDA_CHECK(cudaEventRecord(g->ev[0], s));
+		CUDA_CHECK(cudaGraphLaunch(g->graph, s));
+		CUDA_CHECK(cudaEventRecord(g->ev[4], s));
 	} else
-		NCCL_CHECK(ncclAllReduce(g->grads, g->grads, g->nparams + 2, ncclFloat, ncclSum,
-					 g->comm, s));
-	CUDA_CHECK(cudaEventRecord(g->ev[3], s));
+		TRY(step_work(g, rows, weight, o, 1, err, errlen));
+	/* the global loss sum and correct count: the step's one readback */
 	CUDA_CHECK(cudaMemcpyAsync(g->host_gsum, g->grads + g->nparams, 2 * sizeof(float),
 				   cudaMemcpyDeviceToHost, s));
-	TRY(optim(g, o, lr, t, err, errlen));
-	CUDA_CHECK(cudaEventRecord(g->ev[4], s));
 	CUDA_CHECK(cudaStreamSynchronize(s));
-	for (int i = 0; i < 4; i++) {
-		CUDA_CHECK(cudaEventElapsedTime(&ms, g->ev[i], g->ev[i + 1]));
-		g->t[i] += 1e-3 * ms;
+	if (replay) {
+		CUDA_CHECK(cudaEventElapsedTime(&ms, g->ev[0], g->ev[4]));
+		g->gstats.graph_s += 1e-3 * ms;
+		g->gstats.launches++;
+	} else {
+		for (int i = 0; i < 4; i++) {
+			CUDA_CHECK(cudaEventElapsedTime(&ms, g->ev[i], g->ev[i + 1]));
+			g->t[i] += 1e-3 * ms;
+		}
+		g->gstats.eager++;
 	}
 	sums[0] = g->host_gsum[0];
 	sums[1] = g->host_gsum[1];
 	return 0;
 }
 
+extern "C" int dlt_gpu_set_graph(struct dlt_gpu *g, int on, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	if (!on)
+		drop_graph(g);
+	g->graph_on = on != 0;
+	return 0;
+}
+
+extern "C" void dlt_gpu_graph_stats(const struct dlt_gpu *g, struct dlt_gpu_graph_stats *out)
+{
+	*out = g->gstats;
+#ifdef DLT_GPU_EMULATE
+	out->replayed = emu_graph_stats.replayed;
+#endif
+}
+
 extern "C" int dlt_gpu_eval_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
 				  double *loss_sum, long *correct, char *err, size_t errlen)
 {
 	TRY(put_batch(g, x, y, rows, err, errlen));
-	TRY(forward(g, rows, 0, 0, err, errlen));
+	TRY(forward(g, rows, 0, err, errlen));
 	TRY(loss(g, rows, 0, 0.0f, NULL, err, errlen));
 	return take_sums(g, loss_sum, correct, err, errlen);
 }

@@ -171,6 +171,19 @@ void dlt_gpu_times(const struct dlt_gpu *g, double t[4])
 	memset(t, 0, 4 * sizeof *t);
 }
 
+int dlt_gpu_set_graph(struct dlt_gpu *g, int on, char *err, size_t errlen)
+{
+	(void)g;
+	(void)on;
+	return none(err, errlen);
+}
+
+void dlt_gpu_graph_stats(const struct dlt_gpu *g, struct dlt_gpu_graph_stats *out)
+{
+	(void)g;
+	memset(out, 0, sizeof *out);
+}
+
 int dlt_gpu_calibrate(const struct dlt_gpu_cal_in *in, struct dlt_gpu_cal *out,
 		      char *err, size_t errlen)
 {
