@@ -109,7 +109,13 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 		snprintf(err, errlen, "cannot execute \"%s\": %s", e->tools.trainer, strerror(errno));
 		return -errno;
 	}
-	if ((rc = dlh_backend_local(&e->backend, o->launcher, err, errlen)) ||
+	if (o->pool_file && (rc = dlh_pool_load(&e->pool, o->pool_file, o->cpus, err, errlen)))
+		return rc;
+	/* the pool file says how runs are launched: mpirun here, or Slurm */
+	if ((rc = o->pool_file && dlh_pool_is_slurm(&e->pool) ?
+		  dlh_backend_slurm(&e->backend, o->launcher, e->pool.partition, e->pool.account,
+				    err, errlen) :
+		  dlh_backend_local(&e->backend, o->launcher, err, errlen)) ||
 	    (rc = find_shepherd(e, o->shepherd, err, errlen)))
 		return rc;
 	/* dlh-probe, for the pool's other nodes: a node shows its absence */
@@ -121,8 +127,6 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 	if (!o->shepherd || o->shepherd[0])
 		if (find_tool("dlh-rank", e->tools.trainer, e->tools.rank, sizeof e->tools.rank))
 			e->tools.rank[0] = '\0';
-	if (o->pool_file && (rc = dlh_pool_load(&e->pool, o->pool_file, o->cpus, err, errlen)))
-		return rc;
 	if (o->pool_file && realpath(o->pool_file, e->pool_file) == NULL)   /* the mount may chdir */
 		snprintf(e->pool_file, sizeof e->pool_file, "%s", o->pool_file);
 	e->cpus_override = o->cpus;

@@ -392,9 +392,14 @@ static int local_stop(const struct dlh_backend *be, const struct dlh_run *run,
  * process rank R with PID P on node H exited on signal N". */
 static int local_failed_rank(const struct dlh_backend *be, const char *log, int *code)
 {
+	(void)be;
+	return dlh_mpirun_failed_rank(log, code);
+}
+
+int dlh_mpirun_failed_rank(const char *log, int *code)
+{
 	const char *p;
 	long r, c, job, step;
-	(void)be;
 	*code = 0;
 	if ((p = strstr(log, "Process name: [[")) &&
 	    sscanf(p, "Process name: [[%ld,%ld],%ld]", &job, &step, &r) == 3) {
