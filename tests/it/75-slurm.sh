@@ -14,6 +14,7 @@ mount_slurm() {
 	slurm_up "$n"
 	local state
 	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	chmod o+x "$state"   # the owners' batch jobs reach their job dirs
 	slurm_pool > "$state/pool.ini"
 	DLH_OPTS="-o pool=$state/pool.ini $*" dlh_mount "$state"
 	for i in $(seq "$n"); do names="$names dlhs$i"; done
@@ -38,8 +39,21 @@ node_ranks() {
 	echo "$n"
 }
 
+# node_ranks_are NODE N: N dlh-train processes run in NODE's namespace
+node_ranks_are() { [ "$(node_ranks "$1")" -eq "$2" ]; }
+node_has_ranks() { [ "$(node_ranks "$1")" -ge 1 ]; }
+
 # slurm_job ID: the Slurm job id dlhfs submitted for job ID (from its plan)
 slurm_job() { sed -n 's/^slurm_job //p' "$MNT/jobs/$1/plan"; }
+has_slurm_job() { [ -n "$(slurm_job "$1")" ]; }
+
+# slurm_job_gone SJOB: Slurm runs nothing of job SJOB (it ended, or is forgotten)
+slurm_job_gone() {
+	case $(squeue -h -j "$1" -t all -o %T 2>/dev/null) in
+	""|CANCELLED|COMPLETED|FAILED|TIMEOUT) return 0 ;;
+	esac
+	return 1
+}
 
 # squeue_of SJOB: "UID NODES TIMELIMIT STATE" of Slurm job SJOB
 squeue_of() { squeue -h -j "$1" -o '%U %D %l %T' 2>/dev/null; }
@@ -95,7 +109,7 @@ test_a_two_node_job_is_a_slurm_job_of_its_owner_and_succeeds() {
 	chmod 644 "$d/two.ini"
 	as "$u" cp "$d/two.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
 	rm -rf "$d"
-	wait_for 30 test -n "$(slurm_job 1)" || die "no Slurm job in the plan: $(tail -5 "$MNT/jobs/1/log")"
+	wait_for 30 has_slurm_job 1 || die "no Slurm job in the plan: $(tail -5 "$MNT/jobs/1/log")"
 	sj=$(slurm_job 1)
 	grep -q "^sbatch /[^ ]*/sbatch --parsable --job-name=dlh-1 --partition=dlh --nodes=2 --ntasks=2 --ntasks-per-node=1 .*--time=[0-9]* --signal=B:USR2@[0-9]* --requeue " "$MNT/jobs/1/plan" ||
 		die "plan: $(grep -E '^(sbatch|launch|time_limit)' "$MNT/jobs/1/plan")"
@@ -126,15 +140,16 @@ test_cancel_scancels_the_slurm_job_and_leaves_no_rank() {
 	mount_slurm 2
 	slice_spec long 30 'nodes = 2' > "$STATE/long.ini"
 	cp "$STATE/long.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
-	wait_for 60 test "$(node_ranks dlhs2)" -ge 1 || die "no rank on dlhs2: $(tail -5 "$MNT/jobs/1/log")"
-	[ "$(node_ranks dlhs1)" -ge 1 ] || die "no rank on dlhs1"
+	wait_for 60 node_has_ranks dlhs2 || die "no rank on dlhs2: $(tail -5 "$MNT/jobs/1/log")"
+	node_has_ranks dlhs1 || die "no rank on dlhs1"
 	sj=$(slurm_job 1)
 	echo cancel > "$MNT/jobs/1/ctl" || die "cancel failed"
 	wait_for 30 job_terminal 1 || die "job 1 did not end: $(tail -5 "$MNT/jobs/1/log")"
 	expect_eq "$(cat "$MNT/jobs/1/status")" cancelled "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
-	wait_for 10 test -z "$(squeue -h -j "$sj" -t all -o %T 2>/dev/null | grep -v CANCELLED)" ||
-		die "Slurm job $sj: $(squeue -h -j "$sj" -o %T)"
-	wait_for 10 test "$(node_ranks dlhs1)" = 0 || die "ranks left on dlhs1"
-	wait_for 10 test "$(node_ranks dlhs2)" = 0 || die "ranks left on dlhs2"
+	wait_for 10 slurm_job_gone "$sj" || die "Slurm job $sj: $(squeue -h -j "$sj" -o %T)"
+	squeue -h -j "$sj" -t all -o '%T' | grep -qx CANCELLED || die "Slurm job $sj: $(squeue -h -j "$sj" -t all -o %T)"
+	# at once: Slurm's job ended only once its processes did
+	node_ranks_are dlhs1 0 || die "ranks left on dlhs1"
+	node_ranks_are dlhs2 0 || die "ranks left on dlhs2"
 	dlh_umount
 }
