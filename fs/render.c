@@ -438,7 +438,10 @@ static int render_progress(struct dlh_engine *e, const struct dlh_job *j, struct
 	dlh_run_info_read(dir, &ri);
 	double idle = lstat(csv, &st) || !S_ISREG(st.st_mode) ? 0 :
 		      dlh_now() - ((double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec);
-	return fs_progress_render(j, &m, &ri, idle, out);
+	char note[256] = "";
+	if (j->status == DLH_RUNNING && !m.have_train)   /* not yet stepping: the launcher's word */
+		dlh_engine_run_note(e, j->id, note, sizeof note);
+	return fs_progress_render(j, &m, &ri, idle, note, out);
 }
 
 static int render_metrics(struct dlh_engine *e, const struct dlh_job *j, struct dlh_buf *out)

@@ -154,6 +154,11 @@ struct dlh_backend_ops {
 	 * and "env ..." lines and the exact "argv ..." line. Returns 0, or -errno. */
 	int (*describe)(const struct dlh_backend *be, const struct dlh_launch *l,
 			struct dlh_buf *out);
+	/* What the launcher says of a run of job_dir whose program has not
+	 * started yet (Slurm: the job is pending, and why), as one line into
+	 * out; "" when it says nothing. Reads only the job dir (never asks
+	 * the launcher: a reader of progress must not wait). NULL = never. */
+	void (*note)(const struct dlh_backend *be, const char *job_dir, char *out, size_t len);
 };
 
 struct dlh_backend {

@@ -153,3 +153,26 @@ test_cancel_scancels_the_slurm_job_and_leaves_no_rank() {
 	node_ranks_are dlhs2 0 || die "ranks left on dlhs2"
 	dlh_umount
 }
+
+# progress_says ID TEXT: the job's progress line holds TEXT
+progress_says() { grep -qF -- "$2" "$MNT/jobs/$1/progress"; }
+
+# A job Slurm holds pending shows Slurm's reason in progress; once Slurm
+# lets it run, it trains and succeeds
+test_a_pending_slurm_job_shows_slurms_reason_in_progress() {
+	local sj
+	mount_slurm 2
+	scontrol update partitionname=dlh state=down || die "scontrol: partition down failed"
+	slice_spec held 1 'nodes = 2' > "$STATE/held.ini"
+	cp "$STATE/held.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 30 has_slurm_job 1 || die "no Slurm job: $(tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	wait_for 20 progress_says 1 "running: pending in Slurm (job $sj): PartitionDown" ||
+		die "progress: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(squeue -h -j "$sj" -o '%T %r')" "PENDING PartitionDown" "squeue"
+	grep -q "slurm: job $sj pending (PartitionDown)" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	scontrol update partitionname=dlh state=up || die "scontrol: partition up failed"
+	wait_for 240 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	dlh_umount
+}
