@@ -280,6 +280,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	if ((rc = eng_supervise_start(e, err, errlen)))
 		goto fail;
 	eng_calib_open(e, o->no_calibrate);
+	eng_nodes_first(e);   /* a Slurm pool's nodes, before its runs are taken back */
 	pthread_mutex_lock(&e->mu);
 	for (size_t i = 0; i < e->njobs; i++) {
 		struct dlh_job *j = e->jobs[i];

@@ -198,9 +198,9 @@ static int slurm_apply(struct dlh_engine *e, const struct dlh_pool *base, const 
 }
 
 /* A Slurm pool's round: sinfo's nodes become the pool. Where Slurm does not
- * answer, every node is down with its words. e->mu not held; e->probing is
- * set by the caller. */
-static void slurm_round(struct dlh_engine *e)
+ * answer, every node is down with its words; then (resched) the queue runs.
+ * e->mu not held; e->probing is set by the caller. */
+static void slurm_round(struct dlh_engine *e, int resched)
 {
 	struct dlh_buf b = { 0 };
 	char err[512] = "", partition[sizeof e->pool.partition];
@@ -223,11 +223,21 @@ static void slurm_round(struct dlh_engine *e)
 	e->probing = 0;
 	if (eng_slots_fit(e))
 		fprintf(stderr, "dlhfs: out of memory growing the nodes' slots to their cores\n");
-	if (e->reschedule && !e->stopping)
+	if (resched && e->reschedule && !e->stopping)
 		e->reschedule(e);   /* the queue: nodes up now take queued jobs */
 	pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->mu);
 	dlh_buf_free(&b);
+}
+
+void eng_nodes_first(struct dlh_engine *e)
+{
+	if (!dlh_pool_is_slurm(&e->pool) || e->no_probe)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->probing = 1;
+	pthread_mutex_unlock(&e->mu);
+	slurm_round(e, 0);
 }
 
 /* One round: every node but the local one, at once. e->mu not held;
@@ -235,7 +245,7 @@ static void slurm_round(struct dlh_engine *e)
 static void probe_round(struct dlh_engine *e)
 {
 	if (dlh_pool_is_slurm(&e->pool)) {   /* the backend never changes */
-		slurm_round(e);
+		slurm_round(e, 1);
 		return;
 	}
 	struct node_probe *p = calloc((size_t)DLH_POOL_NODES, sizeof *p);

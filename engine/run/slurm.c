@@ -815,8 +815,8 @@ static enum dlh_run_state slurm_state(const struct dlh_backend *be, const struct
 	char err[512];
 	struct slurm_job q;
 	struct dlh_run_end end = { 0 };
-	if (run->pid <= 0)
-		return DLH_RUN_LOST;
+	if (run->pid <= 0 || strcmp(run->backend, SLURM_NAME))
+		return DLH_RUN_LOST;   /* another backend's: its pid is no Slurm job */
 	if (ask_job(be, run->pid, &q, err, sizeof err))
 		return DLH_RUN_RUNNING;   /* Slurm does not answer: waiting asks again */
 	if (q.found && !state_ended(q.state))
@@ -829,7 +829,7 @@ static int slurm_stop(const struct dlh_backend *be, const struct dlh_run *run, c
 {
 	char err[512];
 	struct slurm_job q;
-	if (run->pid > 0 && scancel(be, run->pid, NULL) > 0) {
+	if (run->pid > 0 && !strcmp(run->backend, SLURM_NAME) && scancel(be, run->pid, NULL) > 0) {
 		double until = dlh_mono() + grace;
 		while (!ask_job(be, run->pid, &q, err, sizeof err) && q.found && !state_ended(q.state) &&
 		       dlh_mono() < until) {

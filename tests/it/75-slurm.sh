@@ -16,7 +16,8 @@ mount_slurm() {
 	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
 	chmod o+x "$state"   # the owners' batch jobs reach their job dirs
 	slurm_pool > "$state/pool.ini"
-	DLH_OPTS="-o pool=$state/pool.ini $*" dlh_mount "$state"
+	DLH_OPTS="-o pool=$state/pool.ini $*"   # kept: a test mounts again with them
+	dlh_mount "$state"
 	for i in $(seq "$n"); do names="$names dlhs$i"; done
 	# shellcheck disable=SC2086
 	wait_for 20 slurm_nodes_shown $names || die "pool/nodes: $(ls "$MNT/pool/nodes" 2>&1)"
@@ -174,5 +175,28 @@ test_a_pending_slurm_job_shows_slurms_reason_in_progress() {
 	scontrol update partitionname=dlh state=up || die "scontrol: partition up failed"
 	wait_for 240 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	dlh_umount
+}
+
+# kill -9 of dlhfs while a Slurm job runs: the job goes on in Slurm; the
+# next mount (same state dir) finds it by its id and it ends succeeded
+test_a_slurm_job_outlives_a_killed_daemon_and_is_taken_back() {
+	local sj
+	mount_slurm 2
+	slice_spec long 8 'nodes = 2' > "$STATE/long.ini"
+	cp "$STATE/long.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 60 node_has_ranks dlhs2 || die "no rank on dlhs2: $(tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	kill -KILL "$DLH_PID"
+	wait "$DLH_PID" 2>/dev/null
+	expect_eq "$(squeue -h -j "$sj" -o %T)" RUNNING "Slurm job $sj after kill -9 of dlhfs"
+	"$DLH_BIN/dlhfs" -f -o "state=$STATE" ${DLH_OPTS:-} "$MNT" 2>"$DLH_STDERR" &
+	DLH_PID=$!
+	wait_for 10 test -f "$MNT/pool/summary" || die "dlhfs did not mount again: $(cat "$DLH_STDERR")"
+	: > "$DLH_STDERR"   # its word of the stale mount
+	wait_for 240 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -8 "$MNT/jobs/1/log"))"
+	grep -q "slurm: job $sj ended COMPLETED" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	grep -q '^test_accuracy=' "$MNT/jobs/1/result" || die "result: $(cat "$MNT/jobs/1/result")"
 	dlh_umount
 }
