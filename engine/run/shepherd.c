@@ -350,6 +350,12 @@ static int shepherd(pid_t pid, const char *ready, int sfd, int out, struct ranks
 
 #define ARGV_FILE_MAX (256 * 1024)   /* the largest --argv-file read */
 
+/* What --argv-file gave: kept for the process's life (the environment and
+ * argv point into it), reachable to the end (volatile: a store the compiler
+ * may not drop, so that LeakSanitizer sees them held). */
+static char *volatile file_text;
+static char **volatile file_argv;
+
 /* Reads --argv-file path: puts its environment entries into this process's
  * environment and makes *argv (name first, then its arguments, NULL-ended;
  * the file's text stays allocated for them) and *argc. Returns 0, or -1
@@ -359,10 +365,12 @@ static int argv_from_file(const char *path, char *name, int *argc, char ***argv)
 	char *text = NULL;
 	size_t len = 0;
 	int rc = dlh_read_file(path, ARGV_FILE_MAX, &text, &len);
+	file_text = text;
 	if (rc || !len || text[len - 1] != '\0') {
 		fprintf(stderr, "dlh-shepherd: cannot read \"%s\": %s\n", path,
 			rc ? strerror(-rc) : "not NUL-ended entries");
 		free(text);
+		file_text = NULL;
 		return -1;
 	}
 	size_t at = 0;
@@ -382,6 +390,7 @@ static int argv_from_file(const char *path, char *name, int *argc, char ***argv)
 		fprintf(stderr, "dlh-shepherd: out of memory\n");
 		return -1;
 	}
+	file_argv = v;
 	v[0] = name;
 	n = 1;
 	for (size_t i = at; i < len; i += strlen(text + i) + 1)
