@@ -23,7 +23,7 @@ DEPS_DEB = fuse3 libfuse3-dev libinih-dev openmpi-bin libopenmpi-dev \
            libopenblas-dev zlib1g-dev dataset-fashion-mnist pkg-config \
            make gcc g++ procps util-linux passwd openssh-client openssh-server iproute2 \
            prometheus-node-exporter prometheus curl man-db python3 python3-torch chromium \
-           rsync
+           rsync slurmctld slurmd slurm-client munge
 
 STD      = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 # -Wformat-truncation guesses at snprintf into bounded buffers, which is how

@@ -186,6 +186,11 @@ long dlh_engine_find_name(struct dlh_engine *e, const char *name);
 /* The job's state directory (STATE/jobs/ID). */
 void dlh_engine_job_dir(struct dlh_engine *e, long id, char *buf, size_t len);
 
+/* What the launcher says of job id's run that has not started its program
+ * yet (Slurm: "pending in Slurm (job N): Resources") into out, "" when
+ * nothing. Reads the job dir only. */
+void dlh_engine_run_note(struct dlh_engine *e, long id, char *out, size_t len);
+
 /* The file of recent rejections that reader may see: everyone's
  * (STATE/errors) for root and the user the daemon runs as, else reader's
  * own (STATE/errors.d/UID; it may not exist yet: none so far). */

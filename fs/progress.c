@@ -13,7 +13,8 @@ static double eta_of(const struct dlh_job *j, const struct dlh_metrics *m, long 
 }
 
 int fs_progress_render(const struct dlh_job *j, const struct dlh_metrics *m,
-		       const struct dlh_run_info *ri, double idle, struct dlh_buf *out)
+		       const struct dlh_run_info *ri, double idle, const char *note,
+		       struct dlh_buf *out)
 {
 	switch (j->status) {
 	case DLH_QUEUED:
@@ -32,6 +33,8 @@ int fs_progress_render(const struct dlh_job *j, const struct dlh_metrics *m,
 	/* dlh-train's rows count only with its run.info: rows without it are
 	 * another run's */
 	if (!m->have_train || (!j->spec.command[0] && !ri->valid)) {
+		if (j->status == DLH_RUNNING && note && note[0])
+			return dlh_buf_printf(out, "running: %s\n", note);
 		if (j->status == DLH_RUNNING)
 			return dlh_buf_printf(out, "running: starting %d rank%s, loading data\n", j->ranks,
 					      j->ranks == 1 ? "" : "s");

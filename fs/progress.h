@@ -14,8 +14,11 @@
  * [job] steps, or unknown); idle: seconds since metrics.csv last grew
  * (shown while running, from FS_IDLE_SHOWN on). With a total: `epoch E/N
  * step S/T  P%  R samples/s  ETA M:SS`; without: `epoch E  step S  R
- * samples/s`. Reads no file. Returns 0, or -ENOMEM. */
+ * samples/s`. note: the launcher's word on a run whose program has not
+ * started ("pending in Slurm ..."; "" = none), shown instead of "starting
+ * N ranks". Reads no file. Returns 0, or -ENOMEM. */
 int fs_progress_render(const struct dlh_job *j, const struct dlh_metrics *m,
-		       const struct dlh_run_info *ri, double idle, struct dlh_buf *out);
+		       const struct dlh_run_info *ri, double idle, const char *note,
+		       struct dlh_buf *out);
 
 #endif

@@ -352,6 +352,9 @@ static int render_node_file(struct dlh_engine *e, const struct node_view *v,
 		if (v->pool->nodes[v->k].drained)
 			return dlh_buf_printf(out, "drained: no new ranks go there (echo undrain %s > pool/ctl)\n",
 					      v->pool->nodes[v->k].name);
+		if (nd->slurm_state[0])   /* a Slurm node: Slurm's word first */
+			return dlh_buf_printf(out, "%.*s: %s\n", (int)strcspn(nd->slurm_state, "*~#!%$@^-+"),
+					      nd->slurm_state, nd->probe_what);
 		switch (v->local ? DLH_PROBE_UP : v->pool->nodes[v->k].probe) {
 		case DLH_PROBE_RUNNING:
 			return dlh_buf_printf(out, "probing\n");
@@ -367,6 +370,11 @@ static int render_node_file(struct dlh_engine *e, const struct node_view *v,
 	case FS_NODE_ROLE:
 		if (v->local)
 			return dlh_buf_printf(out, "local\n");
+		if (nd->slurm_state[0])
+			return dlh_buf_printf(out, "slurm: ranks started by Slurm in partition %s; jobs "
+					      "submitted from %s with sbatch as their owners\n",
+					      v->pool->partition[0] ? v->pool->partition : "(Slurm's default)",
+					      v->pool->node.host);
 		if (nd->link_alpha > 0)   /* the measured link (dlh-calib --phase link) */
 			return dlh_buf_printf(out, "remote: ranks started by mpirun on %s through \"%s\"; "
 					      "link: allreduce %.0f us + %.3g GB/s\n", v->pool->node.host,
@@ -430,7 +438,10 @@ static int render_progress(struct dlh_engine *e, const struct dlh_job *j, struct
 	dlh_run_info_read(dir, &ri);
 	double idle = lstat(csv, &st) || !S_ISREG(st.st_mode) ? 0 :
 		      dlh_now() - ((double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec);
-	return fs_progress_render(j, &m, &ri, idle, out);
+	char note[256] = "";
+	if (j->status == DLH_RUNNING && !m.have_train)   /* not yet stepping: the launcher's word */
+		dlh_engine_run_note(e, j->id, note, sizeof note);
+	return fs_progress_render(j, &m, &ri, idle, note, out);
 }
 
 static int render_metrics(struct dlh_engine *e, const struct dlh_job *j, struct dlh_buf *out)

@@ -161,6 +161,7 @@ dlh_cleanup() {
 		STATE_FS=
 	fi
 	declare -F nodes_down >/dev/null && nodes_down   # tests/nodes.sh
+	declare -F slurm_down >/dev/null && slurm_down   # tests/slurm.sh: after the unmount
 	# a mount a test user made (OWN_MNT), and /dev/fuse's mode if the test opened it
 	[ -n "${OWN_MNT:-}" ] && { fusermount3 -uz "$OWN_MNT" 2>/dev/null; OWN_MNT=; }
 	[ -n "${DLH_FUSE_MODE:-}" ] && { chmod "$DLH_FUSE_MODE" /dev/fuse; DLH_FUSE_MODE=; }

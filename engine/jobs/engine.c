@@ -109,7 +109,13 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 		snprintf(err, errlen, "cannot execute \"%s\": %s", e->tools.trainer, strerror(errno));
 		return -errno;
 	}
-	if ((rc = dlh_backend_local(&e->backend, o->launcher, err, errlen)) ||
+	if (o->pool_file && (rc = dlh_pool_load(&e->pool, o->pool_file, o->cpus, err, errlen)))
+		return rc;
+	/* the pool file says how runs are launched: mpirun here, or Slurm */
+	if ((rc = o->pool_file && dlh_pool_is_slurm(&e->pool) ?
+		  dlh_backend_slurm(&e->backend, o->launcher, e->pool.partition, e->pool.account,
+				    err, errlen) :
+		  dlh_backend_local(&e->backend, o->launcher, err, errlen)) ||
 	    (rc = find_shepherd(e, o->shepherd, err, errlen)))
 		return rc;
 	/* dlh-probe, for the pool's other nodes: a node shows its absence */
@@ -121,8 +127,6 @@ static int setup(struct dlh_engine *e, const struct dlh_engine_opts *o, char *er
 	if (!o->shepherd || o->shepherd[0])
 		if (find_tool("dlh-rank", e->tools.trainer, e->tools.rank, sizeof e->tools.rank))
 			e->tools.rank[0] = '\0';
-	if (o->pool_file && (rc = dlh_pool_load(&e->pool, o->pool_file, o->cpus, err, errlen)))
-		return rc;
 	if (o->pool_file && realpath(o->pool_file, e->pool_file) == NULL)   /* the mount may chdir */
 		snprintf(e->pool_file, sizeof e->pool_file, "%s", o->pool_file);
 	e->cpus_override = o->cpus;
@@ -276,6 +280,7 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 	if ((rc = eng_supervise_start(e, err, errlen)))
 		goto fail;
 	eng_calib_open(e, o->no_calibrate);
+	eng_nodes_first(e);   /* a Slurm pool's nodes, before its runs are taken back */
 	pthread_mutex_lock(&e->mu);
 	for (size_t i = 0; i < e->njobs; i++) {
 		struct dlh_job *j = e->jobs[i];
@@ -386,6 +391,16 @@ long dlh_engine_find_name(struct dlh_engine *e, const char *name)
 void dlh_engine_job_dir(struct dlh_engine *e, long id, char *buf, size_t len)
 {
 	eng_job_dir(e, id, buf, len);
+}
+
+void dlh_engine_run_note(struct dlh_engine *e, long id, char *out, size_t len)
+{
+	char dir[4096];
+	out[0] = '\0';
+	if (!e->backend.ops->note)
+		return;
+	eng_job_dir(e, id, dir, sizeof dir);
+	e->backend.ops->note(&e->backend, dir, out, len);
 }
 
 void dlh_engine_errors_path(struct dlh_engine *e, uid_t reader, char *buf, size_t len)

@@ -9,7 +9,14 @@
  * share it), or whose copy of a job's data differs from this machine's, is
  * down: the planner leaves it out (dlh_pool_free_view_nodes). Before a
  * job's first run on other nodes, each is asked as the job's owner (their
- * keys, their rights): a node the owner cannot reach fails the job. */
+ * keys, their rights): a node the owner cannot reach fails the job.
+ *
+ * A Slurm pool (backend = slurm) is probed differently: each round asks
+ * sinfo for the partition's nodes (engine/run/slurm.c), which become the
+ * pool (dlh_pool_slurm_parse, dlh_pool_merge: a node keeps its index), each
+ * up or down as Slurm's state says (idle, mixed, allocated: up; drained,
+ * down, not responding: down). Slurm decides where ranks run and that its
+ * nodes share the files: no node is asked through an agent. */
 #include "engine/live/nodes.h"
 
 #include <errno.h>
@@ -27,6 +34,7 @@
 #include "engine/live/slots.h"
 #include "engine/table/advise.h"
 #include "engine/plan/calib.h"
+#include "engine/run/backend.h"
 #include "engine/run/owner.h"
 #include "engine/run/probe.h"
 #include "engine/util/util.h"
@@ -135,10 +143,111 @@ static void apply(struct dlh_engine *e, int k, const struct dlh_probe_result *r)
 		 r->hostname, r->cpus, mem, r->gpus);
 }
 
+static int node_busy(const struct dlh_engine *e, int k);
+
+/* Slurm's word on node k (slurm_state, and probe_what holding its reason
+ * as dlh_pool_slurm_parse left it) made its probe state. e->mu held. */
+static void apply_slurm(struct dlh_engine *e, int k, const struct dlh_pool_node *from)
+{
+	struct dlh_pool_node *nd = &e->pool.nodes[k];
+	char mem[32], gpus[128] = "";
+	size_t used = 0;
+	snprintf(nd->slurm_state, sizeof nd->slurm_state, "%s", from->slurm_state);
+	for (int t = 0; t < e->pool.ntypes && used < sizeof gpus; t++)
+		if (e->pool.type[t].gpu && nd->devices[t])
+			used += (size_t)snprintf(gpus + used, sizeof gpus - used, "%s%s:%d",
+						 used ? "," : "", e->pool.type[t].name, nd->devices[t]);
+	if (!dlh_pool_slurm_usable(from->slurm_state)) {
+		if (nd->probe != DLH_PROBE_DOWN)
+			nd->down_since = dlh_now();
+		nd->probe = DLH_PROBE_DOWN;
+		snprintf(nd->probe_what, sizeof nd->probe_what, "Slurm says %s%s%s", from->slurm_state,
+			 from->probe_what[0] ? ": " : "", from->probe_what);
+		return;
+	}
+	nd->probe = DLH_PROBE_UP;
+	nd->down_since = 0;
+	dlh_size_text(nd->mem_bytes, mem, sizeof mem);
+	snprintf(nd->probe_what, sizeof nd->probe_what, "Slurm says %s: %d cpus, %s memory, gpus %s",
+		 from->slurm_state, nd->cpus, mem, gpus[0] ? gpus : "none");
+}
+
+/* The Slurm nodes of sinfo's text made the pool (p's nodes merged, each
+ * with Slurm's state). Returns 0, or -errno with err. e->mu held. */
+static int slurm_apply(struct dlh_engine *e, const struct dlh_pool *base, const char *text,
+		       char *err, size_t errlen)
+{
+	struct dlh_pool *next = malloc(sizeof *next);
+	enum dlh_pool_change *change = calloc(DLH_POOL_NODES, sizeof *change);
+	int busy[DLH_POOL_NODES] = { 0 };
+	int rc = next && change ? dlh_pool_slurm_parse(base, text, next, err, errlen) : -ENOMEM;
+	for (int k = 0; !rc && k < e->pool.nnodes; k++)
+		busy[k] = node_busy(e, k);
+	if (!rc)
+		rc = dlh_pool_merge(&e->pool, next, busy, change, err, errlen);
+	for (int i = 0; !rc && i < next->nnodes; i++) {
+		int k = dlh_pool_find_node(&e->pool, next->nodes[i].name);
+		if (k >= 0)
+			apply_slurm(e, k, &next->nodes[i]);
+	}
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	free(next);
+	free(change);
+	return rc;
+}
+
+/* A Slurm pool's round: sinfo's nodes become the pool. Where Slurm does not
+ * answer, every node is down with its words; then (resched) the queue runs.
+ * e->mu not held; e->probing is set by the caller. */
+static void slurm_round(struct dlh_engine *e, int resched)
+{
+	struct dlh_buf b = { 0 };
+	char err[512] = "", partition[sizeof e->pool.partition];
+	pthread_mutex_lock(&e->mu);
+	snprintf(partition, sizeof partition, "%s", e->pool.partition);
+	pthread_mutex_unlock(&e->mu);
+	int rc = dlh_slurm_sinfo(partition, DLH_SINFO_FORMAT, &b, err, sizeof err);
+	pthread_mutex_lock(&e->mu);
+	if (!rc)
+		rc = slurm_apply(e, &e->pool, b.data ? b.data : "", err, sizeof err);
+	for (int k = 0; rc && k < e->pool.nnodes; k++) {
+		struct dlh_pool_node *nd = &e->pool.nodes[k];
+		if (nd->removed)
+			continue;
+		if (nd->probe != DLH_PROBE_DOWN)
+			nd->down_since = dlh_now();
+		nd->probe = DLH_PROBE_DOWN;
+		snprintf(nd->probe_what, sizeof nd->probe_what, "Slurm did not answer: %s", err);
+	}
+	e->probing = 0;
+	if (eng_slots_fit(e))
+		fprintf(stderr, "dlhfs: out of memory growing the nodes' slots to their cores\n");
+	if (resched && e->reschedule && !e->stopping)
+		e->reschedule(e);   /* the queue: nodes up now take queued jobs */
+	pthread_cond_broadcast(&e->changed);
+	pthread_mutex_unlock(&e->mu);
+	dlh_buf_free(&b);
+}
+
+void eng_nodes_first(struct dlh_engine *e)
+{
+	if (!dlh_pool_is_slurm(&e->pool) || e->no_probe)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->probing = 1;
+	pthread_mutex_unlock(&e->mu);
+	slurm_round(e, 0);
+}
+
 /* One round: every node but the local one, at once. e->mu not held;
  * e->probing is set by the caller. */
 static void probe_round(struct dlh_engine *e)
 {
+	if (dlh_pool_is_slurm(&e->pool)) {   /* the backend never changes */
+		slurm_round(e, 1);
+		return;
+	}
 	struct node_probe *p = calloc((size_t)DLH_POOL_NODES, sizeof *p);
 	pthread_mutex_lock(&e->mu);
 	if (!p) {   /* no round: the next one, or a refresh, asks again */
@@ -216,7 +325,8 @@ int eng_nodes_lost(struct dlh_engine *e, const int *nodes, int n, char *lost, si
 	int down = 0;
 	size_t used = 0;
 	lost[0] = '\0';
-	if (!p || e->no_probe || !e->probe_path[0]) {
+	/* Slurm's nodes: Slurm says whether one failed (its next round shows it) */
+	if (!p || e->no_probe || !e->probe_path[0] || dlh_pool_is_slurm(&e->pool)) {
 		free(p);
 		return 0;
 	}
@@ -466,8 +576,8 @@ static void *seer_main(void *arg)
 
 int eng_nodes_see(struct dlh_engine *e, struct dlh_job *j, const struct dlh_plan *plan)
 {
-	if (e->no_probe || !e->probe_path[0])
-		return 1;   /* without probes, as the pool file says */
+	if (e->no_probe || !e->probe_path[0] || dlh_pool_is_slurm(&e->pool))
+		return 1;   /* without probes, as the pool file says; Slurm's nodes share its files */
 	if (j->seeing)
 		return 0;
 	struct seer *s = calloc(1, sizeof *s);
@@ -576,8 +686,9 @@ void eng_nodes_down_text(const struct dlh_engine *e, char *out, size_t len)
 
 void eng_nodes_probe_start(struct dlh_engine *e)
 {
-	if (e->pool.nnodes - (e->pool.local >= 0) < 1 || e->no_probe)
-		return;   /* no other node */
+	if ((e->pool.nnodes - (e->pool.local >= 0) < 1 && !dlh_pool_is_slurm(&e->pool)) ||
+	    e->no_probe)
+		return;   /* no other node (a Slurm pool's come with its first round) */
 	pthread_mutex_lock(&e->mu);
 	if (e->probe_started) {   /* one thread probes for the mount's life */
 		pthread_mutex_unlock(&e->mu);
@@ -645,6 +756,20 @@ int eng_nodes_reload(struct dlh_engine *e, char *err, size_t errlen)
 	int busy[DLH_POOL_NODES] = { 0 }, rc = next && change ? 0 : -ENOMEM;
 	if (!rc && (rc = dlh_pool_load(next, e->pool_file, e->cpus_override, why, sizeof why)))
 		snprintf(err, errlen, "pool ctl: \"reload\": %s", why);
+	if (!rc && (dlh_pool_is_slurm(next) != dlh_pool_is_slurm(&e->pool) ||
+		    strcmp(next->partition, e->pool.partition) || strcmp(next->account, e->pool.account))) {
+		snprintf(err, errlen, "pool ctl: \"reload\": the file changes the backend, the "
+			 "partition or the account: remount to change them");
+		rc = -EINVAL;
+	}
+	if (!rc && dlh_pool_is_slurm(next)) {   /* [env] now; its nodes: a round (below) */
+		pthread_mutex_lock(&e->mu);
+		snprintf(e->pool.env, sizeof e->pool.env, "%s", next->env);
+		pthread_mutex_unlock(&e->mu);
+		free(next);
+		free(change);
+		return e->no_probe ? 0 : eng_nodes_refresh(e, err, errlen);
+	}
 	if (!rc) {
 		pthread_mutex_lock(&e->mu);
 		for (int k = 0; k < e->pool.nnodes; k++)

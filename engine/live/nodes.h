@@ -47,6 +47,11 @@ int eng_nodes_lost(struct dlh_engine *e, const int *nodes, int n, char *lost, si
  * (the data must be on a filesystem every node shares). e->mu held. */
 int eng_nodes_see(struct dlh_engine *e, struct dlh_job *j, const struct dlh_plan *plan);
 
+/* A Slurm pool's first round, now (sinfo's nodes become the pool), before
+ * the runs of a restart are taken back and the queue plans: their nodes
+ * must be there. Nothing for other pools. e->mu not held. */
+void eng_nodes_first(struct dlh_engine *e);
+
 /* Waits for the probing thread eng_nodes_probe_start started. e->mu not held. */
 void eng_nodes_stop(struct dlh_engine *e);
 

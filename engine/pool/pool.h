@@ -27,6 +27,15 @@
  *   [env]            variables every job's ranks get, on every node
  *   GLOO_SOCKET_IFNAME = eth0     (a job's own [job] env wins)
  *
+ * Before any section, how runs are launched:
+ *
+ *   backend = slurm  local (default: mpirun here, over the agents) or slurm:
+ *                    the nodes are Slurm's (sinfo, no [node] section), jobs
+ *                    are submitted with sbatch as their owners (run/slurm.c)
+ *   partition = gpu  slurm: the partition (default: Slurm's default one)
+ *   account = proj1  slurm: the account jobs are charged to (default: the
+ *                    user's own)
+ *
  * Rates (flops, bandwidth) take K M G T P as powers of 1000; sizes (memory)
  * as powers of 1024; watts are plain numbers. A type's figures default to
  * 0 = unknown, except a CPU type's memory: the smallest share of a node's
@@ -113,6 +122,9 @@ struct dlh_pool_node {
 	double link_alpha, link_beta;  /* allreduce with the local node: seconds, seconds
 					  per byte (dlh-calib --phase link); 0 = unmeasured */
 	char link_why[160];            /* why its link could not be measured ("" = it was) */
+	char slurm_state[24];          /* a Slurm node: its state as Slurm says it (idle,
+					  mixed, allocated, drained, draining, down, ...);
+					  "" = not a Slurm node */
 };
 
 /* What probing a node found (engine/run/probe.c). */
@@ -134,7 +146,34 @@ struct dlh_pool {
 	int local;                                /* index of the local node in nodes[];
 						     -1: this machine is no node of the pool */
 	char source[256];                         /* the pool file, or "detected" */
+	char backend[16];                         /* "local" (default) or "slurm" */
+	char partition[DLH_HOST_MAX + 1];         /* slurm: its partition, "" = the default */
+	char account[DLH_HOST_MAX + 1];           /* slurm: the account, "" = the user's own */
 };
+
+#define DLH_BACKEND_SLURM "slurm"
+
+/* 1 when p's nodes and runs are Slurm's (backend = slurm). */
+int dlh_pool_is_slurm(const struct dlh_pool *p);
+
+/* The nodes Slurm lists, as sinfo prints them with DLH_SINFO_FORMAT, one
+ * line a node: NAME|CPUS|MEMORY_MB|GRES|STATE|REASON. */
+#define DLH_SINFO_FORMAT "%N|%c|%m|%G|%T|%E"
+
+/* next becomes base (its types, env and settings) with the nodes of text
+ * (sinfo's lines, DLH_SINFO_FORMAT) instead of base's: each with its cores
+ * (type "cpu"), memory and GRES GPUs ("gpu:TYPE:N", a type of that name
+ * added where base has none; "gpu:N" the type "gpu"), slurm_state set and
+ * host = name. A node listed twice (in two partitions) counts once. The
+ * nodes' probe fields are the caller's. Returns 0, or -EINVAL with err
+ * naming the line that does not parse (next then holds the lines before). */
+int dlh_pool_slurm_parse(const struct dlh_pool *base, const char *text, struct dlh_pool *next,
+			 char *err, size_t errlen);
+
+/* 1 when Slurm's state word (sinfo %T, its flags such as '*' included)
+ * lets new jobs start on the node: idle, mixed, allocated, completing,
+ * planned, reserved, without '*' (not responding) or '~' (powered off). */
+int dlh_pool_slurm_usable(const char *state);
 
 /* Where detection looks; tests point it elsewhere. */
 struct dlh_pool_probe {

@@ -27,6 +27,9 @@ static const char *const type_keys[] = {
 	"flops", "memory", "bandwidth", "watts_idle", "watts_busy", "gpu", "link", "link_bandwidth",
 };
 static const char *const node_keys[] = { "host", "cpus", "cpu_type", "memory", "gpus", "agent" };
+static const char *const top_keys[] = { "backend", "partition", "account" };   /* before any section */
+#define NTOP_KEYS (int)(sizeof top_keys / sizeof top_keys[0])
+enum { K_BACKEND, K_PARTITION, K_ACCOUNT };
 #define NTYPE_KEYS (int)(sizeof type_keys / sizeof type_keys[0])
 #define NNODE_KEYS (int)(sizeof node_keys / sizeof node_keys[0])
 enum { K_FLOPS, K_TMEM, K_BW, K_IDLE, K_BUSY, K_GPU, K_LINK, K_LINK_BW };
@@ -52,6 +55,7 @@ struct pf {
 	int tkey_line[DLH_POOL_TYPES][NTYPE_KEYS];   /* line each key was given on */
 	int node_line[DLH_POOL_NODES];       /* header line of each node */
 	int nkey_line[DLH_POOL_NODES][NNODE_KEYS];
+	int top_line[NTOP_KEYS];             /* line each key before any section was given on */
 	char cpu_type[DLH_POOL_NODES][DLH_POOL_TYPE_NAME];  /* cpu_type, resolved at the end */
 	char gpus[DLH_POOL_NODES][INI_MAX_LINE];            /* gpus, resolved at the end */
 	struct pf_problem errs[ERRORS_MAX];  /* the first problems found */
@@ -411,6 +415,57 @@ static int key_index(const char *const *keys, int n, const char *name)
 	return -1;
 }
 
+/* A key before any section: how runs are launched (backend, partition,
+ * account). Problems are recorded. */
+static void top_key(struct pf *c, const char *name, const char *v)
+{
+	char q[SHOW_MAX * 4 + 8];
+	struct dlh_pool *p = c->p;
+	int k = key_index(top_keys, NTOP_KEYS, name);
+	if (k < 0) {
+		const char *hint = dlh_spec_suggest(name, top_keys, NTOP_KEYS);
+		problem(c, c->lineno, "\"%.*s\": key outside any section (put it under [type NAME] or "
+			"[node NAME]%s%s%s)", SHOW_MAX, name, hint ? "; did you mean \"" : "",
+			hint ? hint : "", hint ? "\"?" : "");
+		return;
+	}
+	if (c->top_line[k]) {
+		problem(c, c->lineno, "%s: given twice (first on line %d)", name, c->top_line[k]);
+		return;
+	}
+	c->top_line[k] = c->lineno;
+	if (k == K_BACKEND) {
+		if (strcmp(v, "local") && strcmp(v, DLH_BACKEND_SLURM))
+			problem(c, c->lineno, "backend: expected local or slurm, got %s", quoted(v, q, sizeof q));
+		else
+			snprintf(p->backend, sizeof p->backend, "%s", v);
+		return;
+	}
+	char *field = k == K_PARTITION ? p->partition : p->account;
+	if (!good_name(v, DLH_HOST_MAX))
+		problem(c, c->lineno, "%s: expected a Slurm %s name (1 to %d letters, digits, '.', "
+			"'_' or '-'), got %s", name, name, DLH_HOST_MAX, quoted(v, q, sizeof q));
+	else
+		snprintf(field, DLH_HOST_MAX + 1, "%s", v);
+}
+
+/* The whole file's checks of the keys before any section: a slurm pool
+ * takes its nodes from Slurm; partition and account are Slurm's. */
+static void check_top(struct pf *c)
+{
+	struct dlh_pool *p = c->p;
+	if (!dlh_pool_is_slurm(p)) {
+		for (int k = K_PARTITION; k <= K_ACCOUNT; k++)
+			if (c->top_line[k])
+				problem(c, c->top_line[k], "%s: only a Slurm pool has one (backend = slurm)",
+					top_keys[k]);
+		return;
+	}
+	for (int k = 0; k < p->nnodes; k++)
+		problem(c, c->node_line[k], "[node %s]: a Slurm pool's nodes are Slurm's (sinfo): "
+			"leave out [node NAME] sections", p->nodes[k].name);
+}
+
 /* The ini_handler for each key line. Problems are recorded, never
  * returned: inih goes on and every problem of the file is reported. */
 static int on_key(void *user, const char *section, const char *name, const char *value)
@@ -425,8 +480,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
 		return 1;
 	}
 	if (c->sec == SEC_NONE) {
-		problem(c, c->lineno, "\"%.*s\": key outside any section (put it under [type NAME] or [node NAME])",
-			SHOW_MAX, name);
+		top_key(c, name, value);
 		return 1;
 	}
 	if (c->sec == SEC_ENV) {   /* NAME = VALUE: a variable every job's ranks get */
@@ -608,9 +662,13 @@ int dlh_pool_parse(struct dlh_pool *p, const char *text, size_t len, const char 
 	int ntypes_given = p->ntypes;
 	for (int t = 0; t < ntypes_given; t++)
 		check_type(c, t);
-	for (int k = 0; k < p->nnodes; k++)
+	check_top(c);
+	for (int k = 0; k < p->nnodes && !dlh_pool_is_slurm(p); k++)
 		check_node(c, k);
-	if (!p->nnodes && !c->nerr)
+	if (dlh_pool_is_slurm(p) && !c->nerr && dlh_pool_find_type(p, DLH_POOL_CPU_TYPE) < 0 &&
+	    p->ntypes < DLH_POOL_TYPES)   /* Slurm's nodes' cores */
+		dlh_pool_default_cpu(&p->type[p->ntypes++]);
+	if (!p->nnodes && !c->nerr && !dlh_pool_is_slurm(p))
 		problem(c, 0, "no [node NAME] section: the pool needs at least one node");
 	int rc = c->nerr ? -EINVAL : 0;
 	if (rc)
@@ -619,6 +677,8 @@ int dlh_pool_parse(struct dlh_pool *p, const char *text, size_t len, const char 
 	if (rc)
 		return rc;
 	snprintf(p->source, sizeof p->source, "%s", fname);
+	if (!p->backend[0])
+		snprintf(p->backend, sizeof p->backend, "local");
 	default_cpu_memory(p);
 	int k = local_node(p, local_host);
 	if (k < 0) {   /* this machine runs mpirun, no rank */

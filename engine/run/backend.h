@@ -2,8 +2,8 @@
  * signalled, watched, and found again after the daemon restarts
  *
  * The engine decides what runs (the program each rank runs, its ranks, its
- * environment); a backend decides how: local mpirun today (local.c), mpirun
- * over ssh and Slurm next. Nothing outside engine/run/ names the launcher,
+ * environment); a backend decides how: mpirun here and over ssh (local.c),
+ * or a Slurm job submitted with sbatch as the job's owner (slurm.c). Nothing outside engine/run/ names the launcher,
  * or signals or waits for a run's processes: the engine holds a struct
  * dlh_run and calls these functions.
  *
@@ -107,6 +107,11 @@ struct dlh_launch {
 				         the verbs' signals (DLH_FILE_READY); verbs sent
 				         before are held until then. NULL = the program
 				         takes them from its start */
+	double est_s;                 /* the estimate of its run time, seconds; 0 = none
+				         (a scheduler's time limit is made from it) */
+	double time_limit;            /* the spec's time_limit, seconds; 0 = none */
+	int grace;                    /* seconds a run needs to checkpoint and stop */
+	long long memory;             /* memory of all ranks together, bytes; 0 = not said */
 };
 
 struct dlh_backend;
@@ -149,6 +154,11 @@ struct dlh_backend_ops {
 	 * and "env ..." lines and the exact "argv ..." line. Returns 0, or -errno. */
 	int (*describe)(const struct dlh_backend *be, const struct dlh_launch *l,
 			struct dlh_buf *out);
+	/* What the launcher says of a run of job_dir whose program has not
+	 * started yet (Slurm: the job is pending, and why), as one line into
+	 * out; "" when it says nothing. Reads only the job dir (never asks
+	 * the launcher: a reader of progress must not wait). NULL = never. */
+	void (*note)(const struct dlh_backend *be, const char *job_dir, char *out, size_t len);
 };
 
 struct dlh_backend {
@@ -159,6 +169,9 @@ struct dlh_backend {
 	char shepherd[1024];               /* dlh-shepherd, which holds each run (absolute);
 					      "" = runs are the daemon's children and end
 					      with it */
+	char partition[65];                /* slurm: the partition, "" = Slurm's default */
+	char account[65];                  /* slurm: the account, "" = the user's own */
+	char bin[512];                     /* slurm: the directory of sbatch, squeue, ... */
 };
 
 /* The local backend (local.c): the MPI launcher at path (NULL: "mpirun"
@@ -166,6 +179,24 @@ struct dlh_backend {
  * run's nodes reached through their agent (ssh). Returns 0, or -errno with
  * err saying what is missing. */
 int dlh_backend_local(struct dlh_backend *be, const char *path, char *err, size_t errlen);
+
+/* The Slurm backend (slurm.c): each run a Slurm job that sbatch submits
+ * as the run's owner, its batch script exec'ing dlh-shepherd (be->shepherd,
+ * set by the caller) on the job's first node, which runs mpirun (at path;
+ * NULL: found on PATH) over the allocation. partition and account may be
+ * "". Returns 0, or -errno with err saying what is missing (sbatch). */
+int dlh_backend_slurm(struct dlh_backend *be, const char *path, const char *partition,
+		      const char *account, char *err, size_t errlen);
+
+/* Slurm's nodes of partition ("" = every one) as sinfo lists them
+ * (DLH_SINFO_FORMAT of engine/pool/pool.h, a line a node) into out.
+ * Returns 0, or -errno with err (sinfo's own words where it said some). */
+int dlh_slurm_sinfo(const char *partition, const char *format, struct dlh_buf *out, char *err,
+		    size_t errlen);
+
+/* Which rank failed first by Open MPI's words in log (both backends run
+ * mpirun): see dlh_backend_ops.failed_rank. */
+int dlh_mpirun_failed_rank(const char *log, int *code);
 
 /* Reads DLH_RUN_HANDLE_FILE of job_dir into *run. Returns 0, -ENOENT when
  * there is none (no run lives), or -EINVAL when it does not parse. */

@@ -21,13 +21,14 @@ extern char **environ;
 /* Builds the child's environment before fork: the child may only call
  * async-signal-safe functions, so no malloc there. */
 /* What of the daemon's environment a run as another user keeps: where the
- * launcher, its libraries and the GPU libraries are, the locale and the
- * time zone, the sanitizers' settings. Everything else (the daemon's
+ * launcher, its libraries and the GPU libraries are, where Slurm's
+ * configuration is (SLURM_CONF: sbatch and the batch job find the cluster
+ * by it), the locale and the time zone, the sanitizers' settings. Everything else (the daemon's
  * secrets, its HOME) stays with the daemon. */
 static const char *const kept_for_users[] = {
 	"LANG=", "LC_", "TZ=", "TMPDIR=", "LD_LIBRARY_PATH=", "OPAL_PREFIX=", "PMIX_",
 	"OMPI_MCA_", "NCCL_", "CUDA_", "DLH_TRAIN_CUDA=", "ASAN_OPTIONS=", "UBSAN_OPTIONS=",
-	"LSAN_OPTIONS=", "OPENBLAS_", "OMP_", NULL,
+	"LSAN_OPTIONS=", "OPENBLAS_", "OMP_", "SLURM_CONF=", NULL,
 };
 
 int dlh_launch_kept(const char *kv)

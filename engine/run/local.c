@@ -362,6 +362,8 @@ static enum dlh_run_state local_state(const struct dlh_backend *be, const struct
 {
 	int code;
 	(void)be;
+	if (strcmp(run->backend, LOCAL_NAME))
+		return DLH_RUN_LOST;   /* another backend's (a Slurm job id is no pid of ours) */
 	if (run->pid > 0 && run->pid_start && dlh_proc_alive(run->pid, run->pid_start))
 		return DLH_RUN_RUNNING;
 	return read_exit(job_dir, &code) ? DLH_RUN_LOST : DLH_RUN_EXITED;
@@ -372,7 +374,7 @@ static int local_stop(const struct dlh_backend *be, const struct dlh_run *run,
 {
 	int killed = 0;
 	(void)be;
-	if (run->pid > 0 && run->pid_start) {
+	if (run->pid > 0 && run->pid_start && !strcmp(run->backend, LOCAL_NAME)) {
 		/* even when mpirun itself is gone: ranks started after it are
 		 * recognised by session and start time */
 		dlh_proc_kill_session_since(run->pid, run->pid_start, SIGTERM);
@@ -392,9 +394,14 @@ static int local_stop(const struct dlh_backend *be, const struct dlh_run *run,
  * process rank R with PID P on node H exited on signal N". */
 static int local_failed_rank(const struct dlh_backend *be, const char *log, int *code)
 {
+	(void)be;
+	return dlh_mpirun_failed_rank(log, code);
+}
+
+int dlh_mpirun_failed_rank(const char *log, int *code)
+{
 	const char *p;
 	long r, c, job, step;
-	(void)be;
 	*code = 0;
 	if ((p = strstr(log, "Process name: [[")) &&
 	    sscanf(p, "Process name: [[%ld,%ld],%ld]", &job, &step, &r) == 3) {

@@ -1,6 +1,12 @@
 /* shepherd.c - dlh-shepherd: holds one run so that it outlives dlhfs
  *
  *   dlh-shepherd [--ready FILE] [--ranks DIR] EXIT_FILE PROGRAM [ARGS...]
+ *   dlh-shepherd --argv-file FILE
+ *
+ * With --argv-file, the environment entries and the arguments come from
+ * FILE: "NAME=VALUE" entries, an empty one, then the arguments above, each
+ * ended by a NUL. A Slurm batch script starts it so (engine/run/slurm.c):
+ * no value of a job's spec is ever on a command line a shell reads.
  *
  * The local backend starts this in the run's own session, as the run's
  * owner, instead of the launcher itself. It starts PROGRAM (mpirun) as its
@@ -63,6 +69,7 @@ static int write_exit(const char *path, const char *text)
 static int usage(void)
 {
 	fprintf(stderr, "usage: dlh-shepherd [--ready FILE] [--ranks DIR] EXIT_FILE PROGRAM [ARGS...]\n"
+		"       dlh-shepherd --argv-file FILE   (environment and arguments from FILE)\n"
 		"(absolute paths). Started by dlhfs for each run: runs PROGRAM, passes it the\n"
 		"checkpoint and suspend signals (held until FILE exists), sorts its tagged output\n"
 		"by rank (DIR/rank.R) and writes how it ended to EXIT_FILE.\n");
@@ -341,11 +348,66 @@ static int shepherd(pid_t pid, const char *ready, int sfd, int out, struct ranks
 	return status;
 }
 
+#define ARGV_FILE_MAX (256 * 1024)   /* the largest --argv-file read */
+
+/* What --argv-file gave: kept for the process's life (the environment and
+ * argv point into it), reachable to the end (volatile: a store the compiler
+ * may not drop, so that LeakSanitizer sees them held). */
+static char *volatile file_text;
+static char **volatile file_argv;
+
+/* Reads --argv-file path: puts its environment entries into this process's
+ * environment and makes *argv (name first, then its arguments, NULL-ended;
+ * the file's text stays allocated for them) and *argc. Returns 0, or -1
+ * after saying why on stderr. */
+static int argv_from_file(const char *path, char *name, int *argc, char ***argv)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int rc = dlh_read_file(path, ARGV_FILE_MAX, &text, &len);
+	file_text = text;
+	if (rc || !len || text[len - 1] != '\0') {
+		fprintf(stderr, "dlh-shepherd: cannot read \"%s\": %s\n", path,
+			rc ? strerror(-rc) : "not NUL-ended entries");
+		free(text);
+		file_text = NULL;
+		return -1;
+	}
+	size_t at = 0;
+	while (at < len && text[at]) {   /* the environment, up to the empty entry */
+		if (!strchr(text + at, '=') || putenv(text + at)) {
+			fprintf(stderr, "dlh-shepherd: \"%s\": a bad environment entry\n", path);
+			return -1;   /* text is the environment's now */
+		}
+		at += strlen(text + at) + 1;
+	}
+	at++;
+	int n = 0;
+	for (size_t i = at; i < len; i += strlen(text + i) + 1)
+		n++;
+	char **v = calloc((size_t)n + 2, sizeof *v);
+	if (!v) {
+		fprintf(stderr, "dlh-shepherd: out of memory\n");
+		return -1;
+	}
+	file_argv = v;
+	v[0] = name;
+	n = 1;
+	for (size_t i = at; i < len; i += strlen(text + i) + 1)
+		v[n++] = text + i;
+	*argc = n;
+	*argv = v;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct ranks_out o;
 	const char *ready = NULL;
 	int a = 1;
+	if (argc == 3 && !strcmp(argv[1], "--argv-file") &&
+	    argv_from_file(argv[2], argv[0], &argc, &argv))
+		return 127;
 	while (argc - a > 1 && (!strcmp(argv[a], "--ready") || !strcmp(argv[a], "--ranks"))) {
 		if (!strcmp(argv[a], "--ready"))
 			ready = argv[a + 1];

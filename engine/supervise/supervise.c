@@ -327,6 +327,9 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 		/* the trainer says when it takes verbs; a command takes them from its start */
 		.ready_path = j->spec.command[0] ? NULL : ready,
 		.hosts = l->hosts, .nhosts = l->nhosts, .agent = l->agent,
+		/* what a scheduler is asked for (Slurm: --time, --mem) */
+		.est_s = j->est_total, .time_limit = (double)j->spec.time_limit,
+		.grace = dlh_spec_grace(&j->spec), .memory = l->plan.memory,
 	};
 	rc = e->backend.ops->start(&e->backend, &dl, &j->run, l->err, sizeof l->err);
 	if (!rc && l->as_owner)

@@ -557,6 +557,8 @@ int eng_write_plan(struct dlh_engine *e, const struct dlh_job *j, const struct d
 	struct dlh_launch l = {
 		.argv = plan->argv, .ranks = plan->ranks, .env = env.v, .job_dir = dir,
 		.hosts = hosts, .nhosts = nhosts, .agent = agent,
+		.est_s = j->est_total, .time_limit = (double)j->spec.time_limit,
+		.grace = dlh_spec_grace(&j->spec), .memory = plan->memory,
 	};
 	if (!rc)
 		rc = e->backend.ops->describe(&e->backend, &l, &b);

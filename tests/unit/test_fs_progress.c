@@ -29,7 +29,7 @@ static void line_of(const struct dlh_job *j, const struct dlh_metrics *m,
 		    const struct dlh_run_info *ri, double idle, char *out, size_t n)
 {
 	struct dlh_buf b = { 0 };
-	int rc = fs_progress_render(j, m, ri, idle, &b);
+	int rc = fs_progress_render(j, m, ri, idle, "", &b);
 	snprintf(out, n, "%s", rc ? "(error)" : b.data ? b.data : "");
 	dlh_buf_free(&b);
 }

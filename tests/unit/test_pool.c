@@ -488,8 +488,68 @@ TEST(nvml_that_does_not_initialize_adds_nothing)
 	CHECK(fake_shutdowns == 0 && pool.ntypes == 1);
 }
 
+TEST(slurm_keys_make_a_slurm_pool_without_nodes)
+{
+	CHECK_MSG(parse("backend = slurm\npartition = gpu\naccount = proj1\n[type H100]\ngpu = true\n"
+			"flops = 67T\n", "cpu01") == 0, "%s", err);
+	CHECK(dlh_pool_is_slurm(&pool) && pool.nnodes == 0 && pool.local == -1);
+	CHECK(!strcmp(pool.partition, "gpu") && !strcmp(pool.account, "proj1"));
+	CHECK(dlh_pool_find_type(&pool, "cpu") >= 0);
+	CHECK(parse(two_nodes, "cpu01") == 0 && !strcmp(pool.backend, "local") &&
+	      !dlh_pool_is_slurm(&pool));
+}
+
+TEST(slurm_key_problems_name_their_line)
+{
+	CHECK(parse("backend = pbs\n[node a]\ncpus = 1\n", "x") == -EINVAL);
+	CHECK_MSG(err_is("pool.ini:1: backend: expected local or slurm, got \"pbs\""), "%s", err);
+	CHECK(parse("backend = slurm\npartition = a b\nbackend = slurm\n", "x") == -EINVAL);
+	CHECK_MSG(err_is("pool.ini:2: partition: expected a Slurm partition name (1 to 64 letters, "
+			 "digits, '.', '_' or '-'), got \"a b\"\n"
+			 "pool.ini:3: backend: given twice (first on line 1)"), "%s", err);
+	CHECK(parse("backend = slurm\n[node a]\ncpus = 1\n", "x") == -EINVAL);
+	CHECK_MSG(err_is("pool.ini:2: [node a]: a Slurm pool's nodes are Slurm's (sinfo): leave "
+			 "out [node NAME] sections"), "%s", err);
+	CHECK(parse("account = p\n[node a]\ncpus = 1\n", "x") == -EINVAL);
+	CHECK_MSG(err_is("pool.ini:1: account: only a Slurm pool has one (backend = slurm)"), "%s", err);
+	CHECK(parse("backnd = slurm\n", "x") == -EINVAL);
+	CHECK_MSG(strstr(err, "pool.ini:1: \"backnd\": key outside any section") &&
+		  strstr(err, "did you mean \"backend\"?"), "%s", err);
+}
+
+TEST(sinfo_lines_become_nodes_with_gpus_and_states)
+{
+	static struct dlh_pool next;
+	CHECK(parse("backend = slurm\n[type H100]\ngpu = true\nflops = 67T\n", "x") == 0);
+	const char *text = "n1|32|515000|gpu:H100:4(S:0-1)|idle|none\n"
+			   "n2|16|64000|(null)|drained|disk failing\n"
+			   "n3|8|1000|gpu:2,shard:8|mixed|none\n"
+			   "n1|32|515000|gpu:H100:4(S:0-1)|idle|none\n"
+			   "n4|8|1000|gpu:A100:1|down*|Not responding\n";
+	CHECK_MSG(dlh_pool_slurm_parse(&pool, text, &next, err, sizeof err) == 0, "%s", err);
+	CHECK(next.nnodes == 4 && next.local == -1);
+	int h = dlh_pool_find_type(&next, "H100"), g = dlh_pool_find_type(&next, "gpu");
+	int a = dlh_pool_find_type(&next, "A100"), c = dlh_pool_find_type(&next, "cpu");
+	CHECK(h >= 0 && g >= 0 && a >= 0 && c >= 0 && next.type[g].gpu && next.type[a].gpu);
+	CHECK(next.type[h].flops == 67e12);   /* the pool file's figures kept */
+	CHECK(next.nodes[0].cpus == 32 && next.nodes[0].devices[c] == 32 && next.nodes[0].devices[h] == 4);
+	CHECK(next.nodes[0].mem_bytes == 515000LL * 1024 * 1024);
+	CHECK(!strcmp(next.nodes[1].slurm_state, "drained") &&
+	      !strcmp(next.nodes[1].probe_what, "disk failing"));
+	CHECK(next.nodes[2].devices[g] == 2 && !strcmp(next.nodes[2].name, "n3"));
+	CHECK(dlh_pool_slurm_usable("idle") && dlh_pool_slurm_usable("mixed") &&
+	      dlh_pool_slurm_usable("allocated"));
+	CHECK(!dlh_pool_slurm_usable("drained") && !dlh_pool_slurm_usable("down*") &&
+	      !dlh_pool_slurm_usable("idle*") && !dlh_pool_slurm_usable("draining"));
+	CHECK(dlh_pool_slurm_parse(&pool, "n1|x|1|(null)|idle|none\n", &next, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "sinfo line 1: expected NAME|CPUS|MEMORY|GRES|STATE|REASON"), "%s", err);
+}
+
 int main(void)
 {
+	RUN(slurm_keys_make_a_slurm_pool_without_nodes);
+	RUN(slurm_key_problems_name_their_line);
+	RUN(sinfo_lines_become_nodes_with_gpus_and_states);
 	RUN(good_file_gives_types_nodes_and_devices);
 	RUN(local_node_is_the_one_with_this_hostname);
 	RUN(no_node_is_local_when_none_is_this_machine);

@@ -1,0 +1,1005 @@
+/* slurm.c - the Slurm backend: each run is a Slurm job that sbatch submits
+ * as the run's owner (their uid, gid and groups), for the planner's nodes,
+ * ranks per node and memory, with a time limit made from the estimate
+ * (SLURM_TIME_MARGIN), Slurm's signal before that limit (the verbs' suspend
+ * signal to the batch shell: the ranks checkpoint and stop, resumable) and
+ * --requeue.
+ *
+ * No shell sees a value of the spec: the batch script (SLURM_SCRIPT, the
+ * same text for every job) only execs dlh-shepherd --argv-file SLURM_ARGV,
+ * a file the daemon writes in the job's directory (its owner's alone) that
+ * holds the run's environment and the shepherd's argv: mpirun, which starts
+ * the ranks over the allocation through Slurm (srun), and the program. The
+ * shepherd passes the verbs' signals to mpirun, sorts output by rank and
+ * records how mpirun ended in DLH_RUN_EXIT_FILE, as with the local backend.
+ * Every Slurm command is run from its absolute path with an argv array.
+ *
+ * The run's handle holds the Slurm job id (as its pid). Waiting asks Slurm
+ * (scontrol show job) about the job every SLURM_POLL_S: each change of its
+ * state goes to the job's log and to SLURM_STATE (pending, with Slurm's
+ * reason, running, ...); the batch job's output (SLURM_OUT, which Slurm
+ * writes as the owner) is copied into the job's log as it grows. Once Slurm
+ * says the job ended (or no longer knows it), how it ended comes from the
+ * shepherd's exit file, else from Slurm's state and exit code. */
+#define _GNU_SOURCE   /* pipe2: close-on-exec from the start */
+#include "engine/run/backend.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/contract/contract.h"
+#include "engine/run/launch.h"
+
+#define SLURM_NAME "slurm"
+#define SLURM_SCRIPT "slurm.sh"       /* in the job dir: the batch script (no spec value) */
+#define SLURM_ARGV "slurm.argv"       /* in the job dir: the run's environment, then
+					 dlh-shepherd's argv, each NUL-ended (its owner's) */
+#define SLURM_OUT "slurm.out"         /* in the job dir: the batch job's output */
+#define SLURM_POS "slurm.pos"         /* how much of it the log has */
+#define SLURM_STATE "slurm.state"     /* Slurm's word on the job, as last asked */
+#define SLURM_CMD_TIMEOUT 30.0        /* seconds a Slurm command may take */
+#define SLURM_POLL_S 1.0              /* asking Slurm about a job that runs */
+#define SLURM_TIME_MARGIN 1.25        /* --time: the estimate times this, */
+#define SLURM_TIME_EXTRA 120.0        /* plus this many seconds */
+#define SLURM_GRACE_MIN 30            /* the signal before the limit, at least (s) */
+#define SLURM_OUT_MAX 65536           /* bytes of a command's output kept */
+#define SLURM_ENV_MAX 160             /* entries of the run's environment */
+#define SLURM_FILE_MAX (256 * 1024)   /* the argv file's size */
+
+/* ---- running Slurm's commands ---- */
+
+/* Reads the child's stdout into out and stderr into err (each NUL-ended,
+ * cut at its size) until both end or timeout passes. Returns 0, or
+ * -ETIMEDOUT. */
+static int gather(int fds[2], char *out, size_t outlen, char *err, size_t errlen, double timeout)
+{
+	size_t used[2] = { 0, 0 }, cap[2] = { outlen, errlen };
+	char *buf[2] = { out, err };
+	double until = dlh_mono() + timeout;
+	out[0] = err[0] = '\0';
+	while (fds[0] >= 0 || fds[1] >= 0) {
+		double left = until - dlh_mono();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd p[2] = { { .fd = fds[0], .events = POLLIN }, { .fd = fds[1], .events = POLLIN } };
+		int rc = poll(p, 2, (int)(left * 1000) + 1);
+		if (rc < 0 && errno != EINTR)
+			return -errno;
+		for (int i = 0; i < 2 && rc > 0; i++) {
+			if (fds[i] < 0 || !p[i].revents)
+				continue;
+			char tmp[4096];
+			ssize_t n = read(fds[i], tmp, sizeof tmp);
+			if (n <= 0) {
+				close(fds[i]);
+				fds[i] = -1;
+				continue;
+			}
+			size_t take = (size_t)n < cap[i] - 1 - used[i] ? (size_t)n : cap[i] - 1 - used[i];
+			memcpy(buf[i] + used[i], tmp, take);
+			used[i] += take;
+			buf[i][used[i]] = '\0';
+		}
+	}
+	return 0;
+}
+
+/* The last line of text that is not empty into out. */
+static void last_line(const char *text, char *out, size_t len)
+{
+	const char *best = NULL;
+	size_t bl = 0;
+	for (const char *l = text; *l;) {
+		size_t n = strcspn(l, "\n");
+		if (n)
+			best = l, bl = n;
+		l += n + (l[n] == '\n');
+	}
+	snprintf(out, len, "%.*s", best ? (int)bl : 0, best ? best : "");
+}
+
+/* Runs argv (argv[0] an absolute path; no shell) with env (NULL: the
+ * daemon's), as cred (NULL: as the daemon), in dir (NULL: here), stdin
+ * /dev/null, its output into out and its errors into err (outlen and
+ * errlen bytes at most, NUL-ended); killed after SLURM_CMD_TIMEOUT. Returns
+ * its exit status (>= 0), or -errno (-ETIMEDOUT) with err saying why. */
+static int run_cmd(char *const argv[], char *const env[], const struct dlh_cred *cred,
+		   const char *dir, char *out, size_t outlen, char *err, size_t errlen)
+{
+	int po[2] = { -1, -1 }, pe[2] = { -1, -1 };
+	if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC)) {
+		int rc = -errno;
+		snprintf(err, errlen, "cannot make a pipe: %s", strerror(errno));
+		for (int i = 0; i < 2; i++) {
+			if (po[i] >= 0)
+				close(po[i]);
+			if (pe[i] >= 0)
+				close(pe[i]);
+		}
+		return rc;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* async-signal-safe calls only from here to exec; signals as from
+		 * a shell (a FUSE thread blocks them all) */
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		struct sigaction dfl = { .sa_handler = SIG_DFL };
+		sigaction(SIGPIPE, &dfl, NULL);
+		setpgid(0, 0);
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (nul < 0 || dlh_fd_onto(nul, 0) < 0 || dlh_fd_onto(po[1], 1) < 0 ||
+		    dlh_fd_onto(pe[1], 2) < 0)
+			_exit(127);
+		/* as the job's owner: their groups, group and user, for good */
+		if (cred && (setgroups((size_t)cred->ngroups, cred->groups) < 0 ||
+			     setgid(cred->gid) < 0 || setuid(cred->uid) < 0))
+			_exit(126);
+		if (dir && chdir(dir) < 0)
+			_exit(125);
+		if (env)
+			execve(argv[0], argv, env);
+		else
+			execv(argv[0], argv);
+		_exit(127);
+	}
+	int saved = errno;
+	close(po[1]);
+	close(pe[1]);
+	if (pid < 0) {
+		close(po[0]);
+		close(pe[0]);
+		snprintf(err, errlen, "cannot fork: %s", strerror(saved));
+		return -saved;
+	}
+	int fds[2] = { po[0], pe[0] };
+	int rc = gather(fds, out, outlen, err, errlen, SLURM_CMD_TIMEOUT);
+	for (int i = 0; i < 2; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	if (rc)
+		kill(-pid, SIGKILL);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (rc) {
+		snprintf(err, errlen, "%s did not answer within %.0f s", argv[0], SLURM_CMD_TIMEOUT);
+		return rc;
+	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) >= 125 && !err[0]) {
+		snprintf(err, errlen, "cannot run \"%s\"%s", argv[0],
+			 WEXITSTATUS(st) == 126 ? " as the job's owner" :
+			 WEXITSTATUS(st) == 125 ? " in the job's directory" : "");
+		return -EIO;
+	}
+	if (!WIFEXITED(st)) {
+		snprintf(err, errlen, "%s was killed by signal %d", argv[0], WTERMSIG(st));
+		return -EIO;
+	}
+	char last[512];
+	last_line(err, last, sizeof last);
+	snprintf(err, errlen, "%s", last);
+	return WEXITSTATUS(st);
+}
+
+/* The path of Slurm's command name into out. */
+static void slurm_cmd(const struct dlh_backend *be, const char *name, char *out, size_t len)
+{
+	snprintf(out, len, "%s/%s", be->bin, name);
+}
+
+/* ---- what Slurm says of a job ---- */
+
+/* A job as scontrol shows it. */
+struct slurm_job {
+	int found;               /* 1: Slurm knows the job */
+	char state[32];          /* JobState: PENDING, RUNNING, COMPLETED, ... */
+	char reason[128];        /* Reason: why it waits (Resources, Priority, ...) */
+	char nodes[256];         /* NodeList, "(null)" while it waits */
+	int exit_status;         /* ExitCode=S:G: the batch script's status */
+	int exit_signal;         /* and the signal that ended it, 0 = none */
+};
+
+/* The value of key ("JobState=") in scontrol's one-line text into out. */
+static void field(const char *text, const char *key, char *out, size_t len)
+{
+	size_t kl = strlen(key);
+	out[0] = '\0';
+	for (const char *p = text; (p = strstr(p, key)); p += kl) {
+		if (p != text && p[-1] != ' ')
+			continue;
+		p += kl;
+		size_t n = strcspn(p, " \n");
+		snprintf(out, len, "%.*s", (int)n, p);
+		return;
+	}
+}
+
+/* Asks Slurm about job id into *q. Returns 0 (q->found 0: Slurm no longer
+ * knows it), or -errno with err (Slurm did not answer: nothing is known). */
+static int ask_job(const struct dlh_backend *be, long id, struct slurm_job *q, char *err,
+		   size_t errlen)
+{
+	char prog[600], idtext[24], *out = malloc(SLURM_OUT_MAX), errtext[1024];
+	memset(q, 0, sizeof *q);
+	if (!out)
+		return -ENOMEM;
+	slurm_cmd(be, "scontrol", prog, sizeof prog);
+	snprintf(idtext, sizeof idtext, "%ld", id);
+	char *const argv[] = { prog, "show", "job", "-o", idtext, NULL };
+	int rc = run_cmd(argv, NULL, NULL, NULL, out, SLURM_OUT_MAX, errtext, sizeof errtext);
+	if (rc == 0 && strstr(out, "JobState=")) {
+		char code[32];
+		q->found = 1;
+		field(out, "JobState=", q->state, sizeof q->state);
+		field(out, "Reason=", q->reason, sizeof q->reason);
+		field(out, "NodeList=", q->nodes, sizeof q->nodes);
+		field(out, "ExitCode=", code, sizeof code);
+		if (sscanf(code, "%d:%d", &q->exit_status, &q->exit_signal) != 2)
+			q->exit_status = q->exit_signal = 0;
+		rc = 0;
+	} else if (strstr(errtext, "Invalid job id")) {
+		rc = 0;   /* ended long enough ago that Slurm forgot it */
+	} else {
+		snprintf(err, errlen, "scontrol show job %ld: %s", id, errtext[0] ? errtext :
+			 rc < 0 ? strerror(-rc) : "no answer");
+		rc = rc < 0 ? rc : -EIO;
+	}
+	free(out);
+	return rc;
+}
+
+/* 1 when a job in Slurm's state has ended and left nothing running. */
+static int state_ended(const char *state)
+{
+	static const char *const ended[] = {
+		"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+		"DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED",
+	};
+	for (size_t i = 0; i < sizeof ended / sizeof ended[0]; i++)
+		if (!strcmp(state, ended[i]))
+			return 1;
+	return 0;
+}
+
+/* ---- the job's files ---- */
+
+static void job_file(const char *job_dir, const char *name, char *out, size_t len)
+{
+	snprintf(out, len, "%s/%s", job_dir, name);
+}
+
+/* Appends a line of the backend's own to the job's log, as the daemon's lines. */
+static void log_line(const char *job_dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_line(const char *job_dir, const char *fmt, ...)
+{
+	char path[4200], when[32], msg[1024], line[1100];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	dlh_time_iso(dlh_now(), when, sizeof when);
+	snprintf(line, sizeof line, "%s dlhfs: %s", when, msg);
+	job_file(job_dir, DLH_FILE_LOG, path, sizeof path);
+	dlh_append_line(path, line);
+}
+
+/* Copies what the batch job wrote to SLURM_OUT since the last copy into the
+ * job's log (SLURM_POS says how much it has). */
+static void copy_output(const char *job_dir)
+{
+	char out[4200], pos_path[4200], logp[4200], *pos_text = NULL;
+	job_file(job_dir, SLURM_OUT, out, sizeof out);
+	job_file(job_dir, SLURM_POS, pos_path, sizeof pos_path);
+	job_file(job_dir, DLH_FILE_LOG, logp, sizeof logp);
+	long long pos = 0;
+	if (!dlh_read_file_nofollow(pos_path, 64, &pos_text, NULL)) {
+		pos = strtoll(pos_text, NULL, 10);
+		free(pos_text);
+	}
+	int in = open(out, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (in < 0)
+		return;
+	int to = -1;
+	char buf[65536];
+	ssize_t n;
+	long long at = pos;
+	while ((n = pread(in, buf, sizeof buf, (off_t)at)) > 0) {
+		if (to < 0 && (to = open(logp, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+					 0644)) < 0)
+			break;
+		if (dlh_write_all(to, buf, (size_t)n) < 0)
+			break;
+		at += n;
+	}
+	close(in);
+	if (to >= 0)
+		close(to);
+	if (at != pos) {
+		char text[32];
+		int len = snprintf(text, sizeof text, "%lld\n", at);
+		dlh_write_atomic(pos_path, text, (size_t)len);
+	}
+}
+
+/* Records Slurm's word on the job (SLURM_STATE), and in the log when it
+ * changed. */
+static void note_state(const char *job_dir, long id, const struct slurm_job *q)
+{
+	char path[4200], text[512], *old = NULL;
+	job_file(job_dir, SLURM_STATE, path, sizeof path);
+	int n = snprintf(text, sizeof text, "job=%ld\nstate=%s\nreason=%s\nnodes=%s\n", id,
+			 q->found ? q->state : "GONE", q->found ? q->reason : "",
+			 q->found ? q->nodes : "");
+	if (!dlh_read_file_nofollow(path, 4096, &old, NULL) && !strcmp(old, text)) {
+		free(old);
+		return;
+	}
+	free(old);
+	dlh_write_atomic(path, text, (size_t)n);
+	if (!q->found)
+		return;
+	if (!strcmp(q->state, "PENDING"))
+		log_line(job_dir, "slurm: job %ld pending (%s)", id, q->reason);
+	else if (!strcmp(q->state, "RUNNING"))
+		log_line(job_dir, "slurm: job %ld running on %s", id, q->nodes);
+	else
+		log_line(job_dir, "slurm: job %ld %s%s%s%s", id, q->state,
+			 strcmp(q->reason, "None") ? " (" : "", strcmp(q->reason, "None") ? q->reason : "",
+			 strcmp(q->reason, "None") ? ")" : "");
+}
+
+/* How the shepherd saw mpirun end (DLH_RUN_EXIT_FILE) into *end. Returns 0,
+ * or -ENOENT (the shepherd wrote none: it never ran, or was killed). */
+static int read_exit(const char *job_dir, struct dlh_run_end *end)
+{
+	char path[4200], v[32], *text = NULL;
+	struct stat st;
+	job_file(job_dir, DLH_RUN_EXIT_FILE, path, sizeof path);
+	if (dlh_read_file_nofollow(path, 512, &text, NULL))
+		return -ENOENT;
+	int rc = -ENOENT;
+	if (!dlh_kv_get(text, "exit", v, sizeof v))
+		end->exit_code = atoi(v), rc = 0;
+	else if (!dlh_kv_get(text, "signal", v, sizeof v))
+		end->exit_code = -atoi(v), rc = 0;
+	if (!rc) {
+		if (!dlh_kv_get(text, "cpu_s", v, sizeof v))
+			end->cpu_s = strtod(v, NULL);
+		if (!dlh_kv_get(text, "max_rss_kb", v, sizeof v))
+			end->max_rss = strtoll(v, NULL, 10) * 1024;
+		if (!lstat(path, &st))
+			end->ended_at = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
+	}
+	free(text);
+	return rc;
+}
+
+/* Removes what a run that ended left in job_dir (its output is in the log). */
+static void forget(const char *job_dir)
+{
+	static const char *const files[] = { DLH_RUN_EXIT_FILE, SLURM_OUT, SLURM_POS };
+	char path[4200];
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		job_file(job_dir, files[i], path, sizeof path);
+		unlink(path);
+	}
+	dlh_run_forget(job_dir);
+}
+
+/* ---- the launch ---- */
+
+/* Appends s to out[*n], copied into store. Returns 0, or -E2BIG. */
+static int put(char **out, size_t max, int *n, char *store, size_t storelen, size_t *used,
+	       const char *s)
+{
+	size_t l = strlen(s) + 1;
+	if ((size_t)*n + 1 >= max || *used + l > storelen)
+		return -E2BIG;
+	memcpy(store + *used, s, l);
+	out[(*n)++] = store + *used;
+	out[*n] = NULL;
+	*used += l;
+	return 0;
+}
+
+/* Nodes of l and the most ranks one of them runs. */
+static void shape(const struct dlh_launch *l, int *nodes, int *per_node)
+{
+	*nodes = l->hosts && l->nhosts > 0 ? l->nhosts : 1;
+	*per_node = l->hosts && l->nhosts > 0 ? 0 : l->ranks;
+	for (int i = 0; l->hosts && i < l->nhosts; i++)
+		if (l->hosts[i].ranks > *per_node)
+			*per_node = l->hosts[i].ranks;
+}
+
+/* The --time of l in minutes (0: none): its estimate times
+ * SLURM_TIME_MARGIN plus SLURM_TIME_EXTRA, or the spec's time limit where
+ * that is shorter or there is no estimate. */
+static long time_minutes(const struct dlh_launch *l)
+{
+	double s = l->est_s > 0 ? l->est_s * SLURM_TIME_MARGIN + SLURM_TIME_EXTRA : 0;
+	if (l->time_limit > 0 && (s <= 0 || l->time_limit < s))
+		s = l->time_limit;
+	return s > 0 ? (long)ceil(s / 60.0) : 0;
+}
+
+/* The seconds before the limit at which Slurm signals the batch shell. */
+static int grace_s(const struct dlh_launch *l)
+{
+	return l->grace > SLURM_GRACE_MIN ? l->grace : SLURM_GRACE_MIN;
+}
+
+/* sbatch's argv for l into out (max entries, NULL-terminated) backed by
+ * store. Returns the entries used, or -E2BIG. */
+static int sbatch_argv(const struct dlh_backend *be, const struct dlh_launch *l, char **out,
+		       size_t max, char *store, size_t storelen)
+{
+	char prog[600], opt[4400];
+	const char *base = strrchr(l->job_dir, '/');
+	size_t used = 0;
+	int n = 0, rc, nodes, per_node;
+	shape(l, &nodes, &per_node);
+	slurm_cmd(be, "sbatch", prog, sizeof prog);
+	rc = put(out, max, &n, store, storelen, &used, prog);
+	rc |= put(out, max, &n, store, storelen, &used, "--parsable");
+	snprintf(opt, sizeof opt, "--job-name=dlh-%s", base ? base + 1 : l->job_dir);
+	rc |= put(out, max, &n, store, storelen, &used, opt);
+	if (be->partition[0]) {
+		snprintf(opt, sizeof opt, "--partition=%s", be->partition);
+		rc |= put(out, max, &n, store, storelen, &used, opt);
+	}
+	if (be->account[0]) {
+		snprintf(opt, sizeof opt, "--account=%s", be->account);
+		rc |= put(out, max, &n, store, storelen, &used, opt);
+	}
+	snprintf(opt, sizeof opt, "--nodes=%d", nodes);
+	rc |= put(out, max, &n, store, storelen, &used, opt);
+	snprintf(opt, sizeof opt, "--ntasks=%d", l->ranks);
+	rc |= put(out, max, &n, store, storelen, &used, opt);
+	snprintf(opt, sizeof opt, "--ntasks-per-node=%d", per_node);
+	rc |= put(out, max, &n, store, storelen, &used, opt);
+	rc |= put(out, max, &n, store, storelen, &used, "--cpus-per-task=1");
+	if (l->memory > 0 && l->ranks > 0) {   /* per node: its share of every rank's */
+		long long mb = (long long)ceil((double)l->memory / l->ranks * per_node / (1024.0 * 1024.0));
+		snprintf(opt, sizeof opt, "--mem=%lldM", mb > 0 ? mb : 1);
+		rc |= put(out, max, &n, store, storelen, &used, opt);
+	}
+	long minutes = time_minutes(l);
+	if (minutes > 0) {
+		snprintf(opt, sizeof opt, "--time=%ld", minutes);
+		rc |= put(out, max, &n, store, storelen, &used, opt);
+	}
+	/* before the limit: checkpoint and stop (resumable), as suspend does */
+	snprintf(opt, sizeof opt, "--signal=B:%s@%d", DLH_SIG_SUSPEND == SIGUSR2 ? "USR2" : "USR1",
+		 grace_s(l));
+	rc |= put(out, max, &n, store, storelen, &used, opt);
+	rc |= put(out, max, &n, store, storelen, &used, "--requeue");
+	snprintf(opt, sizeof opt, "--chdir=%s", l->job_dir);
+	rc |= put(out, max, &n, store, storelen, &used, opt);
+	snprintf(opt, sizeof opt, "--output=%s/%s", l->job_dir, SLURM_OUT);
+	rc |= put(out, max, &n, store, storelen, &used, opt);
+	rc |= put(out, max, &n, store, storelen, &used, "--open-mode=append");
+	snprintf(opt, sizeof opt, "%s/%s", l->job_dir, SLURM_SCRIPT);
+	rc |= put(out, max, &n, store, storelen, &used, opt);
+	return rc ? -E2BIG : n;
+}
+
+/* What the batch job runs: dlh-shepherd's options, then mpirun over the
+ * allocation and l->argv (the argv file's second part). Returns the
+ * entries used, or -E2BIG. */
+static int slurm_argv(const struct dlh_backend *be, const struct dlh_launch *l, char **out,
+		      size_t max, char *store, size_t storelen)
+{
+	static const char *const opts[] = {
+		"--bind-to", "none", "--mca", "pml", "ob1", "--mca", "btl", "self,vader,tcp",
+		"--map-by", "slot", "--tag-output",
+	};
+	char np[16], path[4200];
+	size_t used = 0;
+	int n = 0, rc = 0;
+	if (l->ready_path) {
+		rc |= put(out, max, &n, store, storelen, &used, "--ready");
+		rc |= put(out, max, &n, store, storelen, &used, l->ready_path);
+	}
+	rc |= put(out, max, &n, store, storelen, &used, "--ranks");
+	job_file(l->job_dir, DLH_DIR_LOGS, path, sizeof path);
+	rc |= put(out, max, &n, store, storelen, &used, path);
+	job_file(l->job_dir, DLH_RUN_EXIT_FILE, path, sizeof path);
+	rc |= put(out, max, &n, store, storelen, &used, path);
+	snprintf(np, sizeof np, "%d", l->ranks);
+	rc |= put(out, max, &n, store, storelen, &used, be->launcher);
+	rc |= put(out, max, &n, store, storelen, &used, "-np");
+	rc |= put(out, max, &n, store, storelen, &used, np);
+	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+		rc |= put(out, max, &n, store, storelen, &used, opts[i]);
+	for (int i = 0; l->argv[i]; i++)
+		rc |= put(out, max, &n, store, storelen, &used, l->argv[i]);
+	return rc ? -E2BIG : n;
+}
+
+/* l's environment and what mpirun needs run by root, into env
+ * (NULL-terminated). Returns 0, or -E2BIG. */
+static int run_env(const struct dlh_launch *l, char **env, size_t max)
+{
+	size_t n = 0;
+	for (int i = 0; l->env && l->env[i]; i++) {
+		if (n + 3 >= max)
+			return -E2BIG;
+		env[n++] = l->env[i];
+	}
+	if (!l->cred || l->cred->uid == 0) {   /* mpirun refuses root without both */
+		env[n++] = "OMPI_ALLOW_RUN_AS_ROOT=1";
+		env[n++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+	}
+	env[n] = NULL;
+	return 0;
+}
+
+/* Writes path with len bytes of data, mode, owned by cred's user (NULL: the
+ * daemon's) so that the batch job reads it as them. Returns 0, or -errno. */
+static int write_owned(const char *path, const void *data, size_t len, mode_t mode,
+		       const struct dlh_cred *cred)
+{
+	unlink(path);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	int rc = dlh_write_all(fd, data, len) < 0 ? -EIO : 0;
+	if (!rc && cred && geteuid() == 0 && fchown(fd, cred->uid, cred->gid) < 0)
+		rc = -errno;
+	if (!rc && fchmod(fd, mode) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && !rc)
+		rc = -EIO;
+	if (rc)
+		unlink(path);
+	return rc;
+}
+
+/* The argv file of l (SLURM_ARGV): env entries, an empty entry, then the
+ * shepherd's argv, each NUL-ended. Returns 0, or -errno. */
+static int write_argv_file(const struct dlh_backend *be, const struct dlh_launch *l)
+{
+	char *argv[DLH_LAUNCH_ARGV_MAX], *env[SLURM_ENV_MAX], path[4200];
+	char *store = malloc(DLH_ARGV_STORE);
+	struct dlh_buf b = { 0 };
+	int rc = store ? 0 : -ENOMEM;
+	if (!rc && (slurm_argv(be, l, argv, DLH_LAUNCH_ARGV_MAX, store, DLH_ARGV_STORE) < 0 ||
+		    run_env(l, env, SLURM_ENV_MAX) < 0))
+		rc = -E2BIG;
+	for (int i = 0; !rc && env[i]; i++)
+		rc = dlh_buf_append(&b, env[i], strlen(env[i]) + 1);
+	if (!rc)
+		rc = dlh_buf_append(&b, "", 1);
+	for (int i = 0; !rc && argv[i]; i++)
+		rc = dlh_buf_append(&b, argv[i], strlen(argv[i]) + 1);
+	if (!rc && b.len > SLURM_FILE_MAX)
+		rc = -E2BIG;
+	job_file(l->job_dir, SLURM_ARGV, path, sizeof path);
+	if (!rc)
+		rc = write_owned(path, b.data, b.len, 0600, l->cred);
+	dlh_buf_free(&b);
+	free(store);
+	return rc;
+}
+
+/* The batch script: the same for every job (the shepherd's path is the
+ * daemon's, never the spec's). Returns 0, or -errno (-EINVAL: a path a
+ * shell's single quotes cannot hold). */
+static int write_script(const struct dlh_backend *be, const struct dlh_launch *l)
+{
+	char text[1400], path[4200];
+	if (strchr(be->shepherd, '\''))
+		return -EINVAL;
+	int n = snprintf(text, sizeof text,
+			 "#!/bin/sh\n# dlhfs: the run's environment and argv are in %s, which "
+			 "dlh-shepherd reads\nexec '%s' --argv-file %s\n", SLURM_ARGV, be->shepherd,
+			 SLURM_ARGV);
+	job_file(l->job_dir, SLURM_SCRIPT, path, sizeof path);
+	return write_owned(path, text, (size_t)n, 0644, NULL);
+}
+
+/* Adds "slurm_job ID" to the job's plan file (the plan is written before
+ * the run; the id is known once sbatch answers). */
+static void plan_job_id(const char *job_dir, long id)
+{
+	char path[4200], *text = NULL, line[64];
+	size_t len = 0;
+	job_file(job_dir, "plan", path, sizeof path);
+	if (dlh_read_file_nofollow(path, 1 << 20, &text, &len))
+		return;
+	struct dlh_buf b = { 0 };
+	int n = snprintf(line, sizeof line, "slurm_job %ld\n", id);
+	/* a run before this one named its own */
+	for (const char *l = text; *l;) {
+		size_t m = strcspn(l, "\n");
+		if (strncmp(l, "slurm_job ", 10))
+			dlh_buf_append(&b, l, m + (l[m] == '\n'));
+		l += m + (l[m] == '\n');
+	}
+	if (!dlh_buf_append(&b, line, (size_t)n))
+		dlh_write_atomic(path, b.data, b.len);
+	dlh_buf_free(&b);
+	free(text);
+}
+
+/* The environment sbatch runs with, which the batch job inherits (Slurm's
+ * --export=ALL): the daemon's, or for another user only what a run keeps
+ * (SLURM_CONF among it) and their HOME, USER, LOGNAME. NULL: out of memory. */
+static char **sbatch_env(const struct dlh_cred *cred, char *store, size_t len)
+{
+	if (!cred)
+		return dlh_launch_env(NULL, 0);
+	int at = snprintf(store, len, "HOME=%s", cred->home) + 1;
+	int at2 = at + snprintf(store + at, len - (size_t)at, "USER=%s", cred->user) + 1;
+	snprintf(store + at2, len - (size_t)at2, "LOGNAME=%s", cred->user);
+	char *const extra[] = { store, store + at, store + at2, NULL };
+	return dlh_launch_env(extra, 1);
+}
+
+static int slurm_start(const struct dlh_backend *be, const struct dlh_launch *l,
+		       struct dlh_run *run, char *err, size_t errlen)
+{
+	char *argv[64], *store = malloc(DLH_ARGV_STORE), envstore[800], path[4200];
+	char out[256], why[1024];
+	int rc;
+	if (!store) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	/* an earlier run's */
+	static const char *const stale[] = { DLH_RUN_EXIT_FILE, SLURM_OUT, SLURM_POS, SLURM_STATE };
+	for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++) {
+		job_file(l->job_dir, stale[i], path, sizeof path);
+		unlink(path);
+	}
+	if (l->ready_path)
+		unlink(l->ready_path);
+	if ((rc = write_argv_file(be, l)) || (rc = write_script(be, l))) {
+		free(store);
+		snprintf(err, errlen, "cannot write the batch job's files in \"%s\": %s", l->job_dir,
+			 strerror(-rc));
+		return rc;
+	}
+	if (sbatch_argv(be, l, argv, sizeof argv / sizeof argv[0], store, DLH_ARGV_STORE) < 0) {
+		free(store);
+		snprintf(err, errlen, "the sbatch command line is too long");
+		return -E2BIG;
+	}
+	char **env = sbatch_env(l->cred, envstore, sizeof envstore);
+	rc = env ? run_cmd(argv, env, l->cred, l->job_dir, out, sizeof out, why, sizeof why) : -ENOMEM;
+	free(env);
+	free(store);
+	char *end;
+	long id = rc == 0 ? strtol(out, &end, 10) : 0;
+	if (rc != 0 || id <= 0 || (*end && *end != ';' && *end != '\n')) {
+		snprintf(err, errlen, "sbatch refused the job: %s", why[0] ? why : rc < 0 ? strerror(-rc) :
+			 "it printed no job id");
+		return rc < 0 ? rc : -EIO;
+	}
+	memset(run, 0, sizeof *run);
+	snprintf(run->backend, sizeof run->backend, "%s", SLURM_NAME);
+	run->pid = (pid_t)id;
+	run->started = dlh_now();
+	snprintf(run->host, sizeof run->host, "%s", be->partition[0] ? be->partition : "slurm");
+	if ((rc = dlh_run_save(l->job_dir, run))) {
+		/* a job nobody could find again after a restart: not submitted */
+		char prog[600], idtext[24], o2[64], e2[256];
+		slurm_cmd(be, "scancel", prog, sizeof prog);
+		snprintf(idtext, sizeof idtext, "%ld", id);
+		char *const cancel[] = { prog, idtext, NULL };
+		run_cmd(cancel, NULL, NULL, NULL, o2, sizeof o2, e2, sizeof e2);
+		snprintf(err, errlen, "cannot record the run in \"%s\": %s", l->job_dir, strerror(-rc));
+		memset(run, 0, sizeof *run);
+		return rc;
+	}
+	plan_job_id(l->job_dir, id);
+	log_line(l->job_dir, "slurm: submitted batch job %ld%s%s%s", id,
+		 l->cred ? " as " : "", l->cred ? l->cred->user : "", l->cred ? "" : " as the daemon's user");
+	return 0;
+}
+
+/* scancel ID with opts (NULL-ended). Returns 1 (Slurm took it), 0 (it
+ * knows no such job any more), or -errno. */
+static int scancel(const struct dlh_backend *be, long id, const char *const *opts)
+{
+	char prog[600], idtext[24], out[256], err[512];
+	char *argv[8];
+	int n = 0;
+	slurm_cmd(be, "scancel", prog, sizeof prog);
+	snprintf(idtext, sizeof idtext, "%ld", id);
+	argv[n++] = prog;
+	for (int i = 0; opts && opts[i] && n < 6; i++)
+		argv[n++] = (char *)opts[i];
+	argv[n++] = idtext;
+	argv[n] = NULL;
+	int rc = run_cmd(argv, NULL, NULL, NULL, out, sizeof out, err, sizeof err);
+	if (rc < 0)
+		return rc;
+	if (strstr(err, "Invalid job id") || strstr(err, "already completing or completed"))
+		return 0;
+	return rc == 0 ? 1 : -EIO;
+}
+
+static int slurm_signal(const struct dlh_backend *be, const struct dlh_run *run, enum dlh_verb v)
+{
+	static const char *const ckpt[] = { "--batch", "--signal=USR1", NULL };
+	static const char *const susp[] = { "--batch", "--signal=USR2", NULL };
+	if (run->pid <= 0)
+		return 0;
+	switch (v) {
+	case DLH_VERB_CHECKPOINT:   /* to the shepherd, which passes it to mpirun */
+		return scancel(be, run->pid, DLH_SIG_CHECKPOINT == SIGUSR1 ? ckpt : susp);
+	case DLH_VERB_SUSPEND:
+		return scancel(be, run->pid, DLH_SIG_SUSPEND == SIGUSR2 ? susp : ckpt);
+	case DLH_VERB_TERMINATE:    /* Slurm: SIGTERM to every step, SIGKILL after KillWait */
+	case DLH_VERB_KILL:
+		return scancel(be, run->pid, NULL);
+	}
+	return -EINVAL;
+}
+
+/* Fills *end for job id, which Slurm says has ended (q), and forgets its
+ * files. */
+static void ended(const char *job_dir, long id, const struct slurm_job *q, struct dlh_run_end *end)
+{
+	memset(end, 0, sizeof *end);
+	end->cpu_s = -1;
+	copy_output(job_dir);
+	if (!read_exit(job_dir, end)) {
+		end->state = DLH_RUN_EXITED;   /* as the shepherd saw mpirun end */
+	} else if (!q->found) {
+		end->state = DLH_RUN_LOST;     /* Slurm forgot it, and nobody saw how it ended */
+	} else if (!strcmp(q->state, "NODE_FAIL") || !strcmp(q->state, "BOOT_FAIL")) {
+		end->state = DLH_RUN_LOST;     /* its nodes were lost */
+	} else {
+		end->state = DLH_RUN_EXITED;
+		if (!strcmp(q->state, "COMPLETED"))
+			end->exit_code = 0;
+		else if (!strcmp(q->state, "OUT_OF_MEMORY"))
+			end->exit_code = -SIGKILL;
+		else if (!strcmp(q->state, "FAILED") && !q->exit_signal)
+			end->exit_code = q->exit_status ? q->exit_status : 1;
+		else   /* cancelled, timed out, preempted, or killed by a signal */
+			end->exit_code = -(q->exit_signal ? q->exit_signal : SIGTERM);
+		/* the shepherd wrote nothing: it was killed before mpirun ended */
+		end->holder_died = strcmp(q->state, "COMPLETED") != 0;
+	}
+	if (q->found)
+		log_line(job_dir, "slurm: job %ld ended %s, exit code %d:%d", id, q->state,
+			 q->exit_status, q->exit_signal);
+	else
+		log_line(job_dir, "slurm: job %ld is no longer known to Slurm", id);
+	forget(job_dir);
+}
+
+static int slurm_wait(const struct dlh_backend *be, const struct dlh_run *run, const char *job_dir,
+		      int block, struct dlh_run_end *end)
+{
+	char err[512];
+	struct slurm_job q;
+	for (;;) {
+		int rc = ask_job(be, run->pid, &q, err, sizeof err);
+		if (!rc) {
+			note_state(job_dir, run->pid, &q);
+			copy_output(job_dir);
+			if (!q.found || state_ended(q.state)) {
+				ended(job_dir, run->pid, &q, end);
+				return 0;
+			}
+		}
+		if (!block)
+			return -EAGAIN;
+		struct timespec ts = { (time_t)SLURM_POLL_S, 0 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static enum dlh_run_state slurm_state(const struct dlh_backend *be, const struct dlh_run *run,
+				      const char *job_dir)
+{
+	char err[512];
+	struct slurm_job q;
+	struct dlh_run_end end = { 0 };
+	if (run->pid <= 0 || strcmp(run->backend, SLURM_NAME))
+		return DLH_RUN_LOST;   /* another backend's: its pid is no Slurm job */
+	if (ask_job(be, run->pid, &q, err, sizeof err))
+		return DLH_RUN_RUNNING;   /* Slurm does not answer: waiting asks again */
+	if (q.found && !state_ended(q.state))
+		return DLH_RUN_RUNNING;
+	return q.found || !read_exit(job_dir, &end) ? DLH_RUN_EXITED : DLH_RUN_LOST;
+}
+
+static int slurm_stop(const struct dlh_backend *be, const struct dlh_run *run, const char *job_dir,
+		      double grace)
+{
+	char err[512];
+	struct slurm_job q;
+	if (run->pid > 0 && !strcmp(run->backend, SLURM_NAME) && scancel(be, run->pid, NULL) > 0) {
+		double until = dlh_mono() + grace;
+		while (!ask_job(be, run->pid, &q, err, sizeof err) && q.found && !state_ended(q.state) &&
+		       dlh_mono() < until) {
+			struct timespec ts = { 0, 200000000L };
+			nanosleep(&ts, NULL);
+		}
+	}
+	copy_output(job_dir);
+	forget(job_dir);
+	return 0;
+}
+
+static int slurm_failed_rank(const struct dlh_backend *be, const char *log, int *code)
+{
+	(void)be;
+	return dlh_mpirun_failed_rank(log, code);
+}
+
+static int slurm_describe(const struct dlh_backend *be, const struct dlh_launch *l,
+			  struct dlh_buf *out)
+{
+	char *argv[DLH_LAUNCH_ARGV_MAX], *sb[64];
+	char *store = malloc(DLH_ARGV_STORE), *store2 = malloc(DLH_ARGV_STORE);
+	int n, m, rc = 0, nodes, per_node;
+	if (!store || !store2) {
+		free(store);
+		free(store2);
+		return -ENOMEM;
+	}
+	n = slurm_argv(be, l, argv, DLH_LAUNCH_ARGV_MAX, store, DLH_ARGV_STORE);
+	m = sbatch_argv(be, l, sb, sizeof sb / sizeof sb[0], store2, DLH_ARGV_STORE);
+	if (n < 0 || m < 0) {
+		free(store);
+		free(store2);
+		return -E2BIG;
+	}
+	shape(l, &nodes, &per_node);
+	rc |= dlh_buf_printf(out, "launch %s: %d ranks on %d node%s (%d a node at most) of partition "
+			     "%s, submitted with sbatch as the job's owner; the batch job runs %s "
+			     "(%s in the job dir), which runs %s over the allocation\n", SLURM_NAME,
+			     l->ranks, nodes, nodes == 1 ? "" : "s", per_node,
+			     be->partition[0] ? be->partition : "(Slurm's default)", be->shepherd,
+			     SLURM_ARGV, be->launcher);
+	long minutes = time_minutes(l);
+	if (minutes > 0)
+		rc |= dlh_buf_printf(out, "time_limit %ld min: %s\n", minutes,
+				     l->est_s > 0 && (l->time_limit <= 0 ||
+						      l->est_s * SLURM_TIME_MARGIN + SLURM_TIME_EXTRA <= l->time_limit) ?
+				     "the estimate x 1.25 + 2 min" : "the spec's time_limit");
+	rc |= dlh_buf_printf(out, "sbatch");
+	for (int i = 0; i < m; i++)
+		rc |= dlh_buf_printf(out, " %s", sb[i]);
+	rc |= dlh_buf_printf(out, "\nenv");
+	for (int i = 0; l->env && l->env[i]; i++)
+		if (strncmp(l->env[i], "DLH_", 4))   /* the contract's DLH_* are per job */
+			rc |= dlh_buf_printf(out, " %s", l->env[i]);
+	rc |= dlh_buf_printf(out, "\nargv");
+	for (int i = 0; i < n; i++)
+		rc |= dlh_buf_printf(out, " %s", argv[i]);
+	rc |= dlh_buf_printf(out, "\n");
+	free(store);
+	free(store2);
+	return rc ? -ENOMEM : 0;
+}
+
+static void slurm_note(const struct dlh_backend *be, const char *job_dir, char *out, size_t len)
+{
+	char path[4200], *text = NULL, state[32], reason[128], job[24];
+	(void)be;
+	out[0] = '\0';
+	job_file(job_dir, SLURM_STATE, path, sizeof path);
+	if (dlh_read_file_nofollow(path, 4096, &text, NULL))
+		return;
+	if (!dlh_kv_get(text, "state", state, sizeof state) &&
+	    !dlh_kv_get(text, "job", job, sizeof job)) {
+		if (dlh_kv_get(text, "reason", reason, sizeof reason))
+			reason[0] = '\0';
+		if (!strcmp(state, "PENDING") || !strcmp(state, "REQUEUED"))
+			snprintf(out, len, "pending in Slurm (job %s): %s", job, reason[0] ? reason : "no reason given");
+		else if (!strcmp(state, "CONFIGURING"))
+			snprintf(out, len, "Slurm is starting its nodes (job %s)", job);
+		else if (!strcmp(state, "SUSPENDED"))
+			snprintf(out, len, "suspended by Slurm (job %s): %s", job, reason);
+	}
+	free(text);
+}
+
+static int slurm_argv_op(const struct dlh_backend *be, const struct dlh_launch *l, char **out,
+			 size_t max, char *store, size_t storelen)
+{
+	return slurm_argv(be, l, out, max, store, storelen);
+}
+
+static const struct dlh_backend_ops slurm_ops = {
+	.argv = slurm_argv_op,
+	.start = slurm_start,
+	.signal = slurm_signal,
+	.wait = slurm_wait,
+	.state = slurm_state,
+	.stop = slurm_stop,
+	.failed_rank = slurm_failed_rank,
+	.describe = slurm_describe,
+	.note = slurm_note,
+};
+
+/* The directory on PATH (else the usual ones) that holds name into out.
+ * Returns 0, or -ENOENT. */
+static int find_dir(const char *name, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+	char file[1100];
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	while (*path) {
+		size_t n = strcspn(path, ":");
+		snprintf(out, len, "%.*s", (int)n, path);
+		snprintf(file, sizeof file, "%s/%s", out, name);
+		if (n && out[0] == '/' && access(file, X_OK) == 0)
+			return 0;
+		path += n + (path[n] == ':');
+	}
+	return -ENOENT;
+}
+
+int dlh_backend_slurm(struct dlh_backend *be, const char *path, const char *partition,
+		      const char *account, char *err, size_t errlen)
+{
+	int rc = dlh_backend_local(be, path, err, errlen);   /* mpirun, as the local backend finds it */
+	if (rc)
+		return rc;
+	be->name = SLURM_NAME;
+	be->launcher_name = "mpirun";
+	be->ops = &slurm_ops;
+	snprintf(be->partition, sizeof be->partition, "%s", partition ? partition : "");
+	snprintf(be->account, sizeof be->account, "%s", account ? account : "");
+	if (find_dir("sbatch", be->bin, sizeof be->bin)) {
+		snprintf(err, errlen, "backend = slurm: sbatch not found on PATH (install slurm-client: "
+			 "make deps)");
+		return -ENOENT;
+	}
+	return 0;
+}
+
+int dlh_slurm_sinfo(const char *partition, const char *format, struct dlh_buf *out, char *err,
+		    size_t errlen)
+{
+	char dir[512], prog[600], part[128], fmt[128];
+	if (find_dir("sinfo", dir, sizeof dir)) {
+		snprintf(err, errlen, "sinfo not found on PATH (install slurm-client: make deps)");
+		return -ENOENT;
+	}
+	snprintf(prog, sizeof prog, "%s/sinfo", dir);
+	snprintf(fmt, sizeof fmt, "--format=%s", format);
+	char *argv[8] = { prog, "--noheader", "--Node", fmt, NULL };
+	if (partition && partition[0]) {
+		snprintf(part, sizeof part, "--partition=%s", partition);
+		argv[4] = part;
+		argv[5] = NULL;
+	}
+	char *text = malloc(SLURM_OUT_MAX);
+	if (!text)
+		return -ENOMEM;
+	int rc = run_cmd(argv, NULL, NULL, NULL, text, SLURM_OUT_MAX, err, errlen);
+	if (rc > 0) {
+		if (!err[0])
+			snprintf(err, errlen, "sinfo exited with status %d", rc);
+		rc = -EIO;
+	}
+	if (!rc && dlh_buf_append(out, text, strlen(text)))
+		rc = -ENOMEM;
+	free(text);
+	return rc;
+}

@@ -1,0 +1,203 @@
+# 75-slurm.sh - a Slurm pool (backend = slurm): pool/ shows the partition's
+# nodes as Slurm reports them, and a job is a Slurm job that sbatch submits
+# as its owner, whose ranks mpirun starts over the allocation. The cluster is
+# real (tests/slurm.sh): munged, slurmctld and one slurmd per network
+# namespace node, configured and started here, stopped at the end.
+
+source tests/slurm.sh
+
+# mount_slurm N [MOUNT OPTIONS...]: a cluster of N nodes, mounted with it as
+# the pool, every node shown
+mount_slurm() {
+	local n=$1 i names=
+	shift
+	slurm_up "$n"
+	local state
+	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	chmod o+x "$state"   # the owners' batch jobs reach their job dirs
+	slurm_pool > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini $*"   # kept: a test mounts again with them
+	dlh_mount "$state"
+	for i in $(seq "$n"); do names="$names dlhs$i"; done
+	# shellcheck disable=SC2086
+	wait_for 20 slurm_nodes_shown $names || die "pool/nodes: $(ls "$MNT/pool/nodes" 2>&1)"
+}
+
+# slurm_nodes_shown NODE...: each NODE is in pool/nodes and up by Slurm's word
+slurm_nodes_shown() {
+	local n
+	for n in "$@"; do
+		grep -q '^idle: ' "$MNT/pool/nodes/$n/state" || return 1
+	done
+}
+
+# node_ranks NODE: dlh-train processes running in NODE's namespace
+node_ranks() {
+	local p n=0
+	for p in $(ip netns pids "$1" 2>/dev/null); do
+		[ "$(cat "/proc/$p/comm" 2>/dev/null)" = dlh-train ] && n=$((n + 1))
+	done
+	echo "$n"
+}
+
+# node_ranks_are NODE N: N dlh-train processes run in NODE's namespace
+node_ranks_are() { [ "$(node_ranks "$1")" -eq "$2" ]; }
+node_has_ranks() { [ "$(node_ranks "$1")" -ge 1 ]; }
+
+# slurm_job ID: the Slurm job id dlhfs submitted for job ID (from its plan)
+slurm_job() { sed -n 's/^slurm_job //p' "$MNT/jobs/$1/plan"; }
+has_slurm_job() { [ -n "$(slurm_job "$1")" ]; }
+
+# slurm_job_gone SJOB: Slurm runs nothing of job SJOB (it ended, or is forgotten)
+slurm_job_gone() {
+	case $(squeue -h -j "$1" -t all -o %T 2>/dev/null) in
+	""|CANCELLED|COMPLETED|FAILED|TIMEOUT) return 0 ;;
+	esac
+	return 1
+}
+
+# squeue_of SJOB: "UID NODES TIMELIMIT STATE" of Slurm job SJOB
+squeue_of() { squeue -h -j "$1" -o '%U %D %l %T' 2>/dev/null; }
+
+# A Slurm pool: pool/nodes has the partition's nodes with Slurm's cores,
+# memory and state; drained with scontrol, a node shows drained on the next
+# refresh, and idle again once resumed
+test_slurm_pool_shows_the_partitions_nodes_as_slurm_reports_them() {
+	mount_slurm 2
+	local n
+	for n in dlhs1 dlhs2; do
+		expect_eq "$(cat "$MNT/pool/nodes/$n/cpus")" 2 "$n's cpus"
+		expect_eq "$(cat "$MNT/pool/nodes/$n/memory")" $((1024 * 1024 * 1024)) "$n's memory"
+		grep -q '^slurm: ranks started by Slurm in partition dlh' "$MNT/pool/nodes/$n/role" ||
+			die "$n's role: $(cat "$MNT/pool/nodes/$n/role")"
+	done
+	grep -q '^idle: Slurm says idle: 2 cpus' "$MNT/pool/nodes/dlhs1/state" ||
+		die "dlhs1's state: $(cat "$MNT/pool/nodes/dlhs1/state")"
+	scontrol update nodename=dlhs2 state=drain reason=dlhtest-maintenance || die "scontrol drain failed"
+	echo refresh > "$MNT/pool/ctl" || die "refresh failed"
+	grep -q '^drained: Slurm says drained: dlhtest-maintenance' "$MNT/pool/nodes/dlhs2/state" ||
+		die "dlhs2 after a drain: $(cat "$MNT/pool/nodes/dlhs2/state")"
+	grep -q '^idle: ' "$MNT/pool/nodes/dlhs1/state" || die "dlhs1: $(cat "$MNT/pool/nodes/dlhs1/state")"
+	scontrol update nodename=dlhs2 state=resume || die "scontrol resume failed"
+	wait_for 10 slurm_idle 2 || die "dlhs2 did not come back: $(sinfo -N)"
+	echo refresh > "$MNT/pool/ctl" || die "refresh failed"
+	grep -q '^idle: ' "$MNT/pool/nodes/dlhs2/state" || die "dlhs2 resumed: $(cat "$MNT/pool/nodes/dlhs2/state")"
+	dlh_umount
+}
+
+# A pool file with backend = slurm names a line for each problem
+test_slurm_pool_file_problems_name_their_line() {
+	local f out
+	f=$(mktemp /tmp/dlh-pool.XXXXXX)
+	printf 'backend = slurm\npartition = a b\n[node x]\ncpus = 2\n' > "$f"
+	MNT=$(mktemp -d /tmp/dlh-mnt.XXXXXX)
+	STATE=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	trap dlh_cleanup EXIT   # both dirs go
+	out=$("$DLH_BIN/dlhfs" -f -o "state=$STATE,pool=$f" "$MNT" 2>&1) && die "mounted with a bad pool file"
+	rm -f "$f"
+	case $out in *"$f:2: partition: expected a Slurm partition name"*) ;; *) die "no line 2: $out" ;; esac
+	case $out in *"$f:3: [node x]: a Slurm pool's nodes are Slurm's"*) ;; *) die "no line 3: $out" ;; esac
+}
+
+# A job of 2 ranks on 2 nodes through jobs/new, submitted by a user: it is
+# a Slurm job of that user's uid on 2 nodes with a time limit from the
+# estimate; its ranks run one on each node; it ends succeeded with a result
+test_a_two_node_job_is_a_slurm_job_of_its_owner_and_succeeds() {
+	local u d sj q
+	dlh_user u
+	mount_slurm 2 -o allow_other
+	d=$(shared_dir)
+	slice_spec two 1 'nodes = 2' > "$d/two.ini"
+	chmod 644 "$d/two.ini"
+	as "$u" cp "$d/two.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	rm -rf "$d"
+	wait_for 30 has_slurm_job 1 || die "no Slurm job in the plan: $(tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	grep -q "^sbatch /[^ ]*/sbatch --parsable --job-name=dlh-1 --partition=dlh --nodes=2 --ntasks=2 --ntasks-per-node=1 .*--time=[0-9]* --signal=B:USR2@[0-9]* --requeue " "$MNT/jobs/1/plan" ||
+		die "plan: $(grep -E '^(sbatch|launch|time_limit)' "$MNT/jobs/1/plan")"
+	q=$(squeue_of "$sj")
+	echo "measured: squeue of job $sj: $q"
+	set -- $q
+	[ -n "$q" ] || { grep -q '^exit=0' "$STATE/jobs/1/run.exit" 2>/dev/null || die "job $sj not in squeue"; }
+	if [ -n "$q" ]; then
+		expect_eq "$1" "$(id -u "$u")" "the Slurm job's uid"
+		expect_eq "$2" 2 "the Slurm job's nodes"
+		case $3 in UNLIMITED|"") die "no time limit: $q" ;; esac
+	fi
+	wait_for 240 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -8 "$MNT/jobs/1/log"))"
+	grep -q '^test_accuracy=' "$MNT/jobs/1/result" || die "result: $(cat "$MNT/jobs/1/result")"
+	grep -q "slurm: submitted batch job $sj as $u" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	grep -q "slurm: job $sj running on dlhs\[1-2\]" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	grep -q "dlh-train: host dlhs1 runs rank 0 of 2" "$MNT/jobs/1/log" || die "rank 0: $(grep 'runs rank' "$MNT/jobs/1/log")"
+	grep -q "dlh-train: host dlhs2 runs rank 1 of 2" "$MNT/jobs/1/log" || die "rank 1: $(grep 'runs rank' "$MNT/jobs/1/log")"
+	[ -s "$MNT/jobs/1/logs/rank.1" ] || die "no per-rank log of rank 1"
+	dlh_umount
+}
+
+# cancel through ctl: Slurm cancels the job, it ends cancelled, and no rank
+# is left on either node
+test_cancel_scancels_the_slurm_job_and_leaves_no_rank() {
+	local sj
+	mount_slurm 2
+	slice_spec long 30 'nodes = 2' > "$STATE/long.ini"
+	cp "$STATE/long.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 60 node_has_ranks dlhs2 || die "no rank on dlhs2: $(tail -5 "$MNT/jobs/1/log")"
+	node_has_ranks dlhs1 || die "no rank on dlhs1"
+	sj=$(slurm_job 1)
+	echo cancel > "$MNT/jobs/1/ctl" || die "cancel failed"
+	wait_for 30 job_terminal 1 || die "job 1 did not end: $(tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" cancelled "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	wait_for 10 slurm_job_gone "$sj" || die "Slurm job $sj: $(squeue -h -j "$sj" -o %T)"
+	squeue -h -j "$sj" -t all -o '%T' | grep -qx CANCELLED || die "Slurm job $sj: $(squeue -h -j "$sj" -t all -o %T)"
+	# at once: Slurm's job ended only once its processes did
+	node_ranks_are dlhs1 0 || die "ranks left on dlhs1"
+	node_ranks_are dlhs2 0 || die "ranks left on dlhs2"
+	dlh_umount
+}
+
+# progress_says ID TEXT: the job's progress line holds TEXT
+progress_says() { grep -qF -- "$2" "$MNT/jobs/$1/progress"; }
+
+# A job Slurm holds pending shows Slurm's reason in progress; once Slurm
+# lets it run, it trains and succeeds
+test_a_pending_slurm_job_shows_slurms_reason_in_progress() {
+	local sj
+	mount_slurm 2
+	scontrol update partitionname=dlh state=down || die "scontrol: partition down failed"
+	slice_spec held 1 'nodes = 2' > "$STATE/held.ini"
+	cp "$STATE/held.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 30 has_slurm_job 1 || die "no Slurm job: $(tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	wait_for 20 progress_says 1 "running: pending in Slurm (job $sj): PartitionDown" ||
+		die "progress: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(squeue -h -j "$sj" -o '%T %r')" "PENDING PartitionDown" "squeue"
+	grep -q "slurm: job $sj pending (PartitionDown)" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	scontrol update partitionname=dlh state=up || die "scontrol: partition up failed"
+	wait_for 240 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	dlh_umount
+}
+
+# kill -9 of dlhfs while a Slurm job runs: the job goes on in Slurm; the
+# next mount (same state dir) finds it by its id and it ends succeeded
+test_a_slurm_job_outlives_a_killed_daemon_and_is_taken_back() {
+	local sj
+	mount_slurm 2
+	slice_spec long 8 'nodes = 2' > "$STATE/long.ini"
+	cp "$STATE/long.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 60 node_has_ranks dlhs2 || die "no rank on dlhs2: $(tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	kill -KILL "$DLH_PID"
+	wait "$DLH_PID" 2>/dev/null
+	expect_eq "$(squeue -h -j "$sj" -o %T)" RUNNING "Slurm job $sj after kill -9 of dlhfs"
+	"$DLH_BIN/dlhfs" -f -o "state=$STATE" ${DLH_OPTS:-} "$MNT" 2>"$DLH_STDERR" &
+	DLH_PID=$!
+	wait_for 10 test -f "$MNT/pool/summary" || die "dlhfs did not mount again: $(cat "$DLH_STDERR")"
+	: > "$DLH_STDERR"   # its word of the stale mount
+	wait_for 240 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -8 "$MNT/jobs/1/log"))"
+	grep -q "slurm: job $sj ended COMPLETED" "$MNT/jobs/1/log" || die "log: $(grep -v "^\[rank" "$MNT/jobs/1/log" | tail -25)"
+	grep -q '^test_accuracy=' "$MNT/jobs/1/result" || die "result: $(cat "$MNT/jobs/1/result")"
+	dlh_umount
+}
