@@ -311,15 +311,15 @@ int dlh_chart_svg(const struct dlh_chart *c, struct dlh_buf *b)
 	axis_fit(&ax, x0, x1, c->x_from_zero);
 	axis_fit(&ay, y0, y1, c->y_from_zero);
 	rc |= draw_axes(&f, &ax, &ay, b);
-	if (cc.have_vline) {
+	for (int i = 0; i < ns; i++)
+		rc |= draw_series(&c->series[i], have[i], &f, &ax, &ay, b);
+	if (cc.have_vline) {   /* over the curves: a curve that ends where it stands hides no marker */
 		double p = px_x(&f, &ax, c->vline_x);
 		rc |= dlh_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"",
 				     p, f.top, p, f.bottom);
 		rc |= esc(b, c->vline_color);
 		rc |= dlh_buf_printf(b, "\" stroke-width=\"3\" stroke-dasharray=\"6 3\"/>\n");
 	}
-	for (int i = 0; i < ns; i++)
-		rc |= draw_series(&c->series[i], have[i], &f, &ax, &ay, b);
 	if (!data)
 		rc |= no_data(&f, b);
 	rc |= dlh_buf_printf(b, "</svg>\n");
