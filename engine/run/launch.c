@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,5 +222,55 @@ static int launch(char *const argv[], char *const extra[], const char *log_path,
 	if (e)
 		return e;
 	*pid = child;
+	return 0;
+}
+
+/* Reads the child's stdout into out and stderr into err (each NUL-ended,
+ * cut at its size) until both end or timeout passes. Returns 0, or
+ * -ETIMEDOUT. */
+int dlh_launch_gather(int fds[2], char *out, size_t outlen, char *err, size_t errlen, double timeout)
+{
+	size_t used[2] = { 0, 0 }, cap[2] = { outlen, errlen };
+	char *buf[2] = { out, err };
+	double until = dlh_mono() + timeout;
+	out[0] = err[0] = '\0';
+	while (fds[0] >= 0 || fds[1] >= 0) {
+		double left = until - dlh_mono();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd p[2] = { { .fd = fds[0], .events = POLLIN }, { .fd = fds[1], .events = POLLIN } };
+		int rc = poll(p, 2, (int)(left * 1000) + 1);
+		if (rc < 0 && errno != EINTR)
+			return -errno;
+		for (int i = 0; i < 2 && rc > 0; i++) {
+			if (fds[i] < 0 || !p[i].revents)
+				continue;
+			char tmp[4096];
+			ssize_t n = read(fds[i], tmp, sizeof tmp);
+			if (n <= 0) {
+				close(fds[i]);
+				fds[i] = -1;
+				continue;
+			}
+			size_t take = (size_t)n < cap[i] - 1 - used[i] ? (size_t)n : cap[i] - 1 - used[i];
+			memcpy(buf[i] + used[i], tmp, take);
+			used[i] += take;
+			buf[i][used[i]] = '\0';
+		}
+	}
+	return 0;
+}
+
+/* Appends s to out[*n], copied into store. Returns 0, or -E2BIG. */
+int dlh_argv_put(char **out, size_t max, int *n, char *store, size_t storelen, size_t *used,
+	       const char *s)
+{
+	size_t l = strlen(s) + 1;
+	if ((size_t)*n + 1 >= max || *used + l > storelen)
+		return -E2BIG;
+	memcpy(store + *used, s, l);
+	out[(*n)++] = store + *used;
+	out[*n] = NULL;
+	*used += l;
 	return 0;
 }

@@ -49,4 +49,14 @@ int dlh_launch_kept(const char *kv);
  * wins). NULL when out of memory. */
 char **dlh_launch_env(char *const extra[], int for_user);
 
+/* Reads a child's stdout (fds[0]) into out and stderr (fds[1]) into err,
+ * each NUL-ended and cut at its size, until both end (each fd is closed and
+ * set to -1) or timeout seconds pass. Returns 0, -ETIMEDOUT, or -errno. */
+int dlh_launch_gather(int fds[2], char *out, size_t outlen, char *err, size_t errlen, double timeout);
+
+/* Appends s to out[*n] (NULL-terminated, max entries), copied into store
+ * (storelen bytes, *used of them taken). Returns 0, or -E2BIG. */
+int dlh_argv_put(char **out, size_t max, int *n, char *store, size_t storelen, size_t *used,
+		 const char *s);
+
 #endif

@@ -45,20 +45,6 @@ static void forget(const char *job_dir)
 	dlh_run_forget(job_dir);
 }
 
-/* Appends s to out[*n], copied into store. Returns 0, or -E2BIG. */
-static int put(char **out, size_t max, int *n, char *store, size_t storelen, size_t *used,
-	       const char *s)
-{
-	size_t l = strlen(s) + 1;
-	if ((size_t)*n + 1 >= max || *used + l > storelen)
-		return -E2BIG;
-	memcpy(store + *used, s, l);
-	out[(*n)++] = store + *used;
-	out[*n] = NULL;
-	*used += l;
-	return 0;
-}
-
 /* 1 when l runs on other nodes than this one (then mpirun reaches them
  * through the agent, by the hostfile). */
 static int several(const struct dlh_launch *l)
@@ -90,8 +76,8 @@ static int forward_env(const struct dlh_launch *l, char **out, size_t max, int *
 			if (dup)
 				continue;
 			snprintf(name, sizeof name, "%.*s", (int)len, v[i]);
-			rc = put(out, max, n, store, storelen, used, "-x") |
-			     put(out, max, n, store, storelen, used, name);
+			rc = dlh_argv_put(out, max, n, store, storelen, used, "-x") |
+			     dlh_argv_put(out, max, n, store, storelen, used, name);
 		}
 	}
 	return rc;
@@ -124,38 +110,38 @@ static int local_argv(const struct dlh_backend *be, const struct dlh_launch *l, 
 	int n = 0, rc;
 
 	snprintf(np, sizeof np, "%d", l->ranks);
-	rc = put(out, max, &n, store, storelen, &used, be->launcher);
-	rc |= put(out, max, &n, store, storelen, &used, "-np");
-	rc |= put(out, max, &n, store, storelen, &used, np);
+	rc = dlh_argv_put(out, max, &n, store, storelen, &used, be->launcher);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "-np");
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, np);
 	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
-		rc |= put(out, max, &n, store, storelen, &used, opts[i]);
-	rc |= put(out, max, &n, store, storelen, &used, "--mca");
-	rc |= put(out, max, &n, store, storelen, &used, "btl");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opts[i]);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--mca");
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "btl");
 	if (!several(l)) {
 		/* one node: shared memory only; skips probing the network (about 200 ms) */
-		rc |= put(out, max, &n, store, storelen, &used, "self,vader");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "self,vader");
 	} else {
 		/* shared memory within a node, TCP between them; every node's
 		 * daemon started from here through the agent (no tree of ssh) */
 		hostfile_path(l, hostfile, sizeof hostfile);
-		rc |= put(out, max, &n, store, storelen, &used, "self,vader,tcp");
-		rc |= put(out, max, &n, store, storelen, &used, "--hostfile");
-		rc |= put(out, max, &n, store, storelen, &used, hostfile);
-		rc |= put(out, max, &n, store, storelen, &used, "--map-by");
-		rc |= put(out, max, &n, store, storelen, &used, "slot");
-		rc |= put(out, max, &n, store, storelen, &used, "--mca");
-		rc |= put(out, max, &n, store, storelen, &used, "plm_rsh_agent");
-		rc |= put(out, max, &n, store, storelen, &used,
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "self,vader,tcp");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--hostfile");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, hostfile);
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--map-by");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "slot");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--mca");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "plm_rsh_agent");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used,
 			  l->agent && l->agent[0] ? l->agent : DLH_AGENT_DEFAULT);
-		rc |= put(out, max, &n, store, storelen, &used, "--mca");
-		rc |= put(out, max, &n, store, storelen, &used, "plm_rsh_no_tree_spawn");
-		rc |= put(out, max, &n, store, storelen, &used, "1");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--mca");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "plm_rsh_no_tree_spawn");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "1");
 		rc |= forward_env(l, out, max, &n, store, storelen, &used);
 	}
 	if (be->shepherd[0])   /* "[1,R]<stdout>:": the shepherd sorts lines by rank */
-		rc |= put(out, max, &n, store, storelen, &used, "--tag-output");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--tag-output");
 	for (int i = 0; l->argv[i]; i++)
-		rc |= put(out, max, &n, store, storelen, &used, l->argv[i]);
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, l->argv[i]);
 	return rc ? -E2BIG : n;
 }
 

@@ -69,41 +69,6 @@ static void last_line(const char *text, char *out, size_t len)
 	snprintf(out, len, "%.*s", best ? (int)bl : 0, best ? best : "");
 }
 
-/* Reads the child's two pipes until both end or the deadline passes.
- * Returns 0, or -ETIMEDOUT. */
-static int gather(int fds[2], char *out, char *err, double timeout)
-{
-	size_t used[2] = { 0, 0 };
-	double until = dlh_mono() + timeout;
-	char *buf[2] = { out, err };
-	while (fds[0] >= 0 || fds[1] >= 0) {
-		double left = until - dlh_mono();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		struct pollfd p[2] = { { .fd = fds[0], .events = POLLIN }, { .fd = fds[1], .events = POLLIN } };
-		int rc = poll(p, 2, (int)(left * 1000) + 1);
-		if (rc < 0 && errno != EINTR)
-			return -errno;
-		for (int i = 0; i < 2 && rc > 0; i++) {
-			if (fds[i] < 0 || !p[i].revents)
-				continue;
-			char tmp[1024];
-			ssize_t n = read(fds[i], tmp, sizeof tmp);
-			if (n <= 0) {
-				close(fds[i]);
-				fds[i] = -1;
-				continue;
-			}
-			size_t take = (size_t)n < PROBE_OUT_MAX - 1 - used[i] ? (size_t)n :
-								       PROBE_OUT_MAX - 1 - used[i];
-			memcpy(buf[i] + used[i], tmp, take);
-			used[i] += take;
-			buf[i][used[i]] = '\0';
-		}
-	}
-	return 0;
-}
-
 /* Reads dlh-probe's key=value lines into r. */
 static void parse(const char *text, struct dlh_probe_result *r)
 {
@@ -296,7 +261,7 @@ void dlh_probe_ask(const struct dlh_probe_ask *a, struct dlh_probe_result *r)
 	static const size_t cap = PROBE_OUT_MAX;
 	char *text = calloc(1, cap), *errtext = calloc(1, cap);
 	int fds[2] = { out[0], err[0] };
-	int rc = text && errtext ? gather(fds, text, errtext, timeout) : -ENOMEM;
+	int rc = text && errtext ? dlh_launch_gather(fds, text, cap, errtext, cap, timeout) : -ENOMEM;
 	for (int i = 0; i < 2; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

@@ -60,42 +60,6 @@
 
 /* ---- running Slurm's commands ---- */
 
-/* Reads the child's stdout into out and stderr into err (each NUL-ended,
- * cut at its size) until both end or timeout passes. Returns 0, or
- * -ETIMEDOUT. */
-static int gather(int fds[2], char *out, size_t outlen, char *err, size_t errlen, double timeout)
-{
-	size_t used[2] = { 0, 0 }, cap[2] = { outlen, errlen };
-	char *buf[2] = { out, err };
-	double until = dlh_mono() + timeout;
-	out[0] = err[0] = '\0';
-	while (fds[0] >= 0 || fds[1] >= 0) {
-		double left = until - dlh_mono();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		struct pollfd p[2] = { { .fd = fds[0], .events = POLLIN }, { .fd = fds[1], .events = POLLIN } };
-		int rc = poll(p, 2, (int)(left * 1000) + 1);
-		if (rc < 0 && errno != EINTR)
-			return -errno;
-		for (int i = 0; i < 2 && rc > 0; i++) {
-			if (fds[i] < 0 || !p[i].revents)
-				continue;
-			char tmp[4096];
-			ssize_t n = read(fds[i], tmp, sizeof tmp);
-			if (n <= 0) {
-				close(fds[i]);
-				fds[i] = -1;
-				continue;
-			}
-			size_t take = (size_t)n < cap[i] - 1 - used[i] ? (size_t)n : cap[i] - 1 - used[i];
-			memcpy(buf[i] + used[i], tmp, take);
-			used[i] += take;
-			buf[i][used[i]] = '\0';
-		}
-	}
-	return 0;
-}
-
 /* The last line of text that is not empty into out. */
 static void last_line(const char *text, char *out, size_t len)
 {
@@ -166,7 +130,7 @@ static int run_cmd(char *const argv[], char *const env[], const struct dlh_cred 
 		return -saved;
 	}
 	int fds[2] = { po[0], pe[0] };
-	int rc = gather(fds, out, outlen, err, errlen, SLURM_CMD_TIMEOUT);
+	int rc = dlh_launch_gather(fds, out, outlen, err, errlen, SLURM_CMD_TIMEOUT);
 	for (int i = 0; i < 2; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
@@ -402,20 +366,6 @@ static void forget(const char *job_dir)
 
 /* ---- the launch ---- */
 
-/* Appends s to out[*n], copied into store. Returns 0, or -E2BIG. */
-static int put(char **out, size_t max, int *n, char *store, size_t storelen, size_t *used,
-	       const char *s)
-{
-	size_t l = strlen(s) + 1;
-	if ((size_t)*n + 1 >= max || *used + l > storelen)
-		return -E2BIG;
-	memcpy(store + *used, s, l);
-	out[(*n)++] = store + *used;
-	out[*n] = NULL;
-	*used += l;
-	return 0;
-}
-
 /* Nodes of l and the most ranks one of them runs. */
 static void shape(const struct dlh_launch *l, int *nodes, int *per_node)
 {
@@ -454,47 +404,47 @@ static int sbatch_argv(const struct dlh_backend *be, const struct dlh_launch *l,
 	int n = 0, rc, nodes, per_node;
 	shape(l, &nodes, &per_node);
 	slurm_cmd(be, "sbatch", prog, sizeof prog);
-	rc = put(out, max, &n, store, storelen, &used, prog);
-	rc |= put(out, max, &n, store, storelen, &used, "--parsable");
+	rc = dlh_argv_put(out, max, &n, store, storelen, &used, prog);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--parsable");
 	snprintf(opt, sizeof opt, "--job-name=dlh-%s", base ? base + 1 : l->job_dir);
-	rc |= put(out, max, &n, store, storelen, &used, opt);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	if (be->partition[0]) {
 		snprintf(opt, sizeof opt, "--partition=%s", be->partition);
-		rc |= put(out, max, &n, store, storelen, &used, opt);
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	}
 	if (be->account[0]) {
 		snprintf(opt, sizeof opt, "--account=%s", be->account);
-		rc |= put(out, max, &n, store, storelen, &used, opt);
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	}
 	snprintf(opt, sizeof opt, "--nodes=%d", nodes);
-	rc |= put(out, max, &n, store, storelen, &used, opt);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	snprintf(opt, sizeof opt, "--ntasks=%d", l->ranks);
-	rc |= put(out, max, &n, store, storelen, &used, opt);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	snprintf(opt, sizeof opt, "--ntasks-per-node=%d", per_node);
-	rc |= put(out, max, &n, store, storelen, &used, opt);
-	rc |= put(out, max, &n, store, storelen, &used, "--cpus-per-task=1");
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--cpus-per-task=1");
 	if (l->memory > 0 && l->ranks > 0) {   /* per node: its share of every rank's */
 		long long mb = (long long)ceil((double)l->memory / l->ranks * per_node / (1024.0 * 1024.0));
 		snprintf(opt, sizeof opt, "--mem=%lldM", mb > 0 ? mb : 1);
-		rc |= put(out, max, &n, store, storelen, &used, opt);
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	}
 	long minutes = time_minutes(l);
 	if (minutes > 0) {
 		snprintf(opt, sizeof opt, "--time=%ld", minutes);
-		rc |= put(out, max, &n, store, storelen, &used, opt);
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	}
 	/* before the limit: checkpoint and stop (resumable), as suspend does */
 	snprintf(opt, sizeof opt, "--signal=B:%s@%d", DLH_SIG_SUSPEND == SIGUSR2 ? "USR2" : "USR1",
 		 grace_s(l));
-	rc |= put(out, max, &n, store, storelen, &used, opt);
-	rc |= put(out, max, &n, store, storelen, &used, "--requeue");
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--requeue");
 	snprintf(opt, sizeof opt, "--chdir=%s", l->job_dir);
-	rc |= put(out, max, &n, store, storelen, &used, opt);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	snprintf(opt, sizeof opt, "--output=%s/%s", l->job_dir, SLURM_OUT);
-	rc |= put(out, max, &n, store, storelen, &used, opt);
-	rc |= put(out, max, &n, store, storelen, &used, "--open-mode=append");
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--open-mode=append");
 	snprintf(opt, sizeof opt, "%s/%s", l->job_dir, SLURM_SCRIPT);
-	rc |= put(out, max, &n, store, storelen, &used, opt);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	return rc ? -E2BIG : n;
 }
 
@@ -512,22 +462,22 @@ static int slurm_argv(const struct dlh_backend *be, const struct dlh_launch *l, 
 	size_t used = 0;
 	int n = 0, rc = 0;
 	if (l->ready_path) {
-		rc |= put(out, max, &n, store, storelen, &used, "--ready");
-		rc |= put(out, max, &n, store, storelen, &used, l->ready_path);
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--ready");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, l->ready_path);
 	}
-	rc |= put(out, max, &n, store, storelen, &used, "--ranks");
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--ranks");
 	job_file(l->job_dir, DLH_DIR_LOGS, path, sizeof path);
-	rc |= put(out, max, &n, store, storelen, &used, path);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, path);
 	job_file(l->job_dir, DLH_RUN_EXIT_FILE, path, sizeof path);
-	rc |= put(out, max, &n, store, storelen, &used, path);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, path);
 	snprintf(np, sizeof np, "%d", l->ranks);
-	rc |= put(out, max, &n, store, storelen, &used, be->launcher);
-	rc |= put(out, max, &n, store, storelen, &used, "-np");
-	rc |= put(out, max, &n, store, storelen, &used, np);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, be->launcher);
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "-np");
+	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, np);
 	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
-		rc |= put(out, max, &n, store, storelen, &used, opts[i]);
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opts[i]);
 	for (int i = 0; l->argv[i]; i++)
-		rc |= put(out, max, &n, store, storelen, &used, l->argv[i]);
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, l->argv[i]);
 	return rc ? -E2BIG : n;
 }
 
