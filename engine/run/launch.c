@@ -274,3 +274,18 @@ int dlh_argv_put(char **out, size_t max, int *n, char *store, size_t storelen, s
 	*used += l;
 	return 0;
 }
+
+int dlh_find_on_path(const char *name, int absolute, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	while (*path) {
+		size_t n = strcspn(path, ":");
+		snprintf(out, len, "%.*s/%s", (int)n, path, name);
+		if (n && (!absolute || path[0] == '/') && access(out, X_OK) == 0)
+			return 0;
+		path += n + (path[n] == ':');
+	}
+	return -ENOENT;
+}

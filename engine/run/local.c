@@ -459,22 +459,6 @@ static const struct dlh_backend_ops local_ops = {
 	.describe = local_describe,
 };
 
-/* The first executable name on PATH into out. Returns 0, or -ENOENT. */
-static int find_on_path(const char *name, char *out, size_t len)
-{
-	const char *path = getenv("PATH");
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	while (*path) {
-		size_t n = strcspn(path, ":");
-		snprintf(out, len, "%.*s/%s", (int)n, path, name);
-		if (n && access(out, X_OK) == 0)
-			return 0;
-		path += n + (path[n] == ':');
-	}
-	return -ENOENT;
-}
-
 int dlh_backend_local(struct dlh_backend *be, const char *path, char *err, size_t errlen)
 {
 	memset(be, 0, sizeof *be);
@@ -489,7 +473,7 @@ int dlh_backend_local(struct dlh_backend *be, const char *path, char *err, size_
 		snprintf(be->launcher, sizeof be->launcher, "%s", path);
 		return 0;
 	}
-	if (find_on_path("mpirun", be->launcher, sizeof be->launcher)) {
+	if (dlh_find_on_path("mpirun", 0, be->launcher, sizeof be->launcher)) {
 		snprintf(err, errlen, "mpirun not found on PATH (install openmpi-bin: make deps)");
 		return -ENOENT;
 	}

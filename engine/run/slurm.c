@@ -885,23 +885,14 @@ static const struct dlh_backend_ops slurm_ops = {
 	.note = slurm_note,
 };
 
-/* The directory on PATH (else the usual ones) that holds name into out.
- * Returns 0, or -ENOENT. */
+/* The directory on PATH (else the usual ones, only absolute ones) that
+ * holds name into out. Returns 0, or -ENOENT. */
 static int find_dir(const char *name, char *out, size_t len)
 {
-	const char *path = getenv("PATH");
-	char file[1100];
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	while (*path) {
-		size_t n = strcspn(path, ":");
-		snprintf(out, len, "%.*s", (int)n, path);
-		snprintf(file, sizeof file, "%s/%s", out, name);
-		if (n && out[0] == '/' && access(file, X_OK) == 0)
-			return 0;
-		path += n + (path[n] == ':');
-	}
-	return -ENOENT;
+	if (dlh_find_on_path(name, 1, out, len))
+		return -ENOENT;
+	*strrchr(out, '/') = '\0';
+	return 0;
 }
 
 int dlh_backend_slurm(struct dlh_backend *be, const char *path, const char *partition,
