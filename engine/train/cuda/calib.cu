@@ -26,6 +26,7 @@
 #include <time.h>
 
 #define restrict __restrict__   /* the C headers use C99's restrict */
+#include "engine/train/cuda/check.h"
 #include "engine/train/gpu.h"
 #undef restrict
 
@@ -47,21 +48,6 @@
 #define CAL_BW_MAX (1L << 40)
 #endif
 
-/* Writes the printf message into err and returns rc. */
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
-#define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) \
-	return fail(e_ == cudaErrorMemoryAllocation ? -ENOMEM : -EIO, err, errlen, \
-		    "cuda: %s: %s (%s)", #call, cudaGetErrorString(e_), cudaGetErrorName(e_)); \
-	} while (0)
 #define BLAS_CHECK(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) \
 	return fail(-EIO, err, errlen, "cublas: %s: status %d", #call, (int)s_); } while (0)
 #define NCCL_CHECK(call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) \

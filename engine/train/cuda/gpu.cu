@@ -62,6 +62,7 @@
 #include <unistd.h>
 
 #define restrict __restrict__   /* the C headers use C99's restrict */
+#include "engine/train/cuda/check.h"
 #include "engine/train/gpu.h"
 #include "engine/train/elem.h"
 #undef restrict
@@ -146,27 +147,6 @@ struct dlt_gpu {
 };
 
 /* ---- errors ---- */
-
-/* Writes the printf message into err and returns rc. */
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
-/* -ENOMEM for an allocation failure, else -EIO. */
-static int cuda_rc(cudaError_t e)
-{
-	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
-}
-
-#define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) \
-	return fail(cuda_rc(e_), err, errlen, "cuda: %s: %s (%s)", #call, \
-		    cudaGetErrorString(e_), cudaGetErrorName(e_)); } while (0)
 
 /* Checks the launch of the kernel just started (bad configuration, no
  * device code for this GPU, an earlier asynchronous fault). */
