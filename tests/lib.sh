@@ -243,3 +243,33 @@ shared_dir() {
 	chmod 755 "$d"
 	echo "$d"
 }
+
+# nodes_lock NAME: one test at a time on this machine makes the nodes of
+# tests/nodes.sh or tests/slurm.sh (fixed names and addresses): a second
+# suite, or a run in a worktree, waits here until the first has removed them.
+# A directory, not a held descriptor, so that the daemons a test starts do not
+# inherit the lock; one whose owner died is taken over.
+nodes_lock() {
+	local d=/tmp/dlh-$1.lock i owner
+	for i in $(seq 3600); do
+		if mkdir "$d" 2>/dev/null; then
+			echo "$BASHPID" > "$d/pid"
+			NODES_LOCK=$d
+			return 0
+		fi
+		owner=$(cat "$d/pid" 2>/dev/null)
+		if [ -n "$owner" ] && ! kill -0 "$owner" 2>/dev/null; then
+			rm -rf "$d"
+			continue
+		fi
+		[ "$i" = 1 ] && echo "waiting for $d (held by process ${owner:-?})" >&2
+		sleep 0.5
+	done
+	die "$d held for 30 minutes by process ${owner:-?}"
+}
+
+nodes_unlock() {
+	[ -n "${NODES_LOCK:-}" ] || return 0
+	rm -rf "$NODES_LOCK"
+	NODES_LOCK=
+}

@@ -48,6 +48,7 @@ nodes_up() {
 	local n=$1 i
 	shift
 	nodes_can
+	nodes_lock nodes
 	NODES_DIR=$(mktemp -d /tmp/dlh-nodes.XXXXXX)
 	NODES_N=$n
 	NODES_DOWN=" $* "
@@ -160,5 +161,6 @@ nodes_down() {
 	ip link del "$NODES_BRIDGE" 2>/dev/null
 	rm -rf "$NODES_DIR"
 	NODES_DIR=
+	nodes_unlock
 	return 0
 }

@@ -101,6 +101,7 @@ slurm_idle() {
 slurm_up() {
 	local n=$1 cpus=${2:-2} mem=${3:-1024} i
 	slurm_can
+	nodes_lock slurm
 	SLURM_DIR=$(mktemp -d /tmp/dlh-slurm.XXXXXX)
 	SLURM_N=$n
 	SLURM_PIDS=()
@@ -180,5 +181,6 @@ slurm_down() {
 	rm -rf "$SLURM_DIR"
 	SLURM_DIR= SLURM_PIDS=()
 	unset SLURM_CONF
+	nodes_unlock
 	return 0
 }
