@@ -204,7 +204,7 @@ double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_
 	return src == FS_GENERATED && paged ? changed : 0;
 }
 
-int fs_kcache_open(const char *path, const struct fs_node *n, const struct dlh_buf *content,
+int fs_kcache_open(const char *path, const struct fs_node *n, struct dlh_buf *content,
 		   int *keep)
 {
 	*keep = 0;
@@ -216,21 +216,31 @@ int fs_kcache_open(const char *path, const struct fs_node *n, const struct dlh_b
 	int paged = 0;
 	pthread_mutex_lock(&mu);
 	struct entry *x = find(path);
-	if (x && x->until > dlh_mono() && !x->stale) {
-		if (!x->text || x->text_len != content->len || memcmp(x->text, data, content->len)) {
-			/* the kernel holds another size or content: tell it now */
+	if (x && x->until > dlh_mono() && x->text &&
+	    (x->text_len != content->len || memcmp(x->text, data, content->len))) {
+		/* the kernel holds another size, which the opener's stat may
+		 * well have been answered with: it reads, directly, what was
+		 * told (tar reads that many bytes, then compares with fstat),
+		 * and the kernel is told of the change now */
+		struct dlh_buf told = { 0 };
+		if (!dlh_buf_append(&told, x->text, x->text_len)) {
+			dlh_buf_free(content);
+			*content = told;
+		}
+		if (!x->stale) {
 			x->stale = 1;
 			hurry = 1;
 			pthread_cond_signal(&cv);
-		} else if (!x->readers || (x->pages && x->page_sum == sum)) {
-			/* another handle reading other content through the pages
-			 * would mix the two: this one reads directly then */
-			*keep = x->pages && x->page_sum == sum;
-			x->pages = 1;
-			x->page_sum = sum;
-			x->readers++;
-			paged = 1;
 		}
+	} else if (x && x->until > dlh_mono() && !x->stale && x->text &&
+		   (!x->readers || (x->pages && x->page_sum == sum))) {
+		/* another handle reading other content through the pages
+		 * would mix the two: this one reads directly then */
+		*keep = x->pages && x->page_sum == sum;
+		x->pages = 1;
+		x->page_sum = sum;
+		x->readers++;
+		paged = 1;
 	}
 	pthread_mutex_unlock(&mu);
 	return paged;
@@ -261,12 +271,18 @@ void fs_kcache_changed(const char *path)
 	pthread_mutex_lock(&mu);
 	struct entry *x = find(path);
 	int told = x != NULL;
-	if (x)
-		dropped(x);
+	unsigned version = x ? x->version : 0;
 	struct fuse *f = ticker.running ? the_fuse : NULL;
 	pthread_mutex_unlock(&mu);
-	if (told && f && !fuse_session_exited(fuse_get_session(f)))
+	if (!told)
+		return;
+	if (f && !fuse_session_exited(fuse_get_session(f)))
 		fuse_invalidate_path(f, path);
+	/* then forgotten (as tick() does), unless told anew meanwhile */
+	pthread_mutex_lock(&mu);
+	if ((x = find(path)) && x->version == version)
+		dropped(x);
+	pthread_mutex_unlock(&mu);
 }
 
 void fs_kcache_opened(const char *path, const struct fs_node *n)
@@ -329,8 +345,6 @@ static void tick(void)
 				c->sum = x->sum;
 				c->version = x->version;
 				c->drop = drop;
-				if (drop)
-					dropped(x);
 			} else if (!x->readers) {
 				forget(x);   /* the kernel has let go of it */
 			}
@@ -341,22 +355,20 @@ static void tick(void)
 	pthread_mutex_unlock(&mu);
 	for (size_t i = 0; i < n; i++) {
 		struct check *c = &cs[i];
-		if (!c->drop) {
-			if (!differs(c))
-				continue;
-			pthread_mutex_lock(&mu);
-			struct entry *x = find(c->path);
-			int same = x && x->version == c->version;
-			if (same)
-				dropped(x);
-			pthread_mutex_unlock(&mu);
-			if (!same)
-				continue;   /* told anew meanwhile: the next tick looks again */
-		}
+		if (!c->drop && !differs(c))
+			continue;
 		/* once the loop is ending no request may answer a read that an
 		 * invalidation of pages would wait for */
 		if (!fuse_session_exited(fuse_get_session(the_fuse)))
 			fuse_invalidate_path(the_fuse, c->path);
+		/* forgotten only now: until the kernel has let go of the size,
+		 * an open after a stat it answered reads what it was told
+		 * (fs_kcache_open); told anew meanwhile, it holds that instead */
+		pthread_mutex_lock(&mu);
+		struct entry *x = find(c->path);
+		if (x && x->version == c->version)
+			dropped(x);
+		pthread_mutex_unlock(&mu);
 	}
 	free(cs);
 	pthread_mutex_lock(&mu);

@@ -42,14 +42,17 @@ int fs_kcache_kept(enum fs_kind k);
 double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t size,
 		      const struct dlh_buf *content, int for_handle);
 
-/* An open of generated path whose content is now content. Returns 1 when
- * its reads may go through the kernel's pages (the kernel was told this
- * very content's size, and no other handle reads other content that way),
- * *keep set when the pages already hold it; the caller passes the same
- * path to fs_kcache_close when the handle is released. Returns 0 when its
- * reads must reach dlhfs each time (direct io), and asks the thread to
- * tell the kernel what changed. */
-int fs_kcache_open(const char *path, const struct fs_node *n, const struct dlh_buf *content,
+/* An open of generated path whose content is now content. While the
+ * kernel may still hold the size of other content told before (its stat
+ * of the file may have been answered with it), content becomes that told
+ * content, read directly, and the kernel is told of the change: an open
+ * never reads another length than the stat just before it showed. Returns
+ * 1 when its reads may go through the kernel's pages (the kernel was told
+ * this very content's size, and no other handle reads other content that
+ * way), *keep set when the pages already hold it; the caller passes the
+ * same path to fs_kcache_close when the handle is released. Returns 0
+ * when its reads must reach dlhfs each time (direct io). */
+int fs_kcache_open(const char *path, const struct fs_node *n, struct dlh_buf *content,
 		   int *keep);
 void fs_kcache_close(const char *path);
 

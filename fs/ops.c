@@ -36,6 +36,8 @@ struct fs_handle {
 				    (fs_kcache_close at release), else NULL */
 	char *opened;            /* read directly: the path it is recorded under (stat of
 				    it by the process that opened it), else NULL */
+	double opened_at;        /* when it was opened (dlh_mono) */
+	int polled;              /* poll(2) asked about it */
 };
 
 /* ---- when a generated file's content last changed ----
@@ -272,8 +274,13 @@ static int handle_attr(struct fs_handle *h, const char *path, struct stat *st,
 	int rc = 0;
 	pthread_mutex_lock(&h->mu);
 	switch (fs_source_of(h->node.kind)) {
-	case FS_GENERATED:   /* its snapshot (through pages: kcache's, by path) */
-		if (!h->paged) {
+	case FS_GENERATED:
+		/* its snapshot; through the pages, what its reads took of what
+		 * the kernel was told, for as long as the kernel might have kept
+		 * that size anyway (tar's fstat after its reads, when a tick
+		 * told the kernel of newer content meanwhile), unless poll said
+		 * it changed: then by path (the reads after a wake-up see it) */
+		if (!h->paged || (!h->polled && dlh_mono() - h->opened_at < FS_ATTR_TIMEOUT)) {
 			st->st_size = (off_t)h->buf.len;
 			if (copy && h->buf.len)
 				dlh_buf_append(copy, h->buf.data, h->buf.len);
@@ -480,6 +487,7 @@ int dlh_fs_open(const char *path, struct fuse_file_info *fi)
 	h->fd = -1;
 	h->writable = acc != O_RDONLY;
 	h->uid = fuse_get_context()->uid;
+	h->opened_at = dlh_mono();
 	pthread_mutex_init(&h->mu, NULL);
 	/* growing files (and generated ones, unless kcache.c says the kernel's
 	 * pages may serve them): every read comes here, sizes never truncate */
@@ -650,6 +658,7 @@ int dlh_fs_poll(const char *path, struct fuse_file_info *fi, struct fuse_pollhan
 		return 0;
 	}
 	pthread_mutex_lock(&h->mu);
+	h->polled = 1;
 	struct fs_poll_want w = {
 		.fh = fi->fh, .node = h->node, .uid = h->uid, .seen = h->seen,
 		.sum = dlh_hash(h->buf.data, h->buf.len),
