@@ -66,6 +66,7 @@ Host $NODES_NET.*
 	IdentityFile $etc/keys/id_%u
 	UserKnownHostsFile $etc/known_hosts
 	BatchMode yes
+	ConnectTimeout 5
 CONF
 
 	# 4. a key for every user, accepted on every node: the user's own (made
@@ -82,11 +83,11 @@ CONF
 	cat "$etc/keys/id_root.pub" >> "$NODES_DIR/authorized_keys"
 	# checked as the user, through the pool's agent
 	for i in "$n1" "$n2"; do
-		as "$a" /usr/bin/ssh -F "$etc/ssh_config" -o BatchMode=yes "$i" true ||
-			die "$a cannot reach $i: $(as "$a" /usr/bin/ssh -F "$etc/ssh_config" -o BatchMode=yes "$i" true 2>&1)"
-		/usr/bin/ssh -F "$etc/ssh_config" -o BatchMode=yes "$i" true || die "root cannot reach $i"
+		as "$a" ssh -F "$etc/ssh_config" "$i" true </dev/null ||
+			die "$a cannot reach $i: $(as "$a" ssh -F "$etc/ssh_config" "$i" true 2>&1 </dev/null)"
+		ssh -F "$etc/ssh_config" "$i" true </dev/null || die "root cannot reach $i"
 	done
-	as "$b" /usr/bin/ssh -F "$etc/ssh_config" -o BatchMode=yes "$n1" true 2>/dev/null && die "$b reaches $n1 without a key"
+	as "$b" ssh -F "$etc/ssh_config" "$n1" true 2>/dev/null </dev/null && die "$b reaches $n1 without a key"
 
 	# 5. the same users everywhere: the nodes share this machine's /etc/passwd
 
@@ -118,6 +119,7 @@ CONF
 	done
 	expect_eq "$(echo "$got" | tr ' ' '\n' | sort | tr '\n' ' ')" " dlhn1 dlhn2 " "the ranks' nodes"
 	grep -q "host $(hostname) runs rank" "$MNT/jobs/1/log" && die "a rank ran on the head node"
+	grep -q "^argv .* $shared/dlhfs/lib/dlhfs/dlh-train " "$MNT/jobs/1/plan" || die "not the installed dlh-train: $(grep '^argv' "$MNT/jobs/1/plan")"
 	expect_eq "$(stat -c %U "$STATE/jobs/1/checkpoints/final.ckpt")" "$a" "the final checkpoint's owner"
 	echo "measured: $a's job on$got: $(grep -o 'test_accuracy=.*' "$MNT/jobs/1/result")"
 
