@@ -77,6 +77,7 @@ CONF
 	readme_user b
 	ssh-keygen -q -t ed25519 -N "" -f "$etc/keys/id_$a" || die "ssh-keygen for $a failed"
 	chown "$a" "$etc/keys/id_$a" "$etc/keys/id_$a.pub"
+	# shellcheck disable=SC2016  # expanded by the user's shell
 	as "$a" sh -c 'mkdir -p -m 700 ~/.ssh && cat "$1" >> ~/.ssh/authorized_keys' - "$etc/keys/id_$a.pub" ||
 		die "$a's authorized_keys"
 	ssh-keygen -q -t ed25519 -N "" -f "$etc/keys/id_root" || die "ssh-keygen for root failed"
