@@ -76,6 +76,8 @@ struct dlh_engine {
 					the mount's */
 	struct dlh_cgroup_sys cg;    /* how runs are isolated */
 	unsigned long launches;      /* runs launched, to name their cgroups */
+	int cg_nodes;                /* 1: runs get a cgroup on other nodes too (a root
+					daemon, isolation not turned off: nodecg.c) */
 	int waiters;                 /* live waiter threads */
 	int stopping;                /* dlh_engine_close in progress */
 	atomic_int closing;          /* dlh_engine_closing: measurements stop (read
