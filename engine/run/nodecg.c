@@ -100,6 +100,8 @@ int dlh_nodecg_start(const struct dlh_nodecg_ask *a, struct dlh_nodecg *h, char 
 	h->out = out[0];
 	h->err = err[0];
 	h->node = -1;
+	h->memory = a->memory;
+	h->pids = a->pids;
 	snprintf(h->host, sizeof h->host, "%s", a->host);
 	return 0;
 }

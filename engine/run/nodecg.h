@@ -22,6 +22,8 @@ struct dlh_nodecg {
 	char host[72];           /* the node's name, for the job's log */
 	char group[256];         /* ready: the group there */
 	int mode;                /* ready: cgroup version 1 or 2; 0 = none */
+	long long memory;        /* the memory limit it was asked for, bytes (0 = none) */
+	long pids;               /* the task limit it was asked for (0 = none) */
 };
 
 /* What one helper is asked to make. */
