@@ -189,12 +189,9 @@ int dlh_nodecg_ready(struct dlh_nodecg *h, double timeout, char *why, size_t len
 	return rc ? rc : -EIO;
 }
 
-void dlh_nodecg_end(struct dlh_nodecg *h, double timeout, struct dlh_nodecg_end *r)
+void dlh_nodecg_tell_end(struct dlh_nodecg *h)
 {
-	char text[NODECG_OUT_MAX] = "", v[32];
-	if (r)
-		memset(r, 0, sizeof *r);
-	if (h->pid <= 0)
+	if (h->pid <= 0 || h->in < 0)
 		return;
 	/* a helper gone early must not kill the daemon: SIGPIPE held while
 	 * writing, and one raised taken back */
@@ -210,6 +207,16 @@ void dlh_nodecg_end(struct dlh_nodecg *h, double timeout, struct dlh_nodecg_end 
 	while (sigtimedwait(&pipe_set, NULL, &now) == SIGPIPE)
 		;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void dlh_nodecg_end(struct dlh_nodecg *h, double timeout, struct dlh_nodecg_end *r)
+{
+	char text[NODECG_OUT_MAX] = "", v[32];
+	if (r)
+		memset(r, 0, sizeof *r);
+	if (h->pid <= 0)
+		return;
+	dlh_nodecg_tell_end(h);
 	close_fd(&h->err);
 	int rc = read_out(h, text, sizeof text, 0, timeout);
 	if (r && !rc && !dlh_kv_get(text, "left", v, sizeof v)) {

@@ -59,7 +59,11 @@ struct dlh_nodecg_end {
 	int answered;            /* 1: it reported; 0: it did not in time (killed) */
 };
 
-/* Ends h: says "end", reads its report into *r (r may be NULL) until it has
+/* Says "end" to h and closes its input (no wait): a caller ending several
+ * tells them all first, so that they end together. Harmless twice. */
+void dlh_nodecg_tell_end(struct dlh_nodecg *h);
+
+/* Ends h: says "end" (unless told), reads its report into *r (r may be NULL) until it has
  * removed the group and exited, or timeout seconds pass (then the agent is
  * killed), and reaps it. h is then empty. Harmless on an empty h. */
 void dlh_nodecg_end(struct dlh_nodecg *h, double timeout, struct dlh_nodecg_end *r);

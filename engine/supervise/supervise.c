@@ -204,6 +204,8 @@ static void isolate(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
  * waits for its node); ends (NULL or n entries) gets their reports. */
 static void end_nodecg(struct dlh_nodecg *h, int n, struct dlh_nodecg_end *ends)
 {
+	for (int i = 0; i < n; i++)   /* all told first: they end together */
+		dlh_nodecg_tell_end(&h[i]);
 	for (int i = 0; i < n; i++)
 		dlh_nodecg_end(&h[i], DLH_PROBE_TIMEOUT, ends ? &ends[i] : NULL);
 }
