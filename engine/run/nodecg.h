@@ -11,6 +11,8 @@
 #ifndef DLH_RUN_NODECG_H
 #define DLH_RUN_NODECG_H
 
+#define DLH_NODECG_END_S 5.0   /* seconds a helper has to clean up and report at the end */
+
 #include <stddef.h>
 #include <sys/types.h>
 

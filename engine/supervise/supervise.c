@@ -173,8 +173,7 @@ static void isolate(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 		if (l->plan.node[r] == e->pool.local)
 			local[n++] = l->plan.slot[r];
 	if (n == 0) {
-		eng_job_log(e, j, "isolation: none: no rank runs on this machine (each node's "
-			    "ranks run under its own agent)");
+		eng_job_log(e, j, "isolation: no group here: no rank runs on this machine");
 		return;
 	}
 	/* the spec's memory, else the mount's default per rank; the task
@@ -207,7 +206,7 @@ static void end_nodecg(struct dlh_nodecg *h, int n, struct dlh_nodecg_end *ends)
 	for (int i = 0; i < n; i++)   /* all told first: they end together */
 		dlh_nodecg_tell_end(&h[i]);
 	for (int i = 0; i < n; i++)
-		dlh_nodecg_end(&h[i], DLH_PROBE_TIMEOUT, ends ? &ends[i] : NULL);
+		dlh_nodecg_end(&h[i], DLH_NODECG_END_S, ends ? &ends[i] : NULL);
 }
 
 /* Isolates the ranks of l's run on other nodes where each allows: a group

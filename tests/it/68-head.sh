@@ -50,6 +50,15 @@ test_a_head_node_outside_the_pool_runs_no_rank() {
 		hosts="$hosts $h"
 	done
 	expect_eq "$hosts" " dlhn1 dlhn2" "job 2's nodes"
+	# the trainer's ranks joined a group on their nodes, where this machine has cgroups
+	case $("$DLH_BIN/dlh-probe" | sed -n 's/^isolation=//p') in
+	cgroup*)
+		for h in dlhn1 dlhn2; do
+			grep -q "isolation: cgroup v[12] \".*\" on $h, memory limit " "$MNT/jobs/2/log" ||
+				die "$h: $(grep isolation "$MNT/jobs/2/log")"
+		done
+		grep 'isolation: none on' "$MNT/jobs/2/log" && die "a rank ran unisolated" ;;
+	esac
 	dlh_umount
 }
 
