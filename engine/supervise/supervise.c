@@ -271,8 +271,16 @@ static void isolate_nodes(struct dlh_engine *e, struct dlh_job *j, struct launch
 	for (int i = 0; i < n; i++) {
 		if (!started[i])
 			continue;
-		const char *node = e->pool.nodes[l->nodecg[i].node].name;
-		if (dlh_nodecg_ready(&l->nodecg[i], DLH_PROBE_TIMEOUT, why, sizeof why)) {
+		struct dlh_pool_node *nd = &e->pool.nodes[l->nodecg[i].node];
+		const char *node = nd->name;
+		int rc = dlh_nodecg_ready(&l->nodecg[i], DLH_PROBE_TIMEOUT, why, sizeof why);
+		/* what the node said now is its isolation (its probe may be old, or off);
+		 * a helper that did not start says nothing of the node's cgroups */
+		if (rc == -ENOTSUP)
+			snprintf(nd->isolation, sizeof nd->isolation, "none: %s", why);
+		else if (!rc)
+			snprintf(nd->isolation, sizeof nd->isolation, "cgroup v%d", l->nodecg[i].mode);
+		if (rc) {
 			eng_job_log(e, j, "isolation: none on %s: %s", node, why);
 			continue;
 		}
@@ -519,6 +527,12 @@ static int launch_failed(struct dlh_engine *e, struct dlh_job *j, struct launch 
 	close_joins(l);
 	memset(&j->cg, 0, sizeof j->cg);
 	dlh_cgroup_destroy(&l->cg);
+	if (j->nodecg) {   /* recorded on the job before its waiter could start */
+		l->nodecg = j->nodecg;
+		l->nnodecg = j->nnodecg;
+		j->nodecg = NULL;
+		j->nnodecg = 0;
+	}
 	end_nodecg(l->nodecg, l->nnodecg, NULL);   /* their ranks went with mpirun */
 	free(l->nodecg);
 	l->nodecg = NULL;
