@@ -465,8 +465,8 @@ void dlh_engine_isolation(struct dlh_engine *e, int k, char *buf, size_t len)
 		else if (nd->isolation[0])
 			snprintf(buf, len, "%s", nd->isolation);
 		else
-			snprintf(buf, len, "none: its probe has not said (%s)", e->no_probe ?
-				 "-o probe=off" : "not probed as root yet");
+			snprintf(buf, len, "none: not known yet (%s)", e->no_probe ?
+				 "-o probe=off, and no run has been there" : "not probed as root yet");
 	} else if (e->cg.mode == DLH_CG_NONE)
 		snprintf(buf, len, "none: %s", e->cg.why);
 	else
