@@ -227,7 +227,8 @@ static void isolate_nodes(struct dlh_engine *e, struct dlh_job *j, struct launch
 			    "beside dlhfs");
 		return;
 	}
-	eng_nodecg_name(j->id, name, sizeof name);   /* as eng_run_env gives it to the ranks */
+	j->nodecg_seq++;   /* this run's name, not the last one's (its helper may linger) */
+	eng_nodecg_name(j->id, j->nodecg_seq, name, sizeof name);   /* as eng_run_env gives it */
 	struct dlh_nodecg_ask ask[DLH_POOL_NODES];
 	int slots[DLH_RANKS_MAX], n = 0, used = 0;
 	memset(ask, 0, sizeof ask);

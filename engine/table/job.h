@@ -115,6 +115,8 @@ struct dlh_job {
 	struct dlh_nodecg *nodecg;   /* the current run's groups on other nodes, held by their
 					helpers (malloc'd; NULL = none) */
 	int nnodecg;                 /* entries of nodecg */
+	unsigned nodecg_seq;         /* its runs given groups on other nodes, to name each
+					run's apart (a helper of the last may linger) */
 };
 
 /* The lowercase word for a status ("running"). */

@@ -263,7 +263,7 @@ static void env_ranks(struct eng_env *env, const struct dlh_plan *plan)
 		eng_env_add(env, env->gpus);
 }
 
-void eng_nodecg_name(long id, char *out, size_t len)
+void eng_nodecg_name(long id, unsigned seq, char *out, size_t len)
 {
 	char host[65];
 	if (gethostname(host, sizeof host - 1) < 0)
@@ -273,12 +273,12 @@ void eng_nodecg_name(long id, char *out, size_t len)
 		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
 		      *c == '-' || *c == '.'))
 			*c = '_';
-	snprintf(out, len, "dlhfs-%.40s-%ld-%ld", host, (long)getpid(), id);
+	snprintf(out, len, "dlhfs-%.40s-%ld-%ld-%u", host, (long)getpid(), id, seq);
 }
 
 /* DLH_NODECG and DLH_NODECG_NODES of plan's ranks on other nodes than
  * this one (see eng_run_env). */
-static void env_nodecg(const struct dlh_engine *e, long id, struct eng_env *env,
+static void env_nodecg(const struct dlh_engine *e, const struct dlh_job *j, struct eng_env *env,
 		       const struct dlh_plan *plan)
 {
 	size_t a = (size_t)snprintf(env->nodecg_nodes, sizeof env->nodecg_nodes,
@@ -298,7 +298,7 @@ static void env_nodecg(const struct dlh_engine *e, long id, struct eng_env *env,
 	if (!any)
 		return;
 	char name[DLH_NODECG_NAME_MAX + 1];
-	eng_nodecg_name(id, name, sizeof name);
+	eng_nodecg_name(j->id, j->nodecg_seq, name, sizeof name);
 	snprintf(env->nodecg, sizeof env->nodecg, DLH_ENV_NODECG "=%s", name);
 	eng_env_add(env, env->nodecg);
 	eng_env_add(env, env->nodecg_nodes);
@@ -361,7 +361,7 @@ void eng_run_env(const struct dlh_engine *e, const struct dlh_job *j, const stru
 	contract_env(e, j->id, plan->ranks, env);
 	run_master(e, j->id, plan, nhosts, env);
 	env_ranks(env, plan);
-	env_nodecg(e, j->id, env, plan);
+	env_nodecg(e, j, env, plan);
 	env_batches(env, plan);
 	env_job(env, e->pool.env, j->spec.env);
 }

@@ -184,9 +184,9 @@ void eng_drained_load(struct dlh_engine *e);
 /* Writes the drained nodes' names to STATE/drained. Returns 0, or -errno. */
 int eng_drained_save(const struct dlh_engine *e);
 
-/* The name of job id's run on other nodes (DLH_NODECG: its group and its
- * helper's socket there): dlhfs-HOST-PID-ID, one run of a job at a time. */
-void eng_nodecg_name(long id, char *out, size_t len);
+/* The name of job id's run number seq on other nodes (DLH_NODECG: its
+ * group and its helper's socket there): dlhfs-HOST-PID-ID-SEQ. */
+void eng_nodecg_name(long id, unsigned seq, char *out, size_t len);
 
 /* Fills env for job j's run of plan, nhosts other hosts than this one:
  * - the contract's variables (names in its directory) and one thread per
@@ -201,7 +201,7 @@ void eng_nodecg_name(long id, char *out, size_t len);
  *   NODE_RANK, GROUP_RANK and CUDA_VISIBLE_DEVICES);
  * - DLH_NODECG and DLH_NODECG_NODES when ranks run on other nodes and
  *   dlhfs isolates them there (e->cg_nodes): the run's name on those nodes
- *   (dlhfs-HOST-PID-ID: one run of a job at a time) and their node numbers,
+ *   (eng_nodecg_name, by j->nodecg_seq) and their node numbers,
  *   as DLH_RANK_NODES numbers them (engine/run/join.h);
  * - a command's batches and rate when its spec gives them: DLH_GLOBAL_BATCH,
  *   DLH_RANK_BATCHES (dlh-rank makes its rank's DLH_BATCH) and DLH_LR;

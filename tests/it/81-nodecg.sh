@@ -81,7 +81,7 @@ test_a_rank_on_another_node_runs_in_a_group_with_the_jobs_limits() {
 		line=$(sed -n 's/^\[rank 1\] memory //p' "$MNT/jobs/$id/log")
 		group=${line% *}
 		limit=${line##* }
-		case $group in */dlhfs-*-"$DLH_PID"-$id) ;; *) die "job $id: rank 1's memory group is $group" ;; esac
+		case $group in */dlhfs-*-"$DLH_PID"-$id-1) ;; *) die "job $id: rank 1's memory group is $group" ;; esac
 		[ $id = 2 ] || expect_eq "$limit" $((96 * 1024 * 1024)) "job 1's memory limit on dlhn1"
 		# the mount's default for one rank, as rank 0's group here has it
 		[ $id = 1 ] || expect_eq "$limit" "$(sed -n 's/^\[rank 0\] memory .* //p' "$MNT/jobs/$id/log")" "job 2's memory limit on dlhn1 (the mount's default)"
