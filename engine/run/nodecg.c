@@ -165,7 +165,9 @@ int dlh_nodecg_ready(struct dlh_nodecg *h, double timeout, char *why, size_t len
 		if (sscanf(line, "cgroup v%d %255s", &v, group) == 2) {
 			h->mode = v;
 			snprintf(h->group, sizeof h->group, "%s", group);
-			close_fd(&h->err);   /* nothing more is read of it */
+			/* its stderr stays open until the end: an agent whose stderr
+			 * was closed would die of SIGPIPE at its next word, and with
+			 * it the helper's run */
 			return 0;
 		}
 		snprintf(why, len, "%s", strncmp(line, "none: ", 6) ? line : line + 6);
@@ -217,7 +219,6 @@ void dlh_nodecg_end(struct dlh_nodecg *h, double timeout, struct dlh_nodecg_end 
 	if (h->pid <= 0)
 		return;
 	dlh_nodecg_tell_end(h);
-	close_fd(&h->err);
 	int rc = read_out(h, text, sizeof text, 0, timeout);
 	if (r && !rc && !dlh_kv_get(text, "left", v, sizeof v)) {
 		r->answered = 1;
