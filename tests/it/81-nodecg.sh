@@ -118,3 +118,44 @@ test_a_rank_over_its_memory_on_another_node_is_killed_naming_the_node() {
 	rm -rf "$d"
 	dlh_umount
 }
+
+# The helper by itself (no mount): a process of another uid than the run's
+# owner is refused and told why; the owner's is taken in; with its input
+# closed and no "end" (dlhfs died: the run goes on) it keeps the group until
+# its last process ends, then removes it and exits
+test_the_helper_takes_in_only_the_owners_ranks_and_outlives_the_daemon_until_its_group_empties() {
+	[ "$(id -u)" = 0 ] || skip "the helper runs as root"
+	case $("$DLH_BIN/dlh-probe" | sed -n 's/^isolation=//p') in
+	cgroup*) ;;
+	*) skip "no usable cgroups on this host" ;;
+	esac
+	local u d hp group uid name=dlht-hold-$$ pid
+	dlh_user u
+	uid=$(id -u "$u")
+	d=$(mktemp -d /tmp/dlh-ncg.XXXXXX)
+	mkfifo "$d/in"
+	"$DLH_BIN/dlh-probe" --hold --name "$name" --uid "$uid" --memory 100000000 --pids 50 --slots 0 < "$d/in" > "$d/out" &
+	hp=$!
+	exec 7>"$d/in"   # its input: dlhfs's end
+	wait_for 5 grep -q '^isolation=cgroup' "$d/out" || die "the helper said: $(cat "$d/out")"
+	group=$(sed -n 's/^isolation=cgroup v[12] //p' "$d/out")
+	local rank=(env DLH_NODECG="$name" DLH_NODECG_NODES=1 DLH_RANK_NODES=1 OMPI_COMM_WORLD_RANK=0 "$DLH_BIN/dlh-rank")
+	"${rank[@]}" /bin/true 2> "$d/root" || die "root's rank did not run: $(cat "$d/root")"
+	grep -qx "dlh-rank: isolation: none on $(hostname): uid 0 is not the run's owner (uid $uid)" "$d/root" ||
+		die "root's rank: $(cat "$d/root")"
+	# (cgroup files say size 0: read, not stat'ed)
+	[ -z "$(cat "$group/cgroup.procs")" ] || die "root's process was taken in: $(cat "$group/cgroup.procs")"
+	as "$u" "${rank[@]}" /bin/sleep 60 2> "$d/owner" &
+	wait_for 5 grep -q . "$group/cgroup.procs" || die "the owner's rank is not in $group: $(cat "$d/owner")"
+	pid=$(head -1 "$group/cgroup.procs")
+	expect_eq "$(stat -c %U "/proc/$pid")" "$u" "the process in the group"
+	exec 7>&-   # dlhfs gone
+	kill -0 "$hp" || die "the helper left with a process in its group"
+	[ -d "$group" ] || die "the group went with the daemon"
+	kill "$pid"
+	wait_for 5 eval '! kill -0 "$hp" 2>/dev/null' || die "the helper is still there with its group empty"
+	[ ! -d "$group" ] || die "$group is left"
+	grep -q '^left=0$' "$d/out" || die "the helper's report: $(cat "$d/out")"
+	wait
+	rm -rf "$d"
+}
