@@ -175,7 +175,7 @@ int dlh_nodecg_ready(struct dlh_nodecg *h, double timeout, char *why, size_t len
 		return -ENOTSUP;
 	}
 	if (rc == -ETIMEDOUT) {
-		snprintf(why, len, "its cgroup helper did not answer within %.0f s", timeout);
+		snprintf(why, len, "its cgroup helper did not answer in time");
 	} else {
 		/* the agent's last words: it could not start the helper */
 		char err[2048] = "", last[300] = "";

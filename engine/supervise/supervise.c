@@ -253,7 +253,7 @@ static void isolate_nodes(struct dlh_engine *e, struct dlh_job *j, struct launch
 		slots[used++] = l->plan.slot[r];
 		ask[n - 1].nslots++;
 	}
-	char why[512], lim[32] = "none", tasks[32] = "none";
+	char why[512];
 	int started[DLH_POOL_NODES] = { 0 };
 	for (int i = 0; i < n; i++) {
 		int k = l->nodecg[i].node;
@@ -269,12 +269,14 @@ static void isolate_nodes(struct dlh_engine *e, struct dlh_job *j, struct launch
 			eng_job_log(e, j, "isolation: none on %s: %s", e->pool.nodes[k].name, why);
 	}
 	l->nnodecg = n;
+	double until = dlh_mono() + DLH_PROBE_TIMEOUT;   /* one deadline: they start together */
 	for (int i = 0; i < n; i++) {
+		char lim[32] = "none", tasks[32] = "none";
 		if (!started[i])
 			continue;
 		struct dlh_pool_node *nd = &e->pool.nodes[l->nodecg[i].node];
 		const char *node = nd->name;
-		int rc = dlh_nodecg_ready(&l->nodecg[i], DLH_PROBE_TIMEOUT, why, sizeof why);
+		int rc = dlh_nodecg_ready(&l->nodecg[i], fmax(until - dlh_mono(), 0.1), why, sizeof why);
 		/* what the node said now is its isolation (its probe may be old, or off);
 		 * a helper that did not start says nothing of the node's cgroups */
 		if (rc == -ENOTSUP)
