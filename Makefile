@@ -94,7 +94,8 @@ TRAIN_OBJ  = $(TRAIN_SRC:%.c=$(BUILD)/obj/%.o) $(GPU_OBJ)
 TRAIN_LIB_OBJ = $(filter-out $(BUILD)/obj/engine/train/main.o,$(TRAIN_OBJ))
 UNIT_BIN   = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # what dlh-train and dlh-calib link of the daemon's engine
-SHARED_OBJ = $(BUILD)/obj/engine/util/util.o $(BUILD)/obj/engine/contract/contract.o
+SHARED_OBJ = $(BUILD)/obj/engine/util/util.o $(BUILD)/obj/engine/contract/contract.o \
+	$(BUILD)/obj/engine/run/join.o
 
 LIBSCHEMA = $(BUILD)/libdlhschema.a
 LIBENGINE = $(BUILD)/libdlhengine.a
@@ -164,13 +165,13 @@ $(BUILD)/dlh-train: $(TRAIN_OBJ) $(SHARED_OBJ)
 # the calibration microbenchmarks (engine/plan/calib.c runs them under mpirun);
 # they time the trainer's own loader and initialisation
 # what the daemon runs on each node of its pool to learn what it has
-$(BUILD)/dlh-probe: $(BUILD)/obj/engine/probe/main.o $(LIBENGINE) $(LIBSCHEMA)
+$(BUILD)/dlh-probe: $(BUILD)/obj/engine/probe/main.o $(BUILD)/obj/engine/probe/hold.o $(LIBENGINE) $(LIBSCHEMA)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 # what holds each run, so that it outlives dlhfs (engine/run/shepherd.c)
 $(BUILD)/dlh-shepherd: $(BUILD)/obj/engine/run/shepherd.o $(BUILD)/obj/engine/util/util.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^
 # what gives a [job] command's ranks torchrun's environment (engine/run/rank.c)
-$(BUILD)/dlh-rank: $(BUILD)/obj/engine/run/rank.o
+$(BUILD)/dlh-rank: $(BUILD)/obj/engine/run/rank.o $(BUILD)/obj/engine/run/join.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^
 # one launch agent for nodes reached in different ways (engine/run/agent.c)
 $(BUILD)/dlh-agent: $(BUILD)/obj/engine/run/agent.o

@@ -214,8 +214,10 @@ int dlh_engine_holders(struct dlh_engine *e, int k, long *out, int max);
 /* The same for node k's GPUs (numbered in type order). */
 int dlh_engine_gpu_holders(struct dlh_engine *e, int k, long *out, int max);
 
-/* How runs are isolated: "cgroup v1", "cgroup v2" or "none: WHY". */
-void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len);
+/* How the ranks of runs on node k are isolated: "cgroup v1", "cgroup v2"
+ * or "none: WHY" (another node: as its probe found, when dlhfs makes
+ * groups there). */
+void dlh_engine_isolation(struct dlh_engine *e, int k, char *buf, size_t len);
 
 /* The mount's limits, a `key value` line each (pool/limits): max_queued,
  * max_queued_per_user, mem_per_rank, pids_per_rank, expire ("none" where

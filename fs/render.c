@@ -389,10 +389,7 @@ static int render_node_file(struct dlh_engine *e, const struct node_view *v,
 		return render_holders(v, n, out);
 	case FS_NODE_ISOLATION: {
 		char text[512];
-		if (!v->local)
-			return dlh_buf_printf(out, "none: ranks on other nodes than %s are not isolated "
-					      "by dlhfs\n", v->pool->node.host);
-		dlh_engine_isolation(e, text, sizeof text);
+		dlh_engine_isolation(e, v->k, text, sizeof text);
 		return dlh_buf_printf(out, "%s\n", text);
 	}
 	case FS_NODE_JOBS: {

@@ -72,6 +72,11 @@
  * NODE_RANK, GROUP_RANK and CUDA_VISIBLE_DEVICES */
 #define DLH_ENV_RANK_NODES "DLH_RANK_NODES"
 #define DLH_ENV_RANK_GPUS "DLH_RANK_GPUS"
+/* The run's cgroup helper on other nodes (engine/run/join.h): the name of
+ * its abstract unix socket there, and the node numbers (as in
+ * DLH_RANK_NODES) whose ranks join their node's group through it. */
+#define DLH_ENV_NODECG "DLH_NODECG"
+#define DLH_ENV_NODECG_NODES "DLH_NODECG_NODES"
 /* a [job] command whose spec gives [train] batch_size or lr: what the
  * planner decided of them. The global batch, each rank's share in rank order
  * (by its device's speed; dlh-rank makes this rank's DLH_BATCH), and the

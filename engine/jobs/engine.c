@@ -261,7 +261,9 @@ int dlh_engine_open(struct dlh_engine **out, const struct dlh_engine_opts *o,
 		dlh_pool_detect(&e->pool, o->cpus);
 	if (!o->no_isolation)
 		dlh_cgroup_setup(&e->cg);
-	else
+	/* Slurm's nodes: Slurm's own cgroups (task/cgroup), not ours */
+	e->cg_nodes = !o->no_isolation && geteuid() == 0 && !dlh_pool_is_slurm(&e->pool);
+	if (o->no_isolation)
 		snprintf(e->cg.why, sizeof e->cg.why, "turned off (-o isolation=off)");
 	if ((rc = eng_slots_fit(e)))
 		goto no_table;
@@ -450,10 +452,22 @@ size_t dlh_engine_running(struct dlh_engine *e, long *ids, int *ranks, size_t ma
 	return n;
 }
 
-void dlh_engine_isolation(struct dlh_engine *e, char *buf, size_t len)
+void dlh_engine_isolation(struct dlh_engine *e, int k, char *buf, size_t len)
 {
 	pthread_mutex_lock(&e->mu);
-	if (e->cg.mode == DLH_CG_NONE)
+	const struct dlh_pool_node *nd = k >= 0 && k < e->pool.nnodes ? &e->pool.nodes[k] : NULL;
+	if (nd && k != e->pool.local) {   /* another node: what its probe found, if it is used */
+		if (dlh_pool_is_slurm(&e->pool))
+			snprintf(buf, len, "none: ranks on a Slurm pool's nodes are isolated by "
+				 "Slurm (its task/cgroup plugin, where configured), not by dlhfs");
+		else if (!e->cg_nodes)   /* not root, or turned off: e->cg says which */
+			snprintf(buf, len, "none: %s", e->cg.why);
+		else if (nd->isolation[0])
+			snprintf(buf, len, "%s", nd->isolation);
+		else
+			snprintf(buf, len, "none: not known yet (%s)", e->no_probe ?
+				 "-o probe=off, and no run has been there" : "not probed as root yet");
+	} else if (e->cg.mode == DLH_CG_NONE)
 		snprintf(buf, len, "none: %s", e->cg.why);
 	else
 		snprintf(buf, len, "cgroup v%d", e->cg.mode == DLH_CG_V1 ? 1 : 2);

@@ -138,6 +138,8 @@ static void apply(struct dlh_engine *e, int k, const struct dlh_probe_result *r)
 	if (r->cpu_model[0])
 		snprintf(nd->cpu_model, sizeof nd->cpu_model, "%s", r->cpu_model);
 	nd->free_port = r->free_port;
+	if (r->isolation[0])
+		snprintf(nd->isolation, sizeof nd->isolation, "%s", r->isolation);
 	dlh_size_text(nd->mem_bytes, mem, sizeof mem);
 	snprintf(nd->probe_what, sizeof nd->probe_what, "%s answers: %d cpus, %s memory, gpus %s",
 		 r->hostname, r->cpus, mem, r->gpus);

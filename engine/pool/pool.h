@@ -122,6 +122,9 @@ struct dlh_pool_node {
 	double link_alpha, link_beta;  /* allreduce with the local node: seconds, seconds
 					  per byte (dlh-calib --phase link); 0 = unmeasured */
 	char link_why[160];            /* why its link could not be measured ("" = it was) */
+	char isolation[200];           /* how its probe said it isolates a run's ranks
+					  ("cgroup v2", "cgroup v1", "none: why"; "" =
+					  not said yet) */
 	char slurm_state[24];          /* a Slurm node: its state as Slurm says it (idle,
 					  mixed, allocated, drained, draining, down, ...);
 					  "" = not a Slurm node */

@@ -2,6 +2,7 @@
  * reaches it (engine/run/probe.c runs it there through the node's agent)
  *
  *   dlh-probe [--state DIR] [--token FILE] [--see-stdin]
+ *   dlh-probe --hold --name NAME --uid UID [--slots S,...] [--memory B] [--pids N]
  *
  * Prints key=value lines: hostname, cpus, memory (bytes), cpu_model, gpus
  * (TYPE:COUNT,... or none), free_port (a TCP port free here now), and with --state whether this machine sees the
@@ -13,7 +14,10 @@
  * a command line, so no shell on the way sees them) must be files this
  * machine can read: seen=yes and hashes=H,H,... (FNV-1a of each file's
  * bytes, in hex, in their order: dlhfs compares them with its own), or
- * seen=no: the first that is not, and why. Exits 0. */
+ * seen=no: the first that is not, and why. As root it also says how this
+ * node can isolate a run's ranks (isolation=cgroup v2, cgroup v1, or
+ * none: why), found by making and removing a group as --hold would.
+ * --hold: a run's cgroup here, held for the run (hold.c). Exits 0. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -23,13 +27,17 @@
 #include <unistd.h>
 
 #include "engine/pool/pool.h"
+#include "engine/probe/hold.h"
+#include "engine/run/cgroup.h"
 #include "engine/util/util.h"
 
 static int usage(void)
 {
 	fprintf(stderr, "usage: dlh-probe [--state DIR] [--token FILE] [--see-stdin]\n"
+		"       dlh-probe --hold --name NAME --uid UID [--slots S,...] [--memory BYTES] [--pids N]\n"
 		"Prints what this machine has (cores, memory, GPUs) and whether it sees DIR,\n"
-		"as key=value lines: dlhfs runs it on each node of its pool.\n");
+		"as key=value lines: dlhfs runs it on each node of its pool. --hold makes a\n"
+		"run's cgroup here and moves its ranks into it until told \"end\" on stdin.\n");
 	return 2;
 }
 
@@ -80,10 +88,28 @@ static void token(const char *path)
 	free(text);
 }
 
+/* How this node isolates a run (as root): a parent group made and removed
+ * as the daemon and --hold make theirs, so what it says was tried. */
+static void isolation(void)
+{
+	static struct dlh_cgroup_sys sys;
+	dlh_cgroup_setup(&sys);
+	if (sys.mode == DLH_CG_NONE) {
+		printf("isolation=none: %s\n", sys.why);
+		return;
+	}
+	printf("isolation=cgroup v%d\n", sys.mode == DLH_CG_V1 ? 1 : 2);
+	dlh_cgroup_teardown(&sys);
+}
+
 int main(int argc, char **argv)
 {
 	const char *state = NULL, *token_path = NULL;
 	int seeing = 0;
+	if (argc > 1 && !strcmp(argv[1], "--hold")) {
+		int rc = dlh_probe_hold(argc - 2, argv + 2);
+		return rc == 2 ? usage() : rc;
+	}
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--state") && i + 1 < argc)
 			state = argv[++i];
@@ -116,6 +142,8 @@ int main(int argc, char **argv)
 		else
 			printf("state_dir=yes\n");
 	}
+	if (geteuid() == 0)
+		isolation();
 	if (token_path)
 		token(token_path);
 	if (seeing)

@@ -261,6 +261,31 @@ int dlh_launch_gather(int fds[2], char *out, size_t outlen, char *err, size_t er
 	return 0;
 }
 
+/* Appends word to out (after a blank), single-quoted. Returns 0 or -1. */
+int dlh_shell_quote(char *out, size_t len, const char *word)
+{
+	size_t n = strlen(out);
+	if (n + 4 >= len)
+		return -1;
+	if (n)
+		out[n++] = ' ';
+	out[n++] = '\'';
+	for (const char *c = word; *c; c++) {
+		const char *piece = *c == '\'' ? "'\\''" : NULL;
+		size_t pl = piece ? 4 : 1;
+		if (n + pl + 2 >= len)
+			return -1;
+		if (piece)
+			memcpy(out + n, piece, pl);
+		else
+			out[n] = *c;
+		n += pl;
+	}
+	out[n++] = '\'';
+	out[n] = '\0';
+	return 0;
+}
+
 /* Appends s to out[*n], copied into store. Returns 0, or -E2BIG. */
 int dlh_argv_put(char **out, size_t max, int *n, char *store, size_t storelen, size_t *used,
 	       const char *s)

@@ -59,6 +59,12 @@ int dlh_launch_gather(int fds[2], char *out, size_t outlen, char *err, size_t er
 int dlh_argv_put(char **out, size_t max, int *n, char *store, size_t storelen, size_t *used,
 		 const char *s);
 
+/* Appends word to the command line out (len bytes; after a blank when out
+ * is not empty), single-quoted for a POSIX shell ('\'' for a quote): how
+ * a word reaches a node's shell through its agent. Returns 0, or -1 when it
+ * does not fit. */
+int dlh_shell_quote(char *out, size_t len, const char *word);
+
 /* The first executable name in a directory of PATH (else the usual ones;
  * with absolute, only absolute ones) into out. Returns 0, or -ENOENT. */
 int dlh_find_on_path(const char *name, int absolute, char *out, size_t len);

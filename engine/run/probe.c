@@ -27,31 +27,6 @@
 #define PROBE_ARGV_MAX 64
 #define PROBE_OUT_MAX 8192
 
-/* Appends word to out, single-quoted for a POSIX shell. Returns 0 or -1. */
-static int quote(char *out, size_t len, const char *word)
-{
-	size_t n = strlen(out);
-	if (n + 4 >= len)
-		return -1;
-	if (n)
-		out[n++] = ' ';
-	out[n++] = '\'';
-	for (const char *c = word; *c; c++) {
-		const char *piece = *c == '\'' ? "'\\''" : NULL;
-		size_t pl = piece ? 4 : 1;
-		if (n + pl + 2 >= len)
-			return -1;
-		if (piece)
-			memcpy(out + n, piece, pl);
-		else
-			out[n] = *c;
-		n += pl;
-	}
-	out[n++] = '\'';
-	out[n] = '\0';
-	return 0;
-}
-
 /* The last non-empty line of text into out (ssh ends its lines "\r\n"). */
 static void last_line(const char *text, char *out, size_t len)
 {
@@ -85,6 +60,8 @@ static void parse(const char *text, struct dlh_probe_result *r)
 		snprintf(r->cpu_model, sizeof r->cpu_model, "%s", v);
 	if (!dlh_kv_get(text, "gpus", v, sizeof v))
 		snprintf(r->gpus, sizeof r->gpus, "%s", v);
+	if (dlh_kv_get(text, "isolation", r->isolation, sizeof r->isolation))
+		r->isolation[0] = '\0';
 	r->up = r->cpus > 0;
 	if (!r->up)
 		snprintf(r->why, sizeof r->why, "the probe said nothing of its cores");
@@ -155,11 +132,11 @@ void dlh_probe_ask(const struct dlh_probe_ask *a, struct dlh_probe_result *r)
 		 "ssh -o BatchMode=yes -o ConnectTimeout=5");
 	for (char *w = strtok(words, " \t"); w && n < PROBE_ARGV_MAX - 3; w = strtok(NULL, " \t"))
 		argv[n++] = w;
-	if (quote(cmd, sizeof cmd, a->probe) || quote(cmd, sizeof cmd, "--state") ||
-	    quote(cmd, sizeof cmd, a->state) ||
-	    (a->token_path && (quote(cmd, sizeof cmd, "--token") ||
-			       quote(cmd, sizeof cmd, a->token_path))) ||
-	    (see && quote(cmd, sizeof cmd, "--see-stdin"))) {
+	if (dlh_shell_quote(cmd, sizeof cmd, a->probe) || dlh_shell_quote(cmd, sizeof cmd, "--state") ||
+	    dlh_shell_quote(cmd, sizeof cmd, a->state) ||
+	    (a->token_path && (dlh_shell_quote(cmd, sizeof cmd, "--token") ||
+			       dlh_shell_quote(cmd, sizeof cmd, a->token_path))) ||
+	    (see && dlh_shell_quote(cmd, sizeof cmd, "--see-stdin"))) {
 		snprintf(r->why, sizeof r->why, "the probe's command line is too long");
 		return;
 	}

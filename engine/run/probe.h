@@ -25,6 +25,8 @@ struct dlh_probe_result {
 	char token[130];            /* token asked: what the node read in its file
 				       (token_ok says whether it matched) */
 	int token_ok;               /* 1: the node read the token dlhfs wrote */
+	char isolation[200];        /* how it isolates a run: "cgroup v2", "cgroup v1",
+				       "none: why"; "" = not said (a probe not run as root) */
 };
 
 struct dlh_cred;

@@ -16,12 +16,16 @@
  * itself with
  * PROGRAM (found on PATH when it has no slash): torch.distributed's env://
  * initialisation then works as under torchrun. Variables already set are
- * kept. No shell is involved. */
+ * kept. On another node than dlhfs's, it first joins the run's cgroup
+ * there (engine/run/join.h); one it cannot join it says so, and runs on.
+ * No shell is involved. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "engine/run/join.h"
 
 /* name=value of from (an Open MPI or dlhfs variable), unless name is set. */
 static int pass(const char *name, const char *from)
@@ -82,6 +86,11 @@ int main(int argc, char **argv)
 			"NODE_RANK, GROUP_RANK and CUDA_VISIBLE_DEVICES (from DLH_RANK_NODES,\n"
 			"DLH_RANK_GPUS), and DLH_BATCH (from DLH_RANK_BATCHES).\n");
 		return argc < 2 ? 2 : 0;
+	}
+	char why[600], host[128] = "";
+	if (dlh_nodecg_join(why, sizeof why) < 0) {
+		gethostname(host, sizeof host - 1);
+		fprintf(stderr, "dlh-rank: isolation: none on %s: %s\n", host, why);
 	}
 	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
 		if (pass(map[i][0], map[i][1]))

@@ -29,6 +29,9 @@
 #include "engine/table/table.h"
 #include "engine/plan/plan.h"
 #include "engine/run/cgroup.h"
+#include "engine/run/join.h"
+#include "engine/run/nodecg.h"
+#include "engine/run/probe.h"
 #include "engine/util/util.h"
 
 /* What the waiter thread of one run gets. */
@@ -61,6 +64,8 @@ struct launch {
 	char agent[512];             /* how the other nodes are reached ("" = ssh) */
 	struct dlh_cgroup cg;        /* its cgroups; zeroed when it has none */
 	int join[4];                 /* cgroup.procs descriptors the run joins; -1 ends the list */
+	struct dlh_nodecg *nodecg;   /* its groups on other nodes (malloc'd; NULL = none) */
+	int nnodecg;                 /* entries of nodecg */
 	int slots_taken;             /* plan.slot are marked held in e->holder */
 	int started;                 /* the backend started the run (j->run) */
 	struct waiter_arg *wa;       /* for the waiter thread; NULL once it owns it */
@@ -168,8 +173,7 @@ static void isolate(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 		if (l->plan.node[r] == e->pool.local)
 			local[n++] = l->plan.slot[r];
 	if (n == 0) {
-		eng_job_log(e, j, "isolation: none: no rank runs on this machine (each node's "
-			    "ranks run under its own agent)");
+		eng_job_log(e, j, "isolation: no group here: no rank runs on this machine");
 		return;
 	}
 	/* the spec's memory, else the mount's default per rank; the task
@@ -193,6 +197,105 @@ static void isolate(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 		eng_job_log(e, j, "isolation: cgroup v%d \"%s\", memory limit %s%s, task limit %s",
 			    e->cg.mode == DLH_CG_V1 ? 1 : 2, l->cg.cpuset, lim,
 			    j->spec.memory > 0 || mem == 0 ? "" : " (the mount's mem_per_rank)", tasks);
+}
+
+/* Ends the helpers of n groups on other nodes (nodecg.h; no e->mu: each
+ * waits for its node); ends (NULL or n entries) gets their reports. */
+static void end_nodecg(struct dlh_nodecg *h, int n, struct dlh_nodecg_end *ends)
+{
+	for (int i = 0; i < n; i++)   /* all told first: they end together */
+		dlh_nodecg_tell_end(&h[i]);
+	for (int i = 0; i < n; i++)
+		dlh_nodecg_end(&h[i], DLH_NODECG_END_S, ends ? &ends[i] : NULL);
+}
+
+/* Isolates the ranks of l's run on other nodes where each allows: a group
+ * there with the cpuset of their slots, the memory and task limits of
+ * isolate() for that node's ranks, made by a helper started as root
+ * through the node's agent (engine/run/nodecg.h) that takes each rank in
+ * as it starts. The helpers start together, then each is waited for (a
+ * round trip of the agent; at most DLH_PROBE_TIMEOUT). Never fails: a node
+ * whose group cannot be made runs its ranks outside, and the log says why.
+ * e->mu held. */
+static void isolate_nodes(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
+{
+	char name[DLH_NODECG_NAME_MAX + 1];
+	if (!e->cg_nodes || l->nhosts == 0)
+		return;
+	if (!e->probe_path[0]) {
+		eng_job_log(e, j, "isolation: none on the other nodes: dlh-probe is not installed "
+			    "beside dlhfs");
+		return;
+	}
+	j->nodecg_seq++;   /* this run's name, not the last one's (its helper may linger) */
+	eng_nodecg_name(j->id, j->nodecg_seq, name, sizeof name);   /* as eng_run_env gives it */
+	struct dlh_nodecg_ask ask[DLH_POOL_NODES];
+	int slots[DLH_RANKS_MAX], n = 0, used = 0;
+	memset(ask, 0, sizeof ask);
+	if (!(l->nodecg = calloc(DLH_POOL_NODES, sizeof *l->nodecg))) {
+		eng_job_log(e, j, "isolation: none on the other nodes: out of memory");
+		return;
+	}
+	for (int r = 0; r < l->plan.ranks; r++) {
+		int k = l->plan.node[r];
+		if (k < 0 || k == e->pool.local)
+			continue;
+		if (n == 0 || l->nodecg[n - 1].node != k) {   /* a node's ranks are consecutive */
+			if (n == DLH_POOL_NODES)
+				break;
+			const struct dlh_pool_node *nd = &e->pool.nodes[k];
+			ask[n] = (struct dlh_nodecg_ask){ .agent = nd->agent, .host = nd->host,
+							  .probe = e->probe_path, .name = name,
+							  .uid = j->uid, .slots = slots + used };
+			l->nodecg[n].node = k;
+			n++;
+		}
+		slots[used++] = l->plan.slot[r];
+		ask[n - 1].nslots++;
+	}
+	char why[512];
+	int started[DLH_POOL_NODES] = { 0 };
+	for (int i = 0; i < n; i++) {
+		int k = l->nodecg[i].node;
+		/* the spec's memory, else the mount's default per rank, for this
+		 * node's group; the task limit always */
+		ask[i].memory = j->spec.memory > 0 ? j->spec.memory :
+				e->mem_per_rank > 0 ? e->mem_per_rank * ask[i].nslots : 0;
+		ask[i].pids = e->pids_per_rank > 0 ? e->pids_per_rank * (ask[i].nslots + 1) : 0;
+		started[i] = !dlh_nodecg_start(&ask[i], &l->nodecg[i], why, sizeof why);
+		l->nodecg[i].node = k;
+		snprintf(l->nodecg[i].host, sizeof l->nodecg[i].host, "%s", e->pool.nodes[k].name);
+		if (!started[i])
+			eng_job_log(e, j, "isolation: none on %s: %s", e->pool.nodes[k].name, why);
+	}
+	l->nnodecg = n;
+	double until = dlh_mono() + DLH_PROBE_TIMEOUT;   /* one deadline: they start together */
+	for (int i = 0; i < n; i++) {
+		char lim[32] = "none", tasks[32] = "none";
+		if (!started[i])
+			continue;
+		struct dlh_pool_node *nd = &e->pool.nodes[l->nodecg[i].node];
+		const char *node = nd->name;
+		int rc = dlh_nodecg_ready(&l->nodecg[i], fmax(until - dlh_mono(), 0.1), why, sizeof why);
+		/* what the node said now is its isolation (its probe may be old, or off);
+		 * a helper that did not start says nothing of the node's cgroups */
+		if (rc == -ENOTSUP)
+			snprintf(nd->isolation, sizeof nd->isolation, "none: %s", why);
+		else if (!rc)
+			snprintf(nd->isolation, sizeof nd->isolation, "cgroup v%d", l->nodecg[i].mode);
+		if (rc) {
+			eng_job_log(e, j, "isolation: none on %s: %s", node, why);
+			continue;
+		}
+		if (ask[i].memory > 0)
+			dlh_size_text(ask[i].memory, lim, sizeof lim);
+		if (ask[i].pids > 0)
+			snprintf(tasks, sizeof tasks, "%ld", ask[i].pids);
+		eng_job_log(e, j, "isolation: cgroup v%d \"%s\" on %s, memory limit %s%s, task limit %s",
+			    l->nodecg[i].mode, l->nodecg[i].group, node, lim,
+			    j->spec.memory > 0 || ask[i].memory == 0 ? "" : " (the mount's mem_per_rank)",
+			    tasks);
+	}
 }
 
 /* Closes the cgroup.procs descriptors still open in l->join. */
@@ -346,6 +449,10 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 static void record_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 {
 	j->cg = l->cg;
+	j->nodecg = l->nodecg;   /* the job's now: its waiter ends them */
+	j->nnodecg = l->nnodecg;
+	l->nodecg = NULL;
+	l->nnodecg = 0;
 	j->status = DLH_RUNNING;
 	dlh_job_reason(j, NULL, NULL);
 	j->run_started = eng_stamp();
@@ -423,6 +530,16 @@ static int launch_failed(struct dlh_engine *e, struct dlh_job *j, struct launch 
 	close_joins(l);
 	memset(&j->cg, 0, sizeof j->cg);
 	dlh_cgroup_destroy(&l->cg);
+	if (j->nodecg) {   /* recorded on the job before its waiter could start */
+		l->nodecg = j->nodecg;
+		l->nnodecg = j->nnodecg;
+		j->nodecg = NULL;
+		j->nnodecg = 0;
+	}
+	end_nodecg(l->nodecg, l->nnodecg, NULL);   /* their ranks went with mpirun */
+	free(l->nodecg);
+	l->nodecg = NULL;
+	l->nnodecg = 0;
 	j->status = DLH_FAILED;
 	j->finished = eng_stamp();
 	/* the launch's own words may carry the spec's values: its readers' */
@@ -487,6 +604,7 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 			    l->plan.ranks == 1 ? "" : "s", l->nhosts ? where : l->plan.host,
 			    j->restarts, what);
 		isolate(e, j, l);
+		isolate_nodes(e, j, l);
 		rc = start_run(e, j, l);
 	}
 	if (!rc) {
@@ -497,6 +615,7 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 		launch_failed(e, j, l, rc);
 	else
 		pthread_cond_broadcast(&e->changed);
+	free(l->nodecg);   /* NULL but for a launch that made none (nnodecg 0) */
 	free(l->wa);
 	free(l);
 	return rc;
@@ -504,13 +623,40 @@ int eng_job_launch(struct dlh_engine *e, struct dlh_job *j)
 
 /* ---- the end of a run ---- */
 
+/* The run's groups on other nodes as their helpers ended (waiter_main). */
+struct node_ends {
+	const struct dlh_nodecg *h;  /* the helpers (their nodes, their limits) */
+	struct dlh_nodecg_end *end;  /* what each reported */
+	int n;
+};
+
 /* Handles the end of job j's run (as its backend saw it); cg: the run's
- * cgroups, taken off the job (the caller removes them). e->mu held. */
+ * cgroups, taken off the job (the caller removes them); ne: its groups on
+ * other nodes, ended. e->mu held. */
 static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run_end *end,
-		       const struct dlh_cgroup *cg, const char *lost)
+		       const struct dlh_cgroup *cg, const struct node_ends *ne, const char *lost)
 {
-	char path[4096];
+	char path[4096], oom_where[96] = "";
 	int oom = dlh_cgroup_oom_kills(cg);
+	long long oom_limit = cg->limit;
+	for (int i = 0; i < ne->n; i++) {   /* this machine's first, then the nodes' in order */
+		const struct dlh_nodecg_end *x = &ne->end[i];
+		if (x->oom > 0 && oom == 0) {
+			oom = x->oom;
+			oom_limit = ne->h[i].memory;
+			snprintf(oom_where, sizeof oom_where, " on %s", ne->h[i].host);
+		}
+		if (x->left > 0)
+			eng_job_log(e, j, "killed %d leftover process%s of the run on %s", x->left,
+				    x->left == 1 ? "" : "es", ne->h[i].host);
+		if (x->pids_hits > 0)
+			eng_job_log(e, j, "the run reached its task limit on %s (%ld processes and "
+				    "threads): %ld fork%s failed", ne->h[i].host, ne->h[i].pids,
+				    x->pids_hits, x->pids_hits == 1 ? "" : "s");
+		if (ne->h[i].mode && !x->answered)
+			eng_job_log(e, j, "the cgroup helper on %s did not report the run's end",
+				    ne->h[i].host);
+	}
 	int leftover = end->leftover;
 	double run_started = j->run_started;
 	/* when the run ended: as its holder recorded it when it ended while
@@ -518,6 +664,9 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	double end_t = j->taken_back && end->ended_at > run_started && end->ended_at < dlh_now() ?
 		       floor(end->ended_at * 1000.0 + 0.5) / 1000.0 : eng_stamp();
 	long long peak = dlh_cgroup_peak(cg);
+	for (int i = 0; i < ne->n; i++)
+		if (ne->end[i].peak > peak)
+			peak = ne->end[i].peak;
 	if (end->cpu_s > 0)
 		j->cpu_s += end->cpu_s;
 	if (!peak)
@@ -564,12 +713,12 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 		dlh_job_reason(j, NULL, "%s", j->disk_why);
 	} else if (oom > 0 && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
 		char lim[32];
-		dlh_size_text(cg->limit, lim, sizeof lim);
-		eng_job_log(e, j, "out of memory: the kernel killed %d process%s of the run in its cgroup "
-			"(limit %s)", oom, oom == 1 ? "" : "es", lim);
+		dlh_size_text(oom_limit, lim, sizeof lim);
+		eng_job_log(e, j, "out of memory: the kernel killed %d process%s of the run in its cgroup%s "
+			"(limit %s)", oom, oom == 1 ? "" : "es", oom_where, lim);
 		j->status = DLH_FAILED;
 		j->finished = end_t;
-		dlh_job_reason(j, NULL, "out of memory (limit %s)", lim);
+		dlh_job_reason(j, NULL, "out of memory%s (limit %s)", oom_where, lim);
 	} else if (j->timed_out && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
 		char lim[32];
 		dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
@@ -671,7 +820,16 @@ static void *waiter_main(void *arg)
 	int rerun = j->suspending || j->timed_out || j->preempted_by || e->stopping ||
 		    (j->spec.restart == DLH_RESTART_ON_FAILURE && j->restarts < j->spec.max_restarts);
 	uid_t uid = j->uid;
+	struct dlh_nodecg *nodecg = wa->job->nodecg;   /* the waiter's now */
+	struct node_ends ne = { .h = nodecg, .n = wa->job->nnodecg };
+	wa->job->nodecg = NULL;
+	wa->job->nnodecg = 0;
 	pthread_mutex_unlock(&e->mu);
+	/* the groups on the other nodes: what is left there killed, what the
+	 * kernel counted reported, the groups removed */
+	struct dlh_nodecg_end ends[DLH_POOL_NODES];
+	ne.end = ends;
+	end_nodecg(nodecg, ne.n, ends);
 	if (wa->nnodes > 0 && !asked && !(end.state == DLH_RUN_EXITED &&
 					  (end.exit_code == 0 || end.exit_code == DLH_EXIT_SUSPENDED)))
 		eng_nodes_lost(e, wa->nodes, wa->nnodes, lost, sizeof lost);   /* no e->mu */
@@ -701,13 +859,14 @@ static void *waiter_main(void *arg)
 	}
 	struct dlh_cgroup cg = wa->job->cg;
 	memset(&wa->job->cg, 0, sizeof wa->job->cg);
-	job_exited(e, wa->job, &end, &cg, lost);
+	job_exited(e, wa->job, &end, &cg, &ne, lost);
 	pthread_mutex_unlock(&e->mu);
 	dlh_cgroup_destroy(&cg); /* waits for stragglers: not under the lock */
 	pthread_mutex_lock(&e->mu);
 	e->waiters--;
 	pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->mu);
+	free(nodecg);
 	free(wa);
 	return NULL;
 }

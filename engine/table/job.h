@@ -7,6 +7,7 @@
 
 #include "engine/run/backend.h"
 #include "engine/run/cgroup.h"
+#include "engine/run/nodecg.h"
 #include "engine/plan/profile.h"
 #include "engine/pool/pool.h"
 #include "engine/report/metrics.h"
@@ -111,6 +112,11 @@ struct dlh_job {
 	struct dlh_run run;          /* the current run as its backend started it (also in
 					its handle file); run.pid 0 = no run */
 	struct dlh_cgroup cg;        /* the current run's cgroups; empty paths = none */
+	struct dlh_nodecg *nodecg;   /* the current run's groups on other nodes, held by their
+					helpers (malloc'd; NULL = none) */
+	int nnodecg;                 /* entries of nodecg */
+	unsigned nodecg_seq;         /* its runs given groups on other nodes, to name each
+					run's apart (a helper of the last may linger) */
 };
 
 /* The lowercase word for a status ("running"). */

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/run/join.h"
 #include "engine/run/owner.h"
 #include "engine/util/util.h"
 
@@ -262,6 +263,47 @@ static void env_ranks(struct eng_env *env, const struct dlh_plan *plan)
 		eng_env_add(env, env->gpus);
 }
 
+void eng_nodecg_name(long id, unsigned seq, char *out, size_t len)
+{
+	char host[65];
+	if (gethostname(host, sizeof host - 1) < 0)
+		snprintf(host, sizeof host, "localhost");
+	host[sizeof host - 1] = '\0';
+	for (char *c = host; *c; c++)   /* a cgroup's name and a socket's: no '/' */
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		      *c == '-' || *c == '.'))
+			*c = '_';
+	snprintf(out, len, "dlhfs-%.40s-%ld-%ld-%u", host, (long)getpid(), id, seq);
+}
+
+/* DLH_NODECG and DLH_NODECG_NODES of plan's ranks on other nodes than
+ * this one (see eng_run_env). */
+static void env_nodecg(const struct dlh_engine *e, const struct dlh_job *j, struct eng_env *env,
+		       const struct dlh_plan *plan)
+{
+	size_t a = (size_t)snprintf(env->nodecg_nodes, sizeof env->nodecg_nodes,
+				    DLH_ENV_NODECG_NODES "=");
+	int node = 0, any = 0;
+	if (!e->cg_nodes || plan->ranks <= 0 || plan->node[0] < 0)
+		return;
+	for (int r = 0; r < plan->ranks && a < sizeof env->nodecg_nodes; r++) {
+		int first = r == 0 || plan->node[r] != plan->node[r - 1];
+		node += r > 0 && first;
+		if (first && plan->node[r] != e->pool.local) {
+			a += (size_t)snprintf(env->nodecg_nodes + a, sizeof env->nodecg_nodes - a,
+					      "%s%d", any ? "," : "", node);
+			any = 1;
+		}
+	}
+	if (!any)
+		return;
+	char name[DLH_NODECG_NAME_MAX + 1];
+	eng_nodecg_name(j->id, j->nodecg_seq, name, sizeof name);
+	snprintf(env->nodecg, sizeof env->nodecg, DLH_ENV_NODECG "=%s", name);
+	eng_env_add(env, env->nodecg);
+	eng_env_add(env, env->nodecg_nodes);
+}
+
 /* A [job] command's DLH_GLOBAL_BATCH, DLH_RANK_BATCHES and DLH_LR, where
  * its plan has them (its spec's [train] batch_size, lr). */
 static void env_batches(struct eng_env *env, const struct dlh_plan *plan)
@@ -319,6 +361,7 @@ void eng_run_env(const struct dlh_engine *e, const struct dlh_job *j, const stru
 	contract_env(e, j->id, plan->ranks, env);
 	run_master(e, j->id, plan, nhosts, env);
 	env_ranks(env, plan);
+	env_nodecg(e, j, env, plan);
 	env_batches(env, plan);
 	env_job(env, e->pool.env, j->spec.env);
 }

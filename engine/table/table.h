@@ -76,6 +76,8 @@ struct dlh_engine {
 					the mount's */
 	struct dlh_cgroup_sys cg;    /* how runs are isolated */
 	unsigned long launches;      /* runs launched, to name their cgroups */
+	int cg_nodes;                /* 1: runs get a cgroup on other nodes too (a root
+					daemon, isolation not turned off: nodecg.c) */
 	int waiters;                 /* live waiter threads */
 	int stopping;                /* dlh_engine_close in progress */
 	atomic_int closing;          /* dlh_engine_closing: measurements stop (read
@@ -159,6 +161,8 @@ struct eng_env {
 	char global[48];             /* DLH_GLOBAL_BATCH=... (a command given batch_size) */
 	char batches[DLH_RANKS_MAX * 8 + 32];   /* DLH_RANK_BATCHES=32,32,16,... */
 	char lr[64];                 /* DLH_LR=... (a command given lr) */
+	char nodecg[160];            /* DLH_NODECG=... (ranks on other nodes: eng_run_env) */
+	char nodecg_nodes[DLH_RANKS_MAX * 4 + 32];   /* DLH_NODECG_NODES=1,2 */
 	char job[2 * DLH_ENV_MAX + 2];   /* the pool's [env] and the job's [job] env, entries
 					    NUL-ended (eng_run_env) */
 };
@@ -180,6 +184,10 @@ void eng_drained_load(struct dlh_engine *e);
 /* Writes the drained nodes' names to STATE/drained. Returns 0, or -errno. */
 int eng_drained_save(const struct dlh_engine *e);
 
+/* The name of job id's run number seq on other nodes (DLH_NODECG: its
+ * group and its helper's socket there): dlhfs-HOST-PID-ID-SEQ. */
+void eng_nodecg_name(long id, unsigned seq, char *out, size_t len);
+
 /* Fills env for job j's run of plan, nhosts other hosts than this one:
  * - the contract's variables (names in its directory) and one thread per
  *   rank for the math libraries;
@@ -191,6 +199,10 @@ int eng_drained_save(const struct dlh_engine *e);
  *   before its first run there), else 29500 + id % 500;
  * - DLH_RANK_NODES and, on GPUs, DLH_RANK_GPUS (dlh-rank makes them
  *   NODE_RANK, GROUP_RANK and CUDA_VISIBLE_DEVICES);
+ * - DLH_NODECG and DLH_NODECG_NODES when ranks run on other nodes and
+ *   dlhfs isolates them there (e->cg_nodes): the run's name on those nodes
+ *   (eng_nodecg_name, by j->nodecg_seq) and their node numbers,
+ *   as DLH_RANK_NODES numbers them (engine/run/join.h);
  * - a command's batches and rate when its spec gives them: DLH_GLOBAL_BATCH,
  *   DLH_RANK_BATCHES (dlh-rank makes its rank's DLH_BATCH) and DLH_LR;
  * - the pool file's [env] entries the job's [job] env does not name, then

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/contract/contract.h"
+#include "engine/run/join.h"
 #include "engine/train/beat.h"
 #include "engine/train/bind.h"
 #include "engine/train/ckpt.h"
@@ -1193,6 +1194,13 @@ int main(int argc, char **argv)
 	int provided;
 
 	dlt_ctl_install();   /* before MPI_Init: an early request waits, it does not kill */
+	/* on another node than dlhfs's: into the run's cgroup there before
+	 * anything is allocated (engine/run/join.h) */
+	char cg_why[600], cg_host[128] = "";
+	if (dlh_nodecg_join(cg_why, sizeof cg_why) < 0) {
+		gethostname(cg_host, sizeof cg_host - 1);
+		fprintf(stderr, "dlh-train: isolation: none on %s: %s\n", cg_host, cg_why);
+	}
 	if (argc == 4 && strcmp(argv[1], "--same-params") == 0) {
 		/* a check for the tests: payloads of two checkpoints, no MPI */
 		rc = dlt_ckpt_same_payload(argv[2], argv[3], err, sizeof err);

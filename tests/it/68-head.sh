@@ -24,7 +24,8 @@ test_a_head_node_outside_the_pool_runs_no_rank() {
 	for h in dlhn1 dlhn2; do
 		grep -q "^remote: ranks started by mpirun on $(hostname) through " "$MNT/pool/nodes/$h/role" ||
 			die "$h's role: $(cat "$MNT/pool/nodes/$h/role")"
-		grep -q '^none: ' "$MNT/pool/nodes/$h/isolation" || die "$h: $(cat "$MNT/pool/nodes/$h/isolation")"
+		# what its probe found: the namespace nodes share this machine's cgroups
+		expect_eq "$(cat "$MNT/pool/nodes/$h/isolation")" "$("$DLH_BIN/dlh-probe" | sed -n 's/^isolation=//p')" "$h's isolation"
 	done
 	# without nodes = N: 2 ranks fit one node, and that node is not this one
 	slice_spec two 1 > "$STATE/two.ini"
@@ -49,6 +50,15 @@ test_a_head_node_outside_the_pool_runs_no_rank() {
 		hosts="$hosts $h"
 	done
 	expect_eq "$hosts" " dlhn1 dlhn2" "job 2's nodes"
+	# the trainer's ranks joined a group on their nodes, where this machine has cgroups
+	case $("$DLH_BIN/dlh-probe" | sed -n 's/^isolation=//p') in
+	cgroup*)
+		for h in dlhn1 dlhn2; do
+			grep -q "isolation: cgroup v[12] \".*\" on $h, memory limit " "$MNT/jobs/2/log" ||
+				die "$h: $(grep isolation "$MNT/jobs/2/log")"
+		done
+		grep 'isolation: none on' "$MNT/jobs/2/log" && die "a rank ran unisolated" ;;
+	esac
 	dlh_umount
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/run/cgroup.h"
+#include "engine/run/join.h"
 #include "engine/run/launch.h"
 #include "engine/run/probe.h"
 #include "engine/run/proc.h"
@@ -207,6 +208,87 @@ TEST(a_probe_through_a_missing_agent_says_it_cannot_execute_it)
 		  "why: %s", r.why);
 }
 
+/* A stand-in for dlh-probe --hold: takes one connection on its socket and
+ * answers it with arg's words. */
+struct fake_helper {
+	int ls;
+	const char *answer;
+};
+
+static void *fake_helper_main(void *arg)
+{
+	struct fake_helper *f = arg;
+	int c = accept(f->ls, NULL, NULL);
+	if (c >= 0) {
+		/* a peer gone already (one that never joined) is no failure */
+		ssize_t w = send(c, f->answer, strlen(f->answer), MSG_NOSIGNAL);
+		(void)w;
+		close(c);
+	}
+	return NULL;
+}
+
+/* dlh_nodecg_join as a rank sees it: r the rank, nodes DLH_RANK_NODES,
+ * listed DLH_NODECG_NODES, answer what the helper says (NULL: none
+ * listens). Returns its result, msg filled (-99: the stand-in failed). */
+static int join_as(const char *r, const char *nodes, const char *listed, const char *answer,
+		   char *msg, size_t len)
+{
+	char name[64];
+	snprintf(name, sizeof name, "test-%ld", (long)getpid());
+	setenv("OMPI_COMM_WORLD_RANK", r, 1);
+	setenv("DLH_RANK_NODES", nodes, 1);
+	setenv("DLH_NODECG", name, 1);
+	setenv("DLH_NODECG_NODES", listed, 1);
+	struct fake_helper f = { -1, answer };
+	pthread_t t;
+	if (answer) {
+		struct sockaddr_un a;
+		socklen_t alen = dlh_nodecg_addr(name, &a);
+		f.ls = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (f.ls < 0 || bind(f.ls, (struct sockaddr *)&a, alen) || listen(f.ls, 4) ||
+		    pthread_create(&t, NULL, fake_helper_main, &f)) {
+			snprintf(msg, len, "the fake helper did not start: %s", strerror(errno));
+			if (f.ls >= 0)
+				close(f.ls);
+			return -99;
+		}
+	}
+	int rc = dlh_nodecg_join(msg, len);
+	if (answer) {
+		if (rc == 0) {   /* it never connected: let the helper go */
+			int c = socket(AF_UNIX, SOCK_STREAM, 0);
+			struct sockaddr_un a;
+			socklen_t alen = dlh_nodecg_addr(name, &a);
+			if (connect(c, (struct sockaddr *)&a, alen) < 0)
+				fprintf(stderr, "connect failed\n");
+			close(c);
+		}
+		pthread_join(t, NULL);
+		close(f.ls);
+	}
+	unsetenv("DLH_NODECG");
+	unsetenv("DLH_NODECG_NODES");
+	return rc;
+}
+
+/* A rank joins its node's group only where DLH_NODECG_NODES lists its
+ * node; the helper's "ok"/"no" are its answer; no helper is said plainly */
+TEST(a_rank_joins_its_nodes_group_through_the_helper_only_on_a_listed_node)
+{
+	char msg[600];
+	unsetenv("DLH_NODECG");
+	CHECK(dlh_nodecg_join(msg, sizeof msg) == 0);   /* no run's helper at all */
+	/* rank 0 on node 0 (dlhfs's own machine): nothing to join */
+	CHECK(join_as("0", "0,1", "1", "ok /never\n", msg, sizeof msg) == 0);
+	CHECK(join_as("1", "0,1", "1", "ok /sys/fs/cgroup/x/y\n", msg, sizeof msg) == 1);
+	CHECK(strcmp(msg, "/sys/fs/cgroup/x/y") == 0);
+	CHECK(join_as("1", "0,1", "1", "no uid 5 is not the run's owner (uid 6)\n", msg, sizeof msg) == -1);
+	CHECK(strcmp(msg, "uid 5 is not the run's owner (uid 6)") == 0);
+	CHECK(join_as("2", "0,1,1", "1", NULL, msg, sizeof msg) == -1);
+	CHECK(strstr(msg, "no cgroup helper of the run here") != NULL);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
@@ -217,6 +299,7 @@ int main(void)
 	RUN(a_launch_beside_a_probe_in_flight_holds_none_of_its_pipes);
 	RUN(a_probe_through_a_missing_agent_says_it_cannot_execute_it);
 	RUN(cgroup_run_group_has_cpuset_limit_and_its_process);
+	RUN(a_rank_joins_its_nodes_group_through_the_helper_only_on_a_listed_node);
 	tmp_root_remove();
 	return CHECK_EXIT();
 }
