@@ -591,3 +591,8 @@ void dlh_pool_rate_text(double v, char *out, size_t len)
 		end[-1] = '\0';
 	snprintf(out, len, "%s%.*s", num, i >= 0 ? 1 : 0, i >= 0 ? &suffix[i] : "");
 }
+
+int dlh_pool_node_isolates(const struct dlh_pool_node *n)
+{
+	return strncmp(n->isolation, "none", 4) != 0;
+}

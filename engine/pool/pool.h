@@ -159,6 +159,10 @@ struct dlh_pool {
 /* 1 when p's nodes and runs are Slurm's (backend = slurm). */
 int dlh_pool_is_slurm(const struct dlh_pool *p);
 
+/* 0 when n's probe found no way to isolate a run's ranks there ("none:
+ * ..."), else 1 (cgroups found, or nothing said yet: a helper tries). */
+int dlh_pool_node_isolates(const struct dlh_pool_node *n);
+
 /* The nodes Slurm lists, as sinfo prints them with DLH_SINFO_FORMAT, one
  * line a node: NAME|CPUS|MEMORY_MB|GRES|STATE|REASON. */
 #define DLH_SINFO_FORMAT "%N|%c|%m|%G|%T|%E"

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/contract/contract.h"
@@ -67,10 +68,21 @@ int dlh_nodecg_join(char *msg, size_t len)
 	}
 	struct timeval tv = { DLH_NODECG_WAIT_S, 0 };
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-	if (connect(fd, (struct sockaddr *)&a, alen) < 0) {
-		snprintf(msg, len, "no cgroup helper of the run here (%s)", strerror(errno));
-		close(fd);
-		return -1;
+	/* the helper was started before mpirun, through another login: it
+	 * may not listen yet (nobody has the name: ECONNREFUSED) */
+	struct timespec t0, now, pause = { 0, 20 * 1000 * 1000 };
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (connect(fd, (struct sockaddr *)&a, alen) < 0) {
+		int err = errno;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((err != ECONNREFUSED && err != EINTR) ||
+		    now.tv_sec - t0.tv_sec >= DLH_NODECG_WAIT_S) {
+			snprintf(msg, len, "no cgroup helper of the run here (%s)", strerror(err));
+			close(fd);
+			return -1;
+		}
+		if (err == ECONNREFUSED)
+			nanosleep(&pause, NULL);
 	}
 	char answer[512];
 	size_t got = 0;

@@ -16,7 +16,8 @@
 #include <sys/un.h>
 
 #define DLH_NODECG_NAME_MAX 80    /* a run's helper name (socket and group) */
-#define DLH_NODECG_WAIT_S 5       /* seconds a rank waits for the helper's answer */
+#define DLH_NODECG_WAIT_S 10      /* seconds a rank waits for the helper to listen, and
+				     for its answer (it is started as mpirun is) */
 
 /* The abstract address of the helper called name into a; its length. */
 socklen_t dlh_nodecg_addr(const char *name, struct sockaddr_un *a);

@@ -213,10 +213,11 @@ static void end_nodecg(struct dlh_nodecg *h, int n, struct dlh_nodecg_end *ends)
  * there with the cpuset of their slots, the memory and task limits of
  * isolate() for that node's ranks, made by a helper started as root
  * through the node's agent (engine/run/nodecg.h) that takes each rank in
- * as it starts. The helpers start together, then each is waited for (a
- * round trip of the agent; at most DLH_PROBE_TIMEOUT). Never fails: a node
- * whose group cannot be made runs its ranks outside, and the log says why.
- * e->mu held. */
+ * as it starts. Only starts the helpers (a fork each): the run's waiter
+ * waits for their first words without e->mu (nodecg_ready), and a rank
+ * waits for its helper to listen. A node whose probe found no cgroups is
+ * left out (env_nodecg leaves it out too). Never fails: a node whose group
+ * cannot be made runs its ranks outside, and the log says why. e->mu held. */
 static void isolate_nodes(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 {
 	char name[DLH_NODECG_NAME_MAX + 1];
@@ -254,48 +255,71 @@ static void isolate_nodes(struct dlh_engine *e, struct dlh_job *j, struct launch
 		ask[n - 1].nslots++;
 	}
 	char why[512];
-	int started[DLH_POOL_NODES] = { 0 };
 	for (int i = 0; i < n; i++) {
 		int k = l->nodecg[i].node;
+		const struct dlh_pool_node *nd = &e->pool.nodes[k];
+		snprintf(l->nodecg[i].host, sizeof l->nodecg[i].host, "%s", nd->name);
+		if (!dlh_pool_node_isolates(nd)) {
+			eng_job_log(e, j, "isolation: none on %s: %s", nd->name,
+				    nd->isolation[0] ? nd->isolation : "its probe found no cgroups");
+			continue;
+		}
 		/* the spec's memory, else the mount's default per rank, for this
 		 * node's group; the task limit always */
 		ask[i].memory = j->spec.memory > 0 ? j->spec.memory :
 				e->mem_per_rank > 0 ? e->mem_per_rank * ask[i].nslots : 0;
 		ask[i].pids = e->pids_per_rank > 0 ? e->pids_per_rank * (ask[i].nslots + 1) : 0;
-		started[i] = !dlh_nodecg_start(&ask[i], &l->nodecg[i], why, sizeof why);
+		if (dlh_nodecg_start(&ask[i], &l->nodecg[i], why, sizeof why))
+			eng_job_log(e, j, "isolation: none on %s: %s", nd->name, why);
 		l->nodecg[i].node = k;
-		snprintf(l->nodecg[i].host, sizeof l->nodecg[i].host, "%s", e->pool.nodes[k].name);
-		if (!started[i])
-			eng_job_log(e, j, "isolation: none on %s: %s", e->pool.nodes[k].name, why);
 	}
 	l->nnodecg = n;
-	double until = dlh_mono() + DLH_PROBE_TIMEOUT;   /* one deadline: they start together */
+}
+
+/* Waits (without e->mu) for the first words of the n helpers of job j's
+ * run that isolate_nodes started, all within one DLH_PROBE_TIMEOUT (they
+ * started together), then logs each node's isolation and keeps what the
+ * node said as its `isolation` (its probe may be old, or off). A helper
+ * that fails is ended; its node's ranks run outside a group. */
+static void nodecg_ready(struct dlh_engine *e, struct dlh_job *j, struct dlh_nodecg *h, int n)
+{
+	struct {
+		int rc;
+		char why[512];
+	} got[DLH_POOL_NODES];
+	double until = dlh_mono() + DLH_PROBE_TIMEOUT;
+	for (int i = 0; i < n; i++)
+		got[i].rc = h[i].pid > 0 ? dlh_nodecg_ready(&h[i], fmax(until - dlh_mono(), 0.1),
+							      got[i].why, sizeof got[i].why) : 1;
+	pthread_mutex_lock(&e->mu);
 	for (int i = 0; i < n; i++) {
-		char lim[32] = "none", tasks[32] = "none";
-		if (!started[i])
-			continue;
-		struct dlh_pool_node *nd = &e->pool.nodes[l->nodecg[i].node];
-		const char *node = nd->name;
-		int rc = dlh_nodecg_ready(&l->nodecg[i], fmax(until - dlh_mono(), 0.1), why, sizeof why);
-		/* what the node said now is its isolation (its probe may be old, or off);
-		 * a helper that did not start says nothing of the node's cgroups */
-		if (rc == -ENOTSUP)
-			snprintf(nd->isolation, sizeof nd->isolation, "none: %s", why);
-		else if (!rc)
-			snprintf(nd->isolation, sizeof nd->isolation, "cgroup v%d", l->nodecg[i].mode);
-		if (rc) {
-			eng_job_log(e, j, "isolation: none on %s: %s", node, why);
+		if (got[i].rc == 1)
+			continue;   /* not started: isolate_nodes said why */
+		struct dlh_pool_node *nd = NULL;
+		/* the node by its name: a reload may have moved the pool's entries */
+		if (h[i].node >= 0 && h[i].node < e->pool.nnodes &&
+		    !strcmp(e->pool.nodes[h[i].node].name, h[i].host))
+			nd = &e->pool.nodes[h[i].node];
+		/* a helper that did not start says nothing of the node's cgroups */
+		if (nd && got[i].rc == -ENOTSUP)
+			snprintf(nd->isolation, sizeof nd->isolation, "none: %s", got[i].why);
+		else if (nd && !got[i].rc)
+			snprintf(nd->isolation, sizeof nd->isolation, "cgroup v%d", h[i].mode);
+		if (got[i].rc) {
+			eng_job_log(e, j, "isolation: none on %s: %s", h[i].host, got[i].why);
 			continue;
 		}
-		if (ask[i].memory > 0)
-			dlh_size_text(ask[i].memory, lim, sizeof lim);
-		if (ask[i].pids > 0)
-			snprintf(tasks, sizeof tasks, "%ld", ask[i].pids);
+		char lim[32] = "none", tasks[32] = "none";
+		if (h[i].memory > 0)
+			dlh_size_text(h[i].memory, lim, sizeof lim);
+		if (h[i].pids > 0)
+			snprintf(tasks, sizeof tasks, "%ld", h[i].pids);
 		eng_job_log(e, j, "isolation: cgroup v%d \"%s\" on %s, memory limit %s%s, task limit %s",
-			    l->nodecg[i].mode, l->nodecg[i].group, node, lim,
-			    j->spec.memory > 0 || ask[i].memory == 0 ? "" : " (the mount's mem_per_rank)",
+			    h[i].mode, h[i].group, h[i].host, lim,
+			    j->spec.memory > 0 || h[i].memory == 0 ? "" : " (the mount's mem_per_rank)",
 			    tasks);
 	}
+	pthread_mutex_unlock(&e->mu);
 }
 
 /* Closes the cgroup.procs descriptors still open in l->join. */
@@ -810,6 +834,14 @@ static void *waiter_main(void *arg)
 	struct dlh_run_end end;
 	char dir[4096];
 	eng_job_dir(e, wa->job->id, dir, sizeof dir);   /* e->state never changes */
+	/* the groups on the other nodes: the waiter's from now on */
+	pthread_mutex_lock(&e->mu);
+	struct dlh_nodecg *nodecg = wa->job->nodecg;
+	struct node_ends ne = { .h = nodecg, .n = wa->job->nnodecg };
+	wa->job->nodecg = NULL;
+	wa->job->nnodecg = 0;
+	pthread_mutex_unlock(&e->mu);
+	nodecg_ready(e, wa->job, nodecg, ne.n);
 	e->backend.ops->wait(&e->backend, &wa->run, dir, 1, &end);
 	char lost[DLH_REASON_MAX - 64] = "";
 	pthread_mutex_lock(&e->mu);   /* a run stopped on purpose lost no node */
@@ -820,10 +852,6 @@ static void *waiter_main(void *arg)
 	int rerun = j->suspending || j->timed_out || j->preempted_by || e->stopping ||
 		    (j->spec.restart == DLH_RESTART_ON_FAILURE && j->restarts < j->spec.max_restarts);
 	uid_t uid = j->uid;
-	struct dlh_nodecg *nodecg = wa->job->nodecg;   /* the waiter's now */
-	struct node_ends ne = { .h = nodecg, .n = wa->job->nnodecg };
-	wa->job->nodecg = NULL;
-	wa->job->nnodecg = 0;
 	pthread_mutex_unlock(&e->mu);
 	/* the groups on the other nodes: what is left there killed, what the
 	 * kernel counted reported, the groups removed */

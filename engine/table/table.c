@@ -277,7 +277,8 @@ void eng_nodecg_name(long id, unsigned seq, char *out, size_t len)
 }
 
 /* DLH_NODECG and DLH_NODECG_NODES of plan's ranks on other nodes than
- * this one (see eng_run_env). */
+ * this one whose probe did not find them without cgroups (see
+ * eng_run_env; isolate_nodes starts a helper on each). */
 static void env_nodecg(const struct dlh_engine *e, const struct dlh_job *j, struct eng_env *env,
 		       const struct dlh_plan *plan)
 {
@@ -289,7 +290,8 @@ static void env_nodecg(const struct dlh_engine *e, const struct dlh_job *j, stru
 	for (int r = 0; r < plan->ranks && a < sizeof env->nodecg_nodes; r++) {
 		int first = r == 0 || plan->node[r] != plan->node[r - 1];
 		node += r > 0 && first;
-		if (first && plan->node[r] != e->pool.local) {
+		if (first && plan->node[r] != e->pool.local &&
+		    dlh_pool_node_isolates(&e->pool.nodes[plan->node[r]])) {
 			a += (size_t)snprintf(env->nodecg_nodes + a, sizeof env->nodecg_nodes - a,
 					      "%s%d", any ? "," : "", node);
 			any = 1;

@@ -92,7 +92,8 @@ CONF
 
 	# 5. the same users everywhere: the nodes share this machine's /etc/passwd
 
-	# 6. mount (the installed dlhfs; in the foreground, for the test), then
+	# 6. cgroups on every node: the namespace nodes share this machine's
+	# 7. mount (the installed dlhfs; in the foreground, for the test), then
 	# every node's state says up
 	DLH_BIN=$shared/dlhfs/bin DLH_OPTS="-o pool=$etc/pool.ini -o allow_other" dlh_mount "$shared/dlh/state"
 	trap 'dlh_cleanup; rm -rf "$ROOT"' EXIT

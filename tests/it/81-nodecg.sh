@@ -159,3 +159,52 @@ test_the_helper_takes_in_only_the_owners_ranks_and_outlives_the_daemon_until_its
 	wait
 	rm -rf "$d"
 }
+
+# A node slow to start the run's helper (its agent takes 3 s for it) holds
+# up nobody: reads of the mount answer at once while the run starts, and
+# the rank there waits for its helper and still runs in its group
+test_a_node_slow_to_start_its_helper_holds_up_no_reader() {
+	nodes_up 1
+	local d t0 t1 worst ms state
+	d=$(mktemp -d /tmp/dlh-ncg.XXXXXX)
+	chmod 755 "$d"
+	show_script "$d"
+	# the same agent, 3 s slower for the helper only (a node under load)
+	printf '#!/bin/sh\ncase "$*" in *--hold*) sleep 3 ;; esac\nexec /usr/bin/ssh -F %s "$@"\n' \
+		"$(node_ssh_config)" > "$d/agent"
+	chmod 755 "$d/agent"
+	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	nodes_pool 1 | sed "s|^agent = .*|agent = $d/agent|" > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini" dlh_mount "$state"
+	wait_for 30 nodes_probed dlhn1 || die "still probing: $(cat "$MNT"/pool/nodes/*/state)"
+	grep -q '^up: ' "$MNT/pool/nodes/dlhn1/state" || die "dlhn1: $(cat "$MNT/pool/nodes/dlhn1/state")"
+	node_cgroups
+	printf '[job]\ncommand = /bin/sh %s/show.sh\n[resources]\nranks = 2\nnodes = 2\nmemory = 96M\n' "$d" > "$d/a.ini"
+	# another reader, from before the submission until the job has ended
+	(
+		while ! job_terminal 1; do
+			t0=$(date +%s%N)
+			cat "$MNT/pool/summary" > /dev/null
+			t1=$(date +%s%N)
+			echo $(( (t1 - t0) / 1000000 ))
+		done > "$d/reads"
+	) &
+	local reader=$!
+	t0=$(date +%s%N)
+	cp "$d/a.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+	t1=$(date +%s%N)
+	wait_for 60 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress")"
+	wait "$reader"
+	worst=$(sort -n "$d/reads" | tail -1)
+	ms=$(( (t1 - t0) / 1000000 ))
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(grep -v '^\[rank 0' "$MNT/jobs/1/log" | tail -6))"
+	grep -q 'isolation: cgroup v[12] ".*" on dlhn1, memory limit 96M' "$MNT/jobs/1/log" ||
+		die "log: $(grep isolation "$MNT/jobs/1/log")"
+	grep -q '^\[rank 1\] memory .*/dlhfs-[^ ]* 100663296$' "$MNT/jobs/1/log" ||
+		die "rank 1 not in its group: $(grep '^\[rank 1\]' "$MNT/jobs/1/log")"
+	echo "measured: the submission took $ms ms, the slowest of $(wc -l < "$d/reads") reads while the run started $worst ms"
+	[ "$ms" -lt 1000 ] || die "the submission took $ms ms while a node's helper started"
+	[ "$worst" -lt 1000 ] || die "a read took $worst ms while a node's helper started"
+	rm -rf "$d"
+	dlh_umount
+}
