@@ -201,3 +201,47 @@ test_a_slurm_job_outlives_a_killed_daemon_and_is_taken_back() {
 	grep -q '^test_accuracy=' "$MNT/jobs/1/result" || die "result: $(cat "$MNT/jobs/1/result")"
 	dlh_umount
 }
+
+# last_step ID: the step of the newest train row of job ID (0 when none)
+last_step() {
+	local s; s=$(grep '^train,' "$MNT/jobs/$1/metrics.csv" 2>/dev/null | tail -1 | cut -d, -f2)
+	echo "${s:-0}"
+}
+step_at_least() { [ "$(last_step "$1")" -ge "$2" ]; }
+
+# steps_once ID: the train rows of metrics.csv are steps 1..N, each once, in order
+steps_once() {
+	grep '^train,' "$MNT/jobs/$1/metrics.csv" | cut -d, -f2 | cmp -s - <(seq 1 "$(last_step "$1")")
+}
+
+# suspend through ctl: the ranks checkpoint and stop, the Slurm job leaves
+# Slurm (no rank left on either node); resume submits a new Slurm job that
+# starts from that checkpoint; the job succeeds with every step once
+test_suspend_leaves_slurm_and_resume_submits_again_from_the_checkpoint() {
+	local sj sj2 at
+	mount_slurm 2
+	slice_spec paused 4 'nodes = 2' > "$STATE/p.ini"
+	cp "$STATE/p.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 60 step_at_least 1 30 || die "no step 30: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	echo suspend > "$MNT/jobs/1/ctl" || die "suspend refused: $(tail -3 "$MNT/jobs/1/log")"
+	wait_for 30 status_is 1 suspended || die "status $(cat "$MNT/jobs/1/status"): $(tail -5 "$MNT/jobs/1/log")"
+	wait_for 10 slurm_job_gone "$sj" || die "Slurm job $sj: $(squeue -h -j "$sj" -o %T)"
+	node_ranks_are dlhs1 0 || die "ranks left on dlhs1"
+	node_ranks_are dlhs2 0 || die "ranks left on dlhs2"
+	grep -q 'on request, suspending' "$MNT/jobs/1/log" || die "no suspend checkpoint: $(grep -i checkpoint "$MNT/jobs/1/log" | tail -3)"
+	at=$(last_step 1)
+	grep -q "^step-0*$at.ckpt\$" "$MNT/jobs/1/checkpoints/latest" ||
+		die "latest $(cat "$MNT/jobs/1/checkpoints/latest"), last row $at"
+	echo resume > "$MNT/jobs/1/ctl" || die "resume refused: $(tail -3 "$MNT/jobs/1/log")"
+	wait_for 30 eval '[ -n "$(slurm_job 1)" ] && [ "$(slurm_job 1)" != "$sj" ]' ||
+		die "no new Slurm job: $(tail -5 "$MNT/jobs/1/log")"
+	sj2=$(slurm_job 1)
+	wait_for 240 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	grep -q "slurm: submitted batch job $sj2" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	grep -q "start step $at" "$MNT/jobs/1/log" || die "did not start at step $at: $(grep 'start step' "$MNT/jobs/1/log")"
+	steps_once 1 || die "train steps of metrics.csv are not 1..$(last_step 1) once each"
+	echo "measured: suspended at step $at of $(last_step 1); Slurm jobs $sj then $sj2"
+	dlh_umount
+}
