@@ -61,9 +61,24 @@ struct dlh_run {
 	double started;               /* epoch seconds */
 };
 
+/* Who ended a run, where the launcher says it was not the run itself nor
+ * the engine (a verb). */
+enum dlh_end_cause {
+	DLH_END_OWN = 0,              /* the run ended by itself, or as the engine asked */
+	DLH_END_TIME_LIMIT,           /* the launcher's time limit (be->keeps_limit): the
+					 run stopped at a checkpoint on DLH_SIG_LIMIT before
+					 it, or was stopped at it */
+	DLH_END_PREEMPTED,            /* the launcher stopped it for another job */
+	DLH_END_NODE_FAIL,            /* the launcher lost the run's nodes */
+};
+
 /* How a run ended. */
 struct dlh_run_end {
 	enum dlh_run_state state;     /* DLH_RUN_EXITED or DLH_RUN_LOST */
+	enum dlh_end_cause cause;     /* who ended it */
+	char said[192];               /* the launcher's words on the cause, a phrase for the
+					 job's reason ("Slurm's time limit of job 7
+					 (00:01:00)"); "" = none */
 	int exit_code;                /* exited: >= 0 its status, < 0 minus the signal */
 	int leftover;                 /* processes of the run still there after, killed */
 	int holder_died;              /* the run's holder (dlh-shepherd) died without saying
@@ -172,6 +187,11 @@ struct dlh_backend {
 	char partition[65];                /* slurm: the partition, "" = Slurm's default */
 	char account[65];                  /* slurm: the account, "" = the user's own */
 	char bin[512];                     /* slurm: the directory of sbatch, squeue, ... */
+	int keeps_limit;                   /* 1: the launcher keeps a run's time limit itself
+					      (from est_s and time_limit) and signals
+					      DLH_SIG_LIMIT to its holder before it: the engine
+					      arms no timer of its own (Slurm's pending time
+					      does not count) */
 };
 
 /* The local backend (local.c): the MPI launcher at path (NULL: "mpirun"

@@ -1,9 +1,11 @@
 /* slurm.c - the Slurm backend: each run is a Slurm job that sbatch submits
  * as the run's owner (their uid, gid and groups), for the planner's nodes,
  * ranks per node and memory, with a time limit made from the estimate
- * (SLURM_TIME_MARGIN), Slurm's signal before that limit (the verbs' suspend
- * signal to the batch shell: the ranks checkpoint and stop, resumable) and
- * --requeue.
+ * (SLURM_TIME_MARGIN), Slurm's signal before that limit (DLH_SIG_LIMIT to
+ * the batch shell, dlh-shepherd, which passes it on as the verbs' suspend:
+ * the ranks checkpoint and stop, resumable; its exit file says it was the
+ * limit) and --requeue. The engine arms no time limit of its own (Slurm
+ * keeps it: be->keeps_limit).
  *
  * No shell sees a value of the spec: the batch script (SLURM_SCRIPT, the
  * same text for every job) only execs dlh-shepherd --argv-file SLURM_ARGV,
@@ -173,6 +175,7 @@ struct slurm_job {
 	char state[32];          /* JobState: PENDING, RUNNING, COMPLETED, ... */
 	char reason[128];        /* Reason: why it waits (Resources, Priority, ...) */
 	char nodes[256];         /* NodeList, "(null)" while it waits */
+	char limit[32];          /* TimeLimit: [D-]HH:MM:SS, UNLIMITED */
 	int exit_status;         /* ExitCode=S:G: the batch script's status */
 	int exit_signal;         /* and the signal that ended it, 0 = none */
 };
@@ -211,6 +214,7 @@ static int ask_job(const struct dlh_backend *be, long id, struct slurm_job *q, c
 		field(out, "JobState=", q->state, sizeof q->state);
 		field(out, "Reason=", q->reason, sizeof q->reason);
 		field(out, "NodeList=", q->nodes, sizeof q->nodes);
+		field(out, "TimeLimit=", q->limit, sizeof q->limit);
 		field(out, "ExitCode=", code, sizeof code);
 		if (sscanf(code, "%d:%d", &q->exit_status, &q->exit_signal) != 2)
 			q->exit_status = q->exit_signal = 0;
@@ -345,6 +349,8 @@ static int read_exit(const char *job_dir, struct dlh_run_end *end)
 			end->cpu_s = strtod(v, NULL);
 		if (!dlh_kv_get(text, "max_rss_kb", v, sizeof v))
 			end->max_rss = strtoll(v, NULL, 10) * 1024;
+		if (!dlh_kv_get(text, "time_limit", v, sizeof v) && atoi(v) == 1)
+			end->cause = DLH_END_TIME_LIMIT;   /* Slurm's signal before it */
 		if (!lstat(path, &st))
 			end->ended_at = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
 	}
@@ -433,9 +439,10 @@ static int sbatch_argv(const struct dlh_backend *be, const struct dlh_launch *l,
 		snprintf(opt, sizeof opt, "--time=%ld", minutes);
 		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	}
-	/* before the limit: checkpoint and stop (resumable), as suspend does */
-	snprintf(opt, sizeof opt, "--signal=B:%s@%d", DLH_SIG_SUSPEND == SIGUSR2 ? "USR2" : "USR1",
-		 grace_s(l));
+	/* before the limit, to the batch shell (dlh-shepherd): checkpoint and stop
+	 * (resumable), as suspend does, and say it was the limit */
+	_Static_assert(DLH_SIG_LIMIT == SIGXCPU, "--signal names DLH_SIG_LIMIT");
+	snprintf(opt, sizeof opt, "--signal=B:XCPU@%d", grace_s(l));
 	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--requeue");
 	snprintf(opt, sizeof opt, "--chdir=%s", l->job_dir);
@@ -703,6 +710,37 @@ static int slurm_signal(const struct dlh_backend *be, const struct dlh_run *run,
 	return -EINVAL;
 }
 
+/* Who ended job id by Slurm's state q (a run that stopped on Slurm's
+ * signal before its limit is already DLH_END_TIME_LIMIT in *end), and
+ * Slurm's words on it into end->said. */
+static void slurm_cause(long id, const struct slurm_job *q, struct dlh_run_end *end)
+{
+	if (!q->found)
+		return;
+	if (!strcmp(q->state, "TIMEOUT") || !strcmp(q->state, "DEADLINE"))
+		end->cause = DLH_END_TIME_LIMIT;
+	else if (!strcmp(q->state, "PREEMPTED"))
+		end->cause = DLH_END_PREEMPTED;
+	else if (!strcmp(q->state, "NODE_FAIL") || !strcmp(q->state, "BOOT_FAIL"))
+		end->cause = DLH_END_NODE_FAIL;
+	switch (end->cause) {
+	case DLH_END_TIME_LIMIT:
+		snprintf(end->said, sizeof end->said, "Slurm's time limit of job %ld (%s)%s", id, q->limit,
+			 strcmp(q->state, "TIMEOUT") && strcmp(q->state, "DEADLINE") ? "" :
+			 ", which Slurm ended TIMEOUT");
+		break;
+	case DLH_END_PREEMPTED:
+		snprintf(end->said, sizeof end->said, "Slurm preempted job %ld (PREEMPTED)", id);
+		break;
+	case DLH_END_NODE_FAIL:
+		snprintf(end->said, sizeof end->said, "Slurm lost the nodes of job %ld (%s on %s)", id,
+			 q->state, q->nodes);
+		break;
+	case DLH_END_OWN:
+		break;
+	}
+}
+
 /* Fills *end for job id, which Slurm says has ended (q), and forgets its
  * files. */
 static void ended(const char *job_dir, long id, const struct slurm_job *q, struct dlh_run_end *end)
@@ -729,6 +767,7 @@ static void ended(const char *job_dir, long id, const struct slurm_job *q, struc
 		/* the shepherd wrote nothing: it was killed before mpirun ended */
 		end->holder_died = strcmp(q->state, "COMPLETED") != 0;
 	}
+	slurm_cause(id, q, end);
 	if (q->found)
 		log_line(job_dir, "slurm: job %ld ended %s, exit code %d:%d", id, q->state,
 			 q->exit_status, q->exit_signal);
@@ -904,6 +943,7 @@ int dlh_backend_slurm(struct dlh_backend *be, const char *path, const char *part
 	be->name = SLURM_NAME;
 	be->launcher_name = "mpirun";
 	be->ops = &slurm_ops;
+	be->keeps_limit = 1;   /* --time and --signal (sbatch_argv) */
 	snprintf(be->partition, sizeof be->partition, "%s", partition ? partition : "");
 	snprintf(be->account, sizeof be->account, "%s", account ? account : "");
 	if (find_dir("sbatch", be->bin, sizeof be->bin)) {

@@ -245,3 +245,42 @@ test_suspend_leaves_slurm_and_resume_submits_again_from_the_checkpoint() {
 	echo "measured: suspended at step $at of $(last_step 1); Slurm jobs $sj then $sj2"
 	dlh_umount
 }
+
+# Slurm's time limit: a job whose time_limit is 60 s is submitted with
+# --time=1 and Slurm's signal before it; the signal reaches the ranks
+# through dlh-shepherd, they checkpoint and stop; the job fails resumable
+# with Slurm's limit as its reason (dlhfs keeps no timer of its own: Slurm's
+# pending time does not count), and `resume` submits it again from that
+# checkpoint, every step once
+test_slurms_time_limit_checkpoints_on_its_signal_and_resume_continues() {
+	local sj sj2 at
+	mount_slurm 2
+	slice_spec limited 60 'nodes = 2' | sed 's/^name = limited$/name = limited\ntime_limit = 60s/' > "$STATE/t.ini"
+	cp "$STATE/t.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 30 has_slurm_job 1 || die "no Slurm job: $(tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	grep -q "^sbatch .* --time=1 --signal=B:XCPU@30 --requeue " "$MNT/jobs/1/plan" ||
+		die "plan: $(grep -E '^(sbatch|time_limit)' "$MNT/jobs/1/plan")"
+	wait_for 90 job_terminal 1 || die "job 1 did not stop: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" failed "status at Slurm's limit ($(tail -5 "$MNT/jobs/1/log"))"
+	grep -q "Slurm's time limit of job $sj (00:01:00) reached: the run stopped at a checkpoint it took then; \`resume\` continues it" \
+		"$MNT/jobs/1/progress" || die "progress: $(cat "$MNT/jobs/1/progress"); log: $(grep dlhfs: "$MNT/jobs/1/log" | tail -8)"
+	grep -q "time limit 1:00 in" "$MNT/jobs/1/log" && die "dlhfs's own timer stopped it: $(grep 'time limit' "$MNT/jobs/1/log")"
+	node_ranks_are dlhs1 0 || die "ranks left on dlhs1"
+	node_ranks_are dlhs2 0 || die "ranks left on dlhs2"
+	at=$(last_step 1)
+	[ "$at" -gt 1 ] || die "stopped at step $at"
+	grep -q "^step-0*$at.ckpt\$" "$MNT/jobs/1/checkpoints/latest" ||
+		die "latest $(cat "$MNT/jobs/1/checkpoints/latest"), last row $at"
+	echo resume > "$MNT/jobs/1/ctl" || die "resume refused: $(tail -3 "$MNT/jobs/1/log")"
+	wait_for 30 grep -q "start step $at" "$MNT/jobs/1/log" ||
+		die "did not start at step $at: $(grep 'start step' "$MNT/jobs/1/log"; tail -5 "$MNT/jobs/1/log")"
+	sj2=$(slurm_job 1)
+	[ "$sj2" != "$sj" ] || die "no new Slurm job: $sj2"
+	wait_for 30 step_at_least 1 $((at + 5)) || die "no step past $at: $(tail -3 "$MNT/jobs/1/log")"
+	echo cancel > "$MNT/jobs/1/ctl" || die "cancel refused"
+	wait_for 30 job_terminal 1 || die "job 1 did not end: $(tail -5 "$MNT/jobs/1/log")"
+	steps_once 1 || die "train steps of metrics.csv are not 1..$(last_step 1) once each"
+	echo "measured: Slurm's signal stopped job $sj at step $at; job $sj2 took up from there"
+	dlh_umount
+}
