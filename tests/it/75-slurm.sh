@@ -284,3 +284,38 @@ test_slurms_time_limit_checkpoints_on_its_signal_and_resume_continues() {
 	echo "measured: Slurm's signal stopped job $sj at step $at; job $sj2 took up from there"
 	dlh_umount
 }
+
+# squeue_nodes SJOB: the nodes Slurm gave job SJOB ("" when it has ended)
+squeue_nodes() { squeue -h -j "$1" -o %N 2>/dev/null; }
+
+# A node drained with scontrol shows drained in pool/ and gets no rank of a
+# job submitted afterwards; a job of two nodes waits, its progress naming
+# the drained node by Slurm's word, and runs once the node is resumed
+test_a_drained_node_gets_no_ranks_and_a_job_needing_it_waits() {
+	local sj
+	mount_slurm 2
+	scontrol update nodename=dlhs2 state=drain reason=dlhtest-maint || die "scontrol drain failed"
+	echo refresh > "$MNT/pool/ctl" || die "refresh failed"
+	grep -q '^drained: Slurm says drained: dlhtest-maint' "$MNT/pool/nodes/dlhs2/state" ||
+		die "dlhs2: $(cat "$MNT/pool/nodes/dlhs2/state")"
+	slice_spec one 3 > "$STATE/o.ini"
+	cp "$STATE/o.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 60 node_has_ranks dlhs1 || die "no rank on dlhs1: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	expect_eq "$(squeue_nodes "$sj")" dlhs1 "the nodes of Slurm job $sj"
+	node_ranks_are dlhs2 0 || die "a rank on the drained dlhs2"
+	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	grep -q "slurm: job $sj running on dlhs1\$" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	slice_spec wide 1 'nodes = 2' > "$STATE/w.ini"
+	cp "$STATE/w.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 20 progress_says 2 "node dlhs2 drained in Slurm" || die "progress: $(cat "$MNT/jobs/2/progress")"
+	expect_eq "$(cat "$MNT/jobs/2/status")" queued "job 2 while dlhs2 is drained"
+	scontrol update nodename=dlhs2 state=resume || die "scontrol resume failed"
+	wait_for 10 slurm_idle 2 || die "dlhs2 did not come back: $(sinfo -N)"
+	echo refresh > "$MNT/pool/ctl" || die "refresh failed"
+	wait_for 120 job_terminal 2 || die "job 2 did not end: $(cat "$MNT/jobs/2/progress")"
+	expect_eq "$(cat "$MNT/jobs/2/status")" succeeded "job 2 ($(tail -5 "$MNT/jobs/2/log"))"
+	grep -q "running on dlhs\[1-2\]" "$MNT/jobs/2/log" || die "log: $(grep slurm: "$MNT/jobs/2/log")"
+	dlh_umount
+}
