@@ -172,8 +172,10 @@ struct dlh_backend_ops {
 	/* What the launcher says of a run of job_dir whose program has not
 	 * started yet (Slurm: the job is pending, and why), as one line into
 	 * out; "" when it says nothing. Reads only the job dir (never asks
-	 * the launcher: a reader of progress must not wait). NULL = never. */
-	void (*note)(const struct dlh_backend *be, const char *job_dir, char *out, size_t len);
+	 * the launcher: a reader of progress must not wait). Returns 1 when
+	 * the launcher holds the run waiting to start (the line then begins
+	 * "pending"), else 0. NULL = never. */
+	int (*note)(const struct dlh_backend *be, const char *job_dir, char *out, size_t len);
 };
 
 struct dlh_backend {

@@ -884,19 +884,21 @@ static int slurm_describe(const struct dlh_backend *be, const struct dlh_launch 
 	return rc ? -ENOMEM : 0;
 }
 
-static void slurm_note(const struct dlh_backend *be, const char *job_dir, char *out, size_t len)
+static int slurm_note(const struct dlh_backend *be, const char *job_dir, char *out, size_t len)
 {
 	char path[4200], *text = NULL, state[32], reason[128], job[24];
+	int pending = 0;
 	(void)be;
 	out[0] = '\0';
 	job_file(job_dir, SLURM_STATE, path, sizeof path);
 	if (dlh_read_file_nofollow(path, 4096, &text, NULL))
-		return;
+		return 0;
 	if (!dlh_kv_get(text, "state", state, sizeof state) &&
 	    !dlh_kv_get(text, "job", job, sizeof job)) {
 		if (dlh_kv_get(text, "reason", reason, sizeof reason))
 			reason[0] = '\0';
-		if (!strcmp(state, "PENDING") || !strcmp(state, "REQUEUED"))
+		pending = !strcmp(state, "PENDING") || !strcmp(state, "REQUEUED");
+		if (pending)
 			snprintf(out, len, "pending in Slurm (job %s): %s", job, reason[0] ? reason : "no reason given");
 		else if (!strcmp(state, "CONFIGURING"))
 			snprintf(out, len, "Slurm is starting its nodes (job %s)", job);
@@ -904,6 +906,7 @@ static void slurm_note(const struct dlh_backend *be, const char *job_dir, char *
 			snprintf(out, len, "suspended by Slurm (job %s): %s", job, reason);
 	}
 	free(text);
+	return pending;
 }
 
 static int slurm_argv_op(const struct dlh_backend *be, const struct dlh_launch *l, char **out,

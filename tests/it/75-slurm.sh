@@ -159,8 +159,8 @@ test_cancel_scancels_the_slurm_job_and_leaves_no_rank() {
 # progress_says ID TEXT: the job's progress line holds TEXT
 progress_says() { grep -qF -- "$2" "$MNT/jobs/$1/progress"; }
 
-# A job Slurm holds pending shows Slurm's reason in progress; once Slurm
-# lets it run, it trains and succeeds
+# A job Slurm holds pending is `pending` in status, with Slurm's reason in
+# progress; once Slurm lets it run, it trains and succeeds
 test_a_pending_slurm_job_shows_slurms_reason_in_progress() {
 	local sj
 	mount_slurm 2
@@ -169,13 +169,38 @@ test_a_pending_slurm_job_shows_slurms_reason_in_progress() {
 	cp "$STATE/held.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
 	wait_for 30 has_slurm_job 1 || die "no Slurm job: $(tail -5 "$MNT/jobs/1/log")"
 	sj=$(slurm_job 1)
-	wait_for 20 progress_says 1 "running: pending in Slurm (job $sj): PartitionDown" ||
+	wait_for 20 progress_says 1 "pending in Slurm (job $sj): PartitionDown" ||
 		die "progress: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/progress")" "pending in Slurm (job $sj): PartitionDown" "progress"
+	expect_eq "$(cat "$MNT/jobs/1/status")" pending "status while Slurm holds it"
 	expect_eq "$(squeue -h -j "$sj" -o '%T %r')" "PENDING PartitionDown" "squeue"
 	grep -q "slurm: job $sj pending (PartitionDown)" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
 	scontrol update partitionname=dlh state=up || die "scontrol: partition up failed"
 	wait_for 240 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	dlh_umount
+}
+
+# A job that does not fit because another user's Slurm job holds the nodes
+# (dlhfs sees them allocated, which is usable: Slurm queues) is submitted
+# and waits `pending` with Slurm's reason (Resources); once that job ends,
+# Slurm runs it and it succeeds
+test_a_job_the_busy_nodes_cannot_take_waits_pending_with_slurms_reason() {
+	local other sj
+	mount_slurm 2
+	other=$(sbatch --parsable -p dlh -N2 --exclusive -o /dev/null --wrap 'sleep 300') || die "sbatch of the other job failed"
+	wait_for 20 eval '[ "$(squeue -h -j "$other" -o %T)" = RUNNING ]' || die "the other job: $(squeue -h -j "$other" -o '%T %r')"
+	slice_spec busy 1 'nodes = 2' > "$STATE/b.ini"
+	cp "$STATE/b.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 30 has_slurm_job 1 || die "no Slurm job: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	wait_for 20 progress_says 1 "pending in Slurm (job $sj): Resources" ||
+		die "progress: $(cat "$MNT/jobs/1/progress"); squeue: $(squeue -h -j "$sj" -o '%T %r')"
+	expect_eq "$(cat "$MNT/jobs/1/status")" pending "status while the nodes are busy"
+	scancel "$other" || die "scancel of the other job failed"
+	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	grep -q "slurm: job $sj pending (Resources)" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
 	dlh_umount
 }
 
