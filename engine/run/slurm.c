@@ -176,6 +176,8 @@ struct slurm_job {
 	char reason[128];        /* Reason: why it waits (Resources, Priority, ...) */
 	char nodes[256];         /* NodeList, "(null)" while it waits */
 	char limit[32];          /* TimeLimit: [D-]HH:MM:SS, UNLIMITED */
+	int restarts;            /* Restarts: times Slurm requeued it (a node failed,
+				    preemption with PreemptMode=REQUEUE) */
 	int exit_status;         /* ExitCode=S:G: the batch script's status */
 	int exit_signal;         /* and the signal that ended it, 0 = none */
 };
@@ -215,6 +217,8 @@ static int ask_job(const struct dlh_backend *be, long id, struct slurm_job *q, c
 		field(out, "Reason=", q->reason, sizeof q->reason);
 		field(out, "NodeList=", q->nodes, sizeof q->nodes);
 		field(out, "TimeLimit=", q->limit, sizeof q->limit);
+		field(out, "Restarts=", code, sizeof code);
+		q->restarts = atoi(code);
 		field(out, "ExitCode=", code, sizeof code);
 		if (sscanf(code, "%d:%d", &q->exit_status, &q->exit_signal) != 2)
 			q->exit_status = q->exit_signal = 0;
@@ -304,22 +308,32 @@ static void copy_output(const char *job_dir)
 }
 
 /* Records Slurm's word on the job (SLURM_STATE), and in the log when it
- * changed. */
+ * changed. A job Slurm requeued (its Restarts grew: a node failed, or it
+ * was preempted to be requeued) runs its batch script again: the exit file
+ * of the run before is no word on the next, and goes. */
 static void note_state(const char *job_dir, long id, const struct slurm_job *q)
 {
-	char path[4200], text[512], *old = NULL;
+	char path[4200], text[512], *old = NULL, was[16] = "";
 	job_file(job_dir, SLURM_STATE, path, sizeof path);
-	int n = snprintf(text, sizeof text, "job=%ld\nstate=%s\nreason=%s\nnodes=%s\n", id,
-			 q->found ? q->state : "GONE", q->found ? q->reason : "",
-			 q->found ? q->nodes : "");
+	int n = snprintf(text, sizeof text, "job=%ld\nstate=%s\nreason=%s\nnodes=%s\nrestarts=%d\n",
+			 id, q->found ? q->state : "GONE", q->found ? q->reason : "",
+			 q->found ? q->nodes : "", q->found ? q->restarts : 0);
 	if (!dlh_read_file_nofollow(path, 4096, &old, NULL) && !strcmp(old, text)) {
 		free(old);
 		return;
 	}
+	if (old && dlh_kv_get(old, "restarts", was, sizeof was))
+		was[0] = '\0';
 	free(old);
 	dlh_write_atomic(path, text, (size_t)n);
 	if (!q->found)
 		return;
+	if (q->restarts > atoi(was)) {
+		job_file(job_dir, DLH_RUN_EXIT_FILE, path, sizeof path);
+		unlink(path);
+		log_line(job_dir, "slurm: job %ld was requeued by Slurm (restart %d); its batch job "
+			 "runs again once Slurm lets it", id, q->restarts);
+	}
 	if (!strcmp(q->state, "PENDING"))
 		log_line(job_dir, "slurm: job %ld pending (%s)", id, q->reason);
 	else if (!strcmp(q->state, "RUNNING"))

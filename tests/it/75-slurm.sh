@@ -344,3 +344,27 @@ test_a_drained_node_gets_no_ranks_and_a_job_needing_it_waits() {
 	grep -q "running on dlhs\[1-2\]" "$MNT/jobs/2/log" || die "log: $(grep slurm: "$MNT/jobs/2/log")"
 	dlh_umount
 }
+
+# A node set down in Slurm while a job runs on it: Slurm requeues the job
+# (--requeue; NODE_FAIL is its state only where it cannot), which is then
+# `pending` with Slurm's reason, its log saying so; no rank is left on
+# either node, and cancel ends it cancelled
+test_a_node_slurm_sets_down_under_a_job_requeues_it_pending() {
+	local sj
+	mount_slurm 2
+	slice_spec doomed 30 'nodes = 2' > "$STATE/d.ini"
+	cp "$STATE/d.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 60 node_has_ranks dlhs2 || die "no rank on dlhs2: $(tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	scontrol update nodename=dlhs2 state=down reason=dlhtest-fail || die "scontrol down failed"
+	wait_for 20 status_is 1 pending || die "status $(cat "$MNT/jobs/1/status"): $(tail -5 "$MNT/jobs/1/log")"
+	grep -q "^pending in Slurm (job $sj): " "$MNT/jobs/1/progress" || die "progress: $(cat "$MNT/jobs/1/progress")"
+	wait_for 10 grep -q "slurm: job $sj was requeued by Slurm (restart 1)" "$MNT/jobs/1/log" ||
+		die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	wait_for 10 node_ranks_are dlhs1 0 || die "ranks left on dlhs1"
+	wait_for 10 node_ranks_are dlhs2 0 || die "ranks left on dlhs2"
+	echo cancel > "$MNT/jobs/1/ctl" || die "cancel refused"
+	wait_for 30 job_terminal 1 || die "job 1 did not end: $(tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" cancelled "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	dlh_umount
+}
