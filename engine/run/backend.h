@@ -176,6 +176,13 @@ struct dlh_backend_ops {
 	 * the launcher holds the run waiting to start (the line then begins
 	 * "pending"), else 0. NULL = never. */
 	int (*note)(const struct dlh_backend *be, const char *job_dir, char *out, size_t len);
+	/* The run's priority became prio (DLH_PRIORITY_MIN..MAX, higher
+	 * first): the launcher's own queue is told (Slurm: nice -prio), as
+	 * cred (NULL: as the daemon). Blocks while the launcher answers.
+	 * Returns 0, or -errno with err (the launcher's words). NULL = the
+	 * launcher has no queue of its own. */
+	int (*priority)(const struct dlh_backend *be, const struct dlh_run *run, int prio,
+			const struct dlh_cred *cred, char *err, size_t errlen);
 };
 
 struct dlh_backend {

@@ -923,6 +923,24 @@ static int slurm_note(const struct dlh_backend *be, const char *job_dir, char *o
 	return pending;
 }
 
+static int slurm_priority(const struct dlh_backend *be, const struct dlh_run *run, int prio,
+			  const struct dlh_cred *cred, char *err, size_t errlen)
+{
+	char prog[600], job[40], nice[40], out[256], why[512];
+	if (run->pid <= 0)
+		return 0;
+	slurm_cmd(be, "scontrol", prog, sizeof prog);
+	snprintf(job, sizeof job, "jobid=%ld", (long)run->pid);
+	snprintf(nice, sizeof nice, "nice=%d", -prio);   /* Slurm: a higher nice goes later */
+	char *const argv[] = { prog, "update", job, nice, NULL };
+	int rc = run_cmd(argv, NULL, cred, NULL, out, sizeof out, why, sizeof why);
+	if (rc == 0)
+		return 0;
+	snprintf(err, errlen, "scontrol update %s %s%s%s: %s", job, nice, cred ? " as " : "",
+		 cred ? cred->user : "", why[0] ? why : rc < 0 ? strerror(-rc) : "refused");
+	return rc < 0 ? rc : -EPERM;
+}
+
 static int slurm_argv_op(const struct dlh_backend *be, const struct dlh_launch *l, char **out,
 			 size_t max, char *store, size_t storelen)
 {
@@ -939,6 +957,7 @@ static const struct dlh_backend_ops slurm_ops = {
 	.failed_rank = slurm_failed_rank,
 	.describe = slurm_describe,
 	.note = slurm_note,
+	.priority = slurm_priority,
 };
 
 /* The directory on PATH (else the usual ones, only absolute ones) that

@@ -368,3 +368,33 @@ test_a_node_slurm_sets_down_under_a_job_requeues_it_pending() {
 	expect_eq "$(cat "$MNT/jobs/1/status")" cancelled "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
 	dlh_umount
 }
+
+# squeue_nice SJOB: Slurm's nice of job SJOB
+squeue_nice() { squeue -h -j "$1" -o %y 2>/dev/null | tr -d ' '; }
+
+# priority through ctl is Slurm's nice of the job (nice = -priority): its
+# owner may lower it (scontrol as the owner: nice 5), not raise it (refused
+# with EPERM, Slurm's nice unchanged); root raises it (nice -10)
+test_priority_through_ctl_is_slurms_nice_of_the_job() {
+	local u d sj
+	dlh_user u
+	mount_slurm 2 -o allow_other
+	scontrol update partitionname=dlh state=down || die "scontrol: partition down failed"
+	d=$(shared_dir)
+	slice_spec nice 1 'nodes = 2' > "$d/n.ini"
+	chmod 644 "$d/n.ini"
+	as "$u" cp "$d/n.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	rm -rf "$d"
+	wait_for 30 has_slurm_job 1 || die "no Slurm job: $(tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	wait_for 20 status_is 1 pending || die "status $(cat "$MNT/jobs/1/status")"
+	as "$u" sh -c "echo 'priority -5' > '$MNT/jobs/1/ctl'" || die "the owner's priority -5 refused: $(tail -3 "$MNT/jobs/1/log")"
+	expect_eq "$(squeue_nice "$sj")" 5 "Slurm's nice after the owner's priority -5"
+	as "$u" sh -c "echo 'priority 20' > '$MNT/jobs/1/ctl'" 2>/dev/null && die "the owner raised the priority"
+	expect_eq "$(squeue_nice "$sj")" 5 "Slurm's nice after a refused raise"
+	echo 'priority 10' > "$MNT/jobs/1/ctl" || die "root's priority 10 refused: $(tail -3 "$MNT/jobs/1/log")"
+	expect_eq "$(squeue_nice "$sj")" -10 "Slurm's nice after root's priority 10"
+	echo cancel > "$MNT/jobs/1/ctl" || die "cancel refused"
+	wait_for 30 job_terminal 1 || die "job 1 did not end: $(tail -5 "$MNT/jobs/1/log")"
+	dlh_umount
+}
