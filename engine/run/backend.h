@@ -127,6 +127,10 @@ struct dlh_launch {
 	double time_limit;            /* the spec's time_limit, seconds; 0 = none */
 	int grace;                    /* seconds a run needs to checkpoint and stop */
 	long long memory;             /* memory of all ranks together, bytes; 0 = not said */
+	int gpu;                      /* 1: each rank takes a GPU of its node (a scheduler
+					 is asked for them: Slurm's --gres) */
+	const char *gpu_type;         /* their type as the pool names it (Slurm: the GRES
+					 type, gpu:TYPE:N); NULL or "" = any */
 };
 
 struct dlh_backend;

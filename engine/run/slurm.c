@@ -443,6 +443,12 @@ static int sbatch_argv(const struct dlh_backend *be, const struct dlh_launch *l,
 	snprintf(opt, sizeof opt, "--ntasks-per-node=%d", per_node);
 	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--cpus-per-task=1");
+	if (l->gpu) {   /* a GPU a rank: as many a node as its most ranks */
+		int typed = l->gpu_type && l->gpu_type[0];
+		snprintf(opt, sizeof opt, "--gres=gpu:%s%s%d", typed ? l->gpu_type : "", typed ? ":" : "",
+			 per_node);
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
+	}
 	if (l->memory > 0 && l->ranks > 0) {   /* per node: its share of every rank's */
 		long long mb = (long long)ceil((double)l->memory / l->ranks * per_node / (1024.0 * 1024.0));
 		snprintf(opt, sizeof opt, "--mem=%lldM", mb > 0 ? mb : 1);

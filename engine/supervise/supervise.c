@@ -330,6 +330,7 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 		/* what a scheduler is asked for (Slurm: --time, --mem) */
 		.est_s = j->est_total, .time_limit = (double)j->spec.time_limit,
 		.grace = dlh_spec_grace(&j->spec), .memory = l->plan.memory,
+		.gpu = l->plan.gpu, .gpu_type = eng_gpu_type(e, &l->plan),
 	};
 	rc = e->backend.ops->start(&e->backend, &dl, &j->run, l->err, sizeof l->err);
 	if (!rc && l->as_owner)

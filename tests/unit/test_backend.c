@@ -500,6 +500,33 @@ TEST(slurm_asks_for_the_limit_and_the_signal_and_notes_pending)
 	CHECK(be.ops->note(&be, dir, note, sizeof note) == 0);
 }
 
+/* A GPU plan asks Slurm for a GPU a rank of the most a node runs, of the
+ * plan's type where it has one (--gres=gpu:TYPE:N); a CPU plan for none */
+TEST(slurm_asks_for_gres_of_a_gpu_plan)
+{
+	char dir[512];
+	struct dlh_backend be;
+	char *prog[] = { "/usr/bin/dlh-train", NULL };
+	const struct dlh_launch_host hosts[] = { { "n1", 2 }, { "n2", 1 } };
+	fresh_dir(dir, sizeof dir, "s-gres");
+	CHECK(fake_slurm(dir, &be) == 0);
+	struct dlh_launch l = { .argv = prog, .ranks = 3, .job_dir = dir, .hosts = hosts, .nhosts = 2,
+				.gpu = 1, .gpu_type = "H100" };
+	struct dlh_buf out = { 0 };
+	CHECK(be.ops->describe(&be, &l, &out) == 0);
+	CHECK_MSG(strstr(out.data, " --nodes=2 --ntasks=3 --ntasks-per-node=2 --cpus-per-task=1 "
+			 "--gres=gpu:H100:2 ") != NULL, "%s", out.data);
+	dlh_buf_free(&out);
+	l.gpu_type = NULL;
+	CHECK(be.ops->describe(&be, &l, &out) == 0);
+	CHECK_MSG(strstr(out.data, " --gres=gpu:2 ") != NULL, "%s", out.data);
+	dlh_buf_free(&out);
+	l.gpu = 0;
+	CHECK(be.ops->describe(&be, &l, &out) == 0);
+	CHECK_MSG(strstr(out.data, "--gres") == NULL, "%s", out.data);
+	dlh_buf_free(&out);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
@@ -518,6 +545,7 @@ int main(void)
 	RUN(slurm_timeout_preempted_and_node_fail_are_causes_with_slurms_words);
 	RUN(slurm_run_stopped_on_the_limits_signal_ends_for_the_time_limit);
 	RUN(slurm_asks_for_the_limit_and_the_signal_and_notes_pending);
+	RUN(slurm_asks_for_gres_of_a_gpu_plan);
 	tmp_root_remove();
 	return CHECK_EXIT();
 }
