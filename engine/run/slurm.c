@@ -745,9 +745,9 @@ static void slurm_cause(long id, const struct slurm_job *q, struct dlh_run_end *
 		end->cause = DLH_END_NODE_FAIL;
 	switch (end->cause) {
 	case DLH_END_TIME_LIMIT:
-		snprintf(end->said, sizeof end->said, "Slurm's time limit of job %ld (%s)%s", id, q->limit,
-			 strcmp(q->state, "TIMEOUT") && strcmp(q->state, "DEADLINE") ? "" :
-			 ", which Slurm ended TIMEOUT");
+		snprintf(end->said, sizeof end->said, "Slurm's time limit of job %ld (%s%s%s)", id, q->limit,
+			 strcmp(q->state, "TIMEOUT") && strcmp(q->state, "DEADLINE") ? "" : "; ended ",
+			 strcmp(q->state, "TIMEOUT") && strcmp(q->state, "DEADLINE") ? "" : q->state);
 		break;
 	case DLH_END_PREEMPTED:
 		snprintf(end->said, sizeof end->said, "Slurm preempted job %ld (PREEMPTED)", id);

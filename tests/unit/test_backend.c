@@ -450,7 +450,7 @@ TEST(slurm_timeout_preempted_and_node_fail_are_causes_with_slurms_words)
 	struct dlh_run_end end;
 	CHECK(slurm_end_of("s-timeout", "TIMEOUT", "", &end) == 0);
 	CHECK_MSG(end.state == DLH_RUN_EXITED && end.cause == DLH_END_TIME_LIMIT &&
-		  !strcmp(end.said, "Slurm's time limit of job 7 (00:01:00), which Slurm ended TIMEOUT"),
+		  !strcmp(end.said, "Slurm's time limit of job 7 (00:01:00; ended TIMEOUT)"),
 		  "state %d cause %d said \"%s\"", end.state, end.cause, end.said);
 	CHECK(slurm_end_of("s-preempt", "PREEMPTED", "", &end) == 0);
 	CHECK_MSG(end.cause == DLH_END_PREEMPTED && !strcmp(end.said, "Slurm preempted job 7 (PREEMPTED)"),
