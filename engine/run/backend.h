@@ -17,6 +17,7 @@
 #ifndef DLH_BACKEND_H
 #define DLH_BACKEND_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -152,7 +153,9 @@ struct dlh_backend_ops {
 	 * found after a restart (state() not DLH_RUN_LOST): blocks until it has
 	 * (block 1) or looks once (block 0). When it has ended, stops what is
 	 * left of it, removes the handle and fills *end. Returns 0 (ended),
-	 * -EAGAIN (block 0: still running), or -errno. */
+	 * -EAGAIN (block 0: still running), -ESHUTDOWN (be->leaving is set and
+	 * the launcher does not answer: the run is left as it is, its handle
+	 * kept for the next mount), or -errno. */
 	int (*wait)(const struct dlh_backend *be, const struct dlh_run *run, const char *job_dir,
 		    int block, struct dlh_run_end *end);
 	/* A run found in job_dir (dlh_run_load) after a restart: RUNNING (it
@@ -205,6 +208,8 @@ struct dlh_backend {
 					      DLH_SIG_LIMIT to its holder before it: the engine
 					      arms no timer of its own (Slurm's pending time
 					      does not count) */
+	atomic_int leaving;                /* set by the engine as it stops: a wait() whose
+					      launcher does not answer gives up (-ESHUTDOWN) */
 };
 
 /* The local backend (local.c): the MPI launcher at path (NULL: "mpirun"

@@ -810,6 +810,12 @@ static int slurm_wait(const struct dlh_backend *be, const struct dlh_run *run, c
 				ended(job_dir, run->pid, &q, end);
 				return 0;
 			}
+		} else if (atomic_load(&be->leaving)) {
+			/* the daemon stops and Slurm does not answer: the job is
+			 * Slurm's still, its handle stays for the next mount */
+			log_line(job_dir, "slurm: %s; dlhfs stops: job %ld is left to Slurm, and the next "
+				 "mount finds it again", err, (long)run->pid);
+			return -ESHUTDOWN;
 		}
 		if (!block)
 			return -EAGAIN;

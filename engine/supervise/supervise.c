@@ -677,7 +677,16 @@ static void *waiter_main(void *arg)
 	struct dlh_run_end end;
 	char dir[4096];
 	eng_job_dir(e, wa->job->id, dir, sizeof dir);   /* e->state never changes */
-	e->backend.ops->wait(&e->backend, &wa->run, dir, 1, &end);
+	if (e->backend.ops->wait(&e->backend, &wa->run, dir, 1, &end) == -ESHUTDOWN) {
+		/* left as it is (the launcher did not answer as dlhfs stops): the
+		 * record says running, the handle stays; the next mount takes it back */
+		pthread_mutex_lock(&e->mu);
+		e->waiters--;
+		pthread_cond_broadcast(&e->changed);
+		pthread_mutex_unlock(&e->mu);
+		free(wa);
+		return NULL;
+	}
 	char lost[DLH_REASON_MAX - 64] = "";
 	pthread_mutex_lock(&e->mu);   /* a run stopped on purpose lost no node */
 	const struct dlh_job *j = wa->job;
@@ -1098,6 +1107,7 @@ void eng_supervise_stop(struct dlh_engine *e)
 {
 	pthread_mutex_lock(&e->mu);
 	e->stopping = 1;
+	atomic_store(&e->backend.leaving, 1);   /* a launcher that does not answer is not waited for */
 	for (size_t i = 0; i < e->njobs; i++)
 		if (e->jobs[i]->run.pid && !e->jobs[i]->kill_at)
 			eng_job_terminate(e, e->jobs[i]);

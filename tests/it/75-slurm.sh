@@ -113,7 +113,7 @@ test_a_two_node_job_is_a_slurm_job_of_its_owner_and_succeeds() {
 	rm -rf "$d"
 	wait_for 30 has_slurm_job 1 || die "no Slurm job in the plan: $(tail -5 "$MNT/jobs/1/log")"
 	sj=$(slurm_job 1)
-	grep -q "^sbatch /[^ ]*/sbatch --parsable --job-name=dlh-1 --partition=dlh --nodes=2 --ntasks=2 --ntasks-per-node=1 .*--time=[0-9]* --signal=B:USR2@[0-9]* --requeue " "$MNT/jobs/1/plan" ||
+	grep -q "^sbatch /[^ ]*/sbatch --parsable --job-name=dlh-1 --partition=dlh --nodes=2 --ntasks=2 --ntasks-per-node=1 .*--time=[0-9]* --signal=B:XCPU@[0-9]* --requeue " "$MNT/jobs/1/plan" ||
 		die "plan: $(grep -E '^(sbatch|launch|time_limit)' "$MNT/jobs/1/plan")"
 	q=$(squeue_of "$sj")
 	echo "measured: squeue of job $sj: $q"
