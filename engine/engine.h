@@ -188,8 +188,9 @@ void dlh_engine_job_dir(struct dlh_engine *e, long id, char *buf, size_t len);
 
 /* What the launcher says of job id's run that has not started its program
  * yet (Slurm: "pending in Slurm (job N): Resources") into out, "" when
- * nothing. Reads the job dir only. */
-void dlh_engine_run_note(struct dlh_engine *e, long id, char *out, size_t len);
+ * nothing. Reads the job dir only. Returns 1 when the launcher holds the
+ * run waiting to start (its status file says "pending"), else 0. */
+int dlh_engine_run_note(struct dlh_engine *e, long id, char *out, size_t len);
 
 /* The file of recent rejections that reader may see: everyone's
  * (STATE/errors) for root and the user the daemon runs as, else reader's

@@ -436,8 +436,13 @@ static int render_progress(struct dlh_engine *e, const struct dlh_job *j, struct
 	double idle = lstat(csv, &st) || !S_ISREG(st.st_mode) ? 0 :
 		      dlh_now() - ((double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec);
 	char note[256] = "";
-	if (j->status == DLH_RUNNING && !m.have_train)   /* not yet stepping: the launcher's word */
-		dlh_engine_run_note(e, j->id, note, sizeof note);
+	int pending = 0;
+	if (j->status == DLH_RUNNING)   /* the launcher's word: pending (Slurm), or not yet stepping */
+		pending = dlh_engine_run_note(e, j->id, note, sizeof note);
+	if (pending)   /* held by the launcher (a requeued run too): its line */
+		return dlh_buf_printf(out, "%s\n", note);
+	if (m.have_train)
+		note[0] = '\0';
 	return fs_progress_render(j, &m, &ri, idle, note, out);
 }
 
@@ -871,6 +876,10 @@ int fs_render(struct dlh_engine *e, const struct fs_node *n, struct dlh_buf *out
 		struct dlh_job_brief b;
 		if (dlh_engine_job_brief(e, n->id, &b))
 			return -ENOENT;
+		char note[256];
+		/* a run its launcher holds waiting to start (Slurm's PENDING) */
+		if (b.status == DLH_RUNNING && dlh_engine_run_note(e, n->id, note, sizeof note))
+			return dlh_buf_printf(out, "pending\n");
 		return dlh_buf_printf(out, "%s\n", dlh_status_name(b.status));
 	}
 	default:

@@ -59,6 +59,10 @@
 #define DLH_EXIT_SUSPENDED 75             /* EX_TEMPFAIL: stopped at a checkpoint, resumable */
 #define DLH_SIG_CHECKPOINT SIGUSR1        /* checkpoint at the next step, keep training */
 #define DLH_SIG_SUSPEND SIGUSR2           /* checkpoint at the next step, exit DLH_EXIT_SUSPENDED */
+#define DLH_SIG_LIMIT SIGXCPU             /* to dlh-shepherd alone (Slurm's --signal): the
+					     scheduler's time limit is near; passed on to
+					     the run as DLH_SIG_SUSPEND, and the exit file
+					     says time_limit=1 */
 
 /* the environment of every rank */
 #define DLH_ENV_JOB_ID "DLH_JOB_ID"               /* the job's numeric id */

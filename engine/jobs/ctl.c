@@ -153,6 +153,25 @@ static int ctl_priority(struct dlh_engine *e, struct dlh_job *j, uid_t uid, int 
 			 "mounting user may raise it; its owner may only lower it", j->id, j->priority);
 		return -EPERM;
 	}
+	if (j->run.pid && e->backend.ops->priority) {
+		/* the launcher's queue too (Slurm: scontrol update nice): as the
+		 * job's owner where Slurm lets a user do it (nice >= 0: lower);
+		 * a negative nice is Slurm's operators', and dlhfs's rule above
+		 * allowed it: as the daemon */
+		struct dlh_cred cred, *as = NULL;
+		char why[512];
+		int rc = 0;
+		if (geteuid() == 0 && j->uid != 0 && prio <= 0) {
+			rc = dlh_cred_of(j->uid, &cred, why, sizeof why);
+			as = &cred;
+		}
+		if (!rc)
+			rc = e->backend.ops->priority(&e->backend, &j->run, prio, as, why, sizeof why);
+		if (rc) {
+			snprintf(err, errlen, "ctl: \"priority\": job %ld: %s", j->id, why);
+			return rc;
+		}
+	}
 	eng_job_log(e, j, "priority %d -> %d by uid %u", j->priority, prio, (unsigned)uid);
 	j->priority = prio;
 	eng_job_save(e, j);

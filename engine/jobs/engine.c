@@ -395,14 +395,14 @@ void dlh_engine_job_dir(struct dlh_engine *e, long id, char *buf, size_t len)
 	eng_job_dir(e, id, buf, len);
 }
 
-void dlh_engine_run_note(struct dlh_engine *e, long id, char *out, size_t len)
+int dlh_engine_run_note(struct dlh_engine *e, long id, char *out, size_t len)
 {
 	char dir[4096];
 	out[0] = '\0';
 	if (!e->backend.ops->note)
-		return;
+		return 0;
 	eng_job_dir(e, id, dir, sizeof dir);
-	e->backend.ops->note(&e->backend, dir, out, len);
+	return e->backend.ops->note(&e->backend, dir, out, len);
 }
 
 void dlh_engine_errors_path(struct dlh_engine *e, uid_t reader, char *buf, size_t len)

@@ -680,8 +680,10 @@ void eng_nodes_down_text(const struct dlh_engine *e, char *out, size_t len)
 		struct tm tm;
 		if (t > 0 && localtime_r(&t, &tm))
 			strftime(when, sizeof when, "%H:%M:%S", &tm);
-		int n = snprintf(out + used, len - used, "%snode %s down%s%s", used ? ", " : "",
-				 nd->name, when[0] ? " since " : "", when);
+		/* a Slurm node: Slurm's word (drained, down, ...) */
+		int n = snprintf(out + used, len - used, "%snode %s %s%s%s%s", used ? ", " : "",
+				 nd->name, nd->slurm_state[0] ? nd->slurm_state : "down",
+				 nd->slurm_state[0] ? " in Slurm" : "", when[0] ? " since " : "", when);
 		used += n > 0 ? (size_t)n : 0;
 	}
 }

@@ -11,8 +11,9 @@
  * Once for the mount's life. e->mu not held. */
 void eng_nodes_probe_start(struct dlh_engine *e);
 
-/* "node N down since HH:MM:SS, ..." of the pool's nodes found down, or ""
- * (for a waiting job's reason). e->mu held. */
+/* "node N down since HH:MM:SS, ..." of the pool's nodes found down ("node
+ * N drained in Slurm since ..." for a Slurm node: Slurm's word), or "" (for
+ * a waiting job's reason). e->mu held. */
 void eng_nodes_down_text(const struct dlh_engine *e, char *out, size_t len);
 
 /* Probes every node but the local one now and returns when all have

@@ -17,6 +17,7 @@
 #ifndef DLH_BACKEND_H
 #define DLH_BACKEND_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -61,9 +62,24 @@ struct dlh_run {
 	double started;               /* epoch seconds */
 };
 
+/* Who ended a run, where the launcher says it was not the run itself nor
+ * the engine (a verb). */
+enum dlh_end_cause {
+	DLH_END_OWN = 0,              /* the run ended by itself, or as the engine asked */
+	DLH_END_TIME_LIMIT,           /* the launcher's time limit (be->keeps_limit): the
+					 run stopped at a checkpoint on DLH_SIG_LIMIT before
+					 it, or was stopped at it */
+	DLH_END_PREEMPTED,            /* the launcher stopped it for another job */
+	DLH_END_NODE_FAIL,            /* the launcher lost the run's nodes */
+};
+
 /* How a run ended. */
 struct dlh_run_end {
 	enum dlh_run_state state;     /* DLH_RUN_EXITED or DLH_RUN_LOST */
+	enum dlh_end_cause cause;     /* who ended it */
+	char said[192];               /* the launcher's words on the cause, a phrase for the
+					 job's reason ("Slurm's time limit of job 7
+					 (00:01:00)"); "" = none */
 	int exit_code;                /* exited: >= 0 its status, < 0 minus the signal */
 	int leftover;                 /* processes of the run still there after, killed */
 	int holder_died;              /* the run's holder (dlh-shepherd) died without saying
@@ -112,6 +128,10 @@ struct dlh_launch {
 	double time_limit;            /* the spec's time_limit, seconds; 0 = none */
 	int grace;                    /* seconds a run needs to checkpoint and stop */
 	long long memory;             /* memory of all ranks together, bytes; 0 = not said */
+	int gpu;                      /* 1: each rank takes a GPU of its node (a scheduler
+					 is asked for them: Slurm's --gres) */
+	const char *gpu_type;         /* their type as the pool names it (Slurm: the GRES
+					 type, gpu:TYPE:N); NULL or "" = any */
 };
 
 struct dlh_backend;
@@ -133,7 +153,9 @@ struct dlh_backend_ops {
 	 * found after a restart (state() not DLH_RUN_LOST): blocks until it has
 	 * (block 1) or looks once (block 0). When it has ended, stops what is
 	 * left of it, removes the handle and fills *end. Returns 0 (ended),
-	 * -EAGAIN (block 0: still running), or -errno. */
+	 * -EAGAIN (block 0: still running), -ESHUTDOWN (be->leaving is set and
+	 * the launcher does not answer: the run is left as it is, its handle
+	 * kept for the next mount), or -errno. */
 	int (*wait)(const struct dlh_backend *be, const struct dlh_run *run, const char *job_dir,
 		    int block, struct dlh_run_end *end);
 	/* A run found in job_dir (dlh_run_load) after a restart: RUNNING (it
@@ -157,8 +179,17 @@ struct dlh_backend_ops {
 	/* What the launcher says of a run of job_dir whose program has not
 	 * started yet (Slurm: the job is pending, and why), as one line into
 	 * out; "" when it says nothing. Reads only the job dir (never asks
-	 * the launcher: a reader of progress must not wait). NULL = never. */
-	void (*note)(const struct dlh_backend *be, const char *job_dir, char *out, size_t len);
+	 * the launcher: a reader of progress must not wait). Returns 1 when
+	 * the launcher holds the run waiting to start (the line then begins
+	 * "pending"), else 0. NULL = never. */
+	int (*note)(const struct dlh_backend *be, const char *job_dir, char *out, size_t len);
+	/* The run's priority became prio (DLH_PRIORITY_MIN..MAX, higher
+	 * first): the launcher's own queue is told (Slurm: nice -prio), as
+	 * cred (NULL: as the daemon). Blocks while the launcher answers.
+	 * Returns 0, or -errno with err (the launcher's words). NULL = the
+	 * launcher has no queue of its own. */
+	int (*priority)(const struct dlh_backend *be, const struct dlh_run *run, int prio,
+			const struct dlh_cred *cred, char *err, size_t errlen);
 };
 
 struct dlh_backend {
@@ -172,6 +203,13 @@ struct dlh_backend {
 	char partition[65];                /* slurm: the partition, "" = Slurm's default */
 	char account[65];                  /* slurm: the account, "" = the user's own */
 	char bin[512];                     /* slurm: the directory of sbatch, squeue, ... */
+	int keeps_limit;                   /* 1: the launcher keeps a run's time limit itself
+					      (from est_s and time_limit) and signals
+					      DLH_SIG_LIMIT to its holder before it: the engine
+					      arms no timer of its own (Slurm's pending time
+					      does not count) */
+	atomic_int leaving;                /* set by the engine as it stops: a wait() whose
+					      launcher does not answer gives up (-ESHUTDOWN) */
 };
 
 /* The local backend (local.c): the MPI launcher at path (NULL: "mpirun"

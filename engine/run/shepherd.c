@@ -16,6 +16,11 @@
  * and be mounted again meanwhile: the run goes on, and the new daemon reads
  * the exit file instead of a status it could not wait for.
  *
+ * DLH_SIG_LIMIT (a scheduler's time limit is near: Slurm sends it to the
+ * batch shell, which is this process) is passed on as DLH_SIG_SUSPEND, and
+ * the exit file then also says "time_limit=1": how dlhfs tells a stop for
+ * the limit from one it asked for.
+ *
  * Verbs are never lost: with --ready, a verb that comes before FILE exists
  * (the trainer's ranks make it once all of them take the signals) is held
  * and passed on when it appears; the backend starts the shepherd with the
@@ -288,8 +293,9 @@ static int drain(struct ranks_out *o, int fd)
 }
 
 /* Waits for the launcher pid, passing verbs and output on; returns its
- * wait status. */
-static int shepherd(pid_t pid, const char *ready, int sfd, int out, struct ranks_out *o)
+ * wait status, and sets *limit when DLH_SIG_LIMIT came. */
+static int shepherd(pid_t pid, const char *ready, int sfd, int out, struct ranks_out *o,
+		    int *limit)
 {
 	int held[2] = { 0, 0 };   /* verbs waiting for the ready file: checkpoint, suspend */
 	int status = 0, ended = 0;
@@ -325,12 +331,16 @@ static int shepherd(pid_t pid, const char *ready, int sfd, int out, struct ranks
 			break;
 		if (rc > 0 && p[0].revents) {
 			struct signalfd_siginfo si;
-			if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si &&
-			    ((int)si.ssi_signo == DLH_SIG_CHECKPOINT || (int)si.ssi_signo == DLH_SIG_SUSPEND)) {
+			int got = read(sfd, &si, sizeof si) == (ssize_t)sizeof si ? (int)si.ssi_signo : 0;
+			if (got == DLH_SIG_LIMIT) {   /* the scheduler's limit: as a suspend */
+				*limit = 1;
+				got = DLH_SIG_SUSPEND;
+			}
+			if (got == DLH_SIG_CHECKPOINT || got == DLH_SIG_SUSPEND) {
 				if (!ready || access(ready, F_OK) == 0)
-					kill(pid, (int)si.ssi_signo);
+					kill(pid, got);
 				else
-					held[(int)si.ssi_signo == DLH_SIG_SUSPEND] = 1;
+					held[got == DLH_SIG_SUSPEND] = 1;
 			}
 			/* SIGCHLD: the loop reaps; SIGTERM and its kind: the session got it */
 		}
@@ -426,6 +436,7 @@ int main(int argc, char **argv)
 	sigemptyset(&taken);
 	sigaddset(&taken, DLH_SIG_CHECKPOINT);
 	sigaddset(&taken, DLH_SIG_SUSPEND);
+	sigaddset(&taken, DLH_SIG_LIMIT);
 	sigaddset(&taken, SIGCHLD);
 	sigaddset(&taken, SIGTERM);
 	sigaddset(&taken, SIGINT);
@@ -463,7 +474,8 @@ int main(int argc, char **argv)
 	}
 	if (pipefd[1] >= 0)
 		close(pipefd[1]);
-	int status = shepherd(pid, ready, sfd, pipefd[0], &o);
+	int limit = 0;
+	int status = shepherd(pid, ready, sfd, pipefd[0], &o, &limit);
 	char text[160];
 	int code;
 	if (WIFEXITED(status)) {
@@ -481,6 +493,10 @@ int main(int argc, char **argv)
 		snprintf(text + l, sizeof text - l, "cpu_s=%.3f\nmax_rss_kb=%ld\n",
 			 (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
 			 (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec, ru.ru_maxrss);
+	}
+	if (limit) {
+		size_t l = strlen(text);
+		snprintf(text + l, sizeof text - l, "time_limit=1\n");
 	}
 	int rc = write_exit(exit_file, text);
 	if (rc < 0)

@@ -1,9 +1,11 @@
 /* slurm.c - the Slurm backend: each run is a Slurm job that sbatch submits
  * as the run's owner (their uid, gid and groups), for the planner's nodes,
  * ranks per node and memory, with a time limit made from the estimate
- * (SLURM_TIME_MARGIN), Slurm's signal before that limit (the verbs' suspend
- * signal to the batch shell: the ranks checkpoint and stop, resumable) and
- * --requeue.
+ * (SLURM_TIME_MARGIN), Slurm's signal before that limit (DLH_SIG_LIMIT to
+ * the batch shell, dlh-shepherd, which passes it on as the verbs' suspend:
+ * the ranks checkpoint and stop, resumable; its exit file says it was the
+ * limit) and --requeue. The engine arms no time limit of its own (Slurm
+ * keeps it: be->keeps_limit).
  *
  * No shell sees a value of the spec: the batch script (SLURM_SCRIPT, the
  * same text for every job) only execs dlh-shepherd --argv-file SLURM_ARGV,
@@ -173,6 +175,9 @@ struct slurm_job {
 	char state[32];          /* JobState: PENDING, RUNNING, COMPLETED, ... */
 	char reason[128];        /* Reason: why it waits (Resources, Priority, ...) */
 	char nodes[256];         /* NodeList, "(null)" while it waits */
+	char limit[32];          /* TimeLimit: [D-]HH:MM:SS, UNLIMITED */
+	int restarts;            /* Restarts: times Slurm requeued it (a node failed,
+				    preemption with PreemptMode=REQUEUE) */
 	int exit_status;         /* ExitCode=S:G: the batch script's status */
 	int exit_signal;         /* and the signal that ended it, 0 = none */
 };
@@ -211,6 +216,9 @@ static int ask_job(const struct dlh_backend *be, long id, struct slurm_job *q, c
 		field(out, "JobState=", q->state, sizeof q->state);
 		field(out, "Reason=", q->reason, sizeof q->reason);
 		field(out, "NodeList=", q->nodes, sizeof q->nodes);
+		field(out, "TimeLimit=", q->limit, sizeof q->limit);
+		field(out, "Restarts=", code, sizeof code);
+		q->restarts = atoi(code);
 		field(out, "ExitCode=", code, sizeof code);
 		if (sscanf(code, "%d:%d", &q->exit_status, &q->exit_signal) != 2)
 			q->exit_status = q->exit_signal = 0;
@@ -300,22 +308,32 @@ static void copy_output(const char *job_dir)
 }
 
 /* Records Slurm's word on the job (SLURM_STATE), and in the log when it
- * changed. */
+ * changed. A job Slurm requeued (its Restarts grew: a node failed, or it
+ * was preempted to be requeued) runs its batch script again: the exit file
+ * of the run before is no word on the next, and goes. */
 static void note_state(const char *job_dir, long id, const struct slurm_job *q)
 {
-	char path[4200], text[512], *old = NULL;
+	char path[4200], text[512], *old = NULL, was[16] = "";
 	job_file(job_dir, SLURM_STATE, path, sizeof path);
-	int n = snprintf(text, sizeof text, "job=%ld\nstate=%s\nreason=%s\nnodes=%s\n", id,
-			 q->found ? q->state : "GONE", q->found ? q->reason : "",
-			 q->found ? q->nodes : "");
+	int n = snprintf(text, sizeof text, "job=%ld\nstate=%s\nreason=%s\nnodes=%s\nrestarts=%d\n",
+			 id, q->found ? q->state : "GONE", q->found ? q->reason : "",
+			 q->found ? q->nodes : "", q->found ? q->restarts : 0);
 	if (!dlh_read_file_nofollow(path, 4096, &old, NULL) && !strcmp(old, text)) {
 		free(old);
 		return;
 	}
+	if (old && dlh_kv_get(old, "restarts", was, sizeof was))
+		was[0] = '\0';
 	free(old);
 	dlh_write_atomic(path, text, (size_t)n);
 	if (!q->found)
 		return;
+	if (q->restarts > atoi(was)) {
+		job_file(job_dir, DLH_RUN_EXIT_FILE, path, sizeof path);
+		unlink(path);
+		log_line(job_dir, "slurm: job %ld was requeued by Slurm (restart %d); its batch job "
+			 "runs again once Slurm lets it", id, q->restarts);
+	}
 	if (!strcmp(q->state, "PENDING"))
 		log_line(job_dir, "slurm: job %ld pending (%s)", id, q->reason);
 	else if (!strcmp(q->state, "RUNNING"))
@@ -345,6 +363,8 @@ static int read_exit(const char *job_dir, struct dlh_run_end *end)
 			end->cpu_s = strtod(v, NULL);
 		if (!dlh_kv_get(text, "max_rss_kb", v, sizeof v))
 			end->max_rss = strtoll(v, NULL, 10) * 1024;
+		if (!dlh_kv_get(text, "time_limit", v, sizeof v) && atoi(v) == 1)
+			end->cause = DLH_END_TIME_LIMIT;   /* Slurm's signal before it */
 		if (!lstat(path, &st))
 			end->ended_at = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
 	}
@@ -423,6 +443,12 @@ static int sbatch_argv(const struct dlh_backend *be, const struct dlh_launch *l,
 	snprintf(opt, sizeof opt, "--ntasks-per-node=%d", per_node);
 	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--cpus-per-task=1");
+	if (l->gpu) {   /* a GPU a rank: as many a node as its most ranks */
+		int typed = l->gpu_type && l->gpu_type[0];
+		snprintf(opt, sizeof opt, "--gres=gpu:%s%s%d", typed ? l->gpu_type : "", typed ? ":" : "",
+			 per_node);
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
+	}
 	if (l->memory > 0 && l->ranks > 0) {   /* per node: its share of every rank's */
 		long long mb = (long long)ceil((double)l->memory / l->ranks * per_node / (1024.0 * 1024.0));
 		snprintf(opt, sizeof opt, "--mem=%lldM", mb > 0 ? mb : 1);
@@ -433,9 +459,10 @@ static int sbatch_argv(const struct dlh_backend *be, const struct dlh_launch *l,
 		snprintf(opt, sizeof opt, "--time=%ld", minutes);
 		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	}
-	/* before the limit: checkpoint and stop (resumable), as suspend does */
-	snprintf(opt, sizeof opt, "--signal=B:%s@%d", DLH_SIG_SUSPEND == SIGUSR2 ? "USR2" : "USR1",
-		 grace_s(l));
+	/* before the limit, to the batch shell (dlh-shepherd): checkpoint and stop
+	 * (resumable), as suspend does, and say it was the limit */
+	_Static_assert(DLH_SIG_LIMIT == SIGXCPU, "--signal names DLH_SIG_LIMIT");
+	snprintf(opt, sizeof opt, "--signal=B:XCPU@%d", grace_s(l));
 	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, opt);
 	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--requeue");
 	snprintf(opt, sizeof opt, "--chdir=%s", l->job_dir);
@@ -703,6 +730,37 @@ static int slurm_signal(const struct dlh_backend *be, const struct dlh_run *run,
 	return -EINVAL;
 }
 
+/* Who ended job id by Slurm's state q (a run that stopped on Slurm's
+ * signal before its limit is already DLH_END_TIME_LIMIT in *end), and
+ * Slurm's words on it into end->said. */
+static void slurm_cause(long id, const struct slurm_job *q, struct dlh_run_end *end)
+{
+	if (!q->found)
+		return;
+	if (!strcmp(q->state, "TIMEOUT") || !strcmp(q->state, "DEADLINE"))
+		end->cause = DLH_END_TIME_LIMIT;
+	else if (!strcmp(q->state, "PREEMPTED"))
+		end->cause = DLH_END_PREEMPTED;
+	else if (!strcmp(q->state, "NODE_FAIL") || !strcmp(q->state, "BOOT_FAIL"))
+		end->cause = DLH_END_NODE_FAIL;
+	switch (end->cause) {
+	case DLH_END_TIME_LIMIT:
+		snprintf(end->said, sizeof end->said, "Slurm's time limit of job %ld (%s%s%s)", id, q->limit,
+			 strcmp(q->state, "TIMEOUT") && strcmp(q->state, "DEADLINE") ? "" : "; ended ",
+			 strcmp(q->state, "TIMEOUT") && strcmp(q->state, "DEADLINE") ? "" : q->state);
+		break;
+	case DLH_END_PREEMPTED:
+		snprintf(end->said, sizeof end->said, "Slurm preempted job %ld (PREEMPTED)", id);
+		break;
+	case DLH_END_NODE_FAIL:
+		snprintf(end->said, sizeof end->said, "Slurm lost the nodes of job %ld (%s on %s)", id,
+			 q->state, q->nodes);
+		break;
+	case DLH_END_OWN:
+		break;
+	}
+}
+
 /* Fills *end for job id, which Slurm says has ended (q), and forgets its
  * files. */
 static void ended(const char *job_dir, long id, const struct slurm_job *q, struct dlh_run_end *end)
@@ -729,6 +787,7 @@ static void ended(const char *job_dir, long id, const struct slurm_job *q, struc
 		/* the shepherd wrote nothing: it was killed before mpirun ended */
 		end->holder_died = strcmp(q->state, "COMPLETED") != 0;
 	}
+	slurm_cause(id, q, end);
 	if (q->found)
 		log_line(job_dir, "slurm: job %ld ended %s, exit code %d:%d", id, q->state,
 			 q->exit_status, q->exit_signal);
@@ -751,6 +810,12 @@ static int slurm_wait(const struct dlh_backend *be, const struct dlh_run *run, c
 				ended(job_dir, run->pid, &q, end);
 				return 0;
 			}
+		} else if (atomic_load(&be->leaving)) {
+			/* the daemon stops and Slurm does not answer: the job is
+			 * Slurm's still, its handle stays for the next mount */
+			log_line(job_dir, "slurm: %s; dlhfs stops: job %ld is left to Slurm, and the next "
+				 "mount finds it again", err, (long)run->pid);
+			return -ESHUTDOWN;
 		}
 		if (!block)
 			return -EAGAIN;
@@ -845,19 +910,21 @@ static int slurm_describe(const struct dlh_backend *be, const struct dlh_launch 
 	return rc ? -ENOMEM : 0;
 }
 
-static void slurm_note(const struct dlh_backend *be, const char *job_dir, char *out, size_t len)
+static int slurm_note(const struct dlh_backend *be, const char *job_dir, char *out, size_t len)
 {
 	char path[4200], *text = NULL, state[32], reason[128], job[24];
+	int pending = 0;
 	(void)be;
 	out[0] = '\0';
 	job_file(job_dir, SLURM_STATE, path, sizeof path);
 	if (dlh_read_file_nofollow(path, 4096, &text, NULL))
-		return;
+		return 0;
 	if (!dlh_kv_get(text, "state", state, sizeof state) &&
 	    !dlh_kv_get(text, "job", job, sizeof job)) {
 		if (dlh_kv_get(text, "reason", reason, sizeof reason))
 			reason[0] = '\0';
-		if (!strcmp(state, "PENDING") || !strcmp(state, "REQUEUED"))
+		pending = !strcmp(state, "PENDING") || !strcmp(state, "REQUEUED");
+		if (pending)
 			snprintf(out, len, "pending in Slurm (job %s): %s", job, reason[0] ? reason : "no reason given");
 		else if (!strcmp(state, "CONFIGURING"))
 			snprintf(out, len, "Slurm is starting its nodes (job %s)", job);
@@ -865,6 +932,25 @@ static void slurm_note(const struct dlh_backend *be, const char *job_dir, char *
 			snprintf(out, len, "suspended by Slurm (job %s): %s", job, reason);
 	}
 	free(text);
+	return pending;
+}
+
+static int slurm_priority(const struct dlh_backend *be, const struct dlh_run *run, int prio,
+			  const struct dlh_cred *cred, char *err, size_t errlen)
+{
+	char prog[600], job[40], nice[40], out[256], why[512];
+	if (run->pid <= 0)
+		return 0;
+	slurm_cmd(be, "scontrol", prog, sizeof prog);
+	snprintf(job, sizeof job, "jobid=%ld", (long)run->pid);
+	snprintf(nice, sizeof nice, "nice=%d", -prio);   /* Slurm: a higher nice goes later */
+	char *const argv[] = { prog, "update", job, nice, NULL };
+	int rc = run_cmd(argv, NULL, cred, NULL, out, sizeof out, why, sizeof why);
+	if (rc == 0)
+		return 0;
+	snprintf(err, errlen, "scontrol update %s %s%s%s: %s", job, nice, cred ? " as " : "",
+		 cred ? cred->user : "", why[0] ? why : rc < 0 ? strerror(-rc) : "refused");
+	return rc < 0 ? rc : -EPERM;
 }
 
 static int slurm_argv_op(const struct dlh_backend *be, const struct dlh_launch *l, char **out,
@@ -883,6 +969,7 @@ static const struct dlh_backend_ops slurm_ops = {
 	.failed_rank = slurm_failed_rank,
 	.describe = slurm_describe,
 	.note = slurm_note,
+	.priority = slurm_priority,
 };
 
 /* The directory on PATH (else the usual ones, only absolute ones) that
@@ -904,6 +991,7 @@ int dlh_backend_slurm(struct dlh_backend *be, const char *path, const char *part
 	be->name = SLURM_NAME;
 	be->launcher_name = "mpirun";
 	be->ops = &slurm_ops;
+	be->keeps_limit = 1;   /* --time and --signal (sbatch_argv) */
 	snprintf(be->partition, sizeof be->partition, "%s", partition ? partition : "");
 	snprintf(be->account, sizeof be->account, "%s", account ? account : "");
 	if (find_dir("sbatch", be->bin, sizeof be->bin)) {

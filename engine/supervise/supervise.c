@@ -457,6 +457,7 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 		/* what a scheduler is asked for (Slurm: --time, --mem) */
 		.est_s = j->est_total, .time_limit = (double)j->spec.time_limit,
 		.grace = dlh_spec_grace(&j->spec), .memory = l->plan.memory,
+		.gpu = l->plan.gpu, .gpu_type = eng_gpu_type(e, &l->plan),
 	};
 	rc = e->backend.ops->start(&e->backend, &dl, &j->run, l->err, sizeof l->err);
 	if (!rc && l->as_owner)
@@ -489,7 +490,9 @@ static void record_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l
 		j->started = j->run_started;
 	j->finished = 0;
 	j->ranks = l->plan.ranks;
-	j->limit_at = j->spec.time_limit > 0 ? dlh_mono() + (double)j->spec.time_limit : 0;
+	/* a launcher that keeps the limit itself (Slurm) signals the run before it */
+	j->limit_at = j->spec.time_limit > 0 && !e->backend.keeps_limit ?
+		      dlh_mono() + (double)j->spec.time_limit : 0;
 	j->grace_at = j->limit_at ? j->limit_at - (double)dlh_spec_grace(&j->spec) : 0;
 	j->timed_out = 0;
 	j->resumable = 0;
@@ -743,16 +746,27 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 		j->status = DLH_FAILED;
 		j->finished = end_t;
 		dlh_job_reason(j, NULL, "out of memory%s (limit %s)", oom_where, lim);
-	} else if (j->timed_out && !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
-		char lim[32];
+	} else if ((j->timed_out || end->cause == DLH_END_TIME_LIMIT) &&
+		   !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
+		/* the engine's limit, or the launcher's (Slurm's --time): its words */
+		char lim[64];
 		dlh_duration((double)j->spec.time_limit, lim, sizeof lim);
 		j->status = DLH_FAILED;
 		j->finished = end_t;
 		j->resumable = 1;
-		dlh_job_reason(j, NULL, "time limit %s reached: %s; `resume` continues "
-			 "it from its newest checkpoint", lim, j->exit_code == DLH_EXIT_SUSPENDED ?
+		dlh_job_reason(j, NULL, "%s%s reached: %s; `resume` continues "
+			 "it from its newest checkpoint", end->said[0] ? "" : "time limit ",
+			 end->said[0] ? end->said : lim, j->exit_code == DLH_EXIT_SUSPENDED ?
 			 "the run stopped at a checkpoint it took then" :
 			 "the run was stopped without a checkpoint of its own");
+	} else if (end->cause == DLH_END_PREEMPTED && !j->suspending &&
+		   !(j->exit_code == 0 && (j->spec.command[0] || file_exists(path)))) {
+		/* the launcher's scheduler stopped it on purpose for another job:
+		 * not a failure, and not resubmitted against its decision */
+		j->status = DLH_SUSPENDED;
+		j->suspends++;
+		dlh_job_reason(j, NULL, "%s: `resume` continues it from its newest checkpoint",
+			 end->said[0] ? end->said : "preempted by the launcher");
 	} else if (j->exit_code == 0 && (j->spec.command[0] || file_exists(path))) {
 		j->status = DLH_SUCCEEDED;
 		dlh_job_reason(j, NULL, NULL);
@@ -779,6 +793,8 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 		if (lost[0]) {   /* the node, not what mpirun made of it */
 			snprintf(why, sizeof why, "%s", lost);
 			j->nodes_lost = 1;
+		} else if (end->cause == DLH_END_NODE_FAIL && end->said[0]) {
+			snprintf(why, sizeof why, "%s", end->said);   /* the launcher's word */
 		} else if (j->hung) {
 			snprintf(why, sizeof why, "%s", j->hang_why);
 		} else {
@@ -842,14 +858,27 @@ static void *waiter_main(void *arg)
 	wa->job->nnodecg = 0;
 	pthread_mutex_unlock(&e->mu);
 	nodecg_ready(e, wa->job, nodecg, ne.n);
-	e->backend.ops->wait(&e->backend, &wa->run, dir, 1, &end);
+	if (e->backend.ops->wait(&e->backend, &wa->run, dir, 1, &end) == -ESHUTDOWN) {
+		/* left as it is (the launcher did not answer as dlhfs stops): the
+		 * record says running, the handle stays; the next mount takes it
+		 * back (helpers on other nodes keep their groups until they empty) */
+		pthread_mutex_lock(&e->mu);
+		e->waiters--;
+		pthread_cond_broadcast(&e->changed);
+		pthread_mutex_unlock(&e->mu);
+		free(nodecg);
+		free(wa);
+		return NULL;
+	}
 	char lost[DLH_REASON_MAX - 64] = "";
 	pthread_mutex_lock(&e->mu);   /* a run stopped on purpose lost no node */
 	const struct dlh_job *j = wa->job;
-	int asked = j->cancelling || j->suspending || j->timed_out || e->stopping;
+	/* the launcher's limit or preemption: stopped on purpose too */
+	int by_launcher = end.cause == DLH_END_TIME_LIMIT || end.cause == DLH_END_PREEMPTED;
+	int asked = j->cancelling || j->suspending || j->timed_out || e->stopping || by_launcher;
 	int command = j->spec.command[0] != 0;
 	/* runs again (a restart, a resume): its rows past its checkpoint go */
-	int rerun = j->suspending || j->timed_out || j->preempted_by || e->stopping ||
+	int rerun = j->suspending || j->timed_out || j->preempted_by || e->stopping || by_launcher ||
 		    (j->spec.restart == DLH_RESTART_ON_FAILURE && j->restarts < j->spec.max_restarts);
 	uid_t uid = j->uid;
 	pthread_mutex_unlock(&e->mu);
@@ -1198,7 +1227,7 @@ static int adopt(struct dlh_engine *e, struct dlh_job *j, const struct dlh_run *
 	if (j->run_started == 0)
 		j->run_started = run->started;
 	j->limit_at = 0;
-	if (j->spec.time_limit > 0) {
+	if (j->spec.time_limit > 0 && !e->backend.keeps_limit) {
 		double left = (double)j->spec.time_limit - (dlh_now() - j->run_started);
 		j->limit_at = dlh_mono() + (left > 0 ? left : 0);
 		j->grace_at = j->limit_at - (double)dlh_spec_grace(&j->spec);
@@ -1267,6 +1296,7 @@ void eng_supervise_stop(struct dlh_engine *e)
 {
 	pthread_mutex_lock(&e->mu);
 	e->stopping = 1;
+	atomic_store(&e->backend.leaving, 1);   /* a launcher that does not answer is not waited for */
 	for (size_t i = 0; i < e->njobs; i++)
 		if (e->jobs[i]->run.pid && !e->jobs[i]->kill_at)
 			eng_job_terminate(e, e->jobs[i]);

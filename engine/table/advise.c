@@ -538,6 +538,15 @@ int eng_write_choice(struct dlh_engine *e, const struct dlh_job *j, const struct
 	return rc;
 }
 
+const char *eng_gpu_type(const struct dlh_engine *e, const struct dlh_plan *plan)
+{
+	int t = plan->gpu && plan->ranks > 0 ? plan->gtype[0] : -1;
+	for (int r = 1; t >= 0 && r < plan->ranks; r++)
+		if (plan->gtype[r] != t)
+			t = -1;
+	return t >= 0 && t < e->pool.ntypes ? e->pool.type[t].name : NULL;
+}
+
 int eng_write_plan(struct dlh_engine *e, const struct dlh_job *j, const struct dlh_plan *plan)
 {
 	long id = j->id;
@@ -559,6 +568,7 @@ int eng_write_plan(struct dlh_engine *e, const struct dlh_job *j, const struct d
 		.hosts = hosts, .nhosts = nhosts, .agent = agent,
 		.est_s = j->est_total, .time_limit = (double)j->spec.time_limit,
 		.grace = dlh_spec_grace(&j->spec), .memory = plan->memory,
+		.gpu = plan->gpu, .gpu_type = eng_gpu_type(e, plan),
 	};
 	if (!rc)
 		rc = e->backend.ops->describe(&e->backend, &l, &b);

@@ -83,6 +83,11 @@ void eng_estimate_current(const struct dlh_engine *e, const struct dlh_job *j, d
 
 int eng_write_plan(struct dlh_engine *e, const struct dlh_job *j, const struct dlh_plan *plan);
 
+/* The pool's name of the GPU type every rank of a GPU plan takes (what a
+ * scheduler is asked for: Slurm's GRES type), or NULL (a CPU plan, ranks of
+ * several types, or any type). */
+const char *eng_gpu_type(const struct dlh_engine *e, const struct dlh_plan *plan);
+
 /* After a run that succeeded in wall_s: the estimate file gains the actual
  * figures and errors, the history the pair, and the correction factors are
  * refitted. e->mu held. */

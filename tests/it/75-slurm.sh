@@ -113,7 +113,7 @@ test_a_two_node_job_is_a_slurm_job_of_its_owner_and_succeeds() {
 	rm -rf "$d"
 	wait_for 30 has_slurm_job 1 || die "no Slurm job in the plan: $(tail -5 "$MNT/jobs/1/log")"
 	sj=$(slurm_job 1)
-	grep -q "^sbatch /[^ ]*/sbatch --parsable --job-name=dlh-1 --partition=dlh --nodes=2 --ntasks=2 --ntasks-per-node=1 .*--time=[0-9]* --signal=B:USR2@[0-9]* --requeue " "$MNT/jobs/1/plan" ||
+	grep -q "^sbatch /[^ ]*/sbatch --parsable --job-name=dlh-1 --partition=dlh --nodes=2 --ntasks=2 --ntasks-per-node=1 .*--time=[0-9]* --signal=B:XCPU@[0-9]* --requeue " "$MNT/jobs/1/plan" ||
 		die "plan: $(grep -E '^(sbatch|launch|time_limit)' "$MNT/jobs/1/plan")"
 	q=$(squeue_of "$sj")
 	echo "measured: squeue of job $sj: $q"
@@ -159,8 +159,8 @@ test_cancel_scancels_the_slurm_job_and_leaves_no_rank() {
 # progress_says ID TEXT: the job's progress line holds TEXT
 progress_says() { grep -qF -- "$2" "$MNT/jobs/$1/progress"; }
 
-# A job Slurm holds pending shows Slurm's reason in progress; once Slurm
-# lets it run, it trains and succeeds
+# A job Slurm holds pending is `pending` in status, with Slurm's reason in
+# progress; once Slurm lets it run, it trains and succeeds
 test_a_pending_slurm_job_shows_slurms_reason_in_progress() {
 	local sj
 	mount_slurm 2
@@ -169,13 +169,38 @@ test_a_pending_slurm_job_shows_slurms_reason_in_progress() {
 	cp "$STATE/held.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
 	wait_for 30 has_slurm_job 1 || die "no Slurm job: $(tail -5 "$MNT/jobs/1/log")"
 	sj=$(slurm_job 1)
-	wait_for 20 progress_says 1 "running: pending in Slurm (job $sj): PartitionDown" ||
+	wait_for 20 progress_says 1 "pending in Slurm (job $sj): PartitionDown" ||
 		die "progress: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/progress")" "pending in Slurm (job $sj): PartitionDown" "progress"
+	expect_eq "$(cat "$MNT/jobs/1/status")" pending "status while Slurm holds it"
 	expect_eq "$(squeue -h -j "$sj" -o '%T %r')" "PENDING PartitionDown" "squeue"
 	grep -q "slurm: job $sj pending (PartitionDown)" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
 	scontrol update partitionname=dlh state=up || die "scontrol: partition up failed"
 	wait_for 240 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	dlh_umount
+}
+
+# A job that does not fit because another user's Slurm job holds the nodes
+# (dlhfs sees them allocated, which is usable: Slurm queues) is submitted
+# and waits `pending` with Slurm's reason (Resources); once that job ends,
+# Slurm runs it and it succeeds
+test_a_job_the_busy_nodes_cannot_take_waits_pending_with_slurms_reason() {
+	local other sj
+	mount_slurm 2
+	other=$(sbatch --parsable -p dlh -N2 --exclusive -o /dev/null --wrap 'sleep 300') || die "sbatch of the other job failed"
+	wait_for 20 eval '[ "$(squeue -h -j "$other" -o %T)" = RUNNING ]' || die "the other job: $(squeue -h -j "$other" -o '%T %r')"
+	slice_spec busy 1 'nodes = 2' > "$STATE/b.ini"
+	cp "$STATE/b.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 30 has_slurm_job 1 || die "no Slurm job: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	wait_for 20 progress_says 1 "pending in Slurm (job $sj): Resources" ||
+		die "progress: $(cat "$MNT/jobs/1/progress"); squeue: $(squeue -h -j "$sj" -o '%T %r')"
+	expect_eq "$(cat "$MNT/jobs/1/status")" pending "status while the nodes are busy"
+	scancel "$other" || die "scancel of the other job failed"
+	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	grep -q "slurm: job $sj pending (Resources)" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
 	dlh_umount
 }
 
@@ -199,5 +224,177 @@ test_a_slurm_job_outlives_a_killed_daemon_and_is_taken_back() {
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -8 "$MNT/jobs/1/log"))"
 	grep -q "slurm: job $sj ended COMPLETED" "$MNT/jobs/1/log" || die "log: $(grep -v "^\[rank" "$MNT/jobs/1/log" | tail -25)"
 	grep -q '^test_accuracy=' "$MNT/jobs/1/result" || die "result: $(cat "$MNT/jobs/1/result")"
+	dlh_umount
+}
+
+# last_step ID: the step of the newest train row of job ID (0 when none)
+last_step() {
+	local s; s=$(grep '^train,' "$MNT/jobs/$1/metrics.csv" 2>/dev/null | tail -1 | cut -d, -f2)
+	echo "${s:-0}"
+}
+step_at_least() { [ "$(last_step "$1")" -ge "$2" ]; }
+
+# steps_once ID: the train rows of metrics.csv are steps 1..N, each once, in order
+steps_once() {
+	grep '^train,' "$MNT/jobs/$1/metrics.csv" | cut -d, -f2 | cmp -s - <(seq 1 "$(last_step "$1")")
+}
+
+# suspend through ctl: the ranks checkpoint and stop, the Slurm job leaves
+# Slurm (no rank left on either node); resume submits a new Slurm job that
+# starts from that checkpoint; the job succeeds with every step once
+test_suspend_leaves_slurm_and_resume_submits_again_from_the_checkpoint() {
+	local sj sj2 at
+	mount_slurm 2
+	slice_spec paused 4 'nodes = 2' > "$STATE/p.ini"
+	cp "$STATE/p.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 60 step_at_least 1 30 || die "no step 30: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	echo suspend > "$MNT/jobs/1/ctl" || die "suspend refused: $(tail -3 "$MNT/jobs/1/log")"
+	wait_for 30 status_is 1 suspended || die "status $(cat "$MNT/jobs/1/status"): $(tail -5 "$MNT/jobs/1/log")"
+	wait_for 10 slurm_job_gone "$sj" || die "Slurm job $sj: $(squeue -h -j "$sj" -o %T)"
+	node_ranks_are dlhs1 0 || die "ranks left on dlhs1"
+	node_ranks_are dlhs2 0 || die "ranks left on dlhs2"
+	grep -q 'on request, suspending' "$MNT/jobs/1/log" || die "no suspend checkpoint: $(grep -i checkpoint "$MNT/jobs/1/log" | tail -3)"
+	at=$(last_step 1)
+	grep -q "^step-0*$at.ckpt\$" "$MNT/jobs/1/checkpoints/latest" ||
+		die "latest $(cat "$MNT/jobs/1/checkpoints/latest"), last row $at"
+	echo resume > "$MNT/jobs/1/ctl" || die "resume refused: $(tail -3 "$MNT/jobs/1/log")"
+	wait_for 30 eval '[ -n "$(slurm_job 1)" ] && [ "$(slurm_job 1)" != "$sj" ]' ||
+		die "no new Slurm job: $(tail -5 "$MNT/jobs/1/log")"
+	sj2=$(slurm_job 1)
+	wait_for 240 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	grep -q "slurm: submitted batch job $sj2" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	grep -q "start step $at" "$MNT/jobs/1/log" || die "did not start at step $at: $(grep 'start step' "$MNT/jobs/1/log")"
+	steps_once 1 || die "train steps of metrics.csv are not 1..$(last_step 1) once each"
+	echo "measured: suspended at step $at of $(last_step 1); Slurm jobs $sj then $sj2"
+	dlh_umount
+}
+
+# Slurm's time limit: a job whose time_limit is 60 s is submitted with
+# --time=1 and Slurm's signal before it; the signal reaches the ranks
+# through dlh-shepherd, they checkpoint and stop; the job fails resumable
+# with Slurm's limit as its reason (dlhfs keeps no timer of its own: Slurm's
+# pending time does not count), and `resume` submits it again from that
+# checkpoint, every step once
+test_slurms_time_limit_checkpoints_on_its_signal_and_resume_continues() {
+	local sj sj2 at
+	mount_slurm 2
+	slice_spec limited 60 'nodes = 2' | sed 's/^name = limited$/name = limited\ntime_limit = 60s/' > "$STATE/t.ini"
+	cp "$STATE/t.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 30 has_slurm_job 1 || die "no Slurm job: $(tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	grep -q "^sbatch .* --time=1 --signal=B:XCPU@30 --requeue " "$MNT/jobs/1/plan" ||
+		die "plan: $(grep -E '^(sbatch|time_limit)' "$MNT/jobs/1/plan")"
+	wait_for 90 job_terminal 1 || die "job 1 did not stop: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" failed "status at Slurm's limit ($(tail -5 "$MNT/jobs/1/log"))"
+	grep -q "Slurm's time limit of job $sj (00:01:00) reached: the run stopped at a checkpoint it took then; \`resume\` continues it" \
+		"$MNT/jobs/1/progress" || die "progress: $(cat "$MNT/jobs/1/progress"); log: $(grep dlhfs: "$MNT/jobs/1/log" | tail -8)"
+	grep -q "time limit 1:00 in" "$MNT/jobs/1/log" && die "dlhfs's own timer stopped it: $(grep 'time limit' "$MNT/jobs/1/log")"
+	node_ranks_are dlhs1 0 || die "ranks left on dlhs1"
+	node_ranks_are dlhs2 0 || die "ranks left on dlhs2"
+	at=$(last_step 1)
+	[ "$at" -gt 1 ] || die "stopped at step $at"
+	grep -q "^step-0*$at.ckpt\$" "$MNT/jobs/1/checkpoints/latest" ||
+		die "latest $(cat "$MNT/jobs/1/checkpoints/latest"), last row $at"
+	echo resume > "$MNT/jobs/1/ctl" || die "resume refused: $(tail -3 "$MNT/jobs/1/log")"
+	wait_for 30 grep -q "start step $at" "$MNT/jobs/1/log" ||
+		die "did not start at step $at: $(grep 'start step' "$MNT/jobs/1/log"; tail -5 "$MNT/jobs/1/log")"
+	sj2=$(slurm_job 1)
+	[ "$sj2" != "$sj" ] || die "no new Slurm job: $sj2"
+	wait_for 30 step_at_least 1 $((at + 5)) || die "no step past $at: $(tail -3 "$MNT/jobs/1/log")"
+	echo cancel > "$MNT/jobs/1/ctl" || die "cancel refused"
+	wait_for 30 job_terminal 1 || die "job 1 did not end: $(tail -5 "$MNT/jobs/1/log")"
+	steps_once 1 || die "train steps of metrics.csv are not 1..$(last_step 1) once each"
+	echo "measured: Slurm's signal stopped job $sj at step $at; job $sj2 took up from there"
+	dlh_umount
+}
+
+# squeue_nodes SJOB: the nodes Slurm gave job SJOB ("" when it has ended)
+squeue_nodes() { squeue -h -j "$1" -o %N 2>/dev/null; }
+
+# A node drained with scontrol shows drained in pool/ and gets no rank of a
+# job submitted afterwards; a job of two nodes waits, its progress naming
+# the drained node by Slurm's word, and runs once the node is resumed
+test_a_drained_node_gets_no_ranks_and_a_job_needing_it_waits() {
+	local sj
+	mount_slurm 2
+	scontrol update nodename=dlhs2 state=drain reason=dlhtest-maint || die "scontrol drain failed"
+	echo refresh > "$MNT/pool/ctl" || die "refresh failed"
+	grep -q '^drained: Slurm says drained: dlhtest-maint' "$MNT/pool/nodes/dlhs2/state" ||
+		die "dlhs2: $(cat "$MNT/pool/nodes/dlhs2/state")"
+	slice_spec one 3 > "$STATE/o.ini"
+	cp "$STATE/o.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 60 node_has_ranks dlhs1 || die "no rank on dlhs1: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	expect_eq "$(squeue_nodes "$sj")" dlhs1 "the nodes of Slurm job $sj"
+	node_ranks_are dlhs2 0 || die "a rank on the drained dlhs2"
+	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	grep -q "slurm: job $sj running on dlhs1\$" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	slice_spec wide 1 'nodes = 2' > "$STATE/w.ini"
+	cp "$STATE/w.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 20 progress_says 2 "node dlhs2 drained in Slurm" || die "progress: $(cat "$MNT/jobs/2/progress")"
+	expect_eq "$(cat "$MNT/jobs/2/status")" queued "job 2 while dlhs2 is drained"
+	scontrol update nodename=dlhs2 state=resume || die "scontrol resume failed"
+	wait_for 10 slurm_idle 2 || die "dlhs2 did not come back: $(sinfo -N)"
+	echo refresh > "$MNT/pool/ctl" || die "refresh failed"
+	wait_for 120 job_terminal 2 || die "job 2 did not end: $(cat "$MNT/jobs/2/progress")"
+	expect_eq "$(cat "$MNT/jobs/2/status")" succeeded "job 2 ($(tail -5 "$MNT/jobs/2/log"))"
+	grep -q "running on dlhs\[1-2\]" "$MNT/jobs/2/log" || die "log: $(grep slurm: "$MNT/jobs/2/log")"
+	dlh_umount
+}
+
+# A node set down in Slurm while a job runs on it: Slurm requeues the job
+# (--requeue; NODE_FAIL is its state only where it cannot), which is then
+# `pending` with Slurm's reason, its log saying so; no rank is left on
+# either node, and cancel ends it cancelled
+test_a_node_slurm_sets_down_under_a_job_requeues_it_pending() {
+	local sj
+	mount_slurm 2
+	slice_spec doomed 30 'nodes = 2' > "$STATE/d.ini"
+	cp "$STATE/d.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 60 node_has_ranks dlhs2 || die "no rank on dlhs2: $(tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	scontrol update nodename=dlhs2 state=down reason=dlhtest-fail || die "scontrol down failed"
+	wait_for 20 status_is 1 pending || die "status $(cat "$MNT/jobs/1/status"): $(tail -5 "$MNT/jobs/1/log")"
+	grep -q "^pending in Slurm (job $sj): " "$MNT/jobs/1/progress" || die "progress: $(cat "$MNT/jobs/1/progress")"
+	wait_for 10 grep -q "slurm: job $sj was requeued by Slurm (restart 1)" "$MNT/jobs/1/log" ||
+		die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	wait_for 10 node_ranks_are dlhs1 0 || die "ranks left on dlhs1"
+	wait_for 10 node_ranks_are dlhs2 0 || die "ranks left on dlhs2"
+	echo cancel > "$MNT/jobs/1/ctl" || die "cancel refused"
+	wait_for 30 job_terminal 1 || die "job 1 did not end: $(tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" cancelled "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	dlh_umount
+}
+
+# squeue_nice SJOB: Slurm's nice of job SJOB
+squeue_nice() { squeue -h -j "$1" -o %y 2>/dev/null | tr -d ' '; }
+
+# priority through ctl is Slurm's nice of the job (nice = -priority): its
+# owner may lower it (scontrol as the owner: nice 5), not raise it (refused
+# with EPERM, Slurm's nice unchanged); root raises it (nice -10)
+test_priority_through_ctl_is_slurms_nice_of_the_job() {
+	local u d sj
+	dlh_user u
+	mount_slurm 2 -o allow_other
+	scontrol update partitionname=dlh state=down || die "scontrol: partition down failed"
+	d=$(shared_dir)
+	slice_spec nice 1 'nodes = 2' > "$d/n.ini"
+	chmod 644 "$d/n.ini"
+	as "$u" cp "$d/n.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	rm -rf "$d"
+	wait_for 30 has_slurm_job 1 || die "no Slurm job: $(tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	wait_for 20 status_is 1 pending || die "status $(cat "$MNT/jobs/1/status")"
+	as "$u" sh -c "echo 'priority -5' > '$MNT/jobs/1/ctl'" || die "the owner's priority -5 refused: $(tail -3 "$MNT/jobs/1/log")"
+	expect_eq "$(squeue_nice "$sj")" 5 "Slurm's nice after the owner's priority -5"
+	as "$u" sh -c "echo 'priority 20' > '$MNT/jobs/1/ctl'" 2>/dev/null && die "the owner raised the priority"
+	expect_eq "$(squeue_nice "$sj")" 5 "Slurm's nice after a refused raise"
+	echo 'priority 10' > "$MNT/jobs/1/ctl" || die "root's priority 10 refused: $(tail -3 "$MNT/jobs/1/log")"
+	expect_eq "$(squeue_nice "$sj")" -10 "Slurm's nice after root's priority 10"
+	echo cancel > "$MNT/jobs/1/ctl" || die "cancel refused"
+	wait_for 30 job_terminal 1 || die "job 1 did not end: $(tail -5 "$MNT/jobs/1/log")"
 	dlh_umount
 }

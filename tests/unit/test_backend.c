@@ -400,6 +400,133 @@ TEST(shepherd_goes_on_with_a_piece_cut_with_its_long_line)
 	free(text);
 }
 
+/* A Slurm backend over stand-ins in dir: sbatch (never run here) and a
+ * scontrol that prints what dir/scontrol.out holds; PATH gets dir first.
+ * Returns 0, or -1 (said). */
+static int fake_slurm(const char *dir, struct dlh_backend *be)
+{
+	char path[600], text[1400], launcher[600], err[256];
+	snprintf(path, sizeof path, "%s/sbatch", dir);
+	write_text(path, "#!/bin/sh\nexit 1\n");
+	chmod(path, 0755);
+	snprintf(path, sizeof path, "%s/scontrol", dir);
+	snprintf(text, sizeof text, "#!/bin/sh\ncat '%s/scontrol.out'\n", dir);
+	write_text(path, text);
+	chmod(path, 0755);
+	fake_launcher(dir, launcher, sizeof launcher);
+	const char *old = getenv("PATH");
+	snprintf(text, sizeof text, "%s:%s", dir, old ? old : "/usr/bin:/bin");
+	setenv("PATH", text, 1);
+	int rc = dlh_backend_slurm(be, launcher, "dlh", "", err, sizeof err);
+	if (rc)
+		printf("# dlh_backend_slurm: %s\n", err);
+	return rc ? -1 : 0;
+}
+
+/* What wait() makes of Slurm job 7 ended in state (scontrol's line) with
+ * exit_file ("" = none) into *end. Returns wait()'s value. */
+static int slurm_end_of(const char *name, const char *state, const char *exit_file,
+			struct dlh_run_end *end)
+{
+	char dir[512], path[600], line[512];
+	struct dlh_backend be;
+	struct dlh_run run = { .backend = "slurm", .pid = 7 };
+	fresh_dir(dir, sizeof dir, name);
+	if (fake_slurm(dir, &be))
+		return -1;
+	snprintf(path, sizeof path, "%s/scontrol.out", dir);
+	snprintf(line, sizeof line, "JobId=7 JobName=dlh-1 JobState=%s Reason=None Restarts=0 "
+		 "ExitCode=0:15 TimeLimit=00:01:00 NodeList=n[1-2]\n", state);
+	write_text(path, line);
+	if (exit_file[0]) {
+		snprintf(path, sizeof path, "%s/" DLH_RUN_EXIT_FILE, dir);
+		write_text(path, exit_file);
+	}
+	return be.ops->wait(&be, &run, dir, 0, end);
+}
+
+TEST(slurm_timeout_preempted_and_node_fail_are_causes_with_slurms_words)
+{
+	struct dlh_run_end end;
+	CHECK(slurm_end_of("s-timeout", "TIMEOUT", "", &end) == 0);
+	CHECK_MSG(end.state == DLH_RUN_EXITED && end.cause == DLH_END_TIME_LIMIT &&
+		  !strcmp(end.said, "Slurm's time limit of job 7 (00:01:00; ended TIMEOUT)"),
+		  "state %d cause %d said \"%s\"", end.state, end.cause, end.said);
+	CHECK(slurm_end_of("s-preempt", "PREEMPTED", "", &end) == 0);
+	CHECK_MSG(end.cause == DLH_END_PREEMPTED && !strcmp(end.said, "Slurm preempted job 7 (PREEMPTED)"),
+		  "cause %d said \"%s\"", end.cause, end.said);
+	CHECK(slurm_end_of("s-nodefail", "NODE_FAIL", "", &end) == 0);
+	CHECK_MSG(end.state == DLH_RUN_LOST && end.cause == DLH_END_NODE_FAIL &&
+		  !strcmp(end.said, "Slurm lost the nodes of job 7 (NODE_FAIL on n[1-2])"),
+		  "state %d cause %d said \"%s\"", end.state, end.cause, end.said);
+	CHECK(slurm_end_of("s-done", "COMPLETED", "exit=0\n", &end) == 0);
+	CHECK_MSG(end.state == DLH_RUN_EXITED && end.cause == DLH_END_OWN && !end.said[0] &&
+		  end.exit_code == 0, "cause %d exit %d", end.cause, end.exit_code);
+}
+
+/* dlh-shepherd stopped the run on Slurm's signal before the limit: its
+ * exit file says so, whatever state Slurm gives the batch job after */
+TEST(slurm_run_stopped_on_the_limits_signal_ends_for_the_time_limit)
+{
+	struct dlh_run_end end;
+	CHECK(slurm_end_of("s-signal", "FAILED", "exit=75\ntime_limit=1\n", &end) == 0);
+	CHECK_MSG(end.state == DLH_RUN_EXITED && end.exit_code == DLH_EXIT_SUSPENDED &&
+		  end.cause == DLH_END_TIME_LIMIT && !strcmp(end.said, "Slurm's time limit of job 7 (00:01:00)"),
+		  "exit %d cause %d said \"%s\"", end.exit_code, end.cause, end.said);
+	CHECK(slurm_end_of("s-asked", "FAILED", "exit=75\n", &end) == 0);
+	CHECK_MSG(end.cause == DLH_END_OWN, "a suspend it was asked for: cause %d", end.cause);
+}
+
+/* Slurm's own limit (--time) and its signal to dlh-shepherd (XCPU); the
+ * engine arms no timer of its own; a pending job's note says pending */
+TEST(slurm_asks_for_the_limit_and_the_signal_and_notes_pending)
+{
+	char dir[512], path[600], note[256];
+	struct dlh_backend be;
+	char *prog[] = { "/usr/bin/dlh-train", NULL };
+	fresh_dir(dir, sizeof dir, "s-argv");
+	CHECK(fake_slurm(dir, &be) == 0);
+	CHECK(be.keeps_limit == 1);
+	struct dlh_launch l = { .argv = prog, .ranks = 2, .job_dir = dir, .time_limit = 60 };
+	struct dlh_buf out = { 0 };
+	CHECK(be.ops->describe(&be, &l, &out) == 0);
+	CHECK_MSG(strstr(out.data, " --time=1 --signal=B:XCPU@30 --requeue ") != NULL, "%s", out.data);
+	dlh_buf_free(&out);
+	snprintf(path, sizeof path, "%s/slurm.state", dir);
+	write_text(path, "job=7\nstate=PENDING\nreason=Resources\nnodes=\nrestarts=0\n");
+	CHECK(be.ops->note(&be, dir, note, sizeof note) == 1);
+	CHECK_MSG(!strcmp(note, "pending in Slurm (job 7): Resources"), "%s", note);
+	write_text(path, "job=7\nstate=RUNNING\nreason=None\nnodes=n1\nrestarts=0\n");
+	CHECK(be.ops->note(&be, dir, note, sizeof note) == 0);
+}
+
+/* A GPU plan asks Slurm for a GPU a rank of the most a node runs, of the
+ * plan's type where it has one (--gres=gpu:TYPE:N); a CPU plan for none */
+TEST(slurm_asks_for_gres_of_a_gpu_plan)
+{
+	char dir[512];
+	struct dlh_backend be;
+	char *prog[] = { "/usr/bin/dlh-train", NULL };
+	const struct dlh_launch_host hosts[] = { { "n1", 2 }, { "n2", 1 } };
+	fresh_dir(dir, sizeof dir, "s-gres");
+	CHECK(fake_slurm(dir, &be) == 0);
+	struct dlh_launch l = { .argv = prog, .ranks = 3, .job_dir = dir, .hosts = hosts, .nhosts = 2,
+				.gpu = 1, .gpu_type = "H100" };
+	struct dlh_buf out = { 0 };
+	CHECK(be.ops->describe(&be, &l, &out) == 0);
+	CHECK_MSG(strstr(out.data, " --nodes=2 --ntasks=3 --ntasks-per-node=2 --cpus-per-task=1 "
+			 "--gres=gpu:H100:2 ") != NULL, "%s", out.data);
+	dlh_buf_free(&out);
+	l.gpu_type = NULL;
+	CHECK(be.ops->describe(&be, &l, &out) == 0);
+	CHECK_MSG(strstr(out.data, " --gres=gpu:2 ") != NULL, "%s", out.data);
+	dlh_buf_free(&out);
+	l.gpu = 0;
+	CHECK(be.ops->describe(&be, &l, &out) == 0);
+	CHECK_MSG(strstr(out.data, "--gres") == NULL, "%s", out.data);
+	dlh_buf_free(&out);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
@@ -415,6 +542,10 @@ int main(void)
 	RUN(handle_round_trips_and_refuses_garbage);
 	RUN(shepherd_puts_each_ranks_pieces_together_into_lines);
 	RUN(shepherd_goes_on_with_a_piece_cut_with_its_long_line);
+	RUN(slurm_timeout_preempted_and_node_fail_are_causes_with_slurms_words);
+	RUN(slurm_run_stopped_on_the_limits_signal_ends_for_the_time_limit);
+	RUN(slurm_asks_for_the_limit_and_the_signal_and_notes_pending);
+	RUN(slurm_asks_for_gres_of_a_gpu_plan);
 	tmp_root_remove();
 	return CHECK_EXIT();
 }
