@@ -57,6 +57,8 @@ struct entry {
 	double drop_at;       /* drop it then (dlh_mono; 0 = not due): a file that
 				 differs by reader, a moment after it was told */
 	unsigned version;     /* bumped whenever what the kernel was told changes */
+	int graced;           /* the kernel let go of it; text is still served to
+				 opens until `until` (FS_KCACHE_GRACE_S) */
 	struct entry *next;   /* hash chain */
 };
 
@@ -78,6 +80,8 @@ static unsigned long ticks;            /* guarded by mu: ticks ended */
 static struct entry *table[BUCKETS];   /* guarded by mu */
 static size_t entries;                 /* guarded by mu */
 static int hurry;                      /* guarded by mu: something is stale */
+static int syncing;                    /* guarded by mu: fs_kcache_sync callers waiting:
+					  what changed is dropped without grace */
 static struct dlh_engine *the_engine;
 static struct fuse *the_fuse;
 
@@ -136,9 +140,28 @@ static void dropped(struct entry *x)
 	x->pages = 0;
 	x->stale = 0;
 	x->drop_at = 0;
+	x->graced = 0;
 	x->version++;
 	if (!x->readers)
 		forget(x);
+}
+
+/* The kernel has let go of x (told to drop it): x's content is still what
+ * an open reads for FS_KCACHE_GRACE_S (the opener's stat may have been
+ * answered just before), unless a writer waits in fs_kcache_sync or x is
+ * not a kept generated file; else x is dropped. mu held. */
+static void let_go(struct entry *x)
+{
+	if (syncing || !x->text || !fs_kcache_kept(x->node.kind)) {
+		dropped(x);
+		return;
+	}
+	x->until = dlh_mono() + FS_KCACHE_GRACE_S;
+	x->pages = 0;
+	x->stale = 0;
+	x->drop_at = 0;
+	x->graced = 1;
+	x->version++;
 }
 
 double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t size,
@@ -181,7 +204,10 @@ double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_
 		x->uid = uid;
 		x->size = size;
 		x->sum = src == FS_GENERATED ? dlh_hash(data, len) : 0;
-		x->until = dlh_mono() + FS_ATTR_TIMEOUT;
+		/* the kernel keeps them FS_ATTR_TIMEOUT from when it has the
+		 * reply, a moment after this: a grace beyond that */
+		x->until = dlh_mono() + FS_ATTR_TIMEOUT + FS_KCACHE_GRACE_S;
+		x->graced = 0;
 		x->version++;
 		/* what another reader sees differs, or it is too dear to look at
 		 * each tick: the kernel is told to drop it at once (its reply is
@@ -217,7 +243,7 @@ int fs_kcache_open(const char *path, const struct fs_node *n, struct dlh_buf *co
 	pthread_mutex_lock(&mu);
 	struct entry *x = find(path);
 	if (x && x->until > dlh_mono() && x->text &&
-	    (x->text_len != content->len || memcmp(x->text, data, content->len))) {
+	    (x->graced || x->text_len != content->len || memcmp(x->text, data, content->len))) {
 		/* the kernel holds another size, which the opener's stat may
 		 * well have been answered with: it reads, directly, what was
 		 * told (tar reads that many bytes, then compares with fstat),
@@ -227,7 +253,7 @@ int fs_kcache_open(const char *path, const struct fs_node *n, struct dlh_buf *co
 			dlh_buf_free(content);
 			*content = told;
 		}
-		if (!x->stale) {
+		if (!x->stale && !x->graced) {
 			x->stale = 1;
 			hurry = 1;
 			pthread_cond_signal(&cv);
@@ -335,6 +361,12 @@ static void tick(void)
 		struct entry *x = table[b];
 		while (x) {
 			struct entry *next = x->next;
+			if (x->graced) {   /* the kernel holds nothing of it */
+				if (x->until <= now)
+					dropped(x);
+				x = next;
+				continue;
+			}
 			int drop = x->stale || (x->drop_at && x->drop_at <= now);
 			if (drop || x->until > now) {
 				struct check *c = &cs[n++];
@@ -367,7 +399,7 @@ static void tick(void)
 		pthread_mutex_lock(&mu);
 		struct entry *x = find(c->path);
 		if (x && x->version == c->version)
-			dropped(x);
+			let_go(x);
 		pthread_mutex_unlock(&mu);
 	}
 	free(cs);
@@ -392,11 +424,20 @@ void fs_kcache_sync(void)
 	pthread_mutex_lock(&mu);
 	unsigned long want = ticks + 2;   /* one that began after this call */
 	if (ticker.running && entries > 0) {
+		syncing++;
+		/* what is served in grace goes now: the change must be seen */
+		for (unsigned b = 0; b < BUCKETS; b++)
+			for (struct entry *x = table[b], *next; x; x = next) {
+				next = x->next;
+				if (x->graced)
+					dropped(x);
+			}
 		hurry = 1;
 		pthread_cond_signal(&cv);
 		while (ticker.running && entries > 0 && ticks < want &&
 		       pthread_cond_timedwait(&ticked, &mu, &until) != ETIMEDOUT)
 			;
+		syncing--;
 	}
 	pthread_mutex_unlock(&mu);
 }

@@ -18,6 +18,10 @@
 #define FS_KCACHE_SYNC_NS 200000000L /* fs_kcache_sync waits this long at most */
 #define FS_KCACHE_DROP_S 0.02        /* a file that differs by reader, told for an open
 					file: dropped this long after */
+#define FS_KCACHE_GRACE_S 0.05       /* what the kernel was told of a file is still
+					served this long after it let go of it (an
+					open after a stat it answered just before),
+					unless a write or poll needs the change seen */
 
 /* 1 when the kernel may keep what it learns of a file of kind k (its
  * attributes; a generated file's pages between opens): the file is the
