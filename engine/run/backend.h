@@ -132,6 +132,10 @@ struct dlh_launch {
 					 is asked for them: Slurm's --gres) */
 	const char *gpu_type;         /* their type as the pool names it (Slurm: the GRES
 					 type, gpu:TYPE:N); NULL or "" = any */
+	int take_up;                  /* 1: the program is told where to take up
+					 (DLH_RESUME_FROM: a [job] command); a run the
+					 launcher starts again by itself (Slurm's requeue)
+					 takes up from its newest checkpoint so */
 };
 
 struct dlh_backend;

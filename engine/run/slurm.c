@@ -495,6 +495,10 @@ static int slurm_argv(const struct dlh_backend *be, const struct dlh_launch *l, 
 	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--ranks");
 	job_file(l->job_dir, DLH_DIR_LOGS, path, sizeof path);
 	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, path);
+	if (l->take_up) {   /* a requeued batch job's command takes up from its checkpoint */
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--take-up");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, l->job_dir);
+	}
 	job_file(l->job_dir, DLH_RUN_EXIT_FILE, path, sizeof path);
 	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, path);
 	snprintf(np, sizeof np, "%d", l->ranks);

@@ -369,6 +369,51 @@ test_a_node_slurm_sets_down_under_a_job_requeues_it_pending() {
 	dlh_umount
 }
 
+# A [job] command's run that Slurm requeues (its node set down under it)
+# runs its batch job again on the node left, and takes up from its newest
+# checkpoint as a resume does: the rerun's dlh-shepherd gives the program
+# DLH_RESUME_FROM and DLH_START_STEP and cuts metrics.csv back to that step,
+# so the job succeeds with every step once
+test_a_command_slurm_requeues_takes_up_from_its_newest_checkpoint() {
+	local sj node prog
+	mount_slurm 2
+	prog=$STATE/steps.sh
+	cat > "$prog" <<'PROG'
+#!/bin/sh
+# a user's program: 50 steps, a row each, a checkpoint every 5
+s=${DLH_START_STEP:-0}
+[ -s "$DLH_METRICS_CSV" ] || echo kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s > "$DLH_METRICS_CSV"
+while [ "$s" -lt 50 ]; do
+	s=$((s + 1))
+	echo "train,$s,1,$s,0.5,0.5,0.1,100" >> "$DLH_METRICS_CSV"
+	[ $((s % 5)) = 0 ] && : > "$DLH_CHECKPOINT_DIR/step-$s.ckpt"
+	sleep 0.1
+done
+PROG
+	chmod 755 "$prog"
+	printf '[job]\nname = steps\ncommand = %s\n[resources]\nranks = 1\n' "$prog" > "$STATE/c.ini"
+	cp "$STATE/c.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 60 step_at_least 1 12 || die "no step 12: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	node=$(squeue_nodes "$sj")
+	scontrol update nodename="$node" state=down reason=dlhtest-fail || die "scontrol down failed"
+	# and kept from jobs when its slurmd registers again (ReturnToService=2)
+	scontrol update nodename="$node" state=drain reason=dlhtest-fail || die "scontrol drain failed"
+	wait_for 20 grep -q "slurm: job $sj was requeued by Slurm (restart 1)" "$MNT/jobs/1/log" ||
+		die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	# Slurm holds a requeued job back a while (BeginTime): let it go now
+	echo "measured: requeued job $sj: $(squeue -h -j "$sj" -o '%T %r start %S')"
+	scontrol update jobid="$sj" starttime=now || die "scontrol starttime=now failed"
+	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress"; grep -v '^\[rank' "$MNT/jobs/1/log" | tail -30; sinfo -N)"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	expect_eq "$(last_step 1)" 50 "the last step"
+	steps_once 1 || die "train steps of metrics.csv are not 1..50 once each: $(grep -c '^train,' "$MNT/jobs/1/metrics.csv") rows"
+	grep -q "Slurm requeued the batch job (restart 1): its command takes up from .*/step-[0-9]*.ckpt, step [1-9]" \
+		"$MNT/jobs/1/log" || die "no take-up: $(grep -E 'slurm:|shepherd' "$MNT/jobs/1/log")"
+	echo "measured: $(grep -o 'takes up from .*' "$MNT/jobs/1/log") after $node went down"
+	dlh_umount
+}
+
 # squeue_nice SJOB: Slurm's nice of job SJOB
 squeue_nice() { squeue -h -j "$1" -o %y 2>/dev/null | tr -d ' '; }
 
