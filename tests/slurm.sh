@@ -79,6 +79,7 @@ AccountingStorageType=accounting_storage/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1
 MpiDefault=none
 MailProg=/bin/true
 ReturnToService=2

@@ -181,14 +181,24 @@ test_a_pending_slurm_job_shows_slurms_reason_in_progress() {
 	dlh_umount
 }
 
+# queue_shows_slurm_start ID SJOB: the queue file's line of job ID names
+# Slurm job SJOB with the start squeue --start gives it (in UTC)
+queue_shows_slurm_start() {
+	local s; s=$(squeue -h --start -j "$2" -o %S 2>/dev/null)
+	case $s in 20*) ;; *) return 1 ;; esac
+	grep -q "^$1 priority .* start 20[^ ]* slurm_job $2 slurm_start $(date -u -d "$s" +%Y-%m-%dT%H:%M:%SZ) slurm_reason Resources name " "$MNT/queue"
+}
+
 # A job that does not fit because another user's Slurm job holds the nodes
 # (dlhfs sees them allocated, which is usable: Slurm queues) is submitted
-# and waits `pending` with Slurm's reason (Resources); once that job ends,
-# Slurm runs it and it succeeds
+# and waits `pending` with Slurm's reason (Resources); the queue file shows
+# it with Slurm's job id and Slurm's estimated start (squeue --start: when
+# the other job's time limit ends) beside dlhfs's own; once that job ends,
+# Slurm runs it and it succeeds, and the queue no longer has it
 test_a_job_the_busy_nodes_cannot_take_waits_pending_with_slurms_reason() {
 	local other sj
 	mount_slurm 2
-	other=$(sbatch --parsable -p dlh -N2 --exclusive -o /dev/null --wrap 'sleep 300') || die "sbatch of the other job failed"
+	other=$(sbatch --parsable -p dlh -N2 --exclusive --time=10 -o /dev/null --wrap 'sleep 300') || die "sbatch of the other job failed"
 	wait_for 20 eval '[ "$(squeue -h -j "$other" -o %T)" = RUNNING ]' || die "the other job: $(squeue -h -j "$other" -o '%T %r')"
 	slice_spec busy 1 'nodes = 2' > "$STATE/b.ini"
 	cp "$STATE/b.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
@@ -197,9 +207,13 @@ test_a_job_the_busy_nodes_cannot_take_waits_pending_with_slurms_reason() {
 	wait_for 20 progress_says 1 "pending in Slurm (job $sj): Resources" ||
 		die "progress: $(cat "$MNT/jobs/1/progress"); squeue: $(squeue -h -j "$sj" -o '%T %r')"
 	expect_eq "$(cat "$MNT/jobs/1/status")" pending "status while the nodes are busy"
+	wait_for 30 queue_shows_slurm_start 1 "$sj" ||
+		die "queue: $(cat "$MNT/queue"); squeue --start: $(squeue -h --start -j "$sj" -o '%i %S %r')"
+	echo "measured: queue: $(cat "$MNT/queue"); other job $other: $(squeue -h -j "$other" -o '%S %l')"
 	scancel "$other" || die "scancel of the other job failed"
 	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	expect_eq "$(cat "$MNT/queue")" "" "the queue once the job ended"
 	grep -q "slurm: job $sj pending (Resources)" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
 	dlh_umount
 }
