@@ -256,11 +256,24 @@ static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t
  * in priority order, see sched.h), and tells the others why they wait and
  * when they are estimated to start. A job that could never fit (more
  * slots than the pool has) fails with the reason. e->mu held. */
+void eng_slurm_unheard_wait(struct dlh_engine *e, struct dlh_job *j)
+{
+	snprintf(j->wait, sizeof j->wait, "Slurm has not answered sinfo yet (%.120s): no node is "
+		 "known; the job is planned and submitted once it answers",
+		 e->slurm_why[0] ? e->slurm_why : "no answer");
+}
+
 void eng_schedule(struct dlh_engine *e)
 {
 	double now = dlh_now();
 	struct dlh_sched_wait *w;
 	struct shares sh;
+	if (e->slurm_unheard) {   /* nothing can be planned: every queued job waits for Slurm */
+		for (size_t i = 0; i < e->njobs; i++)
+			if (e->jobs[i]->status == DLH_QUEUED)
+				eng_slurm_unheard_wait(e, e->jobs[i]);
+		return;
+	}
 	eng_nodes_gone(e);   /* nodes a reload took out, once idle */
 	shares_count(e, &sh);
 	size_t nplan, nw = plan_queue(e, now, &sh, &w, &nplan);

@@ -428,6 +428,33 @@ PROG
 	dlh_umount
 }
 
+# A job written while Slurm does not answer (slurmctld stopped before the
+# mount: sinfo fails, no node is known) waits `queued`, its progress
+# saying that Slurm has not answered; once slurmctld is back and a refresh
+# hears sinfo, it is submitted and succeeds
+test_a_job_planned_before_slurm_answers_waits_then_runs() {
+	local state
+	slurm_up 1
+	slurm_ctld_stop
+	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	chmod o+x "$state"
+	slurm_pool > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini"
+	dlh_mount "$state"
+	slice_spec early 1 > "$STATE/e.ini"
+	cp "$STATE/e.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 20 progress_says 1 "Slurm has not answered" ||
+		die "progress: $(cat "$MNT/jobs/1/progress"); status $(cat "$MNT/jobs/1/status"); $(tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" queued "status while Slurm does not answer"
+	echo "measured: progress while Slurm does not answer: $(cat "$MNT/jobs/1/progress")"
+	slurm_ctld_start
+	echo refresh > "$MNT/pool/ctl" || die "refresh failed"
+	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	has_slurm_job 1 || die "no Slurm job in the plan"
+	dlh_umount
+}
+
 # squeue_nice SJOB: Slurm's nice of job SJOB
 squeue_nice() { squeue -h -j "$1" -o %y 2>/dev/null | tr -d ' '; }
 
