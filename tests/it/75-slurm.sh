@@ -361,14 +361,15 @@ test_a_drained_node_gets_no_ranks_and_a_job_needing_it_waits() {
 
 # A node set down in Slurm while a job runs on it: Slurm requeues the job
 # (--requeue; NODE_FAIL is its state only where it cannot), which is then
-# `pending` with Slurm's reason, its log saying so; no rank is left on
-# either node, and cancel ends it cancelled
+# `pending` with Slurm's reason, its log saying so, and no rank is left on
+# either node; once the node is back, the rerun (dlh-train) takes up from
+# its newest checkpoint and the job succeeds with every step once
 test_a_node_slurm_sets_down_under_a_job_requeues_it_pending() {
 	local sj
 	mount_slurm 2
-	slice_spec doomed 30 'nodes = 2' > "$STATE/d.ini"
+	slice_spec doomed 3 'nodes = 2' > "$STATE/d.ini"
 	cp "$STATE/d.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
-	wait_for 60 node_has_ranks dlhs2 || die "no rank on dlhs2: $(tail -5 "$MNT/jobs/1/log")"
+	wait_for 60 step_at_least 1 25 || die "no step 25: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
 	sj=$(slurm_job 1)
 	scontrol update nodename=dlhs2 state=down reason=dlhtest-fail || die "scontrol down failed"
 	wait_for 20 status_is 1 pending || die "status $(cat "$MNT/jobs/1/status"): $(tail -5 "$MNT/jobs/1/log")"
@@ -377,9 +378,15 @@ test_a_node_slurm_sets_down_under_a_job_requeues_it_pending() {
 		die "log: $(grep slurm: "$MNT/jobs/1/log")"
 	wait_for 10 node_ranks_are dlhs1 0 || die "ranks left on dlhs1"
 	wait_for 10 node_ranks_are dlhs2 0 || die "ranks left on dlhs2"
-	echo cancel > "$MNT/jobs/1/ctl" || die "cancel refused"
-	wait_for 30 job_terminal 1 || die "job 1 did not end: $(tail -5 "$MNT/jobs/1/log")"
-	expect_eq "$(cat "$MNT/jobs/1/status")" cancelled "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	# its slurmd registers again: Slurm takes it back (ReturnToService=2), or a resume does
+	slurm_idle 2 || scontrol update nodename=dlhs2 state=resume 2>/dev/null
+	wait_for 20 slurm_idle 2 || die "dlhs2 did not come back: $(sinfo -N)"
+	scontrol update jobid="$sj" starttime=now || die "scontrol starttime=now failed"   # past BeginTime
+	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	steps_once 1 || die "train steps of metrics.csv are not 1..$(last_step 1) once each"
+	grep -Eq "start step [1-9][0-9]*" "$MNT/jobs/1/log" || die "the rerun did not take up: $(grep 'start step' "$MNT/jobs/1/log")"
+	echo "measured: the rerun of Slurm job $sj: $(grep -Eo 'start step [0-9]+' "$MNT/jobs/1/log" | tr '\n' ' ')"
 	dlh_umount
 }
 
