@@ -31,6 +31,7 @@ void eng_hang_arm(struct dlh_engine *e, struct dlh_job *j)
 	j->hung = 0;
 	j->hang_why[0] = '\0';
 	j->hang_pending = 0;
+	j->hang_held = 0;
 	if (j->spec.hang_timeout > 0) {
 		j->hang_after = (double)j->spec.hang_timeout;
 		return;
@@ -131,7 +132,12 @@ double eng_hang_check(struct dlh_engine *e, struct dlh_job *j, double now)
 	eng_job_dir(e, j->id, dir, sizeof dir);
 	if (e->backend.ops->note && e->backend.ops->note(&e->backend, dir, note, sizeof note) == 1) {
 		j->hang_pending = dlh_now();
+		j->hang_held = 1;
 		return now + ENG_HANG_LOOK;
+	}
+	if (j->hang_held) {   /* going again: its start-up counts from now */
+		j->hang_pending = dlh_now();
+		j->hang_held = 0;
 	}
 	double last = newest_beat(e, j, why, sizeof why);
 	if (!last && j->spec.command[0])   /* a command that shows no step yet: not */

@@ -391,7 +391,8 @@ test_a_node_slurm_sets_down_under_a_job_requeues_it_pending() {
 }
 
 # A [job] command's run that Slurm requeues (its node set down under it)
-# runs its batch job again on the node left, and takes up from its newest
+# waits pending past its hang_timeout without being called hung, runs its
+# batch job again on the node left, and takes up from its newest
 # checkpoint as a resume does: the rerun's dlh-shepherd gives the program
 # DLH_RESUME_FROM and DLH_START_STEP and cuts metrics.csv back to that step,
 # so the job succeeds with every step once
@@ -412,7 +413,7 @@ while [ "$s" -lt 50 ]; do
 done
 PROG
 	chmod 755 "$prog"
-	printf '[job]\nname = steps\ncommand = %s\n[resources]\nranks = 1\n' "$prog" > "$STATE/c.ini"
+	printf '[job]\nname = steps\ncommand = %s\nhang_timeout = 10s\n[resources]\nranks = 1\n' "$prog" > "$STATE/c.ini"
 	cp "$STATE/c.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
 	wait_for 60 step_at_least 1 12 || die "no step 12: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
 	sj=$(slurm_job 1)
@@ -422,8 +423,12 @@ PROG
 	scontrol update nodename="$node" state=drain reason=dlhtest-fail || die "scontrol drain failed"
 	wait_for 20 grep -q "slurm: job $sj was requeued by Slurm (restart 1)" "$MNT/jobs/1/log" ||
 		die "log: $(grep slurm: "$MNT/jobs/1/log")"
-	# Slurm holds a requeued job back a while (BeginTime): let it go now
+	# Slurm holds a requeued job back a while (BeginTime): longer than its
+	# hang_timeout, which does not count while Slurm holds it (the time is
+	# what is tested here: no condition to wait for)
 	echo "measured: requeued job $sj: $(squeue -h -j "$sj" -o '%T %r start %S')"
+	sleep 12
+	expect_eq "$(cat "$MNT/jobs/1/status")" pending "status 12 s into Slurm's hold ($(tail -3 "$MNT/jobs/1/log"))"
 	scontrol update jobid="$sj" starttime=now || die "scontrol starttime=now failed"
 	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress"; grep -v '^\[rank' "$MNT/jobs/1/log" | tail -30; sinfo -N)"
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
