@@ -19,8 +19,12 @@
  * The run's handle holds the Slurm job id (as its pid). Waiting asks Slurm
  * (scontrol show job) about the job every SLURM_POLL_S: each change of its
  * state goes to the job's log and to SLURM_STATE (pending, with Slurm's
- * reason, running, ...); the batch job's output (SLURM_OUT, which Slurm
- * writes as the owner) is copied into the job's log as it grows. Once Slurm
+ * reason, running, ...), and while it is pending Slurm's estimated start
+ * (squeue --start, every SLURM_START_POLL_S) to SLURM_START, which the
+ * queue file reads (pending()); the batch job's output (SLURM_OUT, which
+ * Slurm writes as the owner) is copied into the job's log as it grows. A
+ * requeued batch job of a [job] command takes up from its newest
+ * checkpoint by itself (dlh-shepherd --take-up). Once Slurm
  * says the job ended (or no longer knows it), how it ended comes from the
  * shepherd's exit file, else from Slurm's state and exit code. */
 #define _GNU_SOURCE   /* pipe2: close-on-exec from the start */
