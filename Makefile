@@ -168,8 +168,9 @@ $(BUILD)/dlh-train: $(TRAIN_OBJ) $(SHARED_OBJ)
 $(BUILD)/dlh-probe: $(BUILD)/obj/engine/probe/main.o $(BUILD)/obj/engine/probe/hold.o $(LIBENGINE) $(LIBSCHEMA)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 # what holds each run, so that it outlives dlhfs (engine/run/shepherd.c)
-$(BUILD)/dlh-shepherd: $(BUILD)/obj/engine/run/shepherd.o $(BUILD)/obj/engine/util/util.o
-	$(CC) $(BASE_LDFLAGS) -o $@ $^
+# (a requeued command's take-up: engine/supervise/resume.c, from the engine's library)
+$(BUILD)/dlh-shepherd: $(BUILD)/obj/engine/run/shepherd.o $(LIBENGINE) $(LIBSCHEMA)
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 # what gives a [job] command's ranks torchrun's environment (engine/run/rank.c)
 $(BUILD)/dlh-rank: $(BUILD)/obj/engine/run/rank.o $(BUILD)/obj/engine/run/join.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^

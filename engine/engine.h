@@ -85,6 +85,19 @@ struct dlh_queue_entry {
 	char name[DLH_NAME_MAX + 1]; /* [job] name, "" if none */
 };
 
+/* A job whose run its launcher holds pending in a queue of its own
+ * (Slurm's), for the queue file (see dlh_engine_launcher_queue). */
+struct dlh_launcher_wait {
+	struct dlh_queue_entry q;   /* as a queued job's; est_start: when dlhfs planned it
+				       to start (it submitted it then: the pool, as dlhfs
+				       sees it, had room) */
+	long job;                   /* the launcher's id of it (Slurm's job id) */
+	double start;               /* the launcher's estimated start, epoch s; INFINITY =
+				       none yet */
+	long priority;              /* its priority there, -1 = not known */
+	char reason[64];            /* why it waits there, "" = not said */
+};
+
 /* What the pool is doing right now. */
 struct dlh_usage {
 	int slots_used;         /* CPU slots held by running jobs */
@@ -207,6 +220,13 @@ size_t dlh_engine_running(struct dlh_engine *e, long *ids, int *ranks, size_t ma
 /* The waiting jobs in queue order (priority, then submission) with the
  * scheduler's estimated starts: up to max into out. Returns how many wait. */
 size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_t max);
+
+/* The jobs whose runs the launcher holds pending (Slurm), in its order:
+ * by its estimated start (unknown last), then its priority (higher first),
+ * then its id; as the launcher last said while dlhfs watched each run
+ * (never asks it: e->mu is held only to list the jobs). Returns the count
+ * with *out malloc'd (the caller frees it; NULL when 0), or -ENOMEM. */
+long dlh_engine_launcher_queue(struct dlh_engine *e, struct dlh_launcher_wait **out);
 
 /* The holder of each CPU slot of node k: up to max job ids into out, 0
  * for a free slot. Returns the number of slots. */

@@ -300,10 +300,45 @@ static int render_gpu(const struct node_view *v, const struct fs_node *n, struct
 	}
 }
 
-/* The waiting jobs in queue order, one line each:
+/* One job's line of the queue file up to its name: `ID priority P cpus N
+ * limit H:MM:SS|none run H:MM:SS|unknown start ISO|unknown`. */
+static int queue_line(const struct dlh_queue_entry *q, struct dlh_buf *out)
+{
+	char lim[32] = "none", run[32] = "unknown", when[40] = "unknown";
+	if (q->time_limit > 0)
+		dlh_duration(q->time_limit, lim, sizeof lim);
+	if (!isinf(q->duration) && q->duration > 0)
+		dlh_duration(ceil(q->duration), run, sizeof run);
+	if (!isinf(q->est_start))
+		dlh_time_iso(ceil(q->est_start), when, sizeof when);
+	return dlh_buf_printf(out, "%ld priority %d cpus %d limit %s run %s start %s", q->id,
+			      q->priority, q->cpus, lim, run, when);
+}
+
+/* The waiting jobs, one line each: first those the launcher holds pending
+ * (Slurm), in its order, `... start ISO slurm_job J slurm_start ISO|unknown
+ * slurm_reason R [name NAME]` (start: when dlhfs planned it to start); then
+ * dlhfs's queued jobs in queue order,
  * `ID priority P cpus N limit H:MM:SS|none run H:MM:SS|unknown start ISO|unknown [name NAME]` */
 static int render_queue(struct dlh_engine *e, struct dlh_buf *out)
 {
+	struct dlh_launcher_wait *lw = NULL;
+	long nl = dlh_engine_launcher_queue(e, &lw);
+	if (nl < 0)
+		return (int)nl;
+	int lrc = 0;
+	for (long i = 0; i < nl; i++) {
+		char when[40] = "unknown";
+		if (!isinf(lw[i].start))
+			dlh_time_iso(lw[i].start, when, sizeof when);
+		lrc |= queue_line(&lw[i].q, out);
+		lrc |= dlh_buf_printf(out, " slurm_job %ld slurm_start %s slurm_reason %s%s%s\n",
+				      lw[i].job, when, lw[i].reason[0] ? lw[i].reason : "none",
+				      lw[i].q.name[0] ? " name " : "", lw[i].q.name);
+	}
+	free(lw);
+	if (lrc)
+		return -ENOMEM;
 	size_t n = dlh_engine_queue(e, NULL, 0), rc = 0;
 	struct dlh_queue_entry *q = calloc(n + 1, sizeof *q);
 	if (!q)
@@ -312,16 +347,8 @@ static int render_queue(struct dlh_engine *e, struct dlh_buf *out)
 	if (got < n)
 		n = got;
 	for (size_t i = 0; i < n; i++) {
-		char lim[32] = "none", run[32] = "unknown", when[40] = "unknown";
-		if (q[i].time_limit > 0)
-			dlh_duration(q[i].time_limit, lim, sizeof lim);
-		if (!isinf(q[i].duration) && q[i].duration > 0)
-			dlh_duration(ceil(q[i].duration), run, sizeof run);
-		if (!isinf(q[i].est_start))
-			dlh_time_iso(ceil(q[i].est_start), when, sizeof when);
-		rc |= (size_t)dlh_buf_printf(out, "%ld priority %d cpus %d limit %s run %s start %s%s%s\n",
-					     q[i].id, q[i].priority, q[i].cpus, lim, run, when,
-					     q[i].name[0] ? " name " : "", q[i].name);
+		rc |= (size_t)queue_line(&q[i], out);
+		rc |= (size_t)dlh_buf_printf(out, "%s%s\n", q[i].name[0] ? " name " : "", q[i].name);
 	}
 	free(q);
 	return rc ? -ENOMEM : 0;

@@ -14,6 +14,8 @@
 #                          the nodes and the temp dir (dlh_cleanup calls it)
 #   slurm_pool [EXTRA...]  a pool file: backend = slurm, partition = dlh
 #   slurm_node_state NODE  the node's state as sinfo says it (idle, alloc, ...)
+#   slurm_ctld_stop        stop slurmctld alone (Slurm's commands then fail)
+#   slurm_ctld_start       start it again on its state; waits for the nodes idle
 #   slurm_said             the daemons' last log lines, for a failure's message
 #
 # Facts this rests on (Debian 12, slurm-wlm 22.05): `ip netns exec` remounts
@@ -79,6 +81,7 @@ AccountingStorageType=accounting_storage/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1
 MpiDefault=none
 MailProg=/bin/true
 ReturnToService=2
@@ -145,6 +148,17 @@ slurm_up() {
 		SLURM_PIDS+=($!)
 	done
 	wait_for 30 slurm_idle "$n" || die "the Slurm nodes are not idle: $(sinfo -N 2>&1) $(slurm_said)"
+}
+
+slurm_ctld_stop() {
+	kill -TERM "${SLURM_PIDS[1]}" 2>/dev/null
+	slurm_wait_gone "${SLURM_PIDS[1]}"
+}
+
+slurm_ctld_start() {
+	/usr/sbin/slurmctld -D -f "$SLURM_CONF" 2>>"$SLURM_DIR/slurmctld.err" &
+	SLURM_PIDS[1]=$!
+	wait_for 30 slurm_idle "$SLURM_N" || die "the Slurm nodes are not idle again: $(sinfo -N 2>&1) $(slurm_said)"
 }
 
 slurm_said() {

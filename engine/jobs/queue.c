@@ -256,11 +256,24 @@ static void preempt(struct dlh_engine *e, const struct dlh_sched_wait *w, size_t
  * in priority order, see sched.h), and tells the others why they wait and
  * when they are estimated to start. A job that could never fit (more
  * slots than the pool has) fails with the reason. e->mu held. */
+void eng_slurm_unheard_wait(struct dlh_engine *e, struct dlh_job *j)
+{
+	snprintf(j->wait, sizeof j->wait, "Slurm has not answered sinfo yet (%.120s): no node is "
+		 "known; the job is planned and submitted once it answers",
+		 e->slurm_why[0] ? e->slurm_why : "no answer");
+}
+
 void eng_schedule(struct dlh_engine *e)
 {
 	double now = dlh_now();
 	struct dlh_sched_wait *w;
 	struct shares sh;
+	if (e->slurm_unheard) {   /* nothing can be planned: every queued job waits for Slurm */
+		for (size_t i = 0; i < e->njobs; i++)
+			if (e->jobs[i]->status == DLH_QUEUED)
+				eng_slurm_unheard_wait(e, e->jobs[i]);
+		return;
+	}
 	eng_nodes_gone(e);   /* nodes a reload took out, once idle */
 	shares_count(e, &sh);
 	size_t nplan, nw = plan_queue(e, now, &sh, &w, &nplan);
@@ -337,6 +350,70 @@ size_t dlh_engine_queue(struct dlh_engine *e, struct dlh_queue_entry *out, size_
 	free(w);
 	pthread_mutex_unlock(&e->mu);
 	return nw;
+}
+
+/* The launcher's order: its start (unknown last), its priority (higher
+ * first), its id. */
+static int cmp_launcher(const void *pa, const void *pb)
+{
+	const struct dlh_launcher_wait *a = pa, *b = pb;
+	if (a->start != b->start)
+		return a->start < b->start ? -1 : 1;   /* INFINITY last */
+	if (a->priority != b->priority)
+		return a->priority > b->priority ? -1 : 1;
+	return (a->job > b->job) - (a->job < b->job);
+}
+
+long dlh_engine_launcher_queue(struct dlh_engine *e, struct dlh_launcher_wait **out)
+{
+	*out = NULL;
+	if (!e->backend.ops->pending)
+		return 0;
+	pthread_mutex_lock(&e->mu);
+	size_t n = 0;
+	for (size_t i = 0; i < e->njobs; i++)
+		n += e->jobs[i]->status == DLH_RUNNING && e->jobs[i]->run.pid > 0;
+	struct dlh_launcher_wait *w = n ? calloc(n, sizeof *w) : NULL;
+	if (n && !w) {
+		pthread_mutex_unlock(&e->mu);
+		return -ENOMEM;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < e->njobs && k < n; i++) {
+		const struct dlh_job *j = e->jobs[i];
+		if (j->status != DLH_RUNNING || j->run.pid <= 0)
+			continue;
+		w[k].q = (struct dlh_queue_entry){
+			.id = j->id, .priority = j->priority, .cpus = j->ranks,
+			.submitted = j->submitted, .est_start = j->run_started > 0 ? j->run_started : INFINITY,
+			.time_limit = (double)j->spec.time_limit, .duration = wait_duration(j),
+		};
+		snprintf(w[k].q.name, sizeof w[k].q.name, "%s", j->spec.name);
+		k++;
+	}
+	pthread_mutex_unlock(&e->mu);
+	/* the launcher's words are in each job's directory: read without e->mu */
+	size_t m = 0;
+	for (size_t i = 0; i < k; i++) {
+		char dir[4096];
+		struct dlh_run_pending p;
+		eng_job_dir(e, w[i].q.id, dir, sizeof dir);
+		if (e->backend.ops->pending(&e->backend, dir, &p) != 1)
+			continue;
+		w[m].q = w[i].q;
+		w[m].job = p.job;
+		w[m].start = p.start;
+		w[m].priority = p.priority;
+		snprintf(w[m].reason, sizeof w[m].reason, "%s", p.reason);
+		m++;
+	}
+	if (!m) {
+		free(w);
+		return 0;
+	}
+	qsort(w, m, sizeof *w, cmp_launcher);
+	*out = w;
+	return (long)m;
 }
 
 /* Node k's row of a holder table (tab, lens: per node) into out, up to

@@ -13,6 +13,10 @@
  * supervisor calls it when a run has ended. */
 void eng_schedule(struct dlh_engine *e);
 
+/* Says in j->wait that Slurm has not answered sinfo since the mount
+ * (e->slurm_unheard), so the job waits unplanned. e->mu held. */
+void eng_slurm_unheard_wait(struct dlh_engine *e, struct dlh_job *j);
+
 /* The rank slots one user's runs may hold while another user's job waits
  * (-o ranks_per_user; 0 = no cap). e->mu held. */
 int eng_ranks_per_user(const struct dlh_engine *e);

@@ -203,6 +203,12 @@ static int plan_job(struct dlh_engine *e, struct submission *s, char *err, size_
 	struct dlh_plan_override ov;
 	int avail[DLH_POOL_NODES], rc;
 	char why[512];
+	if (e->slurm_unheard && !s->job->spec.dry_run) {
+		/* no node known yet: it waits, and is planned at its launch */
+		memset(&s->plan, 0, sizeof s->plan);
+		eng_slurm_unheard_wait(e, s->job);
+		return 0;
+	}
 	rc = dlh_plan_make_with(&s->job->spec, eng_job_override(s->job, &ov) ? &ov : NULL,
 				&e->pool, &e->tools, s->dir, &s->plan, err, errlen);
 	if (rc)

@@ -213,6 +213,10 @@ static void slurm_round(struct dlh_engine *e, int resched)
 	pthread_mutex_lock(&e->mu);
 	if (!rc)
 		rc = slurm_apply(e, &e->pool, b.data ? b.data : "", err, sizeof err);
+	if (!rc)
+		e->slurm_unheard = 0;   /* its nodes are known: the queue plans against them */
+	else if (e->slurm_unheard)
+		snprintf(e->slurm_why, sizeof e->slurm_why, "%s", err);
 	for (int k = 0; rc && k < e->pool.nnodes; k++) {
 		struct dlh_pool_node *nd = &e->pool.nodes[k];
 		if (nd->removed)
@@ -238,6 +242,7 @@ void eng_nodes_first(struct dlh_engine *e)
 		return;
 	pthread_mutex_lock(&e->mu);
 	e->probing = 1;
+	e->slurm_unheard = 1;   /* until sinfo answers */
 	pthread_mutex_unlock(&e->mu);
 	slurm_round(e, 0);
 }

@@ -132,6 +132,20 @@ struct dlh_launch {
 					 is asked for them: Slurm's --gres) */
 	const char *gpu_type;         /* their type as the pool names it (Slurm: the GRES
 					 type, gpu:TYPE:N); NULL or "" = any */
+	int take_up;                  /* 1: the program is told where to take up
+					 (DLH_RESUME_FROM: a [job] command); a run the
+					 launcher starts again by itself (Slurm's requeue)
+					 takes up from its newest checkpoint so */
+};
+
+/* A run its launcher holds pending in a queue of its own (Slurm's), as
+ * the launcher last said (dlh_backend_ops.pending). */
+struct dlh_run_pending {
+	long job;                     /* the launcher's id of it (Slurm's job id) */
+	double start;                 /* the launcher's estimated start, epoch s;
+					 INFINITY = it has none yet */
+	long priority;                /* its priority there (Slurm's), -1 = not known */
+	char reason[128];             /* why it waits (Slurm's reason), "" = not said */
 };
 
 struct dlh_backend;
@@ -183,6 +197,12 @@ struct dlh_backend_ops {
 	 * the launcher holds the run waiting to start (the line then begins
 	 * "pending"), else 0. NULL = never. */
 	int (*note)(const struct dlh_backend *be, const char *job_dir, char *out, size_t len);
+	/* The same run's place in the launcher's queue into *p: its id, its
+	 * estimated start and priority as the launcher last said them while
+	 * wait() watched it (Slurm: squeue --start). Reads only the job dir.
+	 * Returns 1 when the launcher holds the run pending, else 0. NULL =
+	 * never. */
+	int (*pending)(const struct dlh_backend *be, const char *job_dir, struct dlh_run_pending *p);
 	/* The run's priority became prio (DLH_PRIORITY_MIN..MAX, higher
 	 * first): the launcher's own queue is told (Slurm: nice -prio), as
 	 * cred (NULL: as the daemon). Blocks while the launcher answers.
@@ -231,6 +251,12 @@ int dlh_backend_slurm(struct dlh_backend *be, const char *path, const char *part
  * Returns 0, or -errno with err (sinfo's own words where it said some). */
 int dlh_slurm_sinfo(const char *partition, const char *format, struct dlh_buf *out, char *err,
 		    size_t errlen);
+
+/* Parses squeue --start's "ID|START|PRIORITY" lines (text) for Slurm job
+ * id: its estimated start (epoch s; INFINITY: N/A, Unknown) into *start,
+ * its priority (-1: not a number) into *prio. Returns 0, -ENOENT when no
+ * line is the job's (it no longer waits), or -EINVAL (its line is cut). */
+int dlh_slurm_parse_start(const char *text, long id, double *start, long *prio);
 
 /* Which rank failed first by Open MPI's words in log (both backends run
  * mpirun): see dlh_backend_ops.failed_rank. */

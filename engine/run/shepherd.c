@@ -1,6 +1,6 @@
 /* shepherd.c - dlh-shepherd: holds one run so that it outlives dlhfs
  *
- *   dlh-shepherd [--ready FILE] [--ranks DIR] EXIT_FILE PROGRAM [ARGS...]
+ *   dlh-shepherd [--ready FILE] [--ranks DIR] [--take-up JOB_DIR] EXIT_FILE PROGRAM [ARGS...]
  *   dlh-shepherd --argv-file FILE
  *
  * With --argv-file, the environment entries and the arguments come from
@@ -37,6 +37,16 @@
  * between. A rank's piece without its newline waits for the rest of its
  * line, which goes on as one line.
  *
+ * Take-up of a requeued run: with --take-up, a [job] command's run that
+ * its scheduler started again by itself (Slurm requeued the batch job, a
+ * node having failed under it: SLURM_RESTART_COUNT > 0) takes up from its
+ * newest checkpoint as a resume does (engine/supervise/resume.h): `latest`
+ * points at it, metrics.csv is cut back to its step (to the header where
+ * there is none) and PROGRAM gets DLH_RESUME_FROM and DLH_START_STEP for
+ * it. The rerun itself finds them, before PROGRAM starts: nothing waits
+ * for dlhfs, which may not even have seen the requeue yet. dlh-train finds
+ * its own checkpoint and is started without it.
+ *
  * Everything arrives through poll(2): the output pipe and a signalfd of
  * the verbs, SIGCHLD (the launcher ended) and SIGTERM, SIGINT, SIGHUP,
  * which reach the whole session (a terminate): the shepherd lets them pass
@@ -56,6 +66,7 @@
 #include <unistd.h>
 
 #include "engine/contract/contract.h"
+#include "engine/supervise/resume.h"
 #include "engine/util/util.h"
 
 #define HELD_POLL_MS 20          /* looking for the ready file while a verb is held */
@@ -73,7 +84,8 @@ static int write_exit(const char *path, const char *text)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: dlh-shepherd [--ready FILE] [--ranks DIR] EXIT_FILE PROGRAM [ARGS...]\n"
+	fprintf(stderr, "usage: dlh-shepherd [--ready FILE] [--ranks DIR] [--take-up JOB_DIR] EXIT_FILE\n"
+		"                    PROGRAM [ARGS...]\n"
 		"       dlh-shepherd --argv-file FILE   (environment and arguments from FILE)\n"
 		"(absolute paths). Started by dlhfs for each run: runs PROGRAM, passes it the\n"
 		"checkpoint and suspend signals (held until FILE exists), sorts its tagged output\n"
@@ -360,6 +372,49 @@ static int shepherd(pid_t pid, const char *ready, int sfd, int out, struct ranks
 
 #define ARGV_FILE_MAX (256 * 1024)   /* the largest --argv-file read */
 
+/* --take-up job_dir: where a [job] command's run that Slurm requeued
+ * (SLURM_RESTART_COUNT > 0) takes up, into this process's environment for
+ * PROGRAM, with metrics.csv cut back to it (see the top). Says what it did
+ * on stdout (the job's log). A first start changes nothing: dlhfs told it
+ * already. */
+static void take_up(const char *job_dir)
+{
+	static char resume[4400], start[64];
+	char path[4300], csv[4200];
+	const char *restarts = getenv("SLURM_RESTART_COUNT");
+	long step = 0;
+	if (!restarts || atol(restarts) <= 0)
+		return;
+	eng_latest_update(job_dir, getuid(), getgid());
+	int found = !eng_resume_point(job_dir, path, sizeof path, &step);
+	if (!found)
+		step = 0;   /* it starts again: none of its rows stay */
+	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, job_dir);
+	int rc = eng_metrics_keep(csv, step);
+	if (rc)
+		printf("dlh-shepherd: cannot cut %s back to step %ld: %s\n", DLH_FILE_METRICS, step,
+		       strerror(-rc));
+	if (!found) {
+		unsetenv(DLH_ENV_RESUME_FROM);
+		unsetenv(DLH_ENV_START_STEP);
+		printf("dlh-shepherd: Slurm requeued the batch job (restart %ld): no checkpoint, its "
+		       "command starts again\n", atol(restarts));
+		fflush(stdout);
+		return;
+	}
+	for (char *c = path; *c; c++)   /* the owner named it: no line of its own in the log */
+		if (*c == '\n' || *c == '\r')
+			*c = '?';
+	snprintf(resume, sizeof resume, DLH_ENV_RESUME_FROM "=%s", path);
+	snprintf(start, sizeof start, DLH_ENV_START_STEP "=%ld", step);
+	putenv(resume);
+	putenv(start);
+	printf("dlh-shepherd: Slurm requeued the batch job (restart %ld): its command takes up from "
+	       "%s, step %ld (" DLH_ENV_RESUME_FROM ", " DLH_ENV_START_STEP ")\n", atol(restarts),
+	       path, step);
+	fflush(stdout);
+}
+
 /* What --argv-file gave: kept for the process's life (the environment and
  * argv point into it), reachable to the end (volatile: a store the compiler
  * may not drop, so that LeakSanitizer sees them held). */
@@ -413,21 +468,27 @@ static int argv_from_file(const char *path, char *name, int *argc, char ***argv)
 int main(int argc, char **argv)
 {
 	static struct ranks_out o;
-	const char *ready = NULL;
+	const char *ready = NULL, *take_up_dir = NULL;
 	int a = 1;
 	if (argc == 3 && !strcmp(argv[1], "--argv-file") &&
 	    argv_from_file(argv[2], argv[0], &argc, &argv))
 		return 127;
-	while (argc - a > 1 && (!strcmp(argv[a], "--ready") || !strcmp(argv[a], "--ranks"))) {
+	while (argc - a > 1 && (!strcmp(argv[a], "--ready") || !strcmp(argv[a], "--ranks") ||
+				!strcmp(argv[a], "--take-up"))) {
 		if (!strcmp(argv[a], "--ready"))
 			ready = argv[a + 1];
-		else
+		else if (!strcmp(argv[a], "--ranks"))
 			o.dir = argv[a + 1];
+		else
+			take_up_dir = argv[a + 1];
 		a += 2;
 	}
 	if (argc - a < 2 || argv[a][0] != '/' || argv[a + 1][0] != '/' ||
-	    (ready && ready[0] != '/') || (o.dir && o.dir[0] != '/'))
+	    (ready && ready[0] != '/') || (o.dir && o.dir[0] != '/') ||
+	    (take_up_dir && take_up_dir[0] != '/'))
 		return usage();
+	if (take_up_dir)
+		take_up(take_up_dir);
 	const char *exit_file = argv[a];
 	unlink(exit_file);   /* a run's own file only */
 

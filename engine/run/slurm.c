@@ -19,8 +19,12 @@
  * The run's handle holds the Slurm job id (as its pid). Waiting asks Slurm
  * (scontrol show job) about the job every SLURM_POLL_S: each change of its
  * state goes to the job's log and to SLURM_STATE (pending, with Slurm's
- * reason, running, ...); the batch job's output (SLURM_OUT, which Slurm
- * writes as the owner) is copied into the job's log as it grows. Once Slurm
+ * reason, running, ...), and while it is pending Slurm's estimated start
+ * (squeue --start, every SLURM_START_POLL_S) to SLURM_START, which the
+ * queue file reads (pending()); the batch job's output (SLURM_OUT, which
+ * Slurm writes as the owner) is copied into the job's log as it grows. A
+ * requeued batch job of a [job] command takes up from its newest
+ * checkpoint by itself (dlh-shepherd --take-up). Once Slurm
  * says the job ended (or no longer knows it), how it ended comes from the
  * shepherd's exit file, else from Slurm's state and exit code. */
 #define _GNU_SOURCE   /* pipe2: close-on-exec from the start */
@@ -51,8 +55,11 @@
 #define SLURM_OUT "slurm.out"         /* in the job dir: the batch job's output */
 #define SLURM_POS "slurm.pos"         /* how much of it the log has */
 #define SLURM_STATE "slurm.state"     /* Slurm's word on the job, as last asked */
+#define SLURM_START "slurm.start"     /* Slurm's estimated start of the job while it is
+					 pending (squeue --start), as last asked */
 #define SLURM_CMD_TIMEOUT 30.0        /* seconds a Slurm command may take */
 #define SLURM_POLL_S 1.0              /* asking Slurm about a job that runs */
+#define SLURM_START_POLL_S 5.0        /* asking squeue --start about a pending one */
 #define SLURM_TIME_MARGIN 1.25        /* --time: the estimate times this, */
 #define SLURM_TIME_EXTRA 120.0        /* plus this many seconds */
 #define SLURM_GRACE_MIN 30            /* the signal before the limit, at least (s) */
@@ -344,6 +351,83 @@ static void note_state(const char *job_dir, long id, const struct slurm_job *q)
 			 strcmp(q->reason, "None") ? ")" : "");
 }
 
+/* Slurm's time text ("2026-11-27T10:02:03", local time) as epoch seconds,
+ * or INFINITY ("N/A", "Unknown", anything else). */
+static double slurm_time(const char *text)
+{
+	struct tm tm = { 0 };
+	char tail;
+	if (sscanf(text, "%d-%d-%dT%d:%d:%d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+		   &tm.tm_min, &tm.tm_sec, &tail) != 6 || tm.tm_year < 1970 || tm.tm_mon < 1 ||
+	    tm.tm_mon > 12)
+		return INFINITY;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	tm.tm_isdst = -1;
+	time_t t = mktime(&tm);
+	return t == (time_t)-1 ? INFINITY : (double)t;
+}
+
+/* Parses squeue's "ID|START|PRIORITY" lines (text) for job id into *start
+ * and *prio. Returns 0, or -ENOENT when no line is the job's (it no longer
+ * waits), -EINVAL when its line does not parse. */
+int dlh_slurm_parse_start(const char *text, long id, double *start, long *prio)
+{
+	for (const char *l = text; *l;) {
+		size_t n = strcspn(l, "\n");
+		char line[256], *f[3], *save = NULL, *end;
+		snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), l);
+		l += n + (l[n] == '\n');
+		int k = 0;
+		for (char *t = strtok_r(line, "|", &save); t && k < 3; t = strtok_r(NULL, "|", &save))
+			f[k++] = t;
+		if (k < 1)
+			continue;
+		while (*f[0] == ' ')
+			f[0]++;
+		errno = 0;
+		long got = strtol(f[0], &end, 10);
+		if (errno || end == f[0] || (*end && *end != ' ') || got != id)
+			continue;
+		if (k < 3)
+			return -EINVAL;
+		*start = slurm_time(f[1]);
+		errno = 0;
+		*prio = strtol(f[2], &end, 10);
+		if (errno || end == f[2])
+			*prio = -1;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* Asks Slurm when pending job id is expected to start (squeue --start)
+ * and records it in SLURM_START; removes it when the job no longer waits.
+ * A command that fails leaves the last answer. */
+static void note_start(const struct dlh_backend *be, const char *job_dir, long id)
+{
+	char prog[600], idtext[24], out[2048], err[512], path[4200], text[160];
+	double start = INFINITY;
+	long prio = -1;
+	slurm_cmd(be, "squeue", prog, sizeof prog);
+	snprintf(idtext, sizeof idtext, "%ld", id);
+	char *const argv[] = { prog, "--start", "--noheader", "--jobs", idtext, "--format=%i|%S|%Q",
+			       NULL };
+	job_file(job_dir, SLURM_START, path, sizeof path);
+	if (run_cmd(argv, NULL, NULL, NULL, out, sizeof out, err, sizeof err) != 0)
+		return;
+	int rc = dlh_slurm_parse_start(out, id, &start, &prio);
+	if (rc == -ENOENT) {
+		unlink(path);
+		return;
+	}
+	if (rc)
+		return;
+	int n = isinf(start) ? snprintf(text, sizeof text, "job=%ld\nstart=unknown\npriority=%ld\n", id, prio) :
+		snprintf(text, sizeof text, "job=%ld\nstart=%.0f\npriority=%ld\n", id, start, prio);
+	dlh_write_atomic(path, text, (size_t)n);
+}
+
 /* How the shepherd saw mpirun end (DLH_RUN_EXIT_FILE) into *end. Returns 0,
  * or -ENOENT (the shepherd wrote none: it never ran, or was killed). */
 static int read_exit(const char *job_dir, struct dlh_run_end *end)
@@ -375,7 +459,7 @@ static int read_exit(const char *job_dir, struct dlh_run_end *end)
 /* Removes what a run that ended left in job_dir (its output is in the log). */
 static void forget(const char *job_dir)
 {
-	static const char *const files[] = { DLH_RUN_EXIT_FILE, SLURM_OUT, SLURM_POS };
+	static const char *const files[] = { DLH_RUN_EXIT_FILE, SLURM_OUT, SLURM_POS, SLURM_START };
 	char path[4200];
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
 		job_file(job_dir, files[i], path, sizeof path);
@@ -495,6 +579,10 @@ static int slurm_argv(const struct dlh_backend *be, const struct dlh_launch *l, 
 	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--ranks");
 	job_file(l->job_dir, DLH_DIR_LOGS, path, sizeof path);
 	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, path);
+	if (l->take_up) {   /* a requeued batch job's command takes up from its checkpoint */
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, "--take-up");
+		rc |= dlh_argv_put(out, max, &n, store, storelen, &used, l->job_dir);
+	}
 	job_file(l->job_dir, DLH_RUN_EXIT_FILE, path, sizeof path);
 	rc |= dlh_argv_put(out, max, &n, store, storelen, &used, path);
 	snprintf(np, sizeof np, "%d", l->ranks);
@@ -639,7 +727,8 @@ static int slurm_start(const struct dlh_backend *be, const struct dlh_launch *l,
 		return -ENOMEM;
 	}
 	/* an earlier run's */
-	static const char *const stale[] = { DLH_RUN_EXIT_FILE, SLURM_OUT, SLURM_POS, SLURM_STATE };
+	static const char *const stale[] = { DLH_RUN_EXIT_FILE, SLURM_OUT, SLURM_POS, SLURM_STATE,
+					     SLURM_START };
 	for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++) {
 		job_file(l->job_dir, stale[i], path, sizeof path);
 		unlink(path);
@@ -799,13 +888,24 @@ static void ended(const char *job_dir, long id, const struct slurm_job *q, struc
 static int slurm_wait(const struct dlh_backend *be, const struct dlh_run *run, const char *job_dir,
 		      int block, struct dlh_run_end *end)
 {
-	char err[512];
+	char err[512], path[4200];
 	struct slurm_job q;
+	double start_asked = -INFINITY;   /* squeue --start, last asked (dlh_mono) */
 	for (;;) {
 		int rc = ask_job(be, run->pid, &q, err, sizeof err);
 		if (!rc) {
 			note_state(job_dir, run->pid, &q);
 			copy_output(job_dir);
+			if (q.found && !strcmp(q.state, "PENDING")) {
+				if (dlh_mono() - start_asked >= SLURM_START_POLL_S) {
+					note_start(be, job_dir, run->pid);
+					start_asked = dlh_mono();
+				}
+			} else if (start_asked > -INFINITY || !block) {
+				job_file(job_dir, SLURM_START, path, sizeof path);
+				unlink(path);
+				start_asked = -INFINITY;
+			}
 			if (!q.found || state_ended(q.state)) {
 				ended(job_dir, run->pid, &q, end);
 				return 0;
@@ -935,6 +1035,35 @@ static int slurm_note(const struct dlh_backend *be, const char *job_dir, char *o
 	return pending;
 }
 
+static int slurm_pending(const struct dlh_backend *be, const char *job_dir, struct dlh_run_pending *p)
+{
+	char path[4200], *text = NULL, v[64];
+	memset(p, 0, sizeof *p);
+	p->start = INFINITY;
+	p->priority = -1;
+	if (slurm_note(be, job_dir, v, sizeof v) != 1)
+		return 0;
+	job_file(job_dir, SLURM_STATE, path, sizeof path);
+	if (dlh_read_file_nofollow(path, 4096, &text, NULL))
+		return 0;
+	if (!dlh_kv_get(text, "job", v, sizeof v))
+		p->job = atol(v);
+	if (dlh_kv_get(text, "reason", p->reason, sizeof p->reason))
+		p->reason[0] = '\0';
+	free(text);
+	text = NULL;
+	job_file(job_dir, SLURM_START, path, sizeof path);
+	if (!dlh_read_file_nofollow(path, 4096, &text, NULL) && !dlh_kv_get(text, "job", v, sizeof v) &&
+	    atol(v) == p->job) {
+		if (!dlh_kv_get(text, "start", v, sizeof v) && strcmp(v, "unknown"))
+			p->start = strtod(v, NULL);
+		if (!dlh_kv_get(text, "priority", v, sizeof v))
+			p->priority = atol(v);
+	}
+	free(text);
+	return p->job > 0;
+}
+
 static int slurm_priority(const struct dlh_backend *be, const struct dlh_run *run, int prio,
 			  const struct dlh_cred *cred, char *err, size_t errlen)
 {
@@ -969,6 +1098,7 @@ static const struct dlh_backend_ops slurm_ops = {
 	.failed_rank = slurm_failed_rank,
 	.describe = slurm_describe,
 	.note = slurm_note,
+	.pending = slurm_pending,
 	.priority = slurm_priority,
 };
 

@@ -30,6 +30,8 @@ void eng_hang_arm(struct dlh_engine *e, struct dlh_job *j)
 	double step_s = 0;
 	j->hung = 0;
 	j->hang_why[0] = '\0';
+	j->hang_pending = 0;
+	j->hang_held = 0;
 	if (j->spec.hang_timeout > 0) {
 		j->hang_after = (double)j->spec.hang_timeout;
 		return;
@@ -123,6 +125,20 @@ double eng_hang_check(struct dlh_engine *e, struct dlh_job *j, double now)
 	char why[256], lim[32], idle[32];
 	if (j->hung || j->kill_at || j->cancelling || j->hang_after <= 0 || !j->run.pid)
 		return 0;
+	/* held pending by its launcher (Slurm requeued it): nothing steps, and
+	 * the quiet counts from when it was last seen so (the note reads the
+	 * job's directory only, never asks the launcher) */
+	char dir[4096], note[256];
+	eng_job_dir(e, j->id, dir, sizeof dir);
+	if (e->backend.ops->note && e->backend.ops->note(&e->backend, dir, note, sizeof note) == 1) {
+		j->hang_pending = dlh_now();
+		j->hang_held = 1;
+		return now + ENG_HANG_LOOK;
+	}
+	if (j->hang_held) {   /* going again: its start-up counts from now */
+		j->hang_pending = dlh_now();
+		j->hang_held = 0;
+	}
 	double last = newest_beat(e, j, why, sizeof why);
 	if (!last && j->spec.command[0])   /* a command that shows no step yet: not */
 		return now + ENG_HANG_LOOK;  /* watched, but looked at again */
@@ -132,6 +148,8 @@ double eng_hang_check(struct dlh_engine *e, struct dlh_job *j, double now)
 		if (j->spec.hang_timeout <= 0 && after < ENG_HANG_STARTUP)
 			after = ENG_HANG_STARTUP;
 	}
+	if (last < j->hang_pending)   /* it ran again since: a start-up of its own */
+		last = j->hang_pending;
 	double quiet = dlh_now() - last;
 	if (quiet < after)
 		return now + (after - quiet) + 0.05;

@@ -458,6 +458,9 @@ static int start_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 		.est_s = j->est_total, .time_limit = (double)j->spec.time_limit,
 		.grace = dlh_spec_grace(&j->spec), .memory = l->plan.memory,
 		.gpu = l->plan.gpu, .gpu_type = eng_gpu_type(e, &l->plan),
+		/* a command is told where to take up (resume_env), dlh-train finds it;
+		 * a profile run too, once its launcher runs it again (a requeue) */
+		.take_up = j->spec.command[0] != 0,
 	};
 	rc = e->backend.ops->start(&e->backend, &dl, &j->run, l->err, sizeof l->err);
 	if (!rc && l->as_owner)

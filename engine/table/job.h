@@ -89,6 +89,11 @@ struct dlh_job {
 					time limit (dlh_spec_grace), 0 = not due */
 	int timed_out;               /* the run was stopped at its time limit; ends as failed */
 	double hang_after;           /* seconds without a step that make the run hung */
+	double hang_pending;         /* when the hang watch last found the run held pending
+					by its launcher (Slurm; a requeue), or first found it
+					going again after, epoch s: no step is due before
+					hang_after past it; 0 = never */
+	int hang_held;               /* the hang watch's last look found it pending */
 	int hung;                    /* the run was stopped as hung; hang_why says why */
 	int holder_died;             /* the run's holder (dlh-shepherd) died: exit_code is its */
 	char disk_why[160];          /* the run was stopped for its disk use: why (disk.c) */

@@ -72,6 +72,10 @@ struct dlh_engine {
 	int probe_started;           /* probe_thread is to be joined */
 	int probing;                 /* a round of probes is under way */
 	int no_probe;                /* -o probe=off: the pool file is taken as it is */
+	int slurm_unheard;           /* a Slurm pool whose sinfo has not answered since the
+					mount: no node is known; jobs are taken and wait
+					(queued) unplanned until it answers (nodes.c) */
+	char slurm_why[200];         /* then: sinfo's words */
 	double probe_every;          /* seconds between rounds of probes; 0 = none after
 					the mount's */
 	struct dlh_cgroup_sys cg;    /* how runs are isolated */

@@ -181,14 +181,24 @@ test_a_pending_slurm_job_shows_slurms_reason_in_progress() {
 	dlh_umount
 }
 
+# queue_shows_slurm_start ID SJOB: the queue file's line of job ID names
+# Slurm job SJOB with the start squeue --start gives it (in UTC)
+queue_shows_slurm_start() {
+	local s; s=$(squeue -h --start -j "$2" -o %S 2>/dev/null)
+	case $s in 20*) ;; *) return 1 ;; esac
+	grep -q "^$1 priority .* start 20[^ ]* slurm_job $2 slurm_start $(date -u -d "$s" +%Y-%m-%dT%H:%M:%SZ) slurm_reason Resources name " "$MNT/queue"
+}
+
 # A job that does not fit because another user's Slurm job holds the nodes
 # (dlhfs sees them allocated, which is usable: Slurm queues) is submitted
-# and waits `pending` with Slurm's reason (Resources); once that job ends,
-# Slurm runs it and it succeeds
+# and waits `pending` with Slurm's reason (Resources); the queue file shows
+# it with Slurm's job id and Slurm's estimated start (squeue --start: when
+# the other job's time limit ends) beside dlhfs's own; once that job ends,
+# Slurm runs it and it succeeds, and the queue no longer has it
 test_a_job_the_busy_nodes_cannot_take_waits_pending_with_slurms_reason() {
 	local other sj
 	mount_slurm 2
-	other=$(sbatch --parsable -p dlh -N2 --exclusive -o /dev/null --wrap 'sleep 300') || die "sbatch of the other job failed"
+	other=$(sbatch --parsable -p dlh -N2 --exclusive --time=10 -o /dev/null --wrap 'sleep 300') || die "sbatch of the other job failed"
 	wait_for 20 eval '[ "$(squeue -h -j "$other" -o %T)" = RUNNING ]' || die "the other job: $(squeue -h -j "$other" -o '%T %r')"
 	slice_spec busy 1 'nodes = 2' > "$STATE/b.ini"
 	cp "$STATE/b.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
@@ -197,9 +207,13 @@ test_a_job_the_busy_nodes_cannot_take_waits_pending_with_slurms_reason() {
 	wait_for 20 progress_says 1 "pending in Slurm (job $sj): Resources" ||
 		die "progress: $(cat "$MNT/jobs/1/progress"); squeue: $(squeue -h -j "$sj" -o '%T %r')"
 	expect_eq "$(cat "$MNT/jobs/1/status")" pending "status while the nodes are busy"
+	wait_for 30 queue_shows_slurm_start 1 "$sj" ||
+		die "queue: $(cat "$MNT/queue"); squeue --start: $(squeue -h --start -j "$sj" -o '%i %S %r')"
+	echo "measured: queue: $(cat "$MNT/queue"); other job $other: $(squeue -h -j "$other" -o '%S %l')"
 	scancel "$other" || die "scancel of the other job failed"
 	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	expect_eq "$(cat "$MNT/queue")" "" "the queue once the job ended"
 	grep -q "slurm: job $sj pending (Resources)" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
 	dlh_umount
 }
@@ -347,14 +361,15 @@ test_a_drained_node_gets_no_ranks_and_a_job_needing_it_waits() {
 
 # A node set down in Slurm while a job runs on it: Slurm requeues the job
 # (--requeue; NODE_FAIL is its state only where it cannot), which is then
-# `pending` with Slurm's reason, its log saying so; no rank is left on
-# either node, and cancel ends it cancelled
+# `pending` with Slurm's reason, its log saying so, and no rank is left on
+# either node; once the node is back, the rerun (dlh-train) takes up from
+# its newest checkpoint and the job succeeds with every step once
 test_a_node_slurm_sets_down_under_a_job_requeues_it_pending() {
 	local sj
 	mount_slurm 2
-	slice_spec doomed 30 'nodes = 2' > "$STATE/d.ini"
+	slice_spec doomed 3 'nodes = 2' > "$STATE/d.ini"
 	cp "$STATE/d.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
-	wait_for 60 node_has_ranks dlhs2 || die "no rank on dlhs2: $(tail -5 "$MNT/jobs/1/log")"
+	wait_for 60 step_at_least 1 25 || die "no step 25: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
 	sj=$(slurm_job 1)
 	scontrol update nodename=dlhs2 state=down reason=dlhtest-fail || die "scontrol down failed"
 	wait_for 20 status_is 1 pending || die "status $(cat "$MNT/jobs/1/status"): $(tail -5 "$MNT/jobs/1/log")"
@@ -363,9 +378,92 @@ test_a_node_slurm_sets_down_under_a_job_requeues_it_pending() {
 		die "log: $(grep slurm: "$MNT/jobs/1/log")"
 	wait_for 10 node_ranks_are dlhs1 0 || die "ranks left on dlhs1"
 	wait_for 10 node_ranks_are dlhs2 0 || die "ranks left on dlhs2"
-	echo cancel > "$MNT/jobs/1/ctl" || die "cancel refused"
-	wait_for 30 job_terminal 1 || die "job 1 did not end: $(tail -5 "$MNT/jobs/1/log")"
-	expect_eq "$(cat "$MNT/jobs/1/status")" cancelled "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	# its slurmd registers again: Slurm takes it back (ReturnToService=2), or a resume does
+	slurm_idle 2 || scontrol update nodename=dlhs2 state=resume 2>/dev/null
+	wait_for 20 slurm_idle 2 || die "dlhs2 did not come back: $(sinfo -N)"
+	scontrol update jobid="$sj" starttime=now || die "scontrol starttime=now failed"   # past BeginTime
+	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	steps_once 1 || die "train steps of metrics.csv are not 1..$(last_step 1) once each"
+	grep -Eq "start step [1-9][0-9]*" "$MNT/jobs/1/log" || die "the rerun did not take up: $(grep 'start step' "$MNT/jobs/1/log")"
+	echo "measured: the rerun of Slurm job $sj: $(grep -Eo 'start step [0-9]+' "$MNT/jobs/1/log" | tr '\n' ' ')"
+	dlh_umount
+}
+
+# A [job] command's run that Slurm requeues (its node set down under it)
+# waits pending past its hang_timeout without being called hung, runs its
+# batch job again on the node left, and takes up from its newest
+# checkpoint as a resume does: the rerun's dlh-shepherd gives the program
+# DLH_RESUME_FROM and DLH_START_STEP and cuts metrics.csv back to that step,
+# so the job succeeds with every step once
+test_a_command_slurm_requeues_takes_up_from_its_newest_checkpoint() {
+	local sj node prog
+	mount_slurm 2
+	prog=$STATE/steps.sh
+	cat > "$prog" <<'PROG'
+#!/bin/sh
+# a user's program: 50 steps, a row each, a checkpoint every 5
+s=${DLH_START_STEP:-0}
+[ -s "$DLH_METRICS_CSV" ] || echo kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s > "$DLH_METRICS_CSV"
+while [ "$s" -lt 50 ]; do
+	s=$((s + 1))
+	echo "train,$s,1,$s,0.5,0.5,0.1,100" >> "$DLH_METRICS_CSV"
+	[ $((s % 5)) = 0 ] && : > "$DLH_CHECKPOINT_DIR/step-$s.ckpt"
+	sleep 0.1
+done
+PROG
+	chmod 755 "$prog"
+	printf '[job]\nname = steps\ncommand = %s\nhang_timeout = 10s\n[resources]\nranks = 1\n' "$prog" > "$STATE/c.ini"
+	cp "$STATE/c.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 60 step_at_least 1 12 || die "no step 12: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	node=$(squeue_nodes "$sj")
+	scontrol update nodename="$node" state=down reason=dlhtest-fail || die "scontrol down failed"
+	# and kept from jobs when its slurmd registers again (ReturnToService=2)
+	scontrol update nodename="$node" state=drain reason=dlhtest-fail || die "scontrol drain failed"
+	wait_for 20 grep -q "slurm: job $sj was requeued by Slurm (restart 1)" "$MNT/jobs/1/log" ||
+		die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	# Slurm holds a requeued job back a while (BeginTime): longer than its
+	# hang_timeout, which does not count while Slurm holds it (the time is
+	# what is tested here: no condition to wait for)
+	echo "measured: requeued job $sj: $(squeue -h -j "$sj" -o '%T %r start %S')"
+	sleep 12
+	expect_eq "$(cat "$MNT/jobs/1/status")" pending "status 12 s into Slurm's hold ($(tail -3 "$MNT/jobs/1/log"))"
+	scontrol update jobid="$sj" starttime=now || die "scontrol starttime=now failed"
+	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress"; grep -v '^\[rank' "$MNT/jobs/1/log" | tail -30; sinfo -N)"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	expect_eq "$(last_step 1)" 50 "the last step"
+	steps_once 1 || die "train steps of metrics.csv are not 1..50 once each: $(grep -c '^train,' "$MNT/jobs/1/metrics.csv") rows"
+	grep -q "Slurm requeued the batch job (restart 1): its command takes up from .*/step-[0-9]*.ckpt, step [1-9]" \
+		"$MNT/jobs/1/log" || die "no take-up: $(grep -E 'slurm:|shepherd' "$MNT/jobs/1/log")"
+	echo "measured: $(grep -o 'takes up from .*' "$MNT/jobs/1/log") after $node went down"
+	dlh_umount
+}
+
+# A job written while Slurm does not answer (slurmctld stopped before the
+# mount: sinfo fails, no node is known) waits `queued`, its progress
+# saying that Slurm has not answered; once slurmctld is back and a refresh
+# hears sinfo, it is submitted and succeeds
+test_a_job_planned_before_slurm_answers_waits_then_runs() {
+	local state
+	slurm_up 1
+	slurm_ctld_stop
+	state=$(mktemp -d /tmp/dlh-state.XXXXXX)
+	chmod o+x "$state"
+	slurm_pool > "$state/pool.ini"
+	DLH_OPTS="-o pool=$state/pool.ini"
+	dlh_mount "$state"
+	slice_spec early 1 > "$STATE/e.ini"
+	cp "$STATE/e.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 20 progress_says 1 "Slurm has not answered" ||
+		die "progress: $(cat "$MNT/jobs/1/progress"); status $(cat "$MNT/jobs/1/status"); $(tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" queued "status while Slurm does not answer"
+	echo "measured: progress while Slurm does not answer: $(cat "$MNT/jobs/1/progress")"
+	slurm_ctld_start
+	echo refresh > "$MNT/pool/ctl" || die "refresh failed"
+	wait_for 120 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	has_slurm_job 1 || die "no Slurm job in the plan"
 	dlh_umount
 }
 

@@ -3,12 +3,14 @@
  * dir, and finding a run again as a restarted daemon does */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/contract/contract.h"
@@ -527,6 +529,29 @@ TEST(slurm_asks_for_gres_of_a_gpu_plan)
 	dlh_buf_free(&out);
 }
 
+/* squeue --start's lines: the job's own line by its id (not another's,
+ * not a longer id that begins the same), Slurm's local time as epoch
+ * seconds, N/A as no start, a cut line or no line said so */
+TEST(slurm_start_of_a_job_from_squeue_lines)
+{
+	double start = 0;
+	long prio = 0;
+	struct tm tm = { .tm_year = 126, .tm_mon = 10, .tm_mday = 27, .tm_hour = 10, .tm_min = 2,
+			 .tm_sec = 3, .tm_isdst = -1 };
+	double want = (double)mktime(&tm);
+	const char *text = "712|2026-11-27T09:00:00|99\n  71|2026-11-27T10:02:03|4294\n72|N/A|10\n";
+	CHECK(dlh_slurm_parse_start(text, 71, &start, &prio) == 0);
+	CHECK_MSG(start == want && prio == 4294, "start %.0f (want %.0f), priority %ld", start, want, prio);
+	CHECK(dlh_slurm_parse_start(text, 72, &start, &prio) == 0);
+	CHECK(isinf(start) && prio == 10);
+	CHECK(dlh_slurm_parse_start(text, 7, &start, &prio) == -ENOENT);
+	CHECK(dlh_slurm_parse_start("", 7, &start, &prio) == -ENOENT);
+	CHECK(dlh_slurm_parse_start("7|Unknown|x\n", 7, &start, &prio) == 0);
+	CHECK(isinf(start) && prio == -1);
+	CHECK(dlh_slurm_parse_start("7|2026-11-27T10:02:03\n", 7, &start, &prio) == -EINVAL);
+	CHECK(dlh_slurm_parse_start("squeue: error: Invalid job id specified\n", 7, &start, &prio) == -ENOENT);
+}
+
 int main(void)
 {
 	if (tmp_root_make())
@@ -546,6 +571,7 @@ int main(void)
 	RUN(slurm_run_stopped_on_the_limits_signal_ends_for_the_time_limit);
 	RUN(slurm_asks_for_the_limit_and_the_signal_and_notes_pending);
 	RUN(slurm_asks_for_gres_of_a_gpu_plan);
+	RUN(slurm_start_of_a_job_from_squeue_lines);
 	tmp_root_remove();
 	return CHECK_EXIT();
 }
