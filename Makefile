@@ -168,7 +168,7 @@ $(BUILD)/dlh-train: $(TRAIN_OBJ) $(SHARED_OBJ)
 $(BUILD)/dlh-probe: $(BUILD)/obj/engine/probe/main.o $(BUILD)/obj/engine/probe/hold.o $(LIBENGINE) $(LIBSCHEMA)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 # what holds each run, so that it outlives dlhfs (engine/run/shepherd.c)
-# (a requeued command's take-up: engine/supervise/resume.c, from the engine's library)
+# (a requeued command's take-up: engine/run/resume.c, from the engine's library)
 $(BUILD)/dlh-shepherd: $(BUILD)/obj/engine/run/shepherd.o $(LIBENGINE) $(LIBSCHEMA)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(INIH_LIBS) $(ZLIB_LIBS) -lpthread -lm
 # what gives a [job] command's ranks torchrun's environment (engine/run/rank.c)

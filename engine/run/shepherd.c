@@ -40,7 +40,7 @@
  * Take-up of a requeued run: with --take-up, a [job] command's run that
  * its scheduler started again by itself (Slurm requeued the batch job, a
  * node having failed under it: SLURM_RESTART_COUNT > 0) takes up from its
- * newest checkpoint as a resume does (engine/supervise/resume.h): `latest`
+ * newest checkpoint as a resume does (engine/run/resume.h): `latest`
  * points at it, metrics.csv is cut back to its step (to the header where
  * there is none) and PROGRAM gets DLH_RESUME_FROM and DLH_START_STEP for
  * it. The rerun itself finds them, before PROGRAM starts: nothing waits
@@ -66,7 +66,7 @@
 #include <unistd.h>
 
 #include "engine/contract/contract.h"
-#include "engine/supervise/resume.h"
+#include "engine/run/resume.h"
 #include "engine/util/util.h"
 
 #define HELD_POLL_MS 20          /* looking for the ready file while a verb is held */
@@ -537,7 +537,7 @@ int main(int argc, char **argv)
 		close(pipefd[1]);
 	int limit = 0;
 	int status = shepherd(pid, ready, sfd, pipefd[0], &o, &limit);
-	char text[160];
+	char text[200];
 	int code;
 	if (WIFEXITED(status)) {
 		code = WEXITSTATUS(status);
@@ -558,6 +558,14 @@ int main(int argc, char **argv)
 	if (limit) {
 		size_t l = strlen(text);
 		snprintf(text + l, sizeof text - l, "time_limit=1\n");
+	}
+	/* which of Slurm's runs of the batch job this was: a requeue's word on
+	 * the run before is told apart from the rerun's own (slurm.c) */
+	const char *restart = getenv("SLURM_RESTART_COUNT");
+	if (restart && restart[0] && strspn(restart, "0123456789") == strlen(restart) &&
+	    strlen(restart) < 10) {
+		size_t l = strlen(text);
+		snprintf(text + l, sizeof text - l, "slurm_restart=%s\n", restart);
 	}
 	int rc = write_exit(exit_file, text);
 	if (rc < 0)

@@ -317,7 +317,8 @@ static void copy_output(const char *job_dir)
 /* Records Slurm's word on the job (SLURM_STATE), and in the log when it
  * changed. A job Slurm requeued (its Restarts grew: a node failed, or it
  * was preempted to be requeued) runs its batch script again: the exit file
- * of the run before is no word on the next, and goes. */
+ * of a run before (its slurm_restart below Restarts) is no word on the
+ * next, and goes. */
 static void note_state(const char *job_dir, long id, const struct slurm_job *q)
 {
 	char path[4200], text[512], *old = NULL, was[16] = "";
@@ -336,8 +337,17 @@ static void note_state(const char *job_dir, long id, const struct slurm_job *q)
 	if (!q->found)
 		return;
 	if (q->restarts > atoi(was)) {
+		/* the exit file of a run before this restart goes; the rerun's
+		 * own (it may have ended while dlhfs was away) stays */
+		char *exit_text = NULL, run[16] = "";
 		job_file(job_dir, DLH_RUN_EXIT_FILE, path, sizeof path);
-		unlink(path);
+		if (!dlh_read_file_nofollow(path, 4096, &exit_text, NULL)) {
+			if (dlh_kv_get(exit_text, "slurm_restart", run, sizeof run))
+				run[0] = '\0';
+			if (atoi(run) < q->restarts)
+				unlink(path);
+			free(exit_text);
+		}
 		log_line(job_dir, "slurm: job %ld was requeued by Slurm (restart %d); its batch job "
 			 "runs again once Slurm lets it", id, q->restarts);
 	}

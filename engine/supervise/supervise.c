@@ -25,7 +25,7 @@
 #include "engine/supervise/profile.h"
 #include "engine/live/nodes.h"
 #include "engine/supervise/reason.h"
-#include "engine/supervise/resume.h"
+#include "engine/run/resume.h"
 #include "engine/table/table.h"
 #include "engine/plan/plan.h"
 #include "engine/run/cgroup.h"

@@ -1,7 +1,7 @@
 /* resume.h - a [job] command run again: its newest checkpoint, the step it
  * was taken at, metrics.csv cut back to it, `latest` kept (resume.c) */
-#ifndef DLH_JOBS_RESUME_H
-#define DLH_JOBS_RESUME_H
+#ifndef DLH_RUN_RESUME_H
+#define DLH_RUN_RESUME_H
 
 #include <stddef.h>
 #include <sys/types.h>

@@ -10,7 +10,7 @@
  * run dlhfs points `latest` at the newest checkpoint when the program did
  * not. Everything in the job's directory is its owner's: read and written
  * without following links, regular files only. */
-#include "engine/supervise/resume.h"
+#include "engine/run/resume.h"
 
 #include <dirent.h>
 #include <errno.h>
