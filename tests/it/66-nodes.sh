@@ -123,7 +123,7 @@ test_reload_adds_a_node_a_job_then_uses_and_a_removed_node_leaves_when_idle() {
 	echo reload > "$MNT/pool/ctl" || die "reload refused: $(tail -1 "$MNT/jobs/errors")"
 	grep -q '^up: ' "$MNT/pool/nodes/dlhn2/state" || die "dlhn2 after the reload: $(cat "$MNT/pool/nodes/dlhn2/state")"
 	grep -qx 'nodes total 3 up 3 probing 0 down 0 drained 0 unprobed 0' "$MNT/pool/summary" ||
-		die "summary: $(cat "$MNT/pool/summary")"
+		die "summary: $(cat "$MNT/pool/summary"); states: $(grep . "$MNT"/pool/nodes/*/state)"
 	slice_spec three 1 'nodes = 3' | sed 's/^ranks = 2$/ranks = 3/' > "$STATE/three.ini"
 	cp "$STATE/three.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
 	wait_for 120 job_terminal 1 || die "job 1: $(cat "$MNT/jobs/1/progress")"
