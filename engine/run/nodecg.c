@@ -68,14 +68,8 @@ int dlh_nodecg_start(const struct dlh_nodecg_ask *a, struct dlh_nodecg *h, char 
 	}
 	pid_t pid = fork();
 	if (pid == 0) {
-		/* async-signal-safe calls only from here to exec; signals as from
-		 * a shell (FUSE threads block them, libfuse ignores SIGPIPE) */
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		struct sigaction dfl = { .sa_handler = SIG_DFL };
-		sigaction(SIGPIPE, &dfl, NULL);
-		setpgid(0, 0);   /* the agent and what it starts: killed together */
+		/* async-signal-safe calls only from here to exec */
+		dlh_child_as_from_shell();
 		if (dlh_fd_onto(in[0], 0) < 0 || dlh_fd_onto(out[1], 1) < 0 || dlh_fd_onto(err[1], 2) < 0)
 			_exit(127);
 		execvp(argv[0], argv);

@@ -178,15 +178,8 @@ void dlh_probe_ask(const struct dlh_probe_ask *a, struct dlh_probe_result *r)
 	if (pid != 0)
 		free(env);   /* the child's copy is its own */
 	if (pid == 0) {
-		/* async-signal-safe calls only from here to exec. The agent takes
-		 * signals as if started from a shell: the FUSE thread that runs a
-		 * refresh blocks them all, and libfuse ignores SIGPIPE. */
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		struct sigaction dfl = { .sa_handler = SIG_DFL };
-		sigaction(SIGPIPE, &dfl, NULL);
-		setpgid(0, 0);   /* the agent and what it starts: killed together */
+		/* async-signal-safe calls only from here to exec */
+		dlh_child_as_from_shell();
 		int src = see ? in[0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (src < 0 || dlh_fd_onto(src, 0) < 0 || dlh_fd_onto(out[1], 1) < 0 ||
 		    dlh_fd_onto(err[1], 2) < 0)

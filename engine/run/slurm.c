@@ -105,14 +105,8 @@ static int run_cmd(char *const argv[], char *const env[], const struct dlh_cred 
 	}
 	pid_t pid = fork();
 	if (pid == 0) {
-		/* async-signal-safe calls only from here to exec; signals as from
-		 * a shell (a FUSE thread blocks them all) */
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		struct sigaction dfl = { .sa_handler = SIG_DFL };
-		sigaction(SIGPIPE, &dfl, NULL);
-		setpgid(0, 0);
+		/* async-signal-safe calls only from here to exec */
+		dlh_child_as_from_shell();
 		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (nul < 0 || dlh_fd_onto(nul, 0) < 0 || dlh_fd_onto(po[1], 1) < 0 ||
 		    dlh_fd_onto(pe[1], 2) < 0)

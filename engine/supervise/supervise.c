@@ -843,6 +843,19 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 		e->reschedule(e);   /* the queue: slots are free (see table.h) */
 }
 
+/* A waiter's last act: it is counted out (an unmount waits for none to
+ * be left) and frees what it owned. Returns NULL, the thread's result. */
+static void *waiter_done(struct dlh_engine *e, struct waiter_arg *wa, struct dlh_nodecg *nodecg)
+{
+	pthread_mutex_lock(&e->mu);
+	e->waiters--;
+	pthread_cond_broadcast(&e->changed);
+	pthread_mutex_unlock(&e->mu);
+	free(nodecg);
+	free(wa);
+	return NULL;
+}
+
 /* The thread that waits for one run (arg: its struct waiter_arg, freed
  * here): blocks in the backend's wait without e->mu, then records the end
  * and removes the run's cgroups. */
@@ -865,13 +878,7 @@ static void *waiter_main(void *arg)
 		/* left as it is (the launcher did not answer as dlhfs stops): the
 		 * record says running, the handle stays; the next mount takes it
 		 * back (helpers on other nodes keep their groups until they empty) */
-		pthread_mutex_lock(&e->mu);
-		e->waiters--;
-		pthread_cond_broadcast(&e->changed);
-		pthread_mutex_unlock(&e->mu);
-		free(nodecg);
-		free(wa);
-		return NULL;
+		return waiter_done(e, wa, nodecg);
 	}
 	char lost[DLH_REASON_MAX - 64] = "";
 	pthread_mutex_lock(&e->mu);   /* a run stopped on purpose lost no node */
@@ -922,13 +929,7 @@ static void *waiter_main(void *arg)
 	job_exited(e, wa->job, &end, &cg, &ne, lost);
 	pthread_mutex_unlock(&e->mu);
 	dlh_cgroup_destroy(&cg); /* waits for stragglers: not under the lock */
-	pthread_mutex_lock(&e->mu);
-	e->waiters--;
-	pthread_cond_broadcast(&e->changed);
-	pthread_mutex_unlock(&e->mu);
-	free(nodecg);
-	free(wa);
-	return NULL;
+	return waiter_done(e, wa, nodecg);
 }
 
 /* ---- the timer thread ---- */

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -261,6 +262,16 @@ int dlh_fd_onto(int fd, int to)
 	if (fd != to)
 		return dup2(fd, to);
 	return fcntl(fd, F_SETFD, 0) < 0 ? -1 : to;
+}
+
+void dlh_child_as_from_shell(void)
+{
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigaction(SIGPIPE, &dfl, NULL);
+	setpgid(0, 0);
 }
 
 int dlh_mkdir_p(const char *dir, mode_t mode)

@@ -109,6 +109,12 @@ int dlh_append_line_private(const char *path, const char *line);
  * Async-signal-safe. Returns to, or -1 with errno. */
 int dlh_fd_onto(int fd, int to);
 
+/* In a child about to exec an agent or a Slurm command: takes signals as
+ * if started from a shell (every signal unblocked: FUSE threads block them;
+ * SIGPIPE default: libfuse ignores it) in a process group of its own (what
+ * it starts is killed with it). Async-signal-safe. */
+void dlh_child_as_from_shell(void);
+
 /* Creates dir and its parents with mode. Returns 0 (also when it exists), or -errno. */
 int dlh_mkdir_p(const char *dir, mode_t mode);
 
