@@ -136,6 +136,14 @@ tree_procs() {
 			if (q == root) print p, uid[p] } }'
 }
 
+# daemon_gone PID: PID has exited (a zombie, not yet waited for, counts)
+daemon_gone() {
+	local st
+	st=$(ps -o stat= -p "$1" 2>/dev/null) || return 0
+	case $st in Z*) return 0 ;; esac
+	return 1
+}
+
 dlh_cleanup() {
 	stall_kill   # first: a check of the daemon's may be blocked on it
 	# readers left running (tail -f) would keep the mount busy
@@ -147,6 +155,14 @@ dlh_cleanup() {
 	# and fails on an aborted one that is still mounted)
 	if [ -n "${MNT:-}" ] && awk -v m="$MNT" '$2 == m { f = 1 } END { exit !f }' /proc/self/mounts; then
 		fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null
+		wait "$DLH_PID" 2>/dev/null
+	fi
+	# a daemon still there after its unmount (a test that failed between
+	# the two) must not outlive the test, nor hold its nodes' lock
+	# (only while it is this shell's job: a reaped pid may be another's now)
+	if [ -n "${DLH_PID:-}" ] && jobs -p | grep -qx "$DLH_PID" &&
+	   ! wait_for 10 daemon_gone "$DLH_PID"; then
+		kill -KILL "$DLH_PID" 2>/dev/null
 		wait "$DLH_PID" 2>/dev/null
 	fi
 	[ -n "${MNT:-}" ] && rmdir "$MNT" 2>/dev/null

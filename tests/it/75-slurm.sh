@@ -496,3 +496,36 @@ test_priority_through_ctl_is_slurms_nice_of_the_job() {
 	wait_for 30 job_terminal 1 || die "job 1 did not end: $(tail -5 "$MNT/jobs/1/log")"
 	dlh_umount
 }
+
+# An unmount while Slurm does not answer ends all the same (the job is left
+# to Slurm, its handle kept); the next mount, with Slurm back, takes it back
+# and it ends as Slurm ran it
+test_an_unmount_while_slurm_does_not_answer_ends_and_the_next_mount_takes_the_job_back() {
+	local sj t0 took
+	mount_slurm 2
+	slice_spec long 8 'nodes = 2' > "$STATE/long.ini"
+	cp "$STATE/long.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 60 node_has_ranks dlhs2 || die "no rank on dlhs2: $(tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	slurm_ctld_stop
+	t0=$SECONDS
+	fusermount3 -u "$MNT" || die "fusermount3 -u failed"
+	wait_for 90 eval '! kill -0 "$DLH_PID" 2>/dev/null' ||
+		die "dlhfs still there 90 s after the unmount: $(tail -3 "$STATE/jobs/1/log")"
+	wait "$DLH_PID"
+	took=$((SECONDS - t0))
+	echo "measured: the unmount with slurmctld down took $took s"
+	grep -q . "$STATE/jobs/1/run.handle" || die "the job's handle is gone"
+	slurm_ctld_start
+	"$DLH_BIN/dlhfs" -f -o "state=$STATE" ${DLH_OPTS:-} "$MNT" 2>"$DLH_STDERR" &
+	DLH_PID=$!
+	wait_for 10 test -f "$MNT/pool/summary" || die "dlhfs did not mount again: $(cat "$DLH_STDERR")"
+	wait_for 240 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	grep -q "slurm: job $sj ended" "$MNT/jobs/1/log" || die "log: $(grep -v "^\[rank" "$MNT/jobs/1/log" | tail -25)"
+	echo "measured: job 1 (Slurm job $sj) $(cat "$MNT/jobs/1/status") after the remount: $(grep "slurm: job $sj ended" "$MNT/jobs/1/log" | tail -1)"
+	case $(cat "$MNT/jobs/1/status") in
+	succeeded|queued|suspended) ;;
+	*) die "job 1 after the remount: $(cat "$MNT/jobs/1/progress"); $(grep -v '^\[rank' "$MNT/jobs/1/log" | tail -12)" ;;
+	esac
+	dlh_umount
+}
