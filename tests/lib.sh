@@ -22,6 +22,18 @@ wait_for() {
 	done
 }
 
+# holds_for SECONDS CMD...: CMD stays true for SECONDS, looked at every
+# 0.05 s; returns 1 as soon as it is not (what must not happen for a while:
+# a hang timer that must not fire)
+holds_for() {
+	local limit=$1; shift
+	local end=$((SECONDS + limit))
+	while [ "$SECONDS" -lt "$end" ]; do
+		"$@" 2>/dev/null || return 1
+		sleep 0.05
+	done
+}
+
 # dlh_mount [STATE]: mounts dlhfs in the foreground on a fresh temp dir, with
 # the options in DLH_OPTS (e.g. "-o cpus=2"). Sets MNT, STATE, DLH_PID. The
 # trap unmounts whatever happens.
