@@ -140,9 +140,15 @@ static int ctl_checkpoint(struct dlh_engine *e, struct dlh_job *j, uid_t uid, ch
 	return 0;
 }
 
-static int ctl_priority(struct dlh_engine *e, struct dlh_job *j, uid_t uid, int prio,
+/* The priority verb. A run its launcher queues itself (Slurm) has its
+ * place there changed too, with e->mu released while the launcher answers
+ * (a Slurm command may take seconds: nobody else waits for it); *jp is
+ * found again after (NULL when it went meanwhile). e->mu held. */
+static int ctl_priority(struct dlh_engine *e, struct dlh_job **jp, uid_t uid, int prio,
 			char *err, size_t errlen)
 {
+	struct dlh_job *j = *jp;
+	long id = j->id;
 	if (dlh_status_terminal(j->status)) {
 		snprintf(err, errlen, "ctl: \"priority\": job %ld is already %s", j->id,
 			 dlh_status_name(j->status));
@@ -159,14 +165,22 @@ static int ctl_priority(struct dlh_engine *e, struct dlh_job *j, uid_t uid, int 
 		 * a negative nice is Slurm's operators', and dlhfs's rule above
 		 * allowed it: as the daemon */
 		struct dlh_cred cred, *as = NULL;
+		struct dlh_run run = j->run;
 		char why[512];
 		int rc = 0;
 		if (geteuid() == 0 && j->uid != 0 && prio <= 0) {
 			rc = dlh_cred_of(j->uid, &cred, why, sizeof why);
 			as = &cred;
 		}
-		if (!rc)
-			rc = e->backend.ops->priority(&e->backend, &j->run, prio, as, why, sizeof why);
+		if (!rc) {
+			pthread_mutex_unlock(&e->mu);
+			rc = e->backend.ops->priority(&e->backend, &run, prio, as, why, sizeof why);
+			pthread_mutex_lock(&e->mu);
+			if (!(j = *jp = eng_find(e, id))) {
+				snprintf(err, errlen, "no job %ld", id);
+				return -ENOENT;
+			}
+		}
 		if (rc) {
 			snprintf(err, errlen, "ctl: \"priority\": job %ld: %s", j->id, why);
 			return rc;
@@ -253,7 +267,7 @@ int dlh_engine_ctl(struct dlh_engine *e, long id, uid_t uid, const char *line,
 		else
 			j = NULL;   /* freed */
 	} else {
-		rc = ctl_priority(e, j, uid, prio, err, errlen);
+		rc = ctl_priority(e, &j, uid, prio, err, errlen);
 	}
 	if (rc && j)
 		eng_job_log(e, j, "%s", err);

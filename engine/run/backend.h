@@ -205,7 +205,8 @@ struct dlh_backend_ops {
 	int (*pending)(const struct dlh_backend *be, const char *job_dir, struct dlh_run_pending *p);
 	/* The run's priority became prio (DLH_PRIORITY_MIN..MAX, higher
 	 * first): the launcher's own queue is told (Slurm: nice -prio), as
-	 * cred (NULL: as the daemon). Blocks while the launcher answers.
+	 * cred (NULL: as the daemon). Blocks while the launcher answers (the
+	 * engine calls it without e->mu).
 	 * Returns 0, or -errno with err (the launcher's words). NULL = the
 	 * launcher has no queue of its own. */
 	int (*priority)(const struct dlh_backend *be, const struct dlh_run *run, int prio,
