@@ -1014,48 +1014,58 @@ static int slurm_describe(const struct dlh_backend *be, const struct dlh_launch 
 	return rc ? -ENOMEM : 0;
 }
 
+/* Slurm's word on the job of job_dir as wait() last recorded it
+ * (SLURM_STATE): its job id, state and reason. Returns 0, or -errno (none
+ * recorded). Reads the job dir only. */
+static int read_state(const char *job_dir, char *job, size_t joblen, char *state, size_t statelen,
+		      char *reason, size_t reasonlen)
+{
+	char path[4200], *text = NULL;
+	job_file(job_dir, SLURM_STATE, path, sizeof path);
+	int rc = dlh_read_file_nofollow(path, 4096, &text, NULL);
+	if (rc)
+		return rc;
+	if (dlh_kv_get(text, "state", state, statelen) || dlh_kv_get(text, "job", job, joblen))
+		rc = -EINVAL;
+	else if (dlh_kv_get(text, "reason", reason, reasonlen))
+		reason[0] = '\0';
+	free(text);
+	return rc;
+}
+
+/* 1 when state is one Slurm holds a job waiting in. */
+static int state_pending(const char *state)
+{
+	return !strcmp(state, "PENDING") || !strcmp(state, "REQUEUED");
+}
+
 static int slurm_note(const struct dlh_backend *be, const char *job_dir, char *out, size_t len)
 {
-	char path[4200], *text = NULL, state[32], reason[128], job[24];
-	int pending = 0;
+	char state[32], reason[128], job[24];
 	(void)be;
 	out[0] = '\0';
-	job_file(job_dir, SLURM_STATE, path, sizeof path);
-	if (dlh_read_file_nofollow(path, 4096, &text, NULL))
+	if (read_state(job_dir, job, sizeof job, state, sizeof state, reason, sizeof reason))
 		return 0;
-	if (!dlh_kv_get(text, "state", state, sizeof state) &&
-	    !dlh_kv_get(text, "job", job, sizeof job)) {
-		if (dlh_kv_get(text, "reason", reason, sizeof reason))
-			reason[0] = '\0';
-		pending = !strcmp(state, "PENDING") || !strcmp(state, "REQUEUED");
-		if (pending)
-			snprintf(out, len, "pending in Slurm (job %s): %s", job, reason[0] ? reason : "no reason given");
-		else if (!strcmp(state, "CONFIGURING"))
-			snprintf(out, len, "Slurm is starting its nodes (job %s)", job);
-		else if (!strcmp(state, "SUSPENDED"))
-			snprintf(out, len, "suspended by Slurm (job %s): %s", job, reason);
-	}
-	free(text);
-	return pending;
+	if (state_pending(state))
+		snprintf(out, len, "pending in Slurm (job %s): %s", job, reason[0] ? reason : "no reason given");
+	else if (!strcmp(state, "CONFIGURING"))
+		snprintf(out, len, "Slurm is starting its nodes (job %s)", job);
+	else if (!strcmp(state, "SUSPENDED"))
+		snprintf(out, len, "suspended by Slurm (job %s): %s", job, reason);
+	return state_pending(state);
 }
 
 static int slurm_pending(const struct dlh_backend *be, const char *job_dir, struct dlh_run_pending *p)
 {
-	char path[4200], *text = NULL, v[64];
+	char path[4200], *text = NULL, v[64], state[32];
+	(void)be;
 	memset(p, 0, sizeof *p);
 	p->start = INFINITY;
 	p->priority = -1;
-	if (slurm_note(be, job_dir, v, sizeof v) != 1)
+	if (read_state(job_dir, v, sizeof v, state, sizeof state, p->reason, sizeof p->reason) ||
+	    !state_pending(state))
 		return 0;
-	job_file(job_dir, SLURM_STATE, path, sizeof path);
-	if (dlh_read_file_nofollow(path, 4096, &text, NULL))
-		return 0;
-	if (!dlh_kv_get(text, "job", v, sizeof v))
-		p->job = atol(v);
-	if (dlh_kv_get(text, "reason", p->reason, sizeof p->reason))
-		p->reason[0] = '\0';
-	free(text);
-	text = NULL;
+	p->job = atol(v);
 	job_file(job_dir, SLURM_START, path, sizeof path);
 	if (!dlh_read_file_nofollow(path, 4096, &text, NULL) && !dlh_kv_get(text, "job", v, sizeof v) &&
 	    atol(v) == p->job) {
