@@ -166,3 +166,19 @@ void eng_latest_update(const char *job_dir, uid_t uid, gid_t gid)
 	}
 	closedir(d);
 }
+
+int eng_take_up(const char *job_dir, uid_t uid, gid_t gid, char *path, size_t len, long *step,
+		char *why, size_t whylen)
+{
+	char csv[4200];
+	why[0] = '\0';
+	eng_latest_update(job_dir, uid, gid);
+	if (eng_resume_point(job_dir, path, len, step))
+		return -ENOENT;
+	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, job_dir);
+	int rc = eng_metrics_keep(csv, *step);
+	if (rc)
+		snprintf(why, whylen, "cannot cut %s back to step %ld: %s", DLH_FILE_METRICS, *step,
+			 strerror(-rc));
+	return 0;
+}

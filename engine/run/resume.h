@@ -29,4 +29,13 @@ int eng_resume_point(const char *job_dir, char *path, size_t len, long *step);
  * may rewrite it). */
 void eng_latest_update(const char *job_dir, uid_t uid, gid_t gid);
 
+/* Where a command's program takes up after a run in job_dir ended: its
+ * newest checkpoint (latest, owned by uid:gid, points at it) into path and
+ * the step into *step; metrics.csv cut back to that step (why says so if
+ * it could not be). Files its owner writes: never under the engine's lock.
+ * Returns 0, or -ENOENT when it left no checkpoint (it starts again;
+ * nothing is cut). */
+int eng_take_up(const char *job_dir, uid_t uid, gid_t gid, char *path, size_t len, long *step,
+		char *why, size_t whylen);
+
 #endif

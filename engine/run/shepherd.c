@@ -380,20 +380,22 @@ static int shepherd(pid_t pid, const char *ready, int sfd, int out, struct ranks
 static void take_up(const char *job_dir)
 {
 	static char resume[4400], start[64];
-	char path[4300], csv[4200];
+	char path[4300], csv[4200], why[300];
 	const char *restarts = getenv("SLURM_RESTART_COUNT");
 	long step = 0;
 	if (!restarts || atol(restarts) <= 0)
 		return;
-	eng_latest_update(job_dir, getuid(), getgid());
-	int found = !eng_resume_point(job_dir, path, sizeof path, &step);
-	if (!found)
-		step = 0;   /* it starts again: none of its rows stay */
-	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, job_dir);
-	int rc = eng_metrics_keep(csv, step);
-	if (rc)
-		printf("dlh-shepherd: cannot cut %s back to step %ld: %s\n", DLH_FILE_METRICS, step,
-		       strerror(-rc));
+	int found = !eng_take_up(job_dir, getuid(), getgid(), path, sizeof path, &step, why,
+				 sizeof why);
+	if (!found) {   /* it starts again: none of its rows stay */
+		snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, job_dir);
+		int rc = eng_metrics_keep(csv, 0);
+		if (rc)
+			snprintf(why, sizeof why, "cannot cut %s back to step 0: %s", DLH_FILE_METRICS,
+				 strerror(-rc));
+	}
+	if (why[0])
+		printf("dlh-shepherd: %s\n", why);
 	if (!found) {
 		unsetenv(DLH_ENV_RESUME_FROM);
 		unsetenv(DLH_ENV_START_STEP);

@@ -209,6 +209,42 @@ static void end_nodecg(struct dlh_nodecg *h, int n, struct dlh_nodecg_end *ends)
 		dlh_nodecg_end(&h[i], DLH_NODECG_END_S, ends ? &ends[i] : NULL);
 }
 
+struct nodecg_apart {
+	struct dlh_nodecg *h;        /* malloc'd, freed by the thread */
+	int n;
+};
+
+static void *end_nodecg_main(void *arg)
+{
+	struct nodecg_apart *a = arg;
+	end_nodecg(a->h, a->n, NULL);
+	free(a->h);
+	free(a);
+	return NULL;
+}
+
+/* Ends the n helpers h (malloc'd; taken) in a detached thread, so that
+ * the caller, who holds e->mu, waits for no node; where no thread can be
+ * made, here. */
+static void end_nodecg_apart(struct dlh_nodecg *h, int n)
+{
+	struct nodecg_apart *a = n > 0 ? malloc(sizeof *a) : NULL;
+	pthread_attr_t attr;
+	pthread_t t;
+	if (a) {
+		*a = (struct nodecg_apart){ .h = h, .n = n };
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		int rc = pthread_create(&t, &attr, end_nodecg_main, a);
+		pthread_attr_destroy(&attr);
+		if (!rc)
+			return;
+		free(a);
+	}
+	end_nodecg(h, n, NULL);
+	free(h);
+}
+
 /* Isolates the ranks of l's run on other nodes where each allows: a group
  * there with the cpuset of their slots, the memory and task limits of
  * isolate() for that node's ranks, made by a helper started as root
@@ -362,27 +398,6 @@ static int as_owner(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 	return 0;
 }
 
-/* Where a command's program takes up after a run in job_dir ended: its
- * newest checkpoint (latest points at it) into path and the step into
- * *step; metrics.csv cut back to that step. Files its owner writes: never
- * under e->mu (the waiter does it as the run ends). Returns 0, or -ENOENT
- * when it left no checkpoint (it starts again). */
-static int take_up(const char *job_dir, uid_t uid, gid_t gid, char *path, size_t len, long *step,
-		   char *why, size_t whylen)
-{
-	char csv[4200];
-	why[0] = '\0';
-	eng_latest_update(job_dir, uid, gid);
-	if (eng_resume_point(job_dir, path, len, step))
-		return -ENOENT;
-	snprintf(csv, sizeof csv, "%s/" DLH_FILE_METRICS, job_dir);
-	int rc = eng_metrics_keep(csv, *step);
-	if (rc)
-		snprintf(why, whylen, "cannot cut %s back to step %ld: %s", DLH_FILE_METRICS, *step,
-			 strerror(-rc));
-	return 0;
-}
-
 void eng_job_take_up(struct dlh_engine *e, struct dlh_job *j)
 {
 	char dir[4096], why[300];
@@ -391,7 +406,7 @@ void eng_job_take_up(struct dlh_engine *e, struct dlh_job *j)
 		return;
 	eng_job_dir(e, j->id, dir, sizeof dir);
 	gid_t gid = eng_primary_gid(j->uid);
-	if (take_up(dir, j->uid, gid == (gid_t)-1 ? 0 : gid, j->resume_from, sizeof j->resume_from,
+	if (eng_take_up(dir, j->uid, gid == (gid_t)-1 ? 0 : gid, j->resume_from, sizeof j->resume_from,
 		    &j->resume_step, why, sizeof why))
 		return;   /* it left no checkpoint: it starts again */
 	j->resume_ready = 1;
@@ -413,7 +428,7 @@ static void resume_env(struct dlh_engine *e, struct dlh_job *j, struct launch *l
 		j->resume_ready = 0;
 	} else {
 		gid_t gid = eng_primary_gid(j->uid);
-		if (take_up(l->dir, j->uid, gid == (gid_t)-1 ? 0 : gid, path, sizeof path, &step,
+		if (eng_take_up(l->dir, j->uid, gid == (gid_t)-1 ? 0 : gid, path, sizeof path, &step,
 			    why, sizeof why))
 			return;   /* no checkpoint: it starts again */
 		if (why[0])
@@ -566,8 +581,9 @@ static int launch_failed(struct dlh_engine *e, struct dlh_job *j, struct launch 
 		j->nodecg = NULL;
 		j->nnodecg = 0;
 	}
-	end_nodecg(l->nodecg, l->nnodecg, NULL);   /* their ranks went with mpirun */
-	free(l->nodecg);
+	/* their ranks went with mpirun: ended by a thread of their own (each
+	 * may take DLH_NODECG_END_S, and e->mu is held here) */
+	end_nodecg_apart(l->nodecg, l->nnodecg);
 	l->nodecg = NULL;
 	l->nnodecg = 0;
 	j->status = DLH_FAILED;
@@ -910,7 +926,7 @@ static void *waiter_main(void *arg)
 	gid_t gid = command ? eng_primary_gid(uid) : 0;
 	if (command && !again)
 		eng_latest_update(dir, uid, gid == (gid_t)-1 ? 0 : gid);
-	else if (again && take_up(dir, uid, gid == (gid_t)-1 ? 0 : gid, from, sizeof from, &step,
+	else if (again && eng_take_up(dir, uid, gid == (gid_t)-1 ? 0 : gid, from, sizeof from, &step,
 				  why, sizeof why))
 		again = 0;
 	pthread_mutex_lock(&e->mu);
