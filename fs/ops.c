@@ -34,9 +34,9 @@ struct fs_handle {
 	int read_once;           /* generated: a read came, the next from 0 renders anew */
 	char *paged;             /* generated, read through the kernel's pages: the path
 				    (fs_kcache_close at release), else NULL */
-	char *opened;            /* read directly: the path it is recorded under (stat of
-				    it by the process that opened it), else NULL */
-	double opened_at;        /* when it was opened (dlh_mono) */
+	char *opened;            /* read only: the path it is recorded under (stat of it
+				    by the process that opened it), else NULL */
+	double read_at;          /* when it was opened or a read last came (dlh_mono) */
 	int polled;              /* poll(2) asked about it */
 };
 
@@ -163,7 +163,8 @@ static int memo_take(const char *path, pid_t pid, struct dlh_buf *out)
  * open file it is for. A process that reads a generated file it has open
  * (cp, tar, tail: open, fstat, read to the end) is told the size of its
  * own snapshot, so that what stat says matches what its reads give from
- * open to close. Direct-io handles only (paged ones are kcache's).
+ * open to close; through the kernel's pages, for a moment after each read
+ * (handle_attr).
  * Locks nest open_mu, then a handle's mu, then clock_mu; never otherwise. */
 
 #define OPEN_BUCKETS 256
@@ -277,10 +278,15 @@ static int handle_attr(struct fs_handle *h, const char *path, struct stat *st,
 	case FS_GENERATED:
 		/* its snapshot; through the pages, what its reads took of what
 		 * the kernel was told, for as long as the kernel might have kept
-		 * that size anyway (tar's fstat after its reads, when a tick
-		 * told the kernel of newer content meanwhile), unless poll said
-		 * it changed: then by path (the reads after a wake-up see it) */
-		if (!h->paged || (!h->polled && dlh_mono() - h->opened_at < FS_ATTR_TIMEOUT)) {
+		 * that size anyway after its last read (tar's fstat after its
+		 * reads, when a tick told the kernel of newer content meanwhile;
+		 * counted from the read, not the open: on a loaded machine the
+		 * open, the read and the fstat may be seconds apart), unless
+		 * poll said it changed: then by path (the reads after a wake-up
+		 * see it). A handle kept open and read again (a dashboard) gets
+		 * the path's size once a second passed without a read to here,
+		 * as the kernel's pages it reads from are kept no longer. */
+		if (!h->paged || (!h->polled && dlh_mono() - h->read_at < FS_ATTR_TIMEOUT)) {
 			st->st_size = (off_t)h->buf.len;
 			if (copy && h->buf.len)
 				dlh_buf_append(copy, h->buf.data, h->buf.len);
@@ -487,7 +493,7 @@ int dlh_fs_open(const char *path, struct fuse_file_info *fi)
 	h->fd = -1;
 	h->writable = acc != O_RDONLY;
 	h->uid = fuse_get_context()->uid;
-	h->opened_at = dlh_mono();
+	h->read_at = dlh_mono();
 	pthread_mutex_init(&h->mu, NULL);
 	/* growing files (and generated ones, unless kcache.c says the kernel's
 	 * pages may serve them): every read comes here, sizes never truncate */
@@ -540,13 +546,18 @@ int dlh_fs_open(const char *path, struct fuse_file_info *fi)
 	 * this open are dropped, so that the fstat that follows (tail, cp)
 	 * asks this handle (from a FUSE thread: open is no operation the
 	 * kernel holds this inode's locks for) */
-	if (fi->direct_io && (src == FS_GENERATED || src == FS_PASSTHROUGH) && !h->writable) {
+	if ((fi->direct_io || h->paged) && (src == FS_GENERATED || src == FS_PASSTHROUGH) &&
+	    !h->writable) {
 		if ((h->opened = strdup(path)) &&
 		    open_add(h, path, fuse_get_context()->pid)) {
 			free(h->opened);
 			h->opened = NULL;
 		}
-		fs_kcache_opened(path, &n);
+		/* through the pages: what the kernel holds is what its reads
+		 * give; a tick that drops it while this process reads (tar's
+		 * fstat after its read) finds this handle (handle_attr) */
+		if (fi->direct_io)
+			fs_kcache_opened(path, &n);
 	}
 	return 0;
 }
@@ -636,6 +647,7 @@ int dlh_fs_read(const char *path, char *buf, size_t size, off_t off, struct fuse
 			dlh_buf_free(&now);
 		}
 		h->read_once = 1;
+		h->read_at = dlh_mono();
 		rc = read_buf(&h->buf, buf, size, off);
 		break;
 	}

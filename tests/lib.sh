@@ -84,7 +84,12 @@ DLH_USERS=()
 dlh_user() {
 	command -v useradd >/dev/null || skip "no useradd: users cannot be made here"
 	[ "$(id -u)" = 0 ] || skip "making users needs root"
-	local name="dlht$$${#DLH_USERS[@]}"
+	# a name no user or group has (a group outlives its user while another
+	# user is in it, and a killed test leaves both behind)
+	local name="dlht$$x${#DLH_USERS[@]}" n=0
+	while getent passwd "$name" >/dev/null || getent group "$name" >/dev/null; do
+		n=$((n + 1)); name="dlht$$x${#DLH_USERS[@]}y$n"
+	done
 	useradd --no-create-home --shell /usr/sbin/nologin "$name" || die "useradd $name failed"
 	DLH_USERS+=("$name")
 	trap dlh_cleanup EXIT
@@ -197,6 +202,10 @@ dlh_cleanup() {
 	for u in "${DLH_USERS[@]}"; do
 		pkill -KILL -u "$u" 2>/dev/null
 		userdel "$u" 2>/dev/null
+	done
+	# a user's group that another test user was in outlives the first userdel
+	for u in "${DLH_USERS[@]}"; do
+		getent group "$u" >/dev/null && groupdel "$u" 2>/dev/null
 	done
 	DLH_USERS=()
 	return 0
