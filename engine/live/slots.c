@@ -54,11 +54,20 @@ void eng_slots_close(struct dlh_engine *e)
 	}
 }
 
+int eng_slots_held_back(const struct dlh_engine *e, int k)
+{
+	const struct dlh_pool_node *nd = &e->pool.nodes[k];
+	return dlh_pool_is_slurm(&e->pool) && nd->slurm_state[0] && nd->probe == DLH_PROBE_DOWN &&
+	       !nd->drained && !nd->removed && !nd->leaving;
+}
+
 /* Slots of node k new ranks may count on: its cores, none while it is not
- * usable (drained, down, being probed). */
+ * usable (drained, down, being probed), unless Slurm holds it back (a run
+ * planned over it waits in Slurm's queue). */
 static int node_slots(const struct dlh_engine *e, int k)
 {
-	int n = dlh_pool_node_usable(&e->pool, k) ? e->pool.nodes[k].cpus : 0;
+	int n = dlh_pool_node_usable(&e->pool, k) || eng_slots_held_back(e, k) ?
+		e->pool.nodes[k].cpus : 0;
 	return n < e->holder_len[k] ? n : e->holder_len[k];
 }
 
@@ -106,7 +115,7 @@ void eng_slots_avail(const struct dlh_engine *e, int gpu, int all, int *avail)
 		int f = node_slots(e, k) - (all ? 0 : e->node_used[k]);
 		int g = all ? dlh_pool_node_gpus(&e->pool, k) : gpus_free(e, k);
 		if (gpu && f > g)
-			f = dlh_pool_node_usable(&e->pool, k) ? g : 0;
+			f = dlh_pool_node_usable(&e->pool, k) || eng_slots_held_back(e, k) ? g : 0;
 		avail[k] = f > 0 ? f : 0;
 	}
 }

@@ -13,8 +13,13 @@ int eng_slots_fit(struct dlh_engine *e);
 /* Frees the slot tables. */
 void eng_slots_close(struct dlh_engine *e);
 
-/* CPU slots of the usable nodes (new runs may count on), and of those
- * the ones free now. */
+/* 1 when node k is out of use only because Slurm says so (drained, down
+ * in Slurm; not drained in dlhfs): a Slurm pool's runs may still be
+ * planned over it, and wait in Slurm's queue until it is back. */
+int eng_slots_held_back(const struct dlh_engine *e, int k);
+
+/* CPU slots of the usable nodes (new runs may count on; Slurm's held back
+ * ones too), and of those the ones free now. */
 int eng_slots_usable(const struct dlh_engine *e);
 
 
@@ -24,7 +29,8 @@ int eng_slots_capacity(const struct dlh_engine *e, int gpu);
 int eng_slots_free(const struct dlh_engine *e);
 
 /* Ranks each node may take now (all 0: as if nothing were held), GPU
- * ranks (gpu 1) no more than its GPUs; 0 for nodes not usable. */
+ * ranks (gpu 1) no more than its GPUs; 0 for nodes not usable (but those
+ * Slurm holds back: eng_slots_held_back). */
 void eng_slots_avail(const struct dlh_engine *e, int gpu, int all, int *avail);
 
 /* Holds the lowest free slot of each rank's node (p->node[]) for job id

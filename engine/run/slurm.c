@@ -35,6 +35,7 @@
 #include <grp.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -174,7 +175,8 @@ static void slurm_cmd(const struct dlh_backend *be, const char *name, char *out,
 struct slurm_job {
 	int found;               /* 1: Slurm knows the job */
 	char state[32];          /* JobState: PENDING, RUNNING, COMPLETED, ... */
-	char reason[128];        /* Reason: why it waits (Resources, Priority, ...) */
+	char reason[128];        /* Reason: why it waits (Resources, Priority, ...), with
+				    the spaces squeue shows (scontrol gives underscores) */
 	char nodes[256];         /* NodeList, "(null)" while it waits */
 	char limit[32];          /* TimeLimit: [D-]HH:MM:SS, UNLIMITED */
 	int restarts;            /* Restarts: times Slurm requeued it (a node failed,
@@ -216,6 +218,9 @@ static int ask_job(const struct dlh_backend *be, long id, struct slurm_job *q, c
 		q->found = 1;
 		field(out, "JobState=", q->state, sizeof q->state);
 		field(out, "Reason=", q->reason, sizeof q->reason);
+		for (char *c = q->reason; *c; c++)   /* scontrol's one word: squeue's spaces */
+			if (*c == '_')
+				*c = ' ';
 		field(out, "NodeList=", q->nodes, sizeof q->nodes);
 		field(out, "TimeLimit=", q->limit, sizeof q->limit);
 		field(out, "Restarts=", code, sizeof code);
@@ -805,22 +810,103 @@ static int scancel(const struct dlh_backend *be, long id, const char *const *opt
 	return rc == 0 ? 1 : -EIO;
 }
 
-static int slurm_signal(const struct dlh_backend *be, const struct dlh_run *run, enum dlh_verb v)
+/* What scancel asks of job id for verb v: 1 (Slurm took it), 0 (it
+ * knows no such job any more), or -errno. */
+static int send_verb(const struct dlh_backend *be, long id, enum dlh_verb v)
 {
 	static const char *const ckpt[] = { "--batch", "--signal=USR1", NULL };
 	static const char *const susp[] = { "--batch", "--signal=USR2", NULL };
-	if (run->pid <= 0)
-		return 0;
 	switch (v) {
 	case DLH_VERB_CHECKPOINT:   /* to the shepherd, which passes it to mpirun */
-		return scancel(be, run->pid, DLH_SIG_CHECKPOINT == SIGUSR1 ? ckpt : susp);
+		return scancel(be, id, DLH_SIG_CHECKPOINT == SIGUSR1 ? ckpt : susp);
 	case DLH_VERB_SUSPEND:
-		return scancel(be, run->pid, DLH_SIG_SUSPEND == SIGUSR2 ? susp : ckpt);
+		return scancel(be, id, DLH_SIG_SUSPEND == SIGUSR2 ? susp : ckpt);
 	case DLH_VERB_TERMINATE:    /* Slurm: SIGTERM to every step, SIGKILL after KillWait */
 	case DLH_VERB_KILL:
-		return scancel(be, run->pid, NULL);
+		return scancel(be, id, NULL);
 	}
 	return -EINVAL;
+}
+
+/* ---- verbs, sent by a thread of their own ----
+ *
+ * The engine asks for a verb holding its lock (a FUSE thread's write to
+ * ctl, the timer); scancel takes as long as slurmctld does to answer (up
+ * to SLURM_CMD_TIMEOUT while it is down). So signal() only queues the verb:
+ * one thread sends them, in the order they were asked, for the daemon's
+ * life. Each has Slurm's commands' directory with it (a reload may replace
+ * the engine's backend meanwhile). */
+
+struct verb {
+	struct dlh_backend be;      /* only bin is set */
+	long id;
+	enum dlh_verb v;
+	struct verb *next;
+};
+
+static pthread_mutex_t verb_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t verb_cv = PTHREAD_COND_INITIALIZER;
+static struct verb *verb_head, **verb_tail = &verb_head;   /* guarded by verb_mu */
+static int verb_thread_up;                                 /* guarded by verb_mu */
+
+static void *verb_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&verb_mu);
+	for (;;) {
+		while (!verb_head)
+			pthread_cond_wait(&verb_cv, &verb_mu);
+		struct verb *q = verb_head;
+		if (!(verb_head = q->next))
+			verb_tail = &verb_head;
+		pthread_mutex_unlock(&verb_mu);
+		send_verb(&q->be, q->id, q->v);
+		free(q);
+		pthread_mutex_lock(&verb_mu);
+	}
+	return NULL;
+}
+
+/* Queues verb v for job id. Returns 1 (queued: Slurm is told shortly),
+ * else what sending it here and now returned (no memory, no thread). */
+static int queue_verb(const struct dlh_backend *be, long id, enum dlh_verb v)
+{
+	struct verb *q = malloc(sizeof *q);
+	if (!q)
+		return send_verb(be, id, v);
+	memset(q, 0, sizeof *q);
+	memcpy(q->be.bin, be->bin, sizeof q->be.bin);
+	q->id = id;
+	q->v = v;
+	pthread_mutex_lock(&verb_mu);
+	if (!verb_thread_up) {
+		pthread_t t;
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		verb_thread_up = !pthread_create(&t, &attr, verb_main, NULL);
+		pthread_attr_destroy(&attr);
+	}
+	if (!verb_thread_up) {
+		pthread_mutex_unlock(&verb_mu);
+		free(q);
+		return send_verb(be, id, v);
+	}
+	*verb_tail = q;
+	verb_tail = &q->next;
+	pthread_cond_signal(&verb_cv);
+	pthread_mutex_unlock(&verb_mu);
+	return 1;
+}
+
+static int slurm_signal(const struct dlh_backend *be, const struct dlh_run *run, enum dlh_verb v)
+{
+	if (run->pid <= 0)
+		return 0;
+	if (v != DLH_VERB_CHECKPOINT && v != DLH_VERB_SUSPEND && v != DLH_VERB_TERMINATE &&
+	    v != DLH_VERB_KILL)
+		return -EINVAL;
+	return queue_verb(be, run->pid, v);
 }
 
 /* Who ended job id by Slurm's state q (a run that stopped on Slurm's

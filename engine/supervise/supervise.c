@@ -124,6 +124,26 @@ static void split_by_speed(struct dlh_engine *e, struct dlh_job *j, struct dlh_p
 		    "the pool file's peak figures", list, used >= sizeof list - 16 ? ",..." : "");
 }
 
+/* Says in j's log which nodes of plan p Slurm holds back (the run waits
+ * in Slurm's queue until they are back). */
+static void held_back_note(struct dlh_engine *e, struct dlh_job *j, const struct dlh_plan *p)
+{
+	char list[256] = "";
+	size_t used = 0;
+	int seen[DLH_POOL_NODES] = { 0 };
+	for (int r = 0; r < p->ranks && used < sizeof list; r++) {
+		int k = p->node[r];
+		if (k < 0 || seen[k] || !eng_slots_held_back(e, k))
+			continue;
+		seen[k] = 1;
+		used += (size_t)snprintf(list + used, sizeof list - used, "%s%s (%s in Slurm)",
+					 used ? ", " : "", e->pool.nodes[k].name,
+					 e->pool.nodes[k].slurm_state);
+	}
+	eng_job_log(e, j, "planned over %s: its ranks do not fit the nodes in use, so it waits "
+		    "in Slurm's queue until Slurm gives it nodes", list);
+}
+
 /* Places j's ranks on the nodes with room (engine/plan dlh_plan_place),
  * holds the lowest free CPU slot of each rank's node, pins the ranks to
  * them and writes the plan file that names them. Returns 0, -EAGAIN with
@@ -132,10 +152,26 @@ static void split_by_speed(struct dlh_engine *e, struct dlh_job *j, struct dlh_p
 static int take_slots(struct dlh_engine *e, struct dlh_job *j, struct launch *l)
 {
 	struct dlh_plan *p = &l->plan;
-	int avail[DLH_POOL_NODES], rc;
+	int avail[DLH_POOL_NODES], now[DLH_POOL_NODES], rc, back = 0;
 	eng_slots_avail(e, p->gpu, 0, avail);
-	if ((rc = dlh_plan_place(p, &e->pool, avail, eng_job_nodes(e, j), l->err, sizeof l->err)) ||
-	    (rc = eng_slots_take(e, j->id, p))) {
+	/* the nodes in use first; then, in a Slurm pool, those Slurm holds
+	 * back too: the run waits in Slurm's queue (pending, Slurm's reason) */
+	for (int k = 0; k < e->pool.nnodes; k++) {
+		int held = eng_slots_held_back(e, k);
+		now[k] = held ? 0 : avail[k];
+		back |= held && avail[k] > 0;
+	}
+	rc = dlh_plan_place(p, &e->pool, now, eng_job_nodes(e, j), l->err, sizeof l->err);
+	if (rc == -EAGAIN && back) {
+		char why[sizeof l->err];
+		snprintf(why, sizeof why, "%s", l->err);
+		if (!(rc = dlh_plan_place(p, &e->pool, avail, eng_job_nodes(e, j), l->err,
+					  sizeof l->err)))
+			held_back_note(e, j, p);
+		else
+			snprintf(l->err, sizeof l->err, "%s", why);
+	}
+	if (rc || (rc = eng_slots_take(e, j->id, p))) {
 		if (!l->err[0])
 			snprintf(l->err, sizeof l->err, "its ranks' slots are not free");
 		return -EAGAIN;

@@ -159,6 +159,14 @@ test_cancel_scancels_the_slurm_job_and_leaves_no_rank() {
 # progress_says ID TEXT: the job's progress line holds TEXT
 progress_says() { grep -qF -- "$2" "$MNT/jobs/$1/progress"; }
 
+# progress_is_squeue_reason ID SJOB: job ID's progress is "pending in Slurm"
+# with the reason squeue gives Slurm job SJOB (one, not None)
+progress_is_squeue_reason() {
+	local why; why=$(squeue -h -j "$2" -o %r 2>/dev/null)
+	[ -n "$why" ] && [ "$why" != None ] &&
+		[ "$(cat "$MNT/jobs/$1/progress")" = "pending in Slurm (job $2): $why" ]
+}
+
 # A job Slurm holds pending is `pending` in status, with Slurm's reason in
 # progress; once Slurm lets it run, it trains and succeeds
 test_a_pending_slurm_job_shows_slurms_reason_in_progress() {
@@ -328,10 +336,11 @@ test_slurms_time_limit_checkpoints_on_its_signal_and_resume_continues() {
 squeue_nodes() { squeue -h -j "$1" -o %N 2>/dev/null; }
 
 # A node drained with scontrol shows drained in pool/ and gets no rank of a
-# job submitted afterwards; a job of two nodes waits, its progress naming
-# the drained node by Slurm's word, and runs once the node is resumed
+# job submitted afterwards; a job of two nodes is submitted all the same
+# and waits `pending` in Slurm's queue with Slurm's reason (its log saying
+# it was planned over the drained node), and runs once the node is resumed
 test_a_drained_node_gets_no_ranks_and_a_job_needing_it_waits() {
-	local sj
+	local sj sj2 why
 	mount_slurm 2
 	scontrol update nodename=dlhs2 state=drain reason=dlhtest-maint || die "scontrol drain failed"
 	echo refresh > "$MNT/pool/ctl" || die "refresh failed"
@@ -348,8 +357,15 @@ test_a_drained_node_gets_no_ranks_and_a_job_needing_it_waits() {
 	grep -q "slurm: job $sj running on dlhs1\$" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
 	slice_spec wide 1 'nodes = 2' > "$STATE/w.ini"
 	cp "$STATE/w.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
-	wait_for 20 progress_says 2 "node dlhs2 drained in Slurm" || die "progress: $(cat "$MNT/jobs/2/progress")"
-	expect_eq "$(cat "$MNT/jobs/2/status")" queued "job 2 while dlhs2 is drained"
+	wait_for 30 has_slurm_job 2 || die "job 2 not submitted: $(cat "$MNT/jobs/2/progress"; tail -3 "$MNT/jobs/2/log")"
+	sj2=$(slurm_job 2)
+	wait_for 20 progress_says 2 "pending in Slurm (job $sj2): " || die "progress: $(cat "$MNT/jobs/2/progress")"
+	expect_eq "$(cat "$MNT/jobs/2/status")" pending "job 2 while dlhs2 is drained"
+	# Slurm's reason, as squeue gives it (the progress file follows it within a poll)
+	wait_for 20 progress_is_squeue_reason 2 "$sj2" ||
+		die "progress: $(cat "$MNT/jobs/2/progress"); squeue: $(squeue -h -j "$sj2" -o '%T %r')"
+	grep -q "planned over dlhs2 (drained in Slurm)" "$MNT/jobs/2/log" || die "log: $(tail -5 "$MNT/jobs/2/log")"
+	echo "measured: a job of 2 nodes with dlhs2 drained: Slurm job $sj2 $(squeue -h -j "$sj2" -o '%T %r')"
 	scontrol update nodename=dlhs2 state=resume || die "scontrol resume failed"
 	wait_for 10 slurm_idle 2 || die "dlhs2 did not come back: $(sinfo -N)"
 	echo refresh > "$MNT/pool/ctl" || die "refresh failed"
