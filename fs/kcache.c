@@ -59,6 +59,9 @@ struct entry {
 	unsigned version;     /* bumped whenever what the kernel was told changes */
 	int graced;           /* the kernel let go of it; text is still served to
 				 opens until `until` (FS_KCACHE_GRACE_S) */
+	double let_go_at;     /* when the kernel first let go of that text (dlh_mono;
+				 0 = not yet): the grace counts from then, however
+				 often a handle's snapshot tells it again */
 	struct entry *next;   /* hash chain */
 };
 
@@ -152,11 +155,15 @@ static void dropped(struct entry *x)
  * not a kept generated file; else x is dropped. mu held. */
 static void let_go(struct entry *x)
 {
-	if (syncing || !x->text || !fs_kcache_kept(x->node.kind)) {
+	double now = dlh_mono();
+	if (!x->let_go_at)
+		x->let_go_at = now;
+	if (syncing || !x->text || !fs_kcache_kept(x->node.kind) ||
+	    x->let_go_at + FS_KCACHE_GRACE_S <= now) {
 		dropped(x);
 		return;
 	}
-	x->until = dlh_mono() + FS_KCACHE_GRACE_S;
+	x->until = x->let_go_at + FS_KCACHE_GRACE_S;
 	x->pages = 0;
 	x->stale = 0;
 	x->drop_at = 0;
@@ -165,8 +172,9 @@ static void let_go(struct entry *x)
 }
 
 double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t size,
-		      const struct dlh_buf *content, int for_handle)
+		      const struct dlh_buf *content, int how)
 {
+	int for_handle = how & FS_TOLD_FOR_HANDLE, snapshot = how & FS_TOLD_SNAPSHOT;
 	enum fs_source src = fs_source_of(n->kind);
 	if ((src != FS_GENERATED && src != FS_PASSTHROUGH) || strlen(path) >= FS_KCACHE_PATH_MAX)
 		return 0;
@@ -191,7 +199,17 @@ double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_
 	}
 	if (x) {
 		int same = x->text && x->text_len == len && !memcmp(x->text, data, len);
-		if (!same) {
+		/* a handle's snapshot when other content was told since, or the
+		 * kernel let go of it, or was to be told to: old news. What was
+		 * told stays what an open is served (the kernel holds the
+		 * snapshot's size only until the thread tells it to drop it:
+		 * stale keeps opens off the pages meanwhile) */
+		int old = snapshot && x->text && (!same || x->graced || x->stale || x->let_go_at);
+		if (!old)
+			x->let_go_at = 0;
+		else if (!same)
+			x->let_go_at = dlh_mono();
+		if (!same && !old) {
 			free(x->text);
 			x->text = paged ? malloc(len + 1) : NULL;
 			if (x->text)
@@ -216,7 +234,11 @@ double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_
 		 * the size before, which lseek(SEEK_END) then takes (tail -1
 		 * read the rejection before the last) */
 		x->drop_at = 0;
-		if (fs_kcache_kept(n->kind))
+		if (old) {   /* dropped again at once; its grace is not renewed */
+			x->stale = 1;
+			hurry = 1;
+			pthread_cond_signal(&cv);
+		} else if (fs_kcache_kept(n->kind))
 			;
 		else if (for_handle) {
 			x->drop_at = dlh_mono() + FS_KCACHE_DROP_S;

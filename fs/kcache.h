@@ -35,16 +35,24 @@ int fs_kcache_kept(enum fs_kind k);
 /* A getattr (or lookup) of path told the kernel n's attributes with size
  * size, kept for FS_ATTR_TIMEOUT; content is a generated file's content
  * (NULL for others), and uid asked. The thread tells the kernel to drop
- * them once n's content or size differs. for_handle: the kernel asked for an open file (lseek to its end,
- * a read past its size): a file that differs by reader is dropped a moment
- * later (FS_KCACHE_DROP_S), not at once, so that the reply is the size
- * that lseek then takes. Nodes whose attributes never
+ * them once n's content or size differs. how: FS_TOLD_FOR_HANDLE, the
+ * kernel asked for an open file (lseek to its end, a read past its size):
+ * a file that differs by reader is dropped a moment later
+ * (FS_KCACHE_DROP_S), not at once, so that the reply is the size that
+ * lseek then takes; FS_TOLD_SNAPSHOT, the answer was an open handle's own
+ * snapshot (what its reads give), which may be older than what the kernel
+ * was last told or told to drop: the kernel is then told to drop it at
+ * once, and the grace an open is served told content in after the kernel
+ * let go of it is not renewed (a reader that stats and opens again and
+ * again would otherwise be shown the old content for ever). Nodes whose attributes never
  * change are not recorded (a no-op for them). Returns, for a generated
  * file read through the kernel's pages, when its content was first told
  * (epoch seconds: its modification time, which the kernel compares to drop
  * pages of older content), else 0. */
+#define FS_TOLD_FOR_HANDLE 1
+#define FS_TOLD_SNAPSHOT 2
 double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_t size,
-		      const struct dlh_buf *content, int for_handle);
+		      const struct dlh_buf *content, int how);
 
 /* An open of generated path whose content is now content. While the
  * kernel may still hold the size of other content told before (its stat

@@ -353,7 +353,8 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		/* the kernel keeps this size too: kcache must know what it told
 		 * (a file that differs by reader is dropped at once) */
 		fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size,
-			       fs_source_of(n.kind) == FS_GENERATED ? &told : NULL, fi != NULL);
+			       fs_source_of(n.kind) == FS_GENERATED ? &told : NULL,
+			       FS_TOLD_SNAPSHOT | (fi ? FS_TOLD_FOR_HANDLE : 0));
 		dlh_buf_free(&told);
 		return 0;
 	}
@@ -371,7 +372,8 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 			st->st_blocks = rs.st_blocks;   /* du counts the real disk */
 			st->st_mtim = rs.st_mtim;
 		}
-		fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size, NULL, fi != NULL);
+		fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size, NULL,
+			       fi ? FS_TOLD_FOR_HANDLE : 0);
 		break;
 	}
 	case FS_GENERATED: {
@@ -389,7 +391,7 @@ int dlh_fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		/* the time is when the content last changed, as far as the kernel
 		 * was told: it drops pages of older content when it changes */
 		double changed = fs_kcache_told(path, &n, fuse_get_context()->uid, st->st_size, &b,
-						fi != NULL);
+						fi ? FS_TOLD_FOR_HANDLE : 0);
 		if (!changed && !fs_kcache_kept(n.kind))
 			changed = content_changed(path, fuse_get_context()->uid, &b);
 		if (changed > 0) {

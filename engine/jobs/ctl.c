@@ -78,6 +78,20 @@ static int ctl_suspend(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char 
 			 "or queued job)", j->id, state_words(j));
 		return -EBUSY;
 	}
+	char note[256], dir[4096];
+	eng_job_dir(e, j->id, dir, sizeof dir);
+	if (e->backend.ops->note && e->backend.ops->note(&e->backend, dir, note, sizeof note) == 1) {
+		/* its launcher (Slurm) holds it pending: nothing runs that could
+		 * checkpoint; it leaves the launcher's queue now */
+		dlh_job_reason(j, NULL, "suspended by uid %u while %.180s: `resume` submits it again",
+			       (unsigned)uid, note);
+		eng_job_log(e, j, "suspend requested by uid %u while %s: taken out of that queue",
+			    (unsigned)uid, note);
+		j->suspending = 1;
+		j->unqueued = 1;
+		eng_job_terminate(e, j);
+		return 0;
+	}
 	dlh_job_reason(j, NULL, "suspended by uid %u", (unsigned)uid);
 	eng_job_log(e, j, "suspend requested by uid %u: SIGUSR2 to the run (checkpoint, then stop)",
 		(unsigned)uid);

@@ -836,7 +836,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 		if (!j->suspending)
 			dlh_job_reason(j, NULL, "the run stopped at a checkpoint by itself (exit status %d)",
 				 DLH_EXIT_SUSPENDED);
-		else if (j->exit_code != DLH_EXIT_SUSPENDED && strlen(j->reason) < 200)
+		else if (j->exit_code != DLH_EXIT_SUSPENDED && !j->unqueued && strlen(j->reason) < 200)
 			snprintf(j->reason + strlen(j->reason), sizeof j->reason - strlen(j->reason),
 				 "; the run did not stop at a checkpoint, it resumes from its newest one");
 	} else if (e->stopping) {
@@ -881,6 +881,7 @@ static void job_exited(struct dlh_engine *e, struct dlh_job *j, const struct dlh
 	}
 	j->cancelling = 0;
 	j->suspending = 0;
+	j->unqueued = 0;
 	j->preempted_by = 0;
 	j->timed_out = 0;
 	j->hung = 0;

@@ -76,6 +76,8 @@ struct dlh_job {
 	struct dlh_metrics_mark profile_mark;   /* where its metrics.csv was read to */
 	int cancelling;              /* a cancel was sent; ends as cancelled */
 	int suspending;              /* a suspend was sent (SIGUSR2); ends as suspended */
+	int unqueued;                /* that suspend took a run its launcher held pending
+					out of the launcher's queue (nothing ran to checkpoint) */
 	long preempted_by;           /* the suspend was a preemption for that job: ends
 					queued, to resume on its own; 0 = not */
 	double term_at;              /* when to SIGTERM a run that ignores a suspend, 0 = not due */

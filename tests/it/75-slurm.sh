@@ -183,7 +183,15 @@ test_a_pending_slurm_job_shows_slurms_reason_in_progress() {
 	expect_eq "$(cat "$MNT/jobs/1/status")" pending "status while Slurm holds it"
 	expect_eq "$(squeue -h -j "$sj" -o '%T %r')" "PENDING PartitionDown" "squeue"
 	grep -q "slurm: job $sj pending (PartitionDown)" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	# a reader waiting in poll(2) on status is woken when Slurm starts the job
+	local out=$STATE/poll.out pid
+	"$DLH_BIN/tests/poller" "$MNT/jobs/1/status" 60000 > "$out" & pid=$!
+	wait_for 10 grep -q poll "/proc/$pid/wchan" || die "the poller did not wait in poll(2)"
 	scontrol update partitionname=dlh state=up || die "scontrol: partition up failed"
+	wait "$pid" || die "poller failed"
+	grep -q '^event ' "$out" || die "poll on status was not woken: $(cat "$out")"
+	grep -Eq '^now: (running|succeeded)$' "$out" || die "after the wake-up status says: $(cat "$out")"
+	echo "measured: poll on status woke with $(grep '^now: ' "$out") once Slurm let the job run"
 	wait_for 240 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
 	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
 	dlh_umount
@@ -543,5 +551,30 @@ test_an_unmount_while_slurm_does_not_answer_ends_and_the_next_mount_takes_the_jo
 	succeeded|queued|suspended) ;;
 	*) die "job 1 after the remount: $(cat "$MNT/jobs/1/progress"); $(grep -v '^\[rank' "$MNT/jobs/1/log" | tail -12)" ;;
 	esac
+	dlh_umount
+}
+
+# suspend of a job Slurm still holds pending: it leaves Slurm's queue (there
+# is nothing to checkpoint yet) and is `suspended`; resume submits it again,
+# and it runs and succeeds once Slurm lets it
+test_suspend_of_a_job_pending_in_slurm_takes_it_out_of_slurms_queue() {
+	local sj sj2
+	mount_slurm 2
+	scontrol update partitionname=dlh state=down || die "scontrol: partition down failed"
+	slice_spec held 1 'nodes = 2' > "$STATE/held.ini"
+	cp "$STATE/held.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 30 status_is 1 pending || die "status: $(cat "$MNT/jobs/1/status"): $(tail -3 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	echo suspend > "$MNT/jobs/1/ctl" || die "suspend failed"
+	wait_for 30 status_is 1 suspended || die "status $(cat "$MNT/jobs/1/status"): $(tail -5 "$MNT/jobs/1/log")"
+	wait_for 10 slurm_job_gone "$sj" || die "Slurm job $sj: $(squeue -h -j "$sj" -t all -o '%T %r')"
+	echo "measured: suspended while pending: $(cat "$MNT/jobs/1/progress"); Slurm job $sj $(squeue -h -j "$sj" -t all -o %T)"
+	scontrol update partitionname=dlh state=up || die "scontrol: partition up failed"
+	echo resume > "$MNT/jobs/1/ctl" || die "resume failed"
+	wait_for 240 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "job 1 ($(tail -5 "$MNT/jobs/1/log"))"
+	sj2=$(slurm_job 1)
+	[ "$sj2" != "$sj" ] || die "resume did not submit a new Slurm job ($sj)"
+	steps_once 1 || die "train steps of metrics.csv are not 1..$(last_step 1) once each"
 	dlh_umount
 }
