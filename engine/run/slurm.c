@@ -183,6 +183,7 @@ struct slurm_job {
 				    preemption with PreemptMode=REQUEUE) */
 	int exit_status;         /* ExitCode=S:G: the batch script's status */
 	int exit_signal;         /* and the signal that ended it, 0 = none */
+	int from_sacct;          /* 1: scontrol had forgotten it; Slurm's accounting said */
 };
 
 /* The value of key ("JobState=") in scontrol's one-line text into out. */
@@ -196,6 +197,53 @@ static void field(const char *text, const char *key, char *out, size_t len)
 		p += kl;
 		size_t n = strcspn(p, " \n");
 		snprintf(out, len, "%.*s", (int)n, p);
+		return;
+	}
+}
+
+static int state_ended(const char *state);
+
+/* Asks Slurm's accounting about job id, which slurmctld has forgotten
+ * (MinJobAge), into *q: sacct -X -n -P -o State,ExitCode,NodeList,Timelimit.
+ * Leaves q->found 0 where it cannot say (no accounting: sacct says the
+ * storage is disabled; sacct not installed; the job not there). */
+static void ask_sacct(const struct dlh_backend *be, long id, struct slurm_job *q)
+{
+	char prog[600], idtext[24], out[1024], err[512];
+	slurm_cmd(be, "sacct", prog, sizeof prog);
+	if (access(prog, X_OK))
+		return;
+	snprintf(idtext, sizeof idtext, "%ld", id);
+	char *const argv[] = { prog, "-X", "-n", "-P", "-o", "JobID,State,ExitCode,NodeList,Timelimit",
+			       "-j", idtext, NULL };
+	if (run_cmd(argv, NULL, NULL, NULL, out, sizeof out, err, sizeof err) != 0)
+		return;
+	/* "7|CANCELLED by 1000|0:15|n[1-2]|00:01:00": the line of this job */
+	for (char *line = out, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		char *f[5];
+		int n = 0;
+		for (char *p = line; n < 5; n++) {
+			f[n] = p;
+			p = strchr(p, '|');
+			if (!p) {
+				n++;
+				break;
+			}
+			*p++ = '\0';
+		}
+		if (n < 5 || strcmp(f[0], idtext))
+			continue;
+		snprintf(q->state, sizeof q->state, "%.*s", (int)strcspn(f[1], " "), f[1]);
+		if (sscanf(f[2], "%d:%d", &q->exit_status, &q->exit_signal) != 2)
+			q->exit_status = q->exit_signal = 0;
+		snprintf(q->nodes, sizeof q->nodes, "%s", f[3]);
+		snprintf(q->limit, sizeof q->limit, "%s", f[4]);
+		/* one it says still runs is no end: as forgotten (its record
+		 * outlived slurmctld's state) */
+		q->found = q->from_sacct = state_ended(q->state);
 		return;
 	}
 }
@@ -230,7 +278,8 @@ static int ask_job(const struct dlh_backend *be, long id, struct slurm_job *q, c
 			q->exit_status = q->exit_signal = 0;
 		rc = 0;
 	} else if (strstr(errtext, "Invalid job id")) {
-		rc = 0;   /* ended long enough ago that Slurm forgot it */
+		rc = 0;   /* ended long enough ago that slurmctld forgot it */
+		ask_sacct(be, id, q);
 	} else {
 		snprintf(err, errlen, "scontrol show job %ld: %s", id, errtext[0] ? errtext :
 			 rc < 0 ? strerror(-rc) : "no answer");
@@ -968,8 +1017,9 @@ static void ended(const char *job_dir, long id, const struct slurm_job *q, struc
 	}
 	slurm_cause(id, q, end);
 	if (q->found)
-		log_line(job_dir, "slurm: job %ld ended %s, exit code %d:%d", id, q->state,
-			 q->exit_status, q->exit_signal);
+		log_line(job_dir, "slurm: job %ld ended %s, exit code %d:%d%s", id, q->state,
+			 q->exit_status, q->exit_signal, q->from_sacct ? " (sacct: slurmctld had "
+			 "forgotten it)" : "");
 	else
 		log_line(job_dir, "slurm: job %ld is no longer known to Slurm", id);
 	forget(job_dir);

@@ -466,6 +466,70 @@ TEST(slurm_timeout_preempted_and_node_fail_are_causes_with_slurms_words)
 		  end.exit_code == 0, "cause %d exit %d", end.cause, end.exit_code);
 }
 
+/* What wait() makes of Slurm job 7 that slurmctld has forgotten
+ * (scontrol: Invalid job id) when Slurm's accounting answers sacct with
+ * sacct_out ("" = sacct says accounting is disabled), no exit file there */
+static int slurm_forgotten_end(const char *name, const char *sacct_out, struct dlh_run_end *end,
+			       char *log, size_t loglen)
+{
+	char dir[512], path[600], text[1400];
+	struct dlh_backend be;
+	struct dlh_run run = { .backend = "slurm", .pid = 7 };
+	fresh_dir(dir, sizeof dir, name);
+	if (fake_slurm(dir, &be))
+		return -1;
+	snprintf(path, sizeof path, "%s/scontrol", dir);
+	write_text(path, "#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\n"
+		   "exit 1\n");
+	snprintf(path, sizeof path, "%s/sacct.out", dir);
+	write_text(path, sacct_out);
+	snprintf(path, sizeof path, "%s/sacct", dir);
+	snprintf(text, sizeof text, "#!/bin/sh\n[ -s '%s/sacct.out' ] || { echo 'sacct: error: Slurm "
+		 "accounting storage is disabled' >&2; exit 1; }\n"
+		 "[ \"$*\" = '-X -n -P -o JobID,State,ExitCode,NodeList,Timelimit -j 7' ] || exit 2\n"
+		 "cat '%s/sacct.out'\n", dir, dir);
+	write_text(path, text);
+	chmod(path, 0755);
+	int rc = be.ops->wait(&be, &run, dir, 0, end);
+	snprintf(path, sizeof path, "%s/" DLH_FILE_LOG, dir);
+	char *l = NULL;
+	size_t n = 0;
+	snprintf(log, loglen, "%s", dlh_read_file(path, 1 << 16, &l, &n) == 0 && l ? l : "");
+	free(l);
+	return rc;
+}
+
+/* A job that ended while nobody watched, so long ago that slurmctld forgot
+ * it: its end comes from Slurm's accounting (sacct) where there is one,
+ * else it is lost (no exit file either) */
+TEST(slurm_forgotten_job_ends_as_sacct_says_where_there_is_accounting)
+{
+	struct dlh_run_end end;
+	char log[4096];
+	CHECK(slurm_forgotten_end("s-acct-timeout", "7|TIMEOUT|0:15|n[1-2]|00:01:00\n", &end, log,
+				  sizeof log) == 0);
+	CHECK_MSG(end.state == DLH_RUN_EXITED && end.cause == DLH_END_TIME_LIMIT &&
+		  !strcmp(end.said, "Slurm's time limit of job 7 (00:01:00; ended TIMEOUT)"),
+		  "state %d cause %d said \"%s\"", end.state, end.cause, end.said);
+	CHECK_MSG(strstr(log, "slurm: job 7 ended TIMEOUT, exit code 0:15 (sacct: slurmctld had "
+			 "forgotten it)") != NULL, "log: %s", log);
+	CHECK(slurm_forgotten_end("s-acct-cancel", "7|CANCELLED by 1000|0:15|n1|00:05:00\n", &end,
+				  log, sizeof log) == 0);
+	CHECK_MSG(end.state == DLH_RUN_EXITED && end.exit_code == -SIGTERM && end.cause == DLH_END_OWN,
+		  "state %d exit %d cause %d", end.state, end.exit_code, end.cause);
+	CHECK(slurm_forgotten_end("s-acct-done", "7|COMPLETED|0:0|n1|00:05:00\n", &end, log,
+				  sizeof log) == 0);
+	CHECK_MSG(end.state == DLH_RUN_EXITED && end.exit_code == 0, "state %d exit %d", end.state,
+		  end.exit_code);
+	/* a record that says it still runs is no end: as forgotten */
+	CHECK(slurm_forgotten_end("s-acct-stale", "7|RUNNING|0:0|n1|00:05:00\n", &end, log,
+				  sizeof log) == 0);
+	CHECK_MSG(end.state == DLH_RUN_LOST, "state %d", end.state);
+	CHECK(slurm_forgotten_end("s-acct-none", "", &end, log, sizeof log) == 0);
+	CHECK_MSG(end.state == DLH_RUN_LOST && strstr(log, "slurm: job 7 is no longer known to Slurm"),
+		  "state %d log: %s", end.state, log);
+}
+
 /* dlh-shepherd stopped the run on Slurm's signal before the limit: its
  * exit file says so, whatever state Slurm gives the batch job after */
 TEST(slurm_run_stopped_on_the_limits_signal_ends_for_the_time_limit)
@@ -568,6 +632,7 @@ int main(void)
 	RUN(shepherd_puts_each_ranks_pieces_together_into_lines);
 	RUN(shepherd_goes_on_with_a_piece_cut_with_its_long_line);
 	RUN(slurm_timeout_preempted_and_node_fail_are_causes_with_slurms_words);
+	RUN(slurm_forgotten_job_ends_as_sacct_says_where_there_is_accounting);
 	RUN(slurm_run_stopped_on_the_limits_signal_ends_for_the_time_limit);
 	RUN(slurm_asks_for_the_limit_and_the_signal_and_notes_pending);
 	RUN(slurm_asks_for_gres_of_a_gpu_plan);
