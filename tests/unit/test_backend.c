@@ -402,8 +402,11 @@ TEST(shepherd_goes_on_with_a_piece_cut_with_its_long_line)
 	free(text);
 }
 
-/* A Slurm backend over stand-ins in dir: sbatch (never run here) and a
- * scontrol that prints what dir/scontrol.out holds; PATH gets dir first.
+/* A Slurm backend over stand-ins in dir: sbatch (never run here), a
+ * scontrol that prints what dir/scontrol.out holds (or fails saying what
+ * dir/scontrol.err holds, where there is one) and a sacct that prints
+ * dir/sacct.out (accounting disabled where it is empty or missing); PATH
+ * gets dir first.
  * Returns 0, or -1 (said). */
 static int fake_slurm(const char *dir, struct dlh_backend *be)
 {
@@ -412,7 +415,15 @@ static int fake_slurm(const char *dir, struct dlh_backend *be)
 	write_text(path, "#!/bin/sh\nexit 1\n");
 	chmod(path, 0755);
 	snprintf(path, sizeof path, "%s/scontrol", dir);
-	snprintf(text, sizeof text, "#!/bin/sh\ncat '%s/scontrol.out'\n", dir);
+	snprintf(text, sizeof text, "#!/bin/sh\n[ -e '%s/scontrol.err' ] && { cat '%s/scontrol.err' "
+		 ">&2; exit 1; }\ncat '%s/scontrol.out'\n", dir, dir, dir);
+	write_text(path, text);
+	chmod(path, 0755);
+	snprintf(path, sizeof path, "%s/sacct", dir);
+	snprintf(text, sizeof text, "#!/bin/sh\n[ -s '%s/sacct.out' ] || { echo 'sacct: error: Slurm "
+		 "accounting storage is disabled' >&2; exit 1; }\n"
+		 "[ \"$*\" = '-X -n -P -o JobID,State,ExitCode,NodeList,Timelimit -j 7' ] || exit 2\n"
+		 "cat '%s/sacct.out'\n", dir, dir);
 	write_text(path, text);
 	chmod(path, 0755);
 	fake_launcher(dir, launcher, sizeof launcher);
@@ -425,10 +436,12 @@ static int fake_slurm(const char *dir, struct dlh_backend *be)
 	return rc ? -1 : 0;
 }
 
-/* What wait() makes of Slurm job 7 ended in state (scontrol's line) with
- * exit_file ("" = none) into *end. Returns wait()'s value. */
+/* What wait() makes of Slurm job 7 ended in state (scontrol's line; NULL:
+ * slurmctld forgot it, and sacct answers sacct_out, "" = no accounting)
+ * with exit_file ("" = none) into *end, the job's log into log (loglen
+ * > 0). Returns wait()'s value. */
 static int slurm_end_of(const char *name, const char *state, const char *exit_file,
-			struct dlh_run_end *end)
+			const char *sacct_out, struct dlh_run_end *end, char *log, size_t loglen)
 {
 	char dir[512], path[600], line[512];
 	struct dlh_backend be;
@@ -438,65 +451,46 @@ static int slurm_end_of(const char *name, const char *state, const char *exit_fi
 		return -1;
 	snprintf(path, sizeof path, "%s/scontrol.out", dir);
 	snprintf(line, sizeof line, "JobId=7 JobName=dlh-1 JobState=%s Reason=None Restarts=0 "
-		 "ExitCode=0:15 TimeLimit=00:01:00 NodeList=n[1-2]\n", state);
+		 "ExitCode=0:15 TimeLimit=00:01:00 NodeList=n[1-2]\n", state ? state : "");
 	write_text(path, line);
+	if (!state) {
+		snprintf(path, sizeof path, "%s/scontrol.err", dir);
+		write_text(path, "slurm_load_jobs error: Invalid job id specified\n");
+	}
+	snprintf(path, sizeof path, "%s/sacct.out", dir);
+	write_text(path, sacct_out);
 	if (exit_file[0]) {
 		snprintf(path, sizeof path, "%s/" DLH_RUN_EXIT_FILE, dir);
 		write_text(path, exit_file);
 	}
-	return be.ops->wait(&be, &run, dir, 0, end);
+	int rc = be.ops->wait(&be, &run, dir, 0, end);
+	if (loglen) {
+		char *l = NULL;
+		size_t n = 0;
+		snprintf(path, sizeof path, "%s/" DLH_FILE_LOG, dir);
+		snprintf(log, loglen, "%s", dlh_read_file(path, 1 << 16, &l, &n) == 0 && l ? l : "");
+		free(l);
+	}
+	return rc;
 }
 
 TEST(slurm_timeout_preempted_and_node_fail_are_causes_with_slurms_words)
 {
 	struct dlh_run_end end;
-	CHECK(slurm_end_of("s-timeout", "TIMEOUT", "", &end) == 0);
+	CHECK(slurm_end_of("s-timeout", "TIMEOUT", "", "", &end, NULL, 0) == 0);
 	CHECK_MSG(end.state == DLH_RUN_EXITED && end.cause == DLH_END_TIME_LIMIT &&
 		  !strcmp(end.said, "Slurm's time limit of job 7 (00:01:00; ended TIMEOUT)"),
 		  "state %d cause %d said \"%s\"", end.state, end.cause, end.said);
-	CHECK(slurm_end_of("s-preempt", "PREEMPTED", "", &end) == 0);
+	CHECK(slurm_end_of("s-preempt", "PREEMPTED", "", "", &end, NULL, 0) == 0);
 	CHECK_MSG(end.cause == DLH_END_PREEMPTED && !strcmp(end.said, "Slurm preempted job 7 (PREEMPTED)"),
 		  "cause %d said \"%s\"", end.cause, end.said);
-	CHECK(slurm_end_of("s-nodefail", "NODE_FAIL", "", &end) == 0);
+	CHECK(slurm_end_of("s-nodefail", "NODE_FAIL", "", "", &end, NULL, 0) == 0);
 	CHECK_MSG(end.state == DLH_RUN_LOST && end.cause == DLH_END_NODE_FAIL &&
 		  !strcmp(end.said, "Slurm lost the nodes of job 7 (NODE_FAIL on n[1-2])"),
 		  "state %d cause %d said \"%s\"", end.state, end.cause, end.said);
-	CHECK(slurm_end_of("s-done", "COMPLETED", "exit=0\n", &end) == 0);
+	CHECK(slurm_end_of("s-done", "COMPLETED", "exit=0\n", "", &end, NULL, 0) == 0);
 	CHECK_MSG(end.state == DLH_RUN_EXITED && end.cause == DLH_END_OWN && !end.said[0] &&
 		  end.exit_code == 0, "cause %d exit %d", end.cause, end.exit_code);
-}
-
-/* What wait() makes of Slurm job 7 that slurmctld has forgotten
- * (scontrol: Invalid job id) when Slurm's accounting answers sacct with
- * sacct_out ("" = sacct says accounting is disabled), no exit file there */
-static int slurm_forgotten_end(const char *name, const char *sacct_out, struct dlh_run_end *end,
-			       char *log, size_t loglen)
-{
-	char dir[512], path[600], text[1400];
-	struct dlh_backend be;
-	struct dlh_run run = { .backend = "slurm", .pid = 7 };
-	fresh_dir(dir, sizeof dir, name);
-	if (fake_slurm(dir, &be))
-		return -1;
-	snprintf(path, sizeof path, "%s/scontrol", dir);
-	write_text(path, "#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\n"
-		   "exit 1\n");
-	snprintf(path, sizeof path, "%s/sacct.out", dir);
-	write_text(path, sacct_out);
-	snprintf(path, sizeof path, "%s/sacct", dir);
-	snprintf(text, sizeof text, "#!/bin/sh\n[ -s '%s/sacct.out' ] || { echo 'sacct: error: Slurm "
-		 "accounting storage is disabled' >&2; exit 1; }\n"
-		 "[ \"$*\" = '-X -n -P -o JobID,State,ExitCode,NodeList,Timelimit -j 7' ] || exit 2\n"
-		 "cat '%s/sacct.out'\n", dir, dir);
-	write_text(path, text);
-	chmod(path, 0755);
-	int rc = be.ops->wait(&be, &run, dir, 0, end);
-	snprintf(path, sizeof path, "%s/" DLH_FILE_LOG, dir);
-	char *l = NULL;
-	size_t n = 0;
-	snprintf(log, loglen, "%s", dlh_read_file(path, 1 << 16, &l, &n) == 0 && l ? l : "");
-	free(l);
-	return rc;
 }
 
 /* A job that ended while nobody watched, so long ago that slurmctld forgot
@@ -506,26 +500,26 @@ TEST(slurm_forgotten_job_ends_as_sacct_says_where_there_is_accounting)
 {
 	struct dlh_run_end end;
 	char log[4096];
-	CHECK(slurm_forgotten_end("s-acct-timeout", "7|TIMEOUT|0:15|n[1-2]|00:01:00\n", &end, log,
+	CHECK(slurm_end_of("s-acct-timeout", NULL, "", "7|TIMEOUT|0:15|n[1-2]|00:01:00\n", &end, log,
 				  sizeof log) == 0);
 	CHECK_MSG(end.state == DLH_RUN_EXITED && end.cause == DLH_END_TIME_LIMIT &&
 		  !strcmp(end.said, "Slurm's time limit of job 7 (00:01:00; ended TIMEOUT)"),
 		  "state %d cause %d said \"%s\"", end.state, end.cause, end.said);
 	CHECK_MSG(strstr(log, "slurm: job 7 ended TIMEOUT, exit code 0:15 (sacct: slurmctld had "
 			 "forgotten it)") != NULL, "log: %s", log);
-	CHECK(slurm_forgotten_end("s-acct-cancel", "7|CANCELLED by 1000|0:15|n1|00:05:00\n", &end,
+	CHECK(slurm_end_of("s-acct-cancel", NULL, "", "7|CANCELLED by 1000|0:15|n1|00:05:00\n", &end,
 				  log, sizeof log) == 0);
 	CHECK_MSG(end.state == DLH_RUN_EXITED && end.exit_code == -SIGTERM && end.cause == DLH_END_OWN,
 		  "state %d exit %d cause %d", end.state, end.exit_code, end.cause);
-	CHECK(slurm_forgotten_end("s-acct-done", "7|COMPLETED|0:0|n1|00:05:00\n", &end, log,
+	CHECK(slurm_end_of("s-acct-done", NULL, "", "7|COMPLETED|0:0|n1|00:05:00\n", &end, log,
 				  sizeof log) == 0);
 	CHECK_MSG(end.state == DLH_RUN_EXITED && end.exit_code == 0, "state %d exit %d", end.state,
 		  end.exit_code);
 	/* a record that says it still runs is no end: as forgotten */
-	CHECK(slurm_forgotten_end("s-acct-stale", "7|RUNNING|0:0|n1|00:05:00\n", &end, log,
+	CHECK(slurm_end_of("s-acct-stale", NULL, "", "7|RUNNING|0:0|n1|00:05:00\n", &end, log,
 				  sizeof log) == 0);
 	CHECK_MSG(end.state == DLH_RUN_LOST, "state %d", end.state);
-	CHECK(slurm_forgotten_end("s-acct-none", "", &end, log, sizeof log) == 0);
+	CHECK(slurm_end_of("s-acct-none", NULL, "", "", &end, log, sizeof log) == 0);
 	CHECK_MSG(end.state == DLH_RUN_LOST && strstr(log, "slurm: job 7 is no longer known to Slurm"),
 		  "state %d log: %s", end.state, log);
 }
@@ -535,11 +529,11 @@ TEST(slurm_forgotten_job_ends_as_sacct_says_where_there_is_accounting)
 TEST(slurm_run_stopped_on_the_limits_signal_ends_for_the_time_limit)
 {
 	struct dlh_run_end end;
-	CHECK(slurm_end_of("s-signal", "FAILED", "exit=75\ntime_limit=1\n", &end) == 0);
+	CHECK(slurm_end_of("s-signal", "FAILED", "exit=75\ntime_limit=1\n", "", &end, NULL, 0) == 0);
 	CHECK_MSG(end.state == DLH_RUN_EXITED && end.exit_code == DLH_EXIT_SUSPENDED &&
 		  end.cause == DLH_END_TIME_LIMIT && !strcmp(end.said, "Slurm's time limit of job 7 (00:01:00)"),
 		  "exit %d cause %d said \"%s\"", end.exit_code, end.cause, end.said);
-	CHECK(slurm_end_of("s-asked", "FAILED", "exit=75\n", &end) == 0);
+	CHECK(slurm_end_of("s-asked", "FAILED", "exit=75\n", "", &end, NULL, 0) == 0);
 	CHECK_MSG(end.cause == DLH_END_OWN, "a suspend it was asked for: cause %d", end.cause);
 }
 
