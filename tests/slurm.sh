@@ -87,13 +87,17 @@ MailProg=/bin/true
 ReturnToService=2
 KillWait=2
 MinJobAge=300
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
 SlurmctldDebug=info
 SlurmdDebug=info
 CONF
 	for i in $(seq "$n"); do
 		echo "NodeName=dlhs$i NodeAddr=$SLURM_NET.$((10 + i)) CPUs=$cpus RealMemory=$mem State=UNKNOWN"
 	done
-	echo "PartitionName=$SLURM_PART Nodes=$names Default=YES MaxTime=INFINITE State=UP"
+	echo "PartitionName=$SLURM_PART Nodes=$names Default=YES MaxTime=INFINITE State=UP PriorityTier=1"
+	# a partition whose jobs preempt (cancel) those of dlhfs's on the same nodes
+	echo "PartitionName=${SLURM_PART}urgent Nodes=$names Default=NO MaxTime=INFINITE State=UP PriorityTier=2"
 }
 
 # slurm_idle N: sinfo says N nodes idle (not idle*: a node just resumed)

@@ -42,6 +42,16 @@ node_ranks() {
 
 # node_ranks_are NODE N: N dlh-train processes run in NODE's namespace
 node_ranks_are() { [ "$(node_ranks "$1")" -eq "$2" ]; }
+
+# node_procs_gone NODE WORD: no process in NODE's namespace has WORD in its
+# command line
+node_procs_gone() {
+	local p
+	for p in $(ip netns pids "$1" 2>/dev/null); do
+		tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -qF -- "$2" && return 1
+	done
+	return 0
+}
 node_has_ranks() { [ "$(node_ranks "$1")" -ge 1 ]; }
 
 # slurm_job ID: the Slurm job id dlhfs submitted for job ID (from its plan)
@@ -578,3 +588,79 @@ test_suspend_of_a_job_pending_in_slurm_takes_it_out_of_slurms_queue() {
 	steps_once 1 || die "train steps of metrics.csv are not 1..$(last_step 1) once each"
 	dlh_umount
 }
+
+# A program that does not stop on Slurm's signal before its time limit
+# (it ignores the suspend signal it is passed) runs into the limit: Slurm
+# ends the job TIMEOUT, and the job fails with Slurm's words on it, its
+# progress saying there was no checkpoint of its own then; no process is
+# left on the node
+test_a_program_that_ignores_slurms_signal_ends_timeout() {
+	local sj prog
+	mount_slurm 1
+	prog=$STATE/stubborn.sh
+	cat > "$prog" <<'PROG'
+#!/bin/sh
+# a user's program that ignores the signals asking it to checkpoint
+trap '' USR1 USR2 XCPU
+[ -s "$DLH_METRICS_CSV" ] || echo kind,step,epoch,time_s,loss,accuracy,lr,samples_per_s > "$DLH_METRICS_CSV"
+s=0
+while :; do
+	s=$((s + 1))
+	echo "train,$s,1,$s,0.5,0.5,0.1,100" >> "$DLH_METRICS_CSV"
+	sleep 0.2
+done
+PROG
+	chmod 755 "$prog"
+	printf '[job]\nname = stubborn\ncommand = %s\ntime_limit = 60s\nprofile = false\n[resources]\nranks = 1\n' "$prog" > "$STATE/s.ini"
+	cp "$STATE/s.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 30 has_slurm_job 1 || die "no Slurm job: $(tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	wait_for 30 step_at_least 1 2 || die "no step: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	wait_for 150 job_terminal 1 || die "job 1 did not end: $(cat "$MNT/jobs/1/progress"; squeue -h -j "$sj" -t all -o '%T %r')"
+	expect_eq "$(cat "$MNT/jobs/1/status")" failed "status ($(tail -5 "$MNT/jobs/1/log"))"
+	grep -q "slurm: job $sj ended TIMEOUT" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	grep -q "Slurm's time limit of job $sj (00:01:00; ended TIMEOUT)" "$MNT/jobs/1/progress" ||
+		die "progress: $(cat "$MNT/jobs/1/progress")"
+	wait_for 10 node_procs_gone dlhs1 stubborn.sh || die "the program is left on dlhs1"
+	echo "measured: $(cat "$MNT/jobs/1/progress")"
+	dlh_umount
+}
+
+# A job of a partition of a higher priority tier preempts the dlhfs job
+# (PreemptMode=CANCEL): Slurm ends it PREEMPTED, and the job is
+# `suspended` with Slurm's words, not resubmitted against Slurm's
+# decision; no rank is left; `resume` submits it again once the other job
+# is gone, and it takes up from its newest checkpoint (every step once)
+test_a_job_slurm_preempts_is_suspended_and_resumes_from_its_checkpoint() {
+	local sj other at
+	mount_slurm 1
+	slice_spec preempted 100 > "$STATE/p.ini"
+	cp "$STATE/p.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 60 step_at_least 1 25 || die "no step 25: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
+	sj=$(slurm_job 1)
+	other=$(sbatch --parsable -p "${SLURM_PART}urgent" -N1 --exclusive -o /dev/null --wrap 'sleep 300') ||
+		die "sbatch of the urgent job failed"
+	wait_for 60 job_terminal_or_suspended 1 || die "job 1: $(cat "$MNT/jobs/1/status"): $(tail -5 "$MNT/jobs/1/log")"
+	expect_eq "$(cat "$MNT/jobs/1/status")" suspended "status once Slurm preempted it ($(grep slurm: "$MNT/jobs/1/log"))"
+	grep -q "slurm: job $sj ended PREEMPTED" "$MNT/jobs/1/log" || die "log: $(grep slurm: "$MNT/jobs/1/log")"
+	grep -q "Slurm preempted job $sj (PREEMPTED)" "$MNT/jobs/1/progress" || die "progress: $(cat "$MNT/jobs/1/progress")"
+	wait_for 10 node_ranks_are dlhs1 0 || die "ranks left on dlhs1"
+	holds_for 3 status_is 1 suspended || die "not kept suspended: $(cat "$MNT/jobs/1/status")"
+	[ "$(slurm_job 1)" = "$sj" ] || die "resubmitted by itself as Slurm job $(slurm_job 1)"
+	echo "measured: $(cat "$MNT/jobs/1/progress")"
+	scancel "$other" || die "scancel of the urgent job failed"
+	wait_for 20 slurm_idle 1 || die "dlhs1 not idle: $(sinfo -N)"
+	at=$(last_step 1)
+	echo resume > "$MNT/jobs/1/ctl" || die "resume refused: $(tail -3 "$MNT/jobs/1/log")"
+	wait_for 60 grep -Eq "start step [1-9][0-9]*" "$MNT/jobs/1/log" ||
+		die "the resumed run did not take up: $(grep 'start step' "$MNT/jobs/1/log"; tail -5 "$MNT/jobs/1/log")"
+	[ "$(slurm_job 1)" != "$sj" ] || die "resume submitted no new Slurm job"
+	wait_for 60 step_at_least 1 $((at + 5)) || die "no step past $at: $(tail -3 "$MNT/jobs/1/log")"
+	echo cancel > "$MNT/jobs/1/ctl" || die "cancel refused"
+	wait_for 30 job_terminal 1 || die "job 1 did not end: $(tail -5 "$MNT/jobs/1/log")"
+	steps_once 1 || die "train steps of metrics.csv are not 1..$(last_step 1) once each"
+	echo "measured: preempted at step $at; the resumed run $(grep -Eo 'start step [0-9]+' "$MNT/jobs/1/log" | tail -1)"
+	dlh_umount
+}
+
+job_terminal_or_suspended() { job_terminal "$1" || status_is "$1" suspended; }
