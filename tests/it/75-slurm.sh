@@ -92,6 +92,21 @@ test_slurm_pool_shows_the_partitions_nodes_as_slurm_reports_them() {
 	wait_for 10 slurm_idle 2 || die "dlhs2 did not come back: $(sinfo -N)"
 	echo refresh > "$MNT/pool/ctl" || die "refresh failed"
 	grep -q '^idle: ' "$MNT/pool/nodes/dlhs2/state" || die "dlhs2 resumed: $(cat "$MNT/pool/nodes/dlhs2/state")"
+	# a reload takes the file's [env]; another partition, or another
+	# backend, needs a remount: refused with the reason, the pool unchanged
+	cp "$STATE/pool.ini" "$STATE/pool.ini.mounted"
+	slurm_pool > "$STATE/pool.ini"
+	sed -i "s/^partition = .*/partition = ${SLURM_PART}urgent/" "$STATE/pool.ini"
+	expect_errno "Invalid argument" bash -c "echo reload > '$MNT/pool/ctl'"
+	tail -1 "$MNT/jobs/errors" | grep -qF 'pool ctl: "reload": the file changes the backend, the partition or the account: remount to change them' ||
+		die "errors: $(tail -1 "$MNT/jobs/errors")"
+	printf '[node dlhs1]\ncpus = 2\n' > "$STATE/pool.ini"
+	expect_errno "Invalid argument" bash -c "echo reload > '$MNT/pool/ctl'"
+	cp "$STATE/pool.ini.mounted" "$STATE/pool.ini"
+	echo reload > "$MNT/pool/ctl" || die "reload of the mounted file refused: $(tail -1 "$MNT/jobs/errors")"
+	expect_eq "$(ls "$MNT/pool/nodes" | tr '\n' ' ')" "dlhs1 dlhs2 " "pool/nodes after the refused reloads"
+	grep -q '^slurm: ranks started by Slurm in partition dlh;' "$MNT/pool/nodes/dlhs1/role" ||
+		die "dlhs1's role: $(cat "$MNT/pool/nodes/dlhs1/role")"
 	dlh_umount
 }
 
