@@ -641,7 +641,9 @@ PROG
 	dlh_umount
 }
 
-# A job of a partition of a higher priority tier preempts the dlhfs job
+# `checkpoint` through ctl reaches the ranks of a Slurm job (the trainer
+# says it took one on request). A job of a partition of a higher priority
+# tier then preempts the dlhfs job
 # (PreemptMode=CANCEL): Slurm ends it PREEMPTED, and the job is
 # `suspended` with Slurm's words, not resubmitted against Slurm's
 # decision; no rank is left; `resume` submits it again once the other job
@@ -653,6 +655,10 @@ test_a_job_slurm_preempts_is_suspended_and_resumes_from_its_checkpoint() {
 	cp "$STATE/p.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
 	wait_for 60 step_at_least 1 25 || die "no step 25: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
 	sj=$(slurm_job 1)
+	# the checkpoint verb: Slurm signals the batch shell, which passes it on
+	echo checkpoint > "$MNT/jobs/1/ctl" || die "checkpoint refused: $(tail -3 "$MNT/jobs/1/log")"
+	wait_for 30 grep -q "dlh-train: checkpoint .* on request" "$MNT/jobs/1/log" ||
+		die "no checkpoint on request: $(grep -v '^\[rank' "$MNT/jobs/1/log" | tail -3)"
 	other=$(sbatch --parsable -p "${SLURM_PART}urgent" -N1 --exclusive -o /dev/null --wrap 'sleep 300') ||
 		die "sbatch of the urgent job failed"
 	wait_for 60 job_terminal_or_suspended 1 || die "job 1: $(cat "$MNT/jobs/1/status"): $(tail -5 "$MNT/jobs/1/log")"
