@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "engine/run/owner.h"
+#include "engine/util/util.h"
 
 #define CHECK_NOGROUP 65534   /* the group of a uid the password database lacks */
 #define CHECK_USERS_MAX 256   /* users with checks running at once */
@@ -251,19 +252,12 @@ int eng_check_spec(const char *text, size_t len, uid_t uid, int timeout_ms,
 	if (rc)
 		return rc;
 	struct check *c = check_new(text, len, uid);
-	pthread_attr_t attr;
-	pthread_t t;
-	if (!c || pthread_attr_init(&attr)) {
+	if (!c) {
 		unadmit(uid);
-		if (c)
-			check_free(c);
 		snprintf(err, errlen, "spec: out of memory\n");
 		return -ENOMEM;
 	}
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&t, &attr, check_thread, c);
-	pthread_attr_destroy(&attr);
-	if (rc) {
+	if ((rc = dlh_thread_detached(check_thread, c))) {
 		unadmit(uid);
 		check_free(c);
 		snprintf(err, errlen, "spec: cannot start a thread to check it: %s\n", strerror(rc));

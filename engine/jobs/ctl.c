@@ -78,9 +78,8 @@ static int ctl_suspend(struct dlh_engine *e, struct dlh_job *j, uid_t uid, char 
 			 "or queued job)", j->id, state_words(j));
 		return -EBUSY;
 	}
-	char note[256], dir[4096];
-	eng_job_dir(e, j->id, dir, sizeof dir);
-	if (e->backend.ops->note && e->backend.ops->note(&e->backend, dir, note, sizeof note) == 1) {
+	char note[256];
+	if (eng_run_note(e, j->id, note, sizeof note) == 1) {
 		/* its launcher (Slurm) holds it pending: nothing runs that could
 		 * checkpoint; it leaves the launcher's queue now */
 		dlh_job_reason(j, NULL, "suspended by uid %u while %.180s: `resume` submits it again",

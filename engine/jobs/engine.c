@@ -397,12 +397,7 @@ void dlh_engine_job_dir(struct dlh_engine *e, long id, char *buf, size_t len)
 
 int dlh_engine_run_note(struct dlh_engine *e, long id, char *out, size_t len)
 {
-	char dir[4096];
-	out[0] = '\0';
-	if (!e->backend.ops->note)
-		return 0;
-	eng_job_dir(e, id, dir, sizeof dir);
-	return e->backend.ops->note(&e->backend, dir, out, len);
+	return eng_run_note(e, id, out, len);
 }
 
 void dlh_engine_errors_path(struct dlh_engine *e, uid_t reader, char *buf, size_t len)

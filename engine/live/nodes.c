@@ -624,12 +624,7 @@ int eng_nodes_see(struct dlh_engine *e, struct dlh_job *j, const struct dlh_plan
 	s->see[m] = NULL;
 	s->e = e;
 	s->job = j;
-	pthread_attr_t attr;
-	pthread_t t;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int rc = pthread_create(&t, &attr, seer_main, s);
-	pthread_attr_destroy(&attr);
+	int rc = dlh_thread_detached(seer_main, s);
 	if (rc) {
 		free(s);
 		return 1;

@@ -61,13 +61,18 @@ int eng_slots_held_back(const struct dlh_engine *e, int k)
 	       !nd->drained && !nd->removed && !nd->leaving;
 }
 
+/* 1 when new ranks may be planned on node k: it is usable, or Slurm holds
+ * it back (a run planned over it waits in Slurm's queue). */
+static int plannable(const struct dlh_engine *e, int k)
+{
+	return dlh_pool_node_usable(&e->pool, k) || eng_slots_held_back(e, k);
+}
+
 /* Slots of node k new ranks may count on: its cores, none while it is not
- * usable (drained, down, being probed), unless Slurm holds it back (a run
- * planned over it waits in Slurm's queue). */
+ * plannable (drained, down, being probed). */
 static int node_slots(const struct dlh_engine *e, int k)
 {
-	int n = dlh_pool_node_usable(&e->pool, k) || eng_slots_held_back(e, k) ?
-		e->pool.nodes[k].cpus : 0;
+	int n = plannable(e, k) ? e->pool.nodes[k].cpus : 0;
 	return n < e->holder_len[k] ? n : e->holder_len[k];
 }
 
@@ -115,7 +120,7 @@ void eng_slots_avail(const struct dlh_engine *e, int gpu, int all, int *avail)
 		int f = node_slots(e, k) - (all ? 0 : e->node_used[k]);
 		int g = all ? dlh_pool_node_gpus(&e->pool, k) : gpus_free(e, k);
 		if (gpu && f > g)
-			f = dlh_pool_node_usable(&e->pool, k) || eng_slots_held_back(e, k) ? g : 0;
+			f = plannable(e, k) ? g : 0;
 		avail[k] = f > 0 ? f : 0;
 	}
 }

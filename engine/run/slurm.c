@@ -928,14 +928,8 @@ static int queue_verb(const struct dlh_backend *be, long id, enum dlh_verb v)
 	q->id = id;
 	q->v = v;
 	pthread_mutex_lock(&verb_mu);
-	if (!verb_thread_up) {
-		pthread_t t;
-		pthread_attr_t attr;
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		verb_thread_up = !pthread_create(&t, &attr, verb_main, NULL);
-		pthread_attr_destroy(&attr);
-	}
+	if (!verb_thread_up)
+		verb_thread_up = !dlh_thread_detached(verb_main, NULL);
 	if (!verb_thread_up) {
 		pthread_mutex_unlock(&verb_mu);
 		free(q);

@@ -128,9 +128,8 @@ double eng_hang_check(struct dlh_engine *e, struct dlh_job *j, double now)
 	/* held pending by its launcher (Slurm requeued it): nothing steps, and
 	 * the quiet counts from when it was last seen so (the note reads the
 	 * job's directory only, never asks the launcher) */
-	char dir[4096], note[256];
-	eng_job_dir(e, j->id, dir, sizeof dir);
-	if (e->backend.ops->note && e->backend.ops->note(&e->backend, dir, note, sizeof note) == 1) {
+	char note[256];
+	if (eng_run_note(e, j->id, note, sizeof note) == 1) {
 		j->hang_pending = dlh_now();
 		j->hang_held = 1;
 		return now + ENG_HANG_LOOK;

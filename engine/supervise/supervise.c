@@ -265,15 +265,9 @@ static void *end_nodecg_main(void *arg)
 static void end_nodecg_apart(struct dlh_nodecg *h, int n)
 {
 	struct nodecg_apart *a = n > 0 ? malloc(sizeof *a) : NULL;
-	pthread_attr_t attr;
-	pthread_t t;
 	if (a) {
 		*a = (struct nodecg_apart){ .h = h, .n = n };
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		int rc = pthread_create(&t, &attr, end_nodecg_main, a);
-		pthread_attr_destroy(&attr);
-		if (!rc)
+		if (!dlh_thread_detached(end_nodecg_main, a))
 			return;
 		free(a);
 	}
@@ -563,8 +557,6 @@ static void record_run(struct dlh_engine *e, struct dlh_job *j, struct launch *l
 static int spawn_waiter(struct dlh_engine *e, struct dlh_job *j, struct waiter_arg *wa,
 			const int *node, int ranks)
 {
-	pthread_attr_t attr;
-	pthread_t t;
 	*wa = (struct waiter_arg){ .e = e, .job = j, .run = j->run };
 	for (int r = 0; r < ranks; r++) {   /* the other nodes, each once */
 		int seen = node[r] < 0 || node[r] == e->pool.local;
@@ -573,10 +565,7 @@ static int spawn_waiter(struct dlh_engine *e, struct dlh_job *j, struct waiter_a
 		if (!seen)
 			wa->nodes[wa->nnodes++] = node[r];
 	}
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int rc = pthread_create(&t, &attr, waiter_main, wa);
-	pthread_attr_destroy(&attr);
+	int rc = dlh_thread_detached(waiter_main, wa);
 	if (!rc)
 		e->waiters++;
 	return rc;

@@ -31,6 +31,16 @@ void eng_job_dir(const struct dlh_engine *e, long id, char *buf, size_t len)
 	snprintf(buf, len, "%s/jobs/%ld", e->state, id);
 }
 
+int eng_run_note(const struct dlh_engine *e, long id, char *out, size_t len)
+{
+	char dir[4096];
+	out[0] = '\0';
+	if (!e->backend.ops->note)
+		return 0;
+	eng_job_dir(e, id, dir, sizeof dir);
+	return e->backend.ops->note(&e->backend, dir, out, len);
+}
+
 void eng_job_file(const struct dlh_engine *e, long id, const char *name,
 		     char *buf, size_t len)
 {

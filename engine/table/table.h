@@ -120,6 +120,12 @@ double eng_stamp(void);
 void eng_job_dir(const struct dlh_engine *e, long id, char *buf, size_t len);
 void eng_job_file(const struct dlh_engine *e, long id, const char *name, char *buf, size_t len);
 
+/* What the launcher says of job id's run whose program has not started
+ * (the backend's note op: Slurm's pending and why) into out, "" when
+ * nothing. Returns 1 when the launcher holds the run pending, else 0.
+ * Reads the job's directory only, never asks the launcher: any lock state. */
+int eng_run_note(const struct dlh_engine *e, long id, char *out, size_t len);
+
 /* Appends a timestamped harness event to the job's log. */
 void eng_job_log(const struct dlh_engine *e, const struct dlh_job *j, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -626,4 +627,17 @@ DIR *dlh_opendir_beneath(const char *dir, const char *rel)
 	if (!dp)
 		close(fd);
 	return dp;
+}
+
+int dlh_thread_detached(void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc = pthread_attr_init(&attr);
+	if (rc)
+		return rc;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&t, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	return rc;
 }

@@ -109,6 +109,10 @@ int dlh_append_line_private(const char *path, const char *line);
  * Async-signal-safe. Returns to, or -1 with errno. */
 int dlh_fd_onto(int fd, int to);
 
+/* Starts fn(arg) in a detached thread (nobody joins it). Returns 0, or
+ * the error number of pthread_create. */
+int dlh_thread_detached(void *(*fn)(void *), void *arg);
+
 /* In a child about to exec an agent or a Slurm command: takes signals as
  * if started from a shell (every signal unblocked: FUSE threads block them;
  * SIGPIPE default: libfuse ignores it) in a process group of its own (what
