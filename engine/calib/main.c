@@ -23,9 +23,9 @@
  * cuBLAS and NCCL, and with N >= 2 the allreduce among them; its figures
  * are the type NAME's (TYPE.gpu=1). All print key=value lines (the cache's
  * keys, see calib.h) and the wall-clock moments the parent needs to time
- * mpirun's launch and exit: to --out F when given (rank 0 writes it; what
- * mpirun and its libraries print then stays out of the figures), else to
- * stdout. */
+ * mpirun's launch and exit: to --out F when given (rank 0 writes it through
+ * its own stream, fig: what mpirun and the libraries print to stdout, such
+ * as NCCL's version line, stays out of the figures), else to stdout. */
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
@@ -109,6 +109,9 @@ static void temp_remove(const char *path)
 		if (!strcmp(temps[i], path))
 			temps[i][0] = '\0';
 }
+
+/* where the figures go: stdout, or --out's file (main) */
+static FILE *fig;
 
 static _Noreturn void die(const char *msg, const char *what)
 {
@@ -217,10 +220,10 @@ static void print_grid(const char *form,
 {
 	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
 		for (int j = 0; j < DLH_CALIB_GEMM_N; j++) {
-			printf("cpu.gemm%s_%dx%d=", form, gemm_dims[i], gemm_dims[j]);
+			fprintf(fig, "cpu.gemm%s_%dx%d=", form, gemm_dims[i], gemm_dims[j]);
 			for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
-				printf("%s%.4g", l ? " " : "", g[i][j][l]);
-			printf("\n");
+				fprintf(fig, "%s%.4g", l ? " " : "", g[i][j][l]);
+			fprintf(fig, "\n");
 		}
 }
 
@@ -268,7 +271,7 @@ static double gemm_grids(void)
 			for (int l = 1; l < DLH_CALIB_GEMM_N - 1; l++, n++)
 				tt += gemm_rate_t(gemm_dims[i], gemm_dims[j], gemm_dims[l], CblasTrans,
 						  CblasTrans, pool, GEMM_POOL) / g[i][j][l];
-	printf("cpu.gemm_nt=%.4g\ncpu.gemm_tn=%.4g\ncpu.gemm_tt=%.4g\n", inner_ratio(gt[0], g),
+	fprintf(fig, "cpu.gemm_nt=%.4g\ncpu.gemm_tn=%.4g\ncpu.gemm_tt=%.4g\n", inner_ratio(gt[0], g),
 	       inner_ratio(gt[1], g), tt / n);
 	free(pool);
 	return peak;
@@ -641,8 +644,8 @@ static void write_times(const char *dir)
 	 * the median, not the best */
 	double s = median3(small), l = median3(large);
 
-	printf("write_s=%.4g\n", s);
-	printf("write_bw=%.4g\n", (double)WRITE_BIG / (l > s ? l - s : l));
+	fprintf(fig, "write_s=%.4g\n", s);
+	fprintf(fig, "write_bw=%.4g\n", (double)WRITE_BIG / (l > s ? l - s : l));
 }
 
 /* Bytes of this process's resident memory (VmRSS), or 0. */
@@ -662,26 +665,26 @@ static double rss_bytes(void)
 /* One rank: the device's own speeds. */
 static void phase_single(const char *dir, const char *images, const char *labels)
 {
-	printf("device=cpu\n");
-	printf("cpu.gemm_flops=%.4g\n", gemm_grids());
+	fprintf(fig, "device=cpu\n");
+	fprintf(fig, "cpu.gemm_flops=%.4g\n", gemm_grids());
 	for (int i = 0; i < DLH_CALIB_OPT_N; i++)
-		printf("cpu.sgd_%ld=%.4g\ncpu.adam_%ld=%.4g\n", opt_sizes[i],
+		fprintf(fig, "cpu.sgd_%ld=%.4g\ncpu.adam_%ld=%.4g\n", opt_sizes[i],
 		       optim_s(DLT_OPTIM_SGD, opt_sizes[i]), opt_sizes[i],
 		       optim_s(DLT_OPTIM_ADAM, opt_sizes[i]));
 	for (int i = 0; i < DLH_CALIB_BW_N; i++) {
 		double bw = copy_bw(bw_sizes[i]);
 
-		printf("cpu.bw_%ld=%.4g\n", bw_sizes[i], bw);
+		fprintf(fig, "cpu.bw_%ld=%.4g\n", bw_sizes[i], bw);
 		if (i == DLH_CALIB_BW_N - 1)
-			printf("cpu.mem_bw=%.4g\n", bw);
+			fprintf(fig, "cpu.mem_bw=%.4g\n", bw);
 	}
-	printf("cpu.relu_bwd_s=%.4g\n", elem_pass_s(DLT_LAYER_RELU, 0.0f, 1));
-	printf("cpu.dropout_s=%.4g\n", elem_pass_s(DLT_LAYER_DROPOUT, 0.5f, 0));
-	printf("cpu.gather_bw=%.4g\n", gather_bw());
-	printf("decode_bw=%.4g\n", decode_bw(dir, images, labels));
-	printf("init_rate=%.4g\n", init_rate());
+	fprintf(fig, "cpu.relu_bwd_s=%.4g\n", elem_pass_s(DLT_LAYER_RELU, 0.0f, 1));
+	fprintf(fig, "cpu.dropout_s=%.4g\n", elem_pass_s(DLT_LAYER_DROPOUT, 0.5f, 0));
+	fprintf(fig, "cpu.gather_bw=%.4g\n", gather_bw());
+	fprintf(fig, "decode_bw=%.4g\n", decode_bw(dir, images, labels));
+	fprintf(fig, "init_rate=%.4g\n", init_rate());
 	write_times(dir);
-	printf("metrics_s=%.4g\n", metrics_line_s(dir));
+	fprintf(fig, "metrics_s=%.4g\n", metrics_line_s(dir));
 }
 
 /* Mean seconds of an allreduce of bytes (float sums) on every rank. */
@@ -807,7 +810,7 @@ static void fence_waits(int rank, float *pool)
 	if (rank == 0) {
 		double b = fmax(0.0, (mean[1] - mean[0]) / (work[1] - work[0]));
 
-		printf("fence_a_s=%.4g\nfence_b=%.4g\n", fmax(0.0, mean[0] - b * work[0]), b);
+		fprintf(fig, "fence_a_s=%.4g\nfence_b=%.4g\n", fmax(0.0, mean[0] - b * work[0]), b);
 	}
 }
 
@@ -884,26 +887,26 @@ static void phase_all(int rank)
 
 	MPI_Reduce(&bw, &bwlo, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
 	if (rank == 0) {
-		printf("sync_s=%.4g\n", v);
-		printf("ar_alpha=%.4g\nar_beta=%.4g\n", alpha, beta > 0 ? beta : 0.0);
-		printf("device=cpu\n");
+		fprintf(fig, "sync_s=%.4g\n", v);
+		fprintf(fig, "ar_alpha=%.4g\nar_beta=%.4g\n", alpha, beta > 0 ? beta : 0.0);
+		fprintf(fig, "device=cpu\n");
 		/* sharing the cores never speeds one up: above 1 is noise */
-		printf("cpu.gemm_all=%.4g\n", fmin(1.0, lo / solo));
-		printf("cpu.mem_bw_all=%.4g\n", bwlo);
-		printf("base_rss=%.4g\n", rss_hi);
+		fprintf(fig, "cpu.gemm_all=%.4g\n", fmin(1.0, lo / solo));
+		fprintf(fig, "cpu.mem_bw_all=%.4g\n", bwlo);
+		fprintf(fig, "base_rss=%.4g\n", rss_hi);
 	}
 	for (int i = 0; i < DLH_CALIB_OPT_N; i++) {
 		double t = shm_step_s(opt_sizes[i]), slowest;
 
 		MPI_Reduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 		if (rank == 0)
-			printf("shm_%ld=%.4g\n", opt_sizes[i], slowest);
+			fprintf(fig, "shm_%ld=%.4g\n", opt_sizes[i], slowest);
 	}
 	int ranks;
 
 	MPI_Comm_size(MPI_COMM_WORLD, &ranks);
 	if (rank == 0)
-		printf("shm_ranks=%d\n", ranks);
+		fprintf(fig, "shm_ranks=%d\n", ranks);
 	fence_waits(rank, pool);
 	free(buf);
 	free(pool);
@@ -939,33 +942,33 @@ static void phase_gpu(const char *name, int gpus)
 
 	if (dlt_gpu_calibrate(&in, &c, err, sizeof err) < 0)
 		die("gpu", err);
-	printf("device=%s\n", n);
-	printf("%s.gpu=1\n%s.gemm_flops=%.4g\n%s.gemm_all=1\n", n, n, c.gemm_flops, n);
-	printf("%s.mem_bw=%.4g\n%s.mem_bw_all=%.4g\n", n, c.bw[DLH_CALIB_BW_N - 1], n,
+	fprintf(fig, "device=%s\n", n);
+	fprintf(fig, "%s.gpu=1\n%s.gemm_flops=%.4g\n%s.gemm_all=1\n", n, n, c.gemm_flops, n);
+	fprintf(fig, "%s.mem_bw=%.4g\n%s.mem_bw_all=%.4g\n", n, c.bw[DLH_CALIB_BW_N - 1], n,
 	       c.bw[DLH_CALIB_BW_N - 1]);
-	printf("%s.gemm_nt=%.4g\n%s.gemm_tn=%.4g\n", n, inner_ratio_f(c.gemm[1], c.gemm[0]), n,
+	fprintf(fig, "%s.gemm_nt=%.4g\n%s.gemm_tn=%.4g\n", n, inner_ratio_f(c.gemm[1], c.gemm[0]), n,
 	       inner_ratio_f(c.gemm[2], c.gemm[0]));
-	printf("%s.kernel_s=%.4g\n%s.sync_s=%.4g\n%s.h2d_s=%.4g\n%s.h2d_bw=%.4g\n", n, c.kernel_s,
+	fprintf(fig, "%s.kernel_s=%.4g\n%s.sync_s=%.4g\n%s.h2d_s=%.4g\n%s.h2d_bw=%.4g\n", n, c.kernel_s,
 	       n, c.sync_s, n, c.h2d_s, n, c.h2d_bw);
-	printf("%s.ctx_s=%.4g\n%s.blas_s=%.4g\n%s.nccl_s=%.4g\n", n, c.ctx_s, n, c.blas_s, n,
+	fprintf(fig, "%s.ctx_s=%.4g\n%s.blas_s=%.4g\n%s.nccl_s=%.4g\n", n, c.ctx_s, n, c.blas_s, n,
 	       c.nccl_s);
-	printf("%s.ctx_bytes=%.4g\n%s.blas_bytes=%.4g\n%s.nccl_bytes=%.4g\n%s.total_bytes=%.4g\n",
+	fprintf(fig, "%s.ctx_bytes=%.4g\n%s.blas_bytes=%.4g\n%s.nccl_bytes=%.4g\n%s.total_bytes=%.4g\n",
 	       n, c.ctx_bytes, n, c.blas_bytes, n, c.nccl_bytes, n, c.total_bytes);
 	if (gpus >= 2)
-		printf("%s.nccl_alpha=%.4g\n%s.nccl_beta=%.4g\n%s.nccl_gpus=%d\n", n, c.ar_alpha, n,
+		fprintf(fig, "%s.nccl_alpha=%.4g\n%s.nccl_beta=%.4g\n%s.nccl_gpus=%d\n", n, c.ar_alpha, n,
 		       c.ar_beta, n, gpus);
 	for (int i = 0; i < DLH_CALIB_BW_N; i++)
-		printf("%s.bw_%ld=%.4g\n", n, bw_sizes[i], c.bw[i]);
+		fprintf(fig, "%s.bw_%ld=%.4g\n", n, bw_sizes[i], c.bw[i]);
 	for (int f = 0; f < DLT_GPU_CAL_FORMS; f++)
 		for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
 			for (int j = 0; j < DLH_CALIB_GEMM_N; j++) {
-				printf("%s.gemm%s_%dx%d=", n, forms[f], gemm_dims[i], gemm_dims[j]);
+				fprintf(fig, "%s.gemm%s_%dx%d=", n, forms[f], gemm_dims[i], gemm_dims[j]);
 				for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
-					printf("%s%.4g", l ? " " : "", (double)c.gemm[f][i][j][l]);
-				printf("\n");
+					fprintf(fig, "%s%.4g", l ? " " : "", (double)c.gemm[f][i][j][l]);
+				fprintf(fig, "\n");
 			}
 	/* for people: what was measured (a comment to the cache's parser) */
-	printf("# %s: %s\n", n, c.name);
+	fprintf(fig, "# %s: %s\n", n, c.name);
 }
 
 /* Two ranks on two nodes: the allreduce between them, alpha-beta fit. */
@@ -983,7 +986,7 @@ static void phase_link(int rank)
 	if (alpha < y[0] / 2)
 		alpha = y[0];
 	if (rank == 0)
-		printf("net_alpha=%.4g\nnet_beta=%.4g\n", alpha, beta > 0 ? beta : 0.0);
+		fprintf(fig, "net_alpha=%.4g\nnet_beta=%.4g\n", alpha, beta > 0 ? beta : 0.0);
 	free(buf);
 }
 
@@ -994,6 +997,7 @@ int main(int argc, char **argv)
 	int rank, gpus = 1;
 	double t, first;
 
+	fig = stdout;
 	MPI_Init(&argc, &argv);
 	t = dlh_now();
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -1021,7 +1025,7 @@ int main(int argc, char **argv)
 		       strcmp(phase, "gpu")) || (!strcmp(phase, "gpu") && (!type || gpus < 1)))
 		die("usage: dlh-calib --phase single|all|link|gpu [--dir DIR] [--images P --labels P] "
 		    "[--type NAME --gpus N] [--out F]", NULL);
-	if (rank == 0 && out && !freopen(out, "w", stdout))
+	if (rank == 0 && out && !(fig = fopen(out, "w")))
 		die("cannot write --out", out);
 	if (!strcmp(phase, "single")) {
 		if (rank == 0)
@@ -1036,9 +1040,10 @@ int main(int argc, char **argv)
 	}
 	if (rank == 0) {
 		/* comments to the cache parser; engine/calib.c reads them */
-		printf("#t_init=%.6f\n", first);
-		printf("#t_fin=%.6f\n", dlh_now());
-		fflush(stdout);
+		fprintf(fig, "#t_init=%.6f\n", first);
+		fprintf(fig, "#t_fin=%.6f\n", dlh_now());
+		if (fig != stdout ? fclose(fig) != 0 : fflush(stdout) != 0)
+			die("cannot write the figures", out ? out : "stdout");
 	}
 	MPI_Finalize();
 	return 0;

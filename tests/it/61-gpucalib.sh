@@ -20,17 +20,19 @@ gpu_pool() {
 }
 
 # gpu_mount N: mounts over the emulated trainer and calibration with gpu_pool N
-# in a fresh state dir (the suite's CPU calibration copied in)
+# in a fresh state dir (the suite's CPU calibration copied in). NCCL_DEBUG=WARN,
+# as bench/gpu-env sets it: NCCL (and the emulation) then print a version line
+# to stdout, which must not reach dlh-calib's figures (an H200 found it there)
 gpu_mount() {
 	local state; state=$(mktemp -d /tmp/dlh-state.XXXXXX)
 	gpu_pool "$1" > "$state/pool.ini"
-	DLH_OPTS="-o pool=$state/pool.ini -o trainer=$DLH_BIN/dlh-train-gpuemu -o calib=$DLH_BIN/dlh-calib-gpuemu" \
+	NCCL_DEBUG=WARN DLH_OPTS="-o pool=$state/pool.ini -o trainer=$DLH_BIN/dlh-train-gpuemu -o calib=$DLH_BIN/dlh-calib-gpuemu" \
 		dlh_mount "$state"
 }
 
 # remount: the same state dir again (after dlh_umount)
 remount() {
-	DLH_OPTS="-o pool=$STATE/pool.ini -o trainer=$DLH_BIN/dlh-train-gpuemu -o calib=$DLH_BIN/dlh-calib-gpuemu" \
+	NCCL_DEBUG=WARN DLH_OPTS="-o pool=$STATE/pool.ini -o trainer=$DLH_BIN/dlh-train-gpuemu -o calib=$DLH_BIN/dlh-calib-gpuemu" \
 		dlh_mount "$STATE"
 }
 

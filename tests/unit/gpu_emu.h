@@ -49,6 +49,7 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -570,6 +571,21 @@ static inline int emu_mpi(void)
 	return up;
 }
 
+/* NCCL prints its version line to stdout at a communicator's first init
+ * whenever NCCL_DEBUG is set (VERSION, WARN, INFO...): so does the emulation, so that a
+ * program whose stdout carries data (dlh-calib's figures) meets it here too. */
+static inline void emu_nccl_says_its_version(void)
+{
+	static int said;
+	const char *d = getenv("NCCL_DEBUG");
+
+	if (!said && d && *d) {
+		said = 1;
+		printf("NCCL version 2.28.3+host emulation\n");
+		fflush(stdout);
+	}
+}
+
 static inline ncclResult_t ncclCommInitRank(ncclComm_t *c, int n, ncclUniqueId u, int r)
 {
 	int size = 1, rank = 0;
@@ -583,6 +599,7 @@ static inline ncclResult_t ncclCommInitRank(ncclComm_t *c, int n, ncclUniqueId u
 	}
 	if (n != size || r != rank)
 		return ncclInvalidArgument;
+	emu_nccl_says_its_version();
 	emu_used += EMU_NCCL_BYTES;
 	*c = &emu_handle;
 	return ncclSuccess;
@@ -596,6 +613,7 @@ static inline ncclResult_t ncclCommInitAll(ncclComm_t *c, int ndev, const int *d
 		return ncclInvalidArgument;
 	for (int i = 0; i < ndev; i++)
 		c[i] = &emu_handle;
+	emu_nccl_says_its_version();
 	emu_used += EMU_NCCL_BYTES;
 	return ncclSuccess;
 }
