@@ -163,6 +163,12 @@ void dlt_gpu_graph_stats(const struct dlt_gpu *g, struct dlt_gpu_graph_stats *ou
 int dlt_gpu_eval_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
 		       double *loss_sum, long *correct, char *err, size_t errlen);
 
+/* The device memory in use on g's GPU now, in bytes: its total less what
+ * is free (cudaMemGetInfo), so the CUDA context, cuBLAS and NCCL count
+ * with the buffers, as nvidia-smi counts a process; a rank has its GPU to
+ * itself (the planner gives each rank its own). -1 when it cannot say. */
+double dlt_gpu_mem_used(struct dlt_gpu *g);
+
 /* Seconds spent so far, measured on the host around the calls (the GPU
  * work they wait for included): forward+loss, backward, allreduce,
  * optimizer. */

@@ -64,6 +64,7 @@ struct run {
 	int launched;                     /* buckets started in this step */
 	double t_comm_wait;               /* seconds waiting for allreduce after backward */
 	double t_compute;                 /* seconds of training forward + backward */
+	double gpu_mem;                   /* the most device memory seen in use (--device gpu) */
 	double t_opt;                     /* seconds in the optimizer */
 	float *params;                    /* nparams (in shm when shm_on) */
 	float *mom;                       /* nstate x nparams optimizer state (idem) */
@@ -470,6 +471,8 @@ static void evaluate(struct run *R, double *loss, double *acc)
 					    err, sizeof err) < 0)
 			die("%s", err);
 	}
+	if (R->gpu)   /* every buffer and the step's graph exist by now */
+		R->gpu_mem = fmax(R->gpu_mem, dlt_gpu_mem_used(R->gpu));
 	s[0] = loss_sum;
 	s[1] = (double)correct;
 	s[2] = (double)t->n;
@@ -899,7 +902,8 @@ static void lr_find(struct run *R)
 	dlt_lrfind_free(&f);
 }
 
-/* This process's peak resident memory (VmHWM), in bytes; 0 when unknown. */
+/* This process's peak resident memory (VmHWM), in bytes; 0 when unknown.
+ * A GPU rank's memory is its device's (rank_memory). */
 static double peak_rss(void)
 {
 	char line[256];
@@ -914,15 +918,29 @@ static double peak_rss(void)
 	return kb * 1024.0;
 }
 
+/* What a rank's memory is for the estimator: a GPU rank's the device
+ * memory in use at its most (the context, cuBLAS, NCCL and the buffers, as
+ * the estimate models it; its host memory is not the device's), a CPU
+ * rank's its peak resident memory. */
+static double rank_memory(struct run *R)
+{
+	if (R->gpu) {
+		R->gpu_mem = fmax(R->gpu_mem, dlt_gpu_mem_used(R->gpu));
+		if (R->gpu_mem > 0)
+			return R->gpu_mem;
+	}
+	return peak_rss();
+}
+
 /* Rank 0 writes DIR/rank_times: per rank its batch, the seconds of
  * training forward + backward, the seconds it waited for the other
  * ranks (shm: at the barrier before the sum; mpi: in the allreduce, its
- * transfer included; a node's leader also for the leaders' sums), over steps steps of this process, and its peak
- * resident memory (what the estimator predicts per device). */
+ * transfer included; a node's leader also for the leaders' sums), over steps steps of this process, and its
+ * memory (rank_memory: what the estimator predicts per device). */
 static void write_rank_times(struct run *R, long steps)
 {
 	double mine[3] = { R->t_compute,
-			   R->shm_on ? R->shm.t_wait + R->shm.t_leaders : R->t_comm_wait, peak_rss() };
+			   R->shm_on ? R->shm.t_wait + R->shm.t_leaders : R->t_comm_wait, rank_memory(R) };
 	double *all = R->rank == 0 ? xmalloc((size_t)R->ranks * sizeof mine) : NULL;
 	char err[DLT_ERR_MAX], path[DLT_PATH_MAX];
 	size_t cap = 64 + (size_t)R->ranks * 96, n = 0;

@@ -101,6 +101,32 @@ test_mount_measures_the_nodes_gpus_and_the_estimate_uses_them() {
 	dlh_umount
 }
 
+# a GPU rank's memory is its device's: the trainer reports the device memory
+# in use (the context, cuBLAS, NCCL and its buffers), not its host memory
+# (an H200 run reported 976 MiB of host RSS against 1217 MiB on the device),
+# and the estimate made from the calibration is within 15% of it
+test_a_gpu_run_reports_its_device_memory_and_the_estimate_matches_it() {
+	need_emu
+	gpu_mount 1
+	wait_for 120 gpu_measured || die "no GPU figures: $(grep -v gemm "$MNT/pool/calibration")"
+	gpu_spec g1 | sed -e '/^dry_run/d' -e 's/^train_limit = .*/train_limit = 1024/' \
+		-e 's/^test_limit = .*/test_limit = 256/' -e 's/^epochs = .*/epochs = 1/' > "$STATE/g1.ini"
+	cp "$STATE/g1.ini" "$MNT/jobs/new" || die "submit failed: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 120 job_terminal 1
+	expect_eq "$(cat "$MNT/jobs/1/status")" succeeded "status: $(tail -3 "$MNT/jobs/1/log")"
+	wait_for 20 grep -q '^actual_mem_bytes=' "$MNT/jobs/1/estimate"
+	local pred act
+	pred=$(est 1 mem_bytes); act=$(est 1 actual_mem_bytes)
+	# the emulated device's context + cuBLAS + NCCL alone are 640 MiB; the
+	# process's host memory is far less (they are only accounted there)
+	awk -v a="$act" 'BEGIN { exit !(a > 640 * 1048576) }' ||
+		die "actual_mem_bytes $act: not the device's (640 MiB of context, cuBLAS and NCCL)"
+	awk -v p="$pred" -v a="$act" 'BEGIN { e = (p - a) / a; exit !(e < 0.15 && e > -0.15) }' ||
+		die "estimate $pred bytes against $act on the device"
+	echo "measured: device memory estimated $pred, reported $act bytes"
+	dlh_umount
+}
+
 test_recalibrate_measures_the_gpus_again() {
 	need_emu
 	gpu_mount 1

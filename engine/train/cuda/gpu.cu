@@ -1377,6 +1377,15 @@ extern "C" int dlt_gpu_eval_batch(struct dlt_gpu *g, const float *x, const uint8
 	return take_sums(g, loss_sum, correct, err, errlen);
 }
 
+extern "C" double dlt_gpu_mem_used(struct dlt_gpu *g)
+{
+	size_t free_b = 0, total = 0;
+
+	if (cudaSetDevice(g->device) != cudaSuccess || cudaMemGetInfo(&free_b, &total) != cudaSuccess)
+		return -1.0;
+	return (double)(total - free_b);
+}
+
 extern "C" void dlt_gpu_times(const struct dlt_gpu *g, double t[4])
 {
 	memcpy(t, g->t, sizeof g->t);

@@ -38,6 +38,7 @@ static struct {
 	int (*eval_batch)(struct dlt_gpu *, const float *, const uint8_t *, int, double *, long *,
 			  char *, size_t);
 	void (*times)(const struct dlt_gpu *, double *);
+	double (*mem_used)(struct dlt_gpu *);
 	int (*set_graph)(struct dlt_gpu *, int, char *, size_t);
 	void (*graph_stats)(const struct dlt_gpu *, struct dlt_gpu_graph_stats *);
 	int (*calibrate)(const struct dlt_gpu_cal_in *, struct dlt_gpu_cal *, char *, size_t);
@@ -69,6 +70,7 @@ static int open_lib(const char *path)
 	SYM(forward, "dlt_gpu_forward") SYM(train_batch, "dlt_gpu_train_batch")
 	SYM(optim_step, "dlt_gpu_optim_step") SYM(step, "dlt_gpu_step")
 	SYM(eval_batch, "dlt_gpu_eval_batch") SYM(times, "dlt_gpu_times")
+	SYM(mem_used, "dlt_gpu_mem_used")
 	SYM(set_graph, "dlt_gpu_set_graph") SYM(graph_stats, "dlt_gpu_graph_stats")
 	SYM(calibrate, "dlt_gpu_calibrate")
 #undef SYM
@@ -212,6 +214,11 @@ int dlt_gpu_eval_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int 
 void dlt_gpu_times(const struct dlt_gpu *g, double t[4])
 {
 	T.times(g, t);
+}
+
+double dlt_gpu_mem_used(struct dlt_gpu *g)
+{
+	return T.mem_used(g);
 }
 
 int dlt_gpu_set_graph(struct dlt_gpu *g, int on, char *err, size_t errlen)
