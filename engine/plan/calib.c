@@ -87,6 +87,7 @@ static const struct field dev_fields[] = {
 static const struct field gpu_fields[] = {
 	{ "gpu", offsetof(struct dlh_calib_dev, gpu) },
 	{ "kernel_s", offsetof(struct dlh_calib_dev, kernel_s) },
+	{ "node_s", offsetof(struct dlh_calib_dev, node_s) },
 	{ "sync_s", offsetof(struct dlh_calib_dev, sync_s) },
 	{ "h2d_s", offsetof(struct dlh_calib_dev, h2d_s) },
 	{ "h2d_bw", offsetof(struct dlh_calib_dev, h2d_bw) },

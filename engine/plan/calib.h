@@ -76,6 +76,8 @@ struct dlh_calib_dev {
 	 * included), mem_bw the largest of them. */
 	double gpu;                       /* 1: measured on a GPU */
 	double kernel_s;                  /* one kernel launch, back to back (host side) */
+	double node_s;                    /* an empty kernel's node in a replayed CUDA graph
+					     (0: measured before graphs were; measured again) */
 	double sync_s;                    /* one cudaStreamSynchronize after a kernel */
 	double h2d_s;                     /* a small host-to-device copy (pageable) */
 	double h2d_bw;                    /* bytes/s of a large one */

@@ -36,7 +36,7 @@ struct rdev {
 	double gemm_share;   /* GEMM speed factor with the node's other ranks busy */
 	double bw_share;     /* DRAM bandwidth factor likewise */
 	double floor_s;      /* a GPU's least seconds a kernel or GEMM takes: its launch
-				(kernel_s), or in a CUDA graph DLH_EST_GRAPH_NODE_S */
+				(kernel_s), or in a CUDA graph a node's (node_s) */
 };
 
 /* The shape of one layer, recovered from its costs. */
@@ -500,12 +500,13 @@ static double rank_mem(const struct dlh_estimate_in *in, const struct dlh_calib 
  * and waits once at its end. A training step is a CUDA graph (dlh-train's
  * default, --cuda-graph on; its one warm-up step is not counted): one
  * launch (kernel_s) queues all its nodes, each of which costs its device
- * time but at least DLH_EST_GRAPH_NODE_S; an evaluation pass is not
+ * time but at least a node's (node_s); an evaluation pass is not
  * captured, so each of its calls costs at least its launch (kernel_s: the
  * host cannot queue faster, a small model is launch-bound). The GEMM grid
- * was timed back to back, so it holds a GEMM's launch and device time.
- * Then the copies in (the batch's two; a training step's values too), the
- * copy of the two sums back and the step's synchronisation. */
+ * and the elementwise passes were timed as nodes of a graph, as a step
+ * runs them. Then the copies in (the batch's two; a training step's values
+ * too), the copy of the two sums back and the step's synchronisation; and
+ * the batch's gather from the shard, on the rank's one core beside it. */
 
 /* Seconds of one elementwise kernel moving bytes (read + written). */
 static double gk_s(const struct rdev *rd, double bytes)
@@ -584,11 +585,11 @@ static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, 
 	return t + b + rd->d->h2d_s + rd->d->sync_s;
 }
 
-/* Seconds of the optimizer's kernel over np parameters with nstate arrays,
- * and a 1-rank run's allreduce (NCCL's call on one GPU: a kernel). */
-static double gpu_update_s(const struct rdev *rd, double np, int nstate, int ranks)
+/* Seconds of the optimizer's kernel over np parameters with nstate arrays
+ * (a 1-rank run calls no allreduce: the sum of one is its gradients). */
+static double gpu_update_s(const struct rdev *rd, double np, int nstate)
 {
-	return gk_s(rd, np * F4 * (3.0 + 2.0 * nstate)) + (ranks == 1 ? rd->floor_s : 0.0);
+	return gk_s(rd, np * F4 * (3.0 + 2.0 * nstate));
 }
 
 /* Device bytes a GPU rank holds: the context, cuBLAS and NCCL as
@@ -720,11 +721,17 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 			rd.gemm_share = rd.bw_share = 1.0;
 			/* the step's graph: its nodes back to back after one launch,
 			 * the step's values copied in before it */
-			rd.floor_s = DLH_EST_GRAPH_NODE_S;
+			rd.floor_s = rd.d->node_s > 0 ? rd.d->node_s : DLH_EST_GRAPH_NODE_S;
 			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, &bwd) +
 			       rd.d->kernel_s + rd.d->h2d_s;
+			/* the prefetch thread gathers the next batch on the rank's one
+			 * core (its CPU slot) while the main thread waits on the GPU:
+			 * the core's time, as a CPU rank's */
+			const struct dlh_calib_dev *host = dlh_calib_dev(cal, "cpu");
+			if (host && host->gather_bw > 0)
+				comp += 2.0 * b * mc.in * F4 / host->gather_bw;
 			first_bwd = gpu_bwd_s(&rd, &s[0], b, 0);
-			u = gpu_update_s(&rd, np, nstate, in->ranks);
+			u = gpu_update_s(&rd, np, nstate);
 			rd.floor_s = rd.d->kernel_s;   /* evaluation: launch by launch */
 		} else {
 			/* the batch gathered from the shard: rows of random images */

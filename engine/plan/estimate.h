@@ -17,9 +17,9 @@
 
 #define DLH_EST_RANKS 1024   /* most ranks an estimate covers (DLH_RANKS_MAX) */
 /* Seconds a node of a GPU's step graph takes at least, back to back after
- * the graph's one launch: the gap between dependent kernels, assumed (the
- * order published for H100-class GPUs, not measured here: dlh-calib does
- * not time a graph yet) */
+ * the graph's one launch, where the type's calibration has no node_s (a
+ * cache from before dlh-calib timed graphs): the order published for
+ * H100-class GPUs */
 #define DLH_EST_GRAPH_NODE_S 1.5e-6
 
 /* One configuration to estimate: what the plan would run. */

@@ -205,15 +205,16 @@ struct dlt_gpu_cal {
 	double nccl_s;             /* making this process's NCCL communicator */
 	double nccl_bytes;         /* device memory it took on device 0 */
 	double kernel_s;           /* one kernel launch, back to back (host side) */
+	double node_s;             /* an empty kernel's node in a CUDA graph, replayed */
 	double sync_s;             /* one cudaStreamSynchronize after a kernel, the
 				      launch not counted */
 	double h2d_s;              /* a host-to-device copy of 4 bytes (pageable) */
 	double h2d_bw;             /* bytes/s of a large one */
-	double bw[DLT_GPU_CAL_SIZES];   /* bytes/s of an elementwise kernel over sizes[i]
-					   (launch included: small passes are launch-bound) */
+	double bw[DLT_GPU_CAL_SIZES];   /* bytes/s of an elementwise kernel over sizes[i],
+					   a node of a graph (graph node overhead included) */
 	double gemm_flops;         /* the best sgemm rate of the grid */
 	float gemm[DLT_GPU_CAL_FORMS][DLT_GPU_CAL_DIMS][DLT_GPU_CAL_DIMS][DLT_GPU_CAL_DIMS];
-				   /* FLOP/s of [form][m][n][k], back to back calls */
+				   /* FLOP/s of [form][m][n][k], calls as nodes of a graph */
 	double ar_alpha, ar_beta;  /* ncclAllReduce over gpus devices: seconds =
 				      ar_alpha + ar_beta bytes (0: gpus < 2) */
 };

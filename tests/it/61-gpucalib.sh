@@ -127,6 +127,22 @@ test_a_gpu_run_reports_its_device_memory_and_the_estimate_matches_it() {
 	dlh_umount
 }
 
+# a cache whose GPU figures were measured before dlh-calib timed GEMMs and
+# passes as a graph's nodes (no node_s) is measured again at mount
+test_a_gpu_measured_before_graphs_were_timed_is_measured_again() {
+	need_emu
+	gpu_mount 1
+	wait_for 120 gpu_measured || die "no GPU figures: $(grep -v gemm "$MNT/pool/calibration")"
+	grep -q '^H100\.node_s=[0-9]' "$STATE/calibration" || die "no node_s: $(grep '^H100' "$STATE/calibration" | grep -v gemm)"
+	dlh_umount
+	sed -i -e '/^H100\.node_s=/d' -e 's/^H100\.kernel_s=.*/H100.kernel_s=9/' "$STATE/calibration"
+	remount
+	wait_for 120 grep -q '^H100\.node_s=[0-9]' "$MNT/pool/calibration" ||
+		die "not measured again: $(grep '^H100' "$MNT/pool/calibration" | grep -v gemm)"
+	! grep -q '^H100\.kernel_s=9$' "$STATE/calibration" || die "the old figures stayed"
+	dlh_umount
+}
+
 test_recalibrate_measures_the_gpus_again() {
 	need_emu
 	gpu_mount 1

@@ -614,12 +614,24 @@ TEST(a_small_gpu_step_is_one_graph_launch_its_nodes_copies_and_one_sync)
 	mlp(&c, 16, 50, 1, "H100");   /* dense, relu, dense */
 	CHECK(est(&c, NULL, &e) == 0);
 	/* gpu.cu: forward 2 + 1 + 2 kernels, the loss 2, backward 3 + 1 + 2
-	 * (the first layer has no input gradient), the update and a 1-rank
-	 * allreduce: 15 nodes of one CUDA graph, launched once; the batch in
-	 * (2 copies) and the step's values (1), the sums out, a sync */
-	double step = 15 * DLH_EST_GRAPH_NODE_S + 5e-6 + 4 * 1e-5 + 2e-5;
+	 * (the first layer has no input gradient) and the update (one rank:
+	 * no allreduce): 14 nodes of one CUDA graph, launched once; the batch
+	 * in (2 copies) and the step's values (1), the sums out, a sync. A
+	 * cache without node_s (before graphs were timed): the assumed floor */
+	double step = 14 * DLH_EST_GRAPH_NODE_S + 5e-6 + 4 * 1e-5 + 2e-5;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g", e.step_s, step);
 	CHECK(strstr(e.source, "H100 measured on it (GPU)"));
+	/* the node's cost as measured */
+	c.dev[1].node_s = 3e-6;
+	CHECK(est(&c, NULL, &e) == 0);
+	step = 14 * 3e-6 + 5e-6 + 4 * 1e-5 + 2e-5;
+	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g (node_s 3 us)", e.step_s, step);
+	/* the batch's gather (50 rows of 784 floats, read and written) on the
+	 * rank's core, at the host's calibrated gather rate */
+	c.dev[0].gather_bw = 1e9;
+	CHECK(est(&c, NULL, &e) == 0);
+	step += 2.0 * 50 * 784 * 4 / 1e9;
+	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g (a gather)", e.step_s, step);
 }
 
 TEST(a_gpu_steps_launch_cost_counts_once_but_evaluation_pays_each_launch)

@@ -36,6 +36,8 @@
 #define CAL_BATCH_S 0.002        /* seconds of calls per timed batch, at least */
 #define CAL_LAUNCHES 1000        /* kernels per launch-cost batch */
 #define CAL_SYNCS 200            /* kernel + synchronise rounds per batch */
+#define CAL_GRAPH_CALLS 16       /* calls captured in a timing graph */
+#define CAL_GRAPH_REPLAYS 4      /* its replays queued back to back per wait */
 #define CAL_H2D_BIG (16L << 20)  /* bytes of the large host-to-device copy */
 #define CAL_AR_SIZES 5           /* allreduce sizes timed: 4 KiB to 64 MiB */
 #ifdef DLT_GPU_EMULATE
@@ -131,29 +133,67 @@ static int gemm(struct cal *x, int ta, int tb, int m, int n, int k)
 	return 0;
 }
 
-/* Seconds per call of the m x n x k sgemm of form (ta, tb), back to back on
- * the stream as a step makes them (the best of CAL_BATCHES batches). */
-static int gemm_s(struct cal *x, int ta, int tb, int m, int n, int k, double *out)
+/* Seconds per call of what enqueue() queues on x->s, as a node of a CUDA
+ * graph, which is how a training step runs it (dlt_gpu_step replays the
+ * step's graph): CAL_GRAPH_CALLS calls captured once, the graph replayed
+ * CAL_GRAPH_REPLAYS times back to back per wait; the best of CAL_BATCHES
+ * batches of at least CAL_BATCH_S. So the figure is the device's time of a
+ * call with a graph node's overhead, not the host's pace of launching it
+ * (which bounds a small GEMM launched alone: kernel_s and more). */
+template <typename F>
+static int graph_s(struct cal *x, F enqueue, double *out)
 {
 	char *err = x->err;
 	size_t errlen = x->errlen;
+	cudaGraph_t graph = NULL;
+	cudaGraphExec_t exec = NULL;
+	cudaError_t e;
 	double best = INFINITY;
+	int rc = 0;
 
-	for (int r = 0; r <= CAL_BATCHES; r++) {   /* the first batch warms */
-		double t0 = now_s(), t;
+	CUDA_CHECK(cudaStreamBeginCapture(x->s, cudaStreamCaptureModeThreadLocal));
+	for (int i = 0; i < CAL_GRAPH_CALLS && !rc; i++)
+		rc = enqueue();
+	e = cudaStreamEndCapture(x->s, &graph);   /* ended whatever enqueue did */
+	if (rc < 0 || e != cudaSuccess) {
+		if (graph)
+			cudaGraphDestroy(graph);
+		return rc < 0 ? rc : fail(cuda_rc(e), err, errlen, "cuda: a timing graph's capture: %s",
+					  cudaGetErrorString(e));
+	}
+	e = cudaGraphInstantiate(&exec, graph, 0);
+	cudaGraphDestroy(graph);
+	if (e != cudaSuccess)
+		return fail(cuda_rc(e), err, errlen, "cuda: a timing graph: %s", cudaGetErrorString(e));
+	for (int r = 0; r <= CAL_BATCHES && e == cudaSuccess; r++) {   /* the first batch warms */
+		double t0 = now_s(), t = 0.0;
 		long calls = 0;
 
 		do {
-			for (int i = 0; i < 8; i++, calls++)
-				TRY(gemm(x, ta, tb, m, n, k));
-			CUDA_CHECK(cudaStreamSynchronize(x->s));
+			for (int j = 0; j < CAL_GRAPH_REPLAYS && e == cudaSuccess; j++) {
+				e = cudaGraphLaunch(exec, x->s);
+				calls += CAL_GRAPH_CALLS;
+			}
+			if (e == cudaSuccess)
+				e = cudaStreamSynchronize(x->s);
 			t = now_s() - t0;
-		} while (t < CAL_BATCH_S);
-		if (r && t / (double)calls < best)
+		} while (e == cudaSuccess && t < CAL_BATCH_S);
+		if (r && e == cudaSuccess && t / (double)calls < best)
 			best = t / (double)calls;
 	}
+	cudaGraphExecDestroy(exec);
+	if (e != cudaSuccess)
+		return fail(cuda_rc(e), err, errlen, "cuda: a timing graph's replay: %s",
+			    cudaGetErrorString(e));
 	*out = best;
 	return 0;
+}
+
+/* Seconds per call of the m x n x k sgemm of form (ta, tb) in a step's
+ * graph (graph_s). */
+static int gemm_s(struct cal *x, int ta, int tb, int m, int n, int k, double *out)
+{
+	return graph_s(x, [&] { return gemm(x, ta, tb, m, n, k); }, out);
 }
 
 /* The grid of in->dims in each form into out->gemm; shapes over CAL_MAX_MNK
@@ -216,11 +256,17 @@ static int launch_sync(struct cal *x, struct dlt_gpu_cal *out)
 	 * emulation) is measured all the same */
 	out->kernel_s = fmax(best_k, 1e-9);
 	out->sync_s = fmax(best_s - best_k, 1e-9);
+	/* and a node of a step's graph: the least any kernel of it costs */
+	TRY(graph_s(x, [&] {
+		LAUNCH(k_nop, 1, 1, x->s, 0);
+		return 0;
+	}, &out->node_s));
+	out->node_s = fmax(out->node_s, 1e-9);
 	return 0;
 }
 
 /* Bytes/s of k_scale over each working set of in->sizes (read + written),
- * launches included, back to back. */
+ * each pass a node of a graph (graph_s), as in a training step. */
 static int elementwise(struct cal *x, const struct dlt_gpu_cal_in *in, struct dlt_gpu_cal *out)
 {
 	char *err = x->err;
@@ -238,19 +284,10 @@ static int elementwise(struct cal *x, const struct dlt_gpu_cal_in *in, struct dl
 		size_t n = (size_t)bytes / 8;   /* read n, write n */
 		double best = INFINITY;
 
-		for (int r = 0; r <= CAL_BATCHES; r++) {
-			double t0 = now_s(), t;
-			long calls = 0;
-
-			do {
-				for (int j = 0; j < 8; j++, calls++)
-					LAUNCH(k_scale, blocks_for(n), CAL_THREADS, x->s, buf + n, buf, n);
-				CUDA_CHECK(cudaStreamSynchronize(x->s));
-				t = now_s() - t0;
-			} while (t < CAL_BATCH_S);
-			if (r)
-				best = fmin(best, t / (double)calls);
-		}
+		TRY(graph_s(x, [&] {
+			LAUNCH(k_scale, blocks_for(n), CAL_THREADS, x->s, buf + n, buf, n);
+			return 0;
+		}, &best));
 		out->bw[i] = (double)(8 * n) / best;
 	}
 	CUDA_CHECK(cudaGetLastError());

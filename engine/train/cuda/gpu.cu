@@ -1234,14 +1234,17 @@ static int step_work(struct dlt_gpu *g, int rows, float weight, const struct dlt
 	if (timed)
 		CUDA_CHECK(cudaEventRecord(g->ev[1], s));
 	/* the weighted gradients of every rank sum to the global batch's mean:
-	 * bucket by bucket on comm_stream during backward, or in one call */
-	TRY(backward(g, rows, g->nbuckets > 0, err, errlen));
+	 * bucket by bucket on comm_stream during backward, or in one call; the
+	 * sum over one rank is its own gradients (no call: for a small model
+	 * a step's NCCL kernels are a large share of its graph) */
+	const int sum = g->nccl_ranks > 1;
+	TRY(backward(g, rows, sum && g->nbuckets > 0, err, errlen));
 	if (timed)
 		CUDA_CHECK(cudaEventRecord(g->ev[2], s));
-	if (g->nbuckets) {
+	if (sum && g->nbuckets) {
 		CUDA_CHECK(cudaEventRecord(g->comm_done, g->comm_stream));
 		CUDA_CHECK(cudaStreamWaitEvent(s, g->comm_done, 0));
-	} else
+	} else if (sum)
 		NCCL_CHECK(ncclAllReduce(g->grads, g->grads, g->nparams + 2, ncclFloat, ncclSum,
 					 g->comm, s));
 	if (timed)
