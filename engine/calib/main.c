@@ -929,7 +929,7 @@ static double inner_ratio_f(const float a[DLT_GPU_CAL_DIMS][DLT_GPU_CAL_DIMS][DL
 /* One GPU of type name (CUDA device 0) and the allreduce over gpus of them. */
 static void phase_gpu(const char *name, int gpus)
 {
-	static const char *forms[DLT_GPU_CAL_FORMS] = { "", "nt", "tn" };
+	static const char *forms[DLT_GPU_CAL_FORMS] = { "", "nt", "tn", "tf32" };
 	struct dlt_gpu_cal_in in = {
 		.ndims = DLH_CALIB_GEMM_N, .dims = gemm_dims, .nsizes = DLH_CALIB_BW_N,
 		.sizes = bw_sizes, .gpus = gpus,

@@ -204,8 +204,9 @@ static int format_series(const struct series *t, int nt, const void *base, const
 }
 
 /* The grid a TYPE.gemmFORM_MxN key fills: form "" (gemm_MxN, the
- * untransposed) or one of DLH_CALIB_GEMM_TR_NAMES; sets *rest after the
- * form's "_" and *t (-1: untransposed). NULL when key is none of them. */
+ * untransposed), one of DLH_CALIB_GEMM_TR_NAMES or "tf32"; sets *rest
+ * after the form's "_" and *t (-1: untransposed, -2: tf32). NULL when key
+ * is none of them. */
 static float (*gemm_grid_of(struct dlh_calib_dev *d, const char *key, const char **rest,
 			    int *t))[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N]
 {
@@ -217,11 +218,15 @@ static float (*gemm_grid_of(struct dlh_calib_dev *d, const char *key, const char
 	for (int k = 0; k < DLH_CALIB_GEMM_TR; k++)
 		if (!strncmp(key, names[k], strlen(names[k])))
 			*t = k;
-	key += *t < 0 ? 0 : strlen(names[*t]);
+	if (!strncmp(key, "tf32", 4)) {
+		*t = -2;
+		key += 4;
+	} else
+		key += *t < 0 ? 0 : strlen(names[*t]);
 	if (*key != '_')
 		return NULL;
 	*rest = key + 1;
-	return *t < 0 ? d->gemm : d->gemm_tr[*t];
+	return *t == -2 ? d->gemm_tf32 : *t < 0 ? d->gemm : d->gemm_tr[*t];
 }
 
 /* TYPE.gemm_MxN=K values (and gemmnt_, gemmtn_). Returns 0, -ENOENT, -EINVAL. */
@@ -251,7 +256,9 @@ static int set_gemm_row(struct dlh_calib_dev *d, const char *key, const char *va
 		p++;
 	if (*p)
 		return -EINVAL;
-	if (t < 0)
+	if (t == -2)
+		d->grid_tf32 = 1;
+	else if (t < 0)
 		d->grid = 1;
 	else
 		d->grid_tr[t] = 1;
@@ -391,6 +398,8 @@ int dlh_calib_format(const struct dlh_calib *c, struct dlh_buf *out)
 		for (int t = 0; t < DLH_CALIB_GEMM_TR; t++)
 			if (d->grid_tr[t])
 				rc |= format_grid(d->type, tr_names[t], d->gemm_tr[t], out);
+		if (d->grid_tf32)
+			rc |= format_grid(d->type, "tf32", d->gemm_tf32, out);
 	}
 	return rc ? -ENOMEM : 0;
 }

@@ -64,6 +64,10 @@ struct dlh_calib_dev {
 	float gemm[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
 					  /* sgemm FLOP/s at [m][n][k] of the grid */
 	int grid_tr[DLH_CALIB_GEMM_TR];   /* 1: gemm_tr[t] was measured */
+	int grid_tf32;                    /* 1: gemm_tf32 was measured (GPUs) */
+	/* the untransposed form with TF32 math (the tensor cores): the
+	 * trainer's tf32 and bf16 precisions (TYPE.gemmtf32_MxN) */
+	float gemm_tf32[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
 	float gemm_tr[DLH_CALIB_GEMM_TR][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
 					  /* the same with B transposed (t = 0, "nt":
 					     dense forward, conv dW) and with A (t = 1,

@@ -37,6 +37,7 @@ struct rdev {
 	double bw_share;     /* DRAM bandwidth factor likewise */
 	double floor_s;      /* a GPU's least seconds a kernel or GEMM takes: its launch
 				(kernel_s), or in a CUDA graph a node's (node_s) */
+	enum dlh_precision prec;   /* the GEMMs' arithmetic (a GPU's: the spec's) */
 };
 
 /* The shape of one layer, recovered from its costs. */
@@ -98,6 +99,23 @@ enum trans { NN, NT, TN, TT };
  * form's was measured, else the untransposed grid times the form's mean
  * factor; the large-shape rate without a grid. */
 static double gemm_rate(const struct dlh_calib_dev *d, enum trans t, double m, double n,
+			double k);
+
+/* FLOP/s of an m x n x k GEMM of form t on rd in its precision: FP32 as
+ * calibrated; tf32 and bf16 (the tensor cores) at the TF32 grid's rate
+ * where it was measured, a transposed form at FP32's ratio to the
+ * untransposed at that shape. */
+static double gemm_rate_at(const struct rdev *rd, enum trans t, double m, double n, double k)
+{
+	const struct dlh_calib_dev *d = rd->d;
+	double r = gemm_rate(d, t, m, n, k);
+	if (rd->prec == DLH_PRECISION_FP32 || !d->grid_tf32 || !d->grid)
+		return r;
+	double tc = grid_rate(d->gemm_tf32, m, n, k), nn = grid_rate(d->gemm, m, n, k);
+	return tc > 0 && nn > 0 ? tc * (t == NN ? 1.0 : r / nn) : r;
+}
+
+static double gemm_rate(const struct dlh_calib_dev *d, enum trans t, double m, double n,
 			double k)
 {
 	const double f[4] = { 1.0, d->gemm_nt, d->gemm_tn, d->gemm_tt };
@@ -117,7 +135,7 @@ static double gemm_s(const struct rdev *rd, enum trans t, double m, double n, do
 {
 	if (m < 1 || n < 1 || k < 1)
 		return 0.0;
-	return 2.0 * m * n * k / (gemm_rate(rd->d, t, m, n, k) * rd->gemm_share);
+	return 2.0 * m * n * k / (gemm_rate_at(rd, t, m, n, k) * rd->gemm_share);
 }
 
 /* Bytes/s of a pass over a working set of ws bytes: interpolated in
@@ -514,10 +532,14 @@ static double gk_s(const struct rdev *rd, double bytes)
 	return fmax(rd->floor_s, bytes > 0 ? bytes / bw_at(rd, bytes) : 0.0);
 }
 
-/* Seconds of one cuBLAS sgemm (row-major form t, as gpu.cu's gemm()). */
+/* Seconds of one cuBLAS sgemm (row-major form t, as gpu.cu's gemm()); in
+ * bf16 the cast of its left operand (m x k floats read, as many BF16
+ * written) before it, a kernel of its own (the weights are cast once a
+ * step, gpu_update_s). */
 static double gg_s(const struct rdev *rd, enum trans t, double m, double n, double k)
 {
-	return fmax(rd->floor_s, gemm_s(rd, t, m, n, k));
+	double cast = rd->prec == DLH_PRECISION_BF16 ? gk_s(rd, 6.0 * m * k) : 0.0;
+	return fmax(rd->floor_s, gemm_s(rd, t, m, n, k)) + cast;
 }
 
 /* A pageable host-to-device copy of bytes. */
@@ -586,10 +608,12 @@ static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, 
 }
 
 /* Seconds of the optimizer's kernel over np parameters with nstate arrays
- * (a 1-rank run calls no allreduce: the sum of one is its gradients). */
+ * (a 1-rank run calls no allreduce: the sum of one is its gradients), and
+ * in bf16 the cast of the updated weights. */
 static double gpu_update_s(const struct rdev *rd, double np, int nstate)
 {
-	return gk_s(rd, np * F4 * (3.0 + 2.0 * nstate));
+	return gk_s(rd, np * F4 * (3.0 + 2.0 * nstate)) +
+	       (rd->prec == DLH_PRECISION_BF16 ? gk_s(rd, 6.0 * np) : 0.0);   /* the weights' cast */
 }
 
 /* Device bytes a GPU rank holds: the context, cuBLAS and NCCL as
@@ -706,7 +730,8 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	double shm_sum = 0.0, gpu_start = 0.0;
 	double busy[DLH_EST_RANKS];
 	for (int r = 0; r < in->ranks; r++) {
-		struct rdev rd = { in->dev[r], 1.0, 1.0, in->dev[r]->kernel_s };
+		struct rdev rd = { in->dev[r], 1.0, 1.0, in->dev[r]->kernel_s,
+				   in->dev[r]->gpu > 0 ? spec->precision : DLH_PRECISION_FP32 };
 		double b = in->batch[r], first_bwd = 0.0;
 		/* the trainer's buffers hold its most rows; evaluation runs in chunks of them */
 		double rows = fmax(most_rows(in, r), cnn ? EST_CNN_EVAL_ROWS : EST_EVAL_ROWS);

@@ -179,8 +179,9 @@ void dlt_gpu_times(const struct dlt_gpu *g, double t[4]);
 
 #define DLT_GPU_CAL_DIMS 8      /* most GEMM grid values per side */
 #define DLT_GPU_CAL_SIZES 8     /* most elementwise working sets */
-#define DLT_GPU_CAL_FORMS 3     /* GEMM forms timed: nn, nt, tn (row-major, as
-				   the backend's gemm() is called) */
+#define DLT_GPU_CAL_FORMS 4     /* GEMM forms timed: nn, nt, tn (row-major, as
+				   the backend's gemm() is called), and nn with
+				   TF32 math (--precision tf32, bf16) */
 
 /* What to time. */
 struct dlt_gpu_cal_in {

@@ -63,12 +63,13 @@ test_mount_measures_the_nodes_gpus_and_the_estimate_uses_them() {
 	gpu_mount 2
 	wait_for 120 gpu_measured || die "no GPU figures: $(grep -v gemm "$MNT/pool/calibration")"
 	local k
-	for k in gpu kernel_s sync_s h2d_s h2d_bw ctx_s blas_s nccl_s ctx_bytes blas_bytes nccl_bytes \
+	for k in gpu kernel_s node_s sync_s h2d_s h2d_bw ctx_s blas_s nccl_s ctx_bytes blas_bytes nccl_bytes \
 		 nccl_alpha nccl_beta nccl_gpus gemm_flops mem_bw; do
 		grep -q "^H100\.$k=[0-9]" "$STATE/calibration" || die "cache lacks H100.$k: $(grep '^H100' "$STATE/calibration" | grep -v gemm)"
 	done
 	grep -q '^H100\.gemmnt_128x128=' "$STATE/calibration" && grep -q '^H100\.gemmtn_8x8=' "$STATE/calibration" ||
 		die "cache lacks the transposed grids"
+	grep -q '^H100\.gemmtf32_512x512=[0-9]' "$STATE/calibration" || die "cache lacks the TF32 grid"
 	expect_eq "$(sed -n 's/^H100\.nccl_gpus=//p' "$STATE/calibration")" 2 "GPUs the allreduce was timed on"
 	# the CPU's figures are the suite's, kept
 	expect_eq "$(grep '^cpu\.gemm_flops=' "$STATE/calibration")" "$(grep '^cpu\.gemm_flops=' "$DLH_CALIBRATION")" "cpu figures"

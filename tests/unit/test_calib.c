@@ -234,6 +234,7 @@ static void sample_gpu(struct dlh_calib *c)
 	struct dlh_calib_dev *g = &c->dev[1];
 	g->gpu = 1;
 	g->kernel_s = 2.5e-6;
+	g->node_s = 1.25e-6;
 	g->sync_s = 6e-6;
 	g->h2d_s = 9e-6;
 	g->h2d_bw = 1.2e10;
@@ -249,12 +250,14 @@ static void sample_gpu(struct dlh_calib *c)
 	g->nccl_gpus = 2;
 	g->grid = 1;
 	g->grid_tr[0] = g->grid_tr[1] = 1;
+	g->grid_tf32 = 1;
 	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
 		for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
 			for (int l = 0; l < DLH_CALIB_GEMM_N; l++) {
 				g->gemm[i][j][l] = (float)(1e11 * (1 + i + j + l));
 				g->gemm_tr[0][i][j][l] = (float)(2e11 * (1 + i + j + l));
 				g->gemm_tr[1][i][j][l] = (float)(3e11 * (1 + i + j + l));
+				g->gemm_tf32[i][j][l] = (float)(5e11 * (1 + i + j + l));
 			}
 }
 
@@ -268,6 +271,7 @@ TEST(gpu_figures_round_trip_and_a_cpu_type_writes_none)
 	CHECK(dlh_calib_format(&c, &b) == 0);
 	CHECK(strstr(b.data, "\nH100.gpu=1\n") && strstr(b.data, "\nH100.kernel_s=2.5e-06\n"));
 	CHECK(strstr(b.data, "\nH100.gemmnt_8x8=") && strstr(b.data, "\nH100.nccl_gpus=2\n"));
+	CHECK(strstr(b.data, "\nH100.gemmtf32_8x8=") && strstr(b.data, "\nH100.node_s=1.25e-06\n"));
 	CHECK(!strstr(b.data, "cpu.gpu=") && !strstr(b.data, "cpu.kernel_s="));
 	memset(&back, 0, sizeof back);
 	int rc = dlh_calib_parse(b.data, &back, err, sizeof err);
@@ -281,7 +285,9 @@ TEST(gpu_figures_round_trip_and_a_cpu_type_writes_none)
 	CHECK(near(g->nccl_bytes, 1.5e8) && near(g->total_bytes, 8.5e10));
 	CHECK(near(g->nccl_alpha, 2e-5) && near(g->nccl_beta, 4e-12) && g->nccl_gpus == 2);
 	CHECK(near(g->gemm_tr[1][4][3][2], c.dev[1].gemm_tr[1][4][3][2]));
-	CHECK(dlh_calib_dev(&back, "cpu")->gpu == 0);
+	CHECK(g->grid_tf32 && near(g->gemm_tf32[4][3][2], c.dev[1].gemm_tf32[4][3][2]));
+	CHECK(near(g->node_s, 1.25e-6));
+	CHECK(dlh_calib_dev(&back, "cpu")->gpu == 0 && !dlh_calib_dev(&back, "cpu")->grid_tf32);
 }
 
 TEST(a_cache_written_before_gpu_figures_still_parses)
@@ -340,8 +346,9 @@ TEST(the_gpu_phase_runs_on_the_emulation_and_replaces_its_type_alone)
 	       "NCCL %.0f MiB, allreduce %.3g s + %.3g s/B\n", took, h->gemm_flops, h->kernel_s,
 	       h->sync_s, h->h2d_s, h->h2d_bw, h->mem_bw, h->ctx_bytes / 1048576,
 	       h->blas_bytes / 1048576, h->nccl_bytes / 1048576, h->nccl_alpha, h->nccl_beta);
-	CHECK(h->gpu == 1 && h->grid && h->grid_tr[0] && h->grid_tr[1]);
+	CHECK(h->gpu == 1 && h->grid && h->grid_tr[0] && h->grid_tr[1] && h->grid_tf32);
 	CHECK(h->gemm_flops > 1e8 && h->gemm[2][2][2] > 0 && h->gemm_tr[1][2][2][2] > 0);
+	CHECK(h->gemm_tf32[2][2][2] > 0 && h->node_s > 0);
 	CHECK(h->kernel_s > 0 && h->sync_s >= 0 && h->h2d_s > 0 && h->h2d_bw > 0);
 	CHECK(h->mem_bw > 0 && h->bw[0] > 0 && h->gemm_all == 1);
 	/* the emulation's context, cuBLAS handle and communicator (gpu_emu.h) */

@@ -689,6 +689,41 @@ TEST(each_gpu_figure_moves_the_estimate)
 	CHECK(est(&c, NULL, &e) == 0 && e.step_s > base.step_s * 2);
 }
 
+TEST(tf32_and_bf16_take_the_tensor_cores_grid_and_bf16_its_casts)
+{
+	struct dlh_calib c;
+	struct dlh_estimate fp32, e;
+	struct dlh_calib_dev *g = &c.dev[1];
+
+	gpu_calib(&c, 2e13, 2e12, 4e-6, 1e-5, 8e-6);
+	mlp(&c, 4096, 1024, 1, "H100");   /* its GEMMs dominate */
+	in.train_n = 10240;
+	CHECK(est(&c, NULL, &fp32) == 0);
+	/* tf32 without a TF32 grid (a cache from before it): FP32's rates */
+	spec.precision = DLH_PRECISION_TF32;
+	CHECK(est(&c, NULL, &e) == 0 && fabs(e.step_s - fp32.step_s) < 1e-12);
+	/* a TF32 grid 4 times FP32's: the GEMMs' part of the step a quarter */
+	g->grid_tf32 = 1;
+	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
+		for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
+			for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
+				g->gemm_tf32[i][j][l] = 4 * g->gemm[i][j][l];
+	CHECK(est(&c, NULL, &e) == 0);
+	CHECK_MSG(e.step_s < 0.5 * fp32.step_s && e.step_s > 0.25 * fp32.step_s, "tf32 %g, fp32 %g",
+		  e.step_s, fp32.step_s);
+	/* fp32 ignores the TF32 grid */
+	spec.precision = DLH_PRECISION_FP32;
+	CHECK(est(&c, NULL, &e) == 0 && fabs(e.step_s - fp32.step_s) < 1e-12);
+	/* bf16: the tensor cores' rate, and each GEMM's operand cast and the
+	 * weights' cast as passes of their own: slower than tf32 */
+	struct dlh_estimate tf;
+	spec.precision = DLH_PRECISION_TF32;
+	CHECK(est(&c, NULL, &tf) == 0);
+	spec.precision = DLH_PRECISION_BF16;
+	CHECK(est(&c, NULL, &e) == 0 && e.step_s > tf.step_s && e.step_s < fp32.step_s);
+	spec.precision = DLH_PRECISION_FP32;
+}
+
 TEST(gpu_memory_is_the_context_cublas_nccl_and_the_backends_buffers)
 {
 	struct dlh_calib c;
@@ -752,6 +787,7 @@ int main(void)
 	RUN(a_small_gpu_step_is_one_graph_launch_its_nodes_copies_and_one_sync);
 	RUN(a_gpu_steps_launch_cost_counts_once_but_evaluation_pays_each_launch);
 	RUN(each_gpu_figure_moves_the_estimate);
+	RUN(tf32_and_bf16_take_the_tensor_cores_grid_and_bf16_its_casts);
 	RUN(gpu_memory_is_the_context_cublas_nccl_and_the_backends_buffers);
 	RUN(the_source_says_a_type_stands_in_by_its_peak_figures);
 	return CHECK_EXIT();

@@ -200,10 +200,15 @@ static int gemm_s(struct cal *x, int ta, int tb, int m, int n, int k, double *ou
  * take the best of their smaller neighbours (large shapes saturate). */
 static int gemm_grid(struct cal *x, const struct dlt_gpu_cal_in *in, struct dlt_gpu_cal *out)
 {
-	static const int ta[DLT_GPU_CAL_FORMS] = { 0, 0, 1 }, tb[DLT_GPU_CAL_FORMS] = { 0, 1, 0 };
+	static const int ta[DLT_GPU_CAL_FORMS] = { 0, 0, 1, 0 }, tb[DLT_GPU_CAL_FORMS] = { 0, 1, 0, 0 };
 	const int *d = in->dims;
+	char *err = x->err;
+	size_t errlen = x->errlen;
 
-	for (int f = 0; f < DLT_GPU_CAL_FORMS; f++)
+	for (int f = 0; f < DLT_GPU_CAL_FORMS; f++) {
+		/* the last form: the first's with the tensor cores' TF32 math */
+		BLAS_CHECK(cublasSetMathMode(x->blas, f == DLT_GPU_CAL_FORMS - 1 ?
+					     CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 		for (int i = 0; i < in->ndims; i++)
 			for (int j = 0; j < in->ndims; j++)
 				for (int l = 0; l < in->ndims; l++) {
@@ -219,9 +224,11 @@ static int gemm_grid(struct cal *x, const struct dlt_gpu_cal_in *in, struct dlt_
 						v = j && g[i][j - 1][l] > v ? g[i][j - 1][l] : v;
 						g[i][j][l] = l && g[i][j][l - 1] > v ? g[i][j][l - 1] : v;
 					}
-					if (g[i][j][l] > out->gemm_flops)
-						out->gemm_flops = g[i][j][l];
+					if (f < DLT_GPU_CAL_FORMS - 1 && g[i][j][l] > out->gemm_flops)
+						out->gemm_flops = g[i][j][l];   /* FP32's */
 				}
+	}
+	BLAS_CHECK(cublasSetMathMode(x->blas, CUBLAS_DEFAULT_MATH));
 	return 0;
 }
 
