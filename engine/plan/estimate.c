@@ -589,12 +589,16 @@ static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n,
 }
 
 /* Seconds of the stack's forward (and with train, the backward; *bwd its
- * share) for n rows with the loss's two kernels, the batch's copies in and
- * the wait for the stream at the end. Each call at least rd->floor_s. */
+ * share) for n rows with the loss's two kernels, the batch's copies in (or
+ * with held, the training rows on the device: their numbers with the
+ * step's values, gathered by a kernel) and the wait for the stream at the
+ * end. Each call at least rd->floor_s. */
 static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, double n,
-			 double dim, int classes, int train, double *bwd)
+			 double dim, int classes, int train, int held, double *bwd)
 {
-	double t = h2d_s(rd, n * dim * F4) + h2d_s(rd, n);
+	const struct dlh_calib_dev *d = rd->d;
+	double t = held ? (d->h2d_bw > 0 ? n * 4.0 / d->h2d_bw : 0.0) + gk_s(rd, 2.0 * n * dim * F4) :
+			  h2d_s(rd, n * dim * F4) + h2d_s(rd, n);
 	double b = 0.0;
 	for (int i = 0; i < nl; i++)
 		t += gpu_fwd_s(rd, &s[i], n);
@@ -617,9 +621,10 @@ static double gpu_update_s(const struct rdev *rd, double np, int nstate)
 }
 
 /* Device bytes a GPU rank holds: the context, cuBLAS and NCCL as
- * measured, and gpu.cu's buffers (alloc_all) for rows rows. */
+ * measured, gpu.cu's buffers (alloc_all) for rows rows, and the training
+ * rows it holds (held rows of dim floats and a label: --device-data). */
 static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, double dim,
-		      double rows, const struct dlh_calib_dev *d)
+		      double rows, double held, const struct dlh_calib_dev *d)
 {
 	double act = 0.0, widest = dim, ws = 0.0, extra = 0.0;   /* floats a row */
 	for (int i = 0; i < nl; i++) {
@@ -636,7 +641,8 @@ static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, dou
 	 * and hit, the conv workspace; parameters, gradients, optimizer state */
 	double floats = rows * (act + extra + 2.0 * widest + dim + 2.0 + ws) +
 			np * (2.0 + nstate) + 2.0;
-	return d->ctx_bytes + d->blas_bytes + d->nccl_bytes + floats * F4 + rows;
+	return d->ctx_bytes + d->blas_bytes + d->nccl_bytes + floats * F4 + rows +
+	       held * (dim * F4 + 1.0);
 }
 
 /* in's device types in rank order, each once, '+'-joined, into key. */
@@ -747,14 +753,11 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 			/* the step's graph: its nodes back to back after one launch,
 			 * the step's values copied in before it */
 			rd.floor_s = rd.d->node_s > 0 ? rd.d->node_s : DLH_EST_GRAPH_NODE_S;
-			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, &bwd) +
+			/* the rank's training rows on the device (dlh-train's
+			 * --device-data, on): a step sends its rows' numbers with
+			 * its values and its first node gathers them */
+			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, 1, &bwd) +
 			       rd.d->kernel_s + rd.d->h2d_s;
-			/* the prefetch thread gathers the next batch on the rank's one
-			 * core (its CPU slot) while the main thread waits on the GPU:
-			 * the core's time, as a CPU rank's */
-			const struct dlh_calib_dev *host = dlh_calib_dev(cal, "cpu");
-			if (host && host->gather_bw > 0)
-				comp += 2.0 * b * mc.in * F4 / host->gather_bw;
 			first_bwd = gpu_bwd_s(&rd, &s[0], b, 0);
 			u = gpu_update_s(&rd, np, nstate);
 			rd.floor_s = rd.d->kernel_s;   /* evaluation: launch by launch */
@@ -775,7 +778,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		for (double i = 0; i < thi - tlo; i += rows)
 			ev += rd.d->gpu > 0 ?
 			      gpu_pass_s(&rd, s, nl, fmin(rows, (double)(thi - tlo) - i), (double)mc.in,
-					 in->classes, 0, NULL) :
+					 in->classes, 0, 0, NULL) :
 			      pass_s(&rd, s, nl, fmin(rows, (double)(thi - tlo) - i), 0, NULL);
 		comp_max = fmax(comp_max, comp);
 		upd_max = fmax(upd_max, u);
@@ -783,11 +786,19 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		if (comp == comp_max)
 			bwd_overlap = bwd - first_bwd;
 		busy[r] = out->steps * (comp + u) + spec->epochs * ev;
-		mem = fmax(mem, rd.d->gpu > 0 ? gpu_mem(s, nl, np, nstate, (double)mc.in, rows, rd.d) :
+		long hlo = 0, hhi = 0;   /* the training rows a GPU rank holds: its shard */
+		if (rd.d->gpu > 0)
+			train_rows(in, r, &hlo, &hhi);
+		double held = (double)(hhi - hlo);
+		mem = fmax(mem, rd.d->gpu > 0 ?
+				gpu_mem(s, nl, np, nstate, (double)mc.in, rows, held, rd.d) :
 				rank_mem(in, cal, &mc, s, r, nstate, rows));
-		if (rd.d->gpu > 0)   /* each rank's context, cuBLAS and NCCL before its first step */
+		/* each rank's context, cuBLAS and NCCL before its first step, its
+		 * weights and its training rows copied in */
+		if (rd.d->gpu > 0)
 			gpu_start = fmax(gpu_start, rd.d->ctx_s + rd.d->blas_s + rd.d->nccl_s +
-					 h2d_s(&rd, np * F4 * (1.0 + nstate)));
+					 h2d_s(&rd, np * F4 * (1.0 + nstate)) +
+					 h2d_s(&rd, held * (mc.in * F4 + 1.0)));
 	}
 
 	/* rank 0 appends a metrics line after each step: the other ranks

@@ -131,6 +131,21 @@ int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
 		 float weight, uint64_t step, const struct dlt_optim *o, float lr,
 		 unsigned long t, float sums[2], char *err, size_t errlen);
 
+/* Copies rows training rows (their pixels and labels) to the GPU once, for
+ * dlt_gpu_step_rows; again replaces them. -ENOMEM (the device's) where
+ * they do not fit: the caller then sends batches (dlt_gpu_step). */
+int dlt_gpu_set_data(struct dlt_gpu *g, const float *x, const uint8_t *y, long rows,
+		     char *err, size_t errlen);
+
+/* dlt_gpu_step on rows idx[0..rows) of dlt_gpu_set_data's rows: the host
+ * sends their numbers with the step's values (one small copy), and the
+ * step's first kernel gathers the batch on the device. The same results as
+ * dlt_gpu_step on those rows, bit for bit. -EINVAL for a number past the
+ * rows held, or before dlt_gpu_set_data. */
+int dlt_gpu_step_rows(struct dlt_gpu *g, const uint32_t *idx, int rows, float weight,
+		      uint64_t step, const struct dlt_optim *o, float lr, unsigned long t,
+		      float sums[2], char *err, size_t errlen);
+
 /* What dlt_gpu_step did with CUDA graphs (dlt_gpu_set_graph). */
 struct dlt_gpu_graph_stats {
 	long captures;    /* graphs captured: a shape's second step in a row */

@@ -65,6 +65,7 @@ struct run {
 	double t_comm_wait;               /* seconds waiting for allreduce after backward */
 	double t_compute;                 /* seconds of training forward + backward */
 	double gpu_mem;                   /* the most device memory seen in use (--device gpu) */
+	int gpu_rows;                     /* 1: the GPU holds the training rows (--device-data) */
 	double t_opt;                     /* seconds in the optimizer */
 	float *params;                    /* nparams (in shm when shm_on) */
 	float *mom;                       /* nstate x nparams optimizer state (idem) */
@@ -725,25 +726,48 @@ static void gpu_start(struct run *R)
 	if (dlt_gpu_nccl_init(R->gpu, id, R->rank, R->ranks, err, sizeof err) < 0 ||
 	    dlt_gpu_upload(R->gpu, R->params, R->mom, err, sizeof err) < 0)
 		die("--device gpu: %s", err);
+	/* the training rows on the GPU: a step then sends their numbers, not pixels */
+	if (R->o.device_data) {
+		if (dlt_gpu_set_data(R->gpu, R->train.x, R->train.y, R->train.n, err, sizeof err) == 0)
+			R->gpu_rows = 1;
+		else
+			logline(R, "dlh-train: --device-data: %s; each step's batch is copied instead", err);
+	}
 	dlt_gpu_describe(R->gpu, name, sizeof name);
-	logline(R, "dlh-train: device gpu: rank 0 on %s; %d rank%s, gradients by ncclAllReduce; "
-		"precision %s; %s", name, R->ranks, R->ranks == 1 ? "" : "s",
+	logline(R, "dlh-train: device gpu: rank 0 on %s; %d rank%s, %s; "
+		"precision %s; %s; %s", name, R->ranks, R->ranks == 1 ? "" : "s",
+		R->ranks == 1 ? "no allreduce (one rank)" : "gradients by ncclAllReduce",
 		R->o.precision == DLT_PRECISION_BF16 ? "bf16 (FP32 master weights)" :
 		R->o.precision == DLT_PRECISION_TF32 ? "tf32" : "fp32",
-		R->o.cuda_graph ? "steps in a CUDA graph" : "no CUDA graph (--cuda-graph off)");
+		R->o.cuda_graph ? "steps in a CUDA graph" : "no CUDA graph (--cuda-graph off)",
+		R->gpu_rows ? "training rows on the device" : "batches copied each step");
 }
 
-/* step_once on the GPU (started at t0 with the batch bx, by of b rows): forward,
- * backward, ncclAllReduce and the optimizer in the backend. */
-static double gpu_step(struct run *R, long step, float lr, const float *bx, const uint8_t *by,
-		       int b, double t0, double *loss, double *acc)
+/* step_once on the GPU (started at t0): forward, backward, ncclAllReduce
+ * and the optimizer in the backend, on the step's rows as numbers of the
+ * rows the GPU holds (--device-data), else on its batch (the prefetcher's). */
+static double gpu_step(struct run *R, long step, float lr, double t0, double *loss, double *acc)
 {
 	const int global = R->plan.global_batch;
 	char err[DLT_ERR_MAX];
 	float sums[2];
+	int b, rc;
 
-	if (dlt_gpu_step(R->gpu, bx, by, b, (float)b / (float)global, (uint64_t)step, &R->optim,
-			 lr, (unsigned long)step, sums, err, sizeof err) < 0)
+	if (R->gpu_rows) {
+		const uint32_t *idx;
+
+		b = dlt_prefetch_rows(&R->pf, step, &idx);
+		rc = dlt_gpu_step_rows(R->gpu, idx, b, (float)b / (float)global, (uint64_t)step,
+				       &R->optim, lr, (unsigned long)step, sums, err, sizeof err);
+	} else {
+		const float *bx;
+		const uint8_t *by;
+
+		b = dlt_prefetch_get(&R->pf, step, &bx, &by);
+		rc = dlt_gpu_step(R->gpu, bx, by, b, (float)b / (float)global, (uint64_t)step,
+				  &R->optim, lr, (unsigned long)step, sums, err, sizeof err);
+	}
+	if (rc < 0)
 		die("%s", err);
 	*loss = sums[0] / (double)global;
 	*acc = sums[1] / (double)global;
@@ -767,10 +791,10 @@ static double step_once(struct run *R, long step, float lr, int take_ctl,
 	long correct = 0;
 	const float *bx;
 	const uint8_t *by;
-	const int b = dlt_prefetch_get(&R->pf, step, &bx, &by);
 
 	if (R->gpu)
-		return gpu_step(R, step, lr, bx, by, b, t0, loss, acc);
+		return gpu_step(R, step, lr, t0, loss, acc);
+	const int b = dlt_prefetch_get(&R->pf, step, &bx, &by);
 	/* weight b / global: the sum over ranks is the global batch's mean gradient */
 	dlt_net_forward_loss(&R->net, R->params, bx, by, b, (float)b / (float)global,
 			     (uint64_t)step, &loss_sum, &correct);
@@ -813,7 +837,8 @@ static double step_once(struct run *R, long step, float lr, int take_ctl,
 static struct dlt_feed feed(const struct run *R)
 {
 	const struct dlt_plan *p = &R->plan;
-	struct dlt_feed f = { .batch = p->batch[R->rank], .cap = p->batch[R->rank] };
+	struct dlt_feed f = { .batch = p->batch[R->rank], .cap = p->batch[R->rank],
+			      .rows_only = R->gpu_rows };
 
 	if (R->o.rebalance) {
 		f.global = 1;

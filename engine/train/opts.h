@@ -74,6 +74,7 @@ struct dlt_opts {
 	int device;                            /* --device, enum dlt_device, default cpu */
 	int precision;                         /* --precision, enum dlt_precision, default fp32 */
 	int cuda_graph;                        /* --cuda-graph on (1, the default) | off (0) */
+	int device_data;                       /* --device-data on (1, the default) | off (0) */
 };
 
 /* The usage text printed by --help. */

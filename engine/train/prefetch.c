@@ -23,12 +23,12 @@ static void split_at(const struct dlt_prefetch *p, long step, int *off, int *bat
 	*batch = p->split[i].batch;
 }
 
-/* Gathers step's rows [off, off + batch) of its stride into its slot with
- * permutation copy who (0 = the thread, 1 = the caller), no lock held. */
-static void gather(struct dlt_prefetch *p, long step, int who, int off, int batch)
+/* The row numbers of step's rows [off, off + batch) of its stride, in
+ * permutation copy who (0 = the thread, 1 = the caller), drawn for the
+ * step's epoch when it holds another; no lock held. */
+static const uint32_t *step_rows(struct dlt_prefetch *p, long step, int who, int off)
 {
 	long e = (step - 1) / p->steps_per_epoch, k = (step - 1) % p->steps_per_epoch;
-	int slot = (int)(step % p->depth);
 	size_t stride = (size_t)(p->feed.global ? p->feed.stride : p->feed.batch);
 
 	if (e != p->perm_epoch[who]) {
@@ -39,8 +39,16 @@ static void gather(struct dlt_prefetch *p, long step, int who, int off, int batc
 		dlt_rng_permutation(&rng, p->perm[who], (size_t)p->d->n);
 		p->perm_epoch[who] = e;
 	}
-	dlt_dataset_gather(p->d, p->perm[who] + (size_t)k * stride + (size_t)off, batch,
-			   p->x[slot], p->y[slot]);
+	return p->perm[who] + (size_t)k * stride + (size_t)off;
+}
+
+/* Gathers step's rows [off, off + batch) of its stride into its slot with
+ * permutation copy who, no lock held. */
+static void gather(struct dlt_prefetch *p, long step, int who, int off, int batch)
+{
+	int slot = (int)(step % p->depth);
+
+	dlt_dataset_gather(p->d, step_rows(p, step, who, off), batch, p->x[slot], p->y[slot]);
 	p->rows[slot] = batch;
 }
 
@@ -136,7 +144,7 @@ int dlt_prefetch_start(struct dlt_prefetch *p, const struct dlt_dataset *d,
 		p->perm[i] = malloc((size_t)d->n * sizeof(uint32_t) + 1);
 		ok = ok && p->perm[i];
 	}
-	p->depth = dlt_prefetch_depth(f->cap, d->dim);
+	p->depth = f->rows_only ? 0 : dlt_prefetch_depth(f->cap, d->dim);
 	for (int i = 0; i < p->depth; i++) {
 		size_t bytes = (size_t)f->cap * (size_t)d->dim * sizeof(float) + 1;
 
@@ -153,6 +161,10 @@ int dlt_prefetch_start(struct dlt_prefetch *p, const struct dlt_dataset *d,
 	}
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
+	if (f->rows_only) {   /* nothing to gather: the caller asks the numbers */
+		p->inited = 1;
+		return 0;
+	}
 	rc = pthread_create(&p->th, NULL, loop, p);
 	if (rc) {
 		pthread_mutex_destroy(&p->mu);
@@ -245,6 +257,18 @@ int dlt_prefetch_get(struct dlt_prefetch *p, long step, const float **x,
 	return p->rows[slot];
 }
 
+int dlt_prefetch_rows(struct dlt_prefetch *p, long step, const uint32_t **idx)
+{
+	int off, batch;
+
+	pthread_mutex_lock(&p->mu);   /* the splits (dlt_prefetch_resplit) */
+	p->released = step - 1;
+	split_at(p, step, &off, &batch);
+	pthread_mutex_unlock(&p->mu);
+	*idx = step_rows(p, step, 1, off);
+	return batch;
+}
+
 void dlt_prefetch_stop(struct dlt_prefetch *p)
 {
 	if (p->started) {
@@ -253,6 +277,8 @@ void dlt_prefetch_stop(struct dlt_prefetch *p)
 		pthread_cond_broadcast(&p->cv);
 		pthread_mutex_unlock(&p->mu);
 		pthread_join(p->th, NULL);
+	}
+	if (p->started || p->inited) {
 		pthread_mutex_destroy(&p->mu);
 		pthread_cond_destroy(&p->cv);
 	}

@@ -30,6 +30,9 @@ struct dlt_feed {
 	int global;                   /* 1 = the whole set, cut by off and stride */
 	int off;                      /* global: the first row of the step's rows that is ours */
 	int stride;                   /* global: rows of the permutation a step takes, all ranks */
+	int rows_only;                /* 1: no pixels gathered, no thread: the caller asks
+					 each step's row numbers (dlt_prefetch_rows; a GPU
+					 holding the rows gathers them itself) */
 };
 
 /* A ring of batch buffers filled in step order by a thread. Step s
@@ -73,6 +76,7 @@ struct dlt_prefetch {
 	long stolen;                  /* steps the caller gathered itself */
 	int quit;                     /* 1 = the thread must exit */
 	int started;                  /* 1 while the thread runs */
+	int inited;                   /* 1: mu and cv exist without a thread (rows_only) */
 };
 
 /* The ring's depth for batches of `batch` rows of dim pixels. */
@@ -101,6 +105,12 @@ int dlt_prefetch_resplit(struct dlt_prefetch *p, long from, int off, int batch,
  * from first to at most last. Returns the batch's rows. Cannot fail. */
 int dlt_prefetch_get(struct dlt_prefetch *p, long step, const float **x,
 		     const uint8_t **y);
+
+/* A rows_only feed's step: points *idx at the numbers of its rows in the
+ * data set (valid until the next call) and returns how many. The same rows
+ * in the same order as dlt_prefetch_get gathers for step. Steps must come
+ * in order, each once, from first to at most last. Cannot fail. */
+int dlt_prefetch_rows(struct dlt_prefetch *p, long step, const uint32_t **idx);
 
 /* Stops the thread and frees what p holds. Safe on a zeroed p. */
 void dlt_prefetch_stop(struct dlt_prefetch *p);

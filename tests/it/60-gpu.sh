@@ -158,8 +158,10 @@ test_gpu_cuda_graph_on_the_host_emulation_matches_the_ungraphed_run_bit_for_bit(
 	# shellcheck disable=SC2046
 	mpirun -np 2 --oversubscribe --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/e") --device gpu \
 		--cuda-graph off > "$d/e.out" 2>&1 || die "ungraphed run failed: $(tail -5 "$d/e.out")"
-	grep -q 'device gpu: rank 0 on .*; steps in a CUDA graph$' "$d/g.out" || die "log: $(grep 'device gpu' "$d/g.out")"
-	grep -q 'device gpu: rank 0 on .*; no CUDA graph (--cuda-graph off)$' "$d/e.out" || die "log: $(grep 'device gpu' "$d/e.out")"
+	grep -q 'device gpu: rank 0 on .*; steps in a CUDA graph; training rows on the device$' "$d/g.out" ||
+		die "log: $(grep 'device gpu' "$d/g.out")"
+	grep -q 'device gpu: rank 0 on .*; no CUDA graph (--cuda-graph off); training rows on the device$' "$d/e.out" ||
+		die "log: $(grep 'device gpu' "$d/e.out")"
 	# 40 steps: the first one warms up, the second captures, all but the first replay
 	grep -q 'GPU time (CUDA events): 1 steps launch by launch: .*; 39 steps as a CUDA graph (1 captured, [1-9][0-9]* nodes)' "$d/g.out" ||
 		die "graph counters: $(grep 'GPU time' "$d/g.out")"
@@ -169,6 +171,15 @@ test_gpu_cuda_graph_on_the_host_emulation_matches_the_ungraphed_run_bit_for_bit(
 	"$DLH_BIN/dlh-train" --same-params "$d/g/checkpoints/final.ckpt" "$d/e/checkpoints/final.ckpt" ||
 		die "graphed and ungraphed runs ended with other weights: $("$DLH_BIN/dlh-train" --params-diff "$d/g/checkpoints/final.ckpt" "$d/e/checkpoints/final.ckpt")"
 	expect_eq "$(sed -n 's/^test_loss=//p' "$d/g/result")" "$(sed -n 's/^test_loss=//p' "$d/e/result")" "test loss"
+	# the batches copied each step (--device-data off) instead of gathered on
+	# the device from its copy of the rows: the same weights, bit for bit
+	# shellcheck disable=SC2046
+	mpirun -np 2 --oversubscribe --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/h") --device gpu \
+		--device-data off > "$d/h.out" 2>&1 || die "--device-data off failed: $(tail -5 "$d/h.out")"
+	grep -q 'device gpu: rank 0 on .*; steps in a CUDA graph; batches copied each step$' "$d/h.out" ||
+		die "log: $(grep 'device gpu' "$d/h.out")"
+	"$DLH_BIN/dlh-train" --same-params "$d/g/checkpoints/final.ckpt" "$d/h/checkpoints/final.ckpt" ||
+		die "rows on the device and batches copied ended with other weights: $("$DLH_BIN/dlh-train" --params-diff "$d/g/checkpoints/final.ckpt" "$d/h/checkpoints/final.ckpt")"
 }
 
 # near A B TOL: exits 0 when |A - B| <= TOL * |B|

@@ -613,25 +613,24 @@ TEST(a_small_gpu_step_is_one_graph_launch_its_nodes_copies_and_one_sync)
 	gpu_calib(&c, 1e30, HUGE_BW, 5e-6, 2e-5, 1e-5);
 	mlp(&c, 16, 50, 1, "H100");   /* dense, relu, dense */
 	CHECK(est(&c, NULL, &e) == 0);
-	/* gpu.cu: forward 2 + 1 + 2 kernels, the loss 2, backward 3 + 1 + 2
-	 * (the first layer has no input gradient) and the update (one rank:
-	 * no allreduce): 14 nodes of one CUDA graph, launched once; the batch
-	 * in (2 copies) and the step's values (1), the sums out, a sync. A
-	 * cache without node_s (before graphs were timed): the assumed floor */
-	double step = 14 * DLH_EST_GRAPH_NODE_S + 5e-6 + 4 * 1e-5 + 2e-5;
+	/* gpu.cu: the batch gathered from the rows the GPU holds 1, forward
+	 * 2 + 1 + 2 kernels, the loss 2, backward 3 + 1 + 2 (the first layer
+	 * has no input gradient) and the update (one rank: no allreduce): 15
+	 * nodes of one CUDA graph, launched once; the step's values and its
+	 * rows' numbers in (1 copy), the sums out, a sync. A cache without
+	 * node_s (before graphs were timed): the assumed floor */
+	double step = 15 * DLH_EST_GRAPH_NODE_S + 5e-6 + 2 * 1e-5 + 2e-5;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g", e.step_s, step);
 	CHECK(strstr(e.source, "H100 measured on it (GPU)"));
 	/* the node's cost as measured */
 	c.dev[1].node_s = 3e-6;
 	CHECK(est(&c, NULL, &e) == 0);
-	step = 14 * 3e-6 + 5e-6 + 4 * 1e-5 + 2e-5;
+	step = 15 * 3e-6 + 5e-6 + 2 * 1e-5 + 2e-5;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g (node_s 3 us)", e.step_s, step);
-	/* the batch's gather (50 rows of 784 floats, read and written) on the
-	 * rank's core, at the host's calibrated gather rate */
+	/* no gather on the host: its rate does not count */
 	c.dev[0].gather_bw = 1e9;
 	CHECK(est(&c, NULL, &e) == 0);
-	step += 2.0 * 50 * 784 * 4 / 1e9;
-	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g (a gather)", e.step_s, step);
+	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g (a host gather)", e.step_s, step);
 }
 
 TEST(a_gpu_steps_launch_cost_counts_once_but_evaluation_pays_each_launch)
@@ -669,13 +668,18 @@ TEST(each_gpu_figure_moves_the_estimate)
 	g->sync_s *= 4;     /* the step's wait */
 	CHECK(est(&c, NULL, &e) == 0 && fabs(e.step_s - base.step_s - 3e-5) < 1e-12);
 	g->sync_s /= 4;
-	g->h2d_bw = 1e9;    /* the batch's copy: 64 x 784 floats at 1 GB/s */
-	CHECK(est(&c, NULL, &e) == 0 &&
-	      fabs(e.step_s - base.step_s - (64 * 784 * 4 + 64) / 1e9) < 1e-9);
+	g->h2d_bw = 1e9;    /* the step's copy in: its 64 rows' numbers at 1 GB/s */
+	CHECK(est(&c, NULL, &e) == 0 && fabs(e.step_s - base.step_s - 64 * 4 / 1e9) < 1e-12);
+	/* start-up: the rows the GPU holds (1000 of 784 floats and a label) */
+	CHECK(e.startup_s - base.startup_s > 1000 * (784 * 4 + 1) / 1e9);
 	g->h2d_bw = HUGE_BW;
 	g->ctx_bytes += 1e8;   /* memory: the context, as measured */
 	CHECK(est(&c, NULL, &e) == 0 && fabs(e.mem_bytes - base.mem_bytes - 1e8) < 1);
 	g->ctx_bytes -= 1e8;
+	in.train_n = 2000;     /* and the training rows it holds */
+	CHECK(est(&c, NULL, &e) == 0 &&
+	      fabs(e.mem_bytes - base.mem_bytes - 1000 * (784 * 4 + 1)) < 1);
+	in.train_n = 1000;
 	g->ctx_s = 0.5;        /* start-up: each rank's context */
 	CHECK(est(&c, NULL, &e) == 0 && fabs(e.startup_s - base.startup_s - 0.5) < 1e-9);
 	g->ctx_s = 0;

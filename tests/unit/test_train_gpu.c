@@ -761,6 +761,7 @@ TEST(gpu_refuses_an_unknown_precision)
 
 #define GRAPH_STEPS 17   /* steps of graph_vs_eager */
 #define GRAPH_ROWS 24    /* a full batch's rows */
+#define GRAPH_DATA 100   /* rows a GPU holds in graph_vs_eager's rows mode */
 
 /* Rows of step s (1-based) of graph_vs_eager: full batches, a one-off
  * short one (step 6), a last partial batch of an epoch (step 12), a new
@@ -812,11 +813,19 @@ static int graph_side(struct dlt_gpu *gpu, const struct dlt_net *net, int bucket
  * same loss sums at every step and the same parameters and optimizer
  * state after, bit for bit, and the graph counters of graph_rows. A value
  * of a step baked into the graph at its capture (a batch pointer, the
- * step, the rate) would replay the captured step's and fail this. Returns
- * NULL, or what differs (in msg). */
+ * step, the rate) would replay the captured step's and fail this. With
+ * rows, the graphed side holds GRAPH_DATA rows (dlt_gpu_set_data) and is
+ * given each step's row numbers (dlt_gpu_step_rows), the other the same
+ * rows gathered on the host: a row number baked into the graph fails too.
+ * Returns NULL, or what differs (in msg). */
 static const char *graph_vs_eager(const struct dlt_net_spec *spec, const struct dlt_optim *o,
-				  enum dlt_precision prec, int buckets, char *msg, size_t len)
+				  enum dlt_precision prec, int buckets, int rows_mode, char *msg,
+				  size_t len)
 {
+	const int dim = (int)dlt_shape_size(spec->in);
+	float *data_x = NULL;
+	uint8_t *data_y = NULL;
+	uint32_t idx[GRAPH_ROWS];
 	const int nstate = dlt_optim_nstate(o->kind);
 	struct pair p;
 	struct dlt_gpu *e = NULL;
@@ -835,7 +844,15 @@ static const char *graph_vs_eager(const struct dlt_net_spec *spec, const struct 
 	n = np * (size_t)(1 + nstate);
 	wg = malloc(n * sizeof(float));
 	we = malloc(n * sizeof(float));
-	if (!wg || !we ||
+	if (rows_mode) {
+		data_x = malloc((size_t)GRAPH_DATA * (size_t)dim * sizeof(float));
+		data_y = malloc(GRAPH_DATA);
+		if (data_x && data_y)
+			fill_batch(data_x, data_y, GRAPH_DATA, dim, spec->classes, 77);
+	}
+	if (!wg || !we || (rows_mode && (!data_x || !data_y)) ||
+	    (rows_mode && dlt_gpu_set_data(p.gpu, data_x, data_y, GRAPH_DATA, p.err,
+					   sizeof p.err) < 0) ||
 	    dlt_gpu_create(&e, &p.net, nstate, 0, 29, 0, p.err, sizeof p.err) < 0 ||
 	    dlt_gpu_set_precision(e, prec, p.err, sizeof p.err) < 0 ||
 	    dlt_gpu_set_graph(e, 0, p.err, sizeof p.err) < 0 ||
@@ -852,10 +869,23 @@ static const char *graph_vs_eager(const struct dlt_net_spec *spec, const struct 
 		const float lr = 0.01f * (1.0f + 0.125f * (float)s), w = (float)rows / GRAPH_ROWS;
 		float sg[2], se[2];
 
-		fill_batch(p.x, p.y, rows, (int)dlt_shape_size(spec->in), spec->classes,
-			   100 + (uint64_t)s);
-		if (dlt_gpu_step(p.gpu, p.x, p.y, rows, w, (uint64_t)s, o, lr, (unsigned long)s, sg,
-				 p.err, sizeof p.err) < 0 ||
+		int rc;
+
+		if (rows_mode) {   /* rows of the data, another choice each step */
+			for (int i = 0; i < rows; i++) {
+				idx[i] = (uint32_t)((s * 37 + i * 11) % GRAPH_DATA);
+				memcpy(p.x + (size_t)i * dim, data_x + (size_t)idx[i] * dim,
+				       (size_t)dim * sizeof(float));
+				p.y[i] = data_y[idx[i]];
+			}
+			rc = dlt_gpu_step_rows(p.gpu, idx, rows, w, (uint64_t)s, o, lr, (unsigned long)s,
+					       sg, p.err, sizeof p.err);
+		} else {
+			fill_batch(p.x, p.y, rows, dim, spec->classes, 100 + (uint64_t)s);
+			rc = dlt_gpu_step(p.gpu, p.x, p.y, rows, w, (uint64_t)s, o, lr, (unsigned long)s,
+					  sg, p.err, sizeof p.err);
+		}
+		if (rc < 0 ||
 		    dlt_gpu_step(e, p.x, p.y, rows, w, (uint64_t)s, o, lr, (unsigned long)s, se,
 				 p.err, sizeof p.err) < 0) {
 			snprintf(msg, len, "step %d: %s", s, p.err);
@@ -914,6 +944,8 @@ out:
 	pair_close(&p);
 	free(wg);
 	free(we);
+	free(data_x);
+	free(data_y);
 	return bad;
 }
 
@@ -929,7 +961,7 @@ TEST(gpu_graph_mlp_sgd_momentum_steps_equal_the_ungraphed_bit_for_bit)
 	if (!have_gpu)
 		SKIP(why);
 	mlp_spec(&s, 60, hidden, 2, 10);
-	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 0, msg, sizeof msg);
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 0, 0, msg, sizeof msg);
 	CHECK_MSG(!bad, "%s", bad);
 }
 
@@ -946,7 +978,7 @@ TEST(gpu_graph_mlp_adam_dropout_bucketed_steps_equal_the_ungraphed_bit_for_bit)
 		SKIP(why);
 	mlp_spec(&s, 60, hidden, 2, 10);
 	s.dropout = 0.3f;
-	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 1, msg, sizeof msg);
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 1, 0, msg, sizeof msg);
 	CHECK_MSG(!bad, "%s", bad);
 }
 
@@ -961,7 +993,7 @@ TEST(gpu_graph_cnn_nesterov_dropout_steps_equal_the_ungraphed_bit_for_bit)
 	if (!have_gpu)
 		SKIP(why);
 	cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 1, f, k, 2, 16, 0.25f, 10);
-	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 0, msg, sizeof msg);
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 0, 0, msg, sizeof msg);
 	CHECK_MSG(!bad, "%s", bad);
 }
 
@@ -977,8 +1009,50 @@ TEST(gpu_graph_cnn_adam_dropout_bf16_bucketed_steps_equal_the_ungraphed_bit_for_
 	if (!have_gpu)
 		SKIP(why);
 	cnn_spec(&s, (struct dlt_shape){ 1, 12, 12 }, 2, f, k, 2, 16, 0.25f, 10);
-	bad = graph_vs_eager(&s, &o, DLT_PRECISION_BF16, 1, msg, sizeof msg);
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_BF16, 1, 0, msg, sizeof msg);
 	CHECK_MSG(!bad, "%s", bad);
+}
+
+/* the batch as row numbers of rows the GPU holds, gathered by the step's
+ * first kernel (--device-data on), graphed: the same as the batch copied in
+ * without a graph, bit for bit; a number past the rows is refused */
+TEST(gpu_steps_on_rows_the_gpu_holds_equal_batches_copied_in_bit_for_bit)
+{
+	const int hidden[2] = { 48, 32 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_ADAM, .beta1 = 0.9f, .beta2 = 0.999f,
+				     .eps = 1e-8f };
+	const struct dlt_optim sgd = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f };
+	const int f[1] = { 4 }, k[1] = { 5 };
+	struct dlt_net_spec s;
+	char msg[DLT_ERR_MAX];
+	const char *bad;
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 60, hidden, 2, 10);
+	s.dropout = 0.3f;
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 0, 1, msg, sizeof msg);
+	CHECK_MSG(!bad, "mlp: %s", bad);
+	cnn_spec(&s, (struct dlt_shape){ 1, 12, 12 }, 1, f, k, 2, 20, 0.25f, 10);
+	bad = graph_vs_eager(&s, &sgd, DLT_PRECISION_FP32, 1, 1, msg, sizeof msg);
+	CHECK_MSG(!bad, "cnn: %s", bad);
+
+	/* refused: a step before any rows, a row number past them */
+	struct pair p;
+	uint32_t idx[2] = { 0, 5 };
+	float sums[2];
+	unsigned char id[DLT_GPU_ID_BYTES];
+	mlp_spec(&s, 60, hidden, 2, 10);
+	CHECK(pair_open(&p, &s, 8, 1, 3) == 0);
+	CHECK(dlt_gpu_nccl_id(id, p.err, sizeof p.err) == 0 &&
+	      dlt_gpu_nccl_init(p.gpu, id, 0, 1, p.err, sizeof p.err) == 0);
+	CHECK(dlt_gpu_step_rows(p.gpu, idx, 2, 1.0f, 1, &sgd, 0.01f, 1, sums, p.err,
+				sizeof p.err) == -EINVAL && strstr(p.err, "before dlt_gpu_set_data"));
+	CHECK(dlt_gpu_set_data(p.gpu, p.x, p.y, 4, p.err, sizeof p.err) == 0);
+	CHECK_MSG(dlt_gpu_step_rows(p.gpu, idx, 2, 1.0f, 1, &sgd, 0.01f, 1, sums, p.err,
+				    sizeof p.err) == -EINVAL && strstr(p.err, "row 5 of a batch"),
+		  "%s", p.err);
+	pair_close(&p);
 }
 
 TEST(gpu_graph_is_dropped_when_the_precision_changes)
@@ -1036,5 +1110,6 @@ int main(void)
 	RUN(gpu_graph_cnn_nesterov_dropout_steps_equal_the_ungraphed_bit_for_bit);
 	RUN(gpu_graph_cnn_adam_dropout_bf16_bucketed_steps_equal_the_ungraphed_bit_for_bit);
 	RUN(gpu_graph_is_dropped_when_the_precision_changes);
+	RUN(gpu_steps_on_rows_the_gpu_holds_equal_batches_copied_in_bit_for_bit);
 	return CHECK_EXIT();
 }

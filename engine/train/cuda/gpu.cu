@@ -85,6 +85,7 @@ struct gpu_step_vals {
  * with another key cannot replay the graph. */
 struct gpu_graph_key {
 	int rows;                   /* batch rows */
+	int gather;                 /* 1: the batch is gathered from the device's rows */
 	float weight;               /* the loss weight (rows / global batch) */
 	struct dlt_optim optim;     /* the update and its constants */
 };
@@ -136,8 +137,13 @@ struct dlt_gpu {
 	cudaEvent_t comm_done;                   /* the last bucket's allreduce ended */
 	double t[4];                             /* forward, backward, allreduce, optimizer seconds */
 	char name[160];                          /* dlt_gpu_describe */
-	struct gpu_step_vals *vals;              /* device: this step's values */
+	struct gpu_step_vals *vals;              /* device: this step's values, then up to
+						    max_batch row numbers (dlt_gpu_step_rows) */
 	struct gpu_step_vals hvals;              /* host: what was last copied there */
+	unsigned char *hblock;                   /* host: hvals and the row numbers, staged */
+	float *data_x;                           /* dlt_gpu_set_data: its rows' pixels */
+	uint8_t *data_y;                         /* and labels */
+	long data_rows;                          /* rows there (0: none) */
 	int graph_on;                            /* dlt_gpu_set_graph: 1 = capture steps */
 	cudaGraphExec_t graph;                   /* the captured step, or NULL */
 	struct gpu_graph_key graph_key;          /* its shape */
@@ -457,6 +463,25 @@ __global__ void k_batch_sums(const float *loss, const float *hit, int n, double 
 	}
 }
 
+/* The batch of rows idx[0..rows) of the device's training rows (dim
+ * floats and a label each) into x and y: a step's first node, so that the
+ * host sends row numbers, not pixels (dlt_gpu_step_rows). */
+__global__ void k_gather_rows(float *x, uint8_t *y, const float *data_x, const uint8_t *data_y,
+			      const struct gpu_step_vals *vals, int rows, size_t dim)
+{
+	const uint32_t *idx = (const uint32_t *)(vals + 1);
+	const size_t n = (size_t)rows * dim;
+
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		const size_t r = i / dim, c = i % dim;
+
+		x[i] = data_x[(size_t)idx[r] * dim + c];
+		if (c == 0)
+			y[r] = data_y[idx[r]];
+	}
+}
+
 /* optim.c's sgd (nesterov = 0) and nesterov updates at rate vals->lr. */
 __global__ void k_sgd(float *w, float *v, const float *g, const struct gpu_step_vals *vals,
 		      float mu, float wd, int nesterov, size_t n)
@@ -610,6 +635,9 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 	cudaFree(g->row_hit);
 	cudaFree(g->dsum);
 	cudaFree(g->vals);
+	cudaFree(g->data_x);
+	cudaFree(g->data_y);
+	free(g->hblock);
 	cudaFreeHost(g->host_sum);
 	cudaFreeHost(g->host_gsum);
 	for (int i = 0; i < 5; i++)
@@ -667,8 +695,11 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 	TRY(dalloc((void **)&g->row_loss, mb * sizeof(float), "row losses", err, errlen));
 	TRY(dalloc((void **)&g->row_hit, mb * sizeof(float), "row hits", err, errlen));
 	TRY(dalloc((void **)&g->dsum, 2 * sizeof(double), "batch sums", err, errlen));
-	TRY(dalloc((void **)&g->vals, sizeof *g->vals, "step values", err, errlen));
-	CUDA_CHECK(cudaMemsetAsync(g->vals, 0, sizeof *g->vals, g->stream));
+	const size_t block = sizeof *g->vals + mb * sizeof(uint32_t);
+	TRY(dalloc((void **)&g->vals, block, "step values", err, errlen));
+	CUDA_CHECK(cudaMemsetAsync(g->vals, 0, block, g->stream));
+	if (!(g->hblock = (unsigned char *)calloc(1, block)))
+		return fail(-ENOMEM, err, errlen, "gpu: cannot allocate %zu host bytes", block);
 	CUDA_CHECK(cudaMallocHost((void **)&g->host_sum, 2 * sizeof(double)));
 	CUDA_CHECK(cudaMallocHost((void **)&g->host_gsum, 2 * sizeof(float)));
 	CUDA_CHECK(cudaMemsetAsync(g->state, 0, (size_t)g->nstate * np * sizeof(float), g->stream));
@@ -1128,8 +1159,19 @@ static int take_sums(struct dlt_gpu *g, double *loss_sum, long *correct, char *e
 /* Queues the copy of the step's values into g->vals (the kernels after it
  * read them): the global step and, when o is not NULL, the learning rate
  * lr and Adam's constants of 1-based step t, computed as optim.c does. */
+static int put_vals_rows(struct dlt_gpu *g, uint64_t step, const struct dlt_optim *o, float lr,
+			 unsigned long t, const uint32_t *idx, int rows, char *err, size_t errlen);
+
 static int put_vals(struct dlt_gpu *g, uint64_t step, const struct dlt_optim *o, float lr,
 		    unsigned long t, char *err, size_t errlen)
+{
+	return put_vals_rows(g, step, o, lr, t, NULL, 0, err, errlen);
+}
+
+/* put_vals, and the step's row numbers idx[0..rows) after the values, in
+ * the same copy. */
+static int put_vals_rows(struct dlt_gpu *g, uint64_t step, const struct dlt_optim *o, float lr,
+			 unsigned long t, const uint32_t *idx, int rows, char *err, size_t errlen)
 {
 	g->hvals.step = step;
 	if (o) {
@@ -1143,10 +1185,13 @@ static int put_vals(struct dlt_gpu *g, uint64_t step, const struct dlt_optim *o,
 			g->hvals.adam_ib = 1.0f / bc2s;
 		}
 	}
-	/* from pageable memory: staged before the call returns, so hvals may
-	 * change again at once */
-	CUDA_CHECK(cudaMemcpyAsync(g->vals, &g->hvals, sizeof g->hvals, cudaMemcpyHostToDevice,
-				   g->stream));
+	memcpy(g->hblock, &g->hvals, sizeof g->hvals);
+	if (idx)
+		memcpy(g->hblock + sizeof g->hvals, idx, (size_t)rows * sizeof *idx);
+	/* from pageable memory: staged before the call returns, so the block
+	 * may change again at once */
+	CUDA_CHECK(cudaMemcpyAsync(g->vals, g->hblock, sizeof g->hvals + (idx ? (size_t)rows * sizeof *idx : 0),
+				   cudaMemcpyHostToDevice, g->stream));
 	return 0;
 }
 
@@ -1223,12 +1268,18 @@ extern "C" int dlt_gpu_optim_step(struct dlt_gpu *g, const struct dlt_optim *o, 
  * place: forward, loss, backward with the allreduces, the optimizer. What
  * a graph captures (timed 0: no timing events inside a capture). */
 static int step_work(struct dlt_gpu *g, int rows, float weight, const struct dlt_optim *o,
-		     int timed, char *err, size_t errlen)
+		     int gather, int timed, char *err, size_t errlen)
 {
 	cudaStream_t s = g->stream;
+	const size_t dim = dlt_shape_size(g->net.in);
 
 	if (timed)
 		CUDA_CHECK(cudaEventRecord(g->ev[0], s));
+	if (gather) {   /* the batch from the device's rows (the numbers in g->vals) */
+		LAUNCH(k_gather_rows, blocks_for((size_t)rows * dim), GPU_THREADS, s, g->x, g->y,
+		       g->data_x, g->data_y, g->vals, rows, dim);
+		KERNEL_CHECK("gather_rows");
+	}
 	TRY(forward(g, rows, 1, err, errlen));
 	TRY(loss(g, rows, 1, weight, g->grads + g->nparams, err, errlen));
 	if (timed)
@@ -1260,7 +1311,8 @@ static int same_key(const struct gpu_graph_key *a, const struct gpu_graph_key *b
 {
 	const struct dlt_optim *p = &a->optim, *q = &b->optim;
 
-	return a->rows == b->rows && a->weight == b->weight && p->kind == q->kind &&
+	return a->rows == b->rows && a->gather == b->gather && a->weight == b->weight &&
+	       p->kind == q->kind &&
 	       p->momentum == q->momentum && p->weight_decay == q->weight_decay &&
 	       p->beta1 == q->beta1 && p->beta2 == q->beta2 && p->eps == q->eps;
 }
@@ -1276,7 +1328,7 @@ static int capture(struct dlt_gpu *g, const struct gpu_graph_key *k, char *err, 
 
 	drop_graph(g);
 	CUDA_CHECK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal));
-	rc = step_work(g, k->rows, k->weight, &k->optim, 0, err, errlen);
+	rc = step_work(g, k->rows, k->weight, &k->optim, k->gather, 0, err, errlen);
 	e = cudaStreamEndCapture(g->stream, &graph);   /* ended whatever step_work did */
 	if (rc < 0 || e != cudaSuccess) {
 		if (graph)
@@ -1298,9 +1350,11 @@ static int capture(struct dlt_gpu *g, const struct gpu_graph_key *k, char *err, 
 	return 0;
 }
 
-extern "C" int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
-			    float weight, uint64_t step, const struct dlt_optim *o, float lr,
-			    unsigned long t, float sums[2], char *err, size_t errlen)
+/* dlt_gpu_step with the batch given as pixels (x, y) or as row numbers of
+ * the device's rows (idx; x and y NULL). */
+static int step_common(struct dlt_gpu *g, const float *x, const uint8_t *y, const uint32_t *idx,
+		       int rows, float weight, uint64_t step, const struct dlt_optim *o, float lr,
+		       unsigned long t, float sums[2], char *err, size_t errlen)
 {
 	cudaStream_t s = g->stream;
 	struct gpu_graph_key k;
@@ -1312,9 +1366,24 @@ extern "C" int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y,
 	if (g->nbuckets && g->bucket[g->nbuckets - 1].lo != 0)
 		return fail(-EINVAL, err, errlen, "gpu: the gradient buckets end at float %zu, not 0",
 			    g->bucket[g->nbuckets - 1].lo);
-	TRY(put_batch(g, x, y, rows, err, errlen));
-	TRY(put_vals(g, step, o, lr, t, err, errlen));
+	if (idx) {
+		if (rows < 1 || rows > g->max_batch)
+			return fail(-EINVAL, err, errlen, "gpu: batch of %d rows (1..%d)", rows,
+				    g->max_batch);
+		if (!g->data_rows)
+			return fail(-EINVAL, err, errlen, "gpu: dlt_gpu_step_rows before dlt_gpu_set_data");
+		for (int i = 0; i < rows; i++)
+			if (idx[i] >= (uint64_t)g->data_rows)
+				return fail(-EINVAL, err, errlen, "gpu: row %u of a batch: the device holds %ld",
+					    idx[i], g->data_rows);
+		CUDA_CHECK(cudaSetDevice(g->device));
+		TRY(put_vals_rows(g, step, o, lr, t, idx, rows, err, errlen));
+	} else {
+		TRY(put_batch(g, x, y, rows, err, errlen));
+		TRY(put_vals(g, step, o, lr, t, err, errlen));
+	}
 	memset(&k, 0, sizeof k);
+	k.gather = idx != NULL;
 	k.rows = rows;
 	k.weight = weight;
 	k.optim = *o;
@@ -1332,7 +1401,7 @@ extern "C" int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y,
 		CUDA_CHECK(cudaGraphLaunch(g->graph, s));
 		CUDA_CHECK(cudaEventRecord(g->ev[4], s));
 	} else
-		TRY(step_work(g, rows, weight, o, 1, err, errlen));
+		TRY(step_work(g, rows, weight, o, k.gather, 1, err, errlen));
 	/* the global loss sum and correct count: the step's one readback */
 	CUDA_CHECK(cudaMemcpyAsync(g->host_gsum, g->grads + g->nparams, 2 * sizeof(float),
 				   cudaMemcpyDeviceToHost, s));
@@ -1350,6 +1419,45 @@ extern "C" int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y,
 	}
 	sums[0] = g->host_gsum[0];
 	sums[1] = g->host_gsum[1];
+	return 0;
+}
+
+extern "C" int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
+			    float weight, uint64_t step, const struct dlt_optim *o, float lr,
+			    unsigned long t, float sums[2], char *err, size_t errlen)
+{
+	return step_common(g, x, y, NULL, rows, weight, step, o, lr, t, sums, err, errlen);
+}
+
+extern "C" int dlt_gpu_step_rows(struct dlt_gpu *g, const uint32_t *idx, int rows, float weight,
+				 uint64_t step, const struct dlt_optim *o, float lr,
+				 unsigned long t, float sums[2], char *err, size_t errlen)
+{
+	return step_common(g, NULL, NULL, idx, rows, weight, step, o, lr, t, sums, err, errlen);
+}
+
+extern "C" int dlt_gpu_set_data(struct dlt_gpu *g, const float *x, const uint8_t *y, long rows,
+				char *err, size_t errlen)
+{
+	const size_t dim = dlt_shape_size(g->net.in);
+
+	if (rows < 1 || (uint64_t)rows > UINT32_MAX)
+		return fail(-EINVAL, err, errlen, "gpu: %ld training rows", rows);
+	CUDA_CHECK(cudaSetDevice(g->device));
+	cudaFree(g->data_x);
+	cudaFree(g->data_y);
+	g->data_x = NULL;
+	g->data_y = NULL;
+	g->data_rows = 0;
+	drop_graph(g);   /* a graph reads the rows' addresses */
+	TRY(dalloc((void **)&g->data_x, (size_t)rows * dim * sizeof(float), "training rows",
+		   err, errlen));
+	TRY(dalloc((void **)&g->data_y, (size_t)rows, "training labels", err, errlen));
+	CUDA_CHECK(cudaMemcpyAsync(g->data_x, x, (size_t)rows * dim * sizeof(float),
+				   cudaMemcpyHostToDevice, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(g->data_y, y, (size_t)rows, cudaMemcpyHostToDevice, g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	g->data_rows = rows;
 	return 0;
 }
 

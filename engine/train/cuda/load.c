@@ -35,6 +35,9 @@ static struct {
 			  char *, size_t);
 	int (*step)(struct dlt_gpu *, const float *, const uint8_t *, int, float, uint64_t,
 		    const struct dlt_optim *, float, unsigned long, float *, char *, size_t);
+	int (*set_data)(struct dlt_gpu *, const float *, const uint8_t *, long, char *, size_t);
+	int (*step_rows)(struct dlt_gpu *, const uint32_t *, int, float, uint64_t,
+			 const struct dlt_optim *, float, unsigned long, float *, char *, size_t);
 	int (*eval_batch)(struct dlt_gpu *, const float *, const uint8_t *, int, double *, long *,
 			  char *, size_t);
 	void (*times)(const struct dlt_gpu *, double *);
@@ -71,6 +74,7 @@ static int open_lib(const char *path)
 	SYM(optim_step, "dlt_gpu_optim_step") SYM(step, "dlt_gpu_step")
 	SYM(eval_batch, "dlt_gpu_eval_batch") SYM(times, "dlt_gpu_times")
 	SYM(mem_used, "dlt_gpu_mem_used")
+	SYM(set_data, "dlt_gpu_set_data") SYM(step_rows, "dlt_gpu_step_rows")
 	SYM(set_graph, "dlt_gpu_set_graph") SYM(graph_stats, "dlt_gpu_graph_stats")
 	SYM(calibrate, "dlt_gpu_calibrate")
 #undef SYM
@@ -203,6 +207,19 @@ int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
 		 unsigned long t, float sums[2], char *err, size_t errlen)
 {
 	return T.step(g, x, y, rows, weight, step, o, lr, t, sums, err, errlen);
+}
+
+int dlt_gpu_set_data(struct dlt_gpu *g, const float *x, const uint8_t *y, long rows,
+		     char *err, size_t errlen)
+{
+	return T.set_data(g, x, y, rows, err, errlen);
+}
+
+int dlt_gpu_step_rows(struct dlt_gpu *g, const uint32_t *idx, int rows, float weight,
+		      uint64_t step, const struct dlt_optim *o, float lr, unsigned long t,
+		      float sums[2], char *err, size_t errlen)
+{
+	return T.step_rows(g, idx, rows, weight, step, o, lr, t, sums, err, errlen);
 }
 
 int dlt_gpu_eval_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,

@@ -171,6 +171,32 @@ void dlt_gpu_times(const struct dlt_gpu *g, double t[4])
 	memset(t, 0, 4 * sizeof *t);
 }
 
+int dlt_gpu_set_data(struct dlt_gpu *g, const float *x, const uint8_t *y, long rows,
+		     char *err, size_t errlen)
+{
+	(void)g;
+	(void)x;
+	(void)y;
+	(void)rows;
+	return none(err, errlen);
+}
+
+int dlt_gpu_step_rows(struct dlt_gpu *g, const uint32_t *idx, int rows, float weight,
+		      uint64_t step, const struct dlt_optim *o, float lr, unsigned long t,
+		      float sums[2], char *err, size_t errlen)
+{
+	(void)g;
+	(void)idx;
+	(void)rows;
+	(void)weight;
+	(void)step;
+	(void)o;
+	(void)lr;
+	(void)t;
+	(void)sums;
+	return none(err, errlen);
+}
+
 double dlt_gpu_mem_used(struct dlt_gpu *g)
 {
 	(void)g;
