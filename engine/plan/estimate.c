@@ -522,9 +522,9 @@ static double rank_mem(const struct dlh_estimate_in *in, const struct dlh_calib 
  * captured, so each of its calls costs at least its launch (kernel_s: the
  * host cannot queue faster, a small model is launch-bound). The GEMM grid
  * and the elementwise passes were timed as nodes of a graph, as a step
- * runs them. Then the copies in (the batch's two; a training step's values
- * too), the copy of the two sums back and the step's synchronisation; and
- * the batch's gather from the shard, on the rank's one core beside it. */
+ * runs them. Then the copies in (a training step's values with its rows'
+ * numbers; an evaluation batch's two), the copy of the two sums back and
+ * the step's synchronisation. */
 
 /* Seconds of one elementwise kernel moving bytes (read + written). */
 static double gk_s(const struct rdev *rd, double bytes)
@@ -589,16 +589,16 @@ static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n,
 }
 
 /* Seconds of the stack's forward (and with train, the backward; *bwd its
- * share) for n rows with the loss's two kernels, the batch's copies in (or
- * with held, the training rows on the device: their numbers with the
- * step's values, gathered by a kernel) and the wait for the stream at the
- * end. Each call at least rd->floor_s. */
+ * share) for n rows with the loss's two kernels and the wait for the
+ * stream at the end, the batch got in as the backend gets it: a training
+ * step's rows from those the device holds (--device-data), their numbers
+ * in the step's one copy with its values and gathered by a kernel; an
+ * evaluation batch by its two copies. Each call at least rd->floor_s. */
 static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, double n,
-			 double dim, int classes, int train, int held, double *bwd)
+			 double dim, int classes, int train, double *bwd)
 {
-	const struct dlh_calib_dev *d = rd->d;
-	double t = held ? (d->h2d_bw > 0 ? n * 4.0 / d->h2d_bw : 0.0) + gk_s(rd, 2.0 * n * dim * F4) :
-			  h2d_s(rd, n * dim * F4) + h2d_s(rd, n);
+	double t = train ? h2d_s(rd, n * 4.0) + gk_s(rd, 2.0 * n * dim * F4) :
+			   h2d_s(rd, n * dim * F4) + h2d_s(rd, n);
 	double b = 0.0;
 	for (int i = 0; i < nl; i++)
 		t += gpu_fwd_s(rd, &s[i], n);
@@ -751,13 +751,10 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 					  is gathered on the host behind it (prefetch) */
 			rd.gemm_share = rd.bw_share = 1.0;
 			/* the step's graph: its nodes back to back after one launch,
-			 * the step's values copied in before it */
+			 * the step's values and rows' numbers copied in before it */
 			rd.floor_s = rd.d->node_s > 0 ? rd.d->node_s : DLH_EST_GRAPH_NODE_S;
-			/* the rank's training rows on the device (dlh-train's
-			 * --device-data, on): a step sends its rows' numbers with
-			 * its values and its first node gathers them */
-			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, 1, &bwd) +
-			       rd.d->kernel_s + rd.d->h2d_s;
+			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, &bwd) +
+			       rd.d->kernel_s;
 			first_bwd = gpu_bwd_s(&rd, &s[0], b, 0);
 			u = gpu_update_s(&rd, np, nstate);
 			rd.floor_s = rd.d->kernel_s;   /* evaluation: launch by launch */
@@ -778,7 +775,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		for (double i = 0; i < thi - tlo; i += rows)
 			ev += rd.d->gpu > 0 ?
 			      gpu_pass_s(&rd, s, nl, fmin(rows, (double)(thi - tlo) - i), (double)mc.in,
-					 in->classes, 0, 0, NULL) :
+					 in->classes, 0, NULL) :
 			      pass_s(&rd, s, nl, fmin(rows, (double)(thi - tlo) - i), 0, NULL);
 		comp_max = fmax(comp_max, comp);
 		upd_max = fmax(upd_max, u);
