@@ -205,39 +205,45 @@ static int format_series(const struct series *t, int nt, const void *base, const
 
 /* The grid a TYPE.gemmFORM_MxN key fills: form "" (gemm_MxN, the
  * untransposed), one of DLH_CALIB_GEMM_TR_NAMES or "tf32"; sets *rest
- * after the form's "_" and *t (-1: untransposed, -2: tf32). NULL when key
- * is none of them. */
+ * after the form's "_" and *measured to the grid's measured flag. NULL
+ * when key is none of them. */
 static float (*gemm_grid_of(struct dlh_calib_dev *d, const char *key, const char **rest,
-			    int *t))[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N]
+			    int **measured))[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N]
 {
 	static const char *names[DLH_CALIB_GEMM_TR] = DLH_CALIB_GEMM_TR_NAMES;
 	if (strncmp(key, "gemm", 4))
 		return NULL;
 	key += 4;
-	*t = -1;
+	/* the form's name, its grid and its flag: untransposed unless named */
+	float (*g)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N] = d->gemm;
+	size_t len = 0;
+	*measured = &d->grid;
 	for (int k = 0; k < DLH_CALIB_GEMM_TR; k++)
-		if (!strncmp(key, names[k], strlen(names[k])))
-			*t = k;
+		if (!strncmp(key, names[k], strlen(names[k]))) {
+			g = d->gemm_tr[k];
+			*measured = &d->grid_tr[k];
+			len = strlen(names[k]);
+		}
 	if (!strncmp(key, "tf32", 4)) {
-		*t = -2;
-		key += 4;
-	} else
-		key += *t < 0 ? 0 : strlen(names[*t]);
-	if (*key != '_')
+		g = d->gemm_tf32;
+		*measured = &d->grid_tf32;
+		len = 4;
+	}
+	if (key[len] != '_')
 		return NULL;
-	*rest = key + 1;
-	return *t == -2 ? d->gemm_tf32 : *t < 0 ? d->gemm : d->gemm_tr[*t];
+	*rest = key + len + 1;
+	return g;
 }
 
-/* TYPE.gemm_MxN=K values (and gemmnt_, gemmtn_). Returns 0, -ENOENT, -EINVAL. */
+/* TYPE.gemm_MxN=K values (and gemmnt_, gemmtn_, gemmtf32_). Returns 0, -ENOENT, -EINVAL. */
 static int set_gemm_row(struct dlh_calib_dev *d, const char *key, const char *value)
 {
 	long dims[DLH_CALIB_GEMM_N], m, n;
 	const char *p = value, *mn;
 	char tail;
 	double v;
-	int t;
-	float (*g)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N] = gemm_grid_of(d, key, &mn, &t);
+	int *measured;
+	float (*g)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N] = gemm_grid_of(d, key, &mn, &measured);
 	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
 		dims[i] = gemm_dims[i];
 	if (!g || sscanf(mn, "%ldx%ld%c", &m, &n, &tail) != 2)
@@ -256,12 +262,7 @@ static int set_gemm_row(struct dlh_calib_dev *d, const char *key, const char *va
 		p++;
 	if (*p)
 		return -EINVAL;
-	if (t == -2)
-		d->grid_tf32 = 1;
-	else if (t < 0)
-		d->grid = 1;
-	else
-		d->grid_tr[t] = 1;
+	*measured = 1;
 	return 0;
 }
 
