@@ -1047,13 +1047,20 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, const float
 	return 0;
 }
 
-/* Checks rows and copies the host batch x (and labels y, when not NULL). */
-static int put_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
-		     char *err, size_t errlen)
+/* Checks that a batch of rows fits g's buffers and selects g's device. */
+static int batch_rows(struct dlt_gpu *g, int rows, char *err, size_t errlen)
 {
 	if (rows < 1 || rows > g->max_batch)
 		return fail(-EINVAL, err, errlen, "gpu: batch of %d rows (1..%d)", rows, g->max_batch);
 	CUDA_CHECK(cudaSetDevice(g->device));
+	return 0;
+}
+
+/* Checks rows and copies the host batch x (and labels y, when not NULL). */
+static int put_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
+		     char *err, size_t errlen)
+{
+	TRY(batch_rows(g, rows, err, errlen));
 	CUDA_CHECK(cudaMemcpyAsync(g->x, x, (size_t)rows * dlt_shape_size(g->net.in) * sizeof(float),
 				   cudaMemcpyHostToDevice, g->stream));
 	if (y)
@@ -1158,18 +1165,9 @@ static int take_sums(struct dlt_gpu *g, double *loss_sum, long *correct, char *e
 
 /* Queues the copy of the step's values into g->vals (the kernels after it
  * read them): the global step and, when o is not NULL, the learning rate
- * lr and Adam's constants of 1-based step t, computed as optim.c does. */
-static int put_vals_rows(struct dlt_gpu *g, uint64_t step, const struct dlt_optim *o, float lr,
-			 unsigned long t, const uint32_t *idx, int rows, char *err, size_t errlen);
-
-static int put_vals(struct dlt_gpu *g, uint64_t step, const struct dlt_optim *o, float lr,
-		    unsigned long t, char *err, size_t errlen)
-{
-	return put_vals_rows(g, step, o, lr, t, NULL, 0, err, errlen);
-}
-
-/* put_vals, and the step's row numbers idx[0..rows) after the values, in
- * the same copy. */
+ * lr and Adam's constants of 1-based step t, computed as optim.c does;
+ * with idx, the step's row numbers idx[0..rows) after them in the same copy
+ * (dlt_gpu_step_rows). */
 static int put_vals_rows(struct dlt_gpu *g, uint64_t step, const struct dlt_optim *o, float lr,
 			 unsigned long t, const uint32_t *idx, int rows, char *err, size_t errlen)
 {
@@ -1190,9 +1188,17 @@ static int put_vals_rows(struct dlt_gpu *g, uint64_t step, const struct dlt_opti
 		memcpy(g->hblock + sizeof g->hvals, idx, (size_t)rows * sizeof *idx);
 	/* from pageable memory: staged before the call returns, so the block
 	 * may change again at once */
-	CUDA_CHECK(cudaMemcpyAsync(g->vals, g->hblock, sizeof g->hvals + (idx ? (size_t)rows * sizeof *idx : 0),
+	CUDA_CHECK(cudaMemcpyAsync(g->vals, g->hblock,
+				   sizeof g->hvals + (idx ? (size_t)rows * sizeof *idx : 0),
 				   cudaMemcpyHostToDevice, g->stream));
 	return 0;
+}
+
+/* put_vals_rows without row numbers. */
+static int put_vals(struct dlt_gpu *g, uint64_t step, const struct dlt_optim *o, float lr,
+		    unsigned long t, char *err, size_t errlen)
+{
+	return put_vals_rows(g, step, o, lr, t, NULL, 0, err, errlen);
 }
 
 extern "C" int dlt_gpu_forward(struct dlt_gpu *g, const float *x, int rows, int train,
@@ -1367,16 +1373,13 @@ static int step_common(struct dlt_gpu *g, const float *x, const uint8_t *y, cons
 		return fail(-EINVAL, err, errlen, "gpu: the gradient buckets end at float %zu, not 0",
 			    g->bucket[g->nbuckets - 1].lo);
 	if (idx) {
-		if (rows < 1 || rows > g->max_batch)
-			return fail(-EINVAL, err, errlen, "gpu: batch of %d rows (1..%d)", rows,
-				    g->max_batch);
+		TRY(batch_rows(g, rows, err, errlen));
 		if (!g->data_rows)
 			return fail(-EINVAL, err, errlen, "gpu: dlt_gpu_step_rows before dlt_gpu_set_data");
 		for (int i = 0; i < rows; i++)
 			if (idx[i] >= (uint64_t)g->data_rows)
 				return fail(-EINVAL, err, errlen, "gpu: row %u of a batch: the device holds %ld",
 					    idx[i], g->data_rows);
-		CUDA_CHECK(cudaSetDevice(g->device));
 		TRY(put_vals_rows(g, step, o, lr, t, idx, rows, err, errlen));
 	} else {
 		TRY(put_batch(g, x, y, rows, err, errlen));
