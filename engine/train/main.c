@@ -64,7 +64,6 @@ struct run {
 	int launched;                     /* buckets started in this step */
 	double t_comm_wait;               /* seconds waiting for allreduce after backward */
 	double t_compute;                 /* seconds of training forward + backward */
-	double gpu_mem;                   /* the most device memory seen in use (--device gpu) */
 	int gpu_rows;                     /* 1: the GPU holds the training rows (--device-data) */
 	double t_opt;                     /* seconds in the optimizer */
 	float *params;                    /* nparams (in shm when shm_on) */
@@ -472,8 +471,6 @@ static void evaluate(struct run *R, double *loss, double *acc)
 					    err, sizeof err) < 0)
 			die("%s", err);
 	}
-	if (R->gpu)   /* every buffer and the step's graph exist by now */
-		R->gpu_mem = fmax(R->gpu_mem, dlt_gpu_mem_used(R->gpu));
 	s[0] = loss_sum;
 	s[1] = (double)correct;
 	s[2] = (double)t->n;
@@ -944,17 +941,14 @@ static double peak_rss(void)
 }
 
 /* What a rank's memory is for the estimator: a GPU rank's the device
- * memory in use at its most (the context, cuBLAS, NCCL and the buffers, as
- * the estimate models it; its host memory is not the device's), a CPU
- * rank's its peak resident memory. */
+ * memory in use at the run's end (the context, cuBLAS, NCCL, the buffers
+ * and the step's graph, as the estimate models it, all held until the
+ * backend is destroyed; its host memory is not the device's), a CPU rank's
+ * its peak resident memory. */
 static double rank_memory(struct run *R)
 {
-	if (R->gpu) {
-		R->gpu_mem = fmax(R->gpu_mem, dlt_gpu_mem_used(R->gpu));
-		if (R->gpu_mem > 0)
-			return R->gpu_mem;
-	}
-	return peak_rss();
+	double m = R->gpu ? dlt_gpu_mem_used(R->gpu) : -1.0;
+	return m > 0 ? m : peak_rss();
 }
 
 /* Rank 0 writes DIR/rank_times: per rank its batch, the seconds of
