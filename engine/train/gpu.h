@@ -121,7 +121,8 @@ int dlt_gpu_train_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int
 int dlt_gpu_optim_step(struct dlt_gpu *g, const struct dlt_optim *o, float lr,
 		       unsigned long t, char *err, size_t errlen);
 
-/* One data-parallel step, main.c's step_once on the GPU: train_batch
+/* One data-parallel step (dlt_gpu_queue, then dlt_gpu_wait; -EBUSY with a
+ * step queued), main.c's step_once on the GPU: train_batch
  * (weight rows / global batch), ncclAllReduce (sum) of gradients + loss
  * sum + correct count over the communicator (per bucket during backward
  * when buckets are set), the optimizer. Sets sums[0]
@@ -145,6 +146,36 @@ int dlt_gpu_set_data(struct dlt_gpu *g, const float *x, const uint8_t *y, long r
 int dlt_gpu_step_rows(struct dlt_gpu *g, const uint32_t *idx, int rows, float weight,
 		      uint64_t step, const struct dlt_optim *o, float lr, unsigned long t,
 		      float sums[2], char *err, size_t errlen);
+
+/* ---- steps queued ahead: the host prepares step k+1 while the GPU runs step k ---- */
+
+#define DLT_GPU_QUEUE 2   /* steps queued at once at most */
+
+/* dlt_gpu_step without waiting for it: the step's copies and work are
+ * queued on the stream behind whatever was queued before (another step
+ * included) and the call returns; x, y and idx may be reused at once.
+ * dlt_gpu_wait then gives the step's sums. So a host that queues step k+1
+ * before it waits for step k keeps the GPU busy while it reads k's loss,
+ * writes rows and heartbeats and gathers the next batch, and a step costs
+ * the more of the GPU's time and the host's, not their sum. Each queued
+ * step has its own pinned copy of its values and row numbers and of its
+ * sums, so nothing of one is overwritten by the next. At most
+ * DLT_GPU_QUEUE steps are queued (-EBUSY past that). The other calls may
+ * come between a queue and its wait: they run after the steps queued. */
+int dlt_gpu_queue(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows, float weight,
+		  uint64_t step, const struct dlt_optim *o, float lr, unsigned long t,
+		  char *err, size_t errlen);
+
+/* dlt_gpu_queue on rows idx[0..rows) of dlt_gpu_set_data's rows, as
+ * dlt_gpu_step_rows. */
+int dlt_gpu_queue_rows(struct dlt_gpu *g, const uint32_t *idx, int rows, float weight,
+		       uint64_t step, const struct dlt_optim *o, float lr, unsigned long t,
+		       char *err, size_t errlen);
+
+/* Waits for the oldest queued step and sets sums[0] and sums[1] to its
+ * global batch's loss sum and correct count, as dlt_gpu_step does.
+ * -EINVAL when no step is queued. */
+int dlt_gpu_wait(struct dlt_gpu *g, float sums[2], char *err, size_t errlen);
 
 /* What dlt_gpu_step did with CUDA graphs (dlt_gpu_set_graph). */
 struct dlt_gpu_graph_stats {

@@ -65,6 +65,10 @@ struct run {
 	double t_comm_wait;               /* seconds waiting for allreduce after backward */
 	double t_compute;                 /* seconds of training forward + backward */
 	int gpu_rows;                     /* 1: the GPU holds the training rows (--device-data) */
+	long queued;                      /* --step-ahead: the step queued on the GPU before
+					     the one before it was waited for (0: none) */
+	enum dlt_ctl_request deferred;    /* a request the ranks agreed while the next step
+					     was queued: taken after that step */
 	double t_opt;                     /* seconds in the optimizer */
 	float *params;                    /* nparams (in shm when shm_on) */
 	float *mom;                       /* nstate x nparams optimizer state (idem) */
@@ -732,39 +736,64 @@ static void gpu_start(struct run *R)
 	}
 	dlt_gpu_describe(R->gpu, name, sizeof name);
 	logline(R, "dlh-train: device gpu: rank 0 on %s; %d rank%s, %s; "
-		"precision %s; %s; %s", name, R->ranks, R->ranks == 1 ? "" : "s",
+		"precision %s; %s; %s; %s", name, R->ranks, R->ranks == 1 ? "" : "s",
 		R->ranks == 1 ? "no allreduce (one rank)" : "gradients by ncclAllReduce",
 		R->o.precision == DLT_PRECISION_BF16 ? "bf16 (FP32 master weights)" :
 		R->o.precision == DLT_PRECISION_TF32 ? "tf32" : "fp32",
 		R->o.cuda_graph ? "steps in a CUDA graph" : "no CUDA graph (--cuda-graph off)",
-		R->gpu_rows ? "training rows on the device" : "batches copied each step");
+		R->gpu_rows ? "training rows on the device" : "batches copied each step",
+		R->o.step_ahead ? "each step queued before the last one is waited for" :
+		"no step queued ahead (--step-ahead off)");
 }
 
-/* step_once on the GPU (started at t0): forward, backward, ncclAllReduce
- * and the optimizer in the backend, on the step's rows as numbers of the
- * rows the GPU holds (--device-data), else on its batch (the prefetcher's). */
-static double gpu_step(struct run *R, long step, float lr, double t0, double *loss, double *acc)
+/* Queues global step `step` at rate lr on the GPU (the backend's forward,
+ * backward, ncclAllReduce and optimizer): its rows as numbers of the rows
+ * the GPU holds (--device-data), else its batch (the prefetcher's). */
+static void gpu_queue(struct run *R, long step, float lr)
 {
 	const int global = R->plan.global_batch;
 	char err[DLT_ERR_MAX];
-	float sums[2];
 	int b, rc;
 
 	if (R->gpu_rows) {
 		const uint32_t *idx;
 
 		b = dlt_prefetch_rows(&R->pf, step, &idx);
-		rc = dlt_gpu_step_rows(R->gpu, idx, b, (float)b / (float)global, (uint64_t)step,
-				       &R->optim, lr, (unsigned long)step, sums, err, sizeof err);
+		rc = dlt_gpu_queue_rows(R->gpu, idx, b, (float)b / (float)global, (uint64_t)step,
+					&R->optim, lr, (unsigned long)step, err, sizeof err);
 	} else {
 		const float *bx;
 		const uint8_t *by;
 
 		b = dlt_prefetch_get(&R->pf, step, &bx, &by);
-		rc = dlt_gpu_step(R->gpu, bx, by, b, (float)b / (float)global, (uint64_t)step,
-				  &R->optim, lr, (unsigned long)step, sums, err, sizeof err);
+		rc = dlt_gpu_queue(R->gpu, bx, by, b, (float)b / (float)global, (uint64_t)step,
+				   &R->optim, lr, (unsigned long)step, err, sizeof err);
 	}
 	if (rc < 0)
+		die("%s", err);
+}
+
+/* step_once on the GPU (started at t0): queues the step unless it was
+ * queued already, then with next_lr >= 0 the step after it at that rate
+ * (--step-ahead: the GPU has it to run while this host reads the loss and
+ * writes its rows), then waits for the step. */
+static double gpu_step(struct run *R, long step, float lr, double next_lr, double t0,
+		       double *loss, double *acc)
+{
+	const int global = R->plan.global_batch;
+	char err[DLT_ERR_MAX];
+	float sums[2];
+
+	if (R->queued && R->queued != step)
+		die("dlh-train: internal error: step %ld queued, step %ld asked for", R->queued, step);
+	if (!R->queued)
+		gpu_queue(R, step, lr);
+	R->queued = 0;
+	if (next_lr >= 0.0) {
+		gpu_queue(R, step + 1, (float)next_lr);
+		R->queued = step + 1;
+	}
+	if (dlt_gpu_wait(R->gpu, sums, err, sizeof err) < 0)
 		die("%s", err);
 	*loss = sums[0] / (double)global;
 	*acc = sums[1] / (double)global;
@@ -778,8 +807,9 @@ static double gpu_step(struct run *R, long step, float lr, double t0, double *lo
  * Sets *loss and *acc to the global batch's mean loss and accuracy. With
  * take_ctl the harness's pending request of this rank rides along and
  * R->agreed is what the ranks agreed (the GPU path: dlt_ctl_poll after).
- * Returns the seconds it took. */
-static double step_once(struct run *R, long step, float lr, int take_ctl,
+ * On a GPU, next_lr >= 0 queues the next step at that rate before this
+ * one is waited for (gpu_step). Returns the seconds it took. */
+static double step_once(struct run *R, long step, float lr, int take_ctl, double next_lr,
 			double *loss, double *acc)
 {
 	const int global = R->plan.global_batch;
@@ -790,7 +820,7 @@ static double step_once(struct run *R, long step, float lr, int take_ctl,
 	const uint8_t *by;
 
 	if (R->gpu)
-		return gpu_step(R, step, lr, t0, loss, acc);
+		return gpu_step(R, step, lr, next_lr, t0, loss, acc);
 	const int b = dlt_prefetch_get(&R->pf, step, &bx, &by);
 	/* weight b / global: the sum over ranks is the global batch's mean gradient */
 	dlt_net_forward_loss(&R->net, R->params, bx, by, b, (float)b / (float)global,
@@ -891,7 +921,7 @@ static void lr_find(struct run *R)
 		double loss, acc;
 
 		/* requests wait for the training steps */
-		step_once(R, i + 1, (float)dlt_lrfind_rate(i, steps), 0, &loss, &acc);
+		step_once(R, i + 1, (float)dlt_lrfind_rate(i, steps), 0, -1.0, &loss, &acc);
 		heartbeat(R, 0, 0);   /* no training step done yet, but alive */
 		if (!dlt_lrfind_push(&f, loss))
 			break;
@@ -1039,6 +1069,20 @@ static void rebalance(struct run *R, long step)
 }
 
 
+/* 1 when the GPU may have step+1 queued before step is waited for
+ * (--step-ahead): the host does nothing after step that needs its weights
+ * (an evaluation, a checkpoint, a re-split) or a wait (the last step, a
+ * request taken after it). The same on every rank. */
+static int may_queue_next(const struct run *R, long step)
+{
+	const struct dlt_plan *p = &R->plan;
+
+	return R->gpu && R->o.step_ahead && step < p->total_steps &&
+	       step % p->steps_per_epoch != 0 &&
+	       !(R->o.checkpoint_every > 0 && step % R->o.checkpoint_every == 0) &&
+	       !(R->o.rebalance && step % R->o.rebalance == 0) && R->deferred == DLT_CTL_NONE;
+}
+
 /* The training loop, from the step after R->st.step to the last; dies
  * when the loss stops being finite or a file cannot be written. */
 static void train(struct run *R)
@@ -1069,7 +1113,8 @@ static void train(struct run *R)
 			R->st.epoch_loss_sum = 0.0;
 			R->st.epoch_steps = 0;
 		}
-		step_once(R, step, (float)lr, 1, &loss, &acc);
+		step_once(R, step, (float)lr, 1,
+			  may_queue_next(R, step) ? dlt_sched_lr(&R->sched, step) : -1.0, &loss, &acc);
 		/* by wall clock: since the previous step's end, whatever came between */
 		t_end = now();
 		dt = t_end - t_prev;
@@ -1108,9 +1153,18 @@ static void train(struct run *R)
 			save(R, name);
 		}
 		/* the harness's requests (ctl.h), agreed by every rank in the
-		 * step's gradient sum (on GPUs, by a collective of their own) */
+		 * step's gradient sum (on GPUs, by a collective of their own;
+		 * one agreed while the next step was queued is taken after it) */
 		if (step < p->total_steps) {
 			enum dlt_ctl_request req = R->gpu ? dlt_ctl_poll() : R->agreed;
+
+			if (R->deferred > req)
+				req = R->deferred;
+			R->deferred = DLT_CTL_NONE;
+			if (req != DLT_CTL_NONE && R->queued == step + 1) {
+				R->deferred = req;
+				req = DLT_CTL_NONE;
+			}
 
 			if (req != DLT_CTL_NONE) {
 				char name[DLT_CKPT_NAME_MAX];

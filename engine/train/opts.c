@@ -21,7 +21,7 @@ const char dlt_opts_usage[] =
 	"                 [--warmup-steps N] [--allreduce auto|mpi|shm] [--bucket-mb X]\n"
 	"                 [--format idx|csv] [--image-size N] [--seed N] [--device cpu|gpu]\n"
 	"                 [--precision fp32|tf32|bf16] [--cuda-graph on|off]\n"
-	"                 [--device-data on|off]\n"
+	"                 [--device-data on|off] [--step-ahead on|off]\n"
 	"                 [--lr-find-steps N] [--rank-batches B0,B1,..] [--rebalance STEPS]\n"
 	"                 [--cpus C0,C1,..] [--gpus G0,G1,..]\n"
 	"                 [--checkpoint-every STEPS] [--train-limit N] [--test-limit N] [--help]\n"
@@ -67,6 +67,11 @@ const char dlt_opts_usage[] =
 	"--device-data on (default; GPU only): the rank's training rows are copied to the\n"
 	"GPU once and each step sends only its rows' numbers (the step's first kernel\n"
 	"gathers the batch); off, or where they do not fit: each step's batch is copied.\n"
+	"--step-ahead on (default; GPU only): a training step is queued before the host\n"
+	"waits for the one before it, so the GPU never waits while the host reads a loss,\n"
+	"writes rows or gets the next batch (not past an epoch's end, a checkpoint or a\n"
+	"re-split); off: the host waits for each step before it queues the next. The\n"
+	"same numbers either way, bit for bit.\n"
 	"Files in DIR: run.info, metrics.csv, checkpoints/, result.\n";
 
 #define DLT_MAX_COUNT_OPT 1e15   /* bound of --checkpoint-every and the limits */
@@ -148,6 +153,7 @@ static const struct opt_def defs[] = {
 	{ "precision", K_CHOICE, 0, 0, 0, 0, OFF(precision), precision_words, precision_vals },
 	{ "cuda-graph", K_CHOICE, 0, 0, 0, 0, OFF(cuda_graph), onoff_words, onoff_vals },
 	{ "device-data", K_CHOICE, 0, 0, 0, 0, OFF(device_data), onoff_words, onoff_vals },
+	{ "step-ahead", K_CHOICE, 0, 0, 0, 0, OFF(step_ahead), onoff_words, onoff_vals },
 };
 
 #define NDEFS (sizeof defs / sizeof defs[0])
@@ -373,6 +379,7 @@ int dlt_opts_parse(int argc, char **argv, struct dlt_opts *o,
 	o->bucket_mb = 1.0;
 	o->cuda_graph = 1;
 	o->device_data = 1;
+	o->step_ahead = 1;
 	o->lr_find_steps = DLT_LRFIND_STEPS;
 	o->format = DLT_FORMAT_IDX;
 	o->image_size = 28;

@@ -75,6 +75,7 @@ struct dlt_opts {
 	int precision;                         /* --precision, enum dlt_precision, default fp32 */
 	int cuda_graph;                        /* --cuda-graph on (1, the default) | off (0) */
 	int device_data;                       /* --device-data on (1, the default) | off (0) */
+	int step_ahead;                        /* --step-ahead on (1, the default) | off (0) */
 };
 
 /* The usage text printed by --help. */

@@ -102,6 +102,66 @@ test_gpu_device_refused_where_the_pool_has_none() {
 	dlh_umount
 }
 
+# train_rows DIR: a run's training rows without their times and speeds
+train_rows() { awk -F, '$1 == "train" { print $2, $3, $5, $6, $7 }' "$1/metrics.csv"; }
+
+# the GPU path with each step queued before the one before it is waited for
+# (--step-ahead on, the default) and without: one rank, where the emulated
+# stream runs its work only when the host waits (a step whose values or
+# sums the next one overwrote would show), every step's loss, the
+# checkpoints at steps 10 and 30 and at the epoch ends, and the final
+# weights, bit for bit; then a checkpoint asked for while a step is queued
+# ahead holds the weights of the step it is named for: the run resumed
+# from it ends as the run never stopped
+test_gpu_steps_queued_ahead_on_the_host_emulation_match_steps_waited_for() {
+	[ -x "$DLH_BIN/dlh-train-gpuemu" ] || skip "no $DLH_BIN/dlh-train-gpuemu (built with GPU=1)"
+	local d c n; d=$(mktemp -d /tmp/dlh-gpuahead.XXXXXX)
+	STATE=$d; trap dlh_cleanup EXIT
+	# shellcheck disable=SC2046
+	mpirun -np 1 --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/a") --device gpu \
+		> "$d/a.out" 2>&1 || die "--step-ahead on failed: $(tail -5 "$d/a.out")"
+	# shellcheck disable=SC2046
+	mpirun -np 1 --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/w") --device gpu \
+		--step-ahead off > "$d/w.out" 2>&1 || die "--step-ahead off failed: $(tail -5 "$d/w.out")"
+	grep -q 'device gpu: rank 0 on .*, no allreduce (one rank); .*; each step queued before the last one is waited for$' "$d/a.out" ||
+		die "log: $(grep 'device gpu' "$d/a.out")"
+	grep -q 'device gpu: .*; no step queued ahead (--step-ahead off)$' "$d/w.out" ||
+		die "log: $(grep 'device gpu' "$d/w.out")"
+	expect_eq "$(train_rows "$d/a" | wc -l)" 40 "train rows"
+	[ "$(train_rows "$d/a")" = "$(train_rows "$d/w")" ] ||
+		die "the steps' losses differ: $(diff <(train_rows "$d/a") <(train_rows "$d/w") | head -4)"
+	for c in step-00000010.ckpt step-00000020.ckpt step-00000030.ckpt final.ckpt; do
+		"$DLH_BIN/dlh-train" --same-params "$d/a/checkpoints/$c" "$d/w/checkpoints/$c" ||
+			die "$c: other weights with a step queued ahead: $("$DLH_BIN/dlh-train" --params-diff "$d/a/checkpoints/$c" "$d/w/checkpoints/$c")"
+	done
+	# a checkpoint on request (SIGUSR1, as the ctl verb sends it), no
+	# others: 4 epochs of 20 steps, asked for once rows come
+	# shellcheck disable=SC2046
+	mpirun -np 1 --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/r") --device gpu \
+		--checkpoint-every 0 --epochs 4 > "$d/r.out" 2>&1 &
+	local pid=$!
+	wait_for 60 sh -c "grep -q '^train,' '$d/r/metrics.csv' 2>/dev/null" || die "no rows: $(tail -3 "$d/r.out")"
+	pkill -USR1 -f "dlh-train-gpuemu --job-dir $d/r " || die "no rank to signal"
+	wait "$pid" || die "the run asked for a checkpoint failed: $(tail -5 "$d/r.out")"
+	c=$(sed -n 's/.*checkpoint \(step-[0-9]*\.ckpt\) on request.*/\1/p' "$d/r.out")
+	[ -n "$c" ] && [ -f "$d/r/checkpoints/$c" ] || die "no checkpoint on request: $(grep checkpoint "$d/r.out" | tail -3)"
+	n=$((10#${c//[^0-9]/}))
+	echo "measured: checkpoint on request at step $n of 80"
+	[ "$n" -lt 80 ] || die "the request came after the last step: make the run longer"
+	rm "$d/r/checkpoints/final.ckpt"
+	echo "$c" > "$d/r/checkpoints/latest"
+	# shellcheck disable=SC2046
+	mpirun -np 1 --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/r") --device gpu \
+		--checkpoint-every 0 --epochs 4 > "$d/r2.out" 2>&1 || die "resume failed: $(tail -5 "$d/r2.out")"
+	grep -q "start step $n" "$d/r2.out" || die "did not resume at step $n: $(head -3 "$d/r2.out")"
+	# shellcheck disable=SC2046
+	mpirun -np 1 --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/s") --device gpu \
+		--checkpoint-every 0 --epochs 4 --step-ahead off > "$d/s.out" 2>&1 ||
+		die "the uninterrupted run failed: $(tail -5 "$d/s.out")"
+	"$DLH_BIN/dlh-train" --same-params "$d/r/checkpoints/final.ckpt" "$d/s/checkpoints/final.ckpt" ||
+		die "resumed from $c: other weights than the run never stopped: $("$DLH_BIN/dlh-train" --params-diff "$d/r/checkpoints/final.ckpt" "$d/s/checkpoints/final.ckpt")"
+}
+
 # emu_args DIR: a dlh-train command line on a small CNN with dropout and Adam,
 # its gradients in 4 buckets (overlapped allreduce)
 emu_args() {
@@ -158,9 +218,9 @@ test_gpu_cuda_graph_on_the_host_emulation_matches_the_ungraphed_run_bit_for_bit(
 	# shellcheck disable=SC2046
 	mpirun -np 2 --oversubscribe --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/e") --device gpu \
 		--cuda-graph off > "$d/e.out" 2>&1 || die "ungraphed run failed: $(tail -5 "$d/e.out")"
-	grep -q 'device gpu: rank 0 on .*; steps in a CUDA graph; training rows on the device$' "$d/g.out" ||
+	grep -q 'device gpu: rank 0 on .*; steps in a CUDA graph; training rows on the device; each step queued before the last one is waited for$' "$d/g.out" ||
 		die "log: $(grep 'device gpu' "$d/g.out")"
-	grep -q 'device gpu: rank 0 on .*; no CUDA graph (--cuda-graph off); training rows on the device$' "$d/e.out" ||
+	grep -q 'device gpu: rank 0 on .*; no CUDA graph (--cuda-graph off); training rows on the device; each step' "$d/e.out" ||
 		die "log: $(grep 'device gpu' "$d/e.out")"
 	# 40 steps: the first one warms up, the second captures, all but the first replay
 	grep -q 'GPU time (CUDA events): 1 steps launch by launch: .*; 39 steps as a CUDA graph (1 captured, [1-9][0-9]* nodes)' "$d/g.out" ||
@@ -176,7 +236,7 @@ test_gpu_cuda_graph_on_the_host_emulation_matches_the_ungraphed_run_bit_for_bit(
 	# shellcheck disable=SC2046
 	mpirun -np 2 --oversubscribe --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/h") --device gpu \
 		--device-data off > "$d/h.out" 2>&1 || die "--device-data off failed: $(tail -5 "$d/h.out")"
-	grep -q 'device gpu: rank 0 on .*; steps in a CUDA graph; batches copied each step$' "$d/h.out" ||
+	grep -q 'device gpu: rank 0 on .*; steps in a CUDA graph; batches copied each step; each step' "$d/h.out" ||
 		die "log: $(grep 'device gpu' "$d/h.out")"
 	"$DLH_BIN/dlh-train" --same-params "$d/g/checkpoints/final.ckpt" "$d/h/checkpoints/final.ckpt" ||
 		die "rows on the device and batches copied ended with other weights: $("$DLH_BIN/dlh-train" --params-diff "$d/g/checkpoints/final.ckpt" "$d/h/checkpoints/final.ckpt")"

@@ -16,7 +16,25 @@
  * even) before the FP32 GEMM; cublasGemmEx takes BF16 inputs (the upper 16
  * bits of an FP32 word) and sums in FP32, as the tensor cores do (a product
  * of two BF16 numbers is exact in FP32; only the order of the sums differs).
- * What it cannot check: races, launch limits, real CUDA/NCCL errors.
+ * What it cannot check: races between kernels, launch limits, real
+ * CUDA/NCCL errors.
+ *
+ * The stream is asynchronous, as a GPU's: outside a capture, the work a
+ * call queues (kernels, cuBLAS calls, copies, memsets, allreduces, graph
+ * launches) waits in emu_pending and runs, in order, when the host waits
+ * for it: cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,
+ * a copy into pageable host memory (which CUDA makes synchronous), cudaFree,
+ * cudaFreeHost and cudaGraphExecDestroy. A copy from pageable host memory
+ * reads it at the call (CUDA stages it), one from pinned memory
+ * (cudaMallocHost) when it runs, and one into pinned memory lands only
+ * then; cudaEventElapsedTime before the events' work has run fails with
+ * cudaErrorNotReady. So a host that reads a result before waiting for it,
+ * or rewrites a pinned buffer a queued copy has yet to read, gets wrong
+ * numbers here as on a GPU. A failure of queued work shows at the wait as
+ * a launch failure. With two or more MPI ranks the work runs at the call
+ * instead: an emulated allreduce is an MPI collective, which must meet the
+ * other ranks' in the order the host calls them (a GPU's runs beside the
+ * host's own MPI calls; here it would deadlock against them).
  *
  * CUDA graphs are emulated by recording: between cudaStreamBeginCapture and
  * cudaStreamEndCapture nothing runs; each kernel launch (its arguments
@@ -38,12 +56,16 @@
 #ifndef DLT_GPU_EMU_H
 #define DLT_GPU_EMU_H
 
+#include <deque>
 #include <functional>
+#include <map>
+#include <memory>
 #include <new>
 #include <tuple>
 #include <vector>
 
 #include <cblas.h>
+#include <limits.h>
 #include <malloc.h>
 #define OMPI_SKIP_MPICXX 1   /* the C API only */
 #define MPICH_SKIP_MPICXX 1
@@ -83,14 +105,56 @@ static struct {
 
 static struct emu_graph *emu_capture;   /* the open capture, else NULL */
 
-/* Runs node now, or appends it to the open capture. Returns node's
- * result (0 when recorded). */
+/* ---- the stream: work queued outside a capture, run when the host waits ---- */
+
+static std::deque<std::function<int()>> emu_pending;   /* queued, in stream order */
+static long emu_queued, emu_ran;   /* nodes queued and run so far: the stream's positions */
+static int emu_pending_bad;        /* a node run since the last wait failed */
+
+/* The ranks of the MPI job this process is in (1 without MPI). */
+static inline int emu_world(void)
+{
+	int up = 0, down = 0, size = 1;
+
+	MPI_Initialized(&up);
+	MPI_Finalized(&down);
+	if (up && !down)
+		MPI_Comm_size(MPI_COMM_WORLD, &size);
+	return size;
+}
+
+/* Runs the queued work in order up to stream position mark (all of it
+ * with LONG_MAX). Returns 0, or -1 when a node run since the last call
+ * failed. */
+static inline int emu_run_until(long mark)
+{
+	while (emu_ran < mark && !emu_pending.empty()) {
+		std::function<int()> node = std::move(emu_pending.front());
+
+		emu_pending.pop_front();
+		emu_ran++;
+		emu_pending_bad |= node() < 0;
+	}
+	int bad = emu_pending_bad;
+
+	emu_pending_bad = 0;
+	return bad ? -1 : 0;
+}
+
+/* Appends node to the open capture; else queues it on the stream, or with
+ * 2+ MPI ranks runs it now. Returns node's result when it ran (0 when
+ * recorded or queued: a queued failure shows at the wait). */
 static inline int emu_queue(std::function<int()> node)
 {
-	if (!emu_capture)
+	if (emu_capture) {
+		emu_capture->nodes.push_back(std::move(node));
+		emu_graph_stats.captured++;
+		return 0;
+	}
+	if (emu_world() > 1)
 		return node();
-	emu_capture->nodes.push_back(std::move(node));
-	emu_graph_stats.captured++;
+	emu_pending.push_back(std::move(node));
+	emu_queued++;
 	return 0;
 }
 
@@ -116,10 +180,6 @@ static void emu_kernel(void (*k)(P...), unsigned blocks, unsigned threads, A... 
 {
 	std::tuple<P...> params(args...);
 
-	if (!emu_capture) {   /* no std::function: a launch costs what it did (calib.cu times it) */
-		emu_launch(blocks, threads, [&]() { std::apply(k, params); });
-		return;
-	}
 	emu_queue([=]() {
 		emu_launch(blocks, threads, [&]() { std::apply(k, params); });
 		return 0;
@@ -136,13 +196,16 @@ static void emu_kernel(void (*k)(P...), unsigned blocks, unsigned threads, A... 
 typedef enum {
 	cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1,
 	cudaErrorLaunchFailure = 719, cudaErrorStreamCaptureUnsupported = 900,
-	cudaErrorIllegalState = 401
+	cudaErrorIllegalState = 401, cudaErrorNotReady = 600
 } cudaError_t;
 typedef enum {
 	cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice
 } cudaMemcpyKind;
 typedef int *cudaStream_t;
-typedef int *cudaEvent_t;
+struct emu_event {
+	long mark;   /* the stream position cudaEventRecord put it at */
+};
+typedef struct emu_event *cudaEvent_t;
 #define cudaStreamNonBlocking 1
 
 struct cudaDeviceProp {
@@ -178,6 +241,7 @@ static inline const char *cudaGetErrorString(cudaError_t e)
 	case cudaErrorLaunchFailure: return "unspecified launch failure";
 	case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
 	case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+	case cudaErrorNotReady: return "device not ready";
 	}
 	return "unknown error";
 }
@@ -190,6 +254,7 @@ static inline const char *cudaGetErrorName(cudaError_t e)
 	case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
 	case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
 	case cudaErrorIllegalState: return "cudaErrorIllegalState";
+	case cudaErrorNotReady: return "cudaErrorNotReady";
 	}
 	return "cudaErrorUnknown";
 }
@@ -204,7 +269,14 @@ static inline cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
 	*free_b = EMU_TOTAL_BYTES - emu_used;
 	return cudaSuccess;
 }
-static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+/* The queued work run: its failure, as a GPU reports a kernel's, at the wait. */
+static inline cudaError_t emu_wait(void)
+{
+	if (emu_capture)
+		return cudaErrorStreamCaptureUnsupported;
+	return emu_run_until(LONG_MAX) < 0 ? cudaErrorLaunchFailure : cudaSuccess;
+}
+static inline cudaError_t cudaDeviceSynchronize(void) { return emu_wait(); }
 static inline cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
 {
 	memset(p, 0, sizeof *p);
@@ -223,30 +295,48 @@ static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
 	(void)s;
-	return emu_capture ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+	return emu_wait();
 }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
-static inline cudaError_t cudaEventCreate(cudaEvent_t *e) { *e = &emu_handle; return cudaSuccess; }
-static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+/* An event is a position in the stream: it completes when the work queued
+ * before its record has run (one recorded inside a capture orders the
+ * graph's streams, which are one here: it marks nothing). */
+static inline cudaError_t cudaEventCreate(cudaEvent_t *e)
 {
-	(void)e;
-	(void)s;
-	return cudaSuccess;
+	*e = new (std::nothrow) emu_event{ 0 };
+	return *e ? cudaSuccess : cudaErrorMemoryAllocation;
 }
-static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
-{
-	(void)a;
-	(void)b;
-	*ms = 0.0f;
-	return cudaSuccess;
-}
-static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { (void)e; return cudaSuccess; }
 #define cudaEventDisableTiming 2
 static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned f)
 {
 	(void)f;
-	*e = &emu_handle;
+	return cudaEventCreate(e);
+}
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+	(void)s;
+	if (!emu_capture)
+		e->mark = emu_queued;
 	return cudaSuccess;
+}
+static inline cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+	return emu_ran >= e->mark ? cudaSuccess : cudaErrorNotReady;
+}
+/* No times here (0 ms), but only between events that have completed. */
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+	if (emu_ran < a->mark || emu_ran < b->mark)
+		return cudaErrorNotReady;
+	*ms = 0.0f;
+	return cudaSuccess;
+}
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+	if (emu_capture)
+		return cudaErrorStreamCaptureUnsupported;
+	return emu_run_until(e->mark) < 0 ? cudaErrorLaunchFailure : cudaSuccess;
 }
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
 {
@@ -265,28 +355,63 @@ static inline cudaError_t cudaMalloc(void **p, size_t n)
 		emu_used += malloc_usable_size(*p);
 	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
+static std::map<const char *, size_t> emu_pinned_blocks;   /* cudaMallocHost's: start, bytes */
+
+/* 1 when [p, p + n) lies in one block of cudaMallocHost. */
+static inline int emu_pinned(const void *p, size_t n)
+{
+	const char *c = (const char *)p;
+	auto it = emu_pinned_blocks.upper_bound(c);
+
+	if (it == emu_pinned_blocks.begin())
+		return 0;
+	--it;
+	return c >= it->first && c + n <= it->first + it->second;
+}
 static inline cudaError_t cudaMallocHost(void **p, size_t n)
 {
-	*p = malloc(n);
-	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+	*p = malloc(n ? n : 1);
+	if (!*p)
+		return cudaErrorMemoryAllocation;
+	emu_pinned_blocks[(const char *)*p] = n;
+	return cudaSuccess;
 }
-/* cudaFree(0), as CUDA's, makes the context. */
+/* cudaFree(0), as CUDA's, makes the context; a free waits for the device. */
 static inline cudaError_t cudaFree(void *p)
 {
 	emu_context();
+	cudaError_t e = emu_capture ? cudaSuccess : emu_wait();
+
 	if (p)
 		emu_used -= malloc_usable_size(p);
 	free(p);
-	return cudaSuccess;
+	return e;
 }
-static inline cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
-/* A copy node reads its source when it runs (at replay, in a graph). */
+static inline cudaError_t cudaFreeHost(void *p)
+{
+	cudaError_t e = emu_capture ? cudaSuccess : emu_wait();
+
+	emu_pinned_blocks.erase((const char *)p);
+	free(p);
+	return e;
+}
+/* A copy node reads its source when it runs (at replay, in a graph), but
+ * outside a capture a copy from pageable host memory reads it now (CUDA
+ * stages it before returning) and one into pageable host memory waits for
+ * the stream and is done when the call returns. */
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k,
 					  cudaStream_t st)
 {
-	(void)k;
 	(void)st;
+	if (!emu_capture && k == cudaMemcpyHostToDevice && !emu_pinned(s, n)) {
+		auto staged = std::make_shared<std::vector<char>>((const char *)s, (const char *)s + n);
+
+		emu_queue([=]() { memcpy(d, staged->data(), n); return 0; });
+		return cudaSuccess;
+	}
 	emu_queue([=]() { memmove(d, s, n); return 0; });
+	if (!emu_capture && k == cudaMemcpyDeviceToHost && !emu_pinned(d, n))
+		return emu_wait();
 	return cudaSuccess;
 }
 static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st)
@@ -345,19 +470,28 @@ static inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g
  * shows as a launch failure. */
 static inline cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s)
 {
-	int bad = 0;
-
 	(void)s;
 	if (emu_capture)
 		return cudaErrorStreamCaptureUnsupported;   /* no graphs inside graphs here */
 	emu_graph_stats.launches++;
-	for (auto &node : e->nodes) {
-		bad |= node() < 0;
-		emu_graph_stats.replayed++;
-	}
-	return bad ? cudaErrorLaunchFailure : cudaSuccess;
+	return emu_queue([e]() {
+		int bad = 0;
+
+		for (auto &node : e->nodes) {
+			bad |= node() < 0;
+			emu_graph_stats.replayed++;
+		}
+		return bad ? -1 : 0;
+	}) < 0 ? cudaErrorLaunchFailure : cudaSuccess;
 }
-static inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) { delete e; return cudaSuccess; }
+/* A launched graph is freed once it has run (here: the stream waited for). */
+static inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e)
+{
+	cudaError_t r = emu_capture ? cudaSuccess : emu_wait();
+
+	delete e;
+	return r;
+}
 static inline cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete g; return cudaSuccess; }
 
 /* ---- cuBLAS ---- */

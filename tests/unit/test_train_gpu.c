@@ -814,14 +814,43 @@ static int graph_side(struct dlt_gpu *gpu, const struct dlt_net *net, int bucket
  * state after, bit for bit, and the graph counters of graph_rows. A value
  * of a step baked into the graph at its capture (a batch pointer, the
  * step, the rate) would replay the captured step's and fail this. With
- * rows, the graphed side holds GRAPH_DATA rows (dlt_gpu_set_data) and is
- * given each step's row numbers (dlt_gpu_step_rows), the other the same
+ * GV_ROWS, the graphed side holds GRAPH_DATA rows (dlt_gpu_set_data) and
+ * is given each step's row numbers (dlt_gpu_step_rows), the other the same
  * rows gathered on the host: a row number baked into the graph fails too.
- * Returns NULL, or what differs (in msg). */
+ * With GV_AHEAD the graphed side queues each step before it waits for the
+ * one before it (dlt_gpu_queue, dlt_gpu_wait, as --step-ahead): a step
+ * whose values, rows or sums the next one overwrote before they were used
+ * fails. The eager side runs first, alone, so its waits run none of the
+ * graphed side's queued work (the emulation has one stream). Returns NULL,
+ * or what differs (in msg). */
+#define GV_ROWS 1    /* the graphed side's batches are rows it holds */
+#define GV_AHEAD 2   /* the graphed side queues a step ahead */
+
+/* Step s's batch of graph_vs_eager into p->x and p->y: random, or with
+ * data_x rows of the data (another choice each step) whose numbers go to idx. */
+static int graph_batch(struct pair *p, const struct dlt_net_spec *spec, int s,
+		       const float *data_x, const uint8_t *data_y, uint32_t *idx)
+{
+	const int rows = graph_rows(s), dim = (int)dlt_shape_size(spec->in);
+
+	if (!data_x) {
+		fill_batch(p->x, p->y, rows, dim, spec->classes, 100 + (uint64_t)s);
+		return rows;
+	}
+	for (int i = 0; i < rows; i++) {
+		idx[i] = (uint32_t)((s * 37 + i * 11) % GRAPH_DATA);
+		memcpy(p->x + (size_t)i * dim, data_x + (size_t)idx[i] * dim,
+		       (size_t)dim * sizeof(float));
+		p->y[i] = data_y[idx[i]];
+	}
+	return rows;
+}
+
 static const char *graph_vs_eager(const struct dlt_net_spec *spec, const struct dlt_optim *o,
-				  enum dlt_precision prec, int buckets, int rows_mode, char *msg,
+				  enum dlt_precision prec, int buckets, int mode, char *msg,
 				  size_t len)
 {
+	const int rows_mode = mode & GV_ROWS, ahead = mode & GV_AHEAD;
 	const int dim = (int)dlt_shape_size(spec->in);
 	float *data_x = NULL;
 	uint8_t *data_y = NULL;
@@ -830,7 +859,7 @@ static const char *graph_vs_eager(const struct dlt_net_spec *spec, const struct 
 	struct pair p;
 	struct dlt_gpu *e = NULL;
 	struct dlt_gpu_graph_stats gs, es, before;
-	float *wg = NULL, *we = NULL;
+	float *wg = NULL, *we = NULL, se[GRAPH_STEPS + 1][2];
 	size_t np, n;
 	char name[DLT_ERR_MAX];
 	const char *bad = NULL;
@@ -864,36 +893,50 @@ static const char *graph_vs_eager(const struct dlt_net_spec *spec, const struct 
 		goto out;
 	}
 	dlt_gpu_graph_stats(p.gpu, &before);
+	/* the eager side, each step waited for */
 	for (int s = 1; s <= GRAPH_STEPS && !bad; s++) {
-		const int rows = graph_rows(s);
+		const int rows = graph_batch(&p, spec, s, rows_mode ? data_x : NULL, data_y, idx);
 		const float lr = 0.01f * (1.0f + 0.125f * (float)s), w = (float)rows / GRAPH_ROWS;
-		float sg[2], se[2];
 
-		int rc;
-
-		if (rows_mode) {   /* rows of the data, another choice each step */
-			for (int i = 0; i < rows; i++) {
-				idx[i] = (uint32_t)((s * 37 + i * 11) % GRAPH_DATA);
-				memcpy(p.x + (size_t)i * dim, data_x + (size_t)idx[i] * dim,
-				       (size_t)dim * sizeof(float));
-				p.y[i] = data_y[idx[i]];
-			}
-			rc = dlt_gpu_step_rows(p.gpu, idx, rows, w, (uint64_t)s, o, lr, (unsigned long)s,
-					       sg, p.err, sizeof p.err);
-		} else {
-			fill_batch(p.x, p.y, rows, dim, spec->classes, 100 + (uint64_t)s);
-			rc = dlt_gpu_step(p.gpu, p.x, p.y, rows, w, (uint64_t)s, o, lr, (unsigned long)s,
-					  sg, p.err, sizeof p.err);
-		}
-		if (rc < 0 ||
-		    dlt_gpu_step(e, p.x, p.y, rows, w, (uint64_t)s, o, lr, (unsigned long)s, se,
+		if (dlt_gpu_step(e, p.x, p.y, rows, w, (uint64_t)s, o, lr, (unsigned long)s, se[s],
 				 p.err, sizeof p.err) < 0) {
+			snprintf(msg, len, "step %d without the graph: %s", s, p.err);
+			bad = msg;
+		}
+	}
+	/* the graphed side; with ahead, step s is waited for after s + 1 is queued */
+	for (int s = 1; s <= GRAPH_STEPS + (ahead ? 1 : 0) && !bad; s++) {
+		const int done = ahead ? s - 1 : s;   /* the step whose sums come now */
+		float sg[2];
+		int rc = 0;
+
+		if (s <= GRAPH_STEPS) {
+			const int rows = graph_batch(&p, spec, s, rows_mode ? data_x : NULL, data_y, idx);
+			const float lr = 0.01f * (1.0f + 0.125f * (float)s);
+			const float w = (float)rows / GRAPH_ROWS;
+
+			if (ahead)
+				rc = rows_mode ?
+				     dlt_gpu_queue_rows(p.gpu, idx, rows, w, (uint64_t)s, o, lr,
+							(unsigned long)s, p.err, sizeof p.err) :
+				     dlt_gpu_queue(p.gpu, p.x, p.y, rows, w, (uint64_t)s, o, lr,
+						   (unsigned long)s, p.err, sizeof p.err);
+			else
+				rc = rows_mode ?
+				     dlt_gpu_step_rows(p.gpu, idx, rows, w, (uint64_t)s, o, lr,
+						       (unsigned long)s, sg, p.err, sizeof p.err) :
+				     dlt_gpu_step(p.gpu, p.x, p.y, rows, w, (uint64_t)s, o, lr,
+						  (unsigned long)s, sg, p.err, sizeof p.err);
+		}
+		if (rc == 0 && ahead && done >= 1)
+			rc = dlt_gpu_wait(p.gpu, sg, p.err, sizeof p.err);
+		if (rc < 0) {
 			snprintf(msg, len, "step %d: %s", s, p.err);
 			bad = msg;
-		} else if (memcmp(sg, se, sizeof sg)) {
+		} else if (done >= 1 && memcmp(sg, se[done], sizeof sg)) {
 			snprintf(msg, len, "step %d (%d rows): loss sum %.9g, hits %g with the graph; "
-				 "%.9g, %g without", s, rows, (double)sg[0], (double)sg[1],
-				 (double)se[0], (double)se[1]);
+				 "%.9g, %g without", done, graph_rows(done), (double)sg[0],
+				 (double)sg[1], (double)se[done][0], (double)se[done][1]);
 			bad = msg;
 		}
 	}
@@ -981,8 +1024,13 @@ TEST(gpu_graph_mlp_adam_dropout_bucketed_steps_equal_the_ungraphed_bit_for_bit)
 	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 1, 0, msg, sizeof msg);
 	CHECK_MSG(!bad, "%s", bad);
 	/* the graphed side on rows it holds, given their numbers (--device-data) */
-	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 0, 1, msg, sizeof msg);
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 0, GV_ROWS, msg, sizeof msg);
 	CHECK_MSG(!bad, "rows on the device: %s", bad);
+	/* and each step queued before the one before it is waited for (--step-ahead) */
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 1, GV_ROWS | GV_AHEAD, msg, sizeof msg);
+	CHECK_MSG(!bad, "rows on the device, a step queued ahead: %s", bad);
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 0, GV_AHEAD, msg, sizeof msg);
+	CHECK_MSG(!bad, "batches copied, a step queued ahead: %s", bad);
 }
 
 TEST(gpu_graph_cnn_nesterov_dropout_steps_equal_the_ungraphed_bit_for_bit)
@@ -998,8 +1046,10 @@ TEST(gpu_graph_cnn_nesterov_dropout_steps_equal_the_ungraphed_bit_for_bit)
 	cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 1, f, k, 2, 16, 0.25f, 10);
 	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 0, 0, msg, sizeof msg);
 	CHECK_MSG(!bad, "%s", bad);
-	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 1, 1, msg, sizeof msg);
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 1, GV_ROWS, msg, sizeof msg);
 	CHECK_MSG(!bad, "rows on the device, buckets: %s", bad);
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_FP32, 1, GV_ROWS | GV_AHEAD, msg, sizeof msg);
+	CHECK_MSG(!bad, "rows on the device, buckets, a step queued ahead: %s", bad);
 }
 
 TEST(gpu_graph_cnn_adam_dropout_bf16_bucketed_steps_equal_the_ungraphed_bit_for_bit)
@@ -1016,6 +1066,8 @@ TEST(gpu_graph_cnn_adam_dropout_bf16_bucketed_steps_equal_the_ungraphed_bit_for_
 	cnn_spec(&s, (struct dlt_shape){ 1, 12, 12 }, 2, f, k, 2, 16, 0.25f, 10);
 	bad = graph_vs_eager(&s, &o, DLT_PRECISION_BF16, 1, 0, msg, sizeof msg);
 	CHECK_MSG(!bad, "%s", bad);
+	bad = graph_vs_eager(&s, &o, DLT_PRECISION_BF16, 1, GV_AHEAD, msg, sizeof msg);
+	CHECK_MSG(!bad, "a step queued ahead: %s", bad);
 }
 
 /* steps on rows the GPU holds (graph_vs_eager's rows mode, in the MLP and
@@ -1043,6 +1095,41 @@ TEST(gpu_steps_on_rows_the_gpu_holds_are_refused_outside_them)
 	CHECK_MSG(dlt_gpu_step_rows(p.gpu, idx, 2, 1.0f, 1, &sgd, 0.01f, 1, sums, p.err,
 				    sizeof p.err) == -EINVAL && strstr(p.err, "row 5 of a batch"),
 		  "%s", p.err);
+	pair_close(&p);
+}
+
+/* at most DLT_GPU_QUEUE steps queued; a wait with none queued and a
+ * dlt_gpu_step (whose wait would be a queued step's) are refused */
+TEST(gpu_queue_holds_two_steps_and_refuses_what_would_mix_them_up)
+{
+	const int hidden[1] = { 16 };
+	const struct dlt_optim sgd = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f };
+	struct dlt_net_spec s;
+	struct pair p;
+	float sums[2];
+	unsigned char id[DLT_GPU_ID_BYTES];
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 20, hidden, 1, 4);
+	CHECK_MSG(pair_open(&p, &s, 8, 1, 3) == 0, "%s", p.err);
+	CHECK_MSG(dlt_gpu_nccl_id(id, p.err, sizeof p.err) == 0 &&
+		  dlt_gpu_nccl_init(p.gpu, id, 0, 1, p.err, sizeof p.err) == 0, "%s", p.err);
+	CHECK(dlt_gpu_wait(p.gpu, sums, p.err, sizeof p.err) == -EINVAL &&
+	      strstr(p.err, "no step queued"));
+	for (int t = 1; t <= DLT_GPU_QUEUE; t++)
+		CHECK_MSG(dlt_gpu_queue(p.gpu, p.x, p.y, 8, 1.0f, (uint64_t)t, &sgd, 0.01f,
+					(unsigned long)t, p.err, sizeof p.err) == 0, "%s", p.err);
+	CHECK_MSG(dlt_gpu_queue(p.gpu, p.x, p.y, 8, 1.0f, 9, &sgd, 0.01f, 9, p.err,
+				sizeof p.err) == -EBUSY && strstr(p.err, "queued already"), "%s", p.err);
+	CHECK_MSG(dlt_gpu_step(p.gpu, p.x, p.y, 8, 1.0f, 9, &sgd, 0.01f, 9, sums, p.err,
+			       sizeof p.err) == -EBUSY && strstr(p.err, "with a step queued"),
+		  "%s", p.err);
+	for (int t = 1; t <= DLT_GPU_QUEUE; t++)
+		CHECK_MSG(dlt_gpu_wait(p.gpu, sums, p.err, sizeof p.err) == 0, "%s", p.err);
+	CHECK(dlt_gpu_wait(p.gpu, sums, p.err, sizeof p.err) == -EINVAL);
+	CHECK_MSG(dlt_gpu_step(p.gpu, p.x, p.y, 8, 1.0f, 3, &sgd, 0.01f, 3, sums, p.err,
+			       sizeof p.err) == 0, "%s", p.err);
 	pair_close(&p);
 }
 
@@ -1100,6 +1187,7 @@ int main(void)
 	RUN(gpu_graph_mlp_adam_dropout_bucketed_steps_equal_the_ungraphed_bit_for_bit);
 	RUN(gpu_graph_cnn_nesterov_dropout_steps_equal_the_ungraphed_bit_for_bit);
 	RUN(gpu_graph_cnn_adam_dropout_bf16_bucketed_steps_equal_the_ungraphed_bit_for_bit);
+	RUN(gpu_queue_holds_two_steps_and_refuses_what_would_mix_them_up);
 	RUN(gpu_graph_is_dropped_when_the_precision_changes);
 	RUN(gpu_steps_on_rows_the_gpu_holds_are_refused_outside_them);
 	return CHECK_EXIT();

@@ -70,6 +70,7 @@
 #define GPU_THREADS 256          /* threads per block of the elementwise kernels */
 #define GPU_MAX_BLOCKS 65535     /* grid cap; kernels loop grid-stride beyond it */
 #define GPU_MAX_BUCKETS DLT_NET_MAX_LAYERS   /* gradient buckets (one per layer at most) */
+#define GPU_QUEUE DLT_GPU_QUEUE   /* steps queued at once at most (dlt_gpu_queue) */
 
 /* The per-step values the kernels read from device memory (g->vals), so a
  * captured step replays with each step's own. */
@@ -88,6 +89,17 @@ struct gpu_graph_key {
 	int gather;                 /* 1: the batch is gathered from the device's rows */
 	float weight;               /* the loss weight (rows / global batch) */
 	struct dlt_optim optim;     /* the update and its constants */
+};
+
+/* The host side of a queued step: what its copies read and write, and
+ * its events. A slot is taken again only after its step was waited for,
+ * so its copies have run by then. */
+struct gpu_slot {
+	cudaEvent_t ev[5];        /* the step's phase boundaries (graphed: 0 and 4) */
+	cudaEvent_t done;         /* its sums have landed in gsum */
+	unsigned char *block;     /* pinned: its values and row numbers, for its one copy */
+	float *gsum;              /* pinned: the global batch's loss sum and correct count */
+	int replay;               /* 1: it ran as one graph launch */
 };
 
 /* Per-layer GPU buffers. */
@@ -125,8 +137,8 @@ struct dlt_gpu {
 	float *row_hit;                          /* max_batch: 1 when the row is correct */
 	double *dsum;                            /* 2 doubles: loss sum, hits of a batch */
 	double *host_sum;                        /* pinned copy of dsum */
-	float *host_gsum;                        /* pinned copy of grads[nparams..+2] */
-	cudaEvent_t ev[5];                       /* step phase boundaries */
+	struct gpu_slot slot[GPU_QUEUE];         /* the queued steps' host sides */
+	int qfirst, qlen;                        /* the oldest queued step's slot; steps queued */
 	cudaStream_t comm_stream;                /* the bucketed allreduces */
 	int nbuckets;                            /* 0: one allreduce after backward */
 	struct {
@@ -140,7 +152,7 @@ struct dlt_gpu {
 	struct gpu_step_vals *vals;              /* device: this step's values, then up to
 						    max_batch row numbers (dlt_gpu_step_rows) */
 	struct gpu_step_vals hvals;              /* host: what was last copied there */
-	unsigned char *hblock;                   /* host: hvals and the row numbers, staged */
+	unsigned char *hblock;                   /* host: hvals, staged (the calls but steps) */
 	float *data_x;                           /* dlt_gpu_set_data: its rows' pixels */
 	uint8_t *data_y;                         /* and labels */
 	long data_rows;                          /* rows there (0: none) */
@@ -639,10 +651,17 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 	cudaFree(g->data_y);
 	free(g->hblock);
 	cudaFreeHost(g->host_sum);
-	cudaFreeHost(g->host_gsum);
-	for (int i = 0; i < 5; i++)
-		if (g->ev[i])
-			cudaEventDestroy(g->ev[i]);
+	for (int q = 0; q < GPU_QUEUE; q++) {
+		struct gpu_slot *sl = &g->slot[q];
+
+		cudaFreeHost(sl->block);
+		cudaFreeHost(sl->gsum);
+		for (int i = 0; i < 5; i++)
+			if (sl->ev[i])
+				cudaEventDestroy(sl->ev[i]);
+		if (sl->done)
+			cudaEventDestroy(sl->done);
+	}
 	for (int i = 0; i < g->nbuckets; i++)
 		cudaEventDestroy(g->bucket[i].ready);
 	if (g->comm_done)
@@ -701,7 +720,10 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 	if (!(g->hblock = (unsigned char *)calloc(1, block)))
 		return fail(-ENOMEM, err, errlen, "gpu: cannot allocate %zu host bytes", block);
 	CUDA_CHECK(cudaMallocHost((void **)&g->host_sum, 2 * sizeof(double)));
-	CUDA_CHECK(cudaMallocHost((void **)&g->host_gsum, 2 * sizeof(float)));
+	for (int q = 0; q < GPU_QUEUE; q++) {
+		CUDA_CHECK(cudaMallocHost((void **)&g->slot[q].block, block));
+		CUDA_CHECK(cudaMallocHost((void **)&g->slot[q].gsum, 2 * sizeof(float)));
+	}
 	CUDA_CHECK(cudaMemsetAsync(g->state, 0, (size_t)g->nstate * np * sizeof(float), g->stream));
 	CUDA_CHECK(cudaMemsetAsync(g->grads, 0, (np + 2) * sizeof(float), g->stream));
 	return 0;
@@ -718,8 +740,11 @@ static int open_device(struct dlt_gpu *g, char *err, size_t errlen)
 		 prop.name, g->device, prop.major, prop.minor, prop.multiProcessorCount,
 		 (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
 	CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
-	for (int i = 0; i < 5; i++)
-		CUDA_CHECK(cudaEventCreate(&g->ev[i]));
+	for (int q = 0; q < GPU_QUEUE; q++) {
+		for (int i = 0; i < 5; i++)
+			CUDA_CHECK(cudaEventCreate(&g->slot[q].ev[i]));
+		CUDA_CHECK(cudaEventCreateWithFlags(&g->slot[q].done, cudaEventDisableTiming));
+	}
 	CUDA_CHECK(cudaStreamCreateWithFlags(&g->comm_stream, cudaStreamNonBlocking));
 	CUDA_CHECK(cudaEventCreateWithFlags(&g->comm_done, cudaEventDisableTiming));
 	BLAS_CHECK(cublasCreate(&g->blas));
@@ -1164,12 +1189,16 @@ static int take_sums(struct dlt_gpu *g, double *loss_sum, long *correct, char *e
 }
 
 /* Queues the copy of the step's values into g->vals (the kernels after it
- * read them): the global step and, when o is not NULL, the learning rate
- * lr and Adam's constants of 1-based step t, computed as optim.c does;
- * with idx, the step's row numbers idx[0..rows) after them in the same copy
- * (dlt_gpu_step_rows). */
-static int put_vals_rows(struct dlt_gpu *g, uint64_t step, const struct dlt_optim *o, float lr,
-			 unsigned long t, const uint32_t *idx, int rows, char *err, size_t errlen)
+ * read them) from host block: the global step and, when o is not NULL, the
+ * learning rate lr and Adam's constants of 1-based step t, computed as
+ * optim.c does; with idx, the step's row numbers idx[0..rows) after them
+ * in the same copy (dlt_gpu_queue_rows). block is g->hblock (pageable:
+ * staged before the call returns, so it may change again at once) or a
+ * queued step's pinned one (read when the copy runs: the caller keeps it
+ * until the step was waited for). */
+static int put_vals_rows(struct dlt_gpu *g, unsigned char *block, uint64_t step,
+			 const struct dlt_optim *o, float lr, unsigned long t, const uint32_t *idx,
+			 int rows, char *err, size_t errlen)
 {
 	g->hvals.step = step;
 	if (o) {
@@ -1183,22 +1212,20 @@ static int put_vals_rows(struct dlt_gpu *g, uint64_t step, const struct dlt_opti
 			g->hvals.adam_ib = 1.0f / bc2s;
 		}
 	}
-	memcpy(g->hblock, &g->hvals, sizeof g->hvals);
+	memcpy(block, &g->hvals, sizeof g->hvals);
 	if (idx)
-		memcpy(g->hblock + sizeof g->hvals, idx, (size_t)rows * sizeof *idx);
-	/* from pageable memory: staged before the call returns, so the block
-	 * may change again at once */
-	CUDA_CHECK(cudaMemcpyAsync(g->vals, g->hblock,
+		memcpy(block + sizeof g->hvals, idx, (size_t)rows * sizeof *idx);
+	CUDA_CHECK(cudaMemcpyAsync(g->vals, block,
 				   sizeof g->hvals + (idx ? (size_t)rows * sizeof *idx : 0),
 				   cudaMemcpyHostToDevice, g->stream));
 	return 0;
 }
 
-/* put_vals_rows without row numbers. */
+/* put_vals_rows from g->hblock without row numbers (the calls but steps). */
 static int put_vals(struct dlt_gpu *g, uint64_t step, const struct dlt_optim *o, float lr,
 		    unsigned long t, char *err, size_t errlen)
 {
-	return put_vals_rows(g, step, o, lr, t, NULL, 0, err, errlen);
+	return put_vals_rows(g, g->hblock, step, o, lr, t, NULL, 0, err, errlen);
 }
 
 extern "C" int dlt_gpu_forward(struct dlt_gpu *g, const float *x, int rows, int train,
@@ -1271,16 +1298,18 @@ extern "C" int dlt_gpu_optim_step(struct dlt_gpu *g, const struct dlt_optim *o, 
 }
 
 /* The device work of one dlt_gpu_step once its batch and values are in
- * place: forward, loss, backward with the allreduces, the optimizer. What
- * a graph captures (timed 0: no timing events inside a capture). */
+ * place: forward, loss, backward with the allreduces, the optimizer, its
+ * phases marked by events ev[0..4]. What a graph captures (ev NULL: no
+ * timing events inside a capture). */
 static int step_work(struct dlt_gpu *g, int rows, float weight, const struct dlt_optim *o,
-		     int gather, int timed, char *err, size_t errlen)
+		     int gather, cudaEvent_t *ev, char *err, size_t errlen)
 {
+	const int timed = ev != NULL;
 	cudaStream_t s = g->stream;
 	const size_t dim = dlt_shape_size(g->net.in);
 
 	if (timed)
-		CUDA_CHECK(cudaEventRecord(g->ev[0], s));
+		CUDA_CHECK(cudaEventRecord(ev[0], s));
 	if (gather) {   /* the batch from the device's rows (the numbers in g->vals) */
 		LAUNCH(k_gather_rows, blocks_for((size_t)rows * dim), GPU_THREADS, s, g->x, g->y,
 		       g->data_x, g->data_y, g->vals, rows, dim);
@@ -1289,7 +1318,7 @@ static int step_work(struct dlt_gpu *g, int rows, float weight, const struct dlt
 	TRY(forward(g, rows, 1, err, errlen));
 	TRY(loss(g, rows, 1, weight, g->grads + g->nparams, err, errlen));
 	if (timed)
-		CUDA_CHECK(cudaEventRecord(g->ev[1], s));
+		CUDA_CHECK(cudaEventRecord(ev[1], s));
 	/* the weighted gradients of every rank sum to the global batch's mean:
 	 * bucket by bucket on comm_stream during backward, or in one call; the
 	 * sum over one rank is its own gradients (no call: for a small model
@@ -1297,7 +1326,7 @@ static int step_work(struct dlt_gpu *g, int rows, float weight, const struct dlt
 	const int sum = g->nccl_ranks > 1;
 	TRY(backward(g, rows, sum && g->nbuckets > 0, err, errlen));
 	if (timed)
-		CUDA_CHECK(cudaEventRecord(g->ev[2], s));
+		CUDA_CHECK(cudaEventRecord(ev[2], s));
 	if (sum && g->nbuckets) {
 		CUDA_CHECK(cudaEventRecord(g->comm_done, g->comm_stream));
 		CUDA_CHECK(cudaStreamWaitEvent(s, g->comm_done, 0));
@@ -1305,10 +1334,10 @@ static int step_work(struct dlt_gpu *g, int rows, float weight, const struct dlt
 		NCCL_CHECK(ncclAllReduce(g->grads, g->grads, g->nparams + 2, ncclFloat, ncclSum,
 					 g->comm, s));
 	if (timed)
-		CUDA_CHECK(cudaEventRecord(g->ev[3], s));
+		CUDA_CHECK(cudaEventRecord(ev[3], s));
 	TRY(optim(g, o, err, errlen));
 	if (timed)
-		CUDA_CHECK(cudaEventRecord(g->ev[4], s));
+		CUDA_CHECK(cudaEventRecord(ev[4], s));
 	return 0;
 }
 
@@ -1334,7 +1363,7 @@ static int capture(struct dlt_gpu *g, const struct gpu_graph_key *k, char *err, 
 
 	drop_graph(g);
 	CUDA_CHECK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal));
-	rc = step_work(g, k->rows, k->weight, &k->optim, k->gather, 0, err, errlen);
+	rc = step_work(g, k->rows, k->weight, &k->optim, k->gather, NULL, err, errlen);
 	e = cudaStreamEndCapture(g->stream, &graph);   /* ended whatever step_work did */
 	if (rc < 0 || e != cudaSuccess) {
 		if (graph)
@@ -1356,35 +1385,37 @@ static int capture(struct dlt_gpu *g, const struct gpu_graph_key *k, char *err, 
 	return 0;
 }
 
-/* dlt_gpu_step with the batch given as pixels (x, y) or as row numbers of
+/* dlt_gpu_queue with the batch given as pixels (x, y) or as row numbers of
  * the device's rows (idx; x and y NULL). */
-static int step_common(struct dlt_gpu *g, const float *x, const uint8_t *y, const uint32_t *idx,
-		       int rows, float weight, uint64_t step, const struct dlt_optim *o, float lr,
-		       unsigned long t, float sums[2], char *err, size_t errlen)
+static int queue_step(struct dlt_gpu *g, const float *x, const uint8_t *y, const uint32_t *idx,
+		      int rows, float weight, uint64_t step, const struct dlt_optim *o, float lr,
+		      unsigned long t, char *err, size_t errlen)
 {
 	cudaStream_t s = g->stream;
 	struct gpu_graph_key k;
+	struct gpu_slot *sl;
 	int replay, ready;
-	float ms;
 
 	if (!g->comm)
-		return fail(-EINVAL, err, errlen, "gpu: dlt_gpu_step before dlt_gpu_nccl_init");
+		return fail(-EINVAL, err, errlen, "gpu: dlt_gpu_queue before dlt_gpu_nccl_init");
 	if (g->nbuckets && g->bucket[g->nbuckets - 1].lo != 0)
 		return fail(-EINVAL, err, errlen, "gpu: the gradient buckets end at float %zu, not 0",
 			    g->bucket[g->nbuckets - 1].lo);
+	if (g->qlen == GPU_QUEUE)
+		return fail(-EBUSY, err, errlen, "gpu: %d steps queued already: dlt_gpu_wait first",
+			    GPU_QUEUE);
+	sl = &g->slot[(g->qfirst + g->qlen) % GPU_QUEUE];
 	if (idx) {
 		TRY(batch_rows(g, rows, err, errlen));
 		if (!g->data_rows)
-			return fail(-EINVAL, err, errlen, "gpu: dlt_gpu_step_rows before dlt_gpu_set_data");
+			return fail(-EINVAL, err, errlen, "gpu: dlt_gpu_queue_rows before dlt_gpu_set_data");
 		for (int i = 0; i < rows; i++)
 			if (idx[i] >= (uint64_t)g->data_rows)
 				return fail(-EINVAL, err, errlen, "gpu: row %u of a batch: the device holds %ld",
 					    idx[i], g->data_rows);
-		TRY(put_vals_rows(g, step, o, lr, t, idx, rows, err, errlen));
-	} else {
+	} else
 		TRY(put_batch(g, x, y, rows, err, errlen));
-		TRY(put_vals(g, step, o, lr, t, err, errlen));
-	}
+	TRY(put_vals_rows(g, sl->block, step, o, lr, t, idx, idx ? rows : 0, err, errlen));
 	memset(&k, 0, sizeof k);
 	k.gather = idx != NULL;
 	k.rows = rows;
@@ -1400,28 +1431,60 @@ static int step_common(struct dlt_gpu *g, const float *x, const uint8_t *y, cons
 	if (replay && !ready)
 		TRY(capture(g, &k, err, errlen));
 	if (replay) {
-		CUDA_CHECK(cudaEventRecord(g->ev[0], s));
+		CUDA_CHECK(cudaEventRecord(sl->ev[0], s));
 		CUDA_CHECK(cudaGraphLaunch(g->graph, s));
-		CUDA_CHECK(cudaEventRecord(g->ev[4], s));
+		CUDA_CHECK(cudaEventRecord(sl->ev[4], s));
 	} else
-		TRY(step_work(g, rows, weight, o, k.gather, 1, err, errlen));
+		TRY(step_work(g, rows, weight, o, k.gather, sl->ev, err, errlen));
 	/* the global loss sum and correct count: the step's one readback */
-	CUDA_CHECK(cudaMemcpyAsync(g->host_gsum, g->grads + g->nparams, 2 * sizeof(float),
+	CUDA_CHECK(cudaMemcpyAsync(sl->gsum, g->grads + g->nparams, 2 * sizeof(float),
 				   cudaMemcpyDeviceToHost, s));
-	CUDA_CHECK(cudaStreamSynchronize(s));
-	if (replay) {
-		CUDA_CHECK(cudaEventElapsedTime(&ms, g->ev[0], g->ev[4]));
+	CUDA_CHECK(cudaEventRecord(sl->done, s));
+	sl->replay = replay;
+	g->qlen++;
+	return 0;
+}
+
+extern "C" int dlt_gpu_queue(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
+			     float weight, uint64_t step, const struct dlt_optim *o, float lr,
+			     unsigned long t, char *err, size_t errlen)
+{
+	return queue_step(g, x, y, NULL, rows, weight, step, o, lr, t, err, errlen);
+}
+
+extern "C" int dlt_gpu_queue_rows(struct dlt_gpu *g, const uint32_t *idx, int rows, float weight,
+				  uint64_t step, const struct dlt_optim *o, float lr,
+				  unsigned long t, char *err, size_t errlen)
+{
+	return queue_step(g, NULL, NULL, idx, rows, weight, step, o, lr, t, err, errlen);
+}
+
+extern "C" int dlt_gpu_wait(struct dlt_gpu *g, float sums[2], char *err, size_t errlen)
+{
+	struct gpu_slot *sl = &g->slot[g->qfirst];
+	float ms;
+
+	if (!g->qlen)
+		return fail(-EINVAL, err, errlen, "gpu: dlt_gpu_wait with no step queued");
+	CUDA_CHECK(cudaSetDevice(g->device));
+	/* the slot is free again whatever the wait says: a failed step's
+	 * error is the run's end */
+	g->qfirst = (g->qfirst + 1) % GPU_QUEUE;
+	g->qlen--;
+	CUDA_CHECK(cudaEventSynchronize(sl->done));
+	if (sl->replay) {
+		CUDA_CHECK(cudaEventElapsedTime(&ms, sl->ev[0], sl->ev[4]));
 		g->gstats.graph_s += 1e-3 * ms;
 		g->gstats.launches++;
 	} else {
 		for (int i = 0; i < 4; i++) {
-			CUDA_CHECK(cudaEventElapsedTime(&ms, g->ev[i], g->ev[i + 1]));
+			CUDA_CHECK(cudaEventElapsedTime(&ms, sl->ev[i], sl->ev[i + 1]));
 			g->t[i] += 1e-3 * ms;
 		}
 		g->gstats.eager++;
 	}
-	sums[0] = g->host_gsum[0];
-	sums[1] = g->host_gsum[1];
+	sums[0] = sl->gsum[0];
+	sums[1] = sl->gsum[1];
 	return 0;
 }
 
@@ -1429,14 +1492,20 @@ extern "C" int dlt_gpu_step(struct dlt_gpu *g, const float *x, const uint8_t *y,
 			    float weight, uint64_t step, const struct dlt_optim *o, float lr,
 			    unsigned long t, float sums[2], char *err, size_t errlen)
 {
-	return step_common(g, x, y, NULL, rows, weight, step, o, lr, t, sums, err, errlen);
+	if (g->qlen)   /* its wait would be the queued step's */
+		return fail(-EBUSY, err, errlen, "gpu: dlt_gpu_step with a step queued");
+	TRY(dlt_gpu_queue(g, x, y, rows, weight, step, o, lr, t, err, errlen));
+	return dlt_gpu_wait(g, sums, err, errlen);
 }
 
 extern "C" int dlt_gpu_step_rows(struct dlt_gpu *g, const uint32_t *idx, int rows, float weight,
 				 uint64_t step, const struct dlt_optim *o, float lr,
 				 unsigned long t, float sums[2], char *err, size_t errlen)
 {
-	return step_common(g, NULL, NULL, idx, rows, weight, step, o, lr, t, sums, err, errlen);
+	if (g->qlen)
+		return fail(-EBUSY, err, errlen, "gpu: dlt_gpu_step_rows with a step queued");
+	TRY(dlt_gpu_queue_rows(g, idx, rows, weight, step, o, lr, t, err, errlen));
+	return dlt_gpu_wait(g, sums, err, errlen);
 }
 
 extern "C" int dlt_gpu_set_data(struct dlt_gpu *g, const float *x, const uint8_t *y, long rows,

@@ -38,6 +38,11 @@ static struct {
 	int (*set_data)(struct dlt_gpu *, const float *, const uint8_t *, long, char *, size_t);
 	int (*step_rows)(struct dlt_gpu *, const uint32_t *, int, float, uint64_t,
 			 const struct dlt_optim *, float, unsigned long, float *, char *, size_t);
+	int (*queue)(struct dlt_gpu *, const float *, const uint8_t *, int, float, uint64_t,
+		     const struct dlt_optim *, float, unsigned long, char *, size_t);
+	int (*queue_rows)(struct dlt_gpu *, const uint32_t *, int, float, uint64_t,
+			  const struct dlt_optim *, float, unsigned long, char *, size_t);
+	int (*wait)(struct dlt_gpu *, float *, char *, size_t);
 	int (*eval_batch)(struct dlt_gpu *, const float *, const uint8_t *, int, double *, long *,
 			  char *, size_t);
 	void (*times)(const struct dlt_gpu *, double *);
@@ -75,6 +80,7 @@ static int open_lib(const char *path)
 	SYM(eval_batch, "dlt_gpu_eval_batch") SYM(times, "dlt_gpu_times")
 	SYM(mem_used, "dlt_gpu_mem_used")
 	SYM(set_data, "dlt_gpu_set_data") SYM(step_rows, "dlt_gpu_step_rows")
+	SYM(queue, "dlt_gpu_queue") SYM(queue_rows, "dlt_gpu_queue_rows") SYM(wait, "dlt_gpu_wait")
 	SYM(set_graph, "dlt_gpu_set_graph") SYM(graph_stats, "dlt_gpu_graph_stats")
 	SYM(calibrate, "dlt_gpu_calibrate")
 #undef SYM
@@ -220,6 +226,25 @@ int dlt_gpu_step_rows(struct dlt_gpu *g, const uint32_t *idx, int rows, float we
 		      float sums[2], char *err, size_t errlen)
 {
 	return T.step_rows(g, idx, rows, weight, step, o, lr, t, sums, err, errlen);
+}
+
+int dlt_gpu_queue(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows, float weight,
+		  uint64_t step, const struct dlt_optim *o, float lr, unsigned long t,
+		  char *err, size_t errlen)
+{
+	return T.queue(g, x, y, rows, weight, step, o, lr, t, err, errlen);
+}
+
+int dlt_gpu_queue_rows(struct dlt_gpu *g, const uint32_t *idx, int rows, float weight,
+		       uint64_t step, const struct dlt_optim *o, float lr, unsigned long t,
+		       char *err, size_t errlen)
+{
+	return T.queue_rows(g, idx, rows, weight, step, o, lr, t, err, errlen);
+}
+
+int dlt_gpu_wait(struct dlt_gpu *g, float sums[2], char *err, size_t errlen)
+{
+	return T.wait(g, sums, err, errlen);
 }
 
 int dlt_gpu_eval_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,

@@ -197,6 +197,44 @@ int dlt_gpu_step_rows(struct dlt_gpu *g, const uint32_t *idx, int rows, float we
 	return none(err, errlen);
 }
 
+int dlt_gpu_queue(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows, float weight,
+		  uint64_t step, const struct dlt_optim *o, float lr, unsigned long t,
+		  char *err, size_t errlen)
+{
+	(void)g;
+	(void)x;
+	(void)y;
+	(void)rows;
+	(void)weight;
+	(void)step;
+	(void)o;
+	(void)lr;
+	(void)t;
+	return none(err, errlen);
+}
+
+int dlt_gpu_queue_rows(struct dlt_gpu *g, const uint32_t *idx, int rows, float weight,
+		       uint64_t step, const struct dlt_optim *o, float lr, unsigned long t,
+		       char *err, size_t errlen)
+{
+	(void)g;
+	(void)idx;
+	(void)rows;
+	(void)weight;
+	(void)step;
+	(void)o;
+	(void)lr;
+	(void)t;
+	return none(err, errlen);
+}
+
+int dlt_gpu_wait(struct dlt_gpu *g, float sums[2], char *err, size_t errlen)
+{
+	(void)g;
+	(void)sums;
+	return none(err, errlen);
+}
+
 double dlt_gpu_mem_used(struct dlt_gpu *g)
 {
 	(void)g;
