@@ -523,13 +523,21 @@ static double rank_mem(const struct dlh_estimate_in *in, const struct dlh_calib 
  * host cannot queue faster, a small model is launch-bound). The GEMM grid
  * and the elementwise passes were timed as nodes of a graph, as a step
  * runs them. Then the copies in (a training step's values with its rows'
- * numbers; an evaluation batch's two), the copy of the two sums back and
- * the step's synchronisation. */
+ * numbers; an evaluation batch's two), the copy of the two sums back and,
+ * for an evaluation batch, the wait. A training step is queued before the
+ * one before it is waited for (dlh-train's default, --step-ahead on), so
+ * its device time and its host's work overlap: the step costs the more of
+ * them (gpu_step_s). */
 
-/* Seconds of one elementwise kernel moving bytes (read + written). */
+/* Seconds of one elementwise kernel moving bytes (read + written): at
+ * least what the smallest pass timed took (64 KiB, as a node of a graph:
+ * below that a kernel is bound by its latency, not its bytes), and at
+ * least rd->floor_s. */
 static double gk_s(const struct rdev *rd, double bytes)
 {
-	return fmax(rd->floor_s, bytes > 0 ? bytes / bw_at(rd, bytes) : 0.0);
+	static const long sizes[DLH_CALIB_BW_N] = DLH_CALIB_BW_SIZES;
+	double least = rd->d->bw[0] > 0 ? (double)sizes[0] / rd->d->bw[0] : 0.0;
+	return fmax(fmax(rd->floor_s, least), bytes > 0 ? bytes / bw_at(rd, bytes) : 0.0);
 }
 
 /* Seconds of one cuBLAS sgemm (row-major form t, as gpu.cu's gemm()); in
@@ -589,11 +597,13 @@ static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n,
 }
 
 /* Seconds of the stack's forward (and with train, the backward; *bwd its
- * share) for n rows with the loss's two kernels and the wait for the
- * stream at the end, the batch got in as the backend gets it: a training
- * step's rows from those the device holds (--device-data), their numbers
- * in the step's one copy with its values and gathered by a kernel; an
- * evaluation batch by its two copies. Each call at least rd->floor_s. */
+ * share) for n rows with the loss's two kernels, the batch got in as the
+ * backend gets it: a training step's rows from those the device holds
+ * (--device-data), their numbers in the step's one copy with its values
+ * and gathered by a kernel; an evaluation batch by its two copies. Then
+ * the copy of the sums back and, for an evaluation batch, the wait for
+ * the stream (a training step's is gpu_step_s's). Each call at least
+ * rd->floor_s. */
 static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, double n,
 			 double dim, int classes, int train, double *bwd)
 {
@@ -607,8 +617,20 @@ static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, 
 		b += gpu_bwd_s(rd, &s[i], n, i > 0);
 	if (bwd)
 		*bwd = b;
-	/* the step's sums back (a copy the host waits for), then the wait */
-	return t + b + rd->d->h2d_s + rd->d->sync_s;
+	/* the sums back; an evaluation batch waits for them */
+	return t + b + rd->d->h2d_s + (train ? 0.0 : rd->d->sync_s);
+}
+
+/* Seconds of a training step on a GPU whose device work (its copies, its
+ * graph's nodes and the update) takes dev: the host launches the graph
+ * (kernel_s), queues the two copies (a launch each), waits for the step
+ * before (sync_s) and appends its metrics row (metrics_s), all while the
+ * GPU runs the step queued before (--step-ahead), so the more of the two
+ * sets the pace. */
+static double gpu_step_s(const struct rdev *rd, const struct dlh_calib *cal, double dev)
+{
+	const struct dlh_calib_dev *d = rd->d;
+	return fmax(dev, 3.0 * d->kernel_s + d->sync_s + cal->metrics_s);
 }
 
 /* Seconds of the optimizer's kernel over np parameters with nstate arrays
@@ -753,10 +775,12 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 			/* the step's graph: its nodes back to back after one launch,
 			 * the step's values and rows' numbers copied in before it */
 			rd.floor_s = rd.d->node_s > 0 ? rd.d->node_s : DLH_EST_GRAPH_NODE_S;
-			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, &bwd) +
-			       rd.d->kernel_s;
+			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, &bwd);
 			first_bwd = gpu_bwd_s(&rd, &s[0], b, 0);
 			u = gpu_update_s(&rd, np, nstate);
+			/* the host's share, metrics row included, hides behind the
+			 * device's: what it adds to the step goes with the pass */
+			comp = gpu_step_s(&rd, cal, comp + u) - u - cal->metrics_s;
 			rd.floor_s = rd.d->kernel_s;   /* evaluation: launch by launch */
 		} else {
 			/* the batch gathered from the shard: rows of random images */
@@ -800,7 +824,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 
 	/* rank 0 appends a metrics line after each step: the other ranks
 	 * wait for it at the next gradient sum, so the step pays it once */
-	upd_max += cal->metrics_s;
+	upd_max += cal->metrics_s;   /* (a GPU rank's is in its comp: gpu_step_s) */
 
 	/* the gradient sum: shm = two barriers (the sum is in u); across
 	 * nodes a ring allreduce, bucket by bucket behind backward */

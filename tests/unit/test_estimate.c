@@ -616,24 +616,33 @@ TEST(a_small_gpu_step_is_one_graph_launch_its_nodes_copies_and_one_sync)
 	/* gpu.cu: the batch gathered from the rows the GPU holds 1, forward
 	 * 2 + 1 + 2 kernels, the loss 2, backward 3 + 1 + 2 (the first layer
 	 * has no input gradient) and the update (one rank: no allreduce): 15
-	 * nodes of one CUDA graph, launched once; the step's values and its
-	 * rows' numbers in (1 copy), the sums out, a sync. A cache without
-	 * node_s (before graphs were timed): the assumed floor */
-	double step = 15 * DLH_EST_GRAPH_NODE_S + 5e-6 + 2 * 1e-5 + 2e-5;
+	 * nodes of one CUDA graph; the step's values and its rows' numbers in
+	 * (1 copy), the sums out. A cache without node_s (before graphs were
+	 * timed): the assumed floor. The host launches the graph and queues
+	 * the two copies (3 launches) and waits for the step before: 35 us,
+	 * behind the device's 42.5 (--step-ahead) */
+	double step = 15 * DLH_EST_GRAPH_NODE_S + 2 * 1e-5;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g", e.step_s, step);
 	CHECK(strstr(e.source, "H100 measured on it (GPU)"));
 	/* the node's cost as measured */
 	c.dev[1].node_s = 3e-6;
 	CHECK(est(&c, NULL, &e) == 0);
-	step = 15 * 3e-6 + 5e-6 + 2 * 1e-5 + 2e-5;
+	step = 15 * 3e-6 + 2 * 1e-5;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g (node_s 3 us)", e.step_s, step);
 	/* no gather on the host: its rate does not count */
 	c.dev[0].gather_bw = 1e9;
 	CHECK(est(&c, NULL, &e) == 0);
 	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g (a host gather)", e.step_s, step);
+	/* a host slower than the device: its work sets the pace, the metrics
+	 * row with it */
+	c.dev[1].sync_s = 1e-4;
+	c.metrics_s = 2e-6;
+	CHECK(est(&c, NULL, &e) == 0);
+	step = 3 * 5e-6 + 1e-4 + 2e-6;
+	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g (host-bound)", e.step_s, step);
 }
 
-TEST(a_gpu_steps_launch_cost_counts_once_but_evaluation_pays_each_launch)
+TEST(a_gpu_steps_host_work_hides_behind_its_device_work_but_evaluation_pays_each_launch)
 {
 	struct dlh_calib c;
 	struct dlh_estimate base, e;
@@ -643,14 +652,21 @@ TEST(a_gpu_steps_launch_cost_counts_once_but_evaluation_pays_each_launch)
 	CHECK(est(&c, NULL, &base) == 0);
 	c.dev[1].kernel_s += 1e-6;
 	CHECK(est(&c, NULL, &e) == 0);
-	/* the step: its graph's one launch; evaluation (not captured, the
-	 * epoch's part besides its steps): each of its 7 calls a batch
-	 * (forward 5, the loss 2), 200 test images in one batch */
-	CHECK_MSG(fabs(e.step_s - base.step_s - 1e-6) < 1e-12, "step %g, was %g", e.step_s,
-		  base.step_s);
+	/* the step: the host's launches hide behind the device's work;
+	 * evaluation (not captured, the epoch's part besides its steps): each
+	 * of its 7 calls a batch (forward 5, the loss 2), 200 test images in
+	 * one batch */
+	CHECK_MSG(fabs(e.step_s - base.step_s) < 1e-12, "step %g, was %g", e.step_s, base.step_s);
 	double spe = (double)e.steps / spec.epochs;
 	double eval = (e.epoch_s - spe * e.step_s) - (base.epoch_s - spe * base.step_s);
 	CHECK_MSG(fabs(eval - 7e-6) < 1e-12, "evaluation grew %g", eval);
+	/* a host-bound step pays its three launches */
+	c.dev[1].sync_s = 1e-4;
+	CHECK(est(&c, NULL, &base) == 0);
+	c.dev[1].kernel_s += 1e-6;
+	CHECK(est(&c, NULL, &e) == 0);
+	CHECK_MSG(fabs(e.step_s - base.step_s - 3e-6) < 1e-12, "step %g, was %g (host-bound)",
+		  e.step_s, base.step_s);
 }
 
 TEST(each_gpu_figure_moves_the_estimate)
@@ -662,12 +678,13 @@ TEST(each_gpu_figure_moves_the_estimate)
 	gpu_calib(&c, 2e13, 2e12, 4e-6, 1e-5, 8e-6);
 	mlp(&c, 256, 64, 1, "H100");
 	CHECK(est(&c, NULL, &base) == 0);
-	g->kernel_s *= 2;   /* the step graph's launch */
-	CHECK(est(&c, NULL, &e) == 0 && fabs(e.step_s - base.step_s - 4e-6) < 1e-12);
+	g->sync_s *= 10;    /* the host's wait, past the device's step: the pace */
+	CHECK(est(&c, NULL, &e) == 0 &&
+	      fabs(e.step_s - (3 * 4e-6 + 1e-4)) < 1e-12 && e.step_s > base.step_s);
+	g->kernel_s *= 2;   /* the graph's launch and the copies' queueing */
+	CHECK(est(&c, NULL, &e) == 0 && fabs(e.step_s - (3 * 8e-6 + 1e-4)) < 1e-12);
 	g->kernel_s /= 2;
-	g->sync_s *= 4;     /* the step's wait */
-	CHECK(est(&c, NULL, &e) == 0 && fabs(e.step_s - base.step_s - 3e-5) < 1e-12);
-	g->sync_s /= 4;
+	g->sync_s /= 10;
 	g->h2d_bw = 1e9;    /* the step's copy in: its 64 rows' numbers at 1 GB/s */
 	CHECK(est(&c, NULL, &e) == 0 && fabs(e.step_s - base.step_s - 64 * 4 / 1e9) < 1e-12);
 	/* start-up: the rows the GPU holds (1000 of 784 floats and a label) */
@@ -691,6 +708,28 @@ TEST(each_gpu_figure_moves_the_estimate)
 			for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
 				g->gemm[i][j][l] /= 4;
 	CHECK(est(&c, NULL, &e) == 0 && e.step_s > base.step_s * 2);
+}
+
+/* an elementwise kernel smaller than the smallest pass timed costs what
+ * that one did (a GPU's small kernel is bound by its latency) */
+TEST(a_gpu_kernel_below_the_smallest_pass_timed_costs_that_pass)
+{
+	struct dlh_calib c;
+	struct dlh_estimate base, e;
+	static const long sizes[DLH_CALIB_BW_N] = DLH_CALIB_BW_SIZES;
+
+	gpu_calib(&c, 1e30, HUGE_BW, 1e-7, 1e-7, 1e-5);   /* a quick host: the device's pace */
+	c.dev[1].node_s = 1e-7;
+	mlp(&c, 16, 50, 1, "H100");
+	CHECK(est(&c, NULL, &base) == 0);
+	/* the 64 KiB pass took 1 us: each of the step's 10 elementwise
+	 * kernels (its 15 nodes less 5 GEMMs: the gather, 2 biases, the
+	 * ReLU, the loss's 2, 2 bias gradients, the ReLU's gradient, the
+	 * update) at 1 us, not node_s */
+	c.dev[1].bw[0] = (double)sizes[0] / 1e-6;
+	CHECK(est(&c, NULL, &e) == 0);
+	CHECK_MSG(fabs(e.step_s - base.step_s - 10 * (1e-6 - 1e-7)) < 1e-12,
+		  "step %g, was %g", e.step_s, base.step_s);
 }
 
 TEST(tf32_and_bf16_take_the_tensor_cores_grid_and_bf16_its_casts)
@@ -789,7 +828,8 @@ int main(void)
 	RUN(history_fit_keeps_factor_one_for_a_term_never_seen);
 	RUN(history_fit_learns_a_correction_per_device);
 	RUN(a_small_gpu_step_is_one_graph_launch_its_nodes_copies_and_one_sync);
-	RUN(a_gpu_steps_launch_cost_counts_once_but_evaluation_pays_each_launch);
+	RUN(a_gpu_steps_host_work_hides_behind_its_device_work_but_evaluation_pays_each_launch);
+	RUN(a_gpu_kernel_below_the_smallest_pass_timed_costs_that_pass);
 	RUN(each_gpu_figure_moves_the_estimate);
 	RUN(tf32_and_bf16_take_the_tensor_cores_grid_and_bf16_its_casts);
 	RUN(gpu_memory_is_the_context_cublas_nccl_and_the_backends_buffers);
