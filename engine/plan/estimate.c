@@ -557,7 +557,18 @@ static double h2d_s(const struct rdev *rd, double bytes)
 	return d->h2d_s + (d->h2d_bw > 0 ? bytes / d->h2d_bw : 0.0);
 }
 
-/* Forward seconds of layer s (the i-th) for n rows, as layer_forward. */
+/* 1 when layer i of s (nl layers) is a dense or conv layer with a ReLU
+ * after it, which gpu.cu fuses (relu_after): the layer's bias kernel
+ * writes the ReLU's output, and its backward masks the gradient, in the
+ * kernel that reads it first; the ReLU launches nothing. */
+static int gpu_relu_after(const struct lshape *s, int nl, int i)
+{
+	return i + 1 < nl && !strcmp(s[i + 1].kind, "relu") &&
+	       (!strcmp(s[i].kind, "dense") || !strcmp(s[i].kind, "conv"));
+}
+
+/* Forward seconds of layer s (the i-th) for n rows, as layer_forward
+ * (a ReLU fused after it costs nothing more: the same bytes). */
 static double gpu_fwd_s(const struct rdev *rd, const struct lshape *s, double n)
 {
 	double m = n * s->in;
@@ -574,16 +585,18 @@ static double gpu_fwd_s(const struct rdev *rd, const struct lshape *s, double n)
 }
 
 /* Backward seconds of layer s for n rows; dx: the input gradient too
- * (every layer but the first), as layer_backward. */
-static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n, int dx)
+ * (every layer but the first), as layer_backward; relu: a ReLU after it
+ * fused (the kernel that reads the gradient first reads the ReLU's output
+ * too, and for a dense layer writes the masked gradient back). */
+static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n, int dx, int relu)
 {
 	double m = n * s->in;
 	if (!strcmp(s->kind, "dense"))
-		return gg_s(rd, TN, s->o, s->k, n) + gk_s(rd, n * s->o * F4) +
+		return gg_s(rd, TN, s->o, s->k, n) + gk_s(rd, (relu ? 3.0 : 1.0) * n * s->o * F4) +
 		       (dx ? gg_s(rd, NN, n, s->k, s->o) : 0.0);
 	if (!strcmp(s->kind, "conv")) {
 		double N = n * s->HW;
-		double t = gk_s(rd, 2.0 * s->F * N * F4) + gg_s(rd, NT, s->F, s->R, N) +
+		double t = gk_s(rd, (relu ? 3.0 : 2.0) * s->F * N * F4) + gg_s(rd, NT, s->F, s->R, N) +
 			   gk_s(rd, s->F * N * F4);
 		return t + (dx ? gg_s(rd, TN, s->R, N, s->F) + gk_s(rd, (s->R * N + m) * F4) : 0.0);
 	}
@@ -611,10 +624,12 @@ static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, 
 			   h2d_s(rd, n * dim * F4) + h2d_s(rd, n);
 	double b = 0.0;
 	for (int i = 0; i < nl; i++)
-		t += gpu_fwd_s(rd, &s[i], n);
+		if (!(i > 0 && gpu_relu_after(s, nl, i - 1)))
+			t += gpu_fwd_s(rd, &s[i], n);
 	t += gk_s(rd, 2.0 * n * classes * F4) + gk_s(rd, 2.0 * n * F4);
 	for (int i = nl - 1; train && i >= 0; i--)
-		b += gpu_bwd_s(rd, &s[i], n, i > 0);
+		if (!(i > 0 && gpu_relu_after(s, nl, i - 1)))
+			b += gpu_bwd_s(rd, &s[i], n, i > 0, gpu_relu_after(s, nl, i));
 	if (bwd)
 		*bwd = b;
 	/* the sums back; an evaluation batch waits for them */
@@ -776,7 +791,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 			 * the step's values and rows' numbers copied in before it */
 			rd.floor_s = rd.d->node_s > 0 ? rd.d->node_s : DLH_EST_GRAPH_NODE_S;
 			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, &bwd);
-			first_bwd = gpu_bwd_s(&rd, &s[0], b, 0);
+			first_bwd = gpu_bwd_s(&rd, &s[0], b, 0, gpu_relu_after(s, nl, 0));
 			u = gpu_update_s(&rd, np, nstate);
 			/* the host's share, metrics row included, hides behind the
 			 * device's: what it adds to the step goes with the pass */

@@ -235,15 +235,23 @@ __global__ void k_to_bf16(uint16_t *out, const float *x, size_t n)
 
 /* ---- kernels: dense, ReLU ---- */
 
-/* y[i][j] += b[j] for rows x o. */
-__global__ void k_add_bias_rows(float *y, const float *b, int o, size_t m)
+/* out[i][j] = y[i][j] + b[j] for rows x o, and with relu the ReLU of that
+ * (k_relu_fwd's, fused: a dense layer followed by a ReLU writes the
+ * ReLU's output at once); out may be y. */
+__global__ void k_add_bias_rows(float *out, const float *y, const float *b, int o, size_t m,
+				int relu)
 {
-	GRID_STRIDE(i, m)
-		y[i] += b[i % (size_t)o];
+	GRID_STRIDE(i, m) {
+		float v = y[i] + b[i % (size_t)o];
+
+		out[i] = relu && !(v > 0.0f) ? 0.0f : v;
+	}
 }
 
-/* gb[j] = sum over rows i (in order) of dy[i][j]: the dense bias gradient. */
-__global__ void k_col_sums(float *gb, const float *dy, int rows, int o)
+/* gb[j] = sum over rows i (in order) of dy[i][j]: the dense bias gradient.
+ * With y (the output of the ReLU after the layer), dy is first masked in
+ * place by it as k_relu_bwd does (fused: the ReLU's backward). */
+__global__ void k_col_sums(float *gb, float *dy, const float *y, int rows, int o)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;
 
@@ -251,8 +259,13 @@ __global__ void k_col_sums(float *gb, const float *dy, int rows, int o)
 		return;
 	float s = 0.0f;
 
-	for (int i = 0; i < rows; i++)
-		s += dy[(size_t)i * (size_t)o + (size_t)j];
+	for (int i = 0; i < rows; i++) {
+		const size_t e = (size_t)i * (size_t)o + (size_t)j;
+
+		if (y && !(y[e] > 0.0f))
+			dy[e] = 0.0f;
+		s += dy[e];
+	}
 	gb[j] = s;
 }
 
@@ -323,27 +336,31 @@ __global__ void k_col2im(float *dx, const float *col, int C, int H, int W, int k
 	}
 }
 
-/* y[i][f][j] = t[f][i*hw + j] + b[f]: F x N GEMM output to NCHW plus bias. */
-__global__ void k_conv_scatter(float *y, const float *t, const float *b, int F, size_t hw, int n)
+/* y[i][f][j] = t[f][i*hw + j] + b[f]: F x N GEMM output to NCHW plus bias,
+ * and with relu the ReLU of that (fused, as k_add_bias_rows). */
+__global__ void k_conv_scatter(float *y, const float *t, const float *b, int F, size_t hw, int n,
+			       int relu)
 {
 	const size_t N = (size_t)n * hw, total = (size_t)F * N;
 
 	GRID_STRIDE(e, total) {
 		size_t i = e / ((size_t)F * hw), f = e / hw % (size_t)F, j = e % hw;
+		float v = t[f * N + i * hw + j] + b[f];
 
-		y[e] = t[f * N + i * hw + j] + b[f];
+		y[e] = relu && !(v > 0.0f) ? 0.0f : v;
 	}
 }
 
-/* t[f][i*hw + j] = dy[i][f][j]: NCHW dY to F x N. */
-__global__ void k_conv_gather(float *t, const float *dy, int F, size_t hw, int n)
+/* t[f][i*hw + j] = dy[i][f][j]: NCHW dY to F x N; with y (the output of
+ * the ReLU after the conv), masked by it as k_relu_bwd does (fused). */
+__global__ void k_conv_gather(float *t, const float *dy, const float *y, int F, size_t hw, int n)
 {
 	const size_t N = (size_t)n * hw, total = (size_t)F * N;
 
 	GRID_STRIDE(e, total) {
 		size_t i = e / ((size_t)F * hw), f = e / hw % (size_t)F, j = e % hw;
 
-		t[f * N + i * hw + j] = dy[e];
+		t[f * N + i * hw + j] = y && !(y[e] > 0.0f) ? 0.0f : dy[e];
 	}
 }
 
@@ -937,12 +954,28 @@ extern "C" int dlt_gpu_download(struct dlt_gpu *g, float *params, float *state,
 
 /* Layer l's forward pass on n rows from x into its activation (dropout
  * with the masks of the step in g->vals when train). */
+/* 1 when layer li is a dense or conv layer followed by a ReLU: its bias
+ * kernel writes the ReLU's output and its backward masks the gradient by
+ * it, so the ReLU launches nothing of its own (two graph nodes fewer, and
+ * a pass less over the activations each way). */
+static int relu_after(const struct dlt_gpu *g, int li)
+{
+	const struct dlt_net *n = &g->net;
+
+	return li + 1 < n->nlayers && n->layer[li + 1].kind == DLT_LAYER_RELU &&
+	       (n->layer[li].kind == DLT_LAYER_DENSE || n->layer[li].kind == DLT_LAYER_CONV);
+}
+
+/* Layer li's forward on x (n rows) into its activations, or with
+ * relu_after into the ReLU's after it. */
 static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int train,
 			 char *err, size_t errlen)
 {
 	const struct dlt_layer *l = &g->net.layer[li];
 	const float *p = g->params + l->off;
 	float *y = g->layer[li].act;
+	const int relu = relu_after(g, li);
+	float *out = relu ? g->layer[li + 1].act : y;
 	const size_t m = (size_t)n * dlt_shape_size(l->in);
 	cudaStream_t s = g->stream;
 
@@ -952,7 +985,7 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 
 		TRY(gemm(g, 0, 1, n, o, k, x, k, p, k, y, o, err, errlen));
 		LAUNCH(k_add_bias_rows, blocks_for((size_t)n * o), GPU_THREADS, s,
-			y, p + (size_t)o * (size_t)k, o, (size_t)n * (size_t)o);
+			out, y, p + (size_t)o * (size_t)k, o, (size_t)n * (size_t)o, relu);
 		KERNEL_CHECK("add_bias_rows");
 		break;
 	}
@@ -970,7 +1003,7 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 		KERNEL_CHECK("im2col");
 		TRY(gemm(g, 0, 0, F, (int)N, R, p, R, col, (int)N, g->ws, (int)N, err, errlen));
 		LAUNCH(k_conv_scatter, blocks_for((size_t)F * N), GPU_THREADS, s,
-			y, g->ws, p + (size_t)F * (size_t)R, F, hw, n);
+			out, g->ws, p + (size_t)F * (size_t)R, F, hw, n, relu);
 		KERNEL_CHECK("conv_scatter");
 		break;
 	}
@@ -998,11 +1031,15 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 
 /* Layer l's backward pass: parameter gradients into g->grads + l->off
  * and, when dx is not NULL, the input gradient. x is the layer's input. */
-static int layer_backward(struct dlt_gpu *g, int li, const float *x, const float *dy, float *dx,
+/* Layer li's backward from dy (n rows) into its gradients and, when dx is
+ * not NULL, its input's gradient; with relu_after, dy is the gradient of
+ * the ReLU's output, masked here (in place, for a dense layer). */
+static int layer_backward(struct dlt_gpu *g, int li, const float *x, float *dy, float *dx,
 			  int n, int train, char *err, size_t errlen)
 {
 	const struct dlt_layer *l = &g->net.layer[li];
 	const float *p = g->params + l->off, *y = g->layer[li].act;
+	const float *mask = relu_after(g, li) ? g->layer[li + 1].act : NULL;
 	float *gr = g->grads + l->off;
 	const size_t m = (size_t)n * dlt_shape_size(l->in);
 	cudaStream_t s = g->stream;
@@ -1011,10 +1048,11 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, const float
 	case DLT_LAYER_DENSE: {
 		int k = (int)dlt_shape_size(l->in), o = l->out.c;
 
-		TRY(gemm(g, 1, 0, o, k, n, dy, o, x, k, gr, k, err, errlen));
+		/* the bias gradient first: with a ReLU after, it masks dy */
 		LAUNCH(k_col_sums, (o + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, s,
-			gr + (size_t)o * (size_t)k, dy, n, o);
+			gr + (size_t)o * (size_t)k, dy, mask, n, o);
 		KERNEL_CHECK("col_sums");
+		TRY(gemm(g, 1, 0, o, k, n, dy, o, x, k, gr, k, err, errlen));
 		if (dx)
 			TRY(gemm(g, 0, 0, n, k, o, dy, o, p, k, dx, k, err, errlen));
 		break;
@@ -1030,7 +1068,7 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, const float
 		const size_t hw = (size_t)l->in.h * (size_t)l->in.w, N = (size_t)n * hw;
 		float *col = g->layer[li].col, *t = g->ws;
 
-		LAUNCH(k_conv_gather, blocks_for((size_t)F * N), GPU_THREADS, s, t, dy, F, hw, n);
+		LAUNCH(k_conv_gather, blocks_for((size_t)F * N), GPU_THREADS, s, t, dy, mask, F, hw, n);
 		KERNEL_CHECK("conv_gather");
 		TRY(gemm(g, 0, 1, F, R, (int)N, t, (int)N, col, (int)N, gr, R, err, errlen));
 		LAUNCH_SYNC(k_row_sums, F, GPU_THREADS, s, gr + (size_t)F * (size_t)R, t, N);
@@ -1100,6 +1138,8 @@ static int forward(struct dlt_gpu *g, int rows, int train, char *err, size_t err
 
 	for (int i = 0; i < g->net.nlayers; i++) {
 		TRY(layer_forward(g, i, in, rows, train, err, errlen));
+		if (relu_after(g, i))
+			i++;   /* its output written by layer i's kernel */
 		in = g->layer[i].act;
 	}
 	return 0;
@@ -1134,8 +1174,12 @@ static int backward(struct dlt_gpu *g, int rows, int allreduce, char *err, size_
 		const float *in = i > 0 ? g->layer[i - 1].act : g->x;
 		float *dx = i > 0 ? g->delta[!cur] : NULL;
 
-		TRY(layer_backward(g, i, in, g->delta[cur], dx, rows, 1, err, errlen));
-		cur = !cur;
+		/* a ReLU after a dense or conv layer: that layer's backward masks
+		 * the gradient (relu_after); its own is nothing */
+		if (!(i > 0 && relu_after(g, i - 1))) {
+			TRY(layer_backward(g, i, in, g->delta[cur], dx, rows, 1, err, errlen));
+			cur = !cur;
+		}
 		/* start the allreduce of every bucket this layer completes */
 		while (allreduce && next < g->nbuckets && g->bucket[next].trigger == i) {
 			size_t lo = g->bucket[next].lo, n = g->bucket[next].hi - lo;
