@@ -1098,6 +1098,49 @@ TEST(gpu_steps_on_rows_the_gpu_holds_are_refused_outside_them)
 	pair_close(&p);
 }
 
+/* the 64-bit instances of the index kernels (a batch past 2^31 elements
+ * runs them; DLT_GPU_INDEX64=1 makes every launch take them) give the
+ * 32-bit ones' gradients and loss, bit for bit: a CNN with every layout
+ * kernel (im2col, col2im, the conv's scatter and gather, pooling both
+ * ways, the dense bias) */
+TEST(gpu_index_kernels_32_and_64_bit_give_the_same_gradients)
+{
+	const int f[2] = { 4, 6 }, k[2] = { 5, 3 };
+	struct dlt_net_spec s;
+	struct pair p;
+	struct dlt_gpu *wide = NULL;
+	float *g32 = NULL, *g64 = NULL;
+	double l32 = 0, l64 = 0;
+	long c32 = 0, c64 = 0;
+
+	if (!have_gpu)
+		SKIP(why);
+	cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 2, f, k, 2, 16, 0.0f, 10);
+	CHECK_MSG(pair_open(&p, &s, 12, 1, 5) == 0, "%s", p.err);
+	setenv("DLT_GPU_INDEX64", "1", 1);
+	int rc = dlt_gpu_create(&wide, &p.net, 1, 0, 5, 0, p.err, sizeof p.err);
+	unsetenv("DLT_GPU_INDEX64");
+	CHECK_MSG(rc == 0 && dlt_gpu_upload(wide, p.params, p.state, p.err, sizeof p.err) == 0,
+		  "%s", p.err);
+	g32 = malloc(p.net.nparams * sizeof(float));
+	g64 = malloc(p.net.nparams * sizeof(float));
+	CHECK(g32 && g64);
+	CHECK_MSG(dlt_gpu_train_batch(p.gpu, p.x, p.y, 12, 1.0f, 1, g32, &l32, &c32, p.err,
+				      sizeof p.err) == 0 &&
+		  dlt_gpu_train_batch(wide, p.x, p.y, 12, 1.0f, 1, g64, &l64, &c64, p.err,
+				      sizeof p.err) == 0, "%s", p.err);
+	CHECK_MSG(l32 == l64 && c32 == c64, "loss %.9g, hits %ld (32-bit); %.9g, %ld (64-bit)",
+		  l32, c32, l64, c64);
+	for (size_t i = 0; i < p.net.nparams; i++)
+		CHECK_MSG(!memcmp(&g32[i], &g64[i], sizeof g32[i]),
+			  "gradient %zu: %.9g (32-bit), %.9g (64-bit)", i, (double)g32[i],
+			  (double)g64[i]);
+	free(g32);
+	free(g64);
+	dlt_gpu_destroy(wide);
+	pair_close(&p);
+}
+
 /* at most DLT_GPU_QUEUE steps queued; a wait with none queued and a
  * dlt_gpu_step (whose wait would be a queued step's) are refused */
 TEST(gpu_queue_holds_two_steps_and_refuses_what_would_mix_them_up)
@@ -1187,6 +1230,7 @@ int main(void)
 	RUN(gpu_graph_mlp_adam_dropout_bucketed_steps_equal_the_ungraphed_bit_for_bit);
 	RUN(gpu_graph_cnn_nesterov_dropout_steps_equal_the_ungraphed_bit_for_bit);
 	RUN(gpu_graph_cnn_adam_dropout_bf16_bucketed_steps_equal_the_ungraphed_bit_for_bit);
+	RUN(gpu_index_kernels_32_and_64_bit_give_the_same_gradients);
 	RUN(gpu_queue_holds_two_steps_and_refuses_what_would_mix_them_up);
 	RUN(gpu_graph_is_dropped_when_the_precision_changes);
 	RUN(gpu_steps_on_rows_the_gpu_holds_are_refused_outside_them);

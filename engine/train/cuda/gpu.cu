@@ -157,6 +157,7 @@ struct dlt_gpu {
 	uint8_t *data_y;                         /* and labels */
 	long data_rows;                          /* rows there (0: none) */
 	int graph_on;                            /* dlt_gpu_set_graph: 1 = capture steps */
+	size_t idx32_below;                      /* LAUNCH_IDX: 32-bit indices below this */
 	cudaGraphExec_t graph;                   /* the captured step, or NULL */
 	struct gpu_graph_key graph_key;          /* its shape */
 	struct gpu_graph_key last_key;           /* the previous step's shape */
@@ -211,6 +212,23 @@ static unsigned blocks_for(size_t n)
 #define GRID_STRIDE(i, n) for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; \
 	i < (n); i += (size_t)gridDim.x * blockDim.x)
 
+/* The same loop in index type I. The kernels that divide each element's
+ * index into its coordinates (the layouts of im2col, pooling, the bias's
+ * column) are templates on I: a GPU divides 64-bit integers in software,
+ * several times the instructions of a 32-bit division, which bound those
+ * kernels where their bytes would not. LAUNCH_IDX runs the 32-bit
+ * instance when every index of the launch is below span (< 2^31: i plus
+ * the grid's stride, at most 2^24, stays below 2^32), else the 64-bit;
+ * with DLT_GPU_INDEX64=1 in the environment at dlt_gpu_create, always the
+ * 64-bit (a test's way to run the instances a batch of 2^31 elements
+ * would, on small ones). */
+#define GRID_STRIDE_I(I, i, n) for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); \
+	i < (I)(n); i += (I)(gridDim.x * blockDim.x))
+#define LAUNCH_IDX(k, span, blocks, threads, stream, ...) \
+	((size_t)(span) < g->idx32_below ? \
+	 LAUNCH(k<uint32_t>, blocks, threads, stream, __VA_ARGS__) : \
+	 LAUNCH(k<size_t>, blocks, threads, stream, __VA_ARGS__))
+
 /* ---- kernels: BF16 ---- */
 
 /* The BF16 bits of x, rounded to nearest even (a NaN stays a quiet NaN):
@@ -238,11 +256,12 @@ __global__ void k_to_bf16(uint16_t *out, const float *x, size_t n)
 /* out[i][j] = y[i][j] + b[j] for rows x o, and with relu the ReLU of that
  * (k_relu_fwd's, fused: a dense layer followed by a ReLU writes the
  * ReLU's output at once); out may be y. */
+template <typename I>
 __global__ void k_add_bias_rows(float *out, const float *y, const float *b, int o, size_t m,
 				int relu)
 {
-	GRID_STRIDE(i, m) {
-		float v = y[i] + b[i % (size_t)o];
+	GRID_STRIDE_I(I, i, m) {
+		float v = y[i] + b[i % (I)o];
 
 		out[i] = relu && !(v > 0.0f) ? 0.0f : v;
 	}
@@ -285,36 +304,39 @@ __global__ void k_relu_bwd(float *dx, const float *y, const float *dy, size_t m)
 
 /* col[r][i*hw + y*W + x] for r = (c*k + ky)*k + kx: the input pixel
  * (c, y + ky - pad, x + kx - pad) of image i, 0 outside the image. */
+template <typename I>
 __global__ void k_im2col(float *col, const float *x, int C, int H, int W, int k, int n)
 {
 	const int pad = k / 2;
-	const size_t hw = (size_t)H * (size_t)W, N = (size_t)n * hw;
-	const size_t total = (size_t)C * (size_t)k * (size_t)k * N;
+	const I hw = (I)H * (I)W, N = (I)n * hw;
+	const size_t total = (size_t)C * (size_t)k * (size_t)k * (size_t)N;
 
-	GRID_STRIDE(e, total) {
-		size_t r = e / N, q = e % N;
-		int i = (int)(q / hw), p = (int)(q % hw), yy = p / W, xx = p % W;
-		int kx = (int)(r % (size_t)k), ky = (int)(r / (size_t)k % (size_t)k);
-		int c = (int)(r / ((size_t)k * (size_t)k));
+	GRID_STRIDE_I(I, e, total) {
+		I r = e / N, q = e - r * N;
+		I i = q / hw, p = q - i * hw;
+		int yy = (int)p / W, xx = (int)p - yy * W;
+		int kk = (int)(r % (I)(k * k)), c = (int)(r / (I)(k * k));
+		int ky = kk / k, kx = kk - ky * k;
 		int sy = yy + ky - pad, sx = xx + kx - pad;
 
 		col[e] = sy >= 0 && sy < H && sx >= 0 && sx < W ?
-			x[((size_t)i * (size_t)C + (size_t)c) * hw + (size_t)sy * (size_t)W + (size_t)sx] :
-			0.0f;
+			x[(i * (I)C + (I)c) * hw + (I)sy * (I)W + (I)sx] : 0.0f;
 	}
 }
 
 /* dx[i][c][sy][sx] = the sum of the col entries that read that pixel, taps
  * in the order (ky, kx) of layers.c's col2im (a gather: no atomics). */
+template <typename I>
 __global__ void k_col2im(float *dx, const float *col, int C, int H, int W, int k, int n)
 {
 	const int pad = k / 2;
-	const size_t hw = (size_t)H * (size_t)W, N = (size_t)n * hw;
-	const size_t total = (size_t)n * (size_t)C * hw;
+	const I hw = (I)H * (I)W, N = (I)n * hw;
+	const size_t total = (size_t)n * (size_t)C * (size_t)hw;
 
-	GRID_STRIDE(e, total) {
-		int i = (int)(e / ((size_t)C * hw)), c = (int)(e / hw % (size_t)C);
-		int p = (int)(e % hw), sy = p / W, sx = p % W;
+	GRID_STRIDE_I(I, e, total) {
+		I ic = e / hw, p = e - ic * hw;
+		I i = ic / (I)C, c = ic - i * (I)C;
+		int sy = (int)p / W, sx = (int)p - sy * W;
 		float s = 0.0f;
 
 		for (int ky = 0; ky < k; ky++) {
@@ -327,9 +349,9 @@ __global__ void k_col2im(float *dx, const float *col, int C, int H, int W, int k
 
 				if (xx < 0 || xx >= W)
 					continue;
-				size_t r = ((size_t)c * (size_t)k + (size_t)ky) * (size_t)k + (size_t)kx;
+				I r = (c * (I)k + (I)ky) * (I)k + (I)kx;
 
-				s += col[r * N + (size_t)i * hw + (size_t)yy * (size_t)W + (size_t)xx];
+				s += col[r * N + i * hw + (I)yy * (I)W + (I)xx];
 			}
 		}
 		dx[e] = s;
@@ -338,13 +360,16 @@ __global__ void k_col2im(float *dx, const float *col, int C, int H, int W, int k
 
 /* y[i][f][j] = t[f][i*hw + j] + b[f]: F x N GEMM output to NCHW plus bias,
  * and with relu the ReLU of that (fused, as k_add_bias_rows). */
-__global__ void k_conv_scatter(float *y, const float *t, const float *b, int F, size_t hw, int n,
+template <typename I>
+__global__ void k_conv_scatter(float *y, const float *t, const float *b, int F, size_t hw_, int n,
 			       int relu)
 {
-	const size_t N = (size_t)n * hw, total = (size_t)F * N;
+	const I hw = (I)hw_, N = (I)n * hw;
+	const size_t total = (size_t)F * (size_t)N;
 
-	GRID_STRIDE(e, total) {
-		size_t i = e / ((size_t)F * hw), f = e / hw % (size_t)F, j = e % hw;
+	GRID_STRIDE_I(I, e, total) {
+		I q = e / hw, j = e - q * hw;
+		I i = q / (I)F, f = q - i * (I)F;
 		float v = t[f * N + i * hw + j] + b[f];
 
 		y[e] = relu && !(v > 0.0f) ? 0.0f : v;
@@ -353,12 +378,15 @@ __global__ void k_conv_scatter(float *y, const float *t, const float *b, int F, 
 
 /* t[f][i*hw + j] = dy[i][f][j]: NCHW dY to F x N; with y (the output of
  * the ReLU after the conv), masked by it as k_relu_bwd does (fused). */
-__global__ void k_conv_gather(float *t, const float *dy, const float *y, int F, size_t hw, int n)
+template <typename I>
+__global__ void k_conv_gather(float *t, const float *dy, const float *y, int F, size_t hw_, int n)
 {
-	const size_t N = (size_t)n * hw, total = (size_t)F * N;
+	const I hw = (I)hw_, N = (I)n * hw;
+	const size_t total = (size_t)F * (size_t)N;
 
-	GRID_STRIDE(e, total) {
-		size_t i = e / ((size_t)F * hw), f = e / hw % (size_t)F, j = e % hw;
+	GRID_STRIDE_I(I, e, total) {
+		I q = e / hw, j = e - q * hw;
+		I i = q / (I)F, f = q - i * (I)F;
 
 		t[f * N + i * hw + j] = y && !(y[e] > 0.0f) ? 0.0f : dy[e];
 	}
@@ -388,29 +416,32 @@ __global__ void k_row_sums(float *gb, const float *t, size_t N)
 /* ---- kernels: max-pool k x k stride k ---- */
 
 /* One thread per output: the window's first maximum and its index. */
+template <typename I>
 __global__ void k_pool_fwd(float *y, int32_t *arg, const float *x, int k, int H, int W,
 			   int oh, int ow, size_t planes)
 {
-	const size_t op = (size_t)oh * (size_t)ow, total = planes * op;
+	const I op = (I)oh * (I)ow;
+	const size_t total = planes * (size_t)op;
 
-	GRID_STRIDE(e, total) {
-		size_t q = e / op;
-		int o = (int)(e % op), oy = o / ow, ox = o % ow;
+	GRID_STRIDE_I(I, e, total) {
+		I q = e / op;
+		int o = (int)(e - q * op), oy = o / ow, ox = o - oy * ow;
 		int best;
 
-		y[e] = dlt_pool_window(x + q * (size_t)H * (size_t)W, W, k, oy, ox, &best);
+		y[e] = dlt_pool_window(x + q * (I)H * (I)W, W, k, oy, ox, &best);
 		arg[e] = best;
 	}
 }
 
 /* dx (zeroed before) at each window's argmax = dy; windows do not overlap. */
+template <typename I>
 __global__ void k_pool_bwd(float *dx, const int32_t *arg, const float *dy, size_t ip, size_t op,
 			   size_t planes)
 {
 	const size_t total = planes * op;
 
-	GRID_STRIDE(e, total)
-		dx[e / op * ip + (size_t)arg[e]] = dy[e];
+	GRID_STRIDE_I(I, e, total)
+		dx[e / (I)op * (I)ip + (I)arg[e]] = dy[e];
 }
 
 /* ---- kernels: dropout (the counter-hashed masks of layers.c) ---- */
@@ -799,6 +830,11 @@ extern "C" int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int
 	g->seed = seed;
 	g->rank = rank;
 	g->graph_on = 1;
+	{
+		const char *i64 = getenv("DLT_GPU_INDEX64");
+
+		g->idx32_below = i64 && !strcmp(i64, "1") ? 0 : (size_t)1 << 31;
+	}
 
 	rc = open_device(g, err, errlen);
 	if (rc == 0)
@@ -984,8 +1020,8 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 		int k = (int)dlt_shape_size(l->in), o = l->out.c;
 
 		TRY(gemm(g, 0, 1, n, o, k, x, k, p, k, y, o, err, errlen));
-		LAUNCH(k_add_bias_rows, blocks_for((size_t)n * o), GPU_THREADS, s,
-			out, y, p + (size_t)o * (size_t)k, o, (size_t)n * (size_t)o, relu);
+		LAUNCH_IDX(k_add_bias_rows, (size_t)n * o, blocks_for((size_t)n * o), GPU_THREADS, s,
+			   out, y, p + (size_t)o * (size_t)k, o, (size_t)n * (size_t)o, relu);
 		KERNEL_CHECK("add_bias_rows");
 		break;
 	}
@@ -998,20 +1034,21 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 		const size_t hw = (size_t)l->in.h * (size_t)l->in.w, N = (size_t)n * hw;
 		float *col = g->layer[li].col;
 
-		LAUNCH(k_im2col, blocks_for((size_t)R * N), GPU_THREADS, s,
-			col, x, l->in.c, l->in.h, l->in.w, l->k, n);
+		LAUNCH_IDX(k_im2col, (size_t)R * N, blocks_for((size_t)R * N), GPU_THREADS, s,
+			   col, x, l->in.c, l->in.h, l->in.w, l->k, n);
 		KERNEL_CHECK("im2col");
 		TRY(gemm(g, 0, 0, F, (int)N, R, p, R, col, (int)N, g->ws, (int)N, err, errlen));
-		LAUNCH(k_conv_scatter, blocks_for((size_t)F * N), GPU_THREADS, s,
-			out, g->ws, p + (size_t)F * (size_t)R, F, hw, n, relu);
+		LAUNCH_IDX(k_conv_scatter, (size_t)F * N, blocks_for((size_t)F * N), GPU_THREADS, s,
+			   out, g->ws, p + (size_t)F * (size_t)R, F, hw, n, relu);
 		KERNEL_CHECK("conv_scatter");
 		break;
 	}
 	case DLT_LAYER_POOL: {
 		const size_t planes = (size_t)n * (size_t)l->in.c;
 
-		LAUNCH(k_pool_fwd, blocks_for(planes * l->out.h * l->out.w), GPU_THREADS, s,
-			y, g->layer[li].arg, x, l->k, l->in.h, l->in.w, l->out.h, l->out.w, planes);
+		LAUNCH_IDX(k_pool_fwd, planes * l->in.h * l->in.w, blocks_for(planes * l->out.h * l->out.w),
+			   GPU_THREADS, s, y, g->layer[li].arg, x, l->k, l->in.h, l->in.w, l->out.h,
+			   l->out.w, planes);
 		KERNEL_CHECK("pool_fwd");
 		break;
 	}
@@ -1068,7 +1105,8 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, float *dy, 
 		const size_t hw = (size_t)l->in.h * (size_t)l->in.w, N = (size_t)n * hw;
 		float *col = g->layer[li].col, *t = g->ws;
 
-		LAUNCH(k_conv_gather, blocks_for((size_t)F * N), GPU_THREADS, s, t, dy, mask, F, hw, n);
+		LAUNCH_IDX(k_conv_gather, (size_t)F * N, blocks_for((size_t)F * N), GPU_THREADS, s,
+			   t, dy, mask, F, hw, n);
 		KERNEL_CHECK("conv_gather");
 		TRY(gemm(g, 0, 1, F, R, (int)N, t, (int)N, col, (int)N, gr, R, err, errlen));
 		LAUNCH_SYNC(k_row_sums, F, GPU_THREADS, s, gr + (size_t)F * (size_t)R, t, N);
@@ -1076,8 +1114,9 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, float *dy, 
 		if (!dx)
 			break;
 		TRY(gemm(g, 1, 0, R, (int)N, F, p, R, t, (int)N, col, (int)N, err, errlen));
-		LAUNCH(k_col2im, blocks_for(m), GPU_THREADS, s, dx, col, l->in.c, l->in.h, l->in.w,
-							       l->k, n);
+		/* its largest index is col's (R x N), not dx's */
+		LAUNCH_IDX(k_col2im, (size_t)R * N, blocks_for(m), GPU_THREADS, s,
+			   dx, col, l->in.c, l->in.h, l->in.w, l->k, n);
 		KERNEL_CHECK("col2im");
 		break;
 	}
@@ -1089,8 +1128,8 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, float *dy, 
 		if (!dx)
 			break;
 		CUDA_CHECK(cudaMemsetAsync(dx, 0, planes * ip * sizeof(float), s));
-		LAUNCH(k_pool_bwd, blocks_for(planes * op), GPU_THREADS, s,
-			dx, g->layer[li].arg, dy, ip, op, planes);
+		LAUNCH_IDX(k_pool_bwd, planes * ip, blocks_for(planes * op), GPU_THREADS, s,
+			   dx, g->layer[li].arg, dy, ip, op, planes);
 		KERNEL_CHECK("pool_bwd");
 		break;
 	}
