@@ -209,6 +209,35 @@ void dlt_gpu_graph_stats(const struct dlt_gpu *g, struct dlt_gpu_graph_stats *ou
 int dlt_gpu_eval_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
 		       double *loss_sum, long *correct, char *err, size_t errlen);
 
+/* ---- where a graphed step's GPU time goes (dlh-train --gpu-profile) ---- */
+
+/* The time of each part of the graphed training steps since profiling was
+ * turned on, summed (seconds; CUDA events recorded as nodes of the step's
+ * graph between its parts, so each part is what the GPU took for it,
+ * launch gaps inside the graph included). */
+struct dlt_gpu_profile {
+	long steps;                        /* graphed steps profiled */
+	double gather_s;                   /* the batch gathered from the device's rows
+					      (0: batches copied) */
+	double fwd_s[DLT_NET_MAX_LAYERS];  /* each layer's forward (a ReLU fused into the
+					      layer before it: 0, its work counted there) */
+	double loss_s;                     /* softmax cross-entropy and the batch's sums */
+	double bwd_s[DLT_NET_MAX_LAYERS];  /* each layer's backward (idem) */
+	double sum_s;                      /* the wait for the gradients' allreduce after
+					      backward (0 with one rank) */
+	double update_s;                   /* the optimizer (and bf16's cast) */
+};
+
+/* With on, the step's graph is captured again with an event between each
+ * of its parts, and each graphed step's times are added up for
+ * dlt_gpu_profile; off drops them. While profiling only one step may be
+ * queued at a time (dlt_gpu_queue says -EBUSY): one graph's events cannot
+ * tell two steps in flight apart. Returns 0 or -errno. */
+int dlt_gpu_set_profile(struct dlt_gpu *g, int on, char *err, size_t errlen);
+
+/* Copies the profile's sums into out (zeros when never on). */
+void dlt_gpu_profile(const struct dlt_gpu *g, struct dlt_gpu_profile *out);
+
 /* The device memory in use on g's GPU now, in bytes: its total less what
  * is free (cudaMemGetInfo), so the CUDA context, cuBLAS and NCCL count
  * with the buffers, as nvidia-smi counts a process; a rank has its GPU to

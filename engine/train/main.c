@@ -715,8 +715,11 @@ static void gpu_start(struct run *R)
 	if (dlt_gpu_create(&R->gpu, &R->net, R->nstate, local, R->o.seed, R->rank,
 			   err, sizeof err) < 0 ||
 	    dlt_gpu_set_precision(R->gpu, (enum dlt_precision)R->o.precision, err, sizeof err) < 0 ||
-	    dlt_gpu_set_graph(R->gpu, R->o.cuda_graph, err, sizeof err) < 0)
+	    dlt_gpu_set_graph(R->gpu, R->o.cuda_graph, err, sizeof err) < 0 ||
+	    (R->o.gpu_profile && dlt_gpu_set_profile(R->gpu, 1, err, sizeof err) < 0))
 		die("--device gpu: %s", err);
+	if (R->o.gpu_profile)   /* one graph's events cannot tell two steps in flight apart */
+		R->o.step_ahead = 0;
 	for (int k = 0; k < R->nbuckets; k++)   /* the same buckets, allreduced by NCCL */
 		if (dlt_gpu_add_bucket(R->gpu, R->bucket[k].lo, R->bucket[k].hi, R->bucket[k].trigger,
 				       err, sizeof err) < 0)
@@ -743,6 +746,7 @@ static void gpu_start(struct run *R)
 		R->o.cuda_graph ? "steps in a CUDA graph" : "no CUDA graph (--cuda-graph off)",
 		R->gpu_rows ? "training rows on the device" : "batches copied each step",
 		R->o.step_ahead ? "each step queued before the last one is waited for" :
+		R->o.gpu_profile ? "no step queued ahead (--gpu-profile on)" :
 		"no step queued ahead (--step-ahead off)");
 }
 
@@ -1083,6 +1087,38 @@ static int may_queue_next(const struct run *R, long step)
 	       !(R->o.rebalance && step % R->o.rebalance == 0) && R->deferred == DLT_CTL_NONE;
 }
 
+/* --gpu-profile: rank 0's log gets the mean GPU time of each part of a
+ * graphed step, one line for the step and one per layer. */
+static void log_profile(struct run *R)
+{
+	struct dlt_gpu_profile p;
+	double total;
+
+	dlt_gpu_profile(R->gpu, &p);
+	if (p.steps <= 0) {
+		logline(R, "dlh-train: rank 0 GPU step profile: no graphed step was profiled");
+		return;
+	}
+	const double k = 1e6 / (double)p.steps;   /* seconds summed -> us a step */
+
+	total = p.gather_s + p.loss_s + p.sum_s + p.update_s;
+	for (int i = 0; i < R->net.nlayers; i++)
+		total += p.fwd_s[i] + p.bwd_s[i];
+	logline(R, "dlh-train: rank 0 GPU step profile (CUDA events between the parts of the "
+		"step's graph, mean of %ld steps): %.1f us a step: gather %.1f us, loss %.1f us, "
+		"allreduce wait %.1f us, update %.1f us", p.steps, total * k, p.gather_s * k,
+		p.loss_s * k, p.sum_s * k, p.update_s * k);
+	for (int i = 0; i < R->net.nlayers; i++) {
+		const struct dlt_layer *l = &R->net.layer[i];
+
+		logline(R, "dlh-train: rank 0 GPU step profile: layer %d %s %dx%dx%d -> %dx%dx%d: "
+			"forward %.1f us, backward %.1f us%s", i + 1, l->ops->name, l->in.c, l->in.h,
+			l->in.w, l->out.c, l->out.h, l->out.w, p.fwd_s[i] * k, p.bwd_s[i] * k,
+			i > 0 && l->kind == DLT_LAYER_RELU && (R->net.layer[i - 1].kind == DLT_LAYER_DENSE ||
+			R->net.layer[i - 1].kind == DLT_LAYER_CONV) ? " (fused into the layer before)" : "");
+	}
+}
+
 /* The training loop, from the step after R->st.step to the last; dies
  * when the loss stops being finite or a file cannot be written. */
 static void train(struct run *R)
@@ -1410,6 +1446,8 @@ int main(int argc, char **argv)
 				"optimizer %.2f s; %ld steps as a CUDA graph (%ld captured, %ld nodes): "
 				"%.2f s", gs.eager, t[0], t[1], t[2], t[3], gs.launches, gs.captures,
 				gs.nodes, gs.graph_s);
+			if (R->o.gpu_profile)
+				log_profile(R);
 		}
 	}
 	teardown(R);

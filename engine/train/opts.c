@@ -21,7 +21,7 @@ const char dlt_opts_usage[] =
 	"                 [--warmup-steps N] [--allreduce auto|mpi|shm] [--bucket-mb X]\n"
 	"                 [--format idx|csv] [--image-size N] [--seed N] [--device cpu|gpu]\n"
 	"                 [--precision fp32|tf32|bf16] [--cuda-graph on|off]\n"
-	"                 [--device-data on|off] [--step-ahead on|off]\n"
+	"                 [--device-data on|off] [--step-ahead on|off] [--gpu-profile on|off]\n"
 	"                 [--lr-find-steps N] [--rank-batches B0,B1,..] [--rebalance STEPS]\n"
 	"                 [--cpus C0,C1,..] [--gpus G0,G1,..]\n"
 	"                 [--checkpoint-every STEPS] [--train-limit N] [--test-limit N] [--help]\n"
@@ -72,6 +72,9 @@ const char dlt_opts_usage[] =
 	"writes rows or gets the next batch (not past an epoch's end, a checkpoint or a\n"
 	"re-split); off: the host waits for each step before it queues the next. The\n"
 	"same numbers either way, bit for bit.\n"
+	"--gpu-profile on (GPU only; default off): the log ends with the GPU time of each\n"
+	"layer's forward and backward, the loss, the allreduce and the update in a graphed\n"
+	"step (CUDA events between the graph's parts); the steps are not queued ahead.\n"
 	"Files in DIR: run.info, metrics.csv, checkpoints/, result.\n";
 
 #define DLT_MAX_COUNT_OPT 1e15   /* bound of --checkpoint-every and the limits */
@@ -154,6 +157,7 @@ static const struct opt_def defs[] = {
 	{ "cuda-graph", K_CHOICE, 0, 0, 0, 0, OFF(cuda_graph), onoff_words, onoff_vals },
 	{ "device-data", K_CHOICE, 0, 0, 0, 0, OFF(device_data), onoff_words, onoff_vals },
 	{ "step-ahead", K_CHOICE, 0, 0, 0, 0, OFF(step_ahead), onoff_words, onoff_vals },
+	{ "gpu-profile", K_CHOICE, 0, 0, 0, 0, OFF(gpu_profile), onoff_words, onoff_vals },
 };
 
 #define NDEFS (sizeof defs / sizeof defs[0])

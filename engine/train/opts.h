@@ -76,6 +76,7 @@ struct dlt_opts {
 	int cuda_graph;                        /* --cuda-graph on (1, the default) | off (0) */
 	int device_data;                       /* --device-data on (1, the default) | off (0) */
 	int step_ahead;                        /* --step-ahead on (1, the default) | off (0) */
+	int gpu_profile;                       /* --gpu-profile on (1) | off (0, the default) */
 };
 
 /* The usage text printed by --help. */

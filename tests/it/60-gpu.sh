@@ -162,6 +162,36 @@ test_gpu_steps_queued_ahead_on_the_host_emulation_match_steps_waited_for() {
 		die "resumed from $c: other weights than the run never stopped: $("$DLH_BIN/dlh-train" --params-diff "$d/r/checkpoints/final.ckpt" "$d/s/checkpoints/final.ckpt")"
 }
 
+# --gpu-profile on: the log ends with the GPU time of each part of a graphed
+# step (events between the parts of its graph; on the emulation the CPU's
+# time of its kernels), the steps not queued ahead, the weights those of a
+# run without it
+test_gpu_profile_on_the_host_emulation_logs_each_layers_time() {
+	[ -x "$DLH_BIN/dlh-train-gpuemu" ] || skip "no $DLH_BIN/dlh-train-gpuemu (built with GPU=1)"
+	local d; d=$(mktemp -d /tmp/dlh-gpuprof.XXXXXX)
+	STATE=$d; trap dlh_cleanup EXIT
+	# shellcheck disable=SC2046
+	mpirun -np 1 --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/p") --device gpu \
+		--epochs 1 --gpu-profile on > "$d/p.out" 2>&1 || die "--gpu-profile on failed: $(tail -5 "$d/p.out")"
+	# shellcheck disable=SC2046
+	mpirun -np 1 --bind-to none "$DLH_BIN/dlh-train-gpuemu" $(emu_args "$d/n") --device gpu \
+		--epochs 1 > "$d/n.out" 2>&1 || die "the run without it failed: $(tail -5 "$d/n.out")"
+	grep -q 'device gpu: .*; no step queued ahead (--gpu-profile on)$' "$d/p.out" ||
+		die "log: $(grep 'device gpu' "$d/p.out")"
+	# 20 steps: the first launch by launch, 19 graphed and profiled
+	grep -q 'GPU step profile (CUDA events between the parts of the step.s graph, mean of 19 steps): [0-9.]* us a step: gather [0-9.]* us, loss [0-9.]* us, allreduce wait [0-9.]* us, update [0-9.]* us$' "$d/p.out" ||
+		die "no step profile: $(grep -i profile "$d/p.out" | head -3)"
+	# the CNN's 10 layers (conv relu pool conv relu pool dense relu dropout dense): a line each
+	expect_eq "$(grep -c 'GPU step profile: layer [0-9]* ' "$d/p.out")" 10 "profile lines of layers"
+	grep -q 'GPU step profile: layer 1 conv 1x28x28 -> 8x28x28: forward [1-9][0-9.]* us, backward [1-9][0-9.]* us$' "$d/p.out" ||
+		die "the first conv's line: $(grep 'layer 1 ' "$d/p.out")"
+	grep -q 'GPU step profile: layer 2 relu .* (fused into the layer before)$' "$d/p.out" ||
+		die "the fused ReLU's line: $(grep 'layer 2 ' "$d/p.out")"
+	echo "measured: $(grep -o '[0-9.]* us a step' "$d/p.out") on the emulation"
+	"$DLH_BIN/dlh-train" --same-params "$d/p/checkpoints/final.ckpt" "$d/n/checkpoints/final.ckpt" ||
+		die "profiled and unprofiled runs ended with other weights"
+}
+
 # emu_args DIR: a dlh-train command line on a small CNN with dropout and Adam,
 # its gradients in 4 buckets (overlapped allreduce)
 emu_args() {

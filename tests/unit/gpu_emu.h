@@ -74,6 +74,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define __global__ static
 #define __device__
@@ -204,6 +205,7 @@ typedef enum {
 typedef int *cudaStream_t;
 struct emu_event {
 	long mark;   /* the stream position cudaEventRecord put it at */
+	double t;    /* when the work before it had run (host seconds) */
 };
 typedef struct emu_event *cudaEvent_t;
 #define cudaStreamNonBlocking 1
@@ -299,11 +301,21 @@ static inline cudaError_t cudaStreamSynchronize(cudaStream_t s)
 }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
 /* An event is a position in the stream: it completes when the work queued
- * before its record has run (one recorded inside a capture orders the
- * graph's streams, which are one here: it marks nothing). */
+ * before its record has run, and is stamped with the host's clock then,
+ * so elapsed times are what the emulated kernels took on the CPU. One
+ * recorded inside a capture orders the graph's streams, which are one
+ * here: it marks nothing; with cudaEventRecordExternal it is a node of the
+ * graph, stamped at each replay. */
+static inline double emu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 static inline cudaError_t cudaEventCreate(cudaEvent_t *e)
 {
-	*e = new (std::nothrow) emu_event{ 0 };
+	*e = new (std::nothrow) emu_event{ 0, 0.0 };
 	return *e ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 #define cudaEventDisableTiming 2
@@ -313,23 +325,34 @@ static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned f)
 	return cudaEventCreate(e);
 }
 static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
-static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+#define cudaEventRecordDefault 0
+#define cudaEventRecordExternal 1
+static inline cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned flags)
 {
 	(void)s;
-	if (!emu_capture)
-		e->mark = emu_queued;
+	if (emu_capture) {
+		if (flags & cudaEventRecordExternal)
+			emu_queue([e]() { e->t = emu_now(); e->mark = emu_ran; return 0; });
+		return cudaSuccess;
+	}
+	emu_queue([e]() { e->t = emu_now(); return 0; });
+	e->mark = emu_queued;
 	return cudaSuccess;
+}
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+	return cudaEventRecordWithFlags(e, s, cudaEventRecordDefault);
 }
 static inline cudaError_t cudaEventQuery(cudaEvent_t e)
 {
 	return emu_ran >= e->mark ? cudaSuccess : cudaErrorNotReady;
 }
-/* No times here (0 ms), but only between events that have completed. */
+/* The host time between the two stamps, once both events completed. */
 static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
 	if (emu_ran < a->mark || emu_ran < b->mark)
 		return cudaErrorNotReady;
-	*ms = 0.0f;
+	*ms = (float)(1e3 * (b->t - a->t));
 	return cudaSuccess;
 }
 static inline cudaError_t cudaEventSynchronize(cudaEvent_t e)

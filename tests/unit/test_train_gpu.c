@@ -1141,6 +1141,77 @@ TEST(gpu_index_kernels_32_and_64_bit_give_the_same_gradients)
 	pair_close(&p);
 }
 
+/* --gpu-profile: with events between the parts of the step's graph, a
+ * profiled backend takes the same steps as one without, bit for bit; its
+ * profile counts every graphed step, each part's time is >= 0 and the
+ * parts add up to the graphs' time (they lie inside it: on the emulation
+ * the CPU's time of the emulated kernels); one step is queued at a time */
+TEST(gpu_profile_parts_add_up_to_the_graphed_steps_and_change_nothing)
+{
+	const int f[1] = { 4 }, k[1] = { 3 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f };
+	struct dlt_net_spec s;
+	struct pair p;
+	struct dlt_gpu *plain = NULL;
+	struct dlt_gpu_profile pr;
+	struct dlt_gpu_graph_stats gs;
+	unsigned char id[DLT_GPU_ID_BYTES];
+	float a[2], b[2];
+
+	if (!have_gpu)
+		SKIP(why);
+	cnn_spec(&s, (struct dlt_shape){ 1, 12, 12 }, 1, f, k, 2, 16, 0.0f, 10);
+	CHECK_MSG(pair_open(&p, &s, 16, 1, 9) == 0, "%s", p.err);
+	CHECK_MSG(dlt_gpu_create(&plain, &p.net, 1, 0, 9, 0, p.err, sizeof p.err) == 0 &&
+		  dlt_gpu_upload(plain, p.params, p.state, p.err, sizeof p.err) == 0 &&
+		  dlt_gpu_nccl_id(id, p.err, sizeof p.err) == 0 &&
+		  dlt_gpu_nccl_init(p.gpu, id, 0, 1, p.err, sizeof p.err) == 0 &&
+		  dlt_gpu_nccl_init(plain, id, 0, 1, p.err, sizeof p.err) == 0 &&
+		  dlt_gpu_set_profile(p.gpu, 1, p.err, sizeof p.err) == 0, "%s", p.err);
+	for (int t = 1; t <= 8; t++) {
+		fill_batch(p.x, p.y, 16, 144, 10, 300 + (uint64_t)t);
+		CHECK_MSG(dlt_gpu_step(p.gpu, p.x, p.y, 16, 1.0f, (uint64_t)t, &o, 0.01f,
+				       (unsigned long)t, a, p.err, sizeof p.err) == 0 &&
+			  dlt_gpu_step(plain, p.x, p.y, 16, 1.0f, (uint64_t)t, &o, 0.01f,
+				       (unsigned long)t, b, p.err, sizeof p.err) == 0, "%s", p.err);
+		CHECK_MSG(!memcmp(a, b, sizeof a), "step %d: loss sum %.9g profiled, %.9g not", t,
+			  (double)a[0], (double)b[0]);
+	}
+	dlt_gpu_profile(p.gpu, &pr);
+	dlt_gpu_graph_stats(p.gpu, &gs);
+	double sum = pr.gather_s + pr.loss_s + pr.sum_s + pr.update_s;
+	int neg = pr.gather_s < 0 || pr.loss_s < 0 || pr.sum_s < 0 || pr.update_s < 0;
+	for (int i = 0; i < p.net.nlayers; i++) {
+		sum += pr.fwd_s[i] + pr.bwd_s[i];
+		neg |= pr.fwd_s[i] < 0 || pr.bwd_s[i] < 0;
+	}
+	printf("measured: %ld graphed steps profiled, parts %.6f s of the graphs' %.6f s; "
+	       "conv forward %.6f s\n", pr.steps, sum, gs.graph_s, pr.fwd_s[0]);
+	CHECK_MSG(pr.steps == gs.launches && pr.steps == 7, "%ld steps profiled, %ld launched",
+		  pr.steps, gs.launches);
+	CHECK(!neg);
+	CHECK_MSG(sum <= gs.graph_s * 1.0001 && sum >= 0.8 * gs.graph_s,
+		  "parts %g s, graphs %g s", sum, gs.graph_s);
+	CHECK(pr.fwd_s[0] > 0 && pr.bwd_s[0] > 0);   /* the conv's work is timed */
+	/* one step in flight at a time */
+	CHECK(dlt_gpu_queue(p.gpu, p.x, p.y, 16, 1.0f, 9, &o, 0.01f, 9, p.err, sizeof p.err) == 0);
+	CHECK(dlt_gpu_queue(p.gpu, p.x, p.y, 16, 1.0f, 10, &o, 0.01f, 10, p.err, sizeof p.err) ==
+	      -EBUSY && strstr(p.err, "profiling"));
+	CHECK(dlt_gpu_wait(p.gpu, a, p.err, sizeof p.err) == 0);
+	/* off: nothing more is added */
+	CHECK(dlt_gpu_set_profile(p.gpu, 0, p.err, sizeof p.err) == 0);
+	for (int t = 10; t <= 12; t++)
+		CHECK(dlt_gpu_step(p.gpu, p.x, p.y, 16, 1.0f, (uint64_t)t, &o, 0.01f,
+				   (unsigned long)t, a, p.err, sizeof p.err) == 0);
+	struct dlt_gpu_profile after;
+
+	dlt_gpu_profile(p.gpu, &after);
+	CHECK_MSG(after.steps == pr.steps + 1, "%ld steps after off, %ld before", after.steps,
+		  pr.steps);
+	dlt_gpu_destroy(plain);
+	pair_close(&p);
+}
+
 /* at most DLT_GPU_QUEUE steps queued; a wait with none queued and a
  * dlt_gpu_step (whose wait would be a queued step's) are refused */
 TEST(gpu_queue_holds_two_steps_and_refuses_what_would_mix_them_up)
@@ -1231,6 +1302,7 @@ int main(void)
 	RUN(gpu_graph_cnn_nesterov_dropout_steps_equal_the_ungraphed_bit_for_bit);
 	RUN(gpu_graph_cnn_adam_dropout_bf16_bucketed_steps_equal_the_ungraphed_bit_for_bit);
 	RUN(gpu_index_kernels_32_and_64_bit_give_the_same_gradients);
+	RUN(gpu_profile_parts_add_up_to_the_graphed_steps_and_change_nothing);
 	RUN(gpu_queue_holds_two_steps_and_refuses_what_would_mix_them_up);
 	RUN(gpu_graph_is_dropped_when_the_precision_changes);
 	RUN(gpu_steps_on_rows_the_gpu_holds_are_refused_outside_them);

@@ -71,6 +71,17 @@
 #define GPU_MAX_BLOCKS 65535     /* grid cap; kernels loop grid-stride beyond it */
 #define GPU_MAX_BUCKETS DLT_NET_MAX_LAYERS   /* gradient buckets (one per layer at most) */
 #define GPU_QUEUE DLT_GPU_QUEUE   /* steps queued at once at most (dlt_gpu_queue) */
+/* A profiled step's marks: its start, after the gather, after each
+ * layer's forward, after the loss, after each layer's backward (the last
+ * layer first), after the allreduce's wait, after the update. */
+#define GPU_PROF_MARKS (2 * DLT_NET_MAX_LAYERS + 5)
+#define PROF_START 0
+#define PROF_GATHER 1
+#define PROF_FWD(i) (2 + (i))
+#define PROF_LOSS(nl) (2 + (nl))
+#define PROF_BWD(nl, i) (3 + (nl) + ((nl) - 1 - (i)))
+#define PROF_SUM(nl) (3 + 2 * (nl))
+#define PROF_UPDATE(nl) (4 + 2 * (nl))
 
 /* The per-step values the kernels read from device memory (g->vals), so a
  * captured step replays with each step's own. */
@@ -158,6 +169,10 @@ struct dlt_gpu {
 	long data_rows;                          /* rows there (0: none) */
 	int graph_on;                            /* dlt_gpu_set_graph: 1 = capture steps */
 	size_t idx32_below;                      /* LAUNCH_IDX: 32-bit indices below this */
+	cudaEvent_t *prof_ev;                    /* dlt_gpu_set_profile: GPU_PROF_MARKS events,
+						    else NULL */
+	int prof_rec;                            /* 1 while a profiled step is captured */
+	struct dlt_gpu_profile prof;             /* dlt_gpu_profile */
 	cudaGraphExec_t graph;                   /* the captured step, or NULL */
 	struct gpu_graph_key graph_key;          /* its shape */
 	struct gpu_graph_key last_key;           /* the previous step's shape */
@@ -712,6 +727,10 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 	}
 	for (int i = 0; i < g->nbuckets; i++)
 		cudaEventDestroy(g->bucket[i].ready);
+	for (int i = 0; g->prof_ev && i < GPU_PROF_MARKS; i++)
+		if (g->prof_ev[i])
+			cudaEventDestroy(g->prof_ev[i]);
+	free(g->prof_ev);
 	if (g->comm_done)
 		cudaEventDestroy(g->comm_done);
 	if (g->comm_stream)
@@ -1170,6 +1189,15 @@ static int put_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int ro
 	return 0;
 }
 
+/* While a profiled step is captured, records mark k as a node of the
+ * graph (an external event record: the event's time is the node's). */
+static int prof_mark(struct dlt_gpu *g, int k, char *err, size_t errlen)
+{
+	if (g->prof_rec)
+		CUDA_CHECK(cudaEventRecordWithFlags(g->prof_ev[k], g->stream, cudaEventRecordExternal));
+	return 0;
+}
+
 /* The forward pass on the batch already in g->x (the step's values in g->vals). */
 static int forward(struct dlt_gpu *g, int rows, int train, char *err, size_t errlen)
 {
@@ -1177,8 +1205,11 @@ static int forward(struct dlt_gpu *g, int rows, int train, char *err, size_t err
 
 	for (int i = 0; i < g->net.nlayers; i++) {
 		TRY(layer_forward(g, i, in, rows, train, err, errlen));
-		if (relu_after(g, i))
+		TRY(prof_mark(g, PROF_FWD(i), err, errlen));
+		if (relu_after(g, i)) {
 			i++;   /* its output written by layer i's kernel */
+			TRY(prof_mark(g, PROF_FWD(i), err, errlen));
+		}
 		in = g->layer[i].act;
 	}
 	return 0;
@@ -1219,6 +1250,7 @@ static int backward(struct dlt_gpu *g, int rows, int allreduce, char *err, size_
 			TRY(layer_backward(g, i, in, g->delta[cur], dx, rows, 1, err, errlen));
 			cur = !cur;
 		}
+		TRY(prof_mark(g, PROF_BWD(g->net.nlayers, i), err, errlen));
 		/* start the allreduce of every bucket this layer completes */
 		while (allreduce && next < g->nbuckets && g->bucket[next].trigger == i) {
 			size_t lo = g->bucket[next].lo, n = g->bucket[next].hi - lo;
@@ -1393,13 +1425,16 @@ static int step_work(struct dlt_gpu *g, int rows, float weight, const struct dlt
 
 	if (timed)
 		CUDA_CHECK(cudaEventRecord(ev[0], s));
+	TRY(prof_mark(g, PROF_START, err, errlen));
 	if (gather) {   /* the batch from the device's rows (the numbers in g->vals) */
 		LAUNCH(k_gather_rows, blocks_for((size_t)rows * dim), GPU_THREADS, s, g->x, g->y,
 		       g->data_x, g->data_y, g->vals, rows, dim);
 		KERNEL_CHECK("gather_rows");
 	}
+	TRY(prof_mark(g, PROF_GATHER, err, errlen));
 	TRY(forward(g, rows, 1, err, errlen));
 	TRY(loss(g, rows, 1, weight, g->grads + g->nparams, err, errlen));
+	TRY(prof_mark(g, PROF_LOSS(g->net.nlayers), err, errlen));
 	if (timed)
 		CUDA_CHECK(cudaEventRecord(ev[1], s));
 	/* the weighted gradients of every rank sum to the global batch's mean:
@@ -1418,7 +1453,9 @@ static int step_work(struct dlt_gpu *g, int rows, float weight, const struct dlt
 					 g->comm, s));
 	if (timed)
 		CUDA_CHECK(cudaEventRecord(ev[3], s));
+	TRY(prof_mark(g, PROF_SUM(g->net.nlayers), err, errlen));
 	TRY(optim(g, o, err, errlen));
+	TRY(prof_mark(g, PROF_UPDATE(g->net.nlayers), err, errlen));
 	if (timed)
 		CUDA_CHECK(cudaEventRecord(ev[4], s));
 	return 0;
@@ -1446,7 +1483,9 @@ static int capture(struct dlt_gpu *g, const struct gpu_graph_key *k, char *err, 
 
 	drop_graph(g);
 	CUDA_CHECK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal));
+	g->prof_rec = g->prof_ev != NULL;   /* the profile's marks, as nodes */
 	rc = step_work(g, k->rows, k->weight, &k->optim, k->gather, NULL, err, errlen);
+	g->prof_rec = 0;
 	e = cudaStreamEndCapture(g->stream, &graph);   /* ended whatever step_work did */
 	if (rc < 0 || e != cudaSuccess) {
 		if (graph)
@@ -1487,6 +1526,8 @@ static int queue_step(struct dlt_gpu *g, const float *x, const uint8_t *y, const
 	if (g->qlen == GPU_QUEUE)
 		return fail(-EBUSY, err, errlen, "gpu: %d steps queued already: dlt_gpu_wait first",
 			    GPU_QUEUE);
+	if (g->qlen && g->prof_ev)
+		return fail(-EBUSY, err, errlen, "gpu: profiling: one step queued at a time");
 	sl = &g->slot[(g->qfirst + g->qlen) % GPU_QUEUE];
 	if (idx) {
 		TRY(batch_rows(g, rows, err, errlen));
@@ -1542,6 +1583,60 @@ extern "C" int dlt_gpu_queue_rows(struct dlt_gpu *g, const uint32_t *idx, int ro
 	return queue_step(g, NULL, NULL, idx, rows, weight, step, o, lr, t, err, errlen);
 }
 
+/* Adds the graphed step just waited for to the profile: the time between
+ * each of its marks and the next. */
+static int prof_take(struct dlt_gpu *g, char *err, size_t errlen)
+{
+	const int nl = g->net.nlayers;
+	struct dlt_gpu_profile *p = &g->prof;
+	float ms;
+
+#define PROF_SPAN(a, b, into) do { \
+		CUDA_CHECK(cudaEventElapsedTime(&ms, g->prof_ev[a], g->prof_ev[b])); \
+		(into) += 1e-3 * ms; \
+	} while (0)
+	PROF_SPAN(PROF_START, PROF_GATHER, p->gather_s);
+	for (int i = 0; i < nl; i++)
+		PROF_SPAN(i ? PROF_FWD(i - 1) : PROF_GATHER, PROF_FWD(i), p->fwd_s[i]);
+	PROF_SPAN(PROF_FWD(nl - 1), PROF_LOSS(nl), p->loss_s);
+	for (int i = nl - 1; i >= 0; i--)
+		PROF_SPAN(i == nl - 1 ? PROF_LOSS(nl) : PROF_BWD(nl, i + 1), PROF_BWD(nl, i),
+			  p->bwd_s[i]);
+	PROF_SPAN(PROF_BWD(nl, 0), PROF_SUM(nl), p->sum_s);
+	PROF_SPAN(PROF_SUM(nl), PROF_UPDATE(nl), p->update_s);
+#undef PROF_SPAN
+	p->steps++;
+	return 0;
+}
+
+extern "C" int dlt_gpu_set_profile(struct dlt_gpu *g, int on, char *err, size_t errlen)
+{
+	CUDA_CHECK(cudaSetDevice(g->device));
+	if (g->qlen)
+		return fail(-EBUSY, err, errlen, "gpu: dlt_gpu_set_profile with a step queued");
+	drop_graph(g);   /* captured again, with the marks or without */
+	if (!on && g->prof_ev) {
+		CUDA_CHECK(cudaStreamSynchronize(g->stream));
+		for (int i = 0; i < GPU_PROF_MARKS; i++)
+			cudaEventDestroy(g->prof_ev[i]);
+		free(g->prof_ev);
+		g->prof_ev = NULL;
+	}
+	if (on && !g->prof_ev) {
+		if (!(g->prof_ev = (cudaEvent_t *)calloc(GPU_PROF_MARKS, sizeof *g->prof_ev)))
+			return fail(-ENOMEM, err, errlen, "gpu: cannot allocate the profile's events");
+		for (int i = 0; i < GPU_PROF_MARKS; i++)
+			CUDA_CHECK(cudaEventCreate(&g->prof_ev[i]));
+		memset(&g->prof, 0, sizeof g->prof);
+	}
+	return 0;
+}
+
+extern "C" void dlt_gpu_profile(const struct dlt_gpu *g, struct dlt_gpu_profile *out)
+{
+	*out = g->prof;
+}
+
 extern "C" int dlt_gpu_wait(struct dlt_gpu *g, float sums[2], char *err, size_t errlen)
 {
 	struct gpu_slot *sl = &g->slot[g->qfirst];
@@ -1559,6 +1654,8 @@ extern "C" int dlt_gpu_wait(struct dlt_gpu *g, float sums[2], char *err, size_t 
 		CUDA_CHECK(cudaEventElapsedTime(&ms, sl->ev[0], sl->ev[4]));
 		g->gstats.graph_s += 1e-3 * ms;
 		g->gstats.launches++;
+		if (g->prof_ev)
+			TRY(prof_take(g, err, errlen));
 	} else {
 		for (int i = 0; i < 4; i++) {
 			CUDA_CHECK(cudaEventElapsedTime(&ms, sl->ev[i], sl->ev[i + 1]));

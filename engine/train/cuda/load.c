@@ -43,6 +43,8 @@ static struct {
 	int (*queue_rows)(struct dlt_gpu *, const uint32_t *, int, float, uint64_t,
 			  const struct dlt_optim *, float, unsigned long, char *, size_t);
 	int (*wait)(struct dlt_gpu *, float *, char *, size_t);
+	int (*set_profile)(struct dlt_gpu *, int, char *, size_t);
+	void (*profile)(const struct dlt_gpu *, struct dlt_gpu_profile *);
 	int (*eval_batch)(struct dlt_gpu *, const float *, const uint8_t *, int, double *, long *,
 			  char *, size_t);
 	void (*times)(const struct dlt_gpu *, double *);
@@ -81,6 +83,7 @@ static int open_lib(const char *path)
 	SYM(mem_used, "dlt_gpu_mem_used")
 	SYM(set_data, "dlt_gpu_set_data") SYM(step_rows, "dlt_gpu_step_rows")
 	SYM(queue, "dlt_gpu_queue") SYM(queue_rows, "dlt_gpu_queue_rows") SYM(wait, "dlt_gpu_wait")
+	SYM(set_profile, "dlt_gpu_set_profile") SYM(profile, "dlt_gpu_profile")
 	SYM(set_graph, "dlt_gpu_set_graph") SYM(graph_stats, "dlt_gpu_graph_stats")
 	SYM(calibrate, "dlt_gpu_calibrate")
 #undef SYM
@@ -245,6 +248,16 @@ int dlt_gpu_queue_rows(struct dlt_gpu *g, const uint32_t *idx, int rows, float w
 int dlt_gpu_wait(struct dlt_gpu *g, float sums[2], char *err, size_t errlen)
 {
 	return T.wait(g, sums, err, errlen);
+}
+
+int dlt_gpu_set_profile(struct dlt_gpu *g, int on, char *err, size_t errlen)
+{
+	return T.set_profile(g, on, err, errlen);
+}
+
+void dlt_gpu_profile(const struct dlt_gpu *g, struct dlt_gpu_profile *out)
+{
+	T.profile(g, out);
 }
 
 int dlt_gpu_eval_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
