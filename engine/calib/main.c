@@ -8,8 +8,9 @@
  *   dlh-calib --phase gpu --type NAME [--gpus N] [--out F]  (1 rank; the GPUs of type
  *                                                  NAME as CUDA devices 0..N-1)
  *
- * single times one core: sgemm over the grid of DLH_CALIB_GEMM_DIMS (untransposed,
- * and with B or A transposed, as the trainer calls them), copy
+ * single times one core: sgemm over the CPU grid (the first
+ * DLH_CALIB_CPU_GEMM_N of DLH_CALIB_GEMM_DIMS; untransposed, and with B or
+ * A transposed, as the trainer calls them), copy
  * bandwidth over DLH_CALIB_BW_SIZES, the trainer's own ReLU backward and
  * dropout per element, its batch gather, its IDX loader, its weight
  * initialisation, atomic file writes and a checkpoint written by its own
@@ -82,6 +83,7 @@
 #define METRICS_LINES 2000        /* metrics.csv lines appended */
 
 static const int gemm_dims[DLH_CALIB_GEMM_N] = DLH_CALIB_GEMM_DIMS;
+#define CPU_N DLH_CALIB_CPU_GEMM_N   /* the CPU's grid: the first CPU_N of gemm_dims */
 static const long bw_sizes[DLH_CALIB_BW_N] = DLH_CALIB_BW_SIZES;
 static const long opt_sizes[DLH_CALIB_OPT_N] = DLH_CALIB_OPT_SIZES;
 
@@ -186,17 +188,17 @@ static double gemm_rate(int m, int n, int k, float *pool, size_t pool_floats)
 	return gemm_rate_t(m, n, k, CblasNoTrans, CblasNoTrans, pool, pool_floats);
 }
 
-/* The grid of DLH_CALIB_GEMM_DIMS in form (ta, tb) into g; shapes over
- * GEMM_MAX_MNK take the best of their smaller neighbours (large shapes
- * saturate). Returns the best rate seen. */
+/* The CPU grid (the first DLH_CALIB_CPU_GEMM_N of DLH_CALIB_GEMM_DIMS) in
+ * form (ta, tb) into g; shapes over GEMM_MAX_MNK take the best of their
+ * smaller neighbours (large shapes saturate). Returns the best rate seen. */
 static double gemm_grid_form(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, float *pool,
-			     double g[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N])
+			     double g[CPU_N][CPU_N][CPU_N])
 {
 	double peak = 0.0;
 
-	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
-		for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
-			for (int l = 0; l < DLH_CALIB_GEMM_N; l++) {
+	for (int i = 0; i < CPU_N; i++)
+		for (int j = 0; j < CPU_N; j++)
+			for (int l = 0; l < CPU_N; l++) {
 				long mnk = (long)gemm_dims[i] * gemm_dims[j] * gemm_dims[l];
 
 				if (mnk <= GEMM_MAX_MNK) {
@@ -216,27 +218,26 @@ static double gemm_grid_form(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, float *pool
 
 /* Prints grid g as TYPE.gemmFORM_MxN=K... lines (form "" untransposed). */
 static void print_grid(const char *form,
-		       double g[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N])
+		       double g[CPU_N][CPU_N][CPU_N])
 {
-	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
-		for (int j = 0; j < DLH_CALIB_GEMM_N; j++) {
+	for (int i = 0; i < CPU_N; i++)
+		for (int j = 0; j < CPU_N; j++) {
 			fprintf(fig, "cpu.gemm%s_%dx%d=", form, gemm_dims[i], gemm_dims[j]);
-			for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
+			for (int l = 0; l < CPU_N; l++)
 				fprintf(fig, "%s%.4g", l ? " " : "", g[i][j][l]);
 			fprintf(fig, "\n");
 		}
 }
 
 /* The mean over the inner 3 x 3 x 3 points of the grid of a / b. */
-static double inner_ratio(double a[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N],
-			  double b[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N])
+static double inner_ratio(double a[CPU_N][CPU_N][CPU_N], double b[CPU_N][CPU_N][CPU_N])
 {
 	double sum = 0.0;
 	int n = 0;
 
-	for (int i = 1; i < DLH_CALIB_GEMM_N - 1; i++)
-		for (int j = 1; j < DLH_CALIB_GEMM_N - 1; j++)
-			for (int l = 1; l < DLH_CALIB_GEMM_N - 1; l++, n++)
+	for (int i = 1; i < CPU_N - 1; i++)
+		for (int j = 1; j < CPU_N - 1; j++)
+			for (int l = 1; l < CPU_N - 1; l++, n++)
 				sum += a[i][j][l] / b[i][j][l];
 	return sum / n;
 }
@@ -253,8 +254,8 @@ static double gemm_grids(void)
 	static const char *names[DLH_CALIB_GEMM_TR] = DLH_CALIB_GEMM_TR_NAMES;
 	static const CBLAS_TRANSPOSE ta[DLH_CALIB_GEMM_TR] = { CblasNoTrans, CblasTrans };
 	static const CBLAS_TRANSPOSE tb[DLH_CALIB_GEMM_TR] = { CblasTrans, CblasNoTrans };
-	static double g[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
-	static double gt[DLH_CALIB_GEMM_TR][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
+	static double g[CPU_N][CPU_N][CPU_N];
+	static double gt[DLH_CALIB_GEMM_TR][CPU_N][CPU_N][CPU_N];
 	float *pool = xmalloc(GEMM_POOL * sizeof *pool);
 	double peak, tt = 0.0;
 	int n = 0;
@@ -266,9 +267,9 @@ static double gemm_grids(void)
 		gemm_grid_form(ta[t], tb[t], pool, gt[t]);
 		print_grid(names[t], gt[t]);
 	}
-	for (int i = 1; i < DLH_CALIB_GEMM_N - 1; i++)
-		for (int j = 1; j < DLH_CALIB_GEMM_N - 1; j++)
-			for (int l = 1; l < DLH_CALIB_GEMM_N - 1; l++, n++)
+	for (int i = 1; i < CPU_N - 1; i++)
+		for (int j = 1; j < CPU_N - 1; j++)
+			for (int l = 1; l < CPU_N - 1; l++, n++)
 				tt += gemm_rate_t(gemm_dims[i], gemm_dims[j], gemm_dims[l], CblasTrans,
 						  CblasTrans, pool, GEMM_POOL) / g[i][j][l];
 	fprintf(fig, "cpu.gemm_nt=%.4g\ncpu.gemm_tn=%.4g\ncpu.gemm_tt=%.4g\n", inner_ratio(gt[0], g),
@@ -912,16 +913,17 @@ static void phase_all(int rank)
 	free(pool);
 }
 
-/* The mean over the inner 3 x 3 x 3 points of the grid of a / b (floats). */
+/* The mean over the inner 3 x 3 x 3 points of the CPU's part of the grid
+ * of a / b (floats). */
 static double inner_ratio_f(const float a[DLT_GPU_CAL_DIMS][DLT_GPU_CAL_DIMS][DLT_GPU_CAL_DIMS],
 			    const float b[DLT_GPU_CAL_DIMS][DLT_GPU_CAL_DIMS][DLT_GPU_CAL_DIMS])
 {
 	double sum = 0.0;
 	int n = 0;
 
-	for (int i = 1; i < DLH_CALIB_GEMM_N - 1; i++)
-		for (int j = 1; j < DLH_CALIB_GEMM_N - 1; j++)
-			for (int l = 1; l < DLH_CALIB_GEMM_N - 1; l++, n++)
+	for (int i = 1; i < CPU_N - 1; i++)
+		for (int j = 1; j < CPU_N - 1; j++)
+			for (int l = 1; l < CPU_N - 1; l++, n++)
 				sum += b[i][j][l] > 0 ? a[i][j][l] / b[i][j][l] : 1.0;
 	return sum / n;
 }

@@ -235,14 +235,22 @@ static float (*gemm_grid_of(struct dlh_calib_dev *d, const char *key, const char
 	return g;
 }
 
-/* TYPE.gemm_MxN=K values (and gemmnt_, gemmtn_, gemmtf32_). Returns 0, -ENOENT, -EINVAL. */
+int dlh_calib_grid_n(const struct dlh_calib_dev *d)
+{
+	return d->grid_n > 0 && d->grid_n <= DLH_CALIB_GEMM_N ? d->grid_n : DLH_CALIB_GEMM_N;
+}
+
+/* TYPE.gemm_MxN=K values (and gemmnt_, gemmtn_, gemmtf32_): a value for
+ * each k of the type's grid, whose size the first such line sets
+ * (DLH_CALIB_CPU_GEMM_N on a CPU, DLH_CALIB_GEMM_N on a GPU; M and N
+ * within it). Returns 0, -ENOENT, -EINVAL. */
 static int set_gemm_row(struct dlh_calib_dev *d, const char *key, const char *value)
 {
 	long dims[DLH_CALIB_GEMM_N], m, n;
 	const char *p = value, *mn;
 	char tail;
-	double v;
-	int *measured;
+	double v[DLH_CALIB_GEMM_N];
+	int *measured, nv = 0;
 	float (*g)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N] = gemm_grid_of(d, key, &mn, &measured);
 	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
 		dims[i] = gemm_dims[i];
@@ -251,17 +259,22 @@ static int set_gemm_row(struct dlh_calib_dev *d, const char *key, const char *va
 	int i = grid_index(m, dims, DLH_CALIB_GEMM_N), j = grid_index(n, dims, DLH_CALIB_GEMM_N);
 	if (i < 0 || j < 0)
 		return -ENOENT;
-	for (int l = 0; l < DLH_CALIB_GEMM_N; l++) {
+	for (;;) {
 		while (*p == ' ')
 			p++;
-		if (number(p, &v, &p) < 0)
+		if (!*p)
+			break;
+		if (nv == DLH_CALIB_GEMM_N || number(p, &v[nv], &p) < 0)
 			return -EINVAL;
-		g[i][j][l] = (float)v;
+		nv++;
 	}
-	while (*p == ' ')
-		p++;
-	if (*p)
+	/* the grid is a CPU's or a GPU's, square, its size the first line's */
+	if ((nv != DLH_CALIB_CPU_GEMM_N && nv != DLH_CALIB_GEMM_N) ||
+	    (d->grid_n && nv != d->grid_n) || i >= nv || j >= nv)
 		return -EINVAL;
+	d->grid_n = nv;
+	for (int l = 0; l < nv; l++)
+		g[i][j][l] = (float)v[l];
 	*measured = 1;
 	return 0;
 }
@@ -354,16 +367,18 @@ int dlh_calib_load(const char *state_dir, struct dlh_calib *c, char *err, size_t
 	return rc;
 }
 
-/* Appends the TYPE.gemmFORM_MxN=K... lines of grid g. Returns 0, or -ENOMEM. */
+/* Appends the TYPE.gemmFORM_MxN=K... lines of grid g, its first gn dims.
+ * Returns 0, or -ENOMEM. */
 static int format_grid(const char *type, const char *form,
-		       const float (*g)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N], struct dlh_buf *out)
+		       const float (*g)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N], int gn,
+		       struct dlh_buf *out)
 {
 	int rc = 0;
-	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
-		for (int j = 0; j < DLH_CALIB_GEMM_N; j++) {
+	for (int i = 0; i < gn; i++)
+		for (int j = 0; j < gn; j++) {
 			rc |= dlh_buf_printf(out, "%s.gemm%s_%dx%d=", type, form, gemm_dims[i],
 					     gemm_dims[j]);
-			for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
+			for (int l = 0; l < gn; l++)
 				rc |= dlh_buf_printf(out, "%s%.4g", l ? " " : "", (double)g[i][j][l]);
 			rc |= dlh_buf_printf(out, "\n");
 		}
@@ -395,12 +410,13 @@ int dlh_calib_format(const struct dlh_calib *c, struct dlh_buf *out)
 		snprintf(prefix, sizeof prefix, "%s.", d->type);
 		rc |= format_series(dev_series, NFIELDS(dev_series), d, prefix, out);
 		if (d->grid)
-			rc |= format_grid(d->type, "", d->gemm, out);
+			rc |= format_grid(d->type, "", d->gemm, dlh_calib_grid_n(d), out);
 		for (int t = 0; t < DLH_CALIB_GEMM_TR; t++)
 			if (d->grid_tr[t])
-				rc |= format_grid(d->type, tr_names[t], d->gemm_tr[t], out);
+				rc |= format_grid(d->type, tr_names[t], d->gemm_tr[t], dlh_calib_grid_n(d),
+						  out);
 		if (d->grid_tf32)
-			rc |= format_grid(d->type, "tf32", d->gemm_tf32, out);
+			rc |= format_grid(d->type, "tf32", d->gemm_tf32, dlh_calib_grid_n(d), out);
 	}
 	return rc ? -ENOMEM : 0;
 }

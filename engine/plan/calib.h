@@ -18,10 +18,15 @@
 #define DLH_CALIB_FILE "calibration"   /* STATE/calibration */
 
 /* GEMM shapes calibrated: every m, n, k in DLH_CALIB_GEMM_DIMS (a log4
- * grid from the MLP's smallest layers to its widest); the estimator
- * interpolates the throughput of other shapes in log space. */
-#define DLH_CALIB_GEMM_N 5
-#define DLH_CALIB_GEMM_DIMS { 8, 32, 128, 512, 2048 }
+ * grid); the estimator interpolates the throughput of other shapes in log
+ * space. A CPU's grid is its first DLH_CALIB_CPU_GEMM_N values (from the
+ * MLP's smallest layers to its widest); a GPU's all of them, to the
+ * convolutions' products, whose N is the batch's rows times the image's
+ * pixels (100352 for the CNN's first at batch 128): a GPU's rate there is
+ * not its rate at 2048, where such a product is a small one. */
+#define DLH_CALIB_GEMM_N 8
+#define DLH_CALIB_GEMM_DIMS { 8, 32, 128, 512, 2048, 8192, 32768, 131072 }
+#define DLH_CALIB_CPU_GEMM_N 5
 #define DLH_CALIB_GEMM_TR 2         /* transposed forms with a grid of their own */
 #define DLH_CALIB_GEMM_TR_NAMES { "nt", "tn" }   /* cache keys TYPE.gemmnt_MxN... */
 
@@ -61,6 +66,9 @@ struct dlh_calib_dev {
 					     gather of a batch's random rows from a
 					     shard past L2 (0: the copy bandwidth) */
 	int grid;                         /* 1: gemm[][][] was measured */
+	int grid_n;                       /* the grids' first grid_n dims were measured
+					     (DLH_CALIB_CPU_GEMM_N on a CPU, all on a GPU;
+					     0: all, dlh_calib_grid_n) */
 	float gemm[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
 					  /* sgemm FLOP/s at [m][n][k] of the grid */
 	int grid_tr[DLH_CALIB_GEMM_TR];   /* 1: gemm_tr[t] was measured */
@@ -202,6 +210,10 @@ int dlh_calib_parse(const char *text, struct dlh_calib *c, char *err, size_t err
 
 /* Writes STATE/calibration atomically. Returns 0, or -errno. */
 int dlh_calib_save(const char *state_dir, const struct dlh_calib *c);
+
+/* The dims of d's GEMM grids that were measured: the first grid_n of
+ * DLH_CALIB_GEMM_DIMS (all of them where grid_n is 0). */
+int dlh_calib_grid_n(const struct dlh_calib_dev *d);
 
 /* Appends the text of the cache (and of /dlh/pool/calibration): key=value
  * lines, the date first. Returns 0, or -ENOMEM. */

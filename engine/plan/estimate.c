@@ -67,20 +67,29 @@ static double grid_pos(double s, double lo, double ratio)
 	return s <= lo ? 0.0 : log(s / lo) / log(ratio);
 }
 
-/* FLOP/s of an m x n x k sgemm on the calibrated grid g: trilinear in
- * log(m), log(n), log(k); 0 when the grid has no rate there. */
-static double grid_rate(const float (*g)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N], double m,
-			double n, double k)
+typedef const float (*gemm_grid)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
+
+/* FLOP/s of an m x n x k sgemm on the calibrated grid g, whose first gn
+ * dims were measured: trilinear in log(m), log(n), log(k) (held at the
+ * grid's edges), and with geo (a GPU's grid) in log(rate) too; 0 when the
+ * grid has no rate there. A GPU's rates span five orders of magnitude
+ * over the grid, because a small GEMM costs its latency whatever its size
+ * (its rate grows as m n k): between two points a rate interpolated
+ * linearly is up to 1.25 times too high per dimension, almost twice in
+ * all three, where the geometric mean follows such a power law exactly
+ * (a corner not measured: the linear mean of the others). A CPU's rates
+ * span a few times, where the two agree. */
+static double grid_rate(gemm_grid g, int gn, double m, double n, double k, int geo)
 {
 	static const int dims[DLH_CALIB_GEMM_N] = DLH_CALIB_GEMM_DIMS;
 	const double ratio = (double)dims[1] / dims[0];
 	double x[3] = { grid_pos(m, dims[0], ratio), grid_pos(n, dims[0], ratio),
 			grid_pos(k, dims[0], ratio) };
 	int lo[3];
-	double f[3], rate = 0.0;
+	double f[3], rate = 0.0, lg = 0.0;
 	for (int a = 0; a < 3; a++) {
-		x[a] = x[a] > DLH_CALIB_GEMM_N - 1 ? DLH_CALIB_GEMM_N - 1 : x[a];
-		lo[a] = (int)x[a] < DLH_CALIB_GEMM_N - 1 ? (int)x[a] : DLH_CALIB_GEMM_N - 2;
+		x[a] = x[a] > gn - 1 ? gn - 1 : x[a];
+		lo[a] = (int)x[a] < gn - 1 ? (int)x[a] : gn - 2;
 		f[a] = x[a] - lo[a];
 	}
 	for (int c = 0; c < 8; c++) {
@@ -88,7 +97,13 @@ static double grid_rate(const float (*g)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N], do
 		double w = (c & 1 ? f[0] : 1 - f[0]) * (c >> 1 & 1 ? f[1] : 1 - f[1]) *
 			   (c >> 2 & 1 ? f[2] : 1 - f[2]);
 		rate += w * g[i][j][l];
+		if (g[i][j][l] > 0)
+			lg += w * log(g[i][j][l]);
+		else
+			geo = 0;
 	}
+	if (geo)
+		return exp(lg);
 	return rate > 0 ? rate : 0.0;
 }
 
@@ -111,7 +126,9 @@ static double gemm_rate_at(const struct rdev *rd, enum trans t, double m, double
 	double r = gemm_rate(d, t, m, n, k);
 	if (rd->prec == DLH_PRECISION_FP32 || !d->grid_tf32 || !d->grid)
 		return r;
-	double tc = grid_rate(d->gemm_tf32, m, n, k), nn = grid_rate(d->gemm, m, n, k);
+	const int gn = dlh_calib_grid_n(d);
+	double tc = grid_rate(d->gemm_tf32, gn, m, n, k, d->gpu > 0);
+	double nn = grid_rate(d->gemm, gn, m, n, k, d->gpu > 0);
 	return tc > 0 && nn > 0 ? tc * (t == NN ? 1.0 : r / nn) : r;
 }
 
@@ -122,11 +139,12 @@ static double gemm_rate(const struct dlh_calib_dev *d, enum trans t, double m, d
 	double rate = 0.0;
 	if (t == NT || t == TN) {
 		int g = t == NT ? 0 : 1;   /* DLH_CALIB_GEMM_TR_NAMES order */
-		if (d->grid_tr[g] && (rate = grid_rate(d->gemm_tr[g], m, n, k)) > 0)
+		if (d->grid_tr[g] &&
+		    (rate = grid_rate(d->gemm_tr[g], dlh_calib_grid_n(d), m, n, k, d->gpu > 0)) > 0)
 			return rate;
 	}
 	if (d->grid)
-		rate = grid_rate(d->gemm, m, n, k);
+		rate = grid_rate(d->gemm, dlh_calib_grid_n(d), m, n, k, d->gpu > 0);
 	return (rate > 0 ? rate : d->gemm_flops) * (f[t] > 0 ? f[t] : 1.0);
 }
 
@@ -135,7 +153,11 @@ static double gemm_s(const struct rdev *rd, enum trans t, double m, double n, do
 {
 	if (m < 1 || n < 1 || k < 1)
 		return 0.0;
-	return 2.0 * m * n * k / (gemm_rate_at(rd, t, m, n, k) * rd->gemm_share);
+	double s = 2.0 * m * n * k / (gemm_rate_at(rd, t, m, n, k) * rd->gemm_share);
+	/* a GPU's GEMM reads its operands and writes its product at least once */
+	if (rd->d->gpu > 0 && rd->d->mem_bw > 0)
+		s = fmax(s, F4 * (m * k + k * n + m * n) / rd->d->mem_bw);
+	return s;
 }
 
 /* Bytes/s of a pass over a working set of ws bytes: interpolated in

@@ -132,7 +132,8 @@ test_a_gpu_run_reports_its_device_memory_and_the_estimate_matches_it() {
 }
 
 # a cache whose GPU figures were measured before dlh-calib timed GEMMs and
-# passes as a graph's nodes (no node_s) is measured again at mount
+# passes as a graph's nodes (no node_s), or before its GEMM grid reached the
+# convolutions' products, is measured again at mount
 test_a_gpu_measured_before_graphs_were_timed_is_measured_again() {
 	need_emu
 	gpu_mount 1
@@ -144,6 +145,19 @@ test_a_gpu_measured_before_graphs_were_timed_is_measured_again() {
 	wait_for 120 grep -q '^H100\.node_s=[0-9]' "$MNT/pool/calibration" ||
 		die "not measured again: $(grep '^H100' "$MNT/pool/calibration" | grep -v gemm)"
 	! grep -q '^H100\.kernel_s=9$' "$STATE/calibration" || die "the old figures stayed"
+	dlh_umount
+	# and one whose GEMM grid stops at 2048 a side (5 dims, as before it
+	# reached the convolutions' products): its lines cut to that grid
+	grep -q '^H100\.gemm_8x131072=\([0-9.e+-]* \)\{7\}[0-9.e+-]*$' "$STATE/calibration" ||
+		die "no 8-dim grid: $(grep '^H100\.gemm_8x' "$STATE/calibration" | head -3)"
+	sed -i -E -e '/^H100\.gemm[a-z0-9]*_([0-9]+x)?(8192|32768|131072)(x[0-9]+)?=/d' \
+		-e 's/^(H100\.gemm[a-z0-9]*_[0-9]+x[0-9]+=[^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+) .*/\1/' \
+		-e 's/^H100\.kernel_s=.*/H100.kernel_s=9/' "$STATE/calibration"
+	grep -q '^H100\.gemm_2048x2048=[^ ]* [^ ]* [^ ]* [^ ]* [^ ]*$' "$STATE/calibration" || die "the cut failed"
+	remount
+	wait_for 120 grep -q '^H100\.gemm_8x131072=' "$MNT/pool/calibration" ||
+		die "a 5-dim grid not measured again: $(grep '^H100\.gemm_8x' "$MNT/pool/calibration" | head -3)"
+	! grep -q '^H100\.kernel_s=9$' "$STATE/calibration" || die "the old figures stayed (5-dim grid)"
 	dlh_umount
 }
 

@@ -36,16 +36,17 @@ static void sample(struct dlh_calib *c)
 		if (d)
 			continue;   /* a GPU type from the pool config: no grid */
 		v->grid = 1;
+		v->grid_n = DLH_CALIB_CPU_GEMM_N;   /* a CPU's grid: the first dims */
 		for (int i = 0; i < DLH_CALIB_BW_N; i++)
 			v->bw[i] = 3e10 - 4e9 * i;
-		for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
-			for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
-				for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
+		for (int i = 0; i < DLH_CALIB_CPU_GEMM_N; i++)
+			for (int j = 0; j < DLH_CALIB_CPU_GEMM_N; j++)
+				for (int l = 0; l < DLH_CALIB_CPU_GEMM_N; l++)
 					v->gemm[i][j][l] = (float)(1e10 * (1 + i + 2 * j + 3 * l));
 		v->grid_tr[1] = 1;   /* tn measured, nt not */
-		for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
-			for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
-				for (int l = 0; l < DLH_CALIB_GEMM_N; l++)
+		for (int i = 0; i < DLH_CALIB_CPU_GEMM_N; i++)
+			for (int j = 0; j < DLH_CALIB_CPU_GEMM_N; j++)
+				for (int l = 0; l < DLH_CALIB_CPU_GEMM_N; l++)
 					v->gemm_tr[1][i][j][l] = (float)(2e10 * (1 + 3 * i + j + l));
 	}
 }
@@ -80,6 +81,8 @@ TEST(format_then_parse_gives_the_same_numbers)
 	CHECK(near(cpu->bw[DLH_CALIB_BW_N - 1], c.dev[0].bw[DLH_CALIB_BW_N - 1]));
 	CHECK(near(cpu->gemm[4][3][2], c.dev[0].gemm[4][3][2]));
 	CHECK(near(cpu->gemm[0][0][0], 1e10));
+	/* a CPU's grid: its 5 dims, 5 values a line */
+	CHECK(cpu->grid_n == DLH_CALIB_CPU_GEMM_N && dlh_calib_grid_n(cpu) == 5);
 }
 
 TEST(transposed_grids_round_trip_apart_from_the_untransposed)
@@ -91,6 +94,7 @@ TEST(transposed_grids_round_trip_apart_from_the_untransposed)
 	sample(&c);
 	CHECK(dlh_calib_format(&c, &b) == 0);
 	CHECK(strstr(b.data, "cpu.gemmtn_8x8=") && !strstr(b.data, "cpu.gemmnt_"));
+	CHECK(strstr(b.data, "\ncpu.gemm_2048x2048=") && !strstr(b.data, "cpu.gemm_8192x"));
 	memset(&back, 0, sizeof back);
 	int rc = dlh_calib_parse(b.data, &back, err, sizeof err);
 	dlh_buf_free(&b);
@@ -152,6 +156,11 @@ TEST(bad_cache_lines_are_named)
 	CHECK(strstr(parse_err("sync_s=-1\n"), "calibration:1: sync_s: expected non-negative"));
 	CHECK(!strcmp(parse_err("when\n"), "calibration:1: expected key=value, got \"when\""));
 	CHECK(strstr(parse_err("cpu.gemm_8x8=1 2 3\n"), "calibration:1: cpu.gemm_8x8: expected"));
+	/* a grid is a CPU's 5 or a GPU's 8 dims, the same on every line */
+	CHECK(strstr(parse_err("cpu.gemm_8x8=1 2 3 4 5\ncpu.gemm_8x32=1 2 3 4 5 6 7 8\n"),
+		     "calibration:2: cpu.gemm_8x32: expected"));
+	CHECK(strstr(parse_err("cpu.gemm_8192x8=1 2 3 4 5\n"), "calibration:1: cpu.gemm_8192x8: expected"));
+	CHECK(!strcmp(parse_err("cpu.gemm_8192x8=1 2 3 4 5 6 7 8\n"), ""));
 	CHECK(strstr(parse_err("cpu.gemm_8x9=1 2 3 4 5\n"), "unknown key \"cpu.gemm_8x9\""));
 	CHECK(strstr(parse_err("cpu.bw_100=1\n"), "unknown key \"cpu.bw_100\""));
 	CHECK(strstr(parse_err("a.x=1\n"), "unknown key \"a.x\""));
@@ -287,6 +296,10 @@ TEST(gpu_figures_round_trip_and_a_cpu_type_writes_none)
 	CHECK(near(g->gemm_tr[1][4][3][2], c.dev[1].gemm_tr[1][4][3][2]));
 	CHECK(g->grid_tf32 && near(g->gemm_tf32[4][3][2], c.dev[1].gemm_tf32[4][3][2]));
 	CHECK(near(g->node_s, 1.25e-6));
+	/* a GPU's grid reaches the convolutions' products: 8 dims to 131072 */
+	CHECK(g->grid_n == DLH_CALIB_GEMM_N && dlh_calib_grid_n(g) == 8);
+	CHECK(near(g->gemm[7][6][5], c.dev[1].gemm[7][6][5]) &&
+	      near(g->gemm_tr[0][2][7][7], c.dev[1].gemm_tr[0][2][7][7]));
 	CHECK(dlh_calib_dev(&back, "cpu")->gpu == 0 && !dlh_calib_dev(&back, "cpu")->grid_tf32);
 }
 

@@ -712,6 +712,89 @@ TEST(each_gpu_figure_moves_the_estimate)
 	CHECK(est(&c, NULL, &e) == 0 && e.step_s > base.step_s * 2);
 }
 
+/* A GPU's GEMMs bound by their latency: every shape of the grid (all its
+ * forms) takes t seconds, its rate 2 m n k / t. */
+static void latency_grid(struct dlh_calib_dev *g, double t)
+{
+	static const int d[DLH_CALIB_GEMM_N] = DLH_CALIB_GEMM_DIMS;
+
+	g->grid = g->grid_tr[0] = g->grid_tr[1] = 1;
+	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
+		for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
+			for (int l = 0; l < DLH_CALIB_GEMM_N; l++) {
+				float r = (float)(2.0 * d[i] * d[j] * d[l] / t);
+
+				g->gemm[i][j][l] = g->gemm_tr[0][i][j][l] = g->gemm_tr[1][i][j][l] = r;
+			}
+}
+
+/* between the points of a GPU's grid, a GEMM whose time is its latency
+ * (the rate grows as m n k) takes that latency: the rates are interpolated
+ * geometrically (linearly, the MLP's 784 x 50 x 16 products would be rated
+ * up to twice too fast) */
+TEST(a_gpu_gemm_between_the_grids_points_follows_its_rates_power_law)
+{
+	struct dlh_calib c;
+	struct dlh_estimate e;
+
+	gpu_calib(&c, 1e30, HUGE_BW, 1e-7, 1e-7, 1e-5);
+	c.dev[1].node_s = 1e-7;
+	latency_grid(&c.dev[1], 5e-6);
+	mlp(&c, 50, 16, 1, "H100");
+	CHECK(est(&c, NULL, &e) == 0);
+	/* 5 GEMMs at 5 us (none on a grid point: 784, 50, 16), 8 other
+	 * kernels at node_s, the two copies */
+	double step = 5 * 5e-6 + 8 * 1e-7 + 2 * 1e-5;
+	CHECK_MSG(fabs(e.step_s - step) < 1e-9 * step, "step %.9g, by hand %.9g", e.step_s, step);
+	/* and a GEMM takes at least its operands' traffic at the memory's
+	 * rate: the first layer's two (16 x 784 x 50, its input, weights and
+	 * output: 210176 bytes) at 10 GB/s, the other three their latency */
+	c.dev[1].mem_bw = 1e10;
+	CHECK(est(&c, NULL, &e) == 0);
+	step = 2 * 210176 / 1e10 + 3 * 5e-6 + 8 * 1e-7 + 2 * 1e-5;
+	CHECK_MSG(fabs(e.step_s - step) < 1e-9 * step, "step %.9g, by hand %.9g (memory-bound)",
+		  e.step_s, step);
+}
+
+/* a GPU's grid goes on to the convolutions' products (N = rows x pixels,
+ * 100352 for a 28 x 28 conv at batch 128): a conv's GEMMs are rated there,
+ * where a 5-dim grid (a CPU's, or a GPU cache from before) holds the rate
+ * of its 2048 edge */
+TEST(a_gpu_conv_is_rated_on_the_grids_large_dims)
+{
+	static const int d[DLH_CALIB_GEMM_N] = DLH_CALIB_GEMM_DIMS;
+	struct dlh_calib c;
+	struct dlh_estimate five, eight;
+	struct dlh_calib_dev *g = &c.dev[1];
+
+	gpu_calib(&c, 1e13, 2e12, 1e-7, 1e-7, 1e-5);
+	/* 1e12 FLOP/s up to 2048 a side, 1e13 past it */
+	for (int i = 0; i < DLH_CALIB_GEMM_N; i++)
+		for (int j = 0; j < DLH_CALIB_GEMM_N; j++)
+			for (int l = 0; l < DLH_CALIB_GEMM_N; l++) {
+				float r = d[i] > 2048 || d[j] > 2048 || d[l] > 2048 ? 1e13f : 1e12f;
+
+				g->gemm[i][j][l] = g->gemm_tr[0][i][j][l] = g->gemm_tr[1][i][j][l] = r;
+			}
+	g->grid_tr[0] = g->grid_tr[1] = 1;
+	mlp(&c, 64, 128, 1, "H100");
+	snprintf(spec.model_type, sizeof spec.model_type, "cnn");
+	spec.conv_filters[0] = 32;
+	spec.conv_kernel[0] = 5;
+	spec.nconv = 1;
+	spec.pool = 2;
+	spec.dense[0] = 64;
+	spec.ndense = 1;
+	g->grid_n = DLH_CALIB_CPU_GEMM_N;
+	CHECK(est(&c, NULL, &five) == 0);
+	g->grid_n = DLH_CALIB_GEMM_N;
+	CHECK(est(&c, NULL, &eight) == 0);
+	/* the conv's three products (32 x 100352 x 25 and its two gradients'),
+	 * 0.48 GFLOP a step, at 1e13 instead of 1e12: 0.43 ms less */
+	CHECK_MSG(five.step_s - eight.step_s > 3e-4, "step %g with 5 dims, %g with 8",
+		  five.step_s, eight.step_s);
+}
+
 /* an elementwise kernel smaller than the smallest pass timed costs what
  * that one did (a GPU's small kernel is bound by its latency) */
 TEST(a_gpu_kernel_below_the_smallest_pass_timed_costs_that_pass)
@@ -831,6 +914,8 @@ int main(void)
 	RUN(a_small_gpu_step_is_one_graph_launch_its_nodes_copies_and_one_sync);
 	RUN(a_gpu_steps_host_work_hides_behind_its_device_work_but_evaluation_pays_each_launch);
 	RUN(a_gpu_kernel_below_the_smallest_pass_timed_costs_that_pass);
+	RUN(a_gpu_gemm_between_the_grids_points_follows_its_rates_power_law);
+	RUN(a_gpu_conv_is_rated_on_the_grids_large_dims);
 	RUN(each_gpu_figure_moves_the_estimate);
 	RUN(tf32_and_bf16_take_the_tensor_cores_grid_and_bf16_its_casts);
 	RUN(gpu_memory_is_the_context_cublas_nccl_and_the_backends_buffers);

@@ -44,12 +44,19 @@
 /* the emulation's GEMMs run on one core: the grid's large shapes would take
  * minutes, and the emulated figures are for the tests, not for planning */
 #define CAL_MAX_MNK (1L << 21)
+#define CAL_MAX_OPERAND (1L << 22)   /* floats of an operand, at most (the large copy's) */
+#define CAL_MAX_DIM 2048             /* nor a side past the CPU's grid (its neighbours') */
 #define CAL_BW_MAX (4L << 20)    /* and its elementwise passes stop at 4 MiB */
 #else
 /* larger shapes are not timed (they run at peak): the grid's every shape
  * (2048^3; an H200 record with 2^30 here rated a 512 x 4096 x 4096 GEMM by
  * its smaller neighbours, and a large MLP's step 28% slow) */
 #define CAL_MAX_MNK (1L << 33)
+/* nor shapes with an operand past 64M floats (the three buffers: 768 MiB),
+ * whose rate their neighbours give: a conv's im2col product of 800 x 25088
+ * has 20M */
+#define CAL_MAX_OPERAND (1L << 26)
+#define CAL_MAX_DIM (1L << 30)
 #define CAL_BW_MAX (1L << 40)
 #endif
 
@@ -105,7 +112,7 @@ static unsigned blocks_for(size_t n)
 struct cal {
 	cudaStream_t s;
 	cublasHandle_t blas;
-	float *a, *b, *c;          /* GEMM operands, each of the grid's largest matrix */
+	float *a, *b, *c;          /* GEMM operands: the grid's largest square, or fewer */
 	size_t mat;                /* floats of each */
 	char *err;
 	size_t errlen;
@@ -199,8 +206,9 @@ static int gemm_s(struct cal *x, int ta, int tb, int m, int n, int k, double *ou
 	return graph_s(x, [&] { return gemm(x, ta, tb, m, n, k); }, out);
 }
 
-/* The grid of in->dims in each form into out->gemm; shapes over CAL_MAX_MNK
- * take the best of their smaller neighbours (large shapes saturate). */
+/* The grid of in->dims in each form into out->gemm; shapes over CAL_MAX_MNK,
+ * with an operand past x->mat floats or a side past CAL_MAX_DIM take the
+ * best of their smaller neighbours (large shapes saturate). */
 static int gemm_grid(struct cal *x, const struct dlt_gpu_cal_in *in, struct dlt_gpu_cal *out)
 {
 	static const int ta[DLT_GPU_CAL_FORMS] = { 0, 0, 1, 0 }, tb[DLT_GPU_CAL_FORMS] = { 0, 1, 0, 0 };
@@ -218,7 +226,11 @@ static int gemm_grid(struct cal *x, const struct dlt_gpu_cal_in *in, struct dlt_
 					float (*g)[DLT_GPU_CAL_DIMS][DLT_GPU_CAL_DIMS] = out->gemm[f];
 					double s = INFINITY;
 
-					if ((double)d[i] * d[j] * d[l] <= (double)CAL_MAX_MNK) {
+					const double m = d[i], n = d[j], k = d[l];
+
+					if (m * n * k <= (double)CAL_MAX_MNK && m * k <= (double)x->mat &&
+					    k * n <= (double)x->mat && m * n <= (double)x->mat &&
+					    fmax(m, fmax(n, k)) <= (double)CAL_MAX_DIM) {
 						TRY(gemm_s(x, ta[f], tb[f], d[i], d[j], d[l], &s));
 						g[i][j][l] = (float)(2.0 * d[i] * d[j] * d[l] / s);
 					} else {   /* i, j, l ascend: the neighbours are done */
@@ -459,9 +471,14 @@ extern "C" int dlt_gpu_calibrate(const struct dlt_gpu_cal_in *in, struct dlt_gpu
 		 (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
 	CUDA_CHECK(cudaStreamCreateWithFlags(&x.s, cudaStreamNonBlocking));
 
-	/* the operands first, so that cuBLAS's share is its own */
+	/* the operands first, so that cuBLAS's share is its own: each as large
+	 * as the grid's largest square, or CAL_MAX_OPERAND floats */
 	int big = in->dims[in->ndims - 1];
 	x.mat = (size_t)big * (size_t)big;
+	if (x.mat > (size_t)CAL_MAX_OPERAND)
+		x.mat = (size_t)CAL_MAX_OPERAND;
+	static_assert(CAL_H2D_BIG <= CAL_MAX_OPERAND * (long)sizeof(float),
+		      "the large copy goes into an operand's buffer");
 	CUDA_CHECK(cudaMalloc((void **)&x.a, x.mat * sizeof(float)));
 	CUDA_CHECK(cudaMalloc((void **)&x.b, x.mat * sizeof(float)));
 	CUDA_CHECK(cudaMalloc((void **)&x.c, x.mat * sizeof(float)));
