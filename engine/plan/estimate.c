@@ -632,7 +632,7 @@ static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n,
 }
 
 /* Seconds of the stack's forward (and with train, the backward; *bwd its
- * share) for n rows with the loss's two kernels, the batch got in as the
+ * share) for n rows with the loss's kernel, the batch got in as the
  * backend gets it: a training step's rows from those the device holds
  * (--device-data), their numbers in the step's one copy with its values
  * and gathered by a kernel; an evaluation batch by its two copies. Then
@@ -648,7 +648,7 @@ static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, 
 	for (int i = 0; i < nl; i++)
 		if (!(i > 0 && gpu_relu_after(s, nl, i - 1)))
 			t += gpu_fwd_s(rd, &s[i], n);
-	t += gk_s(rd, 2.0 * n * classes * F4) + gk_s(rd, 2.0 * n * F4);
+	t += gk_s(rd, (2.0 * n * classes + n) * F4);   /* the loss and its sums: one kernel */
 	for (int i = nl - 1; train && i >= 0; i--)
 		if (!(i > 0 && gpu_relu_after(s, nl, i - 1)))
 			b += gpu_bwd_s(rd, &s[i], n, i > 0, gpu_relu_after(s, nl, i));
@@ -696,9 +696,9 @@ static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, dou
 			extra += s[i].out;                       /* argmax */
 		}
 	}
-	/* activations, im2col and argmax, two deltas, the input, per-row loss
-	 * and hit, the conv workspace; parameters, gradients, optimizer state */
-	double floats = rows * (act + extra + 2.0 * widest + dim + 2.0 + ws) +
+	/* activations, im2col and argmax, two deltas, the input, the conv
+	 * workspace; parameters, gradients, optimizer state */
+	double floats = rows * (act + extra + 2.0 * widest + dim + ws) +
 			np * (2.0 + nstate) + 2.0;
 	return d->ctx_bytes + d->blas_bytes + d->nccl_bytes + floats * F4 + rows +
 	       held * (dim * F4 + 1.0);

@@ -615,21 +615,21 @@ TEST(a_small_gpu_step_is_one_graph_launch_its_nodes_copies_and_one_sync)
 	CHECK(est(&c, NULL, &e) == 0);
 	/* gpu.cu: the batch gathered from the rows the GPU holds 1, forward
 	 * 2 + 2 kernels (the ReLU fused into the first layer's bias kernel),
-	 * the loss 2, backward 3 + 2 (the ReLU's masking fused into the first
-	 * layer's bias gradient; the first layer has no input gradient) and
-	 * the update (one rank: no allreduce): 13 nodes of one CUDA graph; the
-	 * step's values and its rows' numbers in (1 copy), the sums out. A
-	 * cache without node_s (before graphs were timed): the assumed floor.
-	 * The host launches the graph and queues the two copies (3 launches)
-	 * and waits for the step before: 35 us, behind the device's 39.5
-	 * (--step-ahead) */
-	double step = 13 * DLH_EST_GRAPH_NODE_S + 2 * 1e-5;
+	 * the loss and its sums 1, backward 3 + 2 (the ReLU's masking fused
+	 * into the first layer's bias gradient; the first layer has no input
+	 * gradient) and the update (one rank: no allreduce): 12 nodes of one
+	 * CUDA graph; the step's values and its rows' numbers in (1 copy), the
+	 * sums out. A cache without node_s (before graphs were timed): the
+	 * assumed floor. The host launches the graph and queues the two copies
+	 * (3 launches) and waits for the step before: 35 us, behind the
+	 * device's 38 (--step-ahead) */
+	double step = 12 * DLH_EST_GRAPH_NODE_S + 2 * 1e-5;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g", e.step_s, step);
 	CHECK(strstr(e.source, "H100 measured on it (GPU)"));
 	/* the node's cost as measured */
 	c.dev[1].node_s = 3e-6;
 	CHECK(est(&c, NULL, &e) == 0);
-	step = 13 * 3e-6 + 2 * 1e-5;
+	step = 12 * 3e-6 + 2 * 1e-5;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g (node_s 3 us)", e.step_s, step);
 	/* no gather on the host: its rate does not count */
 	c.dev[0].gather_bw = 1e9;
@@ -656,12 +656,12 @@ TEST(a_gpu_steps_host_work_hides_behind_its_device_work_but_evaluation_pays_each
 	CHECK(est(&c, NULL, &e) == 0);
 	/* the step: the host's launches hide behind the device's work;
 	 * evaluation (not captured, the epoch's part besides its steps): each
-	 * of its 6 calls a batch (forward 4, the ReLU fused; the loss 2), 200
+	 * of its 5 calls a batch (forward 4, the ReLU fused; the loss 1), 200
 	 * test images in one batch */
 	CHECK_MSG(fabs(e.step_s - base.step_s) < 1e-12, "step %g, was %g", e.step_s, base.step_s);
 	double spe = (double)e.steps / spec.epochs;
 	double eval = (e.epoch_s - spe * e.step_s) - (base.epoch_s - spe * base.step_s);
-	CHECK_MSG(fabs(eval - 6e-6) < 1e-12, "evaluation grew %g", eval);
+	CHECK_MSG(fabs(eval - 5e-6) < 1e-12, "evaluation grew %g", eval);
 	/* a host-bound step pays its three launches */
 	c.dev[1].sync_s = 1e-4;
 	CHECK(est(&c, NULL, &base) == 0);
@@ -742,16 +742,16 @@ TEST(a_gpu_gemm_between_the_grids_points_follows_its_rates_power_law)
 	latency_grid(&c.dev[1], 5e-6);
 	mlp(&c, 50, 16, 1, "H100");
 	CHECK(est(&c, NULL, &e) == 0);
-	/* 5 GEMMs at 5 us (none on a grid point: 784, 50, 16), 8 other
+	/* 5 GEMMs at 5 us (none on a grid point: 784, 50, 16), 7 other
 	 * kernels at node_s, the two copies */
-	double step = 5 * 5e-6 + 8 * 1e-7 + 2 * 1e-5;
+	double step = 5 * 5e-6 + 7 * 1e-7 + 2 * 1e-5;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-9 * step, "step %.9g, by hand %.9g", e.step_s, step);
 	/* and a GEMM takes at least its operands' traffic at the memory's
 	 * rate: the first layer's two (16 x 784 x 50, its input, weights and
 	 * output: 210176 bytes) at 10 GB/s, the other three their latency */
 	c.dev[1].mem_bw = 1e10;
 	CHECK(est(&c, NULL, &e) == 0);
-	step = 2 * 210176 / 1e10 + 3 * 5e-6 + 8 * 1e-7 + 2 * 1e-5;
+	step = 2 * 210176 / 1e10 + 3 * 5e-6 + 7 * 1e-7 + 2 * 1e-5;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-9 * step, "step %.9g, by hand %.9g (memory-bound)",
 		  e.step_s, step);
 }
@@ -807,12 +807,12 @@ TEST(a_gpu_kernel_below_the_smallest_pass_timed_costs_that_pass)
 	c.dev[1].node_s = 1e-7;
 	mlp(&c, 16, 50, 1, "H100");
 	CHECK(est(&c, NULL, &base) == 0);
-	/* the 64 KiB pass took 1 us: each of the step's 8 elementwise
-	 * kernels (its 13 nodes less 5 GEMMs: the gather, 2 biases, the
-	 * loss's 2, 2 bias gradients, the update) at 1 us, not node_s */
+	/* the 64 KiB pass took 1 us: each of the step's 7 elementwise
+	 * kernels (its 12 nodes less 5 GEMMs: the gather, 2 biases, the
+	 * loss, 2 bias gradients, the update) at 1 us, not node_s */
 	c.dev[1].bw[0] = (double)sizes[0] / 1e-6;
 	CHECK(est(&c, NULL, &e) == 0);
-	CHECK_MSG(fabs(e.step_s - base.step_s - 8 * (1e-6 - 1e-7)) < 1e-12,
+	CHECK_MSG(fabs(e.step_s - base.step_s - 7 * (1e-6 - 1e-7)) < 1e-12,
 		  "step %g, was %g", e.step_s, base.step_s);
 }
 

@@ -144,8 +144,6 @@ struct dlt_gpu {
 	uint16_t *params16;                      /* bf16: the parameters as BF16 bits */
 	uint16_t *op16[2];                       /* bf16: a GEMM's A and B operands as BF16 */
 	size_t op16_n;                           /* bf16: elements each op16 holds */
-	float *row_loss;                         /* max_batch: per-row loss */
-	float *row_hit;                          /* max_batch: 1 when the row is correct */
 	double *dsum;                            /* 2 doubles: loss sum, hits of a batch */
 	double *host_sum;                        /* pinned copy of dsum */
 	struct gpu_slot slot[GPU_QUEUE];         /* the queued steps' host sides */
@@ -475,48 +473,40 @@ __global__ void k_dropout(float *y, const float *x, const struct gpu_step_vals *
 
 /* ---- kernels: softmax cross-entropy, optimizer ---- */
 
-/* One thread per row: dlt_softmax_xent (layers.c) of row i. d may be NULL
- * (evaluation). */
-__global__ void k_softmax_xent(const float *z, const uint8_t *y, int rows, int c, float scale,
-			       float *d, float *loss, float *hit)
-{
-	int i = blockIdx.x * blockDim.x + threadIdx.x;
-
-	if (i >= rows)
-		return;
-	const float *r = z + (size_t)i * (size_t)c;
-	float mx = r[0], sum = 0.0f;
-	int arg = 0, lab = y[i];
-
-	for (int j = 1; j < c; j++)
-		if (r[j] > mx) {
-			mx = r[j];
-			arg = j;
-		}
-	for (int j = 0; j < c; j++)
-		sum += expf(r[j] - mx);
-	if (d) {
-		float inv = scale / sum, *o = d + (size_t)i * (size_t)c;
-
-		for (int j = 0; j < c; j++)
-			o[j] = expf(r[j] - mx) * inv;
-		o[lab] -= scale;
-	}
-	loss[i] = logf(sum) - (r[lab] - mx);
-	hit[i] = arg == lab ? 1.0f : 0.0f;
-}
-
-/* out[0] = sum of loss[0..n), out[1] = sum of hit[0..n), in doubles; also
- * as floats into fout[0..1] when fout is not NULL. One block of
- * GPU_THREADS threads. */
-__global__ void k_batch_sums(const float *loss, const float *hit, int n, double *out, float *fout)
+/* dlt_softmax_xent (layers.c) of each row, and the batch's sums: out[0] =
+ * the sum of the rows' losses, out[1] = of their hits, in doubles (also as
+ * floats into fout[0..1] when fout is not NULL); with d (training), the
+ * logits' gradient scaled by scale. One block of GPU_THREADS threads
+ * (LAUNCH_SYNC), thread t taking rows t, t + blockDim.x, ... in order and
+ * then the tree of its partial sums: one kernel where a row's kernel and
+ * a sum's were two (a graph node fewer a step). */
+__global__ void k_softmax_xent_sums(const float *z, const uint8_t *y, int rows, int c,
+				    float scale, float *d, double *out, float *fout)
 {
 	__shared__ double s[GPU_THREADS], h[GPU_THREADS];
 	double a = 0.0, b = 0.0;
 
-	for (int i = threadIdx.x; i < n; i += blockDim.x) {
-		a += loss[i];
-		b += hit[i];
+	for (int i = threadIdx.x; i < rows; i += blockDim.x) {
+		const float *r = z + (size_t)i * (size_t)c;
+		float mx = r[0], sum = 0.0f;
+		int arg = 0, lab = y[i];
+
+		for (int j = 1; j < c; j++)
+			if (r[j] > mx) {
+				mx = r[j];
+				arg = j;
+			}
+		for (int j = 0; j < c; j++)
+			sum += expf(r[j] - mx);
+		if (d) {
+			float inv = scale / sum, *o = d + (size_t)i * (size_t)c;
+
+			for (int j = 0; j < c; j++)
+				o[j] = expf(r[j] - mx) * inv;
+			o[lab] -= scale;
+		}
+		a += logf(sum) - (r[lab] - mx);
+		b += arg == lab ? 1.0f : 0.0f;
 	}
 	s[threadIdx.x] = a;
 	h[threadIdx.x] = b;
@@ -706,8 +696,6 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 	cudaFree(g->params16);
 	cudaFree(g->op16[0]);
 	cudaFree(g->op16[1]);
-	cudaFree(g->row_loss);
-	cudaFree(g->row_hit);
 	cudaFree(g->dsum);
 	cudaFree(g->vals);
 	cudaFree(g->data_x);
@@ -778,8 +766,6 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 	TRY(dalloc((void **)&g->delta[0], mb * widest * sizeof(float), "deltas", err, errlen));
 	TRY(dalloc((void **)&g->delta[1], mb * widest * sizeof(float), "deltas", err, errlen));
 	TRY(dalloc((void **)&g->ws, ws * sizeof(float), "conv workspace", err, errlen));
-	TRY(dalloc((void **)&g->row_loss, mb * sizeof(float), "row losses", err, errlen));
-	TRY(dalloc((void **)&g->row_hit, mb * sizeof(float), "row hits", err, errlen));
 	TRY(dalloc((void **)&g->dsum, 2 * sizeof(double), "batch sums", err, errlen));
 	const size_t block = sizeof *g->vals + mb * sizeof(uint32_t);
 	TRY(dalloc((void **)&g->vals, block, "step values", err, errlen));
@@ -1224,13 +1210,10 @@ static int loss(struct dlt_gpu *g, int rows, int train, float weight, float *fou
 {
 	const float *z = g->layer[g->net.nlayers - 1].act;
 
-	LAUNCH(k_softmax_xent, (rows + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, g->stream,
-		z, g->y, rows, g->net.classes, train ? weight / (float)rows : 0.0f,
-		train ? g->delta[0] : NULL, g->row_loss, g->row_hit);
-	KERNEL_CHECK("softmax_xent");
-	LAUNCH_SYNC(k_batch_sums, 1, GPU_THREADS, g->stream,
-		g->row_loss, g->row_hit, rows, g->dsum, fout);
-	KERNEL_CHECK("batch_sums");
+	LAUNCH_SYNC(k_softmax_xent_sums, 1, GPU_THREADS, g->stream,
+		    z, g->y, rows, g->net.classes, train ? weight / (float)rows : 0.0f,
+		    train ? g->delta[0] : NULL, g->dsum, fout);
+	KERNEL_CHECK("softmax_xent_sums");
 	return 0;
 }
 
