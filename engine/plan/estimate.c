@@ -38,6 +38,7 @@ struct rdev {
 	double floor_s;      /* a GPU's least seconds a kernel or GEMM takes: its launch
 				(kernel_s), or in a CUDA graph a node's (node_s) */
 	enum dlh_precision prec;   /* the GEMMs' arithmetic (a GPU's: the spec's) */
+	long *nodes;         /* not NULL: counts the GPU calls priced (a step's graph) */
 };
 
 /* The shape of one layer, recovered from its costs. */
@@ -557,18 +558,32 @@ static double rank_mem(const struct dlh_estimate_in *in, const struct dlh_calib 
  * least rd->floor_s. */
 static double gk_s(const struct rdev *rd, double bytes)
 {
+	if (rd->nodes)
+		(*rd->nodes)++;
 	static const long sizes[DLH_CALIB_BW_N] = DLH_CALIB_BW_SIZES;
 	double least = rd->d->bw[0] > 0 ? (double)sizes[0] / rd->d->bw[0] : 0.0;
 	return fmax(fmax(rd->floor_s, least), bytes > 0 ? bytes / bw_at(rd, bytes) : 0.0);
 }
 
-/* Seconds of one cuBLAS sgemm (row-major form t, as gpu.cu's gemm()); in
- * bf16 the cast of its left operand (m x k floats read, as many BF16
- * written) before it, a kernel of its own (the weights are cast once a
- * step, gpu_update_s). */
-static double gg_s(const struct rdev *rd, enum trans t, double m, double n, double k)
+/* Which operands of a GEMM are activations (not a layer's weights): in
+ * bf16 each is cast before the product, a kernel of its own (gpu.cu's
+ * bf16_operand; the weights are cast once a step, gpu_update_s). */
+enum { ACT_A = 1, ACT_B = 2 };
+
+/* Seconds of one cuBLAS sgemm (row-major form t, as gpu.cu's gemm(): A is
+ * m x k, B k x n); in bf16 the casts of its activations acts (floats read,
+ * as many BF16 written) before it. */
+static double gg_s(const struct rdev *rd, enum trans t, double m, double n, double k, int acts)
 {
-	double cast = rd->prec == DLH_PRECISION_BF16 ? gk_s(rd, 6.0 * m * k) : 0.0;
+	double cast = 0.0;
+	if (rd->prec == DLH_PRECISION_BF16) {
+		if (acts & ACT_A)
+			cast += gk_s(rd, 6.0 * m * k);
+		if (acts & ACT_B)
+			cast += gk_s(rd, 6.0 * k * n);
+	}
+	if (rd->nodes)
+		(*rd->nodes)++;
 	return fmax(rd->floor_s, gemm_s(rd, t, m, n, k)) + cast;
 }
 
@@ -595,10 +610,10 @@ static double gpu_fwd_s(const struct rdev *rd, const struct lshape *s, double n)
 {
 	double m = n * s->in;
 	if (!strcmp(s->kind, "dense"))
-		return gg_s(rd, NT, n, s->o, s->k) + gk_s(rd, 2.0 * n * s->o * F4);
+		return gg_s(rd, NT, n, s->o, s->k, ACT_A) + gk_s(rd, 2.0 * n * s->o * F4);
 	if (!strcmp(s->kind, "conv")) {
 		double N = n * s->HW;
-		return gk_s(rd, (s->R * N + m) * F4) + gg_s(rd, NN, s->F, N, s->R) +
+		return gk_s(rd, (s->R * N + m) * F4) + gg_s(rd, NN, s->F, N, s->R, ACT_B) +
 		       gk_s(rd, 2.0 * s->F * N * F4);
 	}
 	if (!strcmp(s->kind, "pool"))
@@ -614,13 +629,16 @@ static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n,
 {
 	double m = n * s->in;
 	if (!strcmp(s->kind, "dense"))
-		return gg_s(rd, TN, s->o, s->k, n) + gk_s(rd, (relu ? 3.0 : 1.0) * n * s->o * F4) +
-		       (dx ? gg_s(rd, NN, n, s->k, s->o) : 0.0);
+		return gg_s(rd, TN, s->o, s->k, n, ACT_A | ACT_B) +
+		       gk_s(rd, (relu ? 3.0 : 1.0) * n * s->o * F4) +
+		       (dx ? gg_s(rd, NN, n, s->k, s->o, ACT_A) : 0.0);
 	if (!strcmp(s->kind, "conv")) {
 		double N = n * s->HW;
-		double t = gk_s(rd, (relu ? 3.0 : 2.0) * s->F * N * F4) + gg_s(rd, NT, s->F, s->R, N) +
+		double t = gk_s(rd, (relu ? 3.0 : 2.0) * s->F * N * F4) +
+			   gg_s(rd, NT, s->F, s->R, N, ACT_A | ACT_B) +
 			   gk_s(rd, s->F * N * F4);
-		return t + (dx ? gg_s(rd, TN, s->R, N, s->F) + gk_s(rd, (s->R * N + m) * F4) : 0.0);
+		return t + (dx ? gg_s(rd, TN, s->R, N, s->F, ACT_B) + gk_s(rd, (s->R * N + m) * F4) :
+				 0.0);
 	}
 	if (!dx)
 		return 0.0;
@@ -796,7 +814,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	double busy[DLH_EST_RANKS];
 	for (int r = 0; r < in->ranks; r++) {
 		struct rdev rd = { in->dev[r], 1.0, 1.0, in->dev[r]->kernel_s,
-				   in->dev[r]->gpu > 0 ? spec->precision : DLH_PRECISION_FP32 };
+				   in->dev[r]->gpu > 0 ? spec->precision : DLH_PRECISION_FP32, NULL };
 		double b = in->batch[r], first_bwd = 0.0;
 		/* the trainer's buffers hold its most rows; evaluation runs in chunks of them */
 		double rows = fmax(most_rows(in, r), cnn ? EST_CNN_EVAL_ROWS : EST_EVAL_ROWS);
@@ -812,9 +830,14 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 			/* the step's graph: its nodes back to back after one launch,
 			 * the step's values and rows' numbers copied in before it */
 			rd.floor_s = rd.d->node_s > 0 ? rd.d->node_s : DLH_EST_GRAPH_NODE_S;
-			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, &bwd);
 			first_bwd = gpu_bwd_s(&rd, &s[0], b, 0, gpu_relu_after(s, nl, 0));
+			long nodes = 0;   /* the graph's, as gpu.cu captures them */
+			rd.nodes = &nodes;
+			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, &bwd);
 			u = gpu_update_s(&rd, np, nstate);
+			rd.nodes = NULL;
+			if (nodes > out->step_nodes)
+				out->step_nodes = nodes;
 			/* the host's share, metrics row included, hides behind the
 			 * device's: what it adds to the step goes with the pass */
 			comp = gpu_step_s(&rd, cal, comp + u) - u - cal->metrics_s;
@@ -974,6 +997,8 @@ int dlh_estimate_format(const struct dlh_estimate *pred, const struct dlh_estima
 	for (int i = 0; i < NKEYS; i++)
 		rc |= dlh_buf_printf(out, "%s=%.6g\n", est_keys[i].key, key_val(pred, i));
 	rc |= dlh_buf_printf(out, "steps=%ld\n", pred->steps);
+	if (pred->step_nodes > 0)   /* what a GPU step's graph holds, as priced */
+		rc |= dlh_buf_printf(out, "step_nodes=%ld\n", pred->step_nodes);
 	if (pred->source[0])
 		rc |= dlh_buf_printf(out, "source=%s\n", pred->source);
 	if (pred->device[0])   /* the history's key for a correction of its own */
@@ -1015,6 +1040,8 @@ int dlh_estimate_parse(const char *text, struct dlh_estimate *pred)
 	if (dlh_kv_get(text, "steps", v, sizeof v))
 		return -EINVAL;
 	pred->steps = strtol(v, NULL, 10);
+	if (!dlh_kv_get(text, "step_nodes", v, sizeof v))
+		pred->step_nodes = strtol(v, NULL, 10);
 	pred->raw_compute = pred->raw_comm = pred->raw_startup = pred->raw_step = -1;
 	if (!dlh_kv_get(text, "raw_step_s", v, sizeof v))
 		pred->raw_step = strtod(v, NULL);

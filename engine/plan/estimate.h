@@ -57,6 +57,9 @@ struct dlh_estimate {
 	double mem_bytes;       /* peak memory of the largest rank */
 	double comm_bytes;      /* bytes each rank sends per step */
 	long steps;             /* optimizer steps of the run */
+	long step_nodes;        /* a GPU rank's step: the kernels, GEMMs and copies of its
+				   CUDA graph the estimate prices (an allreduce's calls
+				   besides; 0: no GPU rank) */
 	/* the uncorrected terms that sum to total_s, which the history refits
 	   (negative in an actual) */
 	double raw_compute;     /* device work: steps, evaluations, checkpoints */

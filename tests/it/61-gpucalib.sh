@@ -128,6 +128,26 @@ test_a_gpu_run_reports_its_device_memory_and_the_estimate_matches_it() {
 	awk -v p="$pred" -v a="$act" 'BEGIN { e = (p - a) / a; exit !(e < 0.15 && e > -0.15) }' ||
 		die "estimate $pred bytes against $act on the device"
 	echo "measured: device memory estimated $pred, reported $act bytes"
+	# the step the estimate prices is the graph the backend captured: its
+	# kernels, GEMMs and copies, one by one (the emulation counts each call
+	# a node; on a GPU cuBLAS may add its own)
+	local nodes; nodes=$(sed -n 's/.* steps as a CUDA graph (1 captured, \([0-9]*\) nodes).*/\1/p' "$MNT/jobs/1/log")
+	[ -n "$nodes" ] || die "no graph in the log: $(grep 'GPU time' "$MNT/jobs/1/log")"
+	expect_eq "$(est 1 step_nodes)" "$nodes" "the MLP's graph nodes, estimated and captured"
+	# and a CNN with a pool, dropout, Adam and BF16 (its casts): the same
+	{
+		gpu_spec g2 | sed -e '/^dry_run/d' -e 's/^train_limit = .*/train_limit = 512/' \
+			-e 's/^test_limit = .*/test_limit = 128/' -e 's/^epochs = .*/epochs = 1/' \
+			-e '/^layers = /d' -e 's/^lr = .*/lr = 0.001/'
+		printf '[model]\ntype = cnn\nconv = 4:3\npool = 2\ndense = 16\ndropout = 0.25\n'
+		printf '[train]\noptimizer = adam\nprecision = bf16\n'
+	} > "$STATE/g2.ini"
+	cp "$STATE/g2.ini" "$MNT/jobs/new" || die "submit failed: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 120 job_terminal 2
+	expect_eq "$(cat "$MNT/jobs/2/status")" succeeded "status: $(tail -3 "$MNT/jobs/2/log")"
+	nodes=$(sed -n 's/.* steps as a CUDA graph (1 captured, \([0-9]*\) nodes).*/\1/p' "$MNT/jobs/2/log")
+	expect_eq "$(est 2 step_nodes)" "$nodes" "the CNN's graph nodes, estimated and captured"
+	echo "measured: graph nodes: MLP $(est 1 step_nodes), CNN (bf16, dropout) $nodes, as estimated"
 	dlh_umount
 }
 
