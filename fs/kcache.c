@@ -17,7 +17,11 @@
  * the open rendered (reads through pages stop at that size), and keeps the
  * pages (FOPEN_KEEP_CACHE) only when they hold that very content; otherwise
  * its reads reach dlhfs each time (direct io), as before. So a read never
- * returns older content than its open saw.
+ * returns older content than its open saw. While the kernel may still hold
+ * the size of older content (and for FS_KCACHE_GRACE_S after it let go of
+ * it), an open is served that older content, which its stat may have
+ * shown; but not once an open has read newer content: no reader is taken
+ * back from what another already read.
  *
  * Locks: mu guards the table for short spells and is never held across a
  * render, a stat or a call into libfuse; the thread holds nothing a FUSE
@@ -59,6 +63,10 @@ struct entry {
 	unsigned version;     /* bumped whenever what the kernel was told changes */
 	int graced;           /* the kernel let go of it; text is still served to
 				 opens until `until` (FS_KCACHE_GRACE_S) */
+	int newer_read;       /* an open read content other than text (newer: its
+				 render): text is not served to opens again, which
+				 would take a reader back (a status read `running`
+				 after `succeeded`) */
 	double let_go_at;     /* when the kernel first let go of that text (dlh_mono;
 				 0 = not yet): the grace counts from then, however
 				 often a handle's snapshot tells it again */
@@ -210,6 +218,7 @@ double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_
 		else if (!same)
 			x->let_go_at = dlh_mono();
 		if (!same && !old) {
+			x->newer_read = 0;
 			free(x->text);
 			x->text = paged ? malloc(len + 1) : NULL;
 			if (x->text)
@@ -264,8 +273,9 @@ int fs_kcache_open(const char *path, const struct fs_node *n, struct dlh_buf *co
 	int paged = 0;
 	pthread_mutex_lock(&mu);
 	struct entry *x = find(path);
-	if (x && x->until > dlh_mono() && x->text &&
-	    (x->graced || x->text_len != content->len || memcmp(x->text, data, content->len))) {
+	const int differs = x && x->text &&
+			    (x->text_len != content->len || memcmp(x->text, data, content->len));
+	if (x && x->until > dlh_mono() && x->text && !x->newer_read && (x->graced || differs)) {
 		/* the kernel holds another size, which the opener's stat may
 		 * well have been answered with: it reads, directly, what was
 		 * told (tar reads that many bytes, then compares with fstat),
@@ -276,6 +286,16 @@ int fs_kcache_open(const char *path, const struct fs_node *n, struct dlh_buf *co
 			*content = told;
 		}
 		if (!x->stale && !x->graced) {
+			x->stale = 1;
+			hurry = 1;
+			pthread_cond_signal(&cv);
+		}
+	} else if (x && differs) {
+		/* it reads its render, directly: newer than what was told,
+		 * which no open is served after it (the kernel, which may hold
+		 * the told size, is told of the change) */
+		x->newer_read = 1;
+		if (x->until > dlh_mono() && !x->stale && !x->graced) {
 			x->stale = 1;
 			hurry = 1;
 			pthread_cond_signal(&cv);

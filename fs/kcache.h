@@ -58,7 +58,9 @@ double fs_kcache_told(const char *path, const struct fs_node *n, uid_t uid, off_
  * kernel may still hold the size of other content told before (its stat
  * of the file may have been answered with it), content becomes that told
  * content, read directly, and the kernel is told of the change: an open
- * never reads another length than the stat just before it showed. Returns
+ * never reads another length than the stat just before it showed; unless
+ * an open has read newer content since it was told, which later opens
+ * read too (content that went back would take a reader back). Returns
  * 1 when its reads may go through the kernel's pages (the kernel was told
  * this very content's size, and no other handle reads other content that
  * way), *keep set when the pages already hold it; the caller passes the

@@ -132,3 +132,39 @@ PY
 	wait_for 20 job_terminal 1 || die "job did not end"
 	dlh_umount
 }
+
+# two readers cat a job's status as fast as they can while it ends: once
+# either has read `succeeded`, no later read of either gives `running`. An
+# open in the grace after the kernel let go of the old size used to be
+# served the old content (what a stat just before may have shown), so a
+# reader that had read `succeeded` read `running` again for up to 50 ms:
+# a script waiting for the end saw the job start over (45-suspend's flake)
+test_a_status_read_as_ended_never_reads_running_again() {
+	dlh_mount
+	local i r pids bad=0
+	for i in 1 2 3 4; do
+		slice_spec "s$i" 1 > "$STATE/s.ini"
+		sed -i 's/^train_limit = 4000/train_limit = 1000/' "$STATE/s.ini"
+		cp "$STATE/s.ini" "$MNT/jobs/new" || die "submit: $(tail -2 "$MNT/jobs/errors")"
+		pids=
+		for r in 1 2; do
+			# each reader stops 200 reads after its first terminal one
+			( n=0; while [ $n -lt 200 ]; do s=$(cat "$MNT/jobs/$i/status"); echo "$s"
+			  case $s in succeeded|failed|cancelled) n=$((n + 1)) ;; esac; done ) > "$STATE/r$i.$r" &
+			pids="$pids $!"
+		done
+		wait_for 60 job_terminal "$i" || die "job $i did not end: $(cat "$MNT/jobs/$i/status")"
+		expect_eq "$(cat "$MNT/jobs/$i/status")" succeeded "job $i's status read after its end"
+		# shellcheck disable=SC2086
+		wait $pids
+		for r in 1 2; do
+			awk -v w="job $i, reader $r" '/^(succeeded|failed|cancelled)$/ { ended = NR }
+				ended && /^(running|queued|starting|pending)$/ {
+					print w ": read " $0 " at read " NR ", after it read the end at read " ended
+					exit 1 }' "$STATE/r$i.$r" || bad=1
+		done
+	done
+	echo "measured: $(cat "$STATE"/r*.* | wc -l) reads of 4 jobs' status by 2 readers each"
+	[ $bad = 0 ] || die "a status went back from the end to running"
+	dlh_umount
+}
