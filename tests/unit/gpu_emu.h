@@ -27,8 +27,10 @@
  * cudaFreeHost and cudaGraphExecDestroy. A copy from pageable host memory
  * reads it at the call (CUDA stages it), one from pinned memory
  * (cudaMallocHost) when it runs, and one into pinned memory lands only
- * then; cudaEventElapsedTime before the events' work has run fails with
- * cudaErrorNotReady. So a host that reads a result before waiting for it,
+ * then. An event is a position in the stream (cudaEventSynchronize runs
+ * the work up to it) stamped with the host's clock when it is reached, so
+ * elapsed times are the CPU's time of the emulated work; before then
+ * cudaEventElapsedTime fails with cudaErrorNotReady. So a host that reads a result before waiting for it,
  * or rewrites a pinned buffer a queued copy has yet to read, gets wrong
  * numbers here as on a GPU. A failure of queued work shows at the wait as
  * a launch failure. With two or more MPI ranks the work runs at the call

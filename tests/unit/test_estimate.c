@@ -89,6 +89,19 @@ static void mlp(const struct dlh_calib *c, int width, int batch, int ranks, cons
 	}
 }
 
+/* The spec mlp() set, made a CNN: one conv of filters k x k, a pool of 2,
+ * a dense layer of 64. */
+static void as_cnn(int filters, int k)
+{
+	snprintf(spec.model_type, sizeof spec.model_type, "cnn");
+	spec.conv_filters[0] = filters;
+	spec.conv_kernel[0] = k;
+	spec.nconv = 1;
+	spec.pool = 2;
+	spec.dense[0] = 64;
+	spec.ndense = 1;
+}
+
 /* dlh_estimate that must succeed. */
 static int est(const struct dlh_calib *c, const struct dlh_correction *k, struct dlh_estimate *e)
 {
@@ -314,13 +327,7 @@ TEST(a_cnn_costs_more_than_its_dense_part)
 	real_calib(&c);
 	mlp(&c, 64, 64, 1, "cpu");
 	CHECK(est(&c, NULL, &m) == 0);
-	snprintf(spec.model_type, sizeof spec.model_type, "cnn");
-	spec.conv_filters[0] = 8;
-	spec.conv_kernel[0] = 3;
-	spec.nconv = 1;
-	spec.pool = 2;
-	spec.dense[0] = 64;
-	spec.ndense = 1;
+	as_cnn(8, 3);
 	CHECK(est(&c, NULL, &n) == 0);
 	CHECK(n.compute_s > m.compute_s);
 }
@@ -778,13 +785,7 @@ TEST(a_gpu_conv_is_rated_on_the_grids_large_dims)
 			}
 	g->grid_tr[0] = g->grid_tr[1] = 1;
 	mlp(&c, 64, 128, 1, "H100");
-	snprintf(spec.model_type, sizeof spec.model_type, "cnn");
-	spec.conv_filters[0] = 32;
-	spec.conv_kernel[0] = 5;
-	spec.nconv = 1;
-	spec.pool = 2;
-	spec.dense[0] = 64;
-	spec.ndense = 1;
+	as_cnn(32, 5);
 	g->grid_n = DLH_CALIB_CPU_GEMM_N;
 	CHECK(est(&c, NULL, &five) == 0);
 	g->grid_n = DLH_CALIB_GEMM_N;

@@ -1081,14 +1081,12 @@ TEST(gpu_steps_on_rows_the_gpu_holds_are_refused_outside_them)
 	struct pair p;
 	uint32_t idx[2] = { 0, 5 };
 	float sums[2];
-	unsigned char id[DLT_GPU_ID_BYTES];
 
 	if (!have_gpu)
 		SKIP(why);
 	mlp_spec(&s, 60, hidden, 2, 10);
 	CHECK(pair_open(&p, &s, 8, 1, 3) == 0);
-	CHECK(dlt_gpu_nccl_id(id, p.err, sizeof p.err) == 0 &&
-	      dlt_gpu_nccl_init(p.gpu, id, 0, 1, p.err, sizeof p.err) == 0);
+	CHECK(graph_side(p.gpu, &p.net, 0, p.err, sizeof p.err) == 0);
 	CHECK(dlt_gpu_step_rows(p.gpu, idx, 2, 1.0f, 1, &sgd, 0.01f, 1, sums, p.err,
 				sizeof p.err) == -EINVAL && strstr(p.err, "before dlt_gpu_set_data"));
 	CHECK(dlt_gpu_set_data(p.gpu, p.x, p.y, 4, p.err, sizeof p.err) == 0);
@@ -1212,23 +1210,30 @@ TEST(gpu_profile_parts_add_up_to_the_graphed_steps_and_change_nothing)
 	pair_close(&p);
 }
 
+/* A small MLP (20-16-4) pair for 8 rows, its GPU side on a 1-rank
+ * communicator. Returns 0, or -1 with p->err set. */
+static int small_pair(struct pair *p)
+{
+	const int hidden[1] = { 16 };
+	struct dlt_net_spec s;
+
+	mlp_spec(&s, 20, hidden, 1, 4);
+	if (pair_open(p, &s, 8, 1, 3) < 0)
+		return -1;
+	return graph_side(p->gpu, &p->net, 0, p->err, sizeof p->err);
+}
+
 /* at most DLT_GPU_QUEUE steps queued; a wait with none queued and a
  * dlt_gpu_step (whose wait would be a queued step's) are refused */
 TEST(gpu_queue_holds_two_steps_and_refuses_what_would_mix_them_up)
 {
-	const int hidden[1] = { 16 };
 	const struct dlt_optim sgd = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f };
-	struct dlt_net_spec s;
 	struct pair p;
 	float sums[2];
-	unsigned char id[DLT_GPU_ID_BYTES];
 
 	if (!have_gpu)
 		SKIP(why);
-	mlp_spec(&s, 20, hidden, 1, 4);
-	CHECK_MSG(pair_open(&p, &s, 8, 1, 3) == 0, "%s", p.err);
-	CHECK_MSG(dlt_gpu_nccl_id(id, p.err, sizeof p.err) == 0 &&
-		  dlt_gpu_nccl_init(p.gpu, id, 0, 1, p.err, sizeof p.err) == 0, "%s", p.err);
+	CHECK_MSG(small_pair(&p) == 0, "%s", p.err);
 	CHECK(dlt_gpu_wait(p.gpu, sums, p.err, sizeof p.err) == -EINVAL &&
 	      strstr(p.err, "no step queued"));
 	for (int t = 1; t <= DLT_GPU_QUEUE; t++)
@@ -1251,20 +1256,14 @@ TEST(gpu_graph_is_dropped_when_the_precision_changes)
 {
 	/* a graph bakes the GEMMs' math mode and the BF16 operand buffers:
 	 * after dlt_gpu_set_precision the next steps warm up and capture again */
-	const int hidden[1] = { 16 };
 	const struct dlt_optim o = { .kind = DLT_OPTIM_SGD, .momentum = 0.5f };
-	struct dlt_net_spec s;
 	struct dlt_gpu_graph_stats gs;
 	struct pair p;
-	unsigned char id[DLT_GPU_ID_BYTES];
 	float sums[2];
 
 	if (!have_gpu)
 		SKIP(why);
-	mlp_spec(&s, 20, hidden, 1, 4);
-	CHECK_MSG(pair_open(&p, &s, 8, 1, 3) == 0, "%s", p.err);
-	CHECK_MSG(dlt_gpu_nccl_id(id, p.err, sizeof p.err) == 0 &&
-		  dlt_gpu_nccl_init(p.gpu, id, 0, 1, p.err, sizeof p.err) == 0, "%s", p.err);
+	CHECK_MSG(small_pair(&p) == 0, "%s", p.err);
 	for (int t = 1; t <= 6; t++) {
 		if (t == 4)
 			CHECK_MSG(dlt_gpu_set_precision(p.gpu, DLT_PRECISION_TF32, p.err,
