@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 
-#define CALIB_TEXT_MAX (64 * 1024)   /* largest cache or dlh-calib output */
+#define CALIB_TEXT_MAX (512 * 1024)  /* largest cache or dlh-calib output: a GPU type's
+					grids are about 30 KB, and a cache holds
+					DLH_CALIB_DEVS types */
 #define CALIB_KEY_MAX 64             /* longest key */
 #define CALIB_PHASE_MAX_S 60.0       /* a phase that runs longer is stuck: killed */
 #define CALIB_POLL_NS 10000000L      /* polling a phase's run for its end (10 ms) */
@@ -243,7 +245,8 @@ int dlh_calib_grid_n(const struct dlh_calib_dev *d)
 /* TYPE.gemm_MxN=K values (and gemmnt_, gemmtn_, gemmtf32_): a value for
  * each k of the type's grid, whose size the first such line sets
  * (DLH_CALIB_CPU_GEMM_N on a CPU, DLH_CALIB_GEMM_N on a GPU; M and N
- * within it). Returns 0, -ENOENT, -EINVAL. */
+ * within it). Returns 0, -ENOENT, -EINVAL (not a number), -ERANGE (not
+ * such a line). */
 static int set_gemm_row(struct dlh_calib_dev *d, const char *key, const char *value)
 {
 	long dims[DLH_CALIB_GEMM_N], m, n;
@@ -271,7 +274,7 @@ static int set_gemm_row(struct dlh_calib_dev *d, const char *key, const char *va
 	/* the grid is a CPU's or a GPU's, square, its size the first line's */
 	if ((nv != DLH_CALIB_CPU_GEMM_N && nv != DLH_CALIB_GEMM_N) ||
 	    (d->grid_n && nv != d->grid_n) || i >= nv || j >= nv)
-		return -EINVAL;
+		return -ERANGE;
 	d->grid_n = nv;
 	for (int l = 0; l < nv; l++)
 		g[i][j][l] = (float)v[l];
@@ -279,7 +282,7 @@ static int set_gemm_row(struct dlh_calib_dev *d, const char *key, const char *va
 	return 0;
 }
 
-/* One key=value of the cache into c. Returns 0, -ENOENT, -EINVAL, -ENOSPC. */
+/* One key=value of the cache into c. Returns 0, -ENOENT, -EINVAL, -ENOSPC, -ERANGE. */
 static int set_key(struct dlh_calib *c, const char *key, const char *value)
 {
 	const char *dot = strchr(key, '.');
@@ -336,6 +339,10 @@ int dlh_calib_parse(const char *text, struct dlh_calib *c, char *err, size_t err
 		else if (rc == -ENOSPC)
 			snprintf(err, errlen, "calibration:%d: \"%s\": more than %d device types, or a "
 				 "bad type name", lineno, buf, DLH_CALIB_DEVS);
+		else if (rc == -ERANGE)
+			snprintf(err, errlen, "calibration:%d: %s: a GEMM grid line holds %d values (a "
+				 "CPU's) or %d (a GPU's), as many as the type's first, for M and N "
+				 "within them", lineno, buf, DLH_CALIB_CPU_GEMM_N, DLH_CALIB_GEMM_N);
 		else if (rc)
 			snprintf(err, errlen, "calibration:%d: %s: expected non-negative numbers, "
 				 "got \"%s\"", lineno, buf, eq + 1);

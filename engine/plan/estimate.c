@@ -78,7 +78,7 @@ typedef const float (*gemm_grid)[DLH_CALIB_GEMM_N][DLH_CALIB_GEMM_N];
  * (its rate grows as m n k): between two points a rate interpolated
  * linearly is up to 1.25 times too high per dimension, almost twice in
  * all three, where the geometric mean follows such a power law exactly
- * (a corner not measured: the linear mean of the others). A CPU's rates
+ * (a corner not measured, 0: the linear mean). A CPU's rates
  * span a few times, where the two agree. */
 static double grid_rate(gemm_grid g, int gn, double m, double n, double k, int geo)
 {
@@ -97,6 +97,8 @@ static double grid_rate(gemm_grid g, int gn, double m, double n, double k, int g
 		int i = lo[0] + (c & 1), j = lo[1] + (c >> 1 & 1), l = lo[2] + (c >> 2 & 1);
 		double w = (c & 1 ? f[0] : 1 - f[0]) * (c >> 1 & 1 ? f[1] : 1 - f[1]) *
 			   (c >> 2 & 1 ? f[2] : 1 - f[2]);
+		if (w <= 0)
+			continue;   /* (at a grid's point: the corners past it) */
 		rate += w * g[i][j][l];
 		if (g[i][j][l] > 0)
 			lg += w * log(g[i][j][l]);
@@ -155,9 +157,12 @@ static double gemm_s(const struct rdev *rd, enum trans t, double m, double n, do
 	if (m < 1 || n < 1 || k < 1)
 		return 0.0;
 	double s = 2.0 * m * n * k / (gemm_rate_at(rd, t, m, n, k) * rd->gemm_share);
-	/* a GPU's GEMM reads its operands and writes its product at least once */
-	if (rd->d->gpu > 0 && rd->d->mem_bw > 0)
-		s = fmax(s, F4 * (m * k + k * n + m * n) / rd->d->mem_bw);
+	/* a GPU's GEMM reads its operands (BF16 in bf16) and writes its FP32
+	 * product at least once */
+	if (rd->d->gpu > 0 && rd->d->mem_bw > 0) {
+		double in = rd->prec == DLH_PRECISION_BF16 ? 2.0 : F4;
+		s = fmax(s, (in * (m * k + k * n) + F4 * m * n) / rd->d->mem_bw);
+	}
 	return s;
 }
 
@@ -840,7 +845,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 				out->step_nodes = nodes;
 			/* the host's share, metrics row included, hides behind the
 			 * device's: what it adds to the step goes with the pass */
-			comp = gpu_step_s(&rd, cal, comp + u) - u - cal->metrics_s;
+			comp = fmax(0.0, gpu_step_s(&rd, cal, comp + u) - u - cal->metrics_s);
 			rd.floor_s = rd.d->kernel_s;   /* evaluation: launch by launch */
 		} else {
 			/* the batch gathered from the shard: rows of random images */

@@ -1075,13 +1075,15 @@ static void rebalance(struct run *R, long step)
 
 /* 1 when the GPU may have step+1 queued before step is waited for
  * (--step-ahead): the host does nothing after step that needs its weights
- * (an evaluation, a checkpoint, a re-split) or a wait (the last step, a
- * request taken after it). The same on every rank. */
+ * (an evaluation, a checkpoint, a re-split) or a wait (a request taken
+ * after it), and step+1 is not the last (a request agreed at step would be
+ * taken after step+1, where none is: the run would end, not suspend). The
+ * same on every rank. */
 static int may_queue_next(const struct run *R, long step)
 {
 	const struct dlt_plan *p = &R->plan;
 
-	return R->gpu && R->o.step_ahead && step < p->total_steps &&
+	return R->gpu && R->o.step_ahead && step + 1 < p->total_steps &&
 	       step % p->steps_per_epoch != 0 &&
 	       !(R->o.checkpoint_every > 0 && step % R->o.checkpoint_every == 0) &&
 	       !(R->o.rebalance && step % R->o.rebalance == 0) && R->deferred == DLT_CTL_NONE;

@@ -154,8 +154,11 @@ static inline int emu_queue(std::function<int()> node)
 		emu_graph_stats.captured++;
 		return 0;
 	}
-	if (emu_world() > 1)
+	if (emu_world() > 1) {   /* what was queued before MPI came up runs first */
+		if (emu_run_until(LONG_MAX) < 0)
+			return -1;
 		return node();
+	}
 	emu_pending.push_back(std::move(node));
 	emu_queued++;
 	return 0;

@@ -155,11 +155,14 @@ TEST(bad_cache_lines_are_named)
 		      "calibration:2: sync_s: expected non-negative numbers, got \"fast\""));
 	CHECK(strstr(parse_err("sync_s=-1\n"), "calibration:1: sync_s: expected non-negative"));
 	CHECK(!strcmp(parse_err("when\n"), "calibration:1: expected key=value, got \"when\""));
-	CHECK(strstr(parse_err("cpu.gemm_8x8=1 2 3\n"), "calibration:1: cpu.gemm_8x8: expected"));
+	CHECK(strstr(parse_err("cpu.gemm_8x8=1 2 x 4 5\n"), "calibration:1: cpu.gemm_8x8: expected"));
 	/* a grid is a CPU's 5 or a GPU's 8 dims, the same on every line */
+	CHECK(strstr(parse_err("cpu.gemm_8x8=1 2 3\n"),
+		     "calibration:1: cpu.gemm_8x8: a GEMM grid line holds 5 values (a CPU's) or 8"));
 	CHECK(strstr(parse_err("cpu.gemm_8x8=1 2 3 4 5\ncpu.gemm_8x32=1 2 3 4 5 6 7 8\n"),
-		     "calibration:2: cpu.gemm_8x32: expected"));
-	CHECK(strstr(parse_err("cpu.gemm_8192x8=1 2 3 4 5\n"), "calibration:1: cpu.gemm_8192x8: expected"));
+		     "calibration:2: cpu.gemm_8x32: a GEMM grid line holds"));
+	CHECK(strstr(parse_err("cpu.gemm_8192x8=1 2 3 4 5\n"),
+		     "calibration:1: cpu.gemm_8192x8: a GEMM grid line holds"));
 	CHECK(!strcmp(parse_err("cpu.gemm_8192x8=1 2 3 4 5 6 7 8\n"), ""));
 	CHECK(strstr(parse_err("cpu.gemm_8x9=1 2 3 4 5\n"), "unknown key \"cpu.gemm_8x9\""));
 	CHECK(strstr(parse_err("cpu.bw_100=1\n"), "unknown key \"cpu.bw_100\""));
@@ -303,6 +306,38 @@ TEST(gpu_figures_round_trip_and_a_cpu_type_writes_none)
 	CHECK(dlh_calib_dev(&back, "cpu")->gpu == 0 && !dlh_calib_dev(&back, "cpu")->grid_tf32);
 }
 
+/* a cache of as many GPU types as it holds (their 8-dim grids in 4 forms,
+ * with long type names: about 30 KB each) is saved and read back */
+TEST(a_cache_of_every_gpu_type_it_holds_loads)
+{
+	char dir[] = "/tmp/dlh-test-calib.XXXXXX", err[256], path[256];
+	struct dlh_calib c, back;
+	struct dlh_buf b = { 0 };
+
+	CHECK(mkdtemp(dir));
+	sample_gpu(&c);
+	for (int d = 2; d < DLH_CALIB_DEVS; d++) {
+		c.dev[d] = c.dev[1];
+		snprintf(c.dev[d].type, sizeof c.dev[d].type, "NVIDIA-H100-80GB-HBM3-%d", d);
+	}
+	snprintf(c.dev[1].type, sizeof c.dev[1].type, "NVIDIA-H100-80GB-HBM3-1");
+	c.ndev = DLH_CALIB_DEVS;
+	CHECK(dlh_calib_format(&c, &b) == 0);
+	printf("measured: a cache of %d GPU types and the CPU: %zu bytes\n", DLH_CALIB_DEVS - 1,
+	       b.len);
+	dlh_buf_free(&b);
+	CHECK(dlh_calib_save(dir, &c) == 0);
+	int rc = dlh_calib_load(dir, &back, err, sizeof err);
+	snprintf(path, sizeof path, "%s/%s", dir, DLH_CALIB_FILE);
+	unlink(path);
+	rmdir(dir);
+	CHECK_MSG(rc == 0, "%s", err);
+	CHECK(back.ndev == DLH_CALIB_DEVS);
+	const struct dlh_calib_dev *g = dlh_calib_dev(&back, "NVIDIA-H100-80GB-HBM3-7");
+	CHECK(g && g->gpu == 1 && g->grid_n == DLH_CALIB_GEMM_N &&
+	      near(g->gemm_tf32[7][7][7], c.dev[7].gemm_tf32[7][7][7]));
+}
+
 TEST(a_cache_written_before_gpu_figures_still_parses)
 {
 	/* the keys a cache of the previous format holds, and nothing else */
@@ -400,6 +435,7 @@ int main(void)
 	RUN(format_then_parse_gives_the_same_numbers);
 	RUN(transposed_grids_round_trip_apart_from_the_untransposed);
 	RUN(save_then_load_round_trips);
+	RUN(a_cache_of_every_gpu_type_it_holds_loads);
 	RUN(load_without_a_cache_is_enoent);
 	RUN(bad_cache_lines_are_named);
 	RUN(load_names_a_missing_date);

@@ -477,6 +477,8 @@ extern "C" int dlt_gpu_calibrate(const struct dlt_gpu_cal_in *in, struct dlt_gpu
 	x.mat = (size_t)big * (size_t)big;
 	if (x.mat > (size_t)CAL_MAX_OPERAND)
 		x.mat = (size_t)CAL_MAX_OPERAND;
+	if (x.mat * sizeof(float) < (size_t)CAL_H2D_BIG)   /* a grid of small dims */
+		x.mat = (size_t)CAL_H2D_BIG / sizeof(float);
 	static_assert(CAL_H2D_BIG <= CAL_MAX_OPERAND * (long)sizeof(float),
 		      "the large copy goes into an operand's buffer");
 	CUDA_CHECK(cudaMalloc((void **)&x.a, x.mat * sizeof(float)));

@@ -993,8 +993,6 @@ extern "C" int dlt_gpu_download(struct dlt_gpu *g, float *params, float *state,
 	return 0;
 }
 
-/* Layer l's forward pass on n rows from x into its activation (dropout
- * with the masks of the step in g->vals when train). */
 /* 1 when layer li is a dense or conv layer followed by a ReLU: its bias
  * kernel writes the ReLU's output and its backward masks the gradient by
  * it, so the ReLU launches nothing of its own (two graph nodes fewer, and
@@ -1007,8 +1005,9 @@ static int relu_after(const struct dlt_gpu *g, int li)
 	       (n->layer[li].kind == DLT_LAYER_DENSE || n->layer[li].kind == DLT_LAYER_CONV);
 }
 
-/* Layer li's forward on x (n rows) into its activations, or with
- * relu_after into the ReLU's after it. */
+/* Layer li's forward pass on n rows from x into its activation, or with
+ * relu_after into the ReLU's after it (dropout with the masks of the step
+ * in g->vals when train). */
 static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int train,
 			 char *err, size_t errlen)
 {
@@ -1071,11 +1070,10 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 	return 0;
 }
 
-/* Layer l's backward pass: parameter gradients into g->grads + l->off
- * and, when dx is not NULL, the input gradient. x is the layer's input. */
-/* Layer li's backward from dy (n rows) into its gradients and, when dx is
- * not NULL, its input's gradient; with relu_after, dy is the gradient of
- * the ReLU's output, masked here (in place, for a dense layer). */
+/* Layer li's backward pass from dy (n rows): parameter gradients into
+ * g->grads + l->off and, when dx is not NULL, the input gradient; x is the
+ * layer's input. With relu_after, dy is the gradient of the ReLU's output,
+ * masked here (in place, for a dense layer). */
 static int layer_backward(struct dlt_gpu *g, int li, const float *x, float *dy, float *dx,
 			  int n, int train, char *err, size_t errlen)
 {
@@ -1606,10 +1604,22 @@ extern "C" int dlt_gpu_set_profile(struct dlt_gpu *g, int on, char *err, size_t 
 		g->prof_ev = NULL;
 	}
 	if (on && !g->prof_ev) {
-		if (!(g->prof_ev = (cudaEvent_t *)calloc(GPU_PROF_MARKS, sizeof *g->prof_ev)))
+		cudaEvent_t *ev = (cudaEvent_t *)calloc(GPU_PROF_MARKS, sizeof *ev);
+		cudaError_t e = cudaSuccess;
+
+		if (!ev)
 			return fail(-ENOMEM, err, errlen, "gpu: cannot allocate the profile's events");
-		for (int i = 0; i < GPU_PROF_MARKS; i++)
-			CUDA_CHECK(cudaEventCreate(&g->prof_ev[i]));
+		for (int i = 0; i < GPU_PROF_MARKS && e == cudaSuccess; i++)
+			e = cudaEventCreate(&ev[i]);
+		if (e != cudaSuccess) {   /* none kept: a capture records into all of them */
+			for (int i = 0; i < GPU_PROF_MARKS; i++)
+				if (ev[i])
+					cudaEventDestroy(ev[i]);
+			free(ev);
+			return fail(cuda_rc(e), err, errlen, "cuda: the profile's events: %s (%s)",
+				    cudaGetErrorString(e), cudaGetErrorName(e));
+		}
+		g->prof_ev = ev;
 		memset(&g->prof, 0, sizeof g->prof);
 	}
 	return 0;
