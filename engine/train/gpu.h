@@ -154,9 +154,8 @@ int dlt_gpu_step_rows(struct dlt_gpu *g, const uint32_t *idx, int rows, float we
 /* dlt_gpu_step without waiting for it: the step's copies and work are
  * queued on the stream behind whatever was queued before (another step
  * included) and the call returns; x, y and idx may be reused at once (a
- * batch's pixels x and y are copied from pageable memory, which CUDA may
- * stage only once the stream reaches the copy: with batches copied, the
- * call may wait for the step before; row numbers, idx, never make it).
+ * batch's pixels go through a pinned buffer of the queued step's own,
+ * made by its first copied batch).
  * dlt_gpu_wait then gives the step's sums. So a host that queues step k+1
  * before it waits for step k keeps the GPU busy while it reads k's loss,
  * writes rows and heartbeats and gathers the next batch, and a step costs

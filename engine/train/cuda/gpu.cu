@@ -110,6 +110,8 @@ struct gpu_slot {
 	cudaEvent_t done;         /* its sums have landed in gsum */
 	unsigned char *block;     /* pinned: its values and row numbers, for its one copy */
 	float *gsum;              /* pinned: the global batch's loss sum and correct count */
+	float *bx;                /* pinned, made by its first copied batch: its pixels
+				     (max_batch x input floats) and then its labels */
 	int replay;               /* 1: it ran as one graph launch */
 };
 
@@ -707,6 +709,7 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 
 		cudaFreeHost(sl->block);
 		cudaFreeHost(sl->gsum);
+		cudaFreeHost(sl->bx);
 		for (int i = 0; i < 5; i++)
 			if (sl->ev[i])
 				cudaEventDestroy(sl->ev[i]);
@@ -1161,16 +1164,39 @@ static int batch_rows(struct dlt_gpu *g, int rows, char *err, size_t errlen)
 	return 0;
 }
 
-/* Checks rows and copies the host batch x (and labels y, when not NULL). */
-static int put_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
-		     char *err, size_t errlen)
+/* Checks rows and copies the host batch x (and labels y, when not NULL),
+ * from pageable memory (staged before the call returns, but CUDA may
+ * stage it only once the stream reaches the copy) or, with sl, through
+ * that queued step's pinned buffer (the call returns at once: a step is
+ * queued while the one before runs). */
+static int put_batch_via(struct dlt_gpu *g, struct gpu_slot *sl, const float *x,
+			 const uint8_t *y, int rows, char *err, size_t errlen)
 {
+	const size_t nx = (size_t)rows * dlt_shape_size(g->net.in) * sizeof(float);
+
 	TRY(batch_rows(g, rows, err, errlen));
-	CUDA_CHECK(cudaMemcpyAsync(g->x, x, (size_t)rows * dlt_shape_size(g->net.in) * sizeof(float),
-				   cudaMemcpyHostToDevice, g->stream));
+	if (sl && !sl->bx)
+		CUDA_CHECK(cudaMallocHost((void **)&sl->bx, (size_t)g->max_batch *
+					  (dlt_shape_size(g->net.in) * sizeof(float) + 1)));
+	if (sl) {
+		memcpy(sl->bx, x, nx);
+		x = sl->bx;
+		if (y) {
+			memcpy((unsigned char *)sl->bx + nx, y, (size_t)rows);
+			y = (const uint8_t *)sl->bx + nx;
+		}
+	}
+	CUDA_CHECK(cudaMemcpyAsync(g->x, x, nx, cudaMemcpyHostToDevice, g->stream));
 	if (y)
 		CUDA_CHECK(cudaMemcpyAsync(g->y, y, (size_t)rows, cudaMemcpyHostToDevice, g->stream));
 	return 0;
+}
+
+/* put_batch_via from pageable memory (the calls but queued steps). */
+static int put_batch(struct dlt_gpu *g, const float *x, const uint8_t *y, int rows,
+		     char *err, size_t errlen)
+{
+	return put_batch_via(g, NULL, x, y, rows, err, errlen);
 }
 
 /* While a profiled step is captured, records mark k as a node of the
@@ -1519,7 +1545,7 @@ static int queue_step(struct dlt_gpu *g, const float *x, const uint8_t *y, const
 				return fail(-EINVAL, err, errlen, "gpu: row %u of a batch: the device holds %ld",
 					    idx[i], g->data_rows);
 	} else
-		TRY(put_batch(g, x, y, rows, err, errlen));
+		TRY(put_batch_via(g, sl, x, y, rows, err, errlen));
 	TRY(put_vals_rows(g, sl->block, step, o, lr, t, idx, idx ? rows : 0, err, errlen));
 	memset(&k, 0, sizeof k);
 	k.gather = idx != NULL;
