@@ -109,18 +109,32 @@ TEST(transposed_grids_round_trip_apart_from_the_untransposed)
 	CHECK(strstr(err, "unknown key"));
 }
 
-TEST(save_then_load_round_trips)
+/* Saves c into a new state dir and loads it back into back (the dir
+ * removed after). Returns dlh_calib_load's result, err its reason; -1
+ * when the dir or the save failed. */
+static int save_load(const struct dlh_calib *c, struct dlh_calib *back, char *err, size_t len)
 {
-	char dir[] = "/tmp/dlh-test-calib.XXXXXX", err[256], path[256];
-	struct dlh_calib c, back;
+	char dir[] = "/tmp/dlh-test-calib.XXXXXX", path[256];
+	int rc = -1;
 
-	CHECK(mkdtemp(dir));
-	sample(&c);
-	CHECK(dlh_calib_save(dir, &c) == 0);
-	int rc = dlh_calib_load(dir, &back, err, sizeof err);
+	snprintf(err, len, "cannot make a state dir or save into it");
+	if (!mkdtemp(dir))
+		return -1;
+	if (dlh_calib_save(dir, c) == 0)
+		rc = dlh_calib_load(dir, back, err, len);
 	snprintf(path, sizeof path, "%s/%s", dir, DLH_CALIB_FILE);
 	unlink(path);
 	rmdir(dir);
+	return rc;
+}
+
+TEST(save_then_load_round_trips)
+{
+	char err[256];
+	struct dlh_calib c, back;
+
+	sample(&c);
+	int rc = save_load(&c, &back, err, sizeof err);
 	CHECK_MSG(rc == 0, "%s", err);
 	CHECK(near(back.decode_bw, c.decode_bw) && near(back.dev[0].mem_bw, c.dev[0].mem_bw));
 }
@@ -310,11 +324,10 @@ TEST(gpu_figures_round_trip_and_a_cpu_type_writes_none)
  * with long type names: about 30 KB each) is saved and read back */
 TEST(a_cache_of_every_gpu_type_it_holds_loads)
 {
-	char dir[] = "/tmp/dlh-test-calib.XXXXXX", err[256], path[256];
+	char err[256];
 	struct dlh_calib c, back;
 	struct dlh_buf b = { 0 };
 
-	CHECK(mkdtemp(dir));
 	sample_gpu(&c);
 	for (int d = 2; d < DLH_CALIB_DEVS; d++) {
 		c.dev[d] = c.dev[1];
@@ -326,11 +339,7 @@ TEST(a_cache_of_every_gpu_type_it_holds_loads)
 	printf("measured: a cache of %d GPU types and the CPU: %zu bytes\n", DLH_CALIB_DEVS - 1,
 	       b.len);
 	dlh_buf_free(&b);
-	CHECK(dlh_calib_save(dir, &c) == 0);
-	int rc = dlh_calib_load(dir, &back, err, sizeof err);
-	snprintf(path, sizeof path, "%s/%s", dir, DLH_CALIB_FILE);
-	unlink(path);
-	rmdir(dir);
+	int rc = save_load(&c, &back, err, sizeof err);
 	CHECK_MSG(rc == 0, "%s", err);
 	CHECK(back.ndev == DLH_CALIB_DEVS);
 	const struct dlh_calib_dev *g = dlh_calib_dev(&back, "NVIDIA-H100-80GB-HBM3-7");
