@@ -228,6 +228,8 @@ struct dlt_gpu_profile {
 	double sum_s;                      /* the wait for the gradients' allreduce after
 					      backward (0 with one rank) */
 	double update_s;                   /* the optimizer (and bf16's cast) */
+	int fused[DLT_NET_MAX_LAYERS];     /* 1: the layer (a ReLU) runs in the kernels
+					      of the layer before it */
 };
 
 /* With on, the step's graph is captured again with an event between each

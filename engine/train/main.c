@@ -1116,8 +1116,7 @@ static void log_profile(struct run *R)
 		logline(R, "dlh-train: rank 0 GPU step profile: layer %d %s %dx%dx%d -> %dx%dx%d: "
 			"forward %.1f us, backward %.1f us%s", i + 1, l->ops->name, l->in.c, l->in.h,
 			l->in.w, l->out.c, l->out.h, l->out.w, p.fwd_s[i] * k, p.bwd_s[i] * k,
-			i > 0 && l->kind == DLT_LAYER_RELU && (R->net.layer[i - 1].kind == DLT_LAYER_DENSE ||
-			R->net.layer[i - 1].kind == DLT_LAYER_CONV) ? " (fused into the layer before)" : "");
+			p.fused[i] ? " (fused into the layer before)" : "");
 	}
 }
 

@@ -1536,7 +1536,7 @@ static int queue_step(struct dlt_gpu *g, const float *x, const uint8_t *y, const
 	if (g->qlen && g->prof_ev)
 		return fail(-EBUSY, err, errlen, "gpu: profiling: one step queued at a time");
 	sl = &g->slot[(g->qfirst + g->qlen) % GPU_QUEUE];
-	if (idx) {
+	if (idx) {   /* (put_batch_via checks rows for a batch) */
 		TRY(batch_rows(g, rows, err, errlen));
 		if (!g->data_rows)
 			return fail(-EINVAL, err, errlen, "gpu: dlt_gpu_queue_rows before dlt_gpu_set_data");
@@ -1647,6 +1647,8 @@ extern "C" int dlt_gpu_set_profile(struct dlt_gpu *g, int on, char *err, size_t 
 		}
 		g->prof_ev = ev;
 		memset(&g->prof, 0, sizeof g->prof);
+		for (int i = 1; i < g->net.nlayers; i++)
+			g->prof.fused[i] = relu_after(g, i - 1);
 	}
 	return 0;
 }
