@@ -12,6 +12,7 @@
 
 #include "engine/contract/contract.h"
 #include "engine/plan/cost.h"
+#include "engine/train/gpu.h"
 #include "engine/train/lrfind.h"
 #include "engine/train/plan.h"
 #include "engine/train/prefetch.h"
@@ -589,6 +590,20 @@ static double gg_s(const struct rdev *rd, enum trans t, double m, double n, doub
 	}
 	if (rd->nodes)
 		(*rd->nodes)++;
+	const int parts = dlt_gpu_gemm_splits(m, n, k);
+	if (parts > 1) {
+		/* gpu.cu's gemm_split: the parts side by side in one batched
+		 * product, as parallel as one parts times as wide; the rest of
+		 * k a product of its own; the parts' sum */
+		double kc = floor(k / parts), rest = k - parts * kc;
+		double s = fmax(rd->floor_s, gemm_s(rd, t, m, n * parts, kc));
+		if (rest > 0) {
+			if (rd->nodes)
+				(*rd->nodes)++;
+			s += fmax(rd->floor_s, gemm_s(rd, t, m, n, rest));
+		}
+		return s + gk_s(rd, (parts + (rest > 0) + 1.0) * m * n * F4) + cast;
+	}
 	return fmax(rd->floor_s, gemm_s(rd, t, m, n, k)) + cast;
 }
 
@@ -709,20 +724,29 @@ static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, dou
 		      double rows, double held, const struct dlh_calib_dev *d)
 {
 	double act = 0.0, widest = dim, ws = 0.0, extra = 0.0;   /* floats a row */
+	double parts = 0.0;   /* the split GEMMs' (at full batches) */
 	for (int i = 0; i < nl; i++) {
 		act += s[i].out;
 		widest = fmax(widest, s[i].out);
 		if (!strcmp(s[i].kind, "conv")) {
+			const double N = rows * s[i].HW;
 			extra += s[i].R * s[i].HW;               /* im2col */
 			ws = fmax(ws, s[i].F * s[i].HW);
+			parts = fmax(parts, fmax(dlt_gpu_split_floats(s[i].F, N, s[i].R),
+						 fmax(dlt_gpu_split_floats(s[i].F, s[i].R, N),
+						      dlt_gpu_split_floats(s[i].R, N, s[i].F))));
 		} else if (!strcmp(s[i].kind, "pool")) {
 			extra += s[i].out;                       /* argmax */
+		} else if (!strcmp(s[i].kind, "dense")) {
+			parts = fmax(parts, fmax(dlt_gpu_split_floats(rows, s[i].o, s[i].k),
+						 fmax(dlt_gpu_split_floats(s[i].o, s[i].k, rows),
+						      dlt_gpu_split_floats(rows, s[i].k, s[i].o))));
 		}
 	}
 	/* activations, im2col and argmax, two deltas, the input, the conv
-	 * workspace; parameters, gradients, optimizer state */
+	 * workspace; parameters, gradients, optimizer state; the parts */
 	double floats = rows * (act + extra + 2.0 * widest + dim + ws) +
-			np * (2.0 + nstate) + 2.0;
+			np * (2.0 + nstate) + 2.0 + parts;
 	return d->ctx_bytes + d->blas_bytes + d->nccl_bytes + floats * F4 + rows +
 	       held * (dim * F4 + 1.0);
 }

@@ -67,6 +67,44 @@ int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int nstate,
  * Returns 0, or -EINVAL for an unknown precision, or a CUDA error. */
 int dlt_gpu_set_precision(struct dlt_gpu *g, enum dlt_precision p, char *err, size_t errlen);
 
+/* A GEMM whose reduction is long and whose output is small (a
+ * convolution's weight gradient: F x C k k outputs summed over the batch's
+ * rows x pixels, 100352 for the CNN's first at batch 128) leaves most of a
+ * GPU idle when one kernel walks all of k for each output tile: the H200's
+ * calibration measured such a product's time growing with k at a few
+ * tiles. The backend splits its k into parts of at least
+ * DLT_GPU_SPLIT_MIN_K, one batched GEMM (the parts side by side into a
+ * scratch buffer) and a kernel that sums the parts in order, so that
+ * output tiles x parts reach DLT_GPU_SPLIT_TILES (tiles of 64 x 64).
+ * Returns the parts for an m x n x k product: 1 (not split) unless k is at
+ * least DLT_GPU_SPLIT_LEAST_K and 8 times m and n; else a power of two.
+ * The estimator prices the same split (engine/plan/estimate.c), and
+ * DLT_GPU_SPLITK=0 in the environment at dlt_gpu_create turns it off (to
+ * compare). */
+#define DLT_GPU_SPLIT_MIN_K 512
+#define DLT_GPU_SPLIT_LEAST_K 4096
+#define DLT_GPU_SPLIT_TILES 256
+static inline int dlt_gpu_gemm_splits(double m, double n, double k)
+{
+	const double tiles = ((double)(long)((m + 63) / 64)) * ((double)(long)((n + 63) / 64));
+	int s = 1;
+
+	if (k < DLT_GPU_SPLIT_LEAST_K || k < 8 * m || k < 8 * n)
+		return 1;
+	while (tiles * s * 2 <= DLT_GPU_SPLIT_TILES && k / (s * 2) >= DLT_GPU_SPLIT_MIN_K)
+		s *= 2;
+	return s;
+}
+
+/* Floats of the parts of an m x n x k GEMM split so: its parts and one
+ * more for the rest of k; 0 when it is not split. */
+static inline double dlt_gpu_split_floats(double m, double n, double k)
+{
+	const int s = dlt_gpu_gemm_splits(m, n, k);
+
+	return s > 1 ? (s + 1) * m * n : 0.0;
+}
+
 /* Frees everything of g (NULL is fine), the NCCL communicator included. */
 void dlt_gpu_destroy(struct dlt_gpu *g);
 
@@ -187,6 +225,7 @@ struct dlt_gpu_graph_stats {
 			     last partial batch), or all of them with graphs off */
 	long nodes;       /* nodes of the last graph captured (kernels, the GEMMs'
 			     kernels, copies, memsets, allreduces) */
+	long launched;    /* the nodes of each graph launched, added up */
 	long replayed;    /* the host emulation only: nodes its cudaGraphLaunch ran in all
 			     (0 on a GPU) */
 	double graph_s;   /* seconds of the launched graphs on the GPU (CUDA events; the

@@ -656,6 +656,30 @@ static inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta,
 	}) < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
+/* cublasSgemmStridedBatched: batch products of cublasSgemm's contract,
+ * operand i at A + i strideA, B + i strideB, C + i strideC, one after the
+ * other (one node of a graph). */
+static inline cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
+						       cublasOperation_t tb, int m, int n, int k,
+						       const float *alpha, const float *A, int lda,
+						       long long sa, const float *B, int ldb,
+						       long long sb, const float *beta, float *C,
+						       int ldc, long long sc, int batch)
+{
+	const cublasMath_t math = h->math;
+	const float al = *alpha, be = *beta;
+
+	if (!emu_gemm_args(ta, tb, m, n, k, lda, ldb, ldc) || batch < 0)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	return emu_queue([=]() {
+		for (int i = 0; i < batch; i++)
+			if (emu_sgemm(math, ta, tb, m, n, k, al, A + i * sa, lda, B + i * sb, ldb, be,
+				      C + i * sc, ldc) < 0)
+				return -1;
+		return 0;
+	}) < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
+}
+
 /* n BF16 words of x as FP32 (the words are the upper halves); NULL when
  * out of memory. */
 static inline float *emu_from_bf16(const void *x, size_t n)
@@ -671,6 +695,32 @@ static inline float *emu_from_bf16(const void *x, size_t n)
 	return c;
 }
 
+/* cublasGemmEx's product for the one form gpu.cu calls (BF16 A and B,
+ * FP32 C, FP32 scalars), computed now; -1 when out of memory. */
+static inline int emu_gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+				float al, const void *A, int lda, const void *B, int ldb, float be,
+				float *C, int ldc)
+{
+	float *a = emu_from_bf16(A, ta == CUBLAS_OP_N ? emu_span(m, k, lda) : emu_span(k, m, lda));
+	float *b = emu_from_bf16(B, tb == CUBLAS_OP_N ? emu_span(k, n, ldb) : emu_span(n, k, ldb));
+	int ok = a && b;
+
+	if (ok)
+		cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
+			    tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, m, n, k,
+			    al, a, lda, b, ldb, be, C, ldc);
+	free(a);
+	free(b);
+	return ok ? 0 : -1;
+}
+
+/* 1 when an Ex call's types are the one form gpu.cu calls. */
+static inline int emu_bf16_form(cudaDataType at, cudaDataType bt, cudaDataType ct,
+				cublasComputeType_t comp)
+{
+	return at == CUDA_R_16BF && bt == CUDA_R_16BF && ct == CUDA_R_32F && comp == CUBLAS_COMPUTE_32F;
+}
+
 /* cublasGemmEx for the one form gpu.cu calls: BF16 A and B, FP32 C, FP32
  * compute and scalars; any other is CUBLAS_STATUS_NOT_SUPPORTED. Checked
  * now, computed now or at replay. */
@@ -683,24 +733,41 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
 {
 	(void)h;
 	(void)algo;
-	if (at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_32F || comp != CUBLAS_COMPUTE_32F)
+	if (!emu_bf16_form(at, bt, ct, comp))
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	if (!emu_gemm_args(ta, tb, m, n, k, lda, ldb, ldc))
 		return CUBLAS_STATUS_INVALID_VALUE;
 	const float al = *(const float *)alpha, be = *(const float *)beta;
 
 	return emu_queue([=]() {
-		float *a = emu_from_bf16(A, ta == CUBLAS_OP_N ? emu_span(m, k, lda) : emu_span(k, m, lda));
-		float *b = emu_from_bf16(B, tb == CUBLAS_OP_N ? emu_span(k, n, ldb) : emu_span(n, k, ldb));
-		int ok = a && b;
+		return emu_gemm_bf16(ta, tb, m, n, k, al, A, lda, B, ldb, be, (float *)C, ldc);
+	}) < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
+}
 
-		if (ok)
-			cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
-				    tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, m, n, k,
-				    al, a, lda, b, ldb, be, (float *)C, ldc);
-		free(a);
-		free(b);
-		return ok ? 0 : -1;
+/* cublasGemmStridedBatchedEx in cublasGemmEx's one form: batch products,
+ * operand i at A + i strideA, B + i strideB, C + i strideC (elements of
+ * their types), one after the other. */
+static inline cublasStatus_t cublasGemmStridedBatchedEx(
+	cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+	const void *alpha, const void *A, cudaDataType at, int lda, long long sa, const void *B,
+	cudaDataType bt, int ldb, long long sb, const void *beta, void *C, cudaDataType ct, int ldc,
+	long long sc, int batch, cublasComputeType_t comp, cublasGemmAlgo_t algo)
+{
+	(void)h;
+	(void)algo;
+	if (!emu_bf16_form(at, bt, ct, comp))
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	if (!emu_gemm_args(ta, tb, m, n, k, lda, ldb, ldc) || batch < 0)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	const float al = *(const float *)alpha, be = *(const float *)beta;
+
+	return emu_queue([=]() {
+		for (int i = 0; i < batch; i++)
+			if (emu_gemm_bf16(ta, tb, m, n, k, al, (const uint16_t *)A + i * sa, lda,
+					  (const uint16_t *)B + i * sb, ldb, be, (float *)C + i * sc,
+					  ldc) < 0)
+				return -1;
+		return 0;
 	}) < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 

@@ -142,6 +142,9 @@ struct dlt_gpu {
 	uint8_t *y;                              /* max_batch labels */
 	float *delta[2];                         /* backprop ping-pong, widest activation */
 	float *ws;                               /* conv scratch (layers.c's c->ws) */
+	float *part;                             /* a split GEMM's parts (gemm_split) */
+	size_t part_n;                           /* floats part holds */
+	int splitk;                              /* 1: long-k GEMMs split (dlt_gpu_gemm_splits) */
 	int precision;                           /* enum dlt_precision of the GEMMs */
 	uint16_t *params16;                      /* bf16: the parameters as BF16 bits */
 	uint16_t *op16[2];                       /* bf16: a GEMM's A and B operands as BF16 */
@@ -428,6 +431,21 @@ __global__ void k_row_sums(float *gb, const float *t, size_t N)
 		gb[blockIdx.x] = s[0];
 }
 
+/* C[i][j] (ldc) = the sum over s = 0..parts-1, in order, of part s's
+ * element (i, j) (each part rows x cols, packed): a split GEMM's parts. */
+__global__ void k_sum_parts(float *C, int ldc, const float *part, int parts, int rows, int cols)
+{
+	const size_t mn = (size_t)rows * (size_t)cols;
+
+	GRID_STRIDE(e, mn) {
+		float a = part[e];
+
+		for (int s = 1; s < parts; s++)
+			a += part[(size_t)s * mn + e];
+		C[e / (size_t)cols * (size_t)ldc + e % (size_t)cols] = a;
+	}
+}
+
 /* ---- kernels: max-pool k x k stride k ---- */
 
 /* One thread per output: the window's first maximum and its index. */
@@ -596,22 +614,84 @@ static const uint16_t *bf16_operand(struct dlt_gpu *g, const float *x, size_t ro
 	return g->op16[slot];
 }
 
+/* The BF16 forms of a GEMM's operands A and B (bf16_operand's, same
+ * layout) into *a16 and *b16; -EINVAL with err set where one is too large. */
+static int bf16_pair(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, const float *A,
+		     int lda, const float *B, int ldb, const uint16_t **a16, const uint16_t **b16,
+		     char *err, size_t errlen)
+{
+	*a16 = bf16_operand(g, A, (size_t)(ta ? K : M), lda, 0, err, errlen);
+	*b16 = *a16 ? bf16_operand(g, B, (size_t)(tb ? N : K), ldb, 1, err, errlen) : NULL;
+	if (!*a16 || !*b16)
+		return -EINVAL;
+	KERNEL_CHECK("to_bf16");
+	return 0;
+}
+
 /* gemm's bf16 form: the operands as BF16, FP32 accumulation into FP32 C. */
 static int gemm_bf16(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, const float *A,
 		     int lda, const float *B, int ldb, float *C, int ldc, char *err, size_t errlen)
 {
 	const float one = 1.0f, zero = 0.0f;
-	const uint16_t *a16 = bf16_operand(g, A, (size_t)(ta ? K : M), lda, 0, err, errlen);
-	const uint16_t *b16 = a16 ? bf16_operand(g, B, (size_t)(tb ? N : K), ldb, 1, err, errlen)
-				  : NULL;
+	const uint16_t *a16, *b16;
 
-	if (!a16 || !b16)
-		return -EINVAL;
-	KERNEL_CHECK("to_bf16");
+	TRY(bf16_pair(g, ta, tb, M, N, K, A, lda, B, ldb, &a16, &b16, err, errlen));
 	BLAS_CHECK(cublasGemmEx(g->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
 				ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &one, b16, CUDA_R_16BF, ldb,
 				a16, CUDA_R_16BF, lda, &zero, C, CUDA_R_32F, ldc,
 				CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+	return 0;
+}
+
+/* Floats of the parts of an M x N x K GEMM (gemm_split), 0 unsplit. */
+static size_t split_floats(double M, double N, double K)
+{
+	return (size_t)dlt_gpu_split_floats(M, N, K);
+}
+
+/* gemm with its k split in S = dlt_gpu_gemm_splits parts of kc = K / S:
+ * one strided batched GEMM computes part s from A's and B's k range
+ * [s kc, (s + 1) kc) into g->part + s M N (row-major M x N), a GEMM more
+ * the rest of k (K - S kc, when not 0) into part S, and k_sum_parts adds
+ * the parts in order into C. In the precision of gemm (TF32 by the
+ * handle's math mode; BF16 on the operands' BF16 copies). */
+static int gemm_split(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, const float *A,
+		      int lda, const float *B, int ldb, float *C, int ldc, char *err, size_t errlen)
+{
+	const float one = 1.0f, zero = 0.0f;
+	const int S = dlt_gpu_gemm_splits(M, N, K), kc = K / S, rest = K - S * kc;
+	const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+	/* the k offset of a part: along a row of a row-major operand stored
+	 * m x k (A untransposed, B transposed), down its rows if stored k x m */
+	const long long sa = ta ? (long long)kc * lda : kc, sb = tb ? kc : (long long)kc * ldb;
+	const long long mn = (long long)M * N;
+
+	if ((size_t)(S + (rest > 0)) * (size_t)mn > g->part_n)
+		return fail(-EINVAL, err, errlen, "gpu: a split GEMM of %d x %d x %d needs %lld floats of "
+			    "parts, room for %zu", M, N, K, (S + (rest > 0)) * mn, g->part_n);
+	if (g->precision == DLT_PRECISION_BF16) {
+		const uint16_t *a16, *b16;
+
+		TRY(bf16_pair(g, ta, tb, M, N, K, A, lda, B, ldb, &a16, &b16, err, errlen));
+		BLAS_CHECK(cublasGemmStridedBatchedEx(g->blas, opb, opa, N, M, kc, &one, b16,
+						      CUDA_R_16BF, ldb, sb, a16, CUDA_R_16BF, lda, sa,
+						      &zero, g->part, CUDA_R_32F, N, mn, S,
+						      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+		if (rest)
+			BLAS_CHECK(cublasGemmEx(g->blas, opb, opa, N, M, rest, &one, b16 + S * sb,
+						CUDA_R_16BF, ldb, a16 + S * sa, CUDA_R_16BF, lda, &zero,
+						g->part + S * mn, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
+						CUBLAS_GEMM_DEFAULT));
+	} else {
+		BLAS_CHECK(cublasSgemmStridedBatched(g->blas, opb, opa, N, M, kc, &one, B, ldb, sb,
+						     A, lda, sa, &zero, g->part, N, mn, S));
+		if (rest)
+			BLAS_CHECK(cublasSgemm(g->blas, opb, opa, N, M, rest, &one, B + S * sb, ldb,
+					       A + S * sa, lda, &zero, g->part + S * mn, N));
+	}
+	LAUNCH(k_sum_parts, blocks_for((size_t)mn), GPU_THREADS, g->stream, C, ldc, g->part,
+	       S + (rest > 0), M, N);
+	KERNEL_CHECK("sum_parts");
 	return 0;
 }
 
@@ -625,6 +705,8 @@ static int gemm(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, const fl
 {
 	const float one = 1.0f, zero = 0.0f;
 
+	if (g->splitk && dlt_gpu_gemm_splits(M, N, K) > 1)
+		return gemm_split(g, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, err, errlen);
 	if (g->precision == DLT_PRECISION_BF16)
 		return gemm_bf16(g, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, err, errlen);
 	BLAS_CHECK(cublasSgemm(g->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -695,6 +777,7 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 	cudaFree(g->delta[0]);
 	cudaFree(g->delta[1]);
 	cudaFree(g->ws);
+	cudaFree(g->part);
 	cudaFree(g->params16);
 	cudaFree(g->op16[0]);
 	cudaFree(g->op16[1]);
@@ -729,6 +812,29 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 	if (g->stream)
 		cudaStreamDestroy(g->stream);
 	free(g);
+}
+
+/* The most floats the split GEMMs of layer l (gemm_split) need for rows
+ * rows: its forward, weight gradient and input gradient products. */
+static size_t layer_part_floats(const struct dlt_layer *l, double rows)
+{
+	size_t f = 0, x;
+
+	if (l->kind == DLT_LAYER_DENSE) {
+		const double k = (double)dlt_shape_size(l->in), o = l->out.c;
+
+		f = split_floats(rows, o, k);
+		f = (x = split_floats(o, k, rows)) > f ? x : f;
+		f = (x = split_floats(rows, k, o)) > f ? x : f;
+	} else if (l->kind == DLT_LAYER_CONV) {
+		const double F = l->out.c, R = (double)l->in.c * l->k * l->k;
+		const double N = rows * l->in.h * l->in.w;
+
+		f = split_floats(F, N, R);
+		f = (x = split_floats(F, R, N)) > f ? x : f;
+		f = (x = split_floats(R, N, F)) > f ? x : f;
+	}
+	return f;
 }
 
 /* Allocates the buffers of g for its net; returns 0 or -errno. */
@@ -769,6 +875,17 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 	TRY(dalloc((void **)&g->delta[0], mb * widest * sizeof(float), "deltas", err, errlen));
 	TRY(dalloc((void **)&g->delta[1], mb * widest * sizeof(float), "deltas", err, errlen));
 	TRY(dalloc((void **)&g->ws, ws * sizeof(float), "conv workspace", err, errlen));
+	/* a GEMM splits or not by its rows (dlt_gpu_gemm_splits is not
+	 * monotone in m): every batch size up to the largest */
+	for (size_t r = 1; g->splitk && r <= mb; r++)
+		for (int i = 0; i < n->nlayers; i++) {
+			size_t f = layer_part_floats(&n->layer[i], (double)r);
+
+			g->part_n = f > g->part_n ? f : g->part_n;
+		}
+	if (g->part_n)
+		TRY(dalloc((void **)&g->part, g->part_n * sizeof(float), "split GEMM parts", err,
+			   errlen));
 	TRY(dalloc((void **)&g->dsum, 2 * sizeof(double), "batch sums", err, errlen));
 	const size_t block = sizeof *g->vals + mb * sizeof(uint32_t);
 	TRY(dalloc((void **)&g->vals, block, "step values", err, errlen));
@@ -842,6 +959,11 @@ extern "C" int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int
 		const char *i64 = getenv("DLT_GPU_INDEX64");
 
 		g->idx32_below = i64 && !strcmp(i64, "1") ? 0 : (size_t)1 << 31;
+	}
+	{
+		const char *sk = getenv("DLT_GPU_SPLITK");
+
+		g->splitk = !(sk && !strcmp(sk, "0"));
 	}
 
 	rc = open_device(g, err, errlen);
@@ -1565,6 +1687,7 @@ static int queue_step(struct dlt_gpu *g, const float *x, const uint8_t *y, const
 		CUDA_CHECK(cudaEventRecord(sl->ev[0], s));
 		CUDA_CHECK(cudaGraphLaunch(g->graph, s));
 		CUDA_CHECK(cudaEventRecord(sl->ev[4], s));
+		g->gstats.launched += g->gstats.nodes;   /* (the graph last captured) */
 	} else
 		TRY(step_work(g, rows, weight, o, k.gather, sl->ev, err, errlen));
 	/* the global loss sum and correct count: the step's one readback */
