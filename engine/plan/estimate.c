@@ -614,19 +614,44 @@ static double h2d_s(const struct rdev *rd, double bytes)
 	return d->h2d_s + (d->h2d_bw > 0 ? bytes / d->h2d_bw : 0.0);
 }
 
-/* 1 when layer i of s (nl layers) is a dense or conv layer with a ReLU
- * after it, which gpu.cu fuses (relu_after): the layer's bias kernel
- * writes the ReLU's output, and its backward masks the gradient, in the
- * kernel that reads it first; the ReLU launches nothing. */
-static int gpu_relu_after(const struct lshape *s, int nl, int i)
+/* The enum dlt_layer_kind of an estimator's layer (-1 past the last). */
+static int layer_kind(const struct lshape *s, int nl, int i)
 {
-	return i + 1 < nl && !strcmp(s[i + 1].kind, "relu") &&
-	       (!strcmp(s[i].kind, "dense") || !strcmp(s[i].kind, "conv"));
+	static const struct {
+		const char *name;
+		int kind;
+	} kinds[] = { { "dense", DLT_LAYER_DENSE }, { "relu", DLT_LAYER_RELU },
+		      { "conv", DLT_LAYER_CONV }, { "pool", DLT_LAYER_POOL },
+		      { "dropout", DLT_LAYER_DROPOUT } };
+	for (size_t k = 0; i < nl && k < sizeof kinds / sizeof kinds[0]; k++)
+		if (!strcmp(s[i].kind, kinds[k].name))
+			return kinds[k].kind;
+	return -1;
+}
+
+/* The layers after layer i of s (nl layers) that gpu.cu runs inside its
+ * kernels (dlt_gpu_fused): a ReLU after a dense or conv layer (1: the
+ * layer's bias kernel writes the ReLU's output, and its backward masks the
+ * gradient in the kernel that reads it first), and a max-pool after a
+ * conv's ReLU too (2); such a layer launches nothing. */
+static int gpu_fused(const struct lshape *s, int nl, int i)
+{
+	return dlt_gpu_fused(layer_kind(s, nl, i), layer_kind(s, nl, i + 1),
+			     layer_kind(s, nl, i + 2));
+}
+
+/* 1 when gpu.cu runs layer i of s inside an earlier layer's kernels. */
+static int gpu_fused_into(const struct lshape *s, int nl, int i)
+{
+	return (i >= 1 && gpu_fused(s, nl, i - 1) >= 1) || (i >= 2 && gpu_fused(s, nl, i - 2) == 2);
 }
 
 /* Forward seconds of layer s (the i-th) for n rows, as layer_forward
- * (a ReLU fused after it costs nothing more: the same bytes). */
-static double gpu_fwd_s(const struct rdev *rd, const struct lshape *s, double n)
+ * (a ReLU fused after it costs nothing more: the same bytes); with pool
+ * (a ReLU and pool fused, of pool floats a row), the pool reads the
+ * product and writes its output and argmax. */
+static double gpu_fwd_s(const struct rdev *rd, const struct lshape *s, double n,
+			const struct lshape *pool)
 {
 	double m = n * s->in;
 	if (!strcmp(s->kind, "dense"))
@@ -634,7 +659,8 @@ static double gpu_fwd_s(const struct rdev *rd, const struct lshape *s, double n)
 	if (!strcmp(s->kind, "conv")) {
 		double N = n * s->HW;
 		return gk_s(rd, (s->R * N + m) * F4) + gg_s(rd, NN, s->F, N, s->R, ACT_B) +
-		       gk_s(rd, 2.0 * s->F * N * F4);
+		       gk_s(rd, pool ? s->F * N * F4 + 2.0 * n * pool->out * F4 :
+				       2.0 * s->F * N * F4);
 	}
 	if (!strcmp(s->kind, "pool"))
 		return gk_s(rd, m * F4 + 2.0 * n * s->out * F4);
@@ -644,8 +670,10 @@ static double gpu_fwd_s(const struct rdev *rd, const struct lshape *s, double n)
 /* Backward seconds of layer s for n rows; dx: the input gradient too
  * (every layer but the first), as layer_backward; relu: a ReLU after it
  * fused (the kernel that reads the gradient first reads the ReLU's output
- * too, and for a dense layer writes the masked gradient back). */
-static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n, int dx, int relu)
+ * too, and for a dense layer writes the masked gradient back); pool: a
+ * pool fused after that ReLU (gpu_fwd_s). */
+static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n, int dx, int relu,
+			const struct lshape *pool)
 {
 	double m = n * s->in;
 	if (!strcmp(s->kind, "dense"))
@@ -654,7 +682,10 @@ static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n,
 		       (dx ? gg_s(rd, NN, n, s->k, s->o, ACT_A) : 0.0);
 	if (!strcmp(s->kind, "conv")) {
 		double N = n * s->HW;
-		double t = gk_s(rd, (relu ? 3.0 : 2.0) * s->F * N * F4) +
+		/* the product's gradient from the pool's (its gradient, argmax
+		 * and output read), or from the ReLU's output gradient */
+		double t = gk_s(rd, pool ? s->F * N * F4 + 3.0 * n * pool->out * F4 :
+					   (relu ? 3.0 : 2.0) * s->F * N * F4) +
 			   gg_s(rd, NT, s->F, s->R, N, ACT_A | ACT_B) +
 			   gk_s(rd, s->F * N * F4);
 		return t + (dx ? gg_s(rd, TN, s->R, N, s->F, ACT_B) + gk_s(rd, (s->R * N + m) * F4) :
@@ -684,12 +715,13 @@ static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, 
 			   h2d_s(rd, n * dim * F4) + h2d_s(rd, n);
 	double b = 0.0;
 	for (int i = 0; i < nl; i++)
-		if (!(i > 0 && gpu_relu_after(s, nl, i - 1)))
-			t += gpu_fwd_s(rd, &s[i], n);
+		if (!gpu_fused_into(s, nl, i))
+			t += gpu_fwd_s(rd, &s[i], n, gpu_fused(s, nl, i) == 2 ? &s[i + 2] : NULL);
 	t += gk_s(rd, (2.0 * n * classes + n) * F4);   /* the loss and its sums: one kernel */
 	for (int i = nl - 1; train && i >= 0; i--)
-		if (!(i > 0 && gpu_relu_after(s, nl, i - 1)))
-			b += gpu_bwd_s(rd, &s[i], n, i > 0, gpu_relu_after(s, nl, i));
+		if (!gpu_fused_into(s, nl, i))
+			b += gpu_bwd_s(rd, &s[i], n, i > 0, gpu_fused(s, nl, i) >= 1,
+				       gpu_fused(s, nl, i) == 2 ? &s[i + 2] : NULL);
 	if (bwd)
 		*bwd = b;
 	/* the sums back; an evaluation batch waits for them */
@@ -859,7 +891,8 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 			/* the step's graph: its nodes back to back after one launch,
 			 * the step's values and rows' numbers copied in before it */
 			rd.floor_s = rd.d->node_s > 0 ? rd.d->node_s : DLH_EST_GRAPH_NODE_S;
-			first_bwd = gpu_bwd_s(&rd, &s[0], b, 0, gpu_relu_after(s, nl, 0));
+			first_bwd = gpu_bwd_s(&rd, &s[0], b, 0, gpu_fused(s, nl, 0) >= 1,
+					      gpu_fused(s, nl, 0) == 2 ? &s[2] : NULL);
 			long nodes = 0;   /* the graph's, as gpu.cu captures them */
 			rd.nodes = &nodes;
 			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, &bwd);

@@ -67,6 +67,21 @@ int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int nstate,
  * Returns 0, or -EINVAL for an unknown precision, or a CUDA error. */
 int dlt_gpu_set_precision(struct dlt_gpu *g, enum dlt_precision p, char *err, size_t errlen);
 
+/* The layers after a layer of kind `kind` that the backend runs inside
+ * its kernels, given the kinds of the next two (enum dlt_layer_kind, -1
+ * past the last layer): a ReLU after a dense or conv layer (the layer's
+ * bias kernel writes the ReLU's output, its backward masks the gradient
+ * in the kernel that reads it first): 1; a conv, ReLU and max-pool (the
+ * pool reads the product with its bias and ReLU, and backward writes the
+ * product's gradient from the pool's, masked): 2; else 0. The estimator
+ * counts the same (engine/plan/estimate.c). */
+static inline int dlt_gpu_fused(int kind, int next, int next2)
+{
+	if ((kind != DLT_LAYER_DENSE && kind != DLT_LAYER_CONV) || next != DLT_LAYER_RELU)
+		return 0;
+	return kind == DLT_LAYER_CONV && next2 == DLT_LAYER_POOL ? 2 : 1;
+}
+
 /* A GEMM whose reduction is long and whose output is small (a
  * convolution's weight gradient: F x C k k outputs summed over the batch's
  * rows x pixels, 100352 for the CNN's first at batch 128) leaves most of a
@@ -260,15 +275,15 @@ struct dlt_gpu_profile {
 	long steps;                        /* graphed steps profiled */
 	double gather_s;                   /* the batch gathered from the device's rows
 					      (0: batches copied) */
-	double fwd_s[DLT_NET_MAX_LAYERS];  /* each layer's forward (a ReLU fused into the
-					      layer before it: 0, its work counted there) */
+	double fwd_s[DLT_NET_MAX_LAYERS];  /* each layer's forward (a layer fused into one
+					      before it: 0, its work counted there) */
 	double loss_s;                     /* softmax cross-entropy and the batch's sums */
 	double bwd_s[DLT_NET_MAX_LAYERS];  /* each layer's backward (idem) */
 	double sum_s;                      /* the wait for the gradients' allreduce after
 					      backward (0 with one rank) */
 	double update_s;                   /* the optimizer (and bf16's cast) */
-	int fused[DLT_NET_MAX_LAYERS];     /* 1: the layer (a ReLU) runs in the kernels
-					      of the layer before it */
+	int fused[DLT_NET_MAX_LAYERS];     /* 0, or the number (1-based) of the layer in
+					      whose kernels this one runs (dlt_gpu_fused) */
 };
 
 /* With on, the step's graph is captured again with an event between each

@@ -1113,10 +1113,13 @@ static void log_profile(struct run *R)
 	for (int i = 0; i < R->net.nlayers; i++) {
 		const struct dlt_layer *l = &R->net.layer[i];
 
+		char fused[48] = "";
+
+		if (p.fused[i])
+			snprintf(fused, sizeof fused, " (fused into layer %d)", p.fused[i]);
 		logline(R, "dlh-train: rank 0 GPU step profile: layer %d %s %dx%dx%d -> %dx%dx%d: "
 			"forward %.1f us, backward %.1f us%s", i + 1, l->ops->name, l->in.c, l->in.h,
-			l->in.w, l->out.c, l->out.h, l->out.w, p.fwd_s[i] * k, p.bwd_s[i] * k,
-			p.fused[i] ? " (fused into the layer before)" : "");
+			l->in.w, l->out.c, l->out.h, l->out.w, p.fwd_s[i] * k, p.bwd_s[i] * k, fused);
 	}
 }
 

@@ -185,8 +185,10 @@ test_gpu_profile_on_the_host_emulation_logs_each_layers_time() {
 	expect_eq "$(grep -c 'GPU step profile: layer [0-9]* ' "$d/p.out")" 10 "profile lines of layers"
 	grep -q 'GPU step profile: layer 1 conv 1x28x28 -> 8x28x28: forward [1-9][0-9.]* us, backward [1-9][0-9.]* us$' "$d/p.out" ||
 		die "the first conv's line: $(grep 'layer 1 ' "$d/p.out")"
-	grep -q 'GPU step profile: layer 2 relu .* (fused into the layer before)$' "$d/p.out" ||
+	grep -q 'GPU step profile: layer 2 relu .* (fused into layer 1)$' "$d/p.out" ||
 		die "the fused ReLU's line: $(grep 'layer 2 ' "$d/p.out")"
+	grep -q 'GPU step profile: layer 3 maxpool .* (fused into layer 1)$' "$d/p.out" ||
+		die "the fused pool's line: $(grep 'layer 3 ' "$d/p.out")"
 	echo "measured: $(grep -o '[0-9.]* us a step' "$d/p.out") on the emulation"
 	"$DLH_BIN/dlh-train" --same-params "$d/p/checkpoints/final.ckpt" "$d/n/checkpoints/final.ckpt" ||
 		die "profiled and unprofiled runs ended with other weights"

@@ -477,6 +477,76 @@ __global__ void k_pool_bwd(float *dx, const int32_t *arg, const float *dy, size_
 		dx[e / (I)op * (I)ip + (I)arg[e]] = dy[e];
 }
 
+/* ---- kernels: conv, ReLU and max-pool fused (dlt_gpu_fused 2) ---- */
+
+/* The pool of a conv's ReLU output, read from the conv's F x N product t
+ * (plus bias b[f], then the ReLU, as k_conv_scatter computes each value)
+ * rather than from the ReLU's output in NCHW: y and arg as k_pool_fwd's
+ * (dlt_pool_window's first maximum, its index in the plane), so the ReLU's
+ * output is never written. One thread per pooled output (n x F planes of
+ * oh x ow). */
+template <typename I>
+__global__ void k_conv_pool_fwd(float *y, int32_t *arg, const float *t, const float *b, int F,
+				int H, int W, int n, int k, int oh, int ow)
+{
+	const I hw = (I)H * (I)W, N = (I)n * hw, op = (I)oh * (I)ow;
+	const size_t total = (size_t)n * (size_t)F * (size_t)op;
+
+	GRID_STRIDE_I(I, e, total) {
+		I q = e / op, i = q / (I)F, f = q - i * (I)F;
+		int o = (int)(e - q * op), oy = o / ow, ox = o - oy * ow;
+		const float *in = t + f * N + i * hw;
+		const float bf = b[f];
+		int best = oy * k * W + ox * k;
+		float mx = in[best] + bf;
+
+		mx = !(mx > 0.0f) ? 0.0f : mx;
+		for (int dy = 0; dy < k; dy++)
+			for (int dx = 0; dx < k; dx++) {
+				int j = (oy * k + dy) * W + ox * k + dx;
+				float v = in[j] + bf;
+
+				v = !(v > 0.0f) ? 0.0f : v;
+				if (v > mx) {
+					mx = v;
+					best = j;
+				}
+			}
+		y[e] = mx;
+		arg[e] = best;
+	}
+}
+
+/* t[f][i*hw + p] = the gradient of the conv's product at pixel p of image
+ * i's plane f, from the pool's output gradient dy: dy of the pooled output
+ * whose window's maximum p is (arg), where that maximum (the pooled value
+ * yp) is above 0 (the ReLU's mask), else 0 - what k_pool_bwd (after a
+ * memset) and k_conv_gather with the ReLU's output as the mask write, in
+ * one pass and without the NCHW gradient between them (pixels past the
+ * last whole window get 0). One thread per element of t. */
+template <typename I>
+__global__ void k_pool_conv_gather(float *t, const float *dy, const int32_t *arg, const float *yp,
+				   int F, int H, int W, int n, int k, int oh, int ow)
+{
+	const I hw = (I)H * (I)W, N = (I)n * hw;
+	const size_t total = (size_t)F * (size_t)N;
+
+	GRID_STRIDE_I(I, e, total) {
+		I f = e / N, q = e - f * N, i = q / hw;
+		int p = (int)(q - i * hw), py = p / W, px = p - py * W;
+		int oy = py / k, ox = px / k;
+		float v = 0.0f;
+
+		if (oy < oh && ox < ow) {
+			I o = ((i * (I)F + f) * (I)oh + (I)oy) * (I)ow + (I)ox;
+
+			if (arg[o] == p && yp[o] > 0.0f)
+				v = dy[o];
+		}
+		t[e] = v;
+	}
+}
+
 /* ---- kernels: dropout (the counter-hashed masks of layers.c) ---- */
 
 /* y = x * scale where element i of the mask of (seed, vals->step, rank,
@@ -1118,28 +1188,38 @@ extern "C" int dlt_gpu_download(struct dlt_gpu *g, float *params, float *state,
 	return 0;
 }
 
-/* 1 when layer li is a dense or conv layer followed by a ReLU: its bias
- * kernel writes the ReLU's output and its backward masks the gradient by
- * it, so the ReLU launches nothing of its own (two graph nodes fewer, and
- * a pass less over the activations each way). */
-static int relu_after(const struct dlt_gpu *g, int li)
+/* The layers after layer li that its kernels run too (dlt_gpu_fused): 1,
+ * a ReLU (two graph nodes fewer, and a pass less over the activations
+ * each way); 2, a ReLU and a max-pool after a conv (the conv's bias,
+ * ReLU and output pass, the pool's memset and gradient pass: three nodes
+ * and four passes fewer); else 0. */
+static int fused_after(const struct dlt_gpu *g, int li)
 {
 	const struct dlt_net *n = &g->net;
 
-	return li + 1 < n->nlayers && n->layer[li + 1].kind == DLT_LAYER_RELU &&
-	       (n->layer[li].kind == DLT_LAYER_DENSE || n->layer[li].kind == DLT_LAYER_CONV);
+	return dlt_gpu_fused(n->layer[li].kind, li + 1 < n->nlayers ? (int)n->layer[li + 1].kind : -1,
+			     li + 2 < n->nlayers ? (int)n->layer[li + 2].kind : -1);
+}
+
+/* The layer whose kernels run layer li (fused_after), or li itself. */
+static int fused_into(const struct dlt_gpu *g, int li)
+{
+	for (int h = li - 1; h >= 0 && h >= li - 2; h--)
+		if (h + fused_after(g, h) >= li)
+			return h;
+	return li;
 }
 
 /* Layer li's forward pass on n rows from x into its activation, or with
- * relu_after into the ReLU's after it (dropout with the masks of the step
- * in g->vals when train). */
+ * fused_after into the output of the last layer it runs (dropout with the
+ * masks of the step in g->vals when train). */
 static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int train,
 			 char *err, size_t errlen)
 {
 	const struct dlt_layer *l = &g->net.layer[li];
 	const float *p = g->params + l->off;
 	float *y = g->layer[li].act;
-	const int relu = relu_after(g, li);
+	const int fused = fused_after(g, li), relu = fused >= 1;
 	float *out = relu ? g->layer[li + 1].act : y;
 	const size_t m = (size_t)n * dlt_shape_size(l->in);
 	cudaStream_t s = g->stream;
@@ -1167,6 +1247,17 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 			   col, x, l->in.c, l->in.h, l->in.w, l->k, n);
 		KERNEL_CHECK("im2col");
 		TRY(gemm(g, 0, 0, F, (int)N, R, p, R, col, (int)N, g->ws, (int)N, err, errlen));
+		if (fused == 2) {   /* the ReLU and the pool after it */
+			const struct dlt_layer *pl = &g->net.layer[li + 2];
+			const size_t outs = (size_t)n * dlt_shape_size(pl->out);
+
+			LAUNCH_IDX(k_conv_pool_fwd, (size_t)F * N, blocks_for(outs), GPU_THREADS, s,
+				   g->layer[li + 2].act, g->layer[li + 2].arg, g->ws,
+				   p + (size_t)F * (size_t)R, F, l->out.h, l->out.w, n, pl->k, pl->out.h,
+				   pl->out.w);
+			KERNEL_CHECK("conv_pool_fwd");
+			break;
+		}
 		LAUNCH_IDX(k_conv_scatter, (size_t)F * N, blocks_for((size_t)F * N), GPU_THREADS, s,
 			   out, g->ws, p + (size_t)F * (size_t)R, F, hw, n, relu);
 		KERNEL_CHECK("conv_scatter");
@@ -1197,14 +1288,16 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 
 /* Layer li's backward pass from dy (n rows): parameter gradients into
  * g->grads + l->off and, when dx is not NULL, the input gradient; x is the
- * layer's input. With relu_after, dy is the gradient of the ReLU's output,
- * masked here (in place, for a dense layer). */
+ * layer's input. With fused_after, dy is the gradient of the last layer it
+ * runs: the ReLU's output, masked here (in place, for a dense layer), or
+ * the pool's. */
 static int layer_backward(struct dlt_gpu *g, int li, const float *x, float *dy, float *dx,
 			  int n, int train, char *err, size_t errlen)
 {
 	const struct dlt_layer *l = &g->net.layer[li];
 	const float *p = g->params + l->off, *y = g->layer[li].act;
-	const float *mask = relu_after(g, li) ? g->layer[li + 1].act : NULL;
+	const int fused = fused_after(g, li);
+	const float *mask = fused >= 1 ? g->layer[li + 1].act : NULL;
 	float *gr = g->grads + l->off;
 	const size_t m = (size_t)n * dlt_shape_size(l->in);
 	cudaStream_t s = g->stream;
@@ -1233,9 +1326,18 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, float *dy, 
 		const size_t hw = (size_t)l->in.h * (size_t)l->in.w, N = (size_t)n * hw;
 		float *col = g->layer[li].col, *t = g->ws;
 
-		LAUNCH_IDX(k_conv_gather, (size_t)F * N, blocks_for((size_t)F * N), GPU_THREADS, s,
-			   t, dy, mask, F, hw, n);
-		KERNEL_CHECK("conv_gather");
+		if (fused == 2) {   /* from the pool's gradient */
+			const struct dlt_layer *pl = &g->net.layer[li + 2];
+
+			LAUNCH_IDX(k_pool_conv_gather, (size_t)F * N, blocks_for((size_t)F * N),
+				   GPU_THREADS, s, t, dy, g->layer[li + 2].arg, g->layer[li + 2].act, F,
+				   l->out.h, l->out.w, n, pl->k, pl->out.h, pl->out.w);
+			KERNEL_CHECK("pool_conv_gather");
+		} else {
+			LAUNCH_IDX(k_conv_gather, (size_t)F * N, blocks_for((size_t)F * N),
+				   GPU_THREADS, s, t, dy, mask, F, hw, n);
+			KERNEL_CHECK("conv_gather");
+		}
 		TRY(gemm(g, 0, 1, F, R, (int)N, t, (int)N, col, (int)N, gr, R, err, errlen));
 		LAUNCH_SYNC(k_row_sums, F, GPU_THREADS, s, gr + (size_t)F * (size_t)R, t, N);
 		KERNEL_CHECK("row_sums");
@@ -1336,10 +1438,12 @@ static int forward(struct dlt_gpu *g, int rows, int train, char *err, size_t err
 	const float *in = g->x;
 
 	for (int i = 0; i < g->net.nlayers; i++) {
+		const int last = i + fused_after(g, i);   /* the layers i's kernels run */
+
 		TRY(layer_forward(g, i, in, rows, train, err, errlen));
 		TRY(prof_mark(g, PROF_FWD(i), err, errlen));
-		if (relu_after(g, i)) {
-			i++;   /* its output written by layer i's kernel */
+		while (i < last) {
+			i++;   /* its output written by layer i's kernels */
 			TRY(prof_mark(g, PROF_FWD(i), err, errlen));
 		}
 		in = g->layer[i].act;
@@ -1373,9 +1477,9 @@ static int backward(struct dlt_gpu *g, int rows, int allreduce, char *err, size_
 		const float *in = i > 0 ? g->layer[i - 1].act : g->x;
 		float *dx = i > 0 ? g->delta[!cur] : NULL;
 
-		/* a ReLU after a dense or conv layer: that layer's backward masks
-		 * the gradient (relu_after); its own is nothing */
-		if (!(i > 0 && relu_after(g, i - 1))) {
+		/* a layer another's kernels run (fused_after): that layer's
+		 * backward takes its gradient; its own is nothing */
+		if (fused_into(g, i) == i) {
 			TRY(layer_backward(g, i, in, g->delta[cur], dx, rows, 1, err, errlen));
 			cur = !cur;
 		}
@@ -1771,7 +1875,7 @@ extern "C" int dlt_gpu_set_profile(struct dlt_gpu *g, int on, char *err, size_t 
 		g->prof_ev = ev;
 		memset(&g->prof, 0, sizeof g->prof);
 		for (int i = 1; i < g->net.nlayers; i++)
-			g->prof.fused[i] = relu_after(g, i - 1);
+			g->prof.fused[i] = fused_into(g, i) != i ? fused_into(g, i) + 1 : 0;
 	}
 	return 0;
 }
