@@ -284,6 +284,11 @@ struct dlt_gpu_profile {
 	double update_s;                   /* the optimizer (and bf16's cast) */
 	int fused[DLT_NET_MAX_LAYERS];     /* 0, or the number (1-based) of the layer in
 					      whose kernels this one runs (dlt_gpu_fused) */
+	char nodes[1024];                  /* the profiled graph's nodes by what they run,
+					      in the order each first appears: "3 x
+					      k_im2col, 6 x cublasSgemm, 1 x memset" (a
+					      GPU's driver names the kernels, cuBLAS's too;
+					      "" before a capture) */
 };
 
 /* With on, the step's graph is captured again with an event between each

@@ -1121,6 +1121,9 @@ static void log_profile(struct run *R)
 			"forward %.1f us, backward %.1f us%s", i + 1, l->ops->name, l->in.c, l->in.h,
 			l->in.w, l->out.c, l->out.h, l->out.w, p.fwd_s[i] * k, p.bwd_s[i] * k, fused);
 	}
+	if (p.nodes[0])
+		logline(R, "dlh-train: rank 0 GPU step graph (profiled: the events are nodes too): %s",
+			p.nodes);
 }
 
 /* The training loop, from the step after R->st.step to the last; dies

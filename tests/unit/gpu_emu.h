@@ -97,6 +97,7 @@ static inline void __syncthreads(void)
 
 struct emu_graph {
 	std::vector<std::function<int()>> nodes;   /* in stream order; each returns 0 or -1 */
+	std::vector<const char *> names;           /* each node's (emu_graph_node_name) */
 };
 
 /* What the emulated runtime did with graphs (this translation unit's). */
@@ -144,13 +145,15 @@ static inline int emu_run_until(long mark)
 	return bad ? -1 : 0;
 }
 
-/* Appends node to the open capture; else queues it on the stream, or with
- * 2+ MPI ranks runs it now. Returns node's result when it ran (0 when
- * recorded or queued: a queued failure shows at the wait). */
-static inline int emu_queue(std::function<int()> node)
+/* Appends node (named name in a capture) to the open capture; else queues
+ * it on the stream, or with 2+ MPI ranks runs it now. Returns node's
+ * result when it ran (0 when recorded or queued: a queued failure shows at
+ * the wait). */
+static inline int emu_queue(std::function<int()> node, const char *name = "node")
 {
 	if (emu_capture) {
 		emu_capture->nodes.push_back(std::move(node));
+		emu_capture->names.push_back(name);
 		emu_graph_stats.captured++;
 		return 0;
 	}
@@ -182,20 +185,22 @@ static void emu_launch(unsigned blocks, unsigned threads, F body)
  * types now (a kernel's arguments are copied at launch, or at capture),
  * the grid run now or at replay. */
 template <typename... P, typename... A>
-static void emu_kernel(void (*k)(P...), unsigned blocks, unsigned threads, A... args)
+static void emu_kernel(const char *name, void (*k)(P...), unsigned blocks, unsigned threads,
+		       A... args)
 {
 	std::tuple<P...> params(args...);
 
 	emu_queue([=]() {
 		emu_launch(blocks, threads, [&]() { std::apply(k, params); });
 		return 0;
-	});
+	}, name);
 }
 
+/* (a graph's kernel node is named as the kernel is written at its launch) */
 #define LAUNCH(k, blocks, threads, stream, ...) \
-	((void)(stream), emu_kernel(k, (blocks), (threads), __VA_ARGS__))
+	((void)(stream), emu_kernel(#k, k, (blocks), (threads), __VA_ARGS__))
 #define LAUNCH_SYNC(k, blocks, threads, stream, ...) \
-	((void)(stream), (void)(threads), emu_kernel(k, (blocks), 1, __VA_ARGS__))
+	((void)(stream), (void)(threads), emu_kernel(#k, k, (blocks), 1, __VA_ARGS__))
 
 /* ---- the CUDA runtime ---- */
 
@@ -337,10 +342,11 @@ static inline cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s
 	(void)s;
 	if (emu_capture) {
 		if (flags & cudaEventRecordExternal)
-			emu_queue([e]() { e->t = emu_now(); e->mark = emu_ran; return 0; });
+			emu_queue([e]() { e->t = emu_now(); e->mark = emu_ran; return 0; },
+				  "event record");
 		return cudaSuccess;
 	}
-	emu_queue([e]() { e->t = emu_now(); return 0; });
+	emu_queue([e]() { e->t = emu_now(); return 0; }, "event record");
 	e->mark = emu_queued;
 	return cudaSuccess;
 }
@@ -434,10 +440,10 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
 	if (!emu_capture && k == cudaMemcpyHostToDevice && !emu_pinned(s, n)) {
 		auto staged = std::make_shared<std::vector<char>>((const char *)s, (const char *)s + n);
 
-		emu_queue([=]() { memcpy(d, staged->data(), n); return 0; });
+		emu_queue([=]() { memcpy(d, staged->data(), n); return 0; }, "memcpy");
 		return cudaSuccess;
 	}
-	emu_queue([=]() { memmove(d, s, n); return 0; });
+	emu_queue([=]() { memmove(d, s, n); return 0; }, "memcpy");
 	if (!emu_capture && k == cudaMemcpyDeviceToHost && !emu_pinned(d, n))
 		return emu_wait();
 	return cudaSuccess;
@@ -445,7 +451,7 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
 static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st)
 {
 	(void)st;
-	emu_queue([=]() { memset(d, v, n); return 0; });
+	emu_queue([=]() { memset(d, v, n); return 0; }, "memset");
 	return cudaSuccess;
 }
 
@@ -484,6 +490,14 @@ static inline cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *node
 		return cudaErrorInvalidValue;   /* only the count is emulated */
 	*n = g->nodes.size();
 	return cudaSuccess;
+}
+/* The name of node i of a captured graph (what the emulation calls it:
+ * the kernel as written at its launch, "cublasSgemm", "memcpy", ...),
+ * NULL past the last: gpu.cu's graph census, where a GPU has the driver
+ * name its kernels. */
+static inline const char *emu_graph_node_name(cudaGraph_t g, size_t i)
+{
+	return i < g->names.size() ? g->names[i] : NULL;
 }
 static inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g,
 					       unsigned long long flags)
@@ -653,7 +667,7 @@ static inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta,
 		return CUBLAS_STATUS_INVALID_VALUE;   /* cuBLAS's own argument checks */
 	return emu_queue([=]() {
 		return emu_sgemm(math, ta, tb, m, n, k, al, A, lda, B, ldb, be, C, ldc);
-	}) < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
+	}, "cublasSgemm") < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
 /* cublasSgemmStridedBatched: batch products of cublasSgemm's contract,
@@ -677,7 +691,7 @@ static inline cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasO
 				      C + i * sc, ldc) < 0)
 				return -1;
 		return 0;
-	}) < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
+	}, "cublasSgemmStridedBatched") < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
 /* n BF16 words of x as FP32 (the words are the upper halves); NULL when
@@ -741,7 +755,7 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
 
 	return emu_queue([=]() {
 		return emu_gemm_bf16(ta, tb, m, n, k, al, A, lda, B, ldb, be, (float *)C, ldc);
-	}) < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
+	}, "cublasGemmEx") < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
 /* cublasGemmStridedBatchedEx in cublasGemmEx's one form: batch products,
@@ -768,7 +782,7 @@ static inline cublasStatus_t cublasGemmStridedBatchedEx(
 					  ldc) < 0)
 				return -1;
 		return 0;
-	}) < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
+	}, "cublasGemmStridedBatchedEx") < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
 /* ---- NCCL: one rank, or MPI_COMM_WORLD when MPI is running ---- */
@@ -873,7 +887,8 @@ static inline ncclResult_t ncclAllReduce(const void *s, void *d, size_t n, ncclD
 	(void)op;
 	(void)c;
 	(void)st;
-	return emu_queue([=]() { return emu_allreduce(s, d, n); }) < 0 ? ncclInvalidArgument
+	return emu_queue([=]() { return emu_allreduce(s, d, n); }, "ncclAllReduce") < 0 ?
+	       ncclInvalidArgument
 								 : ncclSuccess;
 }
 

@@ -1280,6 +1280,20 @@ TEST(gpu_profile_parts_add_up_to_the_graphed_steps_and_change_nothing)
 	CHECK_MSG(sum <= gs.graph_s * 1.0001 && sum >= 0.8 * gs.graph_s,
 		  "parts %g s, graphs %g s", sum, gs.graph_s);
 	CHECK(pr.fwd_s[0] > 0 && pr.bwd_s[0] > 0);   /* the conv's work is timed */
+	/* the census names every node of the graph: its counts add up to them,
+	 * and the conv block's fused kernels are there */
+	long listed = 0, c;
+	int used;
+
+	for (const char *q = pr.nodes; sscanf(q, "%ld x %*[^,]%n", &c, &used) == 1;) {
+		listed += c;
+		q += used;
+		q += strspn(q, ", ");
+	}
+	printf("measured: the profiled graph: %s\n", pr.nodes);
+	CHECK_MSG(listed == gs.nodes, "%ld nodes listed of %ld: %s", listed, gs.nodes, pr.nodes);
+	CHECK_MSG(strstr(pr.nodes, "1 x k_conv_pool_fwd") && strstr(pr.nodes, "1 x k_pool_conv_gather") &&
+		  strstr(pr.nodes, "x event record") && !strstr(pr.nodes, "k_relu"), "%s", pr.nodes);
 	/* one step in flight at a time */
 	CHECK(dlt_gpu_queue(p.gpu, p.x, p.y, 16, 1.0f, 9, &o, 0.01f, 9, p.err, sizeof p.err) == 0);
 	CHECK(dlt_gpu_queue(p.gpu, p.x, p.y, 16, 1.0f, 10, &o, 0.01f, 10, p.err, sizeof p.err) ==

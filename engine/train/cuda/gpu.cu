@@ -41,6 +41,8 @@
  * overlap backward): one launch per step, as every rank replays the same
  * collectives in the same order, captured or not. */
 #ifndef DLT_GPU_EMULATE
+#include <cuda.h>   /* the driver's types only (graph_node_name finds its calls) */
+#include <cxxabi.h>
 #include <cublas_v2.h>
 #include <library_types.h>
 #include <cuda_runtime.h>
@@ -1705,6 +1707,140 @@ static int same_key(const struct gpu_graph_key *a, const struct gpu_graph_key *b
 	       p->beta1 == q->beta1 && p->beta2 == q->beta2 && p->eps == q->eps;
 }
 
+/* ---- the graph's census (--gpu-profile) ---- */
+
+#ifdef DLT_GPU_EMULATE
+/* What node i of graph runs, into buf; NULL when not known. */
+static const char *graph_node_name(cudaGraph_t graph, const cudaGraphNode_t *nodes, size_t i,
+				   char *buf, size_t len)
+{
+	(void)nodes;
+	snprintf(buf, len, "%s", emu_graph_node_name(graph, i));
+	return buf;
+}
+#else
+/* What node i of graph (nodes: its nodes) runs, into buf: a kernel's name
+ * (demangled, without its arguments or template's), or the node's type;
+ * NULL when not known. Kernel names come from the driver (cuFuncGetName,
+ * cuKernelGetName, through cudaGetDriverEntryPointByVersion: no link to
+ * libcuda), so cuBLAS's kernels are named as this file's are. */
+static const char *graph_node_name(cudaGraph_t graph, const cudaGraphNode_t *nodes, size_t i,
+				   char *buf, size_t len)
+{
+	typedef CUresult (*params_fn)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *);
+	typedef CUresult (*func_name_fn)(const char **, CUfunction);
+	typedef CUresult (*kern_name_fn)(const char **, CUkernel);
+	static params_fn params;
+	static func_name_fn func_name;
+	static kern_name_fn kern_name;
+	static int looked;
+	cudaGraphNodeType type;
+	CUDA_KERNEL_NODE_PARAMS kp;
+	const char *name = NULL;
+
+	(void)graph;
+	if (cudaGraphNodeGetType(nodes[i], &type) != cudaSuccess)
+		return NULL;
+	switch (type) {
+	case cudaGraphNodeTypeKernel: break;
+	case cudaGraphNodeTypeMemcpy: return "memcpy";
+	case cudaGraphNodeTypeMemset: return "memset";
+	case cudaGraphNodeTypeEventRecord: return "event record";
+	case cudaGraphNodeTypeWaitEvent: return "event wait";
+	case cudaGraphNodeTypeHost: return "host function";
+	case cudaGraphNodeTypeGraph: return "child graph";
+	case cudaGraphNodeTypeEmpty: return "empty";
+	default:
+		snprintf(buf, len, "node type %d", (int)type);
+		return buf;
+	}
+	if (!looked) {
+		cudaDriverEntryPointQueryResult q;
+
+		looked = 1;
+		if (cudaGetDriverEntryPointByVersion("cuGraphKernelNodeGetParams", (void **)&params,
+						     12000, cudaEnableDefault, &q) != cudaSuccess ||
+		    q != cudaDriverEntryPointSuccess)
+			params = NULL;
+		if (cudaGetDriverEntryPointByVersion("cuFuncGetName", (void **)&func_name, 12030,
+						     cudaEnableDefault, &q) != cudaSuccess ||
+		    q != cudaDriverEntryPointSuccess)
+			func_name = NULL;
+		if (cudaGetDriverEntryPointByVersion("cuKernelGetName", (void **)&kern_name, 12030,
+						     cudaEnableDefault, &q) != cudaSuccess ||
+		    q != cudaDriverEntryPointSuccess)
+			kern_name = NULL;
+		cudaGetLastError();   /* leave no error behind */
+	}
+	memset(&kp, 0, sizeof kp);
+	if (params && params((CUgraphNode)nodes[i], &kp) == CUDA_SUCCESS) {
+		if (kp.func && func_name && func_name(&name, kp.func) != CUDA_SUCCESS)
+			name = NULL;
+		if (!name && kp.kern && kern_name && kern_name(&name, kp.kern) != CUDA_SUCCESS)
+			name = NULL;
+	}
+	if (!name)
+		return "kernel";
+	int st = 0;
+	char *d = abi::__cxa_demangle(name, NULL, NULL, &st);
+
+	snprintf(buf, len, "%s", d && st == 0 ? d : name);
+	free(d);
+	return buf;
+}
+#endif
+
+/* Fills g->prof.nodes from graph (n nodes): "N x NAME" in the order each
+ * name first appears, a name cut at its arguments or template's and at
+ * 60 characters ("void k_im2col<unsigned int>(...)" is k_im2col). */
+static void graph_census(struct dlt_gpu *g, cudaGraph_t graph, size_t n)
+{
+	enum { MOST = 48, NAME = 64 };
+	char names[MOST][NAME], buf[512];
+	long count[MOST];
+	int kinds = 0;
+	cudaGraphNode_t *nodes = NULL;
+	size_t have = n, o = 0;
+
+#ifndef DLT_GPU_EMULATE
+	nodes = (cudaGraphNode_t *)calloc(n ? n : 1, sizeof *nodes);
+	if (!nodes || cudaGraphGetNodes(graph, nodes, &have) != cudaSuccess) {
+		cudaGetLastError();
+		free(nodes);
+		snprintf(g->prof.nodes, sizeof g->prof.nodes, "%zu nodes (not listed)", n);
+		return;
+	}
+#endif
+	for (size_t i = 0; i < have && i < n; i++) {
+		const char *nm = graph_node_name(graph, nodes, i, buf, sizeof buf);
+		char cut[NAME];
+		int k;
+
+		nm = nm ? nm : "?";
+		if (!strncmp(nm, "void ", 5))
+			nm += 5;
+		snprintf(cut, sizeof cut, "%.*s", (int)strcspn(nm, "(<"), nm);
+		for (k = 0; k < kinds && strcmp(names[k], cut); k++)
+			;
+		if (k == kinds && kinds == MOST)
+			continue;
+		if (k == kinds) {
+			memcpy(names[k], cut, sizeof cut);
+			count[k] = 0;
+			kinds++;
+		}
+		count[k]++;
+	}
+	free(nodes);
+	g->prof.nodes[0] = '\0';
+	for (int k = 0; k < kinds && o < sizeof g->prof.nodes; k++) {
+		int w = snprintf(g->prof.nodes + o, sizeof g->prof.nodes - o, "%s%ld x %s",
+				 k ? ", " : "", count[k], names[k]);
+
+		o += w > 0 ? (size_t)w : 0;
+	}
+}
+
 /* Captures step_work for key k into g->graph, replacing the graph there. */
 static int capture(struct dlt_gpu *g, const struct gpu_graph_key *k, char *err, size_t errlen)
 {
@@ -1727,6 +1863,8 @@ static int capture(struct dlt_gpu *g, const struct gpu_graph_key *k, char *err, 
 					  cudaGetErrorString(e), cudaGetErrorName(e));
 	}
 	e = cudaGraphGetNodes(graph, NULL, &nodes);
+	if (e == cudaSuccess && g->prof_ev)
+		graph_census(g, graph, nodes);
 	if (e == cudaSuccess)
 		e = cudaGraphInstantiate(&exec, graph, 0);
 	cudaGraphDestroy(graph);
