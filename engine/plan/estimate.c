@@ -657,8 +657,9 @@ static double gpu_fwd_s(const struct rdev *rd, const struct lshape *s, double n,
 	if (!strcmp(s->kind, "dense"))
 		return gg_s(rd, NT, n, s->o, s->k, ACT_A) + gk_s(rd, 2.0 * n * s->o * F4);
 	if (!strcmp(s->kind, "conv")) {
-		double N = n * s->HW;
-		return gk_s(rd, (s->R * N + m) * F4) + gg_s(rd, NN, s->F, N, s->R, ACT_B) +
+		/* im2col writes the matrix the product reads: in bf16 as BF16 */
+		double N = n * s->HW, col = rd->prec == DLH_PRECISION_BF16 ? 2.0 : F4;
+		return gk_s(rd, s->R * N * col + m * F4) + gg_s(rd, NN, s->F, N, s->R, 0) +
 		       gk_s(rd, pool ? s->F * N * F4 + 2.0 * n * pool->out * F4 :
 				       2.0 * s->F * N * F4);
 	}
@@ -686,7 +687,7 @@ static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n,
 		 * and output read), or from the ReLU's output gradient */
 		double t = gk_s(rd, pool ? s->F * N * F4 + 3.0 * n * pool->out * F4 :
 					   (relu ? 3.0 : 2.0) * s->F * N * F4) +
-			   gg_s(rd, NT, s->F, s->R, N, ACT_A | ACT_B) +
+			   gg_s(rd, NT, s->F, s->R, N, ACT_A) +   /* (the im2col: as written) */
 			   gk_s(rd, s->F * N * F4);
 		return t + (dx ? gg_s(rd, TN, s->R, N, s->F, ACT_B) + gk_s(rd, (s->R * N + m) * F4) :
 				 0.0);
@@ -753,17 +754,22 @@ static double gpu_update_s(const struct rdev *rd, double np, int nstate)
  * measured, gpu.cu's buffers (alloc_all) for rows rows, and the training
  * rows it holds (held rows of dim floats and a label: --device-data). */
 static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, double dim,
-		      double rows, double held, const struct dlh_calib_dev *d)
+		      double rows, double held, int bf16, const struct dlh_calib_dev *d)
 {
 	double act = 0.0, widest = dim, ws = 0.0, extra = 0.0;   /* floats a row */
 	double parts = 0.0;   /* the split GEMMs' (at full batches) */
+	double col16 = 0.0, op16 = 1.0;   /* bf16: im2col's BF16 copies, an operand buffer */
 	for (int i = 0; i < nl; i++) {
 		act += s[i].out;
 		widest = fmax(widest, s[i].out);
+		if (!strcmp(s[i].kind, "dense"))
+			op16 = fmax(op16, rows * fmax(s[i].in, s[i].out));
 		if (!strcmp(s[i].kind, "conv")) {
 			const double N = rows * s[i].HW;
 			extra += s[i].R * s[i].HW;               /* im2col */
 			ws = fmax(ws, s[i].F * s[i].HW);
+			col16 += s[i].R * N;
+			op16 = fmax(op16, s[i].F * N);
 			parts = fmax(parts, fmax(dlt_gpu_split_floats(s[i].F, N, s[i].R),
 						 fmax(dlt_gpu_split_floats(s[i].F, s[i].R, N),
 						      dlt_gpu_split_floats(s[i].R, N, s[i].F))));
@@ -779,7 +785,10 @@ static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, dou
 	 * workspace; parameters, gradients, optimizer state; the parts */
 	double floats = rows * (act + extra + 2.0 * widest + dim + ws) +
 			np * (2.0 + nstate) + 2.0 + parts;
-	return d->ctx_bytes + d->blas_bytes + d->nccl_bytes + floats * F4 + rows +
+	/* bf16 (gpu.cu's bf16_alloc): the weights, each im2col matrix and two
+	 * operand buffers as BF16 */
+	double halves = bf16 ? np + col16 + 2.0 * op16 : 0.0;
+	return d->ctx_bytes + d->blas_bytes + d->nccl_bytes + floats * F4 + halves * 2.0 + rows +
 	       held * (dim * F4 + 1.0);
 }
 
@@ -934,7 +943,8 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 			train_rows(in, r, &hlo, &hhi);
 		double held = (double)(hhi - hlo);
 		mem = fmax(mem, rd.d->gpu > 0 ?
-				gpu_mem(s, nl, np, nstate, (double)mc.in, rows, held, rd.d) :
+				gpu_mem(s, nl, np, nstate, (double)mc.in, rows, held,
+					rd.prec == DLH_PRECISION_BF16, rd.d) :
 				rank_mem(in, cal, &mc, s, r, nstate, rows));
 		/* each rank's context, cuBLAS and NCCL before its first step, its
 		 * weights and its training rows copied in */

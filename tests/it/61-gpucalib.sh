@@ -148,6 +148,14 @@ test_a_gpu_run_reports_its_device_memory_and_the_estimate_matches_it() {
 	nodes=$(sed -n 's/.* steps as a CUDA graph (1 captured, \([0-9]*\) nodes).*/\1/p' "$MNT/jobs/2/log")
 	expect_eq "$(est 2 step_nodes)" "$nodes" "the CNN's graph nodes, estimated and captured"
 	echo "measured: graph nodes: MLP $(est 1 step_nodes), CNN (bf16, dropout) $nodes, as estimated"
+	# its buffers (BF16 copies of the weights and im2col matrices among them)
+	# beside the 640 MiB of context, cuBLAS and NCCL, within 15%
+	wait_for 20 grep -q '^actual_mem_bytes=' "$MNT/jobs/2/estimate"
+	pred=$(est 2 mem_bytes); act=$(est 2 actual_mem_bytes)
+	awk -v p="$pred" -v a="$act" 'BEGIN { b = 640 * 1048576; e = (p - a) / (a - b)
+		exit !(a > b && e < 0.15 && e > -0.15) }' ||
+		die "the bf16 CNN's buffers: estimate $pred bytes against $act on the device"
+	echo "measured: bf16 CNN device memory estimated $pred, reported $act bytes"
 	dlh_umount
 }
 

@@ -1382,6 +1382,55 @@ TEST(gpu_graph_is_dropped_when_the_precision_changes)
 		  gs.launches);
 }
 
+/* A conv's im2col matrix is written in BF16 in bf16 (the products read it
+ * as it is): a backend set back to fp32 after bf16 writes and reads the
+ * FP32 one again, and its gradients are a backend's that never was in
+ * bf16, bit for bit */
+TEST(gpu_a_conv_back_in_fp32_after_bf16_computes_as_one_never_in_bf16)
+{
+	const int f[2] = { 4, 6 }, k[2] = { 5, 3 };
+	struct dlt_net_spec s;
+	struct pair p;
+	struct dlt_gpu *fresh = NULL;
+	float *ga = NULL, *gb = NULL;
+	double la = 0, lb = 0;
+	long ca = 0, cb = 0;
+
+	if (!have_gpu)
+		SKIP(why);
+	cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 2, f, k, 2, 16, 0.0f, 10);
+	CHECK_MSG(pair_open_prec(&p, &s, 12, 1, 5, DLT_PRECISION_BF16) == 0, "%s", p.err);
+	ga = malloc(p.net.nparams * sizeof(float));
+	gb = malloc(p.net.nparams * sizeof(float));
+	CHECK(ga && gb);
+	CHECK_MSG(dlt_gpu_train_batch(p.gpu, p.x, p.y, 12, 1.0f, 1, ga, &la, &ca, p.err,
+				      sizeof p.err) == 0, "%s", p.err);
+	/* other images in bf16 first: a stale FP32 im2col would be theirs */
+	for (size_t i = 0; i < (size_t)12 * 196; i++)
+		p.x[i] = 1.0f - p.x[i];
+	CHECK_MSG(dlt_gpu_train_batch(p.gpu, p.x, p.y, 12, 1.0f, 1, ga, &la, &ca, p.err,
+				      sizeof p.err) == 0 &&
+		  dlt_gpu_set_precision(p.gpu, DLT_PRECISION_FP32, p.err, sizeof p.err) == 0, "%s",
+		  p.err);
+	for (size_t i = 0; i < (size_t)12 * 196; i++)
+		p.x[i] = 1.0f - p.x[i];
+	la = 0;   /* (train_batch adds to the sums) */
+	ca = 0;
+	CHECK_MSG(dlt_gpu_create(&fresh, &p.net, 1, 0, 5, 0, p.err, sizeof p.err) == 0 &&
+		  dlt_gpu_upload(fresh, p.params, p.state, p.err, sizeof p.err) == 0 &&
+		  dlt_gpu_train_batch(p.gpu, p.x, p.y, 12, 1.0f, 1, ga, &la, &ca, p.err,
+				      sizeof p.err) == 0 &&
+		  dlt_gpu_train_batch(fresh, p.x, p.y, 12, 1.0f, 1, gb, &lb, &cb, p.err,
+				      sizeof p.err) == 0, "%s", p.err);
+	CHECK_MSG(la == lb && ca == cb, "loss %.9g, hits %ld after bf16; %.9g, %ld fresh", la, ca,
+		  lb, cb);
+	CHECK_MSG(!memcmp(ga, gb, p.net.nparams * sizeof(float)), "gradients differ after bf16");
+	free(ga);
+	free(gb);
+	dlt_gpu_destroy(fresh);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	RUN(gpu_count_or_a_reason);
@@ -1398,6 +1447,7 @@ int main(void)
 	RUN(gpu_each_precision_batch_matches_cpu_within_its_tolerance);
 	RUN(gpu_each_precision_trains_like_cpu_within_its_tolerance);
 	RUN(gpu_long_k_gemms_split_and_sum_like_one);
+	RUN(gpu_a_conv_back_in_fp32_after_bf16_computes_as_one_never_in_bf16);
 	RUN(gpu_bf16_keeps_fp32_master_weights_that_move_between_cpu_and_gpu);
 	RUN(gpu_refuses_an_unknown_precision);
 	RUN(gpu_graph_mlp_sgd_momentum_steps_equal_the_ungraphed_bit_for_bit);

@@ -120,7 +120,10 @@ struct gpu_slot {
 /* Per-layer GPU buffers. */
 struct gpu_layer {
 	float *act;      /* max_batch x out: the layer's output */
-	float *col;      /* conv: the R x N im2col matrix (layers.c's l->saved) */
+	float *col;      /* conv: the R x N im2col matrix (layers.c's l->saved); in bf16
+			    the input gradient's product only (im2col writes col16) */
+	uint16_t *col16; /* conv, bf16: the im2col matrix as BF16, written by im2col
+			    itself (the products read it as it is: no cast) */
 	int32_t *arg;    /* pool: argmax of each output (index in the input plane) */
 };
 
@@ -322,26 +325,46 @@ __global__ void k_relu_bwd(float *dx, const float *y, const float *dy, size_t m)
 
 /* ---- kernels: conv (the im2col layout of layers.c) ---- */
 
-/* col[r][i*hw + y*W + x] for r = (c*k + ky)*k + kx: the input pixel
- * (c, y + ky - pad, x + kx - pad) of image i, 0 outside the image. */
+/* Element e of the im2col matrix col[r][i*hw + y*W + x], r = (c*k + ky)*k
+ * + kx: the input pixel (c, y + ky - pad, x + kx - pad) of image i, 0
+ * outside the image. */
+template <typename I>
+__device__ static inline float im2col_at(I e, const float *x, int C, int H, int W, int k, I hw,
+					 I N)
+{
+	const int pad = k / 2;
+	I r = e / N, q = e - r * N;
+	I i = q / hw, p = q - i * hw;
+	int yy = (int)p / W, xx = (int)p - yy * W;
+	int kk = (int)(r % (I)(k * k)), c = (int)(r / (I)(k * k));
+	int ky = kk / k, kx = kk - ky * k;
+	int sy = yy + ky - pad, sx = xx + kx - pad;
+
+	return sy >= 0 && sy < H && sx >= 0 && sx < W ?
+	       x[(i * (I)C + (I)c) * hw + (I)sy * (I)W + (I)sx] : 0.0f;
+}
+
+/* The im2col matrix of n images x (C x H x W) for a k x k conv. */
 template <typename I>
 __global__ void k_im2col(float *col, const float *x, int C, int H, int W, int k, int n)
 {
-	const int pad = k / 2;
 	const I hw = (I)H * (I)W, N = (I)n * hw;
 	const size_t total = (size_t)C * (size_t)k * (size_t)k * (size_t)N;
 
-	GRID_STRIDE_I(I, e, total) {
-		I r = e / N, q = e - r * N;
-		I i = q / hw, p = q - i * hw;
-		int yy = (int)p / W, xx = (int)p - yy * W;
-		int kk = (int)(r % (I)(k * k)), c = (int)(r / (I)(k * k));
-		int ky = kk / k, kx = kk - ky * k;
-		int sy = yy + ky - pad, sx = xx + kx - pad;
+	GRID_STRIDE_I(I, e, total)
+		col[e] = im2col_at<I>(e, x, C, H, W, k, hw, N);
+}
 
-		col[e] = sy >= 0 && sy < H && sx >= 0 && sx < W ?
-			x[(i * (I)C + (I)c) * hw + (I)sy * (I)W + (I)sx] : 0.0f;
-	}
+/* k_im2col in BF16 (bf16_bits of each element: what k_to_bf16 would make
+ * of k_im2col's), for the bf16 products, which read it as it is. */
+template <typename I>
+__global__ void k_im2col16(uint16_t *col, const float *x, int C, int H, int W, int k, int n)
+{
+	const I hw = (I)H * (I)W, N = (I)n * hw;
+	const size_t total = (size_t)C * (size_t)k * (size_t)k * (size_t)N;
+
+	GRID_STRIDE_I(I, e, total)
+		col[e] = bf16_bits(im2col_at<I>(e, x, C, H, W, k, hw, N));
 }
 
 /* dx[i][c][sy][sx] = the sum of the col entries that read that pixel, taps
@@ -666,7 +689,8 @@ __global__ void k_adam(float *w, float *m, float *v, const float *g, float b1, f
 /* ---- host side ---- */
 
 /* The BF16 form of GEMM operand x, a row-major rows x ld matrix: the
- * parameters' copy when x lies in g->params (cast after each update),
+ * parameters' copy when x lies in g->params (cast after each update), a
+ * conv's col16 when x is its im2col matrix (written in BF16 by im2col),
  * else x cast now into op16[slot]. NULL with err set when the operand is
  * larger than op16 (a bug in bf16_alloc's sizing). */
 static const uint16_t *bf16_operand(struct dlt_gpu *g, const float *x, size_t rows, int ld,
@@ -677,6 +701,9 @@ static const uint16_t *bf16_operand(struct dlt_gpu *g, const float *x, size_t ro
 
 	if (at >= lo && at < lo + g->nparams * sizeof(float))   /* a layer's weights */
 		return g->params16 + (at - lo) / sizeof(float);
+	for (int i = 0; i < g->net.nlayers; i++)
+		if (g->layer[i].col && x == g->layer[i].col)   /* its col16 (bf16_alloc) */
+			return g->layer[i].col16;
 	if (n > g->op16_n) {
 		fail(-EINVAL, err, errlen, "gpu: a GEMM operand of %zu elements, BF16 room for %zu",
 		     n, g->op16_n);
@@ -839,6 +866,7 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 	for (int i = 0; i < DLT_NET_MAX_LAYERS; i++) {
 		cudaFree(g->layer[i].act);
 		cudaFree(g->layer[i].col);
+		cudaFree(g->layer[i].col16);
 		cudaFree(g->layer[i].arg);
 	}
 	cudaFree(g->params);
@@ -1101,9 +1129,10 @@ static int cast_weights(struct dlt_gpu *g, char *err, size_t errlen)
 	return 0;
 }
 
-/* bf16: allocates params16 and the two operand buffers, each as large as
- * the largest GEMM operand that is not a weight matrix (a batch of a dense
- * layer's input or output, a conv's im2col matrix or its F x N delta). */
+/* bf16: allocates params16, each conv's col16 and the two operand
+ * buffers, each as large as the largest GEMM operand that is neither a
+ * weight matrix nor an im2col matrix (a batch of a dense layer's input or
+ * output, a conv's F x N delta). */
 static int bf16_alloc(struct dlt_gpu *g, char *err, size_t errlen)
 {
 	const size_t mb = (size_t)g->max_batch;
@@ -1120,8 +1149,10 @@ static int bf16_alloc(struct dlt_gpu *g, char *err, size_t errlen)
 			b = mb * dlt_shape_size(l->out);
 		} else if (l->kind == DLT_LAYER_CONV) {
 			const size_t N = mb * (size_t)l->in.h * (size_t)l->in.w;
+			const size_t R = (size_t)l->in.c * (size_t)l->k * (size_t)l->k;
 
-			a = (size_t)l->in.c * (size_t)l->k * (size_t)l->k * N;
+			TRY(dalloc((void **)&g->layer[i].col16, R * N * sizeof(uint16_t),
+				   "bf16 im2col", err, errlen));
 			b = (size_t)l->out.c * N;
 		}
 		most = a > most ? a : most;
@@ -1245,8 +1276,12 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 		const size_t hw = (size_t)l->in.h * (size_t)l->in.w, N = (size_t)n * hw;
 		float *col = g->layer[li].col;
 
-		LAUNCH_IDX(k_im2col, (size_t)R * N, blocks_for((size_t)R * N), GPU_THREADS, s,
-			   col, x, l->in.c, l->in.h, l->in.w, l->k, n);
+		if (g->precision == DLT_PRECISION_BF16)   /* bf16_operand reads col as col16 */
+			LAUNCH_IDX(k_im2col16, (size_t)R * N, blocks_for((size_t)R * N), GPU_THREADS,
+				   s, g->layer[li].col16, x, l->in.c, l->in.h, l->in.w, l->k, n);
+		else
+			LAUNCH_IDX(k_im2col, (size_t)R * N, blocks_for((size_t)R * N), GPU_THREADS,
+				   s, col, x, l->in.c, l->in.h, l->in.w, l->k, n);
 		KERNEL_CHECK("im2col");
 		TRY(gemm(g, 0, 0, F, (int)N, R, p, R, col, (int)N, g->ws, (int)N, err, errlen));
 		if (fused == 2) {   /* the ReLU and the pool after it */
