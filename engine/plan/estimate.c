@@ -659,7 +659,7 @@ static double gpu_fwd_s(const struct rdev *rd, const struct lshape *s, double n,
 	if (!strcmp(s->kind, "conv")) {
 		/* im2col writes the matrix the product reads: in bf16 as BF16 */
 		double N = n * s->HW, col = rd->prec == DLH_PRECISION_BF16 ? 2.0 : F4;
-		return gk_s(rd, s->R * N * col + m * F4) + gg_s(rd, NN, s->F, N, s->R, 0) +
+		return gk_s(rd, (s->R + 1) * N * col + m * F4) + gg_s(rd, NN, s->F, N, s->R, 0) +
 		       gk_s(rd, pool ? s->F * N * F4 + 2.0 * n * pool->out * F4 :
 				       2.0 * s->F * N * F4);
 	}
@@ -686,9 +686,14 @@ static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n,
 		/* the product's gradient from the pool's (its gradient, argmax
 		 * and output read), or from the ReLU's output gradient */
 		double t = gk_s(rd, pool ? s->F * N * F4 + 3.0 * n * pool->out * F4 :
-					   (relu ? 3.0 : 2.0) * s->F * N * F4) +
-			   gg_s(rd, NT, s->F, s->R, N, ACT_A) +   /* (the im2col: as written) */
-			   gk_s(rd, s->F * N * F4);
+					   (relu ? 3.0 : 2.0) * s->F * N * F4);
+		/* the weight and bias gradients (gpu.cu's conv_grads): split, one
+		 * product with the im2col matrix's row of ones; else the weights'
+		 * product and the bias's row sums (the im2col: as written) */
+		if (dlt_gpu_gemm_splits(s->F, s->R + 1, N) > 1)
+			t += gg_s(rd, NT, s->F, s->R + 1, N, ACT_A);
+		else
+			t += gg_s(rd, NT, s->F, s->R, N, ACT_A) + gk_s(rd, s->F * N * F4);
 		return t + (dx ? gg_s(rd, TN, s->R, N, s->F, ACT_B) + gk_s(rd, (s->R * N + m) * F4) :
 				 0.0);
 	}
@@ -766,13 +771,14 @@ static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, dou
 			op16 = fmax(op16, rows * fmax(s[i].in, s[i].out));
 		if (!strcmp(s[i].kind, "conv")) {
 			const double N = rows * s[i].HW;
-			extra += s[i].R * s[i].HW;               /* im2col */
+			extra += (s[i].R + 1) * s[i].HW;         /* im2col, its row of ones */
 			ws = fmax(ws, s[i].F * s[i].HW);
-			col16 += s[i].R * N;
+			col16 += (s[i].R + 1) * N;
 			op16 = fmax(op16, s[i].F * N);
 			parts = fmax(parts, fmax(dlt_gpu_split_floats(s[i].F, N, s[i].R),
-						 fmax(dlt_gpu_split_floats(s[i].F, s[i].R, N),
-						      dlt_gpu_split_floats(s[i].R, N, s[i].F))));
+						 dlt_gpu_split_floats(s[i].R, N, s[i].F)));
+			parts = fmax(parts, fmax(dlt_gpu_split_floats(s[i].F, s[i].R, N),
+						 dlt_gpu_split_floats(s[i].F, s[i].R + 1, N)));
 		} else if (!strcmp(s[i].kind, "pool")) {
 			extra += s[i].out;                       /* argmax */
 		} else if (!strcmp(s[i].kind, "dense")) {

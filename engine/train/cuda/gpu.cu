@@ -327,13 +327,16 @@ __global__ void k_relu_bwd(float *dx, const float *y, const float *dy, size_t m)
 
 /* Element e of the im2col matrix col[r][i*hw + y*W + x], r = (c*k + ky)*k
  * + kx: the input pixel (c, y + ky - pad, x + kx - pad) of image i, 0
- * outside the image. */
+ * outside the image; its row C k k (the last) is ones (conv_grads). */
 template <typename I>
 __device__ static inline float im2col_at(I e, const float *x, int C, int H, int W, int k, I hw,
 					 I N)
 {
 	const int pad = k / 2;
 	I r = e / N, q = e - r * N;
+
+	if (r == (I)C * (I)(k * k))
+		return 1.0f;
 	I i = q / hw, p = q - i * hw;
 	int yy = (int)p / W, xx = (int)p - yy * W;
 	int kk = (int)(r % (I)(k * k)), c = (int)(r / (I)(k * k));
@@ -344,12 +347,13 @@ __device__ static inline float im2col_at(I e, const float *x, int C, int H, int 
 	       x[(i * (I)C + (I)c) * hw + (I)sy * (I)W + (I)sx] : 0.0f;
 }
 
-/* The im2col matrix of n images x (C x H x W) for a k x k conv. */
+/* The im2col matrix of n images x (C x H x W) for a k x k conv, and its
+ * row of ones. */
 template <typename I>
 __global__ void k_im2col(float *col, const float *x, int C, int H, int W, int k, int n)
 {
 	const I hw = (I)H * (I)W, N = (I)n * hw;
-	const size_t total = (size_t)C * (size_t)k * (size_t)k * (size_t)N;
+	const size_t total = ((size_t)C * (size_t)k * (size_t)k + 1) * (size_t)N;
 
 	GRID_STRIDE_I(I, e, total)
 		col[e] = im2col_at<I>(e, x, C, H, W, k, hw, N);
@@ -361,7 +365,7 @@ template <typename I>
 __global__ void k_im2col16(uint16_t *col, const float *x, int C, int H, int W, int k, int n)
 {
 	const I hw = (I)H * (I)W, N = (I)n * hw;
-	const size_t total = (size_t)C * (size_t)k * (size_t)k * (size_t)N;
+	const size_t total = ((size_t)C * (size_t)k * (size_t)k + 1) * (size_t)N;
 
 	GRID_STRIDE_I(I, e, total)
 		col[e] = bf16_bits(im2col_at<I>(e, x, C, H, W, k, hw, N));
@@ -457,17 +461,24 @@ __global__ void k_row_sums(float *gb, const float *t, size_t N)
 }
 
 /* C[i][j] (ldc) = the sum over s = 0..parts-1, in order, of part s's
- * element (i, j) (each part rows x cols, packed): a split GEMM's parts. */
-__global__ void k_sum_parts(float *C, int ldc, const float *part, int parts, int rows, int cols)
+ * element (i, j) (each part rows x cols, packed): a split GEMM's parts;
+ * with last, its column cols - 1 goes to last[i] instead (a conv's bias
+ * gradient, conv_grads). */
+__global__ void k_sum_parts(float *C, int ldc, const float *part, int parts, int rows, int cols,
+			    float *last)
 {
 	const size_t mn = (size_t)rows * (size_t)cols;
 
 	GRID_STRIDE(e, mn) {
+		const size_t i = e / (size_t)cols, j = e % (size_t)cols;
 		float a = part[e];
 
 		for (int s = 1; s < parts; s++)
 			a += part[(size_t)s * mn + e];
-		C[e / (size_t)cols * (size_t)ldc + e % (size_t)cols] = a;
+		if (last && j == (size_t)cols - 1)
+			last[i] = a;
+		else
+			C[i * (size_t)ldc + j] = a;
 	}
 }
 
@@ -752,10 +763,12 @@ static size_t split_floats(double M, double N, double K)
  * one strided batched GEMM computes part s from A's and B's k range
  * [s kc, (s + 1) kc) into g->part + s M N (row-major M x N), a GEMM more
  * the rest of k (K - S kc, when not 0) into part S, and k_sum_parts adds
- * the parts in order into C. In the precision of gemm (TF32 by the
- * handle's math mode; BF16 on the operands' BF16 copies). */
+ * the parts in order into C (with last: C's columns but the last, which
+ * goes to last). In the precision of gemm (TF32 by the handle's math mode;
+ * BF16 on the operands' BF16 copies). */
 static int gemm_split(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, const float *A,
-		      int lda, const float *B, int ldb, float *C, int ldc, char *err, size_t errlen)
+		      int lda, const float *B, int ldb, float *C, int ldc, float *last, char *err,
+		      size_t errlen)
 {
 	const float one = 1.0f, zero = 0.0f;
 	const int S = dlt_gpu_gemm_splits(M, N, K), kc = K / S, rest = K - S * kc;
@@ -789,7 +802,7 @@ static int gemm_split(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, co
 					       A + S * sa, lda, &zero, g->part + S * mn, N));
 	}
 	LAUNCH(k_sum_parts, blocks_for((size_t)mn), GPU_THREADS, g->stream, C, ldc, g->part,
-	       S + (rest > 0), M, N);
+	       S + (rest > 0), M, N, last);
 	KERNEL_CHECK("sum_parts");
 	return 0;
 }
@@ -805,12 +818,29 @@ static int gemm(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, const fl
 	const float one = 1.0f, zero = 0.0f;
 
 	if (g->splitk && dlt_gpu_gemm_splits(M, N, K) > 1)
-		return gemm_split(g, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, err, errlen);
+		return gemm_split(g, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, NULL, err, errlen);
 	if (g->precision == DLT_PRECISION_BF16)
 		return gemm_bf16(g, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, err, errlen);
 	BLAS_CHECK(cublasSgemm(g->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
 			       ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &one, B, ldb,
 			       A, lda, &zero, C, ldc));
+	return 0;
+}
+
+/* A conv's weight gradient gr (F x R) and bias gradient (F, after it)
+ * from t (F x N: its product's gradient) and its im2col matrix col, whose
+ * row R (the last) is ones: split (dlt_gpu_gemm_splits of F x (R + 1) x
+ * N), one product of F x (R + 1) whose last column is the bias gradient,
+ * the parts' sum spreading it; else the weights' product and k_row_sums. */
+static int conv_grads(struct dlt_gpu *g, int F, int R, int N, const float *t, const float *col,
+		      float *gr, char *err, size_t errlen)
+{
+	if (g->splitk && dlt_gpu_gemm_splits(F, R + 1, N) > 1)
+		return gemm_split(g, 0, 1, F, R + 1, N, t, N, col, N, gr, R, gr + (size_t)F * R,
+				  err, errlen);
+	TRY(gemm(g, 0, 1, F, R, N, t, N, col, N, gr, R, err, errlen));
+	LAUNCH_SYNC(k_row_sums, F, GPU_THREADS, g->stream, gr + (size_t)F * (size_t)R, t, (size_t)N);
+	KERNEL_CHECK("row_sums");
 	return 0;
 }
 
@@ -932,6 +962,7 @@ static size_t layer_part_floats(const struct dlt_layer *l, double rows)
 
 		f = split_floats(F, N, R);
 		f = (x = split_floats(F, R, N)) > f ? x : f;
+		f = (x = split_floats(F, R + 1, N)) > f ? x : f;   /* with the bias (conv_grads) */
 		f = (x = split_floats(R, N, F)) > f ? x : f;
 	}
 	return f;
@@ -956,7 +987,7 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 			size_t r = (size_t)l->in.c * (size_t)l->k * (size_t)l->k;
 			size_t N = mb * (size_t)l->in.h * (size_t)l->in.w;
 
-			TRY(dalloc((void **)&g->layer[i].col, r * N * sizeof(float), "im2col",
+			TRY(dalloc((void **)&g->layer[i].col, (r + 1) * N * sizeof(float), "im2col",
 				   err, errlen));
 			if ((size_t)l->out.c * N > ws)
 				ws = (size_t)l->out.c * N;
@@ -1151,7 +1182,7 @@ static int bf16_alloc(struct dlt_gpu *g, char *err, size_t errlen)
 			const size_t N = mb * (size_t)l->in.h * (size_t)l->in.w;
 			const size_t R = (size_t)l->in.c * (size_t)l->k * (size_t)l->k;
 
-			TRY(dalloc((void **)&g->layer[i].col16, R * N * sizeof(uint16_t),
+			TRY(dalloc((void **)&g->layer[i].col16, (R + 1) * N * sizeof(uint16_t),
 				   "bf16 im2col", err, errlen));
 			b = (size_t)l->out.c * N;
 		}
@@ -1276,12 +1307,13 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 		const size_t hw = (size_t)l->in.h * (size_t)l->in.w, N = (size_t)n * hw;
 		float *col = g->layer[li].col;
 
+		/* (R + 1) x N: the row of ones under the taps' (conv_grads) */
 		if (g->precision == DLT_PRECISION_BF16)   /* bf16_operand reads col as col16 */
-			LAUNCH_IDX(k_im2col16, (size_t)R * N, blocks_for((size_t)R * N), GPU_THREADS,
-				   s, g->layer[li].col16, x, l->in.c, l->in.h, l->in.w, l->k, n);
+			LAUNCH_IDX(k_im2col16, (R + 1) * N, blocks_for((R + 1) * N), GPU_THREADS, s,
+				   g->layer[li].col16, x, l->in.c, l->in.h, l->in.w, l->k, n);
 		else
-			LAUNCH_IDX(k_im2col, (size_t)R * N, blocks_for((size_t)R * N), GPU_THREADS,
-				   s, col, x, l->in.c, l->in.h, l->in.w, l->k, n);
+			LAUNCH_IDX(k_im2col, (R + 1) * N, blocks_for((R + 1) * N), GPU_THREADS, s,
+				   col, x, l->in.c, l->in.h, l->in.w, l->k, n);
 		KERNEL_CHECK("im2col");
 		TRY(gemm(g, 0, 0, F, (int)N, R, p, R, col, (int)N, g->ws, (int)N, err, errlen));
 		if (fused == 2) {   /* the ReLU and the pool after it */
@@ -1375,9 +1407,7 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, float *dy, 
 				   GPU_THREADS, s, t, dy, mask, F, hw, n);
 			KERNEL_CHECK("conv_gather");
 		}
-		TRY(gemm(g, 0, 1, F, R, (int)N, t, (int)N, col, (int)N, gr, R, err, errlen));
-		LAUNCH_SYNC(k_row_sums, F, GPU_THREADS, s, gr + (size_t)F * (size_t)R, t, N);
-		KERNEL_CHECK("row_sums");
+		TRY(conv_grads(g, F, R, (int)N, t, col, gr, err, errlen));
 		if (!dx)
 			break;
 		TRY(gemm(g, 1, 0, R, (int)N, F, p, R, t, (int)N, col, (int)N, err, errlen));
