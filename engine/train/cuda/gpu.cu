@@ -290,25 +290,45 @@ __global__ void k_add_bias_rows(float *out, const float *y, const float *b, int 
 	}
 }
 
-/* gb[j] = sum over rows i (in order) of dy[i][j]: the dense bias gradient.
- * With y (the output of the ReLU after the layer), dy is first masked in
- * place by it as k_relu_bwd does (fused: the ReLU's backward). */
+/* gb[j] = sum over rows i of dy[i][j]: the dense bias gradient. With y
+ * (the output of the ReLU after the layer), dy is first masked in place by
+ * it as k_relu_bwd does (fused: the ReLU's backward). Block b takes the
+ * COL_SUMS_W columns from b COL_SUMS_W: item (c, q) of its COL_SUMS_W x
+ * COL_SUMS_G sums column c's rows q, q + COL_SUMS_G, ... in order (a warp
+ * reads a row's columns side by side), then each column adds its groups in
+ * order: a sum of rows / COL_SUMS_G loads a thread, over o / COL_SUMS_W
+ * blocks (where a thread per column walking every row left a layer of 256
+ * outputs on one SM). The same sums for any blockDim (LAUNCH_SYNC). */
+#define COL_SUMS_W 32
+#define COL_SUMS_G 8
 __global__ void k_col_sums(float *gb, float *dy, const float *y, int rows, int o)
 {
-	int j = blockIdx.x * blockDim.x + threadIdx.x;
+	__shared__ float s[COL_SUMS_W * COL_SUMS_G];
 
-	if (j >= o)
-		return;
-	float s = 0.0f;
+	for (int w = threadIdx.x; w < COL_SUMS_W * COL_SUMS_G; w += blockDim.x) {
+		const int c = w % COL_SUMS_W, q = w / COL_SUMS_W;
+		const int j = (int)blockIdx.x * COL_SUMS_W + c;
+		float a = 0.0f;
 
-	for (int i = 0; i < rows; i++) {
-		const size_t e = (size_t)i * (size_t)o + (size_t)j;
+		for (int i = q; j < o && i < rows; i += COL_SUMS_G) {
+			const size_t e = (size_t)i * (size_t)o + (size_t)j;
 
-		if (y && !(y[e] > 0.0f))
-			dy[e] = 0.0f;
-		s += dy[e];
+			if (y && !(y[e] > 0.0f))
+				dy[e] = 0.0f;
+			a += dy[e];
+		}
+		s[w] = a;
 	}
-	gb[j] = s;
+	__syncthreads();
+	for (int c = threadIdx.x; c < COL_SUMS_W; c += blockDim.x) {
+		const int j = (int)blockIdx.x * COL_SUMS_W + c;
+		float a = s[c];
+
+		for (int q = 1; q < COL_SUMS_G; q++)
+			a += s[q * COL_SUMS_W + c];
+		if (j < o)
+			gb[j] = a;
+	}
 }
 
 __global__ void k_relu_fwd(float *y, const float *x, size_t m)
@@ -1376,8 +1396,8 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, float *dy, 
 		int k = (int)dlt_shape_size(l->in), o = l->out.c;
 
 		/* the bias gradient first: with a ReLU after, it masks dy */
-		LAUNCH(k_col_sums, (o + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, s,
-			gr + (size_t)o * (size_t)k, dy, mask, n, o);
+		LAUNCH_SYNC(k_col_sums, (o + COL_SUMS_W - 1) / COL_SUMS_W, COL_SUMS_W * COL_SUMS_G, s,
+			    gr + (size_t)o * (size_t)k, dy, mask, n, o);
 		KERNEL_CHECK("col_sums");
 		TRY(gemm(g, 1, 0, o, k, n, dy, o, x, k, gr, k, err, errlen));
 		if (dx)
