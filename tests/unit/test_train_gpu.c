@@ -1096,6 +1096,86 @@ TEST(gpu_steps_on_rows_the_gpu_holds_are_refused_outside_them)
 	pair_close(&p);
 }
 
+/* pair_open_prec of a CNN with two conv blocks (4 x 5x5, 6 x 3x3) on 1 x
+ * 14 x 14, a batch of 12 rows, seed 5. */
+static int two_conv_pair(struct pair *p, enum dlt_precision prec)
+{
+	const int f[2] = { 4, 6 }, k[2] = { 5, 3 };
+	struct dlt_net_spec s;
+
+	cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 2, f, k, 2, 16, 0.0f, 10);
+	return pair_open_prec(p, &s, 12, 1, 5, prec);
+}
+
+/* A second backend of p's net with p's parameters and state (dropout
+ * masks of seed), made with the environment variable env set to val
+ * (NULL: none), in precision prec; NULL with p->err set on a failure. */
+static struct dlt_gpu *other_backend(struct pair *p, uint64_t seed, const char *env,
+				     const char *val, enum dlt_precision prec)
+{
+	struct dlt_gpu *g = NULL;
+
+	if (env)
+		setenv(env, val, 1);
+	int rc = dlt_gpu_create(&g, &p->net, 1, 0, seed, 0, p->err, sizeof p->err);
+
+	if (env)
+		unsetenv(env);
+	if (rc < 0 || dlt_gpu_set_precision(g, prec, p->err, sizeof p->err) < 0 ||
+	    dlt_gpu_upload(g, p->params, p->state, p->err, sizeof p->err) < 0) {
+		dlt_gpu_destroy(g);
+		return NULL;
+	}
+	return g;
+}
+
+/* One training batch of p's on backends a and b: the same loss, hits and
+ * gradients bit for bit with tol 0, else gradients within relative L2 tol
+ * (how far into *rel when rel is not NULL). Returns NULL, or what differs
+ * (in msg). */
+static const char *two_backends(struct pair *p, struct dlt_gpu *a, struct dlt_gpu *b, double tol,
+				double *rel, char *msg, size_t len)
+{
+	const size_t np = p->net.nparams;
+	float *ga = malloc(np * sizeof(float)), *gb = malloc(np * sizeof(float));
+	double la = 0, lb = 0;
+	long ca = 0, cb = 0;
+	const char *bad = NULL;
+
+	if (!ga || !gb) {
+		snprintf(msg, len, "out of memory");
+		bad = msg;
+	} else if (dlt_gpu_train_batch(a, p->x, p->y, p->rows, 1.0f, 1, ga, &la, &ca, p->err,
+				       sizeof p->err) < 0 ||
+		   dlt_gpu_train_batch(b, p->x, p->y, p->rows, 1.0f, 1, gb, &lb, &cb, p->err,
+				       sizeof p->err) < 0) {
+		snprintf(msg, len, "%s", p->err);
+		bad = msg;
+	} else if (tol > 0) {
+		double e = rel_l2(ga, gb, np);
+
+		if (rel)
+			*rel = e;
+		if (!(e < tol)) {
+			snprintf(msg, len, "gradients %g apart (relative L2)", e);
+			bad = msg;
+		}
+	} else if (la != lb || ca != cb) {
+		snprintf(msg, len, "loss %.9g, hits %ld; %.9g, %ld", la, ca, lb, cb);
+		bad = msg;
+	} else {
+		for (size_t i = 0; i < np && !bad; i++)
+			if (memcmp(&ga[i], &gb[i], sizeof ga[i])) {
+				snprintf(msg, len, "gradient %zu: %.9g, %.9g", i, (double)ga[i],
+					 (double)gb[i]);
+				bad = msg;
+			}
+	}
+	free(ga);
+	free(gb);
+	return bad;
+}
+
 /* the 64-bit instances of the index kernels (a batch past 2^31 elements
  * runs them; DLT_GPU_INDEX64=1 makes every launch take them) give the
  * 32-bit ones' gradients and loss, bit for bit: a CNN with every layout
@@ -1103,38 +1183,18 @@ TEST(gpu_steps_on_rows_the_gpu_holds_are_refused_outside_them)
  * ways, the dense bias) */
 TEST(gpu_index_kernels_32_and_64_bit_give_the_same_gradients)
 {
-	const int f[2] = { 4, 6 }, k[2] = { 5, 3 };
-	struct dlt_net_spec s;
 	struct pair p;
-	struct dlt_gpu *wide = NULL;
-	float *g32 = NULL, *g64 = NULL;
-	double l32 = 0, l64 = 0;
-	long c32 = 0, c64 = 0;
+	struct dlt_gpu *wide;
+	char msg[DLT_ERR_MAX];
+	const char *bad;
 
 	if (!have_gpu)
 		SKIP(why);
-	cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 2, f, k, 2, 16, 0.0f, 10);
-	CHECK_MSG(pair_open(&p, &s, 12, 1, 5) == 0, "%s", p.err);
-	setenv("DLT_GPU_INDEX64", "1", 1);
-	int rc = dlt_gpu_create(&wide, &p.net, 1, 0, 5, 0, p.err, sizeof p.err);
-	unsetenv("DLT_GPU_INDEX64");
-	CHECK_MSG(rc == 0 && dlt_gpu_upload(wide, p.params, p.state, p.err, sizeof p.err) == 0,
-		  "%s", p.err);
-	g32 = malloc(p.net.nparams * sizeof(float));
-	g64 = malloc(p.net.nparams * sizeof(float));
-	CHECK(g32 && g64);
-	CHECK_MSG(dlt_gpu_train_batch(p.gpu, p.x, p.y, 12, 1.0f, 1, g32, &l32, &c32, p.err,
-				      sizeof p.err) == 0 &&
-		  dlt_gpu_train_batch(wide, p.x, p.y, 12, 1.0f, 1, g64, &l64, &c64, p.err,
-				      sizeof p.err) == 0, "%s", p.err);
-	CHECK_MSG(l32 == l64 && c32 == c64, "loss %.9g, hits %ld (32-bit); %.9g, %ld (64-bit)",
-		  l32, c32, l64, c64);
-	for (size_t i = 0; i < p.net.nparams; i++)
-		CHECK_MSG(!memcmp(&g32[i], &g64[i], sizeof g32[i]),
-			  "gradient %zu: %.9g (32-bit), %.9g (64-bit)", i, (double)g32[i],
-			  (double)g64[i]);
-	free(g32);
-	free(g64);
+	CHECK_MSG(two_conv_pair(&p, DLT_PRECISION_FP32) == 0, "%s", p.err);
+	wide = other_backend(&p, 5, "DLT_GPU_INDEX64", "1", DLT_PRECISION_FP32);
+	CHECK_MSG(wide, "%s", p.err);
+	bad = two_backends(&p, p.gpu, wide, 0, NULL, msg, sizeof msg);
+	CHECK_MSG(!bad, "32-bit, then 64-bit: %s", bad);
 	dlt_gpu_destroy(wide);
 	pair_close(&p);
 }
@@ -1192,39 +1252,22 @@ TEST(gpu_long_k_gemms_split_and_sum_like_one)
 	cnn_spec(&s, (struct dlt_shape){ 1, 27, 27 }, 1, f, k, 3, 8, 0.0f, 10);
 	for (int i = 0; i < 3; i++) {
 		struct pair p;
-		struct dlt_gpu *plain = NULL;
-		float *gs = NULL, *gp = NULL;
-		double ls = 0, lp = 0;
-		long hs = 0, hp = 0;
+		struct dlt_gpu *plain;
 		const char *bad;
+		double e = 0;
 
 		CHECK_MSG(pair_open_prec(&p, &s, rows, 1, 11, tols[i]->prec) == 0, "%s", p.err);
 		bad = compare_batch_tol(&p, 3, tols[i], NULL, msg, sizeof msg);
 		CHECK_MSG(!bad, "split, against the CPU: %s", bad);
-		setenv("DLT_GPU_SPLITK", "0", 1);
-		int rc = dlt_gpu_create(&plain, &p.net, 1, 0, 11, 0, p.err, sizeof p.err);
-		unsetenv("DLT_GPU_SPLITK");
-		CHECK_MSG(rc == 0 && dlt_gpu_set_precision(plain, tols[i]->prec, p.err,
-							   sizeof p.err) == 0 &&
-			  dlt_gpu_upload(plain, p.params, p.state, p.err, sizeof p.err) == 0,
-			  "%s", p.err);
-		gs = malloc(p.net.nparams * sizeof(float));
-		gp = malloc(p.net.nparams * sizeof(float));
-		CHECK(gs && gp);
-		CHECK_MSG(dlt_gpu_train_batch(p.gpu, p.x, p.y, rows, 1.0f, 1, gs, &ls, &hs, p.err,
-					      sizeof p.err) == 0 &&
-			  dlt_gpu_train_batch(plain, p.x, p.y, rows, 1.0f, 1, gp, &lp, &hp, p.err,
-					      sizeof p.err) == 0, "%s", p.err);
-		double e = rel_l2(gs, gp, p.net.nparams);
+		plain = other_backend(&p, 11, "DLT_GPU_SPLITK", "0", tols[i]->prec);
+		CHECK_MSG(plain, "%s", p.err);
+		bad = two_backends(&p, p.gpu, plain, tols[i]->grad, &e, msg, sizeof msg);
 		printf("measured: %s: split gradients %.2g from the unsplit (relative L2)\n",
 		       tols[i]->name, e);
-		CHECK_MSG(e < tols[i]->grad, "%s: split gradients %g from the unsplit", tols[i]->name,
-			  e);
+		CHECK_MSG(!bad, "%s: split, then unsplit: %s", tols[i]->name, bad);
 		long ns = step_nodes(&p, p.gpu, &o), np = step_nodes(&p, plain, &o);
 		CHECK_MSG(ns > 0 && np > 0, "%s", p.err);
 		CHECK_MSG(ns == np + 1, "%s: a step of %ld nodes split, %ld not", tols[i]->name, ns, np);
-		free(gs);
-		free(gp);
 		dlt_gpu_destroy(plain);
 		pair_close(&p);
 	}
@@ -1390,45 +1433,27 @@ TEST(gpu_graph_is_dropped_when_the_precision_changes)
  * bf16, bit for bit */
 TEST(gpu_a_conv_back_in_fp32_after_bf16_computes_as_one_never_in_bf16)
 {
-	const int f[2] = { 4, 6 }, k[2] = { 5, 3 };
-	struct dlt_net_spec s;
 	struct pair p;
-	struct dlt_gpu *fresh = NULL;
-	float *ga = NULL, *gb = NULL;
-	double la = 0, lb = 0;
-	long ca = 0, cb = 0;
+	struct dlt_gpu *fresh;
+	char msg[DLT_ERR_MAX];
+	const char *bad;
 
 	if (!have_gpu)
 		SKIP(why);
-	cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 2, f, k, 2, 16, 0.0f, 10);
-	CHECK_MSG(pair_open_prec(&p, &s, 12, 1, 5, DLT_PRECISION_BF16) == 0, "%s", p.err);
-	ga = malloc(p.net.nparams * sizeof(float));
-	gb = malloc(p.net.nparams * sizeof(float));
-	CHECK(ga && gb);
-	CHECK_MSG(dlt_gpu_train_batch(p.gpu, p.x, p.y, 12, 1.0f, 1, ga, &la, &ca, p.err,
-				      sizeof p.err) == 0, "%s", p.err);
+	CHECK_MSG(two_conv_pair(&p, DLT_PRECISION_BF16) == 0, "%s", p.err);
 	/* other images in bf16 first: a stale FP32 im2col would be theirs */
 	for (size_t i = 0; i < (size_t)12 * 196; i++)
 		p.x[i] = 1.0f - p.x[i];
-	CHECK_MSG(dlt_gpu_train_batch(p.gpu, p.x, p.y, 12, 1.0f, 1, ga, &la, &ca, p.err,
+	CHECK_MSG(dlt_gpu_train_batch(p.gpu, p.x, p.y, 12, 1.0f, 1, NULL, NULL, NULL, p.err,
 				      sizeof p.err) == 0 &&
 		  dlt_gpu_set_precision(p.gpu, DLT_PRECISION_FP32, p.err, sizeof p.err) == 0, "%s",
 		  p.err);
 	for (size_t i = 0; i < (size_t)12 * 196; i++)
 		p.x[i] = 1.0f - p.x[i];
-	la = 0;   /* (train_batch adds to the sums) */
-	ca = 0;
-	CHECK_MSG(dlt_gpu_create(&fresh, &p.net, 1, 0, 5, 0, p.err, sizeof p.err) == 0 &&
-		  dlt_gpu_upload(fresh, p.params, p.state, p.err, sizeof p.err) == 0 &&
-		  dlt_gpu_train_batch(p.gpu, p.x, p.y, 12, 1.0f, 1, ga, &la, &ca, p.err,
-				      sizeof p.err) == 0 &&
-		  dlt_gpu_train_batch(fresh, p.x, p.y, 12, 1.0f, 1, gb, &lb, &cb, p.err,
-				      sizeof p.err) == 0, "%s", p.err);
-	CHECK_MSG(la == lb && ca == cb, "loss %.9g, hits %ld after bf16; %.9g, %ld fresh", la, ca,
-		  lb, cb);
-	CHECK_MSG(!memcmp(ga, gb, p.net.nparams * sizeof(float)), "gradients differ after bf16");
-	free(ga);
-	free(gb);
+	fresh = other_backend(&p, 5, NULL, NULL, DLT_PRECISION_FP32);
+	CHECK_MSG(fresh, "%s", p.err);
+	bad = two_backends(&p, p.gpu, fresh, 0, NULL, msg, sizeof msg);
+	CHECK_MSG(!bad, "after bf16, then fresh: %s", bad);
 	dlt_gpu_destroy(fresh);
 	pair_close(&p);
 }
