@@ -595,7 +595,7 @@ static double gg_s(const struct rdev *rd, enum trans t, double m, double n, doub
 		/* gpu.cu's gemm_split: the parts side by side in one batched
 		 * product, as parallel as one parts times as wide; the rest of
 		 * k a product of its own; the parts' sum */
-		double kc = floor(k / parts), rest = k - parts * kc;
+		double kc = (double)dlt_gpu_split_kc((long)k, parts), rest = k - parts * kc;
 		double s = fmax(rd->floor_s, gemm_s(rd, t, m, n * parts, kc));
 		if (rest > 0) {
 			if (rd->nodes)
@@ -762,7 +762,7 @@ static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, dou
 		      double rows, double held, int bf16, const struct dlh_calib_dev *d)
 {
 	double act = 0.0, widest = dim, ws = 0.0, extra = 0.0;   /* floats a row */
-	double parts = 0.0;   /* the split GEMMs' (at full batches) */
+	double parts = 0.0;   /* the split GEMMs' (at any batch up to rows) */
 	double col16 = 0.0, op16 = 1.0;   /* bf16: im2col's BF16 copies, an operand buffer */
 	for (int i = 0; i < nl; i++) {
 		act += s[i].out;
@@ -775,16 +775,11 @@ static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, dou
 			ws = fmax(ws, s[i].F * s[i].HW);
 			col16 += (s[i].R + 1) * N;
 			op16 = fmax(op16, s[i].F * N);
-			parts = fmax(parts, fmax(dlt_gpu_split_floats(s[i].F, N, s[i].R),
-						 dlt_gpu_split_floats(s[i].R, N, s[i].F)));
-			parts = fmax(parts, fmax(dlt_gpu_split_floats(s[i].F, s[i].R, N),
-						 dlt_gpu_split_floats(s[i].F, s[i].R + 1, N)));
+			parts = fmax(parts, dlt_gpu_part_floats(rows, 0, 0, s[i].F, s[i].R, s[i].HW));
 		} else if (!strcmp(s[i].kind, "pool")) {
 			extra += s[i].out;                       /* argmax */
 		} else if (!strcmp(s[i].kind, "dense")) {
-			parts = fmax(parts, fmax(dlt_gpu_split_floats(rows, s[i].o, s[i].k),
-						 fmax(dlt_gpu_split_floats(s[i].o, s[i].k, rows),
-						      dlt_gpu_split_floats(rows, s[i].k, s[i].o))));
+			parts = fmax(parts, dlt_gpu_part_floats(rows, s[i].k, s[i].o, 0, 0, 0));
 		}
 	}
 	/* activations, im2col and argmax, two deltas, the input, the conv

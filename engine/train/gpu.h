@@ -111,6 +111,15 @@ static inline int dlt_gpu_gemm_splits(double m, double n, double k)
 	return s;
 }
 
+/* The k of each of the s parts of a split GEMM of k: k / s rounded down
+ * to a multiple of 8 (each part's operands start 32-byte aligned, as
+ * cuBLAS's fastest kernels want, in FP32 and BF16); the rest of k, k - s
+ * kc, is a product of its own. */
+static inline long dlt_gpu_split_kc(long k, int s)
+{
+	return k / s / 8 * 8;
+}
+
 /* Floats of the parts of an m x n x k GEMM split so: its parts and one
  * more for the rest of k; 0 when it is not split. */
 static inline double dlt_gpu_split_floats(double m, double n, double k)
@@ -118,6 +127,35 @@ static inline double dlt_gpu_split_floats(double m, double n, double k)
 	const int s = dlt_gpu_gemm_splits(m, n, k);
 
 	return s > 1 ? (s + 1) * m * n : 0.0;
+}
+
+/* The most floats the split GEMMs of a layer need for any batch of 1 to
+ * rows rows (dlt_gpu_gemm_splits is not monotone in m: a GEMM may split
+ * at fewer rows and not at more): a dense layer of k inputs and o outputs
+ * (its forward, weight and input gradients), or with hw > 0 a conv of f
+ * filters over r = C k k taps and hw pixels (its forward, weight
+ * gradients with and without the bias column, input gradient). */
+static inline double dlt_gpu_part_floats(double rows, double k, double o, double f, double r,
+					 double hw)
+{
+	double most = 0.0, x[4];
+
+	for (double n = 1; n <= rows; n++) {
+		if (hw > 0) {
+			x[0] = dlt_gpu_split_floats(f, n * hw, r);
+			x[1] = dlt_gpu_split_floats(f, r, n * hw);
+			x[2] = dlt_gpu_split_floats(f, r + 1, n * hw);
+			x[3] = dlt_gpu_split_floats(r, n * hw, f);
+		} else {
+			x[0] = dlt_gpu_split_floats(n, o, k);
+			x[1] = dlt_gpu_split_floats(o, k, n);
+			x[2] = dlt_gpu_split_floats(n, k, o);
+			x[3] = 0.0;
+		}
+		for (int i = 0; i < 4; i++)
+			most = x[i] > most ? x[i] : most;
+	}
+	return most;
 }
 
 /* Frees everything of g (NULL is fine), the NCCL communicator included. */
@@ -285,7 +323,8 @@ struct dlt_gpu_profile {
 	int fused[DLT_NET_MAX_LAYERS];     /* 0, or the number (1-based) of the layer in
 					      whose kernels this one runs (dlt_gpu_fused) */
 	char nodes[1024];                  /* the profiled graph's nodes by what they run,
-					      in the order each first appears: "3 x
+					      in the order each first appears in the
+					      graph's list of them: "3 x
 					      k_im2col, 6 x cublasSgemm, 1 x memset" (a
 					      GPU's driver names the kernels, cuBLAS's too;
 					      "" before a capture) */

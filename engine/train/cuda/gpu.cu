@@ -773,13 +773,8 @@ static int gemm_bf16(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, con
 	return 0;
 }
 
-/* Floats of the parts of an M x N x K GEMM (gemm_split), 0 unsplit. */
-static size_t split_floats(double M, double N, double K)
-{
-	return (size_t)dlt_gpu_split_floats(M, N, K);
-}
-
-/* gemm with its k split in S = dlt_gpu_gemm_splits parts of kc = K / S:
+/* gemm with its k split in S = dlt_gpu_gemm_splits parts of kc =
+ * dlt_gpu_split_kc (K / S, down to a multiple of 8):
  * one strided batched GEMM computes part s from A's and B's k range
  * [s kc, (s + 1) kc) into g->part + s M N (row-major M x N), a GEMM more
  * the rest of k (K - S kc, when not 0) into part S, and k_sum_parts adds
@@ -791,7 +786,8 @@ static int gemm_split(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, co
 		      size_t errlen)
 {
 	const float one = 1.0f, zero = 0.0f;
-	const int S = dlt_gpu_gemm_splits(M, N, K), kc = K / S, rest = K - S * kc;
+	const int S = dlt_gpu_gemm_splits(M, N, K), kc = (int)dlt_gpu_split_kc(K, S);
+	const int rest = K - S * kc;
 	const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
 	/* the k offset of a part: along a row of a row-major operand stored
 	 * m x k (A untransposed, B transposed), down its rows if stored k x m */
@@ -964,28 +960,18 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 	free(g);
 }
 
-/* The most floats the split GEMMs of layer l (gemm_split) need for rows
- * rows: its forward, weight gradient and input gradient products. */
+/* The most floats the split GEMMs of layer l (gemm_split) need for any
+ * batch up to rows rows (dlt_gpu_part_floats, as the estimator counts). */
 static size_t layer_part_floats(const struct dlt_layer *l, double rows)
 {
-	size_t f = 0, x;
-
-	if (l->kind == DLT_LAYER_DENSE) {
-		const double k = (double)dlt_shape_size(l->in), o = l->out.c;
-
-		f = split_floats(rows, o, k);
-		f = (x = split_floats(o, k, rows)) > f ? x : f;
-		f = (x = split_floats(rows, k, o)) > f ? x : f;
-	} else if (l->kind == DLT_LAYER_CONV) {
-		const double F = l->out.c, R = (double)l->in.c * l->k * l->k;
-		const double N = rows * l->in.h * l->in.w;
-
-		f = split_floats(F, N, R);
-		f = (x = split_floats(F, R, N)) > f ? x : f;
-		f = (x = split_floats(F, R + 1, N)) > f ? x : f;   /* with the bias (conv_grads) */
-		f = (x = split_floats(R, N, F)) > f ? x : f;
-	}
-	return f;
+	if (l->kind == DLT_LAYER_DENSE)
+		return (size_t)dlt_gpu_part_floats(rows, (double)dlt_shape_size(l->in), l->out.c, 0,
+						   0, 0);
+	if (l->kind == DLT_LAYER_CONV)
+		return (size_t)dlt_gpu_part_floats(rows, 0, 0, l->out.c,
+						   (double)l->in.c * l->k * l->k,
+						   (double)l->in.h * l->in.w);
+	return 0;
 }
 
 /* Allocates the buffers of g for its net; returns 0 or -errno. */
@@ -1026,14 +1012,11 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 	TRY(dalloc((void **)&g->delta[0], mb * widest * sizeof(float), "deltas", err, errlen));
 	TRY(dalloc((void **)&g->delta[1], mb * widest * sizeof(float), "deltas", err, errlen));
 	TRY(dalloc((void **)&g->ws, ws * sizeof(float), "conv workspace", err, errlen));
-	/* a GEMM splits or not by its rows (dlt_gpu_gemm_splits is not
-	 * monotone in m): every batch size up to the largest */
-	for (size_t r = 1; g->splitk && r <= mb; r++)
-		for (int i = 0; i < n->nlayers; i++) {
-			size_t f = layer_part_floats(&n->layer[i], (double)r);
+	for (int i = 0; g->splitk && i < n->nlayers; i++) {
+		size_t f = layer_part_floats(&n->layer[i], (double)mb);
 
-			g->part_n = f > g->part_n ? f : g->part_n;
-		}
+		g->part_n = f > g->part_n ? f : g->part_n;
+	}
 	if (g->part_n)
 		TRY(dalloc((void **)&g->part, g->part_n * sizeof(float), "split GEMM parts", err,
 			   errlen));
@@ -1202,8 +1185,9 @@ static int bf16_alloc(struct dlt_gpu *g, char *err, size_t errlen)
 			const size_t N = mb * (size_t)l->in.h * (size_t)l->in.w;
 			const size_t R = (size_t)l->in.c * (size_t)l->k * (size_t)l->k;
 
-			TRY(dalloc((void **)&g->layer[i].col16, (R + 1) * N * sizeof(uint16_t),
-				   "bf16 im2col", err, errlen));
+			if (!g->layer[i].col16)   /* (made by a call that failed later) */
+				TRY(dalloc((void **)&g->layer[i].col16, (R + 1) * N * sizeof(uint16_t),
+					   "bf16 im2col", err, errlen));
 			b = (size_t)l->out.c * N;
 		}
 		most = a > most ? a : most;
@@ -1876,7 +1860,7 @@ static const char *graph_node_name(cudaGraph_t graph, const cudaGraphNode_t *nod
 #endif
 
 /* Fills g->prof.nodes from graph (n nodes): "N x NAME" in the order each
- * name first appears, a name cut at its arguments or template's and at
+ * name first appears in the graph's list of its nodes, a name cut at its arguments or template's and at
  * 60 characters ("void k_im2col<unsigned int>(...)" is k_im2col). */
 static void graph_census(struct dlt_gpu *g, cudaGraph_t graph, size_t n)
 {
@@ -1917,6 +1901,7 @@ static void graph_census(struct dlt_gpu *g, cudaGraph_t graph, size_t n)
 		count[k]++;
 	}
 	free(nodes);
+	cudaGetLastError();   /* a query that failed fails nothing after it */
 	g->prof.nodes[0] = '\0';
 	for (int k = 0; k < kinds && o < sizeof g->prof.nodes; k++) {
 		int w = snprintf(g->prof.nodes + o, sizeof g->prof.nodes - o, "%s%ld x %s",
