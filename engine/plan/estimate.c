@@ -767,8 +767,6 @@ static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, dou
 	for (int i = 0; i < nl; i++) {
 		act += s[i].out;
 		widest = fmax(widest, s[i].out);
-		if (!strcmp(s[i].kind, "dense"))
-			op16 = fmax(op16, rows * fmax(s[i].in, s[i].out));
 		if (!strcmp(s[i].kind, "conv")) {
 			const double N = rows * s[i].HW;
 			extra += (s[i].R + 1) * s[i].HW;         /* im2col, its row of ones */
@@ -779,6 +777,7 @@ static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, dou
 		} else if (!strcmp(s[i].kind, "pool")) {
 			extra += s[i].out;                       /* argmax */
 		} else if (!strcmp(s[i].kind, "dense")) {
+			op16 = fmax(op16, rows * fmax(s[i].in, s[i].out));
 			parts = fmax(parts, dlt_gpu_part_floats(rows, s[i].k, s[i].o, 0, 0, 0));
 		}
 	}
