@@ -144,14 +144,25 @@ slurm_up() {
 	wait_for 10 test -S "$SLURM_DIR/munge/munge.socket" || die "munged did not start: $(slurm_said)"
 	/usr/sbin/slurmctld -D -f "$SLURM_CONF" 2>>"$SLURM_DIR/slurmctld.err" &
 	SLURM_PIDS+=($!)
-	for i in $(seq "$n"); do
-		# nsenter, not `ip netns exec` (see above); exec all the way: $! is slurmd
-		nsenter --net="/run/netns/dlhs$i" unshare --uts sh -c \
-			'hostname "$1" && exec /usr/sbin/slurmd -D -f "$2" -N "$1"' - "dlhs$i" "$SLURM_CONF" \
-			2>>"$SLURM_DIR/slurmd.dlhs$i.err" &
-		SLURM_PIDS+=($!)
-	done
+	for i in $(seq "$n"); do slurmd_start "$i"; done
 	wait_for 30 slurm_idle "$n" || die "the Slurm nodes are not idle: $(sinfo -N 2>&1) $(slurm_said)"
+}
+
+# slurmd_start I: node dlhsI's slurmd, in its namespace (SLURM_PIDS[1 + I])
+slurmd_start() {
+	# nsenter, not `ip netns exec` (see above); exec all the way: $! is slurmd
+	nsenter --net="/run/netns/dlhs$1" unshare --uts sh -c \
+		'hostname "$1" && exec /usr/sbin/slurmd -D -f "$2" -N "$1"' - "dlhs$1" "$SLURM_CONF" \
+		2>>"$SLURM_DIR/slurmd.dlhs$1.err" &
+	SLURM_PIDS[$((1 + $1))]=$!
+}
+
+# slurm_node_crash I: node dlhsI fails as a machine does: everything on it
+# (its slurmd, the steps' slurmstepds, their ranks) ends at once
+slurm_node_crash() {
+	ip netns pids "dlhs$1" 2>/dev/null | xargs -r kill -9 2>/dev/null
+	wait_for 10 eval '[ -z "$(ip netns pids "dlhs$1" 2>/dev/null)" ]' ||
+		die "processes left on dlhs$1 after its crash: $(ip netns pids "dlhs$1")"
 }
 
 slurm_ctld_stop() {
