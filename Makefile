@@ -66,7 +66,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_CFLAGS = -isystem $(CUDA_HOME)/include
 GPU_OBJ  = $(BUILD)/obj/engine/train/cuda/load.o
 GPU_LIBS = -ldl
-CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas \
+CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas -lcublasLt \
            -lcudart_static -ldl -lrt -lpthread -lstdc++
 GPU_BIN  = $(BUILD)/dlh-train-cuda.so $(BUILD)/bench-nccl-bw \
            $(BUILD)/tests/test_train_gpu_emu $(BUILD)/dlh-train-gpuemu $(BUILD)/dlh-calib-gpuemu
@@ -120,7 +120,7 @@ $(BUILD)/obj/engine/train/cuda/%.pic.o: engine/train/cuda/%.cu
 $(BUILD)/dlh-train-cuda.so: $(BUILD)/obj/engine/train/cuda/gpu.pic.o \
 		$(BUILD)/obj/engine/train/cuda/calib.pic.o
 	$(NVCC) $(CUDA_ARCH) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 \
-		-lnccl -lcublas
+		-lnccl -lcublas -lcublasLt
 $(BUILD)/obj/engine/calib/%.o: engine/calib/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(ZLIB_CFLAGS) -MMD -MP -c $< -o $@

@@ -607,6 +607,17 @@ static double gg_s(const struct rdev *rd, enum trans t, double m, double n, doub
 	return fmax(rd->floor_s, gemm_s(rd, t, m, n, k)) + cast;
 }
 
+/* Seconds of one cuBLASLt matmul with an epilogue (gpu.cu's lt_gemm: a
+ * dense layer's bias and ReLU, or the ReLU's gradient and a bias
+ * gradient): one node, the GEMM's time (its epilogue rides on the
+ * product's output), never split. */
+static double gl_s(const struct rdev *rd, enum trans t, double m, double n, double k)
+{
+	if (rd->nodes)
+		(*rd->nodes)++;
+	return fmax(rd->floor_s, gemm_s(rd, t, m, n, k));
+}
+
 /* A pageable host-to-device copy of bytes. */
 static double h2d_s(const struct rdev *rd, double bytes)
 {
@@ -646,16 +657,29 @@ static int gpu_fused_into(const struct lshape *s, int nl, int i)
 	return (i >= 1 && gpu_fused(s, nl, i - 1) >= 1) || (i >= 2 && gpu_fused(s, nl, i - 2) == 2);
 }
 
-/* Forward seconds of layer s (the i-th) for n rows, as layer_forward
- * (a ReLU fused after it costs nothing more: the same bytes); with pool
- * (a ReLU and pool fused, of pool floats a row), the pool reads the
- * product and writes its output and argmax. */
-static double gpu_fwd_s(const struct rdev *rd, const struct lshape *s, double n,
-			const struct lshape *pool)
+/* 1 when dense layer i of s has its ReLU mask and bias gradient made by
+ * the input-gradient product of layer i + 2 (dlt_gpu_dgrad_fused), in a
+ * precision with the dense epilogues (dlt_gpu_dense_epilogue). */
+static int gpu_dgrad(const struct rdev *rd, const struct lshape *s, int nl, int i)
 {
+	return dlt_gpu_dense_epilogue(rd->prec) &&
+	       dlt_gpu_dgrad_fused(layer_kind(s, nl, i), layer_kind(s, nl, i + 1),
+				   layer_kind(s, nl, i + 2));
+}
+
+/* Forward seconds of layer i of s (nl layers) for n rows, as
+ * layer_forward (a ReLU fused after it costs nothing more: the same
+ * bytes): a dense layer's product with its bias in cuBLASLt's epilogue
+ * (dlt_gpu_dense_epilogue), else with a bias kernel; with a ReLU and pool
+ * fused after a conv, the pool reads the product and writes its output
+ * and argmax. */
+static double gpu_fwd_s(const struct rdev *rd, const struct lshape *ls, int nl, int i, double n)
+{
+	const struct lshape *s = &ls[i], *pool = gpu_fused(ls, nl, i) == 2 ? &ls[i + 2] : NULL;
 	double m = n * s->in;
 	if (!strcmp(s->kind, "dense"))
-		return gg_s(rd, NT, n, s->o, s->k, ACT_A) + gk_s(rd, 2.0 * n * s->o * F4);
+		return dlt_gpu_dense_epilogue(rd->prec) ? gl_s(rd, NT, n, s->o, s->k) :
+		       gg_s(rd, NT, n, s->o, s->k, ACT_A) + gk_s(rd, 2.0 * n * s->o * F4);
 	if (!strcmp(s->kind, "conv")) {
 		/* im2col writes the matrix the product reads: in bf16 as BF16 */
 		double N = n * s->HW, col = rd->prec == DLH_PRECISION_BF16 ? 2.0 : F4;
@@ -668,19 +692,30 @@ static double gpu_fwd_s(const struct rdev *rd, const struct lshape *s, double n,
 	return gk_s(rd, 2.0 * m * F4);   /* relu, dropout (or its copy) */
 }
 
-/* Backward seconds of layer s for n rows; dx: the input gradient too
- * (every layer but the first), as layer_backward; relu: a ReLU after it
- * fused (the kernel that reads the gradient first reads the ReLU's output
- * too, and for a dense layer writes the masked gradient back); pool: a
- * pool fused after that ReLU (gpu_fwd_s). */
-static double gpu_bwd_s(const struct rdev *rd, const struct lshape *s, double n, int dx, int relu,
-			const struct lshape *pool)
+/* Backward seconds of layer i of s (nl layers) for n rows, as
+ * layer_backward: the input gradient too but for the first layer; a ReLU
+ * fused after it (the kernel that reads the gradient first reads the
+ * ReLU's output too, and for a dense layer writes the masked gradient
+ * back), and a pool after that ReLU (gpu_fwd_s). A dense layer's bias
+ * gradient is a kernel of its own, but for the last layer's (the loss
+ * kernel sums it: dlt_gpu_loss_bgrad) and where the input-gradient product
+ * of the dense layer two after makes it and the mask (gpu_dgrad), which
+ * that product's epilogue does in place of a plain GEMM. */
+static double gpu_bwd_s(const struct rdev *rd, const struct lshape *ls, int nl, int i, double n)
 {
+	const struct lshape *s = &ls[i], *pool = gpu_fused(ls, nl, i) == 2 ? &ls[i + 2] : NULL;
+	const int dx = i > 0, relu = gpu_fused(ls, nl, i) >= 1;
 	double m = n * s->in;
-	if (!strcmp(s->kind, "dense"))
-		return gg_s(rd, TN, s->o, s->k, n, ACT_A | ACT_B) +
-		       gk_s(rd, (relu ? 3.0 : 1.0) * n * s->o * F4) +
-		       (dx ? gg_s(rd, NN, n, s->k, s->o, ACT_A) : 0.0);
+	if (!strcmp(s->kind, "dense")) {
+		double t = gg_s(rd, TN, s->o, s->k, n, ACT_A | ACT_B);
+		if (!(i == nl - 1 && dlt_gpu_loss_bgrad(DLT_LAYER_DENSE)) && !gpu_dgrad(rd, ls, nl, i))
+			t += gk_s(rd, (relu ? 3.0 : 1.0) * n * s->o * F4);
+		if (dx && i >= 2 && gpu_dgrad(rd, ls, nl, i - 2))
+			t += gl_s(rd, NN, n, s->k, s->o);
+		else if (dx)
+			t += gg_s(rd, NN, n, s->k, s->o, ACT_A);
+		return t;
+	}
 	if (!strcmp(s->kind, "conv")) {
 		double N = n * s->HW;
 		/* the product's gradient from the pool's (its gradient, argmax
@@ -722,12 +757,14 @@ static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, 
 	double b = 0.0;
 	for (int i = 0; i < nl; i++)
 		if (!gpu_fused_into(s, nl, i))
-			t += gpu_fwd_s(rd, &s[i], n, gpu_fused(s, nl, i) == 2 ? &s[i + 2] : NULL);
-	t += gk_s(rd, (2.0 * n * classes + n) * F4);   /* the loss and its sums: one kernel */
+			t += gpu_fwd_s(rd, s, nl, i, n);
+	/* the loss and its sums: one kernel (training: the last dense layer's
+	 * bias gradient too, its gradient read again) */
+	t += gk_s(rd, ((train && dlt_gpu_loss_bgrad(layer_kind(s, nl, nl - 1)) ? 3.0 : 2.0) *
+		       n * classes + n) * F4);
 	for (int i = nl - 1; train && i >= 0; i--)
 		if (!gpu_fused_into(s, nl, i))
-			b += gpu_bwd_s(rd, &s[i], n, i > 0, gpu_fused(s, nl, i) >= 1,
-				       gpu_fused(s, nl, i) == 2 ? &s[i + 2] : NULL);
+			b += gpu_bwd_s(rd, s, nl, i, n);
 	if (bwd)
 		*bwd = b;
 	/* the sums back; an evaluation batch waits for them */
@@ -764,7 +801,11 @@ static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, dou
 	double act = 0.0, widest = dim, ws = 0.0, extra = 0.0;   /* floats a row */
 	double parts = 0.0;   /* the split GEMMs' (at any batch up to rows) */
 	double col16 = 0.0, op16 = 1.0;   /* bf16: im2col's BF16 copies, an operand buffer */
+	double lt = DLT_GPU_LT_WS_BYTES;   /* cuBLASLt's workspace, the ReLUs' bit masks */
 	for (int i = 0; i < nl; i++) {
+		if (dlt_gpu_dgrad_fused(layer_kind(s, nl, i), layer_kind(s, nl, i + 1),
+					layer_kind(s, nl, i + 2)))
+			lt += dlt_gpu_lt_mask_bytes(rows, s[i].o);
 		act += s[i].out;
 		widest = fmax(widest, s[i].out);
 		if (!strcmp(s[i].kind, "conv")) {
@@ -789,7 +830,7 @@ static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, dou
 	 * operand buffers as BF16 */
 	double halves = bf16 ? np + col16 + 2.0 * op16 : 0.0;
 	return d->ctx_bytes + d->blas_bytes + d->nccl_bytes + floats * F4 + halves * 2.0 + rows +
-	       held * (dim * F4 + 1.0);
+	       lt + held * (dim * F4 + 1.0);
 }
 
 /* in's device types in rank order, each once, '+'-joined, into key. */
@@ -900,8 +941,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 			/* the step's graph: its nodes back to back after one launch,
 			 * the step's values and rows' numbers copied in before it */
 			rd.floor_s = rd.d->node_s > 0 ? rd.d->node_s : DLH_EST_GRAPH_NODE_S;
-			first_bwd = gpu_bwd_s(&rd, &s[0], b, 0, gpu_fused(s, nl, 0) >= 1,
-					      gpu_fused(s, nl, 0) == 2 ? &s[2] : NULL);
+			first_bwd = gpu_bwd_s(&rd, s, nl, 0, b);
 			long nodes = 0;   /* the graph's, as gpu.cu captures them */
 			rd.nodes = &nodes;
 			comp = gpu_pass_s(&rd, s, nl, b, (double)mc.in, in->classes, 1, &bwd);

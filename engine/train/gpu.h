@@ -82,6 +82,44 @@ static inline int dlt_gpu_fused(int kind, int next, int next2)
 	return kind == DLT_LAYER_CONV && next2 == DLT_LAYER_POOL ? 2 : 1;
 }
 
+/* A small model's step is a chain of small kernels, each costing a graph
+ * node's latency more than its work (the MLP at batch 64: 22 nodes, the
+ * H200 ~4 us each). The backend runs a dense layer's bias, and a ReLU
+ * fused after it, in its GEMM's epilogue (cuBLASLt: one node where a GEMM
+ * and a bias kernel were two) in the precisions dlt_gpu_dense_epilogue
+ * says (FP32 and TF32; BF16 keeps cuBLAS's GEMM and the bias kernel), and
+ * where a dense layer, its ReLU and another dense layer follow each other
+ * (dlt_gpu_dgrad_fused), the third's input-gradient product masks the
+ * gradient by the ReLU (a bit mask the first's epilogue wrote) and sums
+ * the first's bias gradient in its epilogue (DRELU_BGRAD): the first's
+ * bias-gradient kernel goes. DLT_GPU_LT=0 in the environment at
+ * dlt_gpu_create turns both off (to compare), as does a cuBLASLt with no
+ * algorithm for one of the net's products (dlt_gpu_describe says so). The
+ * estimator counts the same (engine/plan/estimate.c). */
+#define DLT_GPU_LT_WS_BYTES ((size_t)4 << 20)   /* cuBLASLt's workspace (held whenever wanted) */
+/* Bytes of the ReLU bit mask of a dense layer of o outputs for rows rows:
+ * a row of bits a multiple of 128 long (cuBLASLt's aux leading dimension). */
+static inline double dlt_gpu_lt_mask_bytes(double rows, int o)
+{
+	return rows * (double)(((long)o + 127) / 128 * 128) / 8.0;
+}
+static inline int dlt_gpu_dense_epilogue(int precision)
+{
+	return precision == DLT_PRECISION_FP32 || precision == DLT_PRECISION_TF32;
+}
+static inline int dlt_gpu_dgrad_fused(int kind, int next, int next2)
+{
+	return kind == DLT_LAYER_DENSE && next == DLT_LAYER_RELU && next2 == DLT_LAYER_DENSE;
+}
+
+/* 1 when the loss kernel sums the last layer's bias gradient (the column
+ * sums of the logits' gradient it writes): the last layer is dense (as a
+ * classifier's is). That layer's backward runs no kernel of its own for it. */
+static inline int dlt_gpu_loss_bgrad(int last_kind)
+{
+	return last_kind == DLT_LAYER_DENSE;
+}
+
 /* A GEMM whose reduction is long and whose output is small (a
  * convolution's weight gradient: F x C k k outputs summed over the batch's
  * rows x pixels, 100352 for the CNN's first at batch 128) leaves most of a

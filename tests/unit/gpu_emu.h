@@ -547,7 +547,7 @@ typedef enum {
 typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
 typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TF32_TENSOR_OP_MATH = 3 } cublasMath_t;
 typedef enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType;
-typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
+typedef enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77 } cublasComputeType_t;
 typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
 
 struct emu_blas {
@@ -783,6 +783,329 @@ static inline cublasStatus_t cublasGemmStridedBatchedEx(
 				return -1;
 		return 0;
 	}, "cublasGemmStridedBatchedEx") < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- cuBLASLt: the matmul gpu.cu calls (FP32 operands, FP32 or TF32
+ * compute) with the epilogues it asks for ----
+ *
+ * The contract is cuBLASLt's: D (m x n, column-major) = op(A) op(B) with
+ * alpha 1 and beta 0, D written over C (the one form called); the bias
+ * is a vector over D's rows; a ReLU's aux is a bit mask of D, aux_ld bits
+ * (a multiple of 128, at least m) a column of D: the emulation sets bit
+ * i + j aux_ld for element (i, j) (cuBLASLt's own layout is its own: only
+ * its epilogues read it, as here). DRELU_BGRAD zeroes D where the mask's
+ * bit is clear and writes D's row sums (over its columns, in order) to the
+ * bias pointer. The heuristic finds an algorithm for every such product,
+ * but where DLT_EMU_LT_NONE in the environment refuses it (a cuBLASLt
+ * without one: gpu.cu's fallbacks): "1", every product; "rows=N", those
+ * whose n (D's columns: the backend's batch rows) is N; "rows=N,drelu"
+ * and "rows=N,aux", of those only the DRELU_BGRAD products, or only the
+ * RELU_AUX_BIAS ones. */
+typedef enum {
+	CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_RELU = 2, CUBLASLT_EPILOGUE_BIAS = 4,
+	CUBLASLT_EPILOGUE_RELU_BIAS = 6, CUBLASLT_EPILOGUE_RELU_AUX_BIAS = 134,
+	CUBLASLT_EPILOGUE_DRELU_BGRAD = 152
+} cublasLtEpilogue_t;
+typedef enum {
+	CUBLASLT_MATMUL_DESC_TRANSA = 3, CUBLASLT_MATMUL_DESC_TRANSB = 4,
+	CUBLASLT_MATMUL_DESC_EPILOGUE = 7, CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+	CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12
+} cublasLtMatmulDescAttributes_t;
+typedef enum { CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 } cublasLtMatmulPreferenceAttributes_t;
+struct emu_lt {
+	int unused;
+};
+struct emu_lt_desc {
+	cublasComputeType_t comp;
+	cublasOperation_t ta, tb;
+	cublasLtEpilogue_t epi;
+	void *bias, *aux;
+	int64_t aux_ld;
+};
+struct emu_lt_layout {
+	cudaDataType type;
+	uint64_t rows, cols;
+	int64_t ld;
+};
+struct emu_lt_pref {
+	uint64_t ws;
+};
+typedef struct emu_lt *cublasLtHandle_t;
+typedef struct emu_lt_desc *cublasLtMatmulDesc_t;
+typedef struct emu_lt_layout *cublasLtMatrixLayout_t;
+typedef struct emu_lt_pref *cublasLtMatmulPreference_t;
+typedef struct {
+	uint64_t data[8];
+} cublasLtMatmulAlgo_t;
+typedef struct {
+	cublasLtMatmulAlgo_t algo;
+	size_t workspaceSize;
+	cublasStatus_t state;
+	float wavesCount;
+	int reserved[4];
+} cublasLtMatmulHeuristicResult_t;
+
+static inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
+{
+	emu_context();
+	*h = (struct emu_lt *)calloc(1, sizeof **h);
+	return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+}
+static inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h)
+{
+	free(h);
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d,
+						      cublasComputeType_t comp, cudaDataType scale)
+{
+	if ((comp != CUBLAS_COMPUTE_32F && comp != CUBLAS_COMPUTE_32F_FAST_TF32) || scale != CUDA_R_32F)
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	*d = (struct emu_lt_desc *)calloc(1, sizeof **d);
+	if (!*d)
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	(*d)->comp = comp;
+	(*d)->epi = CUBLASLT_EPILOGUE_DEFAULT;
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
+{
+	free(d);
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
+							    cublasLtMatmulDescAttributes_t a,
+							    const void *buf, size_t size)
+{
+	switch (a) {
+	case CUBLASLT_MATMUL_DESC_TRANSA:
+	case CUBLASLT_MATMUL_DESC_TRANSB: {
+		int32_t op;   /* cublasOperation_t: an int32_t attribute */
+
+		if (size != sizeof op)
+			return CUBLAS_STATUS_INVALID_VALUE;
+		memcpy(&op, buf, sizeof op);
+		if (op != CUBLAS_OP_N && op != CUBLAS_OP_T)
+			return CUBLAS_STATUS_INVALID_VALUE;
+		*(a == CUBLASLT_MATMUL_DESC_TRANSA ? &d->ta : &d->tb) = (cublasOperation_t)op;
+		return CUBLAS_STATUS_SUCCESS;
+	}
+	case CUBLASLT_MATMUL_DESC_EPILOGUE: {
+		uint32_t e;
+
+		if (size != sizeof e)
+			return CUBLAS_STATUS_INVALID_VALUE;
+		memcpy(&e, buf, sizeof e);
+		d->epi = (cublasLtEpilogue_t)e;
+		return CUBLAS_STATUS_SUCCESS;
+	}
+	case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+	case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+		if (size != sizeof(void *))
+			return CUBLAS_STATUS_INVALID_VALUE;
+		memcpy(a == CUBLASLT_MATMUL_DESC_BIAS_POINTER ? &d->bias : &d->aux, buf, size);
+		return CUBLAS_STATUS_SUCCESS;
+	case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+		if (size != sizeof d->aux_ld)
+			return CUBLAS_STATUS_INVALID_VALUE;
+		memcpy(&d->aux_ld, buf, size);
+		return CUBLAS_STATUS_SUCCESS;
+	}
+	return CUBLAS_STATUS_INVALID_VALUE;
+}
+static inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType t,
+							uint64_t rows, uint64_t cols, int64_t ld)
+{
+	if (ld < (int64_t)(rows > 1 ? rows : 1))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	*l = (struct emu_lt_layout *)calloc(1, sizeof **l);
+	if (!*l)
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	**l = { t, rows, cols, ld };
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l)
+{
+	free(l);
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
+{
+	*p = (struct emu_lt_pref *)calloc(1, sizeof **p);
+	return *p ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+}
+static inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
+{
+	free(p);
+	return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
+	cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t a, const void *buf,
+	size_t size)
+{
+	if (a != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES || size != sizeof p->ws)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	memcpy(&p->ws, buf, size);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The product's m, n, k from its layouts when they agree with the
+ * descriptor's (FP32 everywhere, C's layout D's, the epilogue one the
+ * emulation knows with what it needs); else 0. */
+static inline int emu_lt_shape(const struct emu_lt_desc *d, const struct emu_lt_layout *a,
+			       const struct emu_lt_layout *b, const struct emu_lt_layout *c,
+			       const struct emu_lt_layout *dd, int *m, int *n, int *k)
+{
+	const uint64_t am = d->ta == CUBLAS_OP_N ? a->rows : a->cols;
+	const uint64_t ak = d->ta == CUBLAS_OP_N ? a->cols : a->rows;
+	const uint64_t bk = d->tb == CUBLAS_OP_N ? b->rows : b->cols;
+	const uint64_t bn = d->tb == CUBLAS_OP_N ? b->cols : b->rows;
+
+	if (a->type != CUDA_R_32F || b->type != CUDA_R_32F || c->type != CUDA_R_32F ||
+	    dd->type != CUDA_R_32F || ak != bk || c->rows != am || c->cols != bn ||
+	    dd->rows != c->rows || dd->cols != c->cols || dd->ld != c->ld)
+		return 0;
+	switch (d->epi) {
+	case CUBLASLT_EPILOGUE_DEFAULT:
+	case CUBLASLT_EPILOGUE_RELU:
+		break;
+	case CUBLASLT_EPILOGUE_BIAS:
+	case CUBLASLT_EPILOGUE_RELU_BIAS:
+		if (!d->bias)
+			return 0;
+		break;
+	case CUBLASLT_EPILOGUE_RELU_AUX_BIAS:
+	case CUBLASLT_EPILOGUE_DRELU_BGRAD:
+		if (!d->bias || !d->aux || d->aux_ld % 128 || d->aux_ld < (int64_t)am)
+			return 0;
+		break;
+	default:
+		return 0;
+	}
+	*m = (int)am;
+	*n = (int)bn;
+	*k = (int)ak;
+	return 1;
+}
+
+/* 1 when DLT_EMU_LT_NONE refuses a product of n columns with epilogue e. */
+static inline int emu_lt_refused(int n, cublasLtEpilogue_t e)
+{
+	const char *none = getenv("DLT_EMU_LT_NONE");
+	int rows = 0, k = 0;
+	char only[8] = "";
+
+	if (!none)
+		return 0;
+	if (!strcmp(none, "1"))
+		return 1;
+	if (sscanf(none, "rows=%d%n,%7s", &rows, &k, only) < 1)
+		return 0;
+	return n == rows && (!only[0] || (!strcmp(only, "drelu") && e == CUBLASLT_EPILOGUE_DRELU_BGRAD) ||
+			     (!strcmp(only, "aux") && e == CUBLASLT_EPILOGUE_RELU_AUX_BIAS));
+}
+
+static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+	cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+	cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dd, cublasLtMatmulPreference_t p,
+	int requested, cublasLtMatmulHeuristicResult_t *res, int *found)
+{
+	int m, n, k;
+
+	(void)h;
+	(void)p;
+	*found = 0;
+	if (requested < 1)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (!emu_lt_shape(d, a, b, c, dd, &m, &n, &k) || emu_lt_refused(n, d->epi))
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	memset(res, 0, sizeof *res);
+	res->state = CUBLAS_STATUS_SUCCESS;
+	res->wavesCount = 1.0f;
+	*found = 1;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The epilogue of desc d over D (m x n, ld), after the product. */
+static inline void emu_lt_epilogue(const struct emu_lt_desc *d, float *D, int m, int n, int64_t ld)
+{
+	float *bias = (float *)d->bias;
+	uint8_t *aux = (uint8_t *)d->aux;
+
+	for (int j = 0; j < n; j++)
+		for (int i = 0; i < m; i++) {
+			float *v = &D[(size_t)j * (size_t)ld + (size_t)i];
+			const size_t bit = (size_t)j * (size_t)d->aux_ld + (size_t)i;
+
+			switch (d->epi) {
+			case CUBLASLT_EPILOGUE_RELU:
+				*v = *v > 0.0f ? *v : 0.0f;
+				break;
+			case CUBLASLT_EPILOGUE_BIAS:
+				*v += bias[i];
+				break;
+			case CUBLASLT_EPILOGUE_RELU_BIAS:
+			case CUBLASLT_EPILOGUE_RELU_AUX_BIAS:
+				*v += bias[i];
+				if (d->epi == CUBLASLT_EPILOGUE_RELU_AUX_BIAS) {
+					if (*v > 0.0f)
+						aux[bit / 8] |= (uint8_t)(1u << (bit % 8));
+					else
+						aux[bit / 8] &= (uint8_t)~(1u << (bit % 8));
+				}
+				*v = *v > 0.0f ? *v : 0.0f;
+				break;
+			case CUBLASLT_EPILOGUE_DRELU_BGRAD:
+				if (!(aux[bit / 8] & (1u << (bit % 8))))
+					*v = 0.0f;
+				break;
+			default:
+				break;
+			}
+		}
+	if (d->epi == CUBLASLT_EPILOGUE_DRELU_BGRAD)
+		for (int i = 0; i < m; i++) {
+			float s = 0.0f;
+
+			for (int j = 0; j < n; j++)
+				s += D[(size_t)j * (size_t)ld + (size_t)i];
+			bias[i] = s;
+		}
+}
+
+/* cublasLtMatmul: checked now (as the heuristic), the product (TF32 by
+ * the compute type) and its epilogue computed now or at replay. */
+static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
+					    const void *alpha, const void *A,
+					    cublasLtMatrixLayout_t a, const void *B,
+					    cublasLtMatrixLayout_t b, const void *beta, const void *C,
+					    cublasLtMatrixLayout_t c, void *D, cublasLtMatrixLayout_t dd,
+					    const cublasLtMatmulAlgo_t *algo, void *ws, size_t wsn,
+					    cudaStream_t s)
+{
+	int m, n, k;
+
+	(void)h;
+	(void)algo;
+	(void)ws;
+	(void)wsn;
+	(void)s;
+	if (!emu_lt_shape(d, a, b, c, dd, &m, &n, &k) || C != D)
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	const float al = *(const float *)alpha, be = *(const float *)beta;
+	const struct emu_lt_desc desc = *d;   /* the call's, as cuBLASLt reads it now */
+	const cublasMath_t math = d->comp == CUBLAS_COMPUTE_32F_FAST_TF32 ?
+		CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+	const int lda = (int)a->ld, ldb = (int)b->ld;
+	const int64_t ldd = dd->ld;
+
+	return emu_queue([=]() {
+		if (emu_sgemm(math, desc.ta, desc.tb, m, n, k, al, (const float *)A, lda,
+			      (const float *)B, ldb, be, (float *)D, (int)ldd) < 0)
+			return -1;
+		emu_lt_epilogue(&desc, (float *)D, m, n, ldd);
+		return 0;
+	}, "cublasLtMatmul") < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
 /* ---- NCCL: one rank, or MPI_COMM_WORLD when MPI is running ---- */

@@ -617,26 +617,28 @@ TEST(a_small_gpu_step_is_one_graph_launch_its_nodes_copies_and_one_sync)
 	struct dlh_estimate e;
 
 	/* GEMMs and passes free: only the calls' floors count */
-	gpu_calib(&c, 1e30, HUGE_BW, 5e-6, 2e-5, 1e-5);
-	mlp(&c, 16, 50, 1, "H100");   /* dense, relu, dense */
+	gpu_calib(&c, 1e30, HUGE_BW, 2e-6, 2e-5, 1e-5);
+	mlp(&c, 16, 50, 1, "H100");   /* dense, relu, dense; fp32 */
 	CHECK(est(&c, NULL, &e) == 0);
 	/* gpu.cu: the batch gathered from the rows the GPU holds 1, forward
-	 * 2 + 2 kernels (the ReLU fused into the first layer's bias kernel),
-	 * the loss and its sums 1, backward 3 + 2 (the ReLU's masking fused
-	 * into the first layer's bias gradient; the first layer has no input
-	 * gradient) and the update (one rank: no allreduce): 12 nodes of one
-	 * CUDA graph; the step's values and its rows' numbers in (1 copy), the
-	 * sums out. A cache without node_s (before graphs were timed): the
-	 * assumed floor. The host launches the graph and queues the two copies
-	 * (3 launches) and waits for the step before: 35 us, behind the
-	 * device's 38 (--step-ahead) */
-	double step = 12 * DLH_EST_GRAPH_NODE_S + 2 * 1e-5;
+	 * 2 products with their biases (and the first its ReLU) in cuBLASLt's
+	 * epilogues, the loss with its sums and the last layer's bias
+	 * gradient 1, backward 3 products (the second layer's input gradient
+	 * masked by the ReLU and summed into the first layer's bias gradient
+	 * in its epilogue; the first layer has no input gradient) and the
+	 * update (one rank: no allreduce): 8 nodes of one CUDA graph; the
+	 * step's values and its rows' numbers in (1 copy), the sums out. A
+	 * cache without node_s (before graphs were timed): the assumed floor.
+	 * The host launches the graph and queues the two copies (3 launches)
+	 * and waits for the step before: 26 us, behind the device's 32
+	 * (--step-ahead) */
+	double step = 8 * DLH_EST_GRAPH_NODE_S + 2 * 1e-5;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g", e.step_s, step);
 	CHECK(strstr(e.source, "H100 measured on it (GPU)"));
 	/* the node's cost as measured */
 	c.dev[1].node_s = 3e-6;
 	CHECK(est(&c, NULL, &e) == 0);
-	step = 12 * 3e-6 + 2 * 1e-5;
+	step = 8 * 3e-6 + 2 * 1e-5;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g (node_s 3 us)", e.step_s, step);
 	/* no gather on the host: its rate does not count */
 	c.dev[0].gather_bw = 1e9;
@@ -647,7 +649,7 @@ TEST(a_small_gpu_step_is_one_graph_launch_its_nodes_copies_and_one_sync)
 	c.dev[1].sync_s = 1e-4;
 	c.metrics_s = 2e-6;
 	CHECK(est(&c, NULL, &e) == 0);
-	step = 3 * 5e-6 + 1e-4 + 2e-6;
+	step = 3 * 2e-6 + 1e-4 + 2e-6;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-12, "step %g, by hand %g (host-bound)", e.step_s, step);
 }
 
@@ -656,19 +658,19 @@ TEST(a_gpu_steps_host_work_hides_behind_its_device_work_but_evaluation_pays_each
 	struct dlh_calib c;
 	struct dlh_estimate base, e;
 
-	gpu_calib(&c, 1e30, HUGE_BW, 5e-6, 2e-5, 1e-5);
+	gpu_calib(&c, 1e30, HUGE_BW, 2e-6, 2e-5, 1e-5);
 	mlp(&c, 16, 50, 1, "H100");
 	CHECK(est(&c, NULL, &base) == 0);
 	c.dev[1].kernel_s += 1e-6;
 	CHECK(est(&c, NULL, &e) == 0);
 	/* the step: the host's launches hide behind the device's work;
 	 * evaluation (not captured, the epoch's part besides its steps): each
-	 * of its 5 calls a batch (forward 4, the ReLU fused; the loss 1), 200
-	 * test images in one batch */
+	 * of its 3 calls a batch (forward 2, each layer's bias and the ReLU in
+	 * its product's epilogue; the loss 1), 200 test images in one batch */
 	CHECK_MSG(fabs(e.step_s - base.step_s) < 1e-12, "step %g, was %g", e.step_s, base.step_s);
 	double spe = (double)e.steps / spec.epochs;
 	double eval = (e.epoch_s - spe * e.step_s) - (base.epoch_s - spe * base.step_s);
-	CHECK_MSG(fabs(eval - 5e-6) < 1e-12, "evaluation grew %g", eval);
+	CHECK_MSG(fabs(eval - 3e-6) < 1e-12, "evaluation grew %g", eval);
 	/* a host-bound step pays its three launches */
 	c.dev[1].sync_s = 1e-4;
 	CHECK(est(&c, NULL, &base) == 0);
@@ -749,16 +751,16 @@ TEST(a_gpu_gemm_between_the_grids_points_follows_its_rates_power_law)
 	latency_grid(&c.dev[1], 5e-6);
 	mlp(&c, 50, 16, 1, "H100");
 	CHECK(est(&c, NULL, &e) == 0);
-	/* 5 GEMMs at 5 us (none on a grid point: 784, 50, 16), 7 other
-	 * kernels at node_s, the two copies */
-	double step = 5 * 5e-6 + 7 * 1e-7 + 2 * 1e-5;
+	/* 5 GEMMs at 5 us (none on a grid point: 784, 50, 16; three with
+	 * their epilogues), 3 other kernels at node_s, the two copies */
+	double step = 5 * 5e-6 + 3 * 1e-7 + 2 * 1e-5;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-9 * step, "step %.9g, by hand %.9g", e.step_s, step);
 	/* and a GEMM takes at least its operands' traffic at the memory's
 	 * rate: the first layer's two (16 x 784 x 50, its input, weights and
 	 * output: 210176 bytes) at 10 GB/s, the other three their latency */
 	c.dev[1].mem_bw = 1e10;
 	CHECK(est(&c, NULL, &e) == 0);
-	step = 2 * 210176 / 1e10 + 3 * 5e-6 + 7 * 1e-7 + 2 * 1e-5;
+	step = 2 * 210176 / 1e10 + 3 * 5e-6 + 3 * 1e-7 + 2 * 1e-5;
 	CHECK_MSG(fabs(e.step_s - step) < 1e-9 * step, "step %.9g, by hand %.9g (memory-bound)",
 		  e.step_s, step);
 }
@@ -808,12 +810,12 @@ TEST(a_gpu_kernel_below_the_smallest_pass_timed_costs_that_pass)
 	c.dev[1].node_s = 1e-7;
 	mlp(&c, 16, 50, 1, "H100");
 	CHECK(est(&c, NULL, &base) == 0);
-	/* the 64 KiB pass took 1 us: each of the step's 7 elementwise
-	 * kernels (its 12 nodes less 5 GEMMs: the gather, 2 biases, the
-	 * loss, 2 bias gradients, the update) at 1 us, not node_s */
+	/* the 64 KiB pass took 1 us: each of the step's 3 elementwise
+	 * kernels (its 8 nodes less 5 GEMMs: the gather, the loss, the
+	 * update) at 1 us, not node_s */
 	c.dev[1].bw[0] = (double)sizes[0] / 1e-6;
 	CHECK(est(&c, NULL, &e) == 0);
-	CHECK_MSG(fabs(e.step_s - base.step_s - 7 * (1e-6 - 1e-7)) < 1e-12,
+	CHECK_MSG(fabs(e.step_s - base.step_s - 3 * (1e-6 - 1e-7)) < 1e-12,
 		  "step %g, was %g", e.step_s, base.step_s);
 }
 

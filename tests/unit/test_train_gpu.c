@@ -1288,6 +1288,10 @@ TEST(gpu_each_form_of_split_product_matches_the_unsplit)
 
 	if (!have_gpu)
 		SKIP(why);
+	/* with the dense epilogues (fp32, tf32) a dense forward and an input
+	 * gradient masked by a ReLU are cuBLASLt's products, not split: off
+	 * here, so that gemm splits each form in each precision */
+	setenv("DLT_GPU_LT", "0", 1);
 	/* the split the test is about: forward 12 x 16 x 4612 (NT), input
 	 * gradient 12 x 16 x 4608 (NN), weight gradient 8 x 16 x 4100 (TN) */
 	CHECK(dlt_gpu_gemm_splits(12, 16, 4612) == 8 && 4612 - 8 * dlt_gpu_split_kc(4612, 8) == 4 &&
@@ -1319,6 +1323,7 @@ TEST(gpu_each_form_of_split_product_matches_the_unsplit)
 			dlt_gpu_destroy(plain);
 			pair_close(&p);
 		}
+	unsetenv("DLT_GPU_LT");
 }
 
 /* --gpu-profile: with events between the parts of the step's graph, a
@@ -1506,6 +1511,164 @@ TEST(gpu_a_conv_back_in_fp32_after_bf16_computes_as_one_never_in_bf16)
 	pair_close(&p);
 }
 
+/* The dense layers' epilogues (dlt_gpu_dense_epilogue, dlt_gpu_dgrad_fused):
+ * in fp32 and tf32 a dense layer's bias and ReLU ride on its product
+ * (cublasLtMatmul), and the input gradient of a dense layer two after a
+ * dense layer's ReLU is masked by that ReLU, and the first's bias gradient
+ * summed, in its product's epilogue. The CPU trainer's logits, loss and
+ * gradients within each precision's tolerance, a backend without them
+ * (DLT_GPU_LT=0) within it too; the MLP's step (4 dense layers, 3 of them
+ * before a ReLU and a dense layer) 7 graph nodes fewer, the CNN's (two
+ * dense layers, the first's ReLU before a dropout: the bias in the
+ * epilogue, its gradient a kernel) 2 fewer; in bf16 none, dlt_gpu_describe
+ * saying which.
+ * A bf16 backend set to tf32 takes them up: as a fresh tf32 one, bit for
+ * bit. */
+TEST(gpu_dense_epilogues_match_the_plain_path_in_fewer_nodes)
+{
+	const struct tol *tols[3] = { &tol_fp32, &tol_tf32, &tol_bf16 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f };
+	const int rows[2] = { 64, 16 };
+	char msg[DLT_ERR_MAX], name[256];
+
+	if (!have_gpu)
+		SKIP(why);
+	for (int net = 0; net < 2; net++)
+		for (int i = 0; i < 3; i++) {
+			const int on = tols[i]->prec != DLT_PRECISION_BF16;
+			const long fewer = !on ? 0 : net == 0 ? 7 : 2;
+			struct dlt_net_spec s;
+			struct pair p;
+			struct dlt_gpu *plain;
+			const char *bad;
+			double e = 0;
+
+			model_spec(&s, net);
+			CHECK_MSG(pair_open_prec(&p, &s, rows[net], 1, 7, tols[i]->prec) == 0, "%s", p.err);
+			dlt_gpu_describe(p.gpu, name, sizeof name);
+			CHECK_MSG(strstr(name, on ? "; dense bias and ReLU in cuBLASLt epilogues" :
+					 "; dense epilogues off in bf16"), "%s: %s", tols[i]->name, name);
+			bad = compare_batch_tol(&p, 5, tols[i], NULL, msg, sizeof msg);
+			CHECK_MSG(!bad, "net %d with the epilogues, against the CPU: %s", net, bad);
+			plain = other_backend(&p, 7, "DLT_GPU_LT", "0", tols[i]->prec);
+			CHECK_MSG(plain, "%s", p.err);
+			dlt_gpu_describe(plain, name, sizeof name);
+			CHECK_MSG(strstr(name, "; dense epilogues off (DLT_GPU_LT=0)"), "%s", name);
+			/* bf16: the same path, bit for bit */
+			bad = two_backends(&p, p.gpu, plain, on ? tols[i]->grad : 0, &e, msg, sizeof msg);
+			printf("measured: net %d, %s: gradients %.2g from the plain path's (relative L2)\n",
+			       net, tols[i]->name, e);
+			CHECK_MSG(!bad, "net %d, %s: with the epilogues, then without: %s", net,
+				  tols[i]->name, bad);
+			long nw = step_nodes(&p, p.gpu, &o), nn = step_nodes(&p, plain, &o);
+			CHECK_MSG(nw > 0 && nn > 0, "%s", p.err);
+			CHECK_MSG(nw == nn - fewer, "net %d, %s: a step of %ld nodes with the epilogues, "
+				  "%ld without (want %ld fewer)", net, tols[i]->name, nw, nn, fewer);
+			dlt_gpu_destroy(plain);
+			if (!on) {
+				struct dlt_gpu *fresh;
+
+				CHECK_MSG(dlt_gpu_set_precision(p.gpu, DLT_PRECISION_TF32, p.err,
+								sizeof p.err) == 0 &&
+					  dlt_gpu_upload(p.gpu, p.params, p.state, p.err,
+							 sizeof p.err) == 0, "%s", p.err);
+				dlt_gpu_describe(p.gpu, name, sizeof name);
+				CHECK_MSG(strstr(name, "; dense bias and ReLU in cuBLASLt epilogues"),
+					  "bf16, then tf32: %s", name);
+				fresh = other_backend(&p, 7, NULL, NULL, DLT_PRECISION_TF32);
+				CHECK_MSG(fresh, "%s", p.err);
+				bad = two_backends(&p, p.gpu, fresh, 0, NULL, msg, sizeof msg);
+				CHECK_MSG(!bad, "net %d: bf16 then tf32, and tf32: %s", net, bad);
+				dlt_gpu_destroy(fresh);
+			}
+			pair_close(&p);
+		}
+}
+
+/* A cuBLASLt with no algorithm for one of the net's products with its
+ * epilogue (the emulation's heuristic with DLT_EMU_LT_NONE; on a GPU the
+ * variable does nothing and the test is skipped): at the largest batch,
+ * asked when the backend opens, it leaves the dense layers on the plain
+ * path (dlt_gpu_describe names the layer and the product; the gradients
+ * and the step's nodes those of DLT_GPU_LT=0, bit for bit); at a batch of
+ * other rows, met in a pass, that pass's products fall back to it one by
+ * one: every product refused, DLT_GPU_LT=0's gradients bit for bit; only
+ * the input gradients' DRELU_BGRAD refused (the forward's masks written),
+ * the layers before mask and sum their bias gradients themselves, or only
+ * the forward's RELU_AUX_BIAS (no mask written), the input gradients'
+ * products are plain too: within FP32's tolerance of DLT_GPU_LT=0's */
+TEST(gpu_a_cublaslt_without_an_algorithm_leaves_the_plain_path)
+{
+	const int hidden[2] = { 24, 16 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f };
+	char msg[DLT_ERR_MAX], name[256];
+	struct dlt_net_spec s;
+	struct dlt_gpu *plain;
+	struct pair p;
+	const char *bad;
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 29, hidden, 2, 10);
+	setenv("DLT_EMU_LT_NONE", "1", 1);
+	int rc = pair_open_prec(&p, &s, 9, 1, 19, DLT_PRECISION_TF32);
+
+	unsetenv("DLT_EMU_LT_NONE");
+	CHECK_MSG(rc == 0, "%s", p.err);
+	dlt_gpu_describe(p.gpu, name, sizeof name);
+	if (!strstr(name, "host emulation")) {
+		pair_close(&p);
+		SKIP("a GPU's cuBLASLt: DLT_EMU_LT_NONE is the emulation's");
+	}
+	CHECK_MSG(strstr(name, "; dense epilogues off: layer 1: cuBLASLt has no algorithm for a "
+			 "9 x 24 x 29 product with epilogue RELU_BIAS"), "%s", name);
+	plain = other_backend(&p, 19, "DLT_GPU_LT", "0", DLT_PRECISION_TF32);
+	CHECK_MSG(plain, "%s", p.err);
+	bad = two_backends(&p, p.gpu, plain, 0, NULL, msg, sizeof msg);
+	CHECK_MSG(!bad, "refused, then off: %s", bad);
+	long nr = step_nodes(&p, p.gpu, &o), nn = step_nodes(&p, plain, &o);
+	CHECK_MSG(nr > 0 && nr == nn, "a step of %ld nodes refused, %ld off (%s)", nr, nn, p.err);
+	dlt_gpu_destroy(plain);
+	pair_close(&p);
+
+	/* at 7 rows of a backend opened for 9 */
+	CHECK_MSG(pair_open(&p, &s, 9, 1, 19) == 0, "%s", p.err);
+	dlt_gpu_describe(p.gpu, name, sizeof name);
+	CHECK_MSG(strstr(name, "; dense bias and ReLU in cuBLASLt epilogues"), "%s", name);
+	plain = other_backend(&p, 19, "DLT_GPU_LT", "0", DLT_PRECISION_FP32);
+	CHECK_MSG(plain, "%s", p.err);
+	p.rows = 7;
+	setenv("DLT_EMU_LT_NONE", "rows=7", 1);
+	bad = two_backends(&p, p.gpu, plain, 0, NULL, msg, sizeof msg);
+	CHECK_MSG(!bad, "every product refused at 7 rows, then off: %s", bad);
+	double e = 1;
+
+	setenv("DLT_EMU_LT_NONE", "rows=7,drelu", 1);
+	bad = two_backends(&p, p.gpu, plain, tol_fp32.grad, &e, msg, sizeof msg);
+	unsetenv("DLT_EMU_LT_NONE");
+	printf("measured: DRELU_BGRAD refused at 7 rows: gradients %.2g from the plain path's\n", e);
+	CHECK_MSG(!bad, "DRELU_BGRAD refused at 7 rows, then off: %s", bad);
+	/* only the forward's RELU_AUX_BIAS refused: the input gradients'
+	 * products do not use its mask (a pass over other images wrote a mask
+	 * of theirs before) */
+	for (size_t i = 0; i < (size_t)7 * 29; i++)
+		p.x[i] = 1.0f - p.x[i];
+	CHECK_MSG(dlt_gpu_train_batch(p.gpu, p.x, p.y, 7, 1.0f, 1, NULL, NULL, NULL, p.err,
+				      sizeof p.err) == 0, "%s", p.err);
+	for (size_t i = 0; i < (size_t)7 * 29; i++)
+		p.x[i] = 1.0f - p.x[i];
+	setenv("DLT_EMU_LT_NONE", "rows=7,aux", 1);
+	bad = two_backends(&p, p.gpu, plain, tol_fp32.grad, &e, msg, sizeof msg);
+	unsetenv("DLT_EMU_LT_NONE");
+	CHECK_MSG(!bad, "RELU_AUX_BIAS refused at 7 rows, then off: %s", bad);
+	/* and at 9 rows again, the epilogues all there */
+	p.rows = 9;
+	bad = two_backends(&p, p.gpu, plain, tol_fp32.grad, &e, msg, sizeof msg);
+	CHECK_MSG(!bad, "9 rows, then off: %s", bad);
+	dlt_gpu_destroy(plain);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	RUN(gpu_count_or_a_reason);
@@ -1523,6 +1686,8 @@ int main(void)
 	RUN(gpu_each_precision_trains_like_cpu_within_its_tolerance);
 	RUN(gpu_long_k_gemms_split_and_sum_like_one);
 	RUN(gpu_each_form_of_split_product_matches_the_unsplit);
+	RUN(gpu_dense_epilogues_match_the_plain_path_in_fewer_nodes);
+	RUN(gpu_a_cublaslt_without_an_algorithm_leaves_the_plain_path);
 	RUN(gpu_a_conv_back_in_fp32_after_bf16_computes_as_one_never_in_bf16);
 	RUN(gpu_bf16_keeps_fp32_master_weights_that_move_between_cpu_and_gpu);
 	RUN(gpu_refuses_an_unknown_precision);

@@ -44,6 +44,7 @@
 #include <cuda.h>   /* the driver's types only (graph_node_name finds its calls) */
 #include <cxxabi.h>
 #include <cublas_v2.h>
+#include <cublasLt.h>
 #include <library_types.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -125,6 +126,12 @@ struct gpu_layer {
 	uint16_t *col16; /* conv, bf16: the im2col matrix as BF16, written by im2col
 			    itself (the products read it as it is: no cast) */
 	int32_t *arg;    /* pool: argmax of each output (index in the input plane) */
+	uint8_t *mask;   /* dense, dlt_gpu_dgrad_fused: the ReLU's bit mask, written by the
+			    forward GEMM's epilogue, read by the input-gradient GEMM of
+			    the dense layer two after (cuBLASLt's layout: lt_gemm) */
+	int lt_plain;    /* dense, lt_dgrad: 1 when this pass's mask or its use fell back
+			    to the plain path (cuBLASLt had no algorithm at its rows):
+			    the layer's backward masks and sums its bias gradient itself */
 };
 
 struct dlt_gpu {
@@ -150,6 +157,11 @@ struct dlt_gpu {
 	float *part;                             /* a split GEMM's parts (gemm_split) */
 	size_t part_n;                           /* floats part holds */
 	int splitk;                              /* 1: long-k GEMMs split (dlt_gpu_gemm_splits) */
+	cublasLtHandle_t lt;                     /* the dense layers' epilogues (lt_gemm) */
+	int lt_want;                             /* 0: DLT_GPU_LT=0 at dlt_gpu_create */
+	int lt_on;                               /* 1: the dense layers run them now (lt_setup) */
+	char lt_off[160];                        /* why not, where cuBLASLt refused (describe) */
+	void *lt_ws;                             /* cuBLASLt's workspace, LT_WS_BYTES */
 	int precision;                           /* enum dlt_precision of the GEMMs */
 	uint16_t *params16;                      /* bf16: the parameters as BF16 bits */
 	uint16_t *op16[2];                       /* bf16: a GEMM's A and B operands as BF16 */
@@ -625,9 +637,12 @@ __global__ void k_dropout(float *y, const float *x, const struct gpu_step_vals *
  * logits' gradient scaled by scale. One block of GPU_THREADS threads
  * (LAUNCH_SYNC), thread t taking rows t, t + blockDim.x, ... in order and
  * then the tree of its partial sums: one kernel where a row's kernel and
- * a sum's were two (a graph node fewer a step). */
+ * a sum's were two (a graph node fewer a step). With gb (training, the
+ * last layer dense: dlt_gpu_loss_bgrad), also that layer's bias gradient,
+ * the column sums of d (thread j of the block sums column j over the rows
+ * in order): its backward's own kernel for it goes (a node fewer again). */
 __global__ void k_softmax_xent_sums(const float *z, const uint8_t *y, int rows, int c,
-				    float scale, float *d, double *out, float *fout)
+				    float scale, float *d, double *out, float *fout, float *gb)
 {
 	__shared__ double s[GPU_THREADS], h[GPU_THREADS];
 	double a = 0.0, b = 0.0;
@@ -663,6 +678,14 @@ __global__ void k_softmax_xent_sums(const float *z, const uint8_t *y, int rows, 
 			h[threadIdx.x] += h[threadIdx.x + w];
 		}
 		__syncthreads();
+	}
+	/* every row's gradient is written (the barriers above) */
+	for (int j = threadIdx.x; gb && d && j < c; j += blockDim.x) {
+		float a = 0.0f;
+
+		for (int i = 0; i < rows; i++)
+			a += d[(size_t)i * (size_t)c + (size_t)j];
+		gb[j] = a;
 	}
 	if (threadIdx.x == 0) {
 		out[0] = s[0];
@@ -843,6 +866,114 @@ static int gemm(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, const fl
 	return 0;
 }
 
+/* ---- cuBLASLt: a dense layer's bias, ReLU and bias gradient in its
+ * GEMMs' epilogues (dlt_gpu_dense_epilogue, dlt_gpu_dgrad_fused) ---- */
+
+#define LT_WS_BYTES DLT_GPU_LT_WS_BYTES
+
+/* The epilogues lt_gemm runs. */
+enum lt_epi { LT_BIAS, LT_RELU_BIAS, LT_RELU_AUX_BIAS, LT_DRELU_BGRAD };
+
+/* Bits a row of a ReLU's mask for o outputs: cuBLASLt's aux leading
+ * dimension, a multiple of 128 (dlt_gpu_lt_mask_bytes). */
+static int64_t lt_mask_ld(int o)
+{
+	return ((int64_t)o + 127) / 128 * 128;
+}
+
+/* C = op(A) op(B) for row-major matrices, as gemm, by cublasLtMatmul
+ * with epilogue epi over C's rows (to cuBLASLt, column-major, C is N x M,
+ * so its vectors run along a row of C): LT_BIAS adds bias (N floats) to
+ * each row; LT_RELU_BIAS then takes the ReLU; LT_RELU_AUX_BIAS also sets
+ * aux (a bit mask, aux_ld bits a row) where the sum was above 0; and
+ * LT_DRELU_BGRAD zeroes C where aux's bit is clear and writes the column
+ * sums of that into bias. FP32 operands, FP32 or TF32 (g's precision)
+ * compute. With probe nothing runs: the call only asks cuBLASLt for an
+ * algorithm. Returns 0, or -ENOTSUP when cuBLASLt has none for the
+ * product (err says which), -EIO for another cuBLASLt error. */
+static int lt_gemm(struct dlt_gpu *g, enum lt_epi epi, int ta, int tb, int M, int N, int K,
+		   const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+		   float *bias, uint8_t *aux, int64_t aux_ld, int probe, char *err, size_t errlen)
+{
+	static const cublasLtEpilogue_t epis[] = {
+		CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_RELU_BIAS, CUBLASLT_EPILOGUE_RELU_AUX_BIAS,
+		CUBLASLT_EPILOGUE_DRELU_BGRAD
+	};
+	static const char *const names[] = { "BIAS", "RELU_BIAS", "RELU_AUX_BIAS", "DRELU_BGRAD" };
+	/* cuBLASLt's A is our B and its B our A (C^T = op(B)^T op(A)^T) */
+	const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+	const cublasComputeType_t comp = g->precision == DLT_PRECISION_TF32 ?
+		CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+	const uint32_t e = (uint32_t)epis[epi];
+	const uint64_t ws = LT_WS_BYTES;
+	const float one = 1.0f, zero = 0.0f;
+	cublasLtMatmulDesc_t d = NULL;
+	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+	cublasLtMatmulPreference_t pref = NULL;
+	cublasLtMatmulHeuristicResult_t res;
+	int found = 0, rc = 0;
+	const char *what = "cublasLtMatmulDescCreate";
+	cublasStatus_t st = cublasLtMatmulDescCreate(&d, comp, CUDA_R_32F);
+
+#define LT_STEP(call) do { if (st == CUBLAS_STATUS_SUCCESS) { what = #call; st = (call); } } while (0)
+	LT_STEP(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+	LT_STEP(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+	LT_STEP(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
+	LT_STEP(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+					       sizeof bias));
+	if (epi == LT_RELU_AUX_BIAS || epi == LT_DRELU_BGRAD) {
+		LT_STEP(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+						       &aux, sizeof aux));
+		LT_STEP(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+						       &aux_ld, sizeof aux_ld));
+	}
+	LT_STEP(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, tb ? K : N, tb ? N : K, ldb));
+	LT_STEP(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, ta ? M : K, ta ? K : M, lda));
+	LT_STEP(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, N, M, ldc));
+	LT_STEP(cublasLtMatmulPreferenceCreate(&pref));
+	LT_STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+						     &ws, sizeof ws));
+	if (st == CUBLAS_STATUS_SUCCESS) {
+		what = "cublasLtMatmulAlgoGetHeuristic";
+		st = cublasLtMatmulAlgoGetHeuristic(g->lt, d, la, lb, lc, lc, pref, 1, &res, &found);
+		if ((st == CUBLAS_STATUS_SUCCESS && found < 1) || st == CUBLAS_STATUS_NOT_SUPPORTED) {
+			rc = fail(-ENOTSUP, err, errlen, "cuBLASLt has no algorithm for a %d x %d x %d "
+				  "product with epilogue %s", M, N, K, names[epi]);
+			st = CUBLAS_STATUS_SUCCESS;
+		}
+	}
+	if (!rc && !probe)
+		LT_STEP(cublasLtMatmul(g->lt, d, &one, B, la, A, lb, &zero, C, lc, C, lc, &res.algo,
+				       g->lt_ws, LT_WS_BYTES, g->stream));
+#undef LT_STEP
+	if (!rc && st != CUBLAS_STATUS_SUCCESS)
+		rc = fail(-EIO, err, errlen, "cublasLt: %s: %s", what, blas_text(st));
+	if (pref)
+		cublasLtMatmulPreferenceDestroy(pref);
+	if (lc)
+		cublasLtMatrixLayoutDestroy(lc);
+	if (lb)
+		cublasLtMatrixLayoutDestroy(lb);
+	if (la)
+		cublasLtMatrixLayoutDestroy(la);
+	if (d)
+		cublasLtMatmulDescDestroy(d);
+	return rc;
+}
+
+/* 1 when dense layer li's ReLU mask and bias gradient come from the
+ * input-gradient product of layer li + 2 (dlt_gpu_dgrad_fused), with the
+ * epilogues on. */
+static int lt_dgrad(const struct dlt_gpu *g, int li)
+{
+	const struct dlt_net *n = &g->net;
+
+	return g->lt_on && li + 2 < n->nlayers &&
+	       dlt_gpu_dgrad_fused(n->layer[li].kind, n->layer[li + 1].kind, n->layer[li + 2].kind);
+}
+
+static int lt_setup(struct dlt_gpu *g, char *err, size_t errlen);
+
 /* A conv's weight gradient gr (F x R) and bias gradient (F, after it)
  * from t (F x N: its product's gradient) and its im2col matrix col, whose
  * row R (the last) is ones: split (dlt_gpu_gemm_splits of F x (R + 1) x
@@ -909,11 +1040,15 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 		ncclCommDestroy(g->comm);
 	if (g->blas)
 		cublasDestroy(g->blas);
+	if (g->lt)
+		cublasLtDestroy(g->lt);
+	cudaFree(g->lt_ws);
 	for (int i = 0; i < DLT_NET_MAX_LAYERS; i++) {
 		cudaFree(g->layer[i].act);
 		cudaFree(g->layer[i].col);
 		cudaFree(g->layer[i].col16);
 		cudaFree(g->layer[i].arg);
+		cudaFree(g->layer[i].mask);
 	}
 	cudaFree(g->params);
 	cudaFree(g->grads);
@@ -1001,7 +1136,15 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 		if (l->kind == DLT_LAYER_POOL)
 			TRY(dalloc((void **)&g->layer[i].arg, mb * out * sizeof(int32_t),
 				   "pool argmax", err, errlen));
+		/* the ReLU's bit mask, for any precision set later */
+		if (g->lt_want && i + 2 < n->nlayers &&
+		    dlt_gpu_dgrad_fused(l->kind, n->layer[i + 1].kind, n->layer[i + 2].kind))
+			TRY(dalloc((void **)&g->layer[i].mask,
+				   (size_t)dlt_gpu_lt_mask_bytes((double)mb, l->out.c), "ReLU masks", err,
+				   errlen));
 	}
+	if (g->lt_want)
+		TRY(dalloc(&g->lt_ws, LT_WS_BYTES, "cuBLASLt workspace", err, errlen));
 	TRY(dalloc((void **)&g->params, np * sizeof(float), "params", err, errlen));
 	TRY(dalloc((void **)&g->grads, (np + 2) * sizeof(float), "grads", err, errlen));
 	TRY(dalloc((void **)&g->state, (size_t)g->nstate * np * sizeof(float), "optimizer state",
@@ -1058,6 +1201,8 @@ static int open_device(struct dlt_gpu *g, char *err, size_t errlen)
 	BLAS_CHECK(cublasSetStream(g->blas, g->stream));
 	/* plain FP32 GEMMs, as on the CPU: the default math mode uses no TF32 */
 	BLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH));
+	if (g->lt_want)
+		BLAS_CHECK(cublasLtCreate(&g->lt));
 	return 0;
 }
 
@@ -1095,14 +1240,17 @@ extern "C" int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int
 		g->idx32_below = i64 && !strcmp(i64, "1") ? 0 : (size_t)1 << 31;
 	}
 	{
-		const char *sk = getenv("DLT_GPU_SPLITK");
+		const char *sk = getenv("DLT_GPU_SPLITK"), *lt = getenv("DLT_GPU_LT");
 
 		g->splitk = !(sk && !strcmp(sk, "0"));
+		g->lt_want = !(lt && !strcmp(lt, "0"));
 	}
 
 	rc = open_device(g, err, errlen);
 	if (rc == 0)
 		rc = alloc_all(g, err, errlen);
+	if (rc == 0)
+		rc = lt_setup(g, err, errlen);
 	if (rc < 0) {
 		dlt_gpu_destroy(g);
 		return rc;
@@ -1113,7 +1261,7 @@ extern "C" int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int
 
 extern "C" void dlt_gpu_describe(const struct dlt_gpu *g, char *out, size_t len)
 {
-	snprintf(out, len, "%s", g->name);
+	snprintf(out, len, "%s%s", g->name, g->lt_off);
 }
 
 extern "C" int dlt_gpu_nccl_id(unsigned char *id, char *err, size_t errlen)
@@ -1220,6 +1368,7 @@ extern "C" int dlt_gpu_set_precision(struct dlt_gpu *g, enum dlt_precision p, ch
 		TRY(bf16_alloc(g, err, errlen));
 	drop_graph(g);   /* its GEMMs were captured in the old precision */
 	g->precision = p;
+	TRY(lt_setup(g, err, errlen));
 	TRY(cast_weights(g, err, errlen));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 	return 0;
@@ -1278,6 +1427,62 @@ static int fused_into(const struct dlt_gpu *g, int li)
 	return li;
 }
 
+/* Whether the dense layers run their epilogues now (lt_on: lt_gemm): when
+ * wanted (DLT_GPU_LT), in a precision that has them, and when cuBLASLt has
+ * an algorithm for each product they would run, at the largest batch;
+ * else the plain products and kernels, lt_off saying why. Returns 0, or a
+ * cuBLASLt error other than "no algorithm". */
+static int lt_setup(struct dlt_gpu *g, char *err, size_t errlen)
+{
+	const struct dlt_net *n = &g->net;
+	const int mb = g->max_batch;
+	char why[160] = "";
+
+	g->lt_on = 0;
+	if (!g->lt_want) {
+		snprintf(g->lt_off, sizeof g->lt_off, "; dense epilogues off (DLT_GPU_LT=0)");
+		return 0;
+	}
+	if (!dlt_gpu_dense_epilogue(g->precision)) {
+		snprintf(g->lt_off, sizeof g->lt_off, "; dense epilogues off in bf16");
+		return 0;
+	}
+	g->lt_on = 1;   /* lt_dgrad reads it */
+	for (int i = 0; i < n->nlayers; i++) {
+		const struct dlt_layer *l = &n->layer[i];
+		const int k = (int)dlt_shape_size(l->in), o = l->out.c;
+		float *p = g->params + l->off;
+		int rc;
+
+		if (l->kind != DLT_LAYER_DENSE)
+			continue;
+		rc = lt_gemm(g, fused_after(g, i) >= 1 ? LT_RELU_BIAS : LT_BIAS, 0, 1, mb, o, k, g->x,
+			     k, p, k, g->layer[i].act, o, p + (size_t)o * (size_t)k, NULL, 0, 1, why,
+			     sizeof why);
+		if (!rc && lt_dgrad(g, i))
+			rc = lt_gemm(g, LT_RELU_AUX_BIAS, 0, 1, mb, o, k, g->x, k, p, k, g->layer[i].act,
+				     o, p + (size_t)o * (size_t)k, g->layer[i].mask, lt_mask_ld(o), 1,
+				     why, sizeof why);
+		if (!rc && i >= 2 && lt_dgrad(g, i - 2)) {
+			const struct dlt_layer *pl = &n->layer[i - 2];
+
+			rc = lt_gemm(g, LT_DRELU_BGRAD, 0, 0, mb, k, o, g->delta[0], o, p, k,
+				     g->delta[1], k, g->grads + pl->off + (size_t)k * dlt_shape_size(pl->in),
+				     g->layer[i - 2].mask, lt_mask_ld(k), 1, why, sizeof why);
+		}
+		if (rc < 0) {
+			g->lt_on = 0;
+			snprintf(g->lt_off, sizeof g->lt_off, "; dense epilogues off: layer %d: %s",
+				 i + 1, why);
+			if (rc != -ENOTSUP)
+				return fail(rc, err, errlen, "gpu: %s", why);
+			return 0;
+		}
+	}
+	snprintf(g->lt_off, sizeof g->lt_off, "; dense bias and ReLU in cuBLASLt epilogues");
+	return 0;
+}
+
 /* Layer li's forward pass on n rows from x into its activation, or with
  * fused_after into the output of the last layer it runs (dropout with the
  * masks of the step in g->vals when train). */
@@ -1296,6 +1501,19 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 	case DLT_LAYER_DENSE: {
 		int k = (int)dlt_shape_size(l->in), o = l->out.c;
 
+		if (g->lt_on) {   /* the bias (and ReLU) in the product's epilogue */
+			const int aux = train && lt_dgrad(g, li);   /* the mask backward reads */
+			int rc = lt_gemm(g, !relu ? LT_BIAS : aux ? LT_RELU_AUX_BIAS : LT_RELU_BIAS, 0, 1,
+					 n, o, k, x, k, p, k, out, o,
+					 g->params + l->off + (size_t)o * (size_t)k,
+					 aux ? g->layer[li].mask : NULL, lt_mask_ld(o), 0, err, errlen);
+
+			g->layer[li].lt_plain = rc == -ENOTSUP;   /* none at these rows: the plain path */
+			if (rc != -ENOTSUP) {
+				TRY(rc);
+				break;
+			}
+		}
 		TRY(gemm(g, 0, 1, n, o, k, x, k, p, k, y, o, err, errlen));
 		LAUNCH_IDX(k_add_bias_rows, (size_t)n * o, blocks_for((size_t)n * o), GPU_THREADS, s,
 			   out, y, p + (size_t)o * (size_t)k, o, (size_t)n * (size_t)o, relu);
@@ -1378,12 +1596,34 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, float *dy, 
 	switch (l->kind) {
 	case DLT_LAYER_DENSE: {
 		int k = (int)dlt_shape_size(l->in), o = l->out.c;
+		const int last = li == g->net.nlayers - 1;
 
-		/* the bias gradient first: with a ReLU after, it masks dy */
-		LAUNCH_SYNC(k_col_sums, (o + COL_SUMS_W - 1) / COL_SUMS_W, COL_SUMS_W * COL_SUMS_G, s,
-			    gr + (size_t)o * (size_t)k, dy, mask, n, o);
-		KERNEL_CHECK("col_sums");
+		/* the bias gradient first: with a ReLU after, it masks dy; the
+		 * loss kernel summed the last layer's (dlt_gpu_loss_bgrad), and
+		 * the input-gradient product of the dense layer two after did
+		 * both (lt_dgrad) */
+		if (!(last && dlt_gpu_loss_bgrad(l->kind)) &&
+		    !(lt_dgrad(g, li) && !g->layer[li].lt_plain)) {
+			LAUNCH_SYNC(k_col_sums, (o + COL_SUMS_W - 1) / COL_SUMS_W,
+				    COL_SUMS_W * COL_SUMS_G, s, gr + (size_t)o * (size_t)k, dy, mask, n, o);
+			KERNEL_CHECK("col_sums");
+		}
 		TRY(gemm(g, 1, 0, o, k, n, dy, o, x, k, gr, k, err, errlen));
+		if (dx && li >= 2 && lt_dgrad(g, li - 2) && !g->layer[li - 2].lt_plain) {
+			/* dx masked by layer li - 2's ReLU, and that layer's bias
+			 * gradient (its inputs are this layer's k) */
+			const struct dlt_layer *pl = &g->net.layer[li - 2];
+			int rc = lt_gemm(g, LT_DRELU_BGRAD, 0, 0, n, k, o, dy, o, p, k, dx, k,
+					 g->grads + pl->off + (size_t)k * dlt_shape_size(pl->in),
+					 g->layer[li - 2].mask, lt_mask_ld(k), 0, err, errlen);
+
+			if (rc != -ENOTSUP)
+				TRY(rc);
+			else   /* none at these rows: layer li - 2's backward does both */
+				g->layer[li - 2].lt_plain = 1;
+			if (rc == 0)
+				break;
+		}
 		if (dx)
 			TRY(gemm(g, 0, 0, n, k, o, dy, o, p, k, dx, k, err, errlen));
 		break;
@@ -1529,11 +1769,14 @@ static int forward(struct dlt_gpu *g, int rows, int train, char *err, size_t err
 static int loss(struct dlt_gpu *g, int rows, int train, float weight, float *fout,
 		char *err, size_t errlen)
 {
+	const struct dlt_layer *l = &g->net.layer[g->net.nlayers - 1];
 	const float *z = g->layer[g->net.nlayers - 1].act;
+	float *gb = train && dlt_gpu_loss_bgrad(l->kind) ?
+		g->grads + l->off + (size_t)l->out.c * dlt_shape_size(l->in) : NULL;
 
 	LAUNCH_SYNC(k_softmax_xent_sums, 1, GPU_THREADS, g->stream,
 		    z, g->y, rows, g->net.classes, train ? weight / (float)rows : 0.0f,
-		    train ? g->delta[0] : NULL, g->dsum, fout);
+		    train ? g->delta[0] : NULL, g->dsum, fout, gb);
 	KERNEL_CHECK("softmax_xent_sums");
 	return 0;
 }
