@@ -811,7 +811,11 @@ typedef enum {
 	CUBLASLT_MATMUL_DESC_EPILOGUE = 7, CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
 	CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12
 } cublasLtMatmulDescAttributes_t;
-typedef enum { CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 } cublasLtMatmulPreferenceAttributes_t;
+typedef enum {
+	CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3
+} cublasLtMatmulPreferenceAttributes_t;
+typedef enum { CUBLASLT_REDUCTION_SCHEME_NONE = 0, CUBLASLT_REDUCTION_SCHEME_INPLACE = 1 }
+	cublasLtReductionScheme_t;
 struct emu_lt {
 	int unused;
 };
@@ -829,6 +833,7 @@ struct emu_lt_layout {
 };
 struct emu_lt_pref {
 	uint64_t ws;
+	uint32_t reduction;   /* a mask of cublasLtReductionScheme_t (one kernel: any) */
 };
 typedef struct emu_lt *cublasLtHandle_t;
 typedef struct emu_lt_desc *cublasLtMatmulDesc_t;
@@ -943,6 +948,10 @@ static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
 	cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t a, const void *buf,
 	size_t size)
 {
+	if (a == CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK && size == sizeof p->reduction) {
+		memcpy(&p->reduction, buf, size);
+		return CUBLAS_STATUS_SUCCESS;
+	}
 	if (a != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES || size != sizeof p->ws)
 		return CUBLAS_STATUS_INVALID_VALUE;
 	memcpy(&p->ws, buf, size);

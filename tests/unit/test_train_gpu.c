@@ -1523,7 +1523,8 @@ TEST(gpu_a_conv_back_in_fp32_after_bf16_computes_as_one_never_in_bf16)
  * epilogue, its gradient a kernel) 2 fewer; in bf16 none, dlt_gpu_describe
  * saying which.
  * A bf16 backend set to tf32 takes them up: as a fresh tf32 one, bit for
- * bit. */
+ * bit. Asked for one kernel a product (DLT_GPU_LT_ONE=1: no split k summed
+ * apart), the same sums within the tolerance. */
 TEST(gpu_dense_epilogues_match_the_plain_path_in_fewer_nodes)
 {
 	const struct tol *tols[3] = { &tol_fp32, &tol_tf32, &tol_bf16 };
@@ -1560,6 +1561,19 @@ TEST(gpu_dense_epilogues_match_the_plain_path_in_fewer_nodes)
 			       net, tols[i]->name, e);
 			CHECK_MSG(!bad, "net %d, %s: with the epilogues, then without: %s", net,
 				  tols[i]->name, bad);
+			if (on) {   /* one kernel a product (DLT_GPU_LT_ONE=1): the same sums */
+				struct dlt_gpu *one = other_backend(&p, 7, "DLT_GPU_LT_ONE", "1",
+								    tols[i]->prec);
+
+				CHECK_MSG(one, "%s", p.err);
+				dlt_gpu_describe(one, name, sizeof name);
+				CHECK_MSG(strstr(name, "epilogues (one kernel each: DLT_GPU_LT_ONE=1)"), "%s",
+					  name);
+				bad = two_backends(&p, p.gpu, one, tols[i]->grad, NULL, msg, sizeof msg);
+				CHECK_MSG(!bad, "net %d, %s: cuBLASLt's choice, then one kernel each: %s",
+					  net, tols[i]->name, bad);
+				dlt_gpu_destroy(one);
+			}
 			long nw = step_nodes(&p, p.gpu, &o), nn = step_nodes(&p, plain, &o);
 			CHECK_MSG(nw > 0 && nn > 0, "%s", p.err);
 			CHECK_MSG(nw == nn - fewer, "net %d, %s: a step of %ld nodes with the epilogues, "

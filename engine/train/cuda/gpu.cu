@@ -162,6 +162,7 @@ struct dlt_gpu {
 	int lt_on;                               /* 1: the dense layers run them now (lt_setup) */
 	char lt_off[160];                        /* why not, where cuBLASLt refused (describe) */
 	void *lt_ws;                             /* cuBLASLt's workspace, LT_WS_BYTES */
+	int lt_one;                              /* 1: DLT_GPU_LT_ONE=1, one kernel a product */
 	int precision;                           /* enum dlt_precision of the GEMMs */
 	uint16_t *params16;                      /* bf16: the parameters as BF16 bits */
 	uint16_t *op16[2];                       /* bf16: a GEMM's A and B operands as BF16 */
@@ -906,6 +907,7 @@ static int lt_gemm(struct dlt_gpu *g, enum lt_epi epi, int ta, int tb, int M, in
 		CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 	const uint32_t e = (uint32_t)epis[epi];
 	const uint64_t ws = LT_WS_BYTES;
+	const uint32_t inplace = CUBLASLT_REDUCTION_SCHEME_INPLACE;
 	const float one = 1.0f, zero = 0.0f;
 	cublasLtMatmulDesc_t d = NULL;
 	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
@@ -933,6 +935,11 @@ static int lt_gemm(struct dlt_gpu *g, enum lt_epi epi, int ta, int tb, int M, in
 	LT_STEP(cublasLtMatmulPreferenceCreate(&pref));
 	LT_STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
 						     &ws, sizeof ws));
+	/* no split k summed by a kernel of its own: one graph node a product */
+	if (g->lt_one)
+		LT_STEP(cublasLtMatmulPreferenceSetAttribute(pref,
+							     CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+							     &inplace, sizeof inplace));
 	if (st == CUBLAS_STATUS_SUCCESS) {
 		what = "cublasLtMatmulAlgoGetHeuristic";
 		st = cublasLtMatmulAlgoGetHeuristic(g->lt, d, la, lb, lc, lc, pref, 1, &res, &found);
@@ -1241,9 +1248,11 @@ extern "C" int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int
 	}
 	{
 		const char *sk = getenv("DLT_GPU_SPLITK"), *lt = getenv("DLT_GPU_LT");
+		const char *one = getenv("DLT_GPU_LT_ONE");
 
 		g->splitk = !(sk && !strcmp(sk, "0"));
 		g->lt_want = !(lt && !strcmp(lt, "0"));
+		g->lt_one = one && !strcmp(one, "1");
 	}
 
 	rc = open_device(g, err, errlen);
@@ -1479,7 +1488,8 @@ static int lt_setup(struct dlt_gpu *g, char *err, size_t errlen)
 			return 0;
 		}
 	}
-	snprintf(g->lt_off, sizeof g->lt_off, "; dense bias and ReLU in cuBLASLt epilogues");
+	snprintf(g->lt_off, sizeof g->lt_off, "; dense bias and ReLU in cuBLASLt epilogues%s",
+		 g->lt_one ? " (one kernel each: DLT_GPU_LT_ONE=1)" : "");
 	return 0;
 }
 
