@@ -1511,6 +1511,10 @@ TEST(gpu_a_conv_back_in_fp32_after_bf16_computes_as_one_never_in_bf16)
 	pair_close(&p);
 }
 
+/* The emulation's count of cuBLASLt heuristic queries (tests/unit/gpu_emu.h);
+ * NULL on a GPU. */
+extern long dlt_emu_lt_heuristics(void) __attribute__((weak));
+
 /* The dense layers' epilogues (dlt_gpu_dense_epilogue, dlt_gpu_dgrad_fused):
  * in fp32 and tf32 a dense layer's bias and ReLU ride on its product
  * (cublasLtMatmul), and the input gradient of a dense layer two after a
@@ -1524,7 +1528,8 @@ TEST(gpu_a_conv_back_in_fp32_after_bf16_computes_as_one_never_in_bf16)
  * saying which.
  * A bf16 backend set to tf32 takes them up: as a fresh tf32 one, bit for
  * bit. Asked for one kernel a product (DLT_GPU_LT_ONE=1: no split k summed
- * apart), the same sums within the tolerance. */
+ * apart), the same sums within the tolerance. Each product is planned once
+ * (on the emulation: no heuristic asked again for batches of rows seen). */
 TEST(gpu_dense_epilogues_match_the_plain_path_in_fewer_nodes)
 {
 	const struct tol *tols[3] = { &tol_fp32, &tol_tf32, &tol_bf16 };
@@ -1561,6 +1566,23 @@ TEST(gpu_dense_epilogues_match_the_plain_path_in_fewer_nodes)
 			       net, tols[i]->name, e);
 			CHECK_MSG(!bad, "net %d, %s: with the epilogues, then without: %s", net,
 				  tols[i]->name, bad);
+			if (dlt_emu_lt_heuristics) {   /* evaluations of a row less, twice */
+				long asked[3];
+				double l = 0;
+				long h = 0;
+
+				asked[0] = dlt_emu_lt_heuristics();
+				CHECK_MSG(dlt_gpu_eval_batch(p.gpu, p.x, p.y, p.rows - 1, &l, &h, p.err,
+							     sizeof p.err) == 0, "%s", p.err);
+				asked[1] = dlt_emu_lt_heuristics();
+				CHECK_MSG(dlt_gpu_eval_batch(p.gpu, p.x, p.y, p.rows - 1, &l, &h, p.err,
+							     sizeof p.err) == 0, "%s", p.err);
+				asked[2] = dlt_emu_lt_heuristics();
+				CHECK_MSG(asked[1] - asked[0] == (!on ? 0 : net == 0 ? 4 : 2) &&
+					  asked[2] == asked[1], "net %d, %s: heuristics asked %ld times for "
+					  "an evaluation of new rows, %ld for the same again", net,
+					  tols[i]->name, asked[1] - asked[0], asked[2] - asked[1]);
+			}
 			if (on) {   /* one kernel a product (DLT_GPU_LT_ONE=1): the same sums */
 				struct dlt_gpu *one = other_backend(&p, 7, "DLT_GPU_LT_ONE", "1",
 								    tols[i]->prec);
@@ -1645,7 +1667,8 @@ TEST(gpu_a_cublaslt_without_an_algorithm_leaves_the_plain_path)
 	dlt_gpu_destroy(plain);
 	pair_close(&p);
 
-	/* at 7 rows of a backend opened for 9 */
+	/* at fewer rows than a backend opened for 9 (a product's plan is
+	 * kept, its refusal too: each case at rows of its own) */
 	CHECK_MSG(pair_open(&p, &s, 9, 1, 19) == 0, "%s", p.err);
 	dlt_gpu_describe(p.gpu, name, sizeof name);
 	CHECK_MSG(strstr(name, "; dense bias and ReLU in cuBLASLt epilogues"), "%s", name);
@@ -1657,24 +1680,26 @@ TEST(gpu_a_cublaslt_without_an_algorithm_leaves_the_plain_path)
 	CHECK_MSG(!bad, "every product refused at 7 rows, then off: %s", bad);
 	double e = 1;
 
-	setenv("DLT_EMU_LT_NONE", "rows=7,drelu", 1);
+	p.rows = 6;
+	setenv("DLT_EMU_LT_NONE", "rows=6,drelu", 1);
 	bad = two_backends(&p, p.gpu, plain, tol_fp32.grad, &e, msg, sizeof msg);
 	unsetenv("DLT_EMU_LT_NONE");
-	printf("measured: DRELU_BGRAD refused at 7 rows: gradients %.2g from the plain path's\n", e);
-	CHECK_MSG(!bad, "DRELU_BGRAD refused at 7 rows, then off: %s", bad);
+	printf("measured: DRELU_BGRAD refused at 6 rows: gradients %.2g from the plain path's\n", e);
+	CHECK_MSG(!bad, "DRELU_BGRAD refused at 6 rows, then off: %s", bad);
 	/* only the forward's RELU_AUX_BIAS refused: the input gradients'
-	 * products do not use its mask (a pass over other images wrote a mask
+	 * products do not use its mask (a pass over other images wrote masks
 	 * of theirs before) */
-	for (size_t i = 0; i < (size_t)7 * 29; i++)
+	for (size_t i = 0; i < (size_t)9 * 29; i++)
 		p.x[i] = 1.0f - p.x[i];
-	CHECK_MSG(dlt_gpu_train_batch(p.gpu, p.x, p.y, 7, 1.0f, 1, NULL, NULL, NULL, p.err,
+	CHECK_MSG(dlt_gpu_train_batch(p.gpu, p.x, p.y, 9, 1.0f, 1, NULL, NULL, NULL, p.err,
 				      sizeof p.err) == 0, "%s", p.err);
-	for (size_t i = 0; i < (size_t)7 * 29; i++)
+	for (size_t i = 0; i < (size_t)9 * 29; i++)
 		p.x[i] = 1.0f - p.x[i];
-	setenv("DLT_EMU_LT_NONE", "rows=7,aux", 1);
+	p.rows = 5;
+	setenv("DLT_EMU_LT_NONE", "rows=5,aux", 1);
 	bad = two_backends(&p, p.gpu, plain, tol_fp32.grad, &e, msg, sizeof msg);
 	unsetenv("DLT_EMU_LT_NONE");
-	CHECK_MSG(!bad, "RELU_AUX_BIAS refused at 7 rows, then off: %s", bad);
+	CHECK_MSG(!bad, "RELU_AUX_BIAS refused at 5 rows, then off: %s", bad);
 	/* and at 9 rows again, the epilogues all there */
 	p.rows = 9;
 	bad = two_backends(&p, p.gpu, plain, tol_fp32.grad, &e, msg, sizeof msg);

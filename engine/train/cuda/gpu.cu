@@ -163,6 +163,8 @@ struct dlt_gpu {
 	char lt_off[160];                        /* why not, where cuBLASLt refused (describe) */
 	void *lt_ws;                             /* cuBLASLt's workspace, LT_WS_BYTES */
 	int lt_one;                              /* 1: DLT_GPU_LT_ONE=1, one kernel a product */
+	struct lt_plan *lt_plan;                 /* LT_PLANS: the products asked for (lt_gemm) */
+	int lt_next;                             /* the plan a new product takes next */
 	int precision;                           /* enum dlt_precision of the GEMMs */
 	uint16_t *params16;                      /* bf16: the parameters as BF16 bits */
 	uint16_t *op16[2];                       /* bf16: a GEMM's A and B operands as BF16 */
@@ -871,6 +873,7 @@ static int gemm(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, const fl
  * GEMMs' epilogues (dlt_gpu_dense_epilogue, dlt_gpu_dgrad_fused) ---- */
 
 #define LT_WS_BYTES DLT_GPU_LT_WS_BYTES
+#define LT_PLANS 64   /* cuBLASLt products kept planned (lt_gemm): a net's, at a few batches */
 
 /* The epilogues lt_gemm runs. */
 enum lt_epi { LT_BIAS, LT_RELU_BIAS, LT_RELU_AUX_BIAS, LT_DRELU_BGRAD };
@@ -882,56 +885,82 @@ static int64_t lt_mask_ld(int o)
 	return ((int64_t)o + 127) / 128 * 128;
 }
 
-/* C = op(A) op(B) for row-major matrices, as gemm, by cublasLtMatmul
- * with epilogue epi over C's rows (to cuBLASLt, column-major, C is N x M,
- * so its vectors run along a row of C): LT_BIAS adds bias (N floats) to
- * each row; LT_RELU_BIAS then takes the ReLU; LT_RELU_AUX_BIAS also sets
- * aux (a bit mask, aux_ld bits a row) where the sum was above 0; and
- * LT_DRELU_BGRAD zeroes C where aux's bit is clear and writes the column
- * sums of that into bias. FP32 operands, FP32 or TF32 (g's precision)
- * compute. With probe nothing runs: the call only asks cuBLASLt for an
- * algorithm. Returns 0, or -ENOTSUP when cuBLASLt has none for the
- * product (err says which), -EIO for another cuBLASLt error. */
-static int lt_gemm(struct dlt_gpu *g, enum lt_epi epi, int ta, int tb, int M, int N, int K,
-		   const float *A, int lda, const float *B, int ldb, float *C, int ldc,
-		   float *bias, uint8_t *aux, int64_t aux_ld, int probe, char *err, size_t errlen)
+/* A cuBLASLt product as asked for: its descriptors and the algorithm the
+ * heuristic chose (or none), kept in g->lt_plan so that a call asks once
+ * (a heuristic costs the host tens of microseconds; an evaluation pass,
+ * not captured, calls each layer's product every batch). */
+struct lt_key {
+	int epi, ta, tb, M, N, K, lda, ldb, ldc, precision;
+	const void *bias, *aux;
+	int64_t aux_ld;
+};
+struct lt_plan {
+	struct lt_key key;
+	int used;                          /* 1: holds a plan */
+	int none;                          /* 1: the heuristic had no algorithm */
+	cublasLtMatmulDesc_t d;
+	cublasLtMatrixLayout_t la, lb, lc;
+	cublasLtMatmulAlgo_t algo;
+};
+
+/* Frees plan p's descriptors and empties it. */
+static void lt_plan_drop(struct lt_plan *p)
+{
+	if (p->lc)
+		cublasLtMatrixLayoutDestroy(p->lc);
+	if (p->lb)
+		cublasLtMatrixLayoutDestroy(p->lb);
+	if (p->la)
+		cublasLtMatrixLayoutDestroy(p->la);
+	if (p->d)
+		cublasLtMatmulDescDestroy(p->d);
+	memset(p, 0, sizeof *p);
+}
+
+/* Makes plan p for key k: the descriptors of the product and the
+ * heuristic's first algorithm (p->none when it has none). Returns 0, or
+ * -EIO with err set (p then dropped). */
+static int lt_plan_make(struct dlt_gpu *g, struct lt_plan *p, const struct lt_key *k, char *err,
+			size_t errlen)
 {
 	static const cublasLtEpilogue_t epis[] = {
 		CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_RELU_BIAS, CUBLASLT_EPILOGUE_RELU_AUX_BIAS,
 		CUBLASLT_EPILOGUE_DRELU_BGRAD
 	};
-	static const char *const names[] = { "BIAS", "RELU_BIAS", "RELU_AUX_BIAS", "DRELU_BGRAD" };
 	/* cuBLASLt's A is our B and its B our A (C^T = op(B)^T op(A)^T) */
-	const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-	const cublasComputeType_t comp = g->precision == DLT_PRECISION_TF32 ?
+	const cublasOperation_t opa = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+	const cublasOperation_t opb = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+	const cublasComputeType_t comp = k->precision == DLT_PRECISION_TF32 ?
 		CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-	const uint32_t e = (uint32_t)epis[epi];
+	const uint32_t e = (uint32_t)epis[k->epi], inplace = CUBLASLT_REDUCTION_SCHEME_INPLACE;
 	const uint64_t ws = LT_WS_BYTES;
-	const uint32_t inplace = CUBLASLT_REDUCTION_SCHEME_INPLACE;
-	const float one = 1.0f, zero = 0.0f;
-	cublasLtMatmulDesc_t d = NULL;
-	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
 	cublasLtMatmulPreference_t pref = NULL;
 	cublasLtMatmulHeuristicResult_t res;
-	int found = 0, rc = 0;
+	int found = 0;
 	const char *what = "cublasLtMatmulDescCreate";
-	cublasStatus_t st = cublasLtMatmulDescCreate(&d, comp, CUDA_R_32F);
+
+	memset(p, 0, sizeof *p);
+	p->key = *k;
+	p->used = 1;
+	cublasStatus_t st = cublasLtMatmulDescCreate(&p->d, comp, CUDA_R_32F);
 
 #define LT_STEP(call) do { if (st == CUBLAS_STATUS_SUCCESS) { what = #call; st = (call); } } while (0)
-	LT_STEP(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-	LT_STEP(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-	LT_STEP(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
-	LT_STEP(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-					       sizeof bias));
-	if (epi == LT_RELU_AUX_BIAS || epi == LT_DRELU_BGRAD) {
-		LT_STEP(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-						       &aux, sizeof aux));
-		LT_STEP(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-						       &aux_ld, sizeof aux_ld));
+	LT_STEP(cublasLtMatmulDescSetAttribute(p->d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+	LT_STEP(cublasLtMatmulDescSetAttribute(p->d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+	LT_STEP(cublasLtMatmulDescSetAttribute(p->d, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
+	LT_STEP(cublasLtMatmulDescSetAttribute(p->d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &k->bias,
+					       sizeof k->bias));
+	if (k->epi == LT_RELU_AUX_BIAS || k->epi == LT_DRELU_BGRAD) {
+		LT_STEP(cublasLtMatmulDescSetAttribute(p->d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+						       &k->aux, sizeof k->aux));
+		LT_STEP(cublasLtMatmulDescSetAttribute(p->d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+						       &k->aux_ld, sizeof k->aux_ld));
 	}
-	LT_STEP(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, tb ? K : N, tb ? N : K, ldb));
-	LT_STEP(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, ta ? M : K, ta ? K : M, lda));
-	LT_STEP(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, N, M, ldc));
+	LT_STEP(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, k->tb ? k->K : k->N,
+					   k->tb ? k->N : k->K, k->ldb));
+	LT_STEP(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, k->ta ? k->M : k->K,
+					   k->ta ? k->K : k->M, k->lda));
+	LT_STEP(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, k->N, k->M, k->ldc));
 	LT_STEP(cublasLtMatmulPreferenceCreate(&pref));
 	LT_STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
 						     &ws, sizeof ws));
@@ -942,30 +971,90 @@ static int lt_gemm(struct dlt_gpu *g, enum lt_epi epi, int ta, int tb, int M, in
 							     &inplace, sizeof inplace));
 	if (st == CUBLAS_STATUS_SUCCESS) {
 		what = "cublasLtMatmulAlgoGetHeuristic";
-		st = cublasLtMatmulAlgoGetHeuristic(g->lt, d, la, lb, lc, lc, pref, 1, &res, &found);
-		if ((st == CUBLAS_STATUS_SUCCESS && found < 1) || st == CUBLAS_STATUS_NOT_SUPPORTED) {
-			rc = fail(-ENOTSUP, err, errlen, "cuBLASLt has no algorithm for a %d x %d x %d "
-				  "product with epilogue %s", M, N, K, names[epi]);
+		st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->d, p->la, p->lb, p->lc, p->lc, pref, 1,
+						    &res, &found);
+		if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found < 1)) {
+			p->none = 1;
 			st = CUBLAS_STATUS_SUCCESS;
+		} else if (st == CUBLAS_STATUS_SUCCESS) {
+			p->algo = res.algo;
 		}
 	}
-	if (!rc && !probe)
-		LT_STEP(cublasLtMatmul(g->lt, d, &one, B, la, A, lb, &zero, C, lc, C, lc, &res.algo,
-				       g->lt_ws, LT_WS_BYTES, g->stream));
 #undef LT_STEP
-	if (!rc && st != CUBLAS_STATUS_SUCCESS)
-		rc = fail(-EIO, err, errlen, "cublasLt: %s: %s", what, blas_text(st));
 	if (pref)
 		cublasLtMatmulPreferenceDestroy(pref);
-	if (lc)
-		cublasLtMatrixLayoutDestroy(lc);
-	if (lb)
-		cublasLtMatrixLayoutDestroy(lb);
-	if (la)
-		cublasLtMatrixLayoutDestroy(la);
-	if (d)
-		cublasLtMatmulDescDestroy(d);
-	return rc;
+	if (st != CUBLAS_STATUS_SUCCESS) {
+		lt_plan_drop(p);
+		return fail(-EIO, err, errlen, "cublasLt: %s: %s", what, blas_text(st));
+	}
+	return 0;
+}
+
+/* Empties g's plans (a new precision: the compute type is theirs). */
+static void lt_plans_drop(struct dlt_gpu *g)
+{
+	for (int i = 0; i < LT_PLANS; i++)
+		if (g->lt_plan[i].used)
+			lt_plan_drop(&g->lt_plan[i]);
+	g->lt_next = 0;
+}
+
+/* C = op(A) op(B) for row-major matrices, as gemm, by cublasLtMatmul
+ * with epilogue epi over C's rows (to cuBLASLt, column-major, C is N x M,
+ * so its vectors run along a row of C): LT_BIAS adds bias (N floats) to
+ * each row; LT_RELU_BIAS then takes the ReLU; LT_RELU_AUX_BIAS also sets
+ * aux (a bit mask, aux_ld bits a row) where the sum was above 0; and
+ * LT_DRELU_BGRAD zeroes C where aux's bit is clear and writes the column
+ * sums of that into bias. FP32 operands, FP32 or TF32 (g's precision)
+ * compute; the plan of each product kept (lt_plan). With probe nothing
+ * runs: the call only asks cuBLASLt for an algorithm. Returns 0, or
+ * -ENOTSUP when cuBLASLt has none for the product (err says which), -EIO
+ * for another cuBLASLt error. */
+static int lt_gemm(struct dlt_gpu *g, enum lt_epi epi, int ta, int tb, int M, int N, int K,
+		   const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+		   float *bias, uint8_t *aux, int64_t aux_ld, int probe, char *err, size_t errlen)
+{
+	static const char *const names[] = { "BIAS", "RELU_BIAS", "RELU_AUX_BIAS", "DRELU_BGRAD" };
+	const float one = 1.0f, zero = 0.0f;
+	struct lt_key k;
+	struct lt_plan *p = NULL;
+
+	memset(&k, 0, sizeof k);   /* compared whole, padding included */
+	k.epi = epi;
+	k.ta = ta;
+	k.tb = tb;
+	k.M = M;
+	k.N = N;
+	k.K = K;
+	k.lda = lda;
+	k.ldb = ldb;
+	k.ldc = ldc;
+	k.precision = g->precision;
+	k.bias = bias;
+	k.aux = epi == LT_RELU_AUX_BIAS || epi == LT_DRELU_BGRAD ? aux : NULL;
+	k.aux_ld = k.aux ? aux_ld : 0;
+	for (int i = 0; i < LT_PLANS && !p; i++)
+		if (g->lt_plan[i].used && !memcmp(&g->lt_plan[i].key, &k, sizeof k))
+			p = &g->lt_plan[i];
+	if (!p) {   /* a new one, over the oldest when all are taken */
+		p = &g->lt_plan[g->lt_next];
+		g->lt_next = (g->lt_next + 1) % LT_PLANS;
+		if (p->used)
+			lt_plan_drop(p);
+		TRY(lt_plan_make(g, p, &k, err, errlen));
+	}
+	if (p->none)
+		return fail(-ENOTSUP, err, errlen, "cuBLASLt has no algorithm for a %d x %d x %d "
+			    "product with epilogue %s", M, N, K, names[epi]);
+	if (!probe) {
+		cublasStatus_t st = cublasLtMatmul(g->lt, p->d, &one, B, p->la, A, p->lb, &zero, C,
+						   p->lc, C, p->lc, &p->algo, g->lt_ws, LT_WS_BYTES,
+						   g->stream);
+
+		if (st != CUBLAS_STATUS_SUCCESS)
+			return fail(-EIO, err, errlen, "cublasLt: cublasLtMatmul: %s", blas_text(st));
+	}
+	return 0;
 }
 
 /* 1 when dense layer li's ReLU mask and bias gradient come from the
@@ -1047,6 +1136,9 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 		ncclCommDestroy(g->comm);
 	if (g->blas)
 		cublasDestroy(g->blas);
+	if (g->lt_plan)
+		lt_plans_drop(g);
+	free(g->lt_plan);
 	if (g->lt)
 		cublasLtDestroy(g->lt);
 	cudaFree(g->lt_ws);
@@ -1208,8 +1300,12 @@ static int open_device(struct dlt_gpu *g, char *err, size_t errlen)
 	BLAS_CHECK(cublasSetStream(g->blas, g->stream));
 	/* plain FP32 GEMMs, as on the CPU: the default math mode uses no TF32 */
 	BLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH));
-	if (g->lt_want)
+	if (g->lt_want) {
 		BLAS_CHECK(cublasLtCreate(&g->lt));
+		g->lt_plan = (struct lt_plan *)calloc(LT_PLANS, sizeof *g->lt_plan);
+		if (!g->lt_plan)
+			return fail(-ENOMEM, err, errlen, "gpu: cannot allocate cuBLASLt's plans");
+	}
 	return 0;
 }
 
@@ -1448,6 +1544,8 @@ static int lt_setup(struct dlt_gpu *g, char *err, size_t errlen)
 	char why[160] = "";
 
 	g->lt_on = 0;
+	if (g->lt_plan)
+		lt_plans_drop(g);   /* a precision's compute type is theirs */
 	if (!g->lt_want) {
 		snprintf(g->lt_off, sizeof g->lt_off, "; dense epilogues off (DLT_GPU_LT=0)");
 		return 0;
