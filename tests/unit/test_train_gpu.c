@@ -78,6 +78,18 @@ static double rel_l2(const float *a, const float *b, size_t n)
 	return sqrt(d) / (s > 1e-60 ? sqrt(s) : 1e-30);
 }
 
+/* 1 when g is the host emulation, whose graph holds a node per call: on
+ * a GPU cuBLAS may run a product as more than one kernel (the H200 ran
+ * some of the MLP's as two), so a step's node count is printed there, and
+ * checked here. */
+static int emulated(struct dlt_gpu *g)
+{
+	char name[256];
+
+	dlt_gpu_describe(g, name, sizeof name);
+	return strstr(name, "host emulation") != NULL;
+}
+
 /* A CNN spec: c x h x w -> conv blocks -> dense -> [dropout] -> classes. */
 static void cnn_spec(struct dlt_net_spec *s, struct dlt_shape in, int nconv, const int *filters,
 		     const int *kernel, int pool, int dense, float dropout, int classes)
@@ -861,7 +873,6 @@ static const char *graph_vs_eager(const struct dlt_net_spec *spec, const struct 
 	struct dlt_gpu_graph_stats gs, es, before;
 	float *wg = NULL, *we = NULL, se[GRAPH_STEPS + 1][2];
 	size_t np, n;
-	char name[DLT_ERR_MAX];
 	const char *bad = NULL;
 
 	if (pair_open_prec(&p, spec, GRAPH_ROWS, nstate, 29, prec) < 0) {
@@ -975,8 +986,7 @@ static const char *graph_vs_eager(const struct dlt_net_spec *spec, const struct 
 	/* the emulated runtime ran the graph's nodes at each launch (graphs
 	 * of other rows may differ: a GEMM's k split or not); on a GPU it
 	 * does not count them */
-	dlt_gpu_describe(p.gpu, name, sizeof name);
-	if (!bad && strstr(name, "host emulation") &&
+	if (!bad && emulated(p.gpu) &&
 	    gs.replayed - before.replayed != gs.launched - before.launched) {
 		snprintf(msg, len, "the emulation replayed %ld nodes, the %ld launches %ld",
 			 gs.replayed - before.replayed, gs.launches, gs.launched - before.launched);
@@ -1268,7 +1278,9 @@ TEST(gpu_long_k_gemms_split_and_sum_like_one)
 		CHECK_MSG(!bad, "%s: split, then unsplit: %s", tols[i]->name, bad);
 		long ns = step_nodes(&p, p.gpu, &o), np = step_nodes(&p, plain, &o);
 		CHECK_MSG(ns > 0 && np > 0, "%s", p.err);
-		CHECK_MSG(ns == np + 1, "%s: a step of %ld nodes split, %ld not", tols[i]->name, ns, np);
+		printf("measured: %s: a step of %ld graph nodes split, %ld not\n", tols[i]->name, ns, np);
+		CHECK_MSG(!emulated(p.gpu) || ns == np + 1, "%s: a step of %ld nodes split, %ld not",
+			  tols[i]->name, ns, np);
 		dlt_gpu_destroy(plain);
 		pair_close(&p);
 	}
@@ -1598,8 +1610,11 @@ TEST(gpu_dense_epilogues_match_the_plain_path_in_fewer_nodes)
 			}
 			long nw = step_nodes(&p, p.gpu, &o), nn = step_nodes(&p, plain, &o);
 			CHECK_MSG(nw > 0 && nn > 0, "%s", p.err);
-			CHECK_MSG(nw == nn - fewer, "net %d, %s: a step of %ld nodes with the epilogues, "
-				  "%ld without (want %ld fewer)", net, tols[i]->name, nw, nn, fewer);
+			printf("measured: net %d, %s: a step of %ld graph nodes with the epilogues, %ld "
+			       "without\n", net, tols[i]->name, nw, nn);
+			CHECK_MSG(!emulated(p.gpu) || nw == nn - fewer, "net %d, %s: a step of %ld nodes "
+				  "with the epilogues, %ld without (want %ld fewer)", net, tols[i]->name, nw,
+				  nn, fewer);
 			dlt_gpu_destroy(plain);
 			if (!on) {
 				struct dlt_gpu *fresh;
