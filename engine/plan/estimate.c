@@ -708,7 +708,7 @@ static double gpu_bwd_s(const struct rdev *rd, const struct lshape *ls, int nl, 
 	double m = n * s->in;
 	if (!strcmp(s->kind, "dense")) {
 		double t = gg_s(rd, TN, s->o, s->k, n, ACT_A | ACT_B);
-		if (!(i == nl - 1 && dlt_gpu_loss_bgrad(DLT_LAYER_DENSE)) && !gpu_dgrad(rd, ls, nl, i))
+		if (!(i == nl - 1 && dlt_gpu_loss_bgrad(layer_kind(ls, nl, i))) && !gpu_dgrad(rd, ls, nl, i))
 			t += gk_s(rd, (relu ? 3.0 : 1.0) * n * s->o * F4);
 		if (dx && i >= 2 && gpu_dgrad(rd, ls, nl, i - 2))
 			t += gl_s(rd, NN, n, s->k, s->o);

@@ -800,7 +800,9 @@ static inline cublasStatus_t cublasGemmStridedBatchedEx(
  * without one: gpu.cu's fallbacks): "1", every product; "rows=N", those
  * whose n (D's columns: the backend's batch rows) is N; "rows=N,drelu"
  * and "rows=N,aux", of those only the DRELU_BGRAD products, or only the
- * RELU_AUX_BIAS ones. */
+ * RELU_AUX_BIAS ones; "invalid", every product, the heuristic failing with
+ * CUBLAS_STATUS_INVALID_VALUE (as a cuBLASLt that does not take a
+ * descriptor's attribute). */
 typedef enum {
 	CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_RELU = 2, CUBLASLT_EPILOGUE_BIAS = 4,
 	CUBLASLT_EPILOGUE_RELU_BIAS = 6, CUBLASLT_EPILOGUE_RELU_AUX_BIAS = 134,
@@ -1037,6 +1039,10 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
 	emu_lt_heuristic_calls++;
 	*found = 0;
 	if (requested < 1)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	const char *none = getenv("DLT_EMU_LT_NONE");
+
+	if (none && !strcmp(none, "invalid"))
 		return CUBLAS_STATUS_INVALID_VALUE;
 	if (!emu_lt_shape(d, a, b, c, dd, &m, &n, &k) || emu_lt_refused(n, d->epi))
 		return CUBLAS_STATUS_NOT_SUPPORTED;

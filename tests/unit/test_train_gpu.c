@@ -1640,7 +1640,8 @@ TEST(gpu_dense_epilogues_match_the_plain_path_in_fewer_nodes)
  * epilogue (the emulation's heuristic with DLT_EMU_LT_NONE; on a GPU the
  * variable does nothing and the test is skipped): at the largest batch,
  * asked when the backend opens, it leaves the dense layers on the plain
- * path (dlt_gpu_describe names the layer and the product; the gradients
+ * path (dlt_gpu_describe names the layer and the product, and a planning
+ * call that fails is taken as a refusal, its status said; the gradients
  * and the step's nodes those of DLT_GPU_LT=0, bit for bit); at a batch of
  * other rows, met in a pass, that pass's products fall back to it one by
  * one: every product refused, DLT_GPU_LT=0's gradients bit for bit; only
@@ -1679,6 +1680,22 @@ TEST(gpu_a_cublaslt_without_an_algorithm_leaves_the_plain_path)
 	CHECK_MSG(!bad, "refused, then off: %s", bad);
 	long nr = step_nodes(&p, p.gpu, &o), nn = step_nodes(&p, plain, &o);
 	CHECK_MSG(nr > 0 && nr == nn, "a step of %ld nodes refused, %ld off (%s)", nr, nn, p.err);
+	dlt_gpu_destroy(plain);
+	pair_close(&p);
+
+	/* a planning call failing (the heuristic's CUBLAS_STATUS_INVALID_VALUE)
+	 * is a refusal too, with its status: no failed open */
+	setenv("DLT_EMU_LT_NONE", "invalid", 1);
+	rc = pair_open_prec(&p, &s, 9, 1, 19, DLT_PRECISION_FP32);
+	unsetenv("DLT_EMU_LT_NONE");
+	CHECK_MSG(rc == 0, "%s", p.err);
+	dlt_gpu_describe(p.gpu, name, sizeof name);
+	CHECK_MSG(strstr(name, "; dense epilogues off: layer 1: cuBLASLt cannot plan a 9 x 24 x 29 "
+			 "product with epilogue RELU_BIAS (cublasLtMatmulAlgoGetHeuristic: "), "%s", name);
+	plain = other_backend(&p, 19, "DLT_GPU_LT", "0", DLT_PRECISION_FP32);
+	CHECK_MSG(plain, "%s", p.err);
+	bad = two_backends(&p, p.gpu, plain, 0, NULL, msg, sizeof msg);
+	CHECK_MSG(!bad, "failed planning, then off: %s", bad);
 	dlt_gpu_destroy(plain);
 	pair_close(&p);
 

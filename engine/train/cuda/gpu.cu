@@ -161,6 +161,7 @@ struct dlt_gpu {
 	int lt_want;                             /* 0: DLT_GPU_LT=0 at dlt_gpu_create */
 	int lt_on;                               /* 1: the dense layers run them now (lt_setup) */
 	char lt_off[160];                        /* why not, where cuBLASLt refused (describe) */
+	char lt_why[96];                         /* cublasLtCreate's failure, if it failed */
 	void *lt_ws;                             /* cuBLASLt's workspace, LT_WS_BYTES */
 	int lt_one;                              /* 1: DLT_GPU_LT_ONE=1, one kernel a product */
 	struct lt_plan *lt_plan;                 /* LT_PLANS: the products asked for (lt_gemm) */
@@ -897,14 +898,16 @@ struct lt_key {
 struct lt_plan {
 	struct lt_key key;
 	int used;                          /* 1: holds a plan */
-	int none;                          /* 1: the heuristic had no algorithm */
+	int none;                          /* 1: no algorithm to run it (why says why) */
+	char why[112];                     /* none: "" (the heuristic had none), or the
+					      cuBLASLt call that failed and its status */
 	cublasLtMatmulDesc_t d;
 	cublasLtMatrixLayout_t la, lb, lc;
 	cublasLtMatmulAlgo_t algo;
 };
 
-/* Frees plan p's descriptors and empties it. */
-static void lt_plan_drop(struct lt_plan *p)
+/* Frees plan p's descriptors. */
+static void lt_plan_free(struct lt_plan *p)
 {
 	if (p->lc)
 		cublasLtMatrixLayoutDestroy(p->lc);
@@ -914,14 +917,23 @@ static void lt_plan_drop(struct lt_plan *p)
 		cublasLtMatrixLayoutDestroy(p->la);
 	if (p->d)
 		cublasLtMatmulDescDestroy(p->d);
+	p->lc = p->lb = p->la = NULL;
+	p->d = NULL;
+}
+
+/* Frees plan p's descriptors and empties it. */
+static void lt_plan_drop(struct lt_plan *p)
+{
+	lt_plan_free(p);
 	memset(p, 0, sizeof *p);
 }
 
 /* Makes plan p for key k: the descriptors of the product and the
- * heuristic's first algorithm (p->none when it has none). Returns 0, or
- * -EIO with err set (p then dropped). */
-static int lt_plan_make(struct dlt_gpu *g, struct lt_plan *p, const struct lt_key *k, char *err,
-			size_t errlen)
+ * heuristic's first algorithm; where it has none, or a call of the
+ * planning fails (an attribute this cuBLASLt does not take, ...), p->none
+ * with the reason in p->why (an epilogue is a speed-up: the plain path
+ * runs instead). */
+static void lt_plan_make(struct dlt_gpu *g, struct lt_plan *p, const struct lt_key *k)
 {
 	static const cublasLtEpilogue_t epis[] = {
 		CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_RELU_BIAS, CUBLASLT_EPILOGUE_RELU_AUX_BIAS,
@@ -974,7 +986,7 @@ static int lt_plan_make(struct dlt_gpu *g, struct lt_plan *p, const struct lt_ke
 		st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->d, p->la, p->lb, p->lc, p->lc, pref, 1,
 						    &res, &found);
 		if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found < 1)) {
-			p->none = 1;
+			p->none = 1;   /* why: "" */
 			st = CUBLAS_STATUS_SUCCESS;
 		} else if (st == CUBLAS_STATUS_SUCCESS) {
 			p->algo = res.algo;
@@ -984,10 +996,12 @@ static int lt_plan_make(struct dlt_gpu *g, struct lt_plan *p, const struct lt_ke
 	if (pref)
 		cublasLtMatmulPreferenceDestroy(pref);
 	if (st != CUBLAS_STATUS_SUCCESS) {
-		lt_plan_drop(p);
-		return fail(-EIO, err, errlen, "cublasLt: %s: %s", what, blas_text(st));
+		p->none = 1;
+		snprintf(p->why, sizeof p->why, "%.*s: %s", (int)strcspn(what, "("), what,
+			 blas_text(st));
 	}
-	return 0;
+	if (p->none)
+		lt_plan_free(p);   /* the refusal is kept, not its descriptors */
 }
 
 /* Empties g's plans (a new precision: the compute type is theirs). */
@@ -1008,8 +1022,8 @@ static void lt_plans_drop(struct dlt_gpu *g)
  * sums of that into bias. FP32 operands, FP32 or TF32 (g's precision)
  * compute; the plan of each product kept (lt_plan). With probe nothing
  * runs: the call only asks cuBLASLt for an algorithm. Returns 0, or
- * -ENOTSUP when cuBLASLt has none for the product (err says which), -EIO
- * for another cuBLASLt error. */
+ * -ENOTSUP when cuBLASLt has none for the product or cannot plan it (err
+ * says which), -EIO when cublasLtMatmul fails. */
 static int lt_gemm(struct dlt_gpu *g, enum lt_epi epi, int ta, int tb, int M, int N, int K,
 		   const float *A, int lda, const float *B, int ldb, float *C, int ldc,
 		   float *bias, uint8_t *aux, int64_t aux_ld, int probe, char *err, size_t errlen)
@@ -1041,11 +1055,14 @@ static int lt_gemm(struct dlt_gpu *g, enum lt_epi epi, int ta, int tb, int M, in
 		g->lt_next = (g->lt_next + 1) % LT_PLANS;
 		if (p->used)
 			lt_plan_drop(p);
-		TRY(lt_plan_make(g, p, &k, err, errlen));
+		lt_plan_make(g, p, &k);
 	}
-	if (p->none)
+	if (p->none && !p->why[0])
 		return fail(-ENOTSUP, err, errlen, "cuBLASLt has no algorithm for a %d x %d x %d "
 			    "product with epilogue %s", M, N, K, names[epi]);
+	if (p->none)
+		return fail(-ENOTSUP, err, errlen, "cuBLASLt cannot plan a %d x %d x %d product with "
+			    "epilogue %s (%s)", M, N, K, names[epi], p->why);
 	if (!probe) {
 		cublasStatus_t st = cublasLtMatmul(g->lt, p->d, &one, B, p->la, A, p->lb, &zero, C,
 						   p->lc, C, p->lc, &p->algo, g->lt_ws, LT_WS_BYTES,
@@ -1300,8 +1317,15 @@ static int open_device(struct dlt_gpu *g, char *err, size_t errlen)
 	BLAS_CHECK(cublasSetStream(g->blas, g->stream));
 	/* plain FP32 GEMMs, as on the CPU: the default math mode uses no TF32 */
 	BLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH));
-	if (g->lt_want) {
-		BLAS_CHECK(cublasLtCreate(&g->lt));
+	if (g->lt_want) {   /* the dense epilogues: off, saying why, without it */
+		cublasStatus_t st = cublasLtCreate(&g->lt);
+
+		if (st != CUBLAS_STATUS_SUCCESS) {
+			g->lt = NULL;
+			g->lt_want = 0;
+			snprintf(g->lt_why, sizeof g->lt_why, "cublasLtCreate: %s", blas_text(st));
+			return 0;
+		}
 		g->lt_plan = (struct lt_plan *)calloc(LT_PLANS, sizeof *g->lt_plan);
 		if (!g->lt_plan)
 			return fail(-ENOMEM, err, errlen, "gpu: cannot allocate cuBLASLt's plans");
@@ -1547,7 +1571,10 @@ static int lt_setup(struct dlt_gpu *g, char *err, size_t errlen)
 	if (g->lt_plan)
 		lt_plans_drop(g);   /* a precision's compute type is theirs */
 	if (!g->lt_want) {
-		snprintf(g->lt_off, sizeof g->lt_off, "; dense epilogues off (DLT_GPU_LT=0)");
+		if (g->lt_why[0])
+			snprintf(g->lt_off, sizeof g->lt_off, "; dense epilogues off: %s", g->lt_why);
+		else
+			snprintf(g->lt_off, sizeof g->lt_off, "; dense epilogues off (DLT_GPU_LT=0)");
 		return 0;
 	}
 	if (!dlt_gpu_dense_epilogue(g->precision)) {
