@@ -408,20 +408,23 @@ test_a_drained_node_gets_no_ranks_and_a_job_needing_it_waits() {
 	dlh_umount
 }
 
-# A node that fails under a job (its slurmd and ranks gone at once, as a
-# machine that loses power), which Slurm then sets down: Slurm requeues the
-# job (--requeue; NODE_FAIL is its state only where it cannot), which is then
+# A node Slurm sets down under a job, which then fails (its slurmd and ranks
+# gone at once, as a machine that loses power): Slurm requeues the job
+# (--requeue; NODE_FAIL is its state only where it cannot), which is then
 # `pending` with Slurm's reason, its log saying so, and no rank is left on
 # either node; once the node is back (its slurmd started again), the rerun
 # (dlh-train) takes up from its newest checkpoint and the job succeeds with
 # every step once.
-# The node's processes end with it: a node set down while its slurmd lives
-# on still ends the first run there, and that slurmd (22.05) then waits a
-# while for the job's steps to go; a rerun of the job let start within that
-# wait (a test cutting Slurm's hold short, as below) has the same step ids,
-# and it was the rerun's step that slurmd ended (seen in CI: "ORTE has lost
-# communication with a remote daemon" on the rerun, the job failed). Slurm's
-# hold of a requeued job (BeginTime) is what spares a site that.
+# Why the node goes down first and then dies: set down with its slurmd
+# living on, that slurmd (22.05) ends the first run there and then waits a
+# while for the job's steps to go, and a rerun let start within that wait
+# (this test cuts Slurm's hold short) has the same step ids: slurmd ended
+# the rerun's step (seen in CI: "ORTE has lost communication with a remote
+# daemon" on the rerun, the job failed); Slurm's hold of a requeued job
+# (BeginTime) is what spares a site that. Dead first, the first run's rank
+# on the other node fails on its lost peer and the batch job ends FAILED
+# before Slurm hears of the node (seen in a suite): a job Slurm never
+# requeues.
 test_a_node_slurm_sets_down_under_a_job_requeues_it_pending() {
 	local sj
 	mount_slurm 2
@@ -429,8 +432,8 @@ test_a_node_slurm_sets_down_under_a_job_requeues_it_pending() {
 	cp "$STATE/d.ini" "$MNT/jobs/new" || die "submit: $(tail -3 "$MNT/jobs/errors")"
 	wait_for 60 step_at_least 1 25 || die "no step 25: $(cat "$MNT/jobs/1/progress"; tail -5 "$MNT/jobs/1/log")"
 	sj=$(slurm_job 1)
-	slurm_node_crash 2
 	scontrol update nodename=dlhs2 state=down reason=dlhtest-fail || die "scontrol down failed"
+	slurm_node_crash 2
 	wait_for 20 status_is 1 pending || die "status $(cat "$MNT/jobs/1/status"): $(tail -5 "$MNT/jobs/1/log")"
 	grep -q "^pending in Slurm (job $sj): " "$MNT/jobs/1/progress" || die "progress: $(cat "$MNT/jobs/1/progress")"
 	wait_for 10 grep -q "slurm: job $sj was requeued by Slurm (restart 1)" "$MNT/jobs/1/log" ||
