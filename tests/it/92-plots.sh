@@ -6,11 +6,13 @@ PLOTS="accuracy.svg loss.svg progress.svg throughput.svg"
 
 # the colour of each series (engine/report/plots.c) and the fewest of its
 # pixels a screenshot of report.html must show: a legend swatch alone is
-# about 50, a curve hundreds
+# about 50, a curve hundreds (the shortest, predicted-finish, drew 258 on a
+# quiet machine and 146 in a suite beside another on 2 cores: its length
+# follows the run's own timing); a blank page 0
 PLOT_COLORS="#9ecae1:train-loss #1f77b4:train-loss-smoothed #d62728:test-loss \
 #2ca02c:test-accuracy #ff7f0e:train-accuracy-smoothed #9467bd:samples-per-s \
 #17becf:actual-steps #8c564b:predicted #e377c2:predicted-finish"
-PLOT_PIXELS_MIN=150
+PLOT_PIXELS_MIN=100
 
 # svg_check FILE TITLE...: FILE parses as XML, its root is an SVG <svg>, it
 # draws a line, and each TITLE is the whole text of one of its <text>s
