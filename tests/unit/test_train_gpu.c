@@ -1636,6 +1636,43 @@ TEST(gpu_dense_epilogues_match_the_plain_path_in_fewer_nodes)
 		}
 }
 
+/* Opens p for s (9 rows, seed 19, precision prec) with the emulation's
+ * DLT_EMU_LT_NONE=env while it opens, and a backend of DLT_GPU_LT=0 into
+ * *plain; then p's device line must say want, and a training batch give
+ * *plain's gradients bit for bit. Returns NULL, or what failed (in msg);
+ * "skip" on a GPU (the variable is the emulation's). */
+static const char *refused_open(struct pair *p, const struct dlt_net_spec *s, const char *env,
+				enum dlt_precision prec, const char *want, struct dlt_gpu **plain,
+				char *msg, size_t len)
+{
+	char name[256];
+	const char *bad;
+
+	*plain = NULL;
+	setenv("DLT_EMU_LT_NONE", env, 1);
+	int rc = pair_open_prec(p, s, 9, 1, 19, prec);
+
+	unsetenv("DLT_EMU_LT_NONE");
+	if (rc < 0) {
+		snprintf(msg, len, "%s", p->err);
+		return msg;
+	}
+	if (!emulated(p->gpu))
+		return "skip";
+	dlt_gpu_describe(p->gpu, name, sizeof name);
+	if (!strstr(name, want)) {
+		snprintf(msg, len, "the device line: %s", name);
+		return msg;
+	}
+	*plain = other_backend(p, 19, "DLT_GPU_LT", "0", prec);
+	if (!*plain) {
+		snprintf(msg, len, "%s", p->err);
+		return msg;
+	}
+	bad = two_backends(p, p->gpu, *plain, 0, NULL, msg, len);
+	return bad;
+}
+
 /* A cuBLASLt with no algorithm for one of the net's products with its
  * epilogue (the emulation's heuristic with DLT_EMU_LT_NONE; on a GPU the
  * variable does nothing and the test is skipped): at the largest batch,
@@ -1662,21 +1699,13 @@ TEST(gpu_a_cublaslt_without_an_algorithm_leaves_the_plain_path)
 	if (!have_gpu)
 		SKIP(why);
 	mlp_spec(&s, 29, hidden, 2, 10);
-	setenv("DLT_EMU_LT_NONE", "1", 1);
-	int rc = pair_open_prec(&p, &s, 9, 1, 19, DLT_PRECISION_TF32);
-
-	unsetenv("DLT_EMU_LT_NONE");
-	CHECK_MSG(rc == 0, "%s", p.err);
-	dlt_gpu_describe(p.gpu, name, sizeof name);
-	if (!strstr(name, "host emulation")) {
+	bad = refused_open(&p, &s, "1", DLT_PRECISION_TF32, "; dense epilogues off: layer 1: "
+			   "cuBLASLt has no algorithm for a 9 x 24 x 29 product with epilogue "
+			   "RELU_BIAS", &plain, msg, sizeof msg);
+	if (bad && !strcmp(bad, "skip")) {
 		pair_close(&p);
 		SKIP("a GPU's cuBLASLt: DLT_EMU_LT_NONE is the emulation's");
 	}
-	CHECK_MSG(strstr(name, "; dense epilogues off: layer 1: cuBLASLt has no algorithm for a "
-			 "9 x 24 x 29 product with epilogue RELU_BIAS"), "%s", name);
-	plain = other_backend(&p, 19, "DLT_GPU_LT", "0", DLT_PRECISION_TF32);
-	CHECK_MSG(plain, "%s", p.err);
-	bad = two_backends(&p, p.gpu, plain, 0, NULL, msg, sizeof msg);
 	CHECK_MSG(!bad, "refused, then off: %s", bad);
 	long nr = step_nodes(&p, p.gpu, &o), nn = step_nodes(&p, plain, &o);
 	CHECK_MSG(nr > 0 && nr == nn, "a step of %ld nodes refused, %ld off (%s)", nr, nn, p.err);
@@ -1685,16 +1714,9 @@ TEST(gpu_a_cublaslt_without_an_algorithm_leaves_the_plain_path)
 
 	/* a planning call failing (the heuristic's CUBLAS_STATUS_INVALID_VALUE)
 	 * is a refusal too, with its status: no failed open */
-	setenv("DLT_EMU_LT_NONE", "invalid", 1);
-	rc = pair_open_prec(&p, &s, 9, 1, 19, DLT_PRECISION_FP32);
-	unsetenv("DLT_EMU_LT_NONE");
-	CHECK_MSG(rc == 0, "%s", p.err);
-	dlt_gpu_describe(p.gpu, name, sizeof name);
-	CHECK_MSG(strstr(name, "; dense epilogues off: layer 1: cuBLASLt cannot plan a 9 x 24 x 29 "
-			 "product with epilogue RELU_BIAS (cublasLtMatmulAlgoGetHeuristic: "), "%s", name);
-	plain = other_backend(&p, 19, "DLT_GPU_LT", "0", DLT_PRECISION_FP32);
-	CHECK_MSG(plain, "%s", p.err);
-	bad = two_backends(&p, p.gpu, plain, 0, NULL, msg, sizeof msg);
+	bad = refused_open(&p, &s, "invalid", DLT_PRECISION_FP32, "; dense epilogues off: layer 1: "
+			   "cuBLASLt cannot plan a 9 x 24 x 29 product with epilogue RELU_BIAS "
+			   "(cublasLtMatmulAlgoGetHeuristic: ", &plain, msg, sizeof msg);
 	CHECK_MSG(!bad, "failed planning, then off: %s", bad);
 	dlt_gpu_destroy(plain);
 	pair_close(&p);
