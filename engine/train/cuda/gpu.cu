@@ -160,7 +160,7 @@ struct dlt_gpu {
 	cublasLtHandle_t lt;                     /* the dense layers' epilogues (lt_gemm) */
 	int lt_want;                             /* 0: DLT_GPU_LT=0 at dlt_gpu_create */
 	int lt_on;                               /* 1: the dense layers run them now (lt_setup) */
-	char lt_off[160];                        /* why not, where cuBLASLt refused (describe) */
+	char lt_off[256];                        /* why not, where cuBLASLt refused (describe) */
 	char lt_why[96];                         /* cublasLtCreate's failure, if it failed */
 	void *lt_ws;                             /* cuBLASLt's workspace, LT_WS_BYTES */
 	int lt_one;                              /* 1: DLT_GPU_LT_ONE=1, one kernel a product */
