@@ -97,11 +97,16 @@ static inline int dlt_gpu_fused(int kind, int next, int next2)
  * algorithm for one of the net's products (dlt_gpu_describe says so). The
  * estimator counts the same (engine/plan/estimate.c). */
 #define DLT_GPU_LT_WS_BYTES ((size_t)4 << 20)   /* cuBLASLt's workspace (held whenever wanted) */
-/* Bytes of the ReLU bit mask of a dense layer of o outputs for rows rows:
- * a row of bits a multiple of 128 long (cuBLASLt's aux leading dimension). */
+/* Bits a row of the ReLU bit mask of a dense layer of o outputs: o up to
+ * a multiple of 128 (cuBLASLt's aux leading dimension). */
+static inline long dlt_gpu_lt_mask_ld(int o)
+{
+	return ((long)o + 127) / 128 * 128;
+}
+/* Bytes of that mask for rows rows. */
 static inline double dlt_gpu_lt_mask_bytes(double rows, int o)
 {
-	return rows * (double)(((long)o + 127) / 128 * 128) / 8.0;
+	return rows * (double)dlt_gpu_lt_mask_ld(o) / 8.0;
 }
 static inline int dlt_gpu_dense_epilogue(int precision)
 {

@@ -879,13 +879,6 @@ static int gemm(struct dlt_gpu *g, int ta, int tb, int M, int N, int K, const fl
 /* The epilogues lt_gemm runs. */
 enum lt_epi { LT_BIAS, LT_RELU_BIAS, LT_RELU_AUX_BIAS, LT_DRELU_BGRAD };
 
-/* Bits a row of a ReLU's mask for o outputs: cuBLASLt's aux leading
- * dimension, a multiple of 128 (dlt_gpu_lt_mask_bytes). */
-static int64_t lt_mask_ld(int o)
-{
-	return ((int64_t)o + 127) / 128 * 128;
-}
-
 /* A cuBLASLt product as asked for: its descriptors and the algorithm the
  * heuristic chose (or none), kept in g->lt_plan so that a call asks once
  * (a heuristic costs the host tens of microseconds; an evaluation pass,
@@ -1053,8 +1046,7 @@ static int lt_gemm(struct dlt_gpu *g, enum lt_epi epi, int ta, int tb, int M, in
 	if (!p) {   /* a new one, over the oldest when all are taken */
 		p = &g->lt_plan[g->lt_next];
 		g->lt_next = (g->lt_next + 1) % LT_PLANS;
-		if (p->used)
-			lt_plan_drop(p);
+		lt_plan_free(p);   /* (lt_plan_make empties the rest) */
 		lt_plan_make(g, p, &k);
 	}
 	if (p->none && !p->why[0])
@@ -1074,15 +1066,61 @@ static int lt_gemm(struct dlt_gpu *g, enum lt_epi epi, int ta, int tb, int M, in
 	return 0;
 }
 
-/* 1 when dense layer li's ReLU mask and bias gradient come from the
- * input-gradient product of layer li + 2 (dlt_gpu_dgrad_fused), with the
- * epilogues on. */
+/* The enum dlt_layer_kind of layer i of n, -1 past the last (the rules of
+ * gpu.h take the kinds of a layer and the next two). */
+static int kind_at(const struct dlt_net *n, int i)
+{
+	return i < n->nlayers ? (int)n->layer[i].kind : -1;
+}
+
+/* 1 when layer li of n is a dense layer whose ReLU mask and bias gradient
+ * the input-gradient product of layer li + 2 can make (dlt_gpu_dgrad_fused). */
+static int dgrad_kinds(const struct dlt_net *n, int li)
+{
+	return dlt_gpu_dgrad_fused(kind_at(n, li), kind_at(n, li + 1), kind_at(n, li + 2));
+}
+
+/* 1 when it does: those kinds, with the epilogues on. */
 static int lt_dgrad(const struct dlt_gpu *g, int li)
 {
-	const struct dlt_net *n = &g->net;
+	return g->lt_on && dgrad_kinds(&g->net, li);
+}
 
-	return g->lt_on && li + 2 < n->nlayers &&
-	       dlt_gpu_dgrad_fused(n->layer[li].kind, n->layer[li + 1].kind, n->layer[li + 2].kind);
+/* The offset of dense layer l's biases in the parameters and gradients
+ * (its o x k weights first). */
+static size_t dense_bias(const struct dlt_layer *l)
+{
+	return l->off + (size_t)l->out.c * dlt_shape_size(l->in);
+}
+
+/* Dense layer li's forward product on rows rows from x into out (its
+ * next layer's output with a ReLU fused) with epilogue epi: LT_BIAS,
+ * LT_RELU_BIAS, or LT_RELU_AUX_BIAS writing its mask; lt_gemm's probe
+ * and returns. */
+static int lt_dense_fwd(struct dlt_gpu *g, int li, int rows, const float *x, float *out,
+			enum lt_epi epi, int probe, char *err, size_t errlen)
+{
+	const struct dlt_layer *l = &g->net.layer[li];
+	const int k = (int)dlt_shape_size(l->in), o = l->out.c;
+	float *p = g->params + l->off;
+
+	return lt_gemm(g, epi, 0, 1, rows, o, k, x, k, p, k, out, o, g->params + dense_bias(l),
+		       epi == LT_RELU_AUX_BIAS ? g->layer[li].mask : NULL, dlt_gpu_lt_mask_ld(o),
+		       probe, err, errlen);
+}
+
+/* Dense layer li's input-gradient product (rows rows, dy to dx) masked by
+ * the ReLU of dense layer li - 2 and summing that layer's bias gradient
+ * (LT_DRELU_BGRAD, lt_dgrad(li - 2)); lt_gemm's probe and returns. */
+static int lt_dense_dgrad(struct dlt_gpu *g, int li, int rows, const float *dy, float *dx,
+			  int probe, char *err, size_t errlen)
+{
+	const struct dlt_layer *l = &g->net.layer[li], *pl = &g->net.layer[li - 2];
+	const int k = (int)dlt_shape_size(l->in), o = l->out.c;
+
+	return lt_gemm(g, LT_DRELU_BGRAD, 0, 0, rows, k, o, dy, o, g->params + l->off, k, dx, k,
+		       g->grads + dense_bias(pl), g->layer[li - 2].mask, dlt_gpu_lt_mask_ld(k),
+		       probe, err, errlen);
 }
 
 static int lt_setup(struct dlt_gpu *g, char *err, size_t errlen);
@@ -1253,8 +1291,7 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 			TRY(dalloc((void **)&g->layer[i].arg, mb * out * sizeof(int32_t),
 				   "pool argmax", err, errlen));
 		/* the ReLU's bit mask, for any precision set later */
-		if (g->lt_want && i + 2 < n->nlayers &&
-		    dlt_gpu_dgrad_fused(l->kind, n->layer[i + 1].kind, n->layer[i + 2].kind))
+		if (g->lt_want && dgrad_kinds(n, i))
 			TRY(dalloc((void **)&g->layer[i].mask,
 				   (size_t)dlt_gpu_lt_mask_bytes((double)mb, l->out.c), "ReLU masks", err,
 				   errlen));
@@ -1543,8 +1580,7 @@ static int fused_after(const struct dlt_gpu *g, int li)
 {
 	const struct dlt_net *n = &g->net;
 
-	return dlt_gpu_fused(n->layer[li].kind, li + 1 < n->nlayers ? (int)n->layer[li + 1].kind : -1,
-			     li + 2 < n->nlayers ? (int)n->layer[li + 2].kind : -1);
+	return dlt_gpu_fused(kind_at(n, li), kind_at(n, li + 1), kind_at(n, li + 2));
 }
 
 /* The layer whose kernels run layer li (fused_after), or li itself. */
@@ -1583,27 +1619,17 @@ static int lt_setup(struct dlt_gpu *g, char *err, size_t errlen)
 	}
 	g->lt_on = 1;   /* lt_dgrad reads it */
 	for (int i = 0; i < n->nlayers; i++) {
-		const struct dlt_layer *l = &n->layer[i];
-		const int k = (int)dlt_shape_size(l->in), o = l->out.c;
-		float *p = g->params + l->off;
+		float *act = g->layer[i].act;
 		int rc;
 
-		if (l->kind != DLT_LAYER_DENSE)
+		if (n->layer[i].kind != DLT_LAYER_DENSE)
 			continue;
-		rc = lt_gemm(g, fused_after(g, i) >= 1 ? LT_RELU_BIAS : LT_BIAS, 0, 1, mb, o, k, g->x,
-			     k, p, k, g->layer[i].act, o, p + (size_t)o * (size_t)k, NULL, 0, 1, why,
-			     sizeof why);
+		rc = lt_dense_fwd(g, i, mb, g->x, act, fused_after(g, i) >= 1 ? LT_RELU_BIAS : LT_BIAS,
+				  1, why, sizeof why);
 		if (!rc && lt_dgrad(g, i))
-			rc = lt_gemm(g, LT_RELU_AUX_BIAS, 0, 1, mb, o, k, g->x, k, p, k, g->layer[i].act,
-				     o, p + (size_t)o * (size_t)k, g->layer[i].mask, lt_mask_ld(o), 1,
-				     why, sizeof why);
-		if (!rc && i >= 2 && lt_dgrad(g, i - 2)) {
-			const struct dlt_layer *pl = &n->layer[i - 2];
-
-			rc = lt_gemm(g, LT_DRELU_BGRAD, 0, 0, mb, k, o, g->delta[0], o, p, k,
-				     g->delta[1], k, g->grads + pl->off + (size_t)k * dlt_shape_size(pl->in),
-				     g->layer[i - 2].mask, lt_mask_ld(k), 1, why, sizeof why);
-		}
+			rc = lt_dense_fwd(g, i, mb, g->x, act, LT_RELU_AUX_BIAS, 1, why, sizeof why);
+		if (!rc && i >= 2 && lt_dgrad(g, i - 2))
+			rc = lt_dense_dgrad(g, i, mb, g->delta[0], g->delta[1], 1, why, sizeof why);
 		if (rc < 0) {
 			g->lt_on = 0;
 			snprintf(g->lt_off, sizeof g->lt_off, "; dense epilogues off: layer %d: %s",
@@ -1638,10 +1664,8 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 
 		if (g->lt_on) {   /* the bias (and ReLU) in the product's epilogue */
 			const int aux = train && lt_dgrad(g, li);   /* the mask backward reads */
-			int rc = lt_gemm(g, !relu ? LT_BIAS : aux ? LT_RELU_AUX_BIAS : LT_RELU_BIAS, 0, 1,
-					 n, o, k, x, k, p, k, out, o,
-					 g->params + l->off + (size_t)o * (size_t)k,
-					 aux ? g->layer[li].mask : NULL, lt_mask_ld(o), 0, err, errlen);
+			int rc = lt_dense_fwd(g, li, n, x, out, !relu ? LT_BIAS : aux ? LT_RELU_AUX_BIAS :
+					      LT_RELU_BIAS, 0, err, errlen);
 
 			g->layer[li].lt_plain = rc == -ENOTSUP;   /* none at these rows: the plain path */
 			if (rc != -ENOTSUP) {
@@ -1651,7 +1675,7 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 		}
 		TRY(gemm(g, 0, 1, n, o, k, x, k, p, k, y, o, err, errlen));
 		LAUNCH_IDX(k_add_bias_rows, (size_t)n * o, blocks_for((size_t)n * o), GPU_THREADS, s,
-			   out, y, p + (size_t)o * (size_t)k, o, (size_t)n * (size_t)o, relu);
+			   out, y, g->params + dense_bias(l), o, (size_t)n * (size_t)o, relu);
 		KERNEL_CHECK("add_bias_rows");
 		break;
 	}
@@ -1740,17 +1764,14 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, float *dy, 
 		if (!(last && dlt_gpu_loss_bgrad(l->kind)) &&
 		    !(lt_dgrad(g, li) && !g->layer[li].lt_plain)) {
 			LAUNCH_SYNC(k_col_sums, (o + COL_SUMS_W - 1) / COL_SUMS_W,
-				    COL_SUMS_W * COL_SUMS_G, s, gr + (size_t)o * (size_t)k, dy, mask, n, o);
+				    COL_SUMS_W * COL_SUMS_G, s, g->grads + dense_bias(l), dy, mask, n, o);
 			KERNEL_CHECK("col_sums");
 		}
 		TRY(gemm(g, 1, 0, o, k, n, dy, o, x, k, gr, k, err, errlen));
 		if (dx && li >= 2 && lt_dgrad(g, li - 2) && !g->layer[li - 2].lt_plain) {
 			/* dx masked by layer li - 2's ReLU, and that layer's bias
-			 * gradient (its inputs are this layer's k) */
-			const struct dlt_layer *pl = &g->net.layer[li - 2];
-			int rc = lt_gemm(g, LT_DRELU_BGRAD, 0, 0, n, k, o, dy, o, p, k, dx, k,
-					 g->grads + pl->off + (size_t)k * dlt_shape_size(pl->in),
-					 g->layer[li - 2].mask, lt_mask_ld(k), 0, err, errlen);
+			 * gradient */
+			int rc = lt_dense_dgrad(g, li, n, dy, dx, 0, err, errlen);
 
 			if (rc != -ENOTSUP)
 				TRY(rc);
@@ -1906,8 +1927,7 @@ static int loss(struct dlt_gpu *g, int rows, int train, float weight, float *fou
 {
 	const struct dlt_layer *l = &g->net.layer[g->net.nlayers - 1];
 	const float *z = g->layer[g->net.nlayers - 1].act;
-	float *gb = train && dlt_gpu_loss_bgrad(l->kind) ?
-		g->grads + l->off + (size_t)l->out.c * dlt_shape_size(l->in) : NULL;
+	float *gb = train && dlt_gpu_loss_bgrad(l->kind) ? g->grads + dense_bias(l) : NULL;
 
 	LAUNCH_SYNC(k_softmax_xent_sums, 1, GPU_THREADS, g->stream,
 		    z, g->y, rows, g->net.classes, train ? weight / (float)rows : 0.0f,
