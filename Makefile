@@ -117,10 +117,12 @@ $(BUILD)/obj/engine/train/%.o: engine/train/%.c
 $(BUILD)/obj/engine/train/cuda/%.pic.o: engine/train/cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fPIC -MMD -MP -c $< -o $@
+# (cuDNN is opened at run time by dnn.cu, not linked: a machine without it
+# still runs the backend, its convolutions on cuBLAS)
 $(BUILD)/dlh-train-cuda.so: $(BUILD)/obj/engine/train/cuda/gpu.pic.o \
-		$(BUILD)/obj/engine/train/cuda/calib.pic.o
+		$(BUILD)/obj/engine/train/cuda/calib.pic.o $(BUILD)/obj/engine/train/cuda/dnn.pic.o
 	$(NVCC) $(CUDA_ARCH) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 \
-		-lnccl -lcublas -lcublasLt
+		-lnccl -lcublas -lcublasLt -ldl
 $(BUILD)/obj/engine/calib/%.o: engine/calib/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(ZLIB_CFLAGS) -MMD -MP -c $< -o $@
@@ -210,32 +212,33 @@ $(UNIT_FS): $(BUILD)/tests/test_fs_%: $(BUILD)/obj/tests/unit/test_fs_%.o $(BUIL
 # test_train_gpu again, against gpu.cu compiled as plain C++ over
 # tests/unit/gpu_emu.h (kernels run on the CPU; sanitizers apply to them)
 CXX ?= g++
+EMU_CXX = $(CXX) -std=c++17 -x c++ $(OPT) $(SANFLAGS) -Wall -Wextra -Werror \
+	-Wno-format-truncation -DDLT_GPU_EMULATE -include tests/unit/gpu_emu.h -I. \
+	$(BLAS_CFLAGS) $(MPI_CFLAGS) -MMD -MP
 $(BUILD)/obj/tests/unit/gpu_emu.o: engine/train/cuda/gpu.cu tests/unit/gpu_emu.h
 	@mkdir -p $(dir $@)
-	$(CXX) -std=c++17 -x c++ $(OPT) $(SANFLAGS) -Wall -Wextra -Werror -Wno-format-truncation \
-		-DDLT_GPU_EMULATE -include tests/unit/gpu_emu.h -I. $(BLAS_CFLAGS) $(MPI_CFLAGS) \
-		-MMD -MP -c $< -o $@
-# the GPU calibration (engine/train/cuda/calib.cu) over the same emulation
-$(BUILD)/obj/tests/unit/gpu_emu_calib.o: engine/train/cuda/calib.cu tests/unit/gpu_emu.h
+	$(EMU_CXX) -c $< -o $@
+# the GPU calibration (calib.cu) and the cuDNN convolutions (dnn.cu) over
+# the same emulation (one emulated device: its state is shared)
+$(BUILD)/obj/tests/unit/gpu_emu_%.o: engine/train/cuda/%.cu tests/unit/gpu_emu.h
 	@mkdir -p $(dir $@)
-	$(CXX) -std=c++17 -x c++ $(OPT) $(SANFLAGS) -Wall -Wextra -Werror -Wno-format-truncation \
-		-DDLT_GPU_EMULATE -include tests/unit/gpu_emu.h -I. $(BLAS_CFLAGS) $(MPI_CFLAGS) \
-		-MMD -MP -c $< -o $@
+	$(EMU_CXX) -c $< -o $@
 $(BUILD)/tests/test_train_gpu_emu: $(BUILD)/obj/tests/unit/test_train_gpu.o \
-		$(BUILD)/obj/tests/unit/gpu_emu.o $(LIBTRAIN)
+		$(BUILD)/obj/tests/unit/gpu_emu.o $(BUILD)/obj/tests/unit/gpu_emu_dnn.o $(LIBTRAIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lstdc++ -lm
 # dlh-train over the same emulation: --device gpu runs main.c's GPU path
 # (NCCL bootstrap, steps, eval, checkpoints) on the CPU (tests/it/60-gpu.sh)
 $(BUILD)/dlh-train-gpuemu: $(filter-out $(GPU_OBJ),$(TRAIN_OBJ)) $(SHARED_OBJ) \
-		$(BUILD)/obj/tests/unit/gpu_emu.o
+		$(BUILD)/obj/tests/unit/gpu_emu.o $(BUILD)/obj/tests/unit/gpu_emu_dnn.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lstdc++ -lm
 
 # dlh-calib over the same emulation: --phase gpu runs calib.cu on the CPU
 # (tests/it/61-gpucalib.sh mounts with -o calib=build/dlh-calib-gpuemu)
 $(BUILD)/dlh-calib-gpuemu: $(BUILD)/obj/engine/calib/main.o \
 		$(filter-out $(GPU_OBJ),$(TRAIN_LIB_OBJ)) $(SHARED_OBJ) \
-		$(BUILD)/obj/tests/unit/gpu_emu.o $(BUILD)/obj/tests/unit/gpu_emu_calib.o
+		$(BUILD)/obj/tests/unit/gpu_emu.o $(BUILD)/obj/tests/unit/gpu_emu_calib.o \
+		$(BUILD)/obj/tests/unit/gpu_emu_dnn.o
 	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(MPI_LIBS) $(BLAS_LIBS) $(ZLIB_LIBS) -lstdc++ -lm
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -100,20 +100,25 @@ struct emu_graph {
 	std::vector<const char *> names;           /* each node's (emu_graph_node_name) */
 };
 
-/* What the emulated runtime did with graphs (this translation unit's). */
-static struct {
+/* The emulated device's state is the process's, as a GPU's is: C++17
+ * inline variables, one copy for every translation unit that includes this
+ * header (gpu.cu and dnn.cu queue on the same stream, in one order). */
+
+/* What the emulated runtime did with graphs. */
+struct emu_graph_counts {
 	long captured;   /* nodes recorded by captures */
 	long launches;   /* cudaGraphLaunch calls */
 	long replayed;   /* nodes run by those launches */
-} emu_graph_stats;
+};
+inline struct emu_graph_counts emu_graph_stats;
 
-static struct emu_graph *emu_capture;   /* the open capture, else NULL */
+inline struct emu_graph *emu_capture;   /* the open capture, else NULL */
 
 /* ---- the stream: work queued outside a capture, run when the host waits ---- */
 
-static std::deque<std::function<int()>> emu_pending;   /* queued, in stream order */
-static long emu_queued, emu_ran;   /* nodes queued and run so far: the stream's positions */
-static int emu_pending_bad;        /* a node run since the last wait failed */
+inline std::deque<std::function<int()>> emu_pending;   /* queued, in stream order */
+inline long emu_queued, emu_ran;   /* nodes queued and run so far: the stream's positions */
+inline int emu_pending_bad;        /* a node run since the last wait failed */
 
 /* The ranks of the MPI job this process is in (1 without MPI). */
 static inline int emu_world(void)
@@ -226,14 +231,14 @@ struct cudaDeviceProp {
 	size_t totalGlobalMem;
 };
 
-static int emu_handle;   /* what the fake streams, events and handles point at */
+inline int emu_handle;   /* what the fake streams, events and handles point at */
 
 #define EMU_TOTAL_BYTES (80ULL << 30)   /* the emulated device's memory */
 #define EMU_CTX_BYTES (384ULL << 20)    /* a CUDA context's share of it */
 #define EMU_BLAS_BYTES (96ULL << 20)    /* a cuBLAS handle's (workspace, kernels) */
 #define EMU_NCCL_BYTES (160ULL << 20)   /* an NCCL communicator's */
-static size_t emu_used;                 /* device bytes in use, the context's included */
-static int emu_ctx;                     /* 1: the context was made */
+inline size_t emu_used;                 /* device bytes in use, the context's included */
+inline int emu_ctx;                     /* 1: the context was made */
 
 /* The context, made by the first call that needs it. */
 static inline void emu_context(void)
@@ -389,7 +394,7 @@ static inline cudaError_t cudaMalloc(void **p, size_t n)
 		emu_used += malloc_usable_size(*p);
 	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
-static std::map<const char *, size_t> emu_pinned_blocks;   /* cudaMallocHost's: start, bytes */
+inline std::map<const char *, size_t> emu_pinned_blocks;   /* cudaMallocHost's: start, bytes */
 
 /* 1 when [p, p + n) lies in one block of cudaMallocHost. */
 static inline int emu_pinned(const void *p, size_t n)
@@ -482,6 +487,15 @@ static inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
 		return cudaErrorIllegalState;
 	*g = emu_capture;
 	emu_capture = NULL;
+	return cudaSuccess;
+}
+typedef enum {
+	cudaStreamCaptureStatusNone = 0, cudaStreamCaptureStatusActive = 1
+} cudaStreamCaptureStatus;
+static inline cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *st)
+{
+	(void)s;
+	*st = emu_capture ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
 	return cudaSuccess;
 }
 static inline cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n)
@@ -1133,6 +1147,459 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
 		emu_lt_epilogue(&desc, (float *)D, m, n, ldd);
 		return 0;
 	}, "cublasLtMatmul") < 0 ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- cuDNN: the convolution calls of engine/train/cuda/dnn.cu ----
+ *
+ * NCHW FP32 tensors, KCRS filters, 2-D cross-correlation with symmetric
+ * padding, stride and dilation 1 (what dnn.cu asks for; anything else is
+ * CUDNN_STATUS_NOT_SUPPORTED). A product is an im2col matrix per image and
+ * a CBLAS product over it, run now or at replay as a cuBLAS call is; with
+ * the default or tensor-op math mode its inputs are rounded to TF32, as a
+ * TF32 tensor core reads them, with CUDNN_FMA_MATH they are as given.
+ * Find runs the queued work, computes the product once (as a real Find
+ * writes its outputs) and lists algorithms fastest first: the first ones
+ * listed are ones dnn.cu must pass over (one needing more workspace than
+ * any caller has, or one that sums with atomics), and the emulation counts
+ * any call that runs them (dlt_emu_cudnn_bad_calls). DLT_EMU_CUDNN_NONE:
+ * "lib" (dnn.cu finds no library), "1" (no algorithm for any product),
+ * "rows=N" (none at N rows), "filter" (none for a weight gradient). */
+
+typedef enum {
+	CUDNN_STATUS_SUCCESS = 0, CUDNN_STATUS_BAD_PARAM = 2000,
+	CUDNN_STATUS_NOT_SUPPORTED = 3000, CUDNN_STATUS_EXECUTION_FAILED = 5000
+} cudnnStatus_t;
+typedef enum { CUDNN_DATA_FLOAT = 0 } cudnnDataType_t;
+typedef enum { CUDNN_TENSOR_NCHW = 0 } cudnnTensorFormat_t;
+typedef enum { CUDNN_CONVOLUTION = 0, CUDNN_CROSS_CORRELATION = 1 } cudnnConvolutionMode_t;
+typedef enum {
+	CUDNN_DEFAULT_MATH = 0, CUDNN_TENSOR_OP_MATH = 1, CUDNN_FMA_MATH = 3
+} cudnnMathType_t;
+typedef enum { CUDNN_NON_DETERMINISTIC = 0, CUDNN_DETERMINISTIC = 1 } cudnnDeterminism_t;
+typedef enum {
+	CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM = 0,
+	CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM = 1, CUDNN_CONVOLUTION_FWD_ALGO_FFT = 4
+} cudnnConvolutionFwdAlgo_t;
+typedef enum {
+	CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 = 0, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1 = 1
+} cudnnConvolutionBwdDataAlgo_t;
+typedef enum {
+	CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 = 0, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 = 1,
+	CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3 = 3
+} cudnnConvolutionBwdFilterAlgo_t;
+#define EMU_PERF(name, algo_t) typedef struct { \
+	algo_t algo; cudnnStatus_t status; float time; size_t memory; \
+	cudnnDeterminism_t determinism; cudnnMathType_t mathType; int reserved[3]; } name;
+EMU_PERF(cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t)
+EMU_PERF(cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t)
+EMU_PERF(cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t)
+#undef EMU_PERF
+
+struct emu_dnn_tensor {
+	int n, c, h, w;   /* NCHW (filters: K, C, R, S) */
+	int set;          /* 1 once set */
+};
+struct emu_dnn_conv {
+	int pad_h, pad_w, u, v, dil_h, dil_w;
+	cudnnConvolutionMode_t mode;
+	cudnnMathType_t math;
+	int set;
+};
+typedef int *cudnnHandle_t;
+typedef struct emu_dnn_tensor *cudnnTensorDescriptor_t;
+typedef struct emu_dnn_tensor *cudnnFilterDescriptor_t;
+typedef struct emu_dnn_conv *cudnnConvolutionDescriptor_t;
+
+#define EMU_DNN_BYTES (128ULL << 20)   /* a cuDNN handle's share of the device */
+#define EMU_DNN_HUGE ((size_t)1 << 40) /* the workspace of an algorithm nobody can run */
+
+/* Calls that ran an algorithm Find listed as one to pass over (weak: one
+ * counter for every object including this header). */
+extern "C" {
+__attribute__((weak)) long emu_cudnn_bad = 0;
+__attribute__((weak)) long dlt_emu_cudnn_bad_calls(void)
+{
+	return emu_cudnn_bad;
+}
+}
+
+static inline size_t cudnnGetVersion(void) { return 91900; }
+static inline const char *cudnnGetErrorString(cudnnStatus_t s)
+{
+	switch (s) {
+	case CUDNN_STATUS_SUCCESS: return "CUDNN_STATUS_SUCCESS";
+	case CUDNN_STATUS_BAD_PARAM: return "CUDNN_STATUS_BAD_PARAM";
+	case CUDNN_STATUS_NOT_SUPPORTED: return "CUDNN_STATUS_NOT_SUPPORTED";
+	case CUDNN_STATUS_EXECUTION_FAILED: return "CUDNN_STATUS_EXECUTION_FAILED";
+	}
+	return "CUDNN_STATUS_UNKNOWN";
+}
+static inline cudnnStatus_t cudnnCreate(cudnnHandle_t *h)
+{
+	emu_context();
+	emu_used += EMU_DNN_BYTES;
+	*h = &emu_handle;
+	return CUDNN_STATUS_SUCCESS;
+}
+static inline cudnnStatus_t cudnnDestroy(cudnnHandle_t h)
+{
+	(void)h;
+	emu_used -= EMU_DNN_BYTES;
+	return CUDNN_STATUS_SUCCESS;
+}
+static inline cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t s)
+{
+	(void)h;
+	(void)s;
+	return CUDNN_STATUS_SUCCESS;
+}
+static inline cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *d)
+{
+	*d = (struct emu_dnn_tensor *)calloc(1, sizeof **d);
+	return *d ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
+}
+static inline cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d)
+{
+	free(d);
+	return CUDNN_STATUS_SUCCESS;
+}
+static inline cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d,
+						       cudnnTensorFormat_t f, cudnnDataType_t t,
+						       int n, int c, int h, int w)
+{
+	if (f != CUDNN_TENSOR_NCHW || t != CUDNN_DATA_FLOAT || n < 1 || c < 1 || h < 1 || w < 1)
+		return CUDNN_STATUS_BAD_PARAM;
+	*d = (struct emu_dnn_tensor){ n, c, h, w, 1 };
+	return CUDNN_STATUS_SUCCESS;
+}
+static inline cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *d)
+{
+	return cudnnCreateTensorDescriptor(d);
+}
+static inline cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d)
+{
+	return cudnnDestroyTensorDescriptor(d);
+}
+static inline cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t t,
+						       cudnnTensorFormat_t f, int k, int c, int h,
+						       int w)
+{
+	return cudnnSetTensor4dDescriptor(d, f, t, k, c, h, w);
+}
+static inline cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *d)
+{
+	*d = (struct emu_dnn_conv *)calloc(1, sizeof **d);
+	return *d ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
+}
+static inline cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d)
+{
+	free(d);
+	return CUDNN_STATUS_SUCCESS;
+}
+static inline cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int ph,
+							    int pw, int u, int v, int dh, int dw,
+							    cudnnConvolutionMode_t m,
+							    cudnnDataType_t t)
+{
+	if (ph < 0 || pw < 0 || u < 1 || v < 1 || dh < 1 || dw < 1 || t != CUDNN_DATA_FLOAT)
+		return CUDNN_STATUS_BAD_PARAM;
+	*d = (struct emu_dnn_conv){ ph, pw, u, v, dh, dw, m, CUDNN_DEFAULT_MATH, 1 };
+	return CUDNN_STATUS_SUCCESS;
+}
+static inline cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d,
+							cudnnMathType_t m)
+{
+	if (m != CUDNN_DEFAULT_MATH && m != CUDNN_TENSOR_OP_MATH && m != CUDNN_FMA_MATH)
+		return CUDNN_STATUS_BAD_PARAM;
+	d->math = m;
+	return CUDNN_STATUS_SUCCESS;
+}
+
+/* The shape of a convolution of x by w into y under c, when the emulation
+ * does it (see above) and the tensors agree; else NOT_SUPPORTED or
+ * BAD_PARAM. */
+static inline cudnnStatus_t emu_dnn_shape(const struct emu_dnn_tensor *x,
+					  const struct emu_dnn_tensor *w,
+					  const struct emu_dnn_conv *c,
+					  const struct emu_dnn_tensor *y)
+{
+	if (!x->set || !w->set || !c->set || !y->set)
+		return CUDNN_STATUS_BAD_PARAM;
+	if (c->mode != CUDNN_CROSS_CORRELATION || c->u != 1 || c->v != 1 || c->dil_h != 1 ||
+	    c->dil_w != 1)
+		return CUDNN_STATUS_NOT_SUPPORTED;
+	if (w->c != x->c || y->n != x->n || y->c != w->n ||
+	    y->h != x->h + 2 * c->pad_h - w->h + 1 || y->w != x->w + 2 * c->pad_w - w->w + 1)
+		return CUDNN_STATUS_BAD_PARAM;
+	return CUDNN_STATUS_SUCCESS;
+}
+
+/* col (C k_h k_w x Ho Wo, row-major) of one image x (C x H x W). */
+static inline void emu_dnn_im2col(float *col, const float *x, const struct emu_dnn_tensor *xd,
+				  const struct emu_dnn_tensor *wd, const struct emu_dnn_conv *c,
+				  int ho, int wo)
+{
+	size_t r = 0;
+
+	for (int ch = 0; ch < xd->c; ch++)
+		for (int ky = 0; ky < wd->h; ky++)
+			for (int kx = 0; kx < wd->w; kx++, r++)
+				for (int oy = 0; oy < ho; oy++)
+					for (int ox = 0; ox < wo; ox++) {
+						int sy = oy + ky - c->pad_h, sx = ox + kx - c->pad_w;
+
+						col[r * (size_t)(ho * wo) + (size_t)(oy * wo + ox)] =
+							sy >= 0 && sy < xd->h && sx >= 0 && sx < xd->w ?
+							x[((size_t)ch * xd->h + sy) * xd->w + sx] : 0.0f;
+					}
+}
+
+/* x (one image) += the image of col under emu_dnn_im2col (each tap's
+ * value added to the pixel it read). */
+static inline void emu_dnn_col2im(float *x, const float *col, const struct emu_dnn_tensor *xd,
+				  const struct emu_dnn_tensor *wd, const struct emu_dnn_conv *c,
+				  int ho, int wo)
+{
+	size_t r = 0;
+
+	for (int ch = 0; ch < xd->c; ch++)
+		for (int ky = 0; ky < wd->h; ky++)
+			for (int kx = 0; kx < wd->w; kx++, r++)
+				for (int oy = 0; oy < ho; oy++)
+					for (int ox = 0; ox < wo; ox++) {
+						int sy = oy + ky - c->pad_h, sx = ox + kx - c->pad_w;
+
+						if (sy >= 0 && sy < xd->h && sx >= 0 && sx < xd->w)
+							x[((size_t)ch * xd->h + sy) * xd->w + sx] +=
+								col[r * (size_t)(ho * wo) +
+								    (size_t)(oy * wo + ox)];
+					}
+}
+
+enum emu_dnn_op { EMU_DNN_FWD, EMU_DNN_DATA, EMU_DNN_FILTER };
+
+/* One product: y = alpha conv(x, w) + beta y (FWD), dx = alpha conv^T(w,
+ * dy) + beta dx (DATA), dw = alpha corr(x, dy) + beta dw (FILTER), reading
+ * the tensors now (at the node's run). Returns 0, or -1 when out of memory. */
+static inline int emu_dnn_run(enum emu_dnn_op op, struct emu_dnn_tensor xd, struct emu_dnn_tensor wd,
+			      struct emu_dnn_conv c, struct emu_dnn_tensor yd, float alpha,
+			      float beta, const float *x_in, const float *w_in, const float *dy_in,
+			      float *out)
+{
+	const int ho = yd.h, wo = yd.w, F = wd.n;
+	const size_t R = (size_t)wd.c * wd.h * wd.w, P = (size_t)ho * wo;
+	const size_t xs = (size_t)xd.c * xd.h * xd.w, ys = (size_t)yd.c * P;
+	float (*round)(float) = c.math == CUDNN_FMA_MATH ? NULL : emu_tf32;
+	const float *x = NULL, *w = NULL, *dy = NULL;
+	float *xc = NULL, *wc = NULL, *dyc = NULL, *col = NULL, *acc = NULL;
+	int rc = -1;
+
+	/* the inputs each product reads, rounded as the math mode says */
+	if (op != EMU_DNN_DATA && !(x = xc = emu_copy(x_in, (size_t)xd.n * xs, round)))
+		goto out;
+	if (op != EMU_DNN_FILTER && !(w = wc = emu_copy(w_in, (size_t)F * R, round)))
+		goto out;
+	if (op != EMU_DNN_FWD && !(dy = dyc = emu_copy(dy_in, (size_t)yd.n * ys, round)))
+		goto out;
+	if (!(col = (float *)malloc(R * P * sizeof(float))))
+		goto out;
+	if (op == EMU_DNN_FILTER && !(acc = (float *)calloc((size_t)F * R, sizeof(float))))
+		goto out;
+	if (op == EMU_DNN_DATA && !(acc = (float *)malloc(xs * sizeof(float))))
+		goto out;
+	for (int i = 0; i < xd.n; i++) {
+		switch (op) {
+		case EMU_DNN_FWD:
+			emu_dnn_im2col(col, x + i * xs, &xd, &wd, &c, ho, wo);
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, F, (int)P, (int)R, alpha,
+				    w, (int)R, col, (int)P, beta, out + i * ys, (int)P);
+			break;
+		case EMU_DNN_DATA:
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)R, (int)P, F, 1.0f, w,
+				    (int)R, dy + i * ys, (int)P, 0.0f, col, (int)P);
+			memset(acc, 0, xs * sizeof(float));
+			emu_dnn_col2im(acc, col, &xd, &wd, &c, ho, wo);
+			for (size_t e = 0; e < xs; e++)
+				out[i * xs + e] = alpha * acc[e] + (beta != 0.0f ? beta * out[i * xs + e] : 0.0f);
+			break;
+		case EMU_DNN_FILTER:
+			emu_dnn_im2col(col, x + i * xs, &xd, &wd, &c, ho, wo);
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, F, (int)R, (int)P, 1.0f,
+				    dy + i * ys, (int)P, col, (int)P, 1.0f, acc, (int)R);
+			break;
+		}
+	}
+	if (op == EMU_DNN_FILTER)
+		for (size_t e = 0; e < (size_t)F * R; e++)
+			out[e] = alpha * acc[e] + (beta != 0.0f ? beta * out[e] : 0.0f);
+	rc = 0;
+out:
+	free(xc);
+	free(wc);
+	free(dyc);
+	free(col);
+	free(acc);
+	return rc;
+}
+
+/* 1 when DLT_EMU_CUDNN_NONE refuses op at n rows. */
+static inline int emu_dnn_refused(enum emu_dnn_op op, int n)
+{
+	const char *none = getenv("DLT_EMU_CUDNN_NONE");
+	int rows = 0;
+
+	if (!none)
+		return 0;
+	if (!strcmp(none, "1"))
+		return 1;
+	if (!strcmp(none, "filter"))
+		return op == EMU_DNN_FILTER;
+	return sscanf(none, "rows=%d", &rows) == 1 && rows == n;
+}
+
+/* A product queued as a node named name, its descriptors copied now. */
+static inline cudnnStatus_t emu_dnn_queue(enum emu_dnn_op op, const struct emu_dnn_tensor *xd,
+					  const struct emu_dnn_tensor *wd,
+					  const struct emu_dnn_conv *c,
+					  const struct emu_dnn_tensor *yd, const void *alpha,
+					  const void *beta, const void *x, const void *w,
+					  const void *dy, void *out, size_t ws_bytes, int bad,
+					  const char *name)
+{
+	cudnnStatus_t st = emu_dnn_shape(xd, wd, c, yd);
+
+	if (st != CUDNN_STATUS_SUCCESS)
+		return st;
+	if (bad == 2 && ws_bytes < EMU_DNN_HUGE)
+		return CUDNN_STATUS_BAD_PARAM;   /* its workspace is not there */
+	emu_cudnn_bad += bad != 0;
+	const struct emu_dnn_tensor X = *xd, W = *wd, Y = *yd;
+	const struct emu_dnn_conv C = *c;
+	const float al = *(const float *)alpha, be = *(const float *)beta;
+
+	return emu_queue([=]() {
+		return emu_dnn_run(op, X, W, C, Y, al, be, (const float *)x, (const float *)w,
+				   (const float *)dy, (float *)out);
+	}, name) < 0 ? CUDNN_STATUS_EXECUTION_FAILED : CUDNN_STATUS_SUCCESS;
+}
+
+/* Find: the product run once, now, and the algorithms listed (see above). */
+template <typename R, typename A>
+static inline cudnnStatus_t emu_dnn_find(enum emu_dnn_op op, const struct emu_dnn_tensor *xd,
+					 const struct emu_dnn_tensor *wd,
+					 const struct emu_dnn_conv *c,
+					 const struct emu_dnn_tensor *yd, const void *x,
+					 const void *w, const void *dy, void *out, int requested,
+					 int *returned, R *res, A good, A atomics, A huge)
+{
+	const float one = 1.0f, zero = 0.0f;
+	cudnnStatus_t st = emu_dnn_shape(xd, wd, c, yd);
+
+	*returned = 0;
+	if (st != CUDNN_STATUS_SUCCESS)
+		return st;
+	if (requested < 3)
+		return CUDNN_STATUS_BAD_PARAM;
+	if (emu_capture || emu_wait() != cudaSuccess)
+		return CUDNN_STATUS_EXECUTION_FAILED;
+	if (emu_dnn_queue(op, xd, wd, c, yd, &one, &zero, x, w, dy, out, 0, 0, "cudnn find") !=
+	    CUDNN_STATUS_SUCCESS || emu_wait() != cudaSuccess)
+		return CUDNN_STATUS_EXECUTION_FAILED;
+	const int refused = emu_dnn_refused(op, xd->n);
+	const R list[3] = {
+		{ huge, CUDNN_STATUS_SUCCESS, 0.01f, EMU_DNN_HUGE, CUDNN_DETERMINISTIC, c->math, {0} },
+		{ atomics, CUDNN_STATUS_SUCCESS, 0.02f, 0, CUDNN_NON_DETERMINISTIC, c->math, {0} },
+		{ good, refused ? CUDNN_STATUS_NOT_SUPPORTED : CUDNN_STATUS_SUCCESS, 0.03f, 0,
+		  CUDNN_DETERMINISTIC, c->math, {0} },
+	};
+	for (int i = 0; i < 3; i++)
+		res[i] = list[i];
+	*returned = 3;
+	return CUDNN_STATUS_SUCCESS;
+}
+
+/* 0 for the algorithm Find lists as the one to use, 1 for the one that
+ * sums with atomics, 2 for the one with a workspace nobody has. */
+template <typename A>
+static inline int emu_dnn_bad(A algo, A good, A atomics)
+{
+	return algo == good ? 0 : algo == atomics ? 1 : 2;
+}
+
+static inline cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(
+	cudnnHandle_t h, cudnnTensorDescriptor_t xd, const void *x, cudnnFilterDescriptor_t wd,
+	const void *w, cudnnConvolutionDescriptor_t cd, cudnnTensorDescriptor_t yd, void *y,
+	int requested, int *returned, cudnnConvolutionFwdAlgoPerf_t *res, void *ws, size_t wsn)
+{
+	(void)h;
+	(void)ws;
+	(void)wsn;
+	return emu_dnn_find(EMU_DNN_FWD, xd, wd, cd, yd, x, w, NULL, y, requested, returned, res,
+			    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+			    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_FFT);
+}
+static inline cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(
+	cudnnHandle_t h, cudnnFilterDescriptor_t wd, const void *w, cudnnTensorDescriptor_t dyd,
+	const void *dy, cudnnConvolutionDescriptor_t cd, cudnnTensorDescriptor_t dxd, void *dx,
+	int requested, int *returned, cudnnConvolutionBwdDataAlgoPerf_t *res, void *ws, size_t wsn)
+{
+	(void)h;
+	(void)ws;
+	(void)wsn;
+	return emu_dnn_find(EMU_DNN_DATA, dxd, wd, cd, dyd, NULL, w, dy, dx, requested, returned,
+			    res, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
+			    (cudnnConvolutionBwdDataAlgo_t)5);
+}
+static inline cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
+	cudnnHandle_t h, cudnnTensorDescriptor_t xd, const void *x, cudnnTensorDescriptor_t dyd,
+	const void *dy, cudnnConvolutionDescriptor_t cd, cudnnFilterDescriptor_t dwd, void *dw,
+	int requested, int *returned, cudnnConvolutionBwdFilterAlgoPerf_t *res, void *ws, size_t wsn)
+{
+	(void)h;
+	(void)ws;
+	(void)wsn;
+	return emu_dnn_find(EMU_DNN_FILTER, xd, dwd, cd, dyd, x, NULL, dy, dw, requested, returned,
+			    res, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
+			    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3);
+}
+static inline cudnnStatus_t cudnnConvolutionForward(
+	cudnnHandle_t h, const void *alpha, cudnnTensorDescriptor_t xd, const void *x,
+	cudnnFilterDescriptor_t wd, const void *w, cudnnConvolutionDescriptor_t cd,
+	cudnnConvolutionFwdAlgo_t algo, void *ws, size_t wsn, const void *beta,
+	cudnnTensorDescriptor_t yd, void *y)
+{
+	(void)h;
+	(void)ws;
+	return emu_dnn_queue(EMU_DNN_FWD, xd, wd, cd, yd, alpha, beta, x, w, NULL, y, wsn,
+			     emu_dnn_bad(algo, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+					 CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM),
+			     "cudnnConvolutionForward");
+}
+static inline cudnnStatus_t cudnnConvolutionBackwardData(
+	cudnnHandle_t h, const void *alpha, cudnnFilterDescriptor_t wd, const void *w,
+	cudnnTensorDescriptor_t dyd, const void *dy, cudnnConvolutionDescriptor_t cd,
+	cudnnConvolutionBwdDataAlgo_t algo, void *ws, size_t wsn, const void *beta,
+	cudnnTensorDescriptor_t dxd, void *dx)
+{
+	(void)h;
+	(void)ws;
+	return emu_dnn_queue(EMU_DNN_DATA, dxd, wd, cd, dyd, alpha, beta, NULL, w, dy, dx, wsn,
+			     emu_dnn_bad(algo, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+					 CUDNN_CONVOLUTION_BWD_DATA_ALGO_0),
+			     "cudnnConvolutionBackwardData");
+}
+static inline cudnnStatus_t cudnnConvolutionBackwardFilter(
+	cudnnHandle_t h, const void *alpha, cudnnTensorDescriptor_t xd, const void *x,
+	cudnnTensorDescriptor_t dyd, const void *dy, cudnnConvolutionDescriptor_t cd,
+	cudnnConvolutionBwdFilterAlgo_t algo, void *ws, size_t wsn, const void *beta,
+	cudnnFilterDescriptor_t dwd, void *dw)
+{
+	(void)h;
+	(void)ws;
+	return emu_dnn_queue(EMU_DNN_FILTER, xd, dwd, cd, dyd, alpha, beta, x, NULL, dy, dw, wsn,
+			     emu_dnn_bad(algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+					 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0),
+			     "cudnnConvolutionBackwardFilter");
 }
 
 /* ---- NCCL: one rank, or MPI_COMM_WORLD when MPI is running ---- */

@@ -1762,6 +1762,166 @@ TEST(gpu_a_cublaslt_without_an_algorithm_leaves_the_plain_path)
 	pair_close(&p);
 }
 
+/* A backend of p's net opened with DLT_GPU_CONV=cudnn (and the emulation's
+ * DLT_EMU_CUDNN_NONE=none when not NULL), as other_backend. */
+static struct dlt_gpu *cudnn_backend(struct pair *p, uint64_t seed, const char *none,
+				     enum dlt_precision prec)
+{
+	struct dlt_gpu *g;
+
+	if (none)
+		setenv("DLT_EMU_CUDNN_NONE", none, 1);
+	g = other_backend(p, seed, "DLT_GPU_CONV", "cudnn", prec);
+	unsetenv("DLT_EMU_CUDNN_NONE");
+	return g;
+}
+
+extern long dlt_emu_cudnn_bad_calls(void) __attribute__((weak));
+
+/* DLT_GPU_CONV=cudnn: each conv's forward, input and weight gradients are
+ * cuDNN calls on NCHW tensors (dnn.cu) where the own path is an im2col
+ * matrix and products over it. In fp32 (cuDNN's FMA math) and tf32 (its
+ * default math) a batch gives the CPU trainer's logits, loss and gradients
+ * within the precision's tolerance, and the own path's gradients within
+ * it too, also at rows it plans when it meets them; bf16 keeps the own
+ * path (the device line says so; bit for bit). A graphed step is the
+ * ungraphed one bit for bit (the algorithms are deterministic and planned
+ * before a capture), and has three nodes fewer for two convs (emulation:
+ * the im2col and its product become one call, and the input gradient's
+ * product and col2im one call too). No call runs an algorithm Find listed
+ * to be passed over (one summing with atomics, one whose workspace is too
+ * big: the emulation lists them first, as the fastest). */
+TEST(gpu_convs_through_cudnn_match_the_cpu_and_the_own_path_in_fewer_nodes)
+{
+	const struct tol *tols[3] = { &tol_fp32, &tol_tf32, &tol_bf16 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_NESTEROV, .momentum = 0.9f };
+	char msg[DLT_ERR_MAX], name[256];
+	struct dlt_net_spec s;
+	const char *bad;
+
+	if (!have_gpu)
+		SKIP(why);
+	model_spec(&s, 1);
+	for (int i = 0; i < 3; i++) {
+		const int on = tols[i]->prec != DLT_PRECISION_BF16;
+		struct pair p;
+		struct dlt_gpu *own;
+		double e = 0;
+
+		setenv("DLT_GPU_CONV", "cudnn", 1);
+		int rc = pair_open_prec(&p, &s, 16, 1, 7, tols[i]->prec);
+
+		unsetenv("DLT_GPU_CONV");
+		CHECK_MSG(rc == 0, "%s", p.err);
+		dlt_gpu_describe(p.gpu, name, sizeof name);
+		CHECK_MSG(strstr(name, on ? "; convolutions through cuDNN 9." :
+				 "; convolutions through cuDNN off in bf16"), "%s: %s", tols[i]->name,
+			  name);
+		bad = compare_batch_tol(&p, 5, tols[i], NULL, msg, sizeof msg);
+		CHECK_MSG(!bad, "%s: through cuDNN, against the CPU: %s", tols[i]->name, bad);
+		own = other_backend(&p, 7, NULL, NULL, tols[i]->prec);
+		CHECK_MSG(own, "%s", p.err);
+		dlt_gpu_describe(own, name, sizeof name);
+		CHECK_MSG(!strstr(name, "cuDNN"), "DLT_GPU_CONV unset: %s", name);
+		bad = two_backends(&p, p.gpu, own, on ? tols[i]->grad : 0, &e, msg, sizeof msg);
+		printf("measured: %s: gradients %.2g from the own path's (relative L2)\n",
+		       tols[i]->name, e);
+		CHECK_MSG(!bad, "%s: through cuDNN, then the own path: %s", tols[i]->name, bad);
+		p.rows = 11;   /* rows it has not planned */
+		bad = two_backends(&p, p.gpu, own, on ? tols[i]->grad : 0, &e, msg, sizeof msg);
+		CHECK_MSG(!bad, "%s: 11 rows through cuDNN, then the own path: %s", tols[i]->name, bad);
+		p.rows = 16;
+		long nd = step_nodes(&p, p.gpu, &o), no = step_nodes(&p, own, &o);
+		CHECK_MSG(nd > 0 && no > 0, "%s", p.err);
+		printf("measured: %s: a step of %ld graph nodes through cuDNN, %ld on the own path\n",
+		       tols[i]->name, nd, no);
+		CHECK_MSG(!emulated(p.gpu) || nd == no - (on ? 3 : 0), "%s: a step of %ld nodes "
+			  "through cuDNN, %ld on the own path (want %d fewer)", tols[i]->name, nd, no,
+			  on ? 3 : 0);
+		dlt_gpu_destroy(own);
+		pair_close(&p);
+	}
+	setenv("DLT_GPU_CONV", "cudnn", 1);
+	for (int i = 0; i < 2 && !bad; i++) {
+		const int f[2] = { 4, 6 }, k[2] = { 5, 3 };
+
+		cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 2, f, k, 2, 16, 0.25f, 10);
+		bad = graph_vs_eager(&s, &o, tols[i]->prec, 1, i ? GV_ROWS | GV_AHEAD : 0, msg,
+				     sizeof msg);
+	}
+	unsetenv("DLT_GPU_CONV");
+	CHECK_MSG(!bad, "through cuDNN, graphed and not: %s", bad);
+	if (dlt_emu_cudnn_bad_calls)
+		CHECK_MSG(dlt_emu_cudnn_bad_calls() == 0, "%ld calls ran an algorithm Find listed to "
+			  "be passed over", dlt_emu_cudnn_bad_calls());
+}
+
+/* A cuDNN that cannot (the emulation's DLT_EMU_CUDNN_NONE; on a GPU the
+ * variable does nothing and the test is skipped) costs the optimisation,
+ * never the run: no library, no algorithm for a forward or for a weight
+ * gradient at the largest batch (asked when the backend opens) leave
+ * every conv on the own path, the device line saying why, the gradients the own path's bit for
+ * bit; no algorithm at a batch of other rows, met in a pass, runs that
+ * pass on the own path, and the next pass of planned rows through cuDNN
+ * again. */
+TEST(gpu_a_cudnn_that_cannot_leaves_the_convs_on_their_own_path)
+{
+	const struct {
+		const char *none;   /* DLT_EMU_CUDNN_NONE */
+		const char *want;   /* in the device line */
+	} cases[3] = {
+		{ "lib", "; convolutions through cuDNN off: cannot open libcudnn.so.9" },
+		{ "1", "; convolutions through cuDNN off: layer 1: cudnn: no deterministic forward "
+		       "algorithm within 64 MiB of workspace (3 tried)" },
+		{ "filter", "; convolutions through cuDNN off: layer 1: cudnn: no deterministic "
+			    "weight-gradient algorithm" },
+	};
+	char msg[DLT_ERR_MAX], name[256];
+	struct dlt_net_spec s;
+	struct pair p;
+	struct dlt_gpu *g;
+	const char *bad;
+	double e = 1;
+
+	if (!have_gpu)
+		SKIP(why);
+	for (int c = 0; c < 3; c++) {
+		const int f[2] = { 4, 6 }, k[2] = { 5, 3 };
+
+		cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 2, f, k, 2, 16, 0.0f, 10);
+		CHECK_MSG(pair_open_prec(&p, &s, 9, 1, 19, DLT_PRECISION_TF32) == 0, "%s", p.err);
+		if (!emulated(p.gpu)) {
+			pair_close(&p);
+			SKIP("a GPU's cuDNN: DLT_EMU_CUDNN_NONE is the emulation's");
+		}
+		g = cudnn_backend(&p, 19, cases[c].none, DLT_PRECISION_TF32);
+		CHECK_MSG(g, "%s: %s", cases[c].none, p.err);
+		dlt_gpu_describe(g, name, sizeof name);
+		CHECK_MSG(strstr(name, cases[c].want), "the device line: %s", name);
+		bad = two_backends(&p, g, p.gpu, 0, NULL, msg, sizeof msg);
+		CHECK_MSG(!bad, "%s: off, then the own path: %s", cases[c].want, bad);
+		dlt_gpu_destroy(g);
+		pair_close(&p);
+	}
+	/* at 7 rows of a backend opened for 9 */
+	CHECK_MSG(two_conv_pair(&p, DLT_PRECISION_FP32) == 0, "%s", p.err);
+	g = cudnn_backend(&p, 5, NULL, DLT_PRECISION_FP32);
+	CHECK_MSG(g, "%s", p.err);
+	p.rows = 7;
+	setenv("DLT_EMU_CUDNN_NONE", "rows=7", 1);
+	bad = two_backends(&p, g, p.gpu, 0, NULL, msg, sizeof msg);
+	unsetenv("DLT_EMU_CUDNN_NONE");
+	CHECK_MSG(!bad, "no algorithm at 7 rows, then the own path: %s", bad);
+	p.rows = 12;
+	long before = dlt_emu_cudnn_bad_calls ? dlt_emu_cudnn_bad_calls() : 0;
+	bad = two_backends(&p, g, p.gpu, tol_fp32.grad, &e, msg, sizeof msg);
+	CHECK_MSG(!bad, "12 rows through cuDNN again, then the own path: %s", bad);
+	CHECK_MSG(e > 0, "12 rows: the own path's gradients bit for bit: not through cuDNN?");
+	CHECK_MSG(!dlt_emu_cudnn_bad_calls || dlt_emu_cudnn_bad_calls() == before, "bad algorithms");
+	dlt_gpu_destroy(g);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	RUN(gpu_count_or_a_reason);
@@ -1781,6 +1941,8 @@ int main(void)
 	RUN(gpu_each_form_of_split_product_matches_the_unsplit);
 	RUN(gpu_dense_epilogues_match_the_plain_path_in_fewer_nodes);
 	RUN(gpu_a_cublaslt_without_an_algorithm_leaves_the_plain_path);
+	RUN(gpu_convs_through_cudnn_match_the_cpu_and_the_own_path_in_fewer_nodes);
+	RUN(gpu_a_cudnn_that_cannot_leaves_the_convs_on_their_own_path);
 	RUN(gpu_a_conv_back_in_fp32_after_bf16_computes_as_one_never_in_bf16);
 	RUN(gpu_bf16_keeps_fp32_master_weights_that_move_between_cpu_and_gpu);
 	RUN(gpu_refuses_an_unknown_precision);

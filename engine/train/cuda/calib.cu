@@ -64,7 +64,6 @@
 	return fail(-EIO, err, errlen, "cublas: %s: status %d", #call, (int)s_); } while (0)
 #define NCCL_CHECK(call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) \
 	return fail(-EIO, err, errlen, "nccl: %s: %s", #call, ncclGetErrorString(r_)); } while (0)
-#define TRY(call) do { int rc_ = (call); if (rc_ < 0) return rc_; } while (0)
 
 /* Monotonic seconds. */
 static double now_s(void)

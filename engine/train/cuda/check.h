@@ -25,6 +25,9 @@ static int cuda_rc(cudaError_t e)
 	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 }
 
+/* Returns from the calling function with call's result when it is < 0. */
+#define TRY(call) do { int rc_ = (call); if (rc_ < 0) return rc_; } while (0)
+
 /* Returns from the calling function with -errno and err set when call fails
  * (err and errlen in scope). */
 #define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) \

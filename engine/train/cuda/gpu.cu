@@ -66,6 +66,7 @@
 
 #define restrict __restrict__   /* the C headers use C99's restrict */
 #include "engine/train/cuda/check.h"
+#include "engine/train/cuda/dnn.h"
 #include "engine/train/gpu.h"
 #include "engine/train/elem.h"
 #undef restrict
@@ -129,6 +130,8 @@ struct gpu_layer {
 	uint8_t *mask;   /* dense, dlt_gpu_dgrad_fused: the ReLU's bit mask, written by the
 			    forward GEMM's epilogue, read by the input-gradient GEMM of
 			    the dense layer two after (cuBLASLt's layout: lt_gemm) */
+	int conv_dnn;    /* conv: 1 when this pass's forward ran through cuDNN (dnn_on), so
+			    its product is NCHW and its backward goes there too */
 	int lt_plain;    /* dense, lt_dgrad: 1 when this pass's mask or its use fell back
 			    to the plain path (cuBLASLt had no algorithm at its rows):
 			    the layer's backward masks and sums its bias gradient itself */
@@ -166,6 +169,12 @@ struct dlt_gpu {
 	int lt_one;                              /* 1: DLT_GPU_LT_ONE=1, one kernel a product */
 	struct lt_plan *lt_plan;                 /* LT_PLANS: the products asked for (lt_gemm) */
 	int lt_next;                             /* the plan a new product takes next */
+	struct dnn *dnn;                         /* the convolutions through cuDNN (dnn.h), or NULL */
+	int dnn_want;                            /* 1: DLT_GPU_CONV=cudnn at dlt_gpu_create */
+	int dnn_on;                              /* 1: the convs go there now (dnn_setup) */
+	char dnn_off[256];                       /* what the device line says of it */
+	float *dnn_dw;                           /* the largest conv's weights: where a plan's
+						    Find writes a weight gradient */
 	int precision;                           /* enum dlt_precision of the GEMMs */
 	uint16_t *params16;                      /* bf16: the parameters as BF16 bits */
 	uint16_t *op16[2];                       /* bf16: a GEMM's A and B operands as BF16 */
@@ -237,8 +246,6 @@ static const char *blas_text(cublasStatus_t s)
 #define NCCL_CHECK(call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) \
 	return fail(-EIO, err, errlen, "nccl: %s: %s", #call, ncclGetErrorString(r_)); } while (0)
 
-/* Propagates a helper's failure (its message is already in err). */
-#define TRY(call) do { int rc_ = (call); if (rc_ < 0) return rc_; } while (0)
 
 /* Blocks for n elements with GPU_THREADS threads, capped (grid-stride). */
 static unsigned blocks_for(size_t n)
@@ -441,50 +448,52 @@ __global__ void k_col2im(float *dx, const float *col, int C, int H, int W, int k
 	}
 }
 
-/* y[i][f][j] = t[f][i*hw + j] + b[f]: F x N GEMM output to NCHW plus bias,
- * and with relu the ReLU of that (fused, as k_add_bias_rows). */
+/* A conv's product t holds image i's plane f at t + f fs + i is: the
+ * F x N GEMM output (fs = N = n hw, is = hw) or NCHW (cuDNN's: fs = hw,
+ * is = F hw). */
+
+/* y[i][f][j] = t's (i, f) plane at j + b[f]: the product to NCHW plus
+ * bias, and with relu the ReLU of that (fused, as k_add_bias_rows). */
 template <typename I>
 __global__ void k_conv_scatter(float *y, const float *t, const float *b, int F, size_t hw_, int n,
-			       int relu)
+			       size_t fs_, size_t is_, int relu)
 {
-	const I hw = (I)hw_, N = (I)n * hw;
-	const size_t total = (size_t)F * (size_t)N;
+	const I hw = (I)hw_, fs = (I)fs_, is = (I)is_;
+	const size_t total = (size_t)F * (size_t)n * (size_t)hw;
 
 	GRID_STRIDE_I(I, e, total) {
 		I q = e / hw, j = e - q * hw;
 		I i = q / (I)F, f = q - i * (I)F;
-		float v = t[f * N + i * hw + j] + b[f];
+		float v = t[f * fs + i * is + j] + b[f];
 
 		y[e] = relu && !(v > 0.0f) ? 0.0f : v;
 	}
 }
 
-/* t[f][i*hw + j] = dy[i][f][j]: NCHW dY to F x N; with y (the output of
- * the ReLU after the conv), masked by it as k_relu_bwd does (fused). */
+/* t's (i, f) plane at j = dy[i][f][j]: NCHW dY to the product's layout;
+ * with y (the output of the ReLU after the conv), masked by it as
+ * k_relu_bwd does (fused). */
 template <typename I>
-__global__ void k_conv_gather(float *t, const float *dy, const float *y, int F, size_t hw_, int n)
+__global__ void k_conv_gather(float *t, const float *dy, const float *y, int F, size_t hw_, int n,
+			      size_t fs_, size_t is_)
 {
-	const I hw = (I)hw_, N = (I)n * hw;
-	const size_t total = (size_t)F * (size_t)N;
+	const I hw = (I)hw_, fs = (I)fs_, is = (I)is_;
+	const size_t total = (size_t)F * (size_t)n * (size_t)hw;
 
 	GRID_STRIDE_I(I, e, total) {
 		I q = e / hw, j = e - q * hw;
 		I i = q / (I)F, f = q - i * (I)F;
 
-		t[f * N + i * hw + j] = y && !(y[e] > 0.0f) ? 0.0f : dy[e];
+		t[f * fs + i * is + j] = y && !(y[e] > 0.0f) ? 0.0f : dy[e];
 	}
 }
 
-/* gb[f] = sum of row f of t (F x N): one block per row, a tree in shared
- * memory (blockDim.x == GPU_THREADS, a power of two). */
-__global__ void k_row_sums(float *gb, const float *t, size_t N)
+/* The sum of each thread's a over the block, a tree in shared memory
+ * (blockDim.x <= GPU_THREADS, a power of two); once a kernel. */
+__device__ float block_sum(float a)
 {
 	__shared__ float s[GPU_THREADS];
-	const float *row = t + (size_t)blockIdx.x * N;
-	float a = 0.0f;
 
-	for (size_t j = threadIdx.x; j < N; j += blockDim.x)
-		a += row[j];
 	s[threadIdx.x] = a;
 	__syncthreads();
 	for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {
@@ -492,8 +501,38 @@ __global__ void k_row_sums(float *gb, const float *t, size_t N)
 			s[threadIdx.x] += s[threadIdx.x + w];
 		__syncthreads();
 	}
+	return s[0];
+}
+
+/* gb[f] = sum of row f of t (F x N): one block per row. */
+__global__ void k_row_sums(float *gb, const float *t, size_t N)
+{
+	const float *row = t + (size_t)blockIdx.x * N;
+	float a = 0.0f;
+
+	for (size_t j = threadIdx.x; j < N; j += blockDim.x)
+		a += row[j];
+	a = block_sum(a);
 	if (threadIdx.x == 0)
-		gb[blockIdx.x] = s[0];
+		gb[blockIdx.x] = a;
+}
+
+/* gb[f] = the sum of plane f of the n images of NCHW t (F planes of hw
+ * each): a conv's bias gradient from its product's gradient in cuDNN's
+ * layout (k_row_sums's tree, one block per plane). */
+__global__ void k_plane_sums(float *gb, const float *t, int F, size_t hw, int n)
+{
+	const size_t N = (size_t)n * hw, f = blockIdx.x;
+	float a = 0.0f;
+
+	for (size_t j = threadIdx.x; j < N; j += blockDim.x) {
+		const size_t i = j / hw;
+
+		a += t[(i * (size_t)F + f) * hw + (j - i * hw)];
+	}
+	a = block_sum(a);
+	if (threadIdx.x == 0)
+		gb[f] = a;
 }
 
 /* C[i][j] (ldc) = the sum over s = 0..parts-1, in order, of part s's
@@ -551,23 +590,24 @@ __global__ void k_pool_bwd(float *dx, const int32_t *arg, const float *dy, size_
 
 /* ---- kernels: conv, ReLU and max-pool fused (dlt_gpu_fused 2) ---- */
 
-/* The pool of a conv's ReLU output, read from the conv's F x N product t
- * (plus bias b[f], then the ReLU, as k_conv_scatter computes each value)
+/* The pool of a conv's ReLU output, read from the conv's product t (in
+ * its layout fs, is; plus bias b[f], then the ReLU, as k_conv_scatter
+ * computes each value)
  * rather than from the ReLU's output in NCHW: y and arg as k_pool_fwd's
  * (dlt_pool_window's first maximum, its index in the plane), so the ReLU's
  * output is never written. One thread per pooled output (n x F planes of
  * oh x ow). */
 template <typename I>
 __global__ void k_conv_pool_fwd(float *y, int32_t *arg, const float *t, const float *b, int F,
-				int H, int W, int n, int k, int oh, int ow)
+				int W, int n, size_t fs_, size_t is_, int k, int oh, int ow)
 {
-	const I hw = (I)H * (I)W, N = (I)n * hw, op = (I)oh * (I)ow;
+	const I fs = (I)fs_, is = (I)is_, op = (I)oh * (I)ow;
 	const size_t total = (size_t)n * (size_t)F * (size_t)op;
 
 	GRID_STRIDE_I(I, e, total) {
 		I q = e / op, i = q / (I)F, f = q - i * (I)F;
 		int o = (int)(e - q * op), oy = o / ow, ox = o - oy * ow;
-		const float *in = t + f * N + i * hw;
+		const float *in = t + f * fs + i * is;
 		const float bf = b[f];
 		int best = oy * k * W + ox * k;
 		float mx = in[best] + bf;
@@ -589,23 +629,25 @@ __global__ void k_conv_pool_fwd(float *y, int32_t *arg, const float *t, const fl
 	}
 }
 
-/* t[f][i*hw + p] = the gradient of the conv's product at pixel p of image
- * i's plane f, from the pool's output gradient dy: dy of the pooled output
+/* t's (i, f) plane at p (layout fs, is) = the gradient of the conv's
+ * product at pixel p of image i's plane f, from the pool's output gradient
+ * dy: dy of the pooled output
  * whose window's maximum p is (arg), where that maximum (the pooled value
  * yp) is above 0 (the ReLU's mask), else 0 - what k_pool_bwd (after a
  * memset) and k_conv_gather with the ReLU's output as the mask write, in
  * one pass and without the NCHW gradient between them (pixels past the
- * last whole window get 0). One thread per element of t. */
+ * last whole window get 0). One thread per element of t, in NCHW order. */
 template <typename I>
 __global__ void k_pool_conv_gather(float *t, const float *dy, const int32_t *arg, const float *yp,
-				   int F, int H, int W, int n, int k, int oh, int ow)
+				   int F, int H, int W, int n, size_t fs_, size_t is_, int k, int oh,
+				   int ow)
 {
-	const I hw = (I)H * (I)W, N = (I)n * hw;
-	const size_t total = (size_t)F * (size_t)N;
+	const I hw = (I)H * (I)W, fs = (I)fs_, is = (I)is_;
+	const size_t total = (size_t)F * (size_t)n * (size_t)hw;
 
 	GRID_STRIDE_I(I, e, total) {
-		I f = e / N, q = e - f * N, i = q / hw;
-		int p = (int)(q - i * hw), py = p / W, px = p - py * W;
+		I q = e / hw, i = q / (I)F, f = q - i * (I)F;
+		int p = (int)(e - q * hw), py = p / W, px = p - py * W;
 		int oy = py / k, ox = px / k;
 		float v = 0.0f;
 
@@ -615,7 +657,7 @@ __global__ void k_pool_conv_gather(float *t, const float *dy, const int32_t *arg
 			if (arg[o] == p && yp[o] > 0.0f)
 				v = dy[o];
 		}
-		t[e] = v;
+		t[f * fs + i * is + (I)p] = v;
 	}
 }
 
@@ -1124,6 +1166,7 @@ static int lt_dense_dgrad(struct dlt_gpu *g, int li, int rows, const float *dy, 
 }
 
 static int lt_setup(struct dlt_gpu *g, char *err, size_t errlen);
+static int dnn_setup(struct dlt_gpu *g, char *err, size_t errlen);
 
 /* A conv's weight gradient gr (F x R) and bias gradient (F, after it)
  * from t (F x N: its product's gradient) and its im2col matrix col, whose
@@ -1196,6 +1239,8 @@ extern "C" void dlt_gpu_destroy(struct dlt_gpu *g)
 	free(g->lt_plan);
 	if (g->lt)
 		cublasLtDestroy(g->lt);
+	dnn_destroy(g->dnn);
+	cudaFree(g->dnn_dw);
 	cudaFree(g->lt_ws);
 	for (int i = 0; i < DLT_NET_MAX_LAYERS; i++) {
 		cudaFree(g->layer[i].act);
@@ -1268,7 +1313,7 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 {
 	const struct dlt_net *n = &g->net;
 	const size_t mb = (size_t)g->max_batch, np = g->nparams;
-	size_t widest = dlt_shape_size(n->in), ws = 1;
+	size_t widest = dlt_shape_size(n->in), ws = 1, wmax = 0;
 
 	for (int i = 0; i < n->nlayers; i++) {
 		const struct dlt_layer *l = &n->layer[i];
@@ -1286,6 +1331,8 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 				   err, errlen));
 			if ((size_t)l->out.c * N > ws)
 				ws = (size_t)l->out.c * N;
+			if ((size_t)l->out.c * r > wmax)
+				wmax = (size_t)l->out.c * r;
 		}
 		if (l->kind == DLT_LAYER_POOL)
 			TRY(dalloc((void **)&g->layer[i].arg, mb * out * sizeof(int32_t),
@@ -1298,6 +1345,9 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 	}
 	if (g->lt_want)
 		TRY(dalloc(&g->lt_ws, LT_WS_BYTES, "cuBLASLt workspace", err, errlen));
+	if (g->dnn)
+		TRY(dalloc((void **)&g->dnn_dw, wmax * sizeof(float), "cuDNN's weight scratch", err,
+			   errlen));
 	TRY(dalloc((void **)&g->params, np * sizeof(float), "params", err, errlen));
 	TRY(dalloc((void **)&g->grads, (np + 2) * sizeof(float), "grads", err, errlen));
 	TRY(dalloc((void **)&g->state, (size_t)g->nstate * np * sizeof(float), "optimizer state",
@@ -1367,6 +1417,18 @@ static int open_device(struct dlt_gpu *g, char *err, size_t errlen)
 		if (!g->lt_plan)
 			return fail(-ENOMEM, err, errlen, "gpu: cannot allocate cuBLASLt's plans");
 	}
+	if (g->dnn_want) {   /* the convs through cuDNN: off, saying why, without it */
+		char why[200];
+		int rc = dnn_create(&g->dnn, g->stream, why, sizeof why);
+
+		if (rc == -ENOTSUP) {
+			g->dnn_want = 0;
+			snprintf(g->dnn_off, sizeof g->dnn_off, "; convolutions through cuDNN off: %s",
+				 why);
+		} else if (rc < 0) {
+			return fail(rc, err, errlen, "gpu: %s", why);
+		}
+	}
 	return 0;
 }
 
@@ -1405,11 +1467,12 @@ extern "C" int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int
 	}
 	{
 		const char *sk = getenv("DLT_GPU_SPLITK"), *lt = getenv("DLT_GPU_LT");
-		const char *one = getenv("DLT_GPU_LT_ONE");
+		const char *one = getenv("DLT_GPU_LT_ONE"), *conv = getenv("DLT_GPU_CONV");
 
 		g->splitk = !(sk && !strcmp(sk, "0"));
 		g->lt_want = !(lt && !strcmp(lt, "0"));
 		g->lt_one = one && !strcmp(one, "1");
+		g->dnn_want = conv && !strcmp(conv, "cudnn");
 	}
 
 	rc = open_device(g, err, errlen);
@@ -1417,6 +1480,8 @@ extern "C" int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int
 		rc = alloc_all(g, err, errlen);
 	if (rc == 0)
 		rc = lt_setup(g, err, errlen);
+	if (rc == 0)
+		rc = dnn_setup(g, err, errlen);
 	if (rc < 0) {
 		dlt_gpu_destroy(g);
 		return rc;
@@ -1427,7 +1492,7 @@ extern "C" int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int
 
 extern "C" void dlt_gpu_describe(const struct dlt_gpu *g, char *out, size_t len)
 {
-	snprintf(out, len, "%s%s", g->name, g->lt_off);
+	snprintf(out, len, "%s%s%s", g->name, g->lt_off, g->dnn_off);
 }
 
 extern "C" int dlt_gpu_nccl_id(unsigned char *id, char *err, size_t errlen)
@@ -1535,6 +1600,7 @@ extern "C" int dlt_gpu_set_precision(struct dlt_gpu *g, enum dlt_precision p, ch
 	drop_graph(g);   /* its GEMMs were captured in the old precision */
 	g->precision = p;
 	TRY(lt_setup(g, err, errlen));
+	TRY(dnn_setup(g, err, errlen));
 	TRY(cast_weights(g, err, errlen));
 	CUDA_CHECK(cudaStreamSynchronize(g->stream));
 	return 0;
@@ -1644,6 +1710,92 @@ static int lt_setup(struct dlt_gpu *g, char *err, size_t errlen)
 	return 0;
 }
 
+/* Conv layer li as dnn.h sees it. */
+static struct dnn_conv conv_shape(const struct dlt_gpu *g, int li)
+{
+	const struct dlt_layer *l = &g->net.layer[li];
+	const struct dnn_conv c = { li, l->in.c, l->in.h, l->in.w, l->out.c, l->k };
+
+	return c;
+}
+
+/* Conv layer li's product on n rows of x through cuDNN into g->ws (NCHW),
+ * planned first (Find writes g->ws, a delta buffer and g->dnn_dw, none of
+ * which holds anything a later call reads). Returns 0, -ENOTSUP when
+ * cuDNN has no plan for it (the caller's own path runs), or -errno. */
+static int conv_dnn_forward(struct dlt_gpu *g, int li, const float *x, int n, char *err,
+			    size_t errlen)
+{
+	const struct dnn_conv c = conv_shape(g, li);
+	const struct dnn_bufs b = { x, g->params + g->net.layer[li].off, g->ws, g->ws,
+				    li > 0 ? g->delta[0] : NULL, g->dnn_dw };
+
+	TRY(dnn_plan(g->dnn, &c, n, &b, err, errlen));
+	return dnn_forward(g->dnn, &c, n, &b, err, errlen);
+}
+
+/* Conv layer li's gradients through cuDNN from t (the product's gradient,
+ * NCHW) and its input x on n rows: the weights' and the bias's (the planes'
+ * sums) into g->grads, and dx when not NULL. Returns 0 or -errno. */
+static int conv_dnn_backward(struct dlt_gpu *g, int li, const float *x, const float *t, float *dx,
+			     int n, char *err, size_t errlen)
+{
+	const struct dlt_layer *l = &g->net.layer[li];
+	const struct dnn_conv c = conv_shape(g, li);
+	float *gr = g->grads + l->off;
+	const struct dnn_bufs b = { x, g->params + l->off, NULL, t, dx, gr };
+
+	TRY(dnn_backward_filter(g->dnn, &c, n, &b, err, errlen));
+	LAUNCH_SYNC(k_plane_sums, c.f, GPU_THREADS, g->stream, gr + (size_t)c.f * c.c * c.k * c.k,
+		    t, c.f, (size_t)c.h * (size_t)c.w, n);
+	KERNEL_CHECK("plane_sums");
+	if (dx)
+		TRY(dnn_backward_data(g->dnn, &c, n, &b, err, errlen));
+	return 0;
+}
+
+/* Whether the convs go through cuDNN now (dnn_on): when wanted
+ * (DLT_GPU_CONV=cudnn) and opened, in fp32 or tf32 (bf16 keeps its own
+ * products), and when cuDNN has an algorithm for each product of each conv
+ * at the largest batch; else gpu.cu's own path, dnn_off saying why.
+ * Returns 0, or -errno when cuDNN fails otherwise. */
+static int dnn_setup(struct dlt_gpu *g, char *err, size_t errlen)
+{
+	const struct dlt_net *n = &g->net;
+	char why[200] = "", ver[32];
+
+	g->dnn_on = 0;
+	if (!g->dnn)   /* not asked for, or dnn_create said why */
+		return 0;
+	if (g->precision == DLT_PRECISION_BF16) {
+		snprintf(g->dnn_off, sizeof g->dnn_off, "; convolutions through cuDNN off in bf16");
+		return 0;
+	}
+	dnn_set_tf32(g->dnn, g->precision == DLT_PRECISION_TF32);
+	for (int i = 0; i < n->nlayers; i++) {
+		const struct dnn_conv c = conv_shape(g, i);
+		const struct dnn_bufs b = { i > 0 ? g->layer[i - 1].act : g->x,
+					    g->params + n->layer[i].off, g->ws, g->ws,
+					    i > 0 ? g->delta[0] : NULL, g->dnn_dw };
+		int rc;
+
+		if (n->layer[i].kind != DLT_LAYER_CONV)
+			continue;
+		rc = dnn_plan(g->dnn, &c, g->max_batch, &b, why, sizeof why);
+		if (rc < 0) {
+			snprintf(g->dnn_off, sizeof g->dnn_off,
+				 "; convolutions through cuDNN off: layer %d: %s", i + 1, why);
+			if (rc != -ENOTSUP)
+				return fail(rc, err, errlen, "gpu: %s", why);
+			return 0;
+		}
+	}
+	g->dnn_on = 1;
+	dnn_version(g->dnn, ver, sizeof ver);
+	snprintf(g->dnn_off, sizeof g->dnn_off, "; convolutions through cuDNN %s", ver);
+	return 0;
+}
+
 /* Layer li's forward pass on n rows from x into its activation, or with
  * fused_after into the output of the last layer it runs (dropout with the
  * masks of the step in g->vals when train). */
@@ -1687,29 +1839,44 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 		const int F = l->out.c, R = l->in.c * l->k * l->k;
 		const size_t hw = (size_t)l->in.h * (size_t)l->in.w, N = (size_t)n * hw;
 		float *col = g->layer[li].col;
+		size_t fs = N, is = hw;   /* the product's layout: F x N */
 
-		/* (R + 1) x N: the row of ones under the taps' (conv_grads) */
-		if (g->precision == DLT_PRECISION_BF16)   /* bf16_operand reads col as col16 */
-			LAUNCH_IDX(k_im2col16, (R + 1) * N, blocks_for((R + 1) * N), GPU_THREADS, s,
-				   g->layer[li].col16, x, l->in.c, l->in.h, l->in.w, l->k, n);
-		else
-			LAUNCH_IDX(k_im2col, (R + 1) * N, blocks_for((R + 1) * N), GPU_THREADS, s,
-				   col, x, l->in.c, l->in.h, l->in.w, l->k, n);
-		KERNEL_CHECK("im2col");
-		TRY(gemm(g, 0, 0, F, (int)N, R, p, R, col, (int)N, g->ws, (int)N, err, errlen));
+		g->layer[li].conv_dnn = 0;
+		if (g->dnn_on) {   /* through cuDNN: the product NCHW, into g->ws */
+			int rc = conv_dnn_forward(g, li, x, n, err, errlen);
+
+			if (rc != -ENOTSUP) {
+				TRY(rc);
+				g->layer[li].conv_dnn = 1;
+				fs = hw;
+				is = (size_t)F * hw;
+			}
+		}
+		if (!g->layer[li].conv_dnn) {
+			/* (R + 1) x N: the row of ones under the taps' (conv_grads) */
+			if (g->precision == DLT_PRECISION_BF16)   /* bf16_operand reads it as col16 */
+				LAUNCH_IDX(k_im2col16, (R + 1) * N, blocks_for((R + 1) * N), GPU_THREADS,
+					   s, g->layer[li].col16, x, l->in.c, l->in.h, l->in.w, l->k, n);
+			else
+				LAUNCH_IDX(k_im2col, (R + 1) * N, blocks_for((R + 1) * N), GPU_THREADS,
+					   s, col, x, l->in.c, l->in.h, l->in.w, l->k, n);
+			KERNEL_CHECK("im2col");
+			TRY(gemm(g, 0, 0, F, (int)N, R, p, R, col, (int)N, g->ws, (int)N, err,
+				 errlen));
+		}
 		if (fused == 2) {   /* the ReLU and the pool after it */
 			const struct dlt_layer *pl = &g->net.layer[li + 2];
 			const size_t outs = (size_t)n * dlt_shape_size(pl->out);
 
 			LAUNCH_IDX(k_conv_pool_fwd, (size_t)F * N, blocks_for(outs), GPU_THREADS, s,
 				   g->layer[li + 2].act, g->layer[li + 2].arg, g->ws,
-				   p + (size_t)F * (size_t)R, F, l->out.h, l->out.w, n, pl->k, pl->out.h,
-				   pl->out.w);
+				   p + (size_t)F * (size_t)R, F, l->out.w, n, fs, is, pl->k,
+				   pl->out.h, pl->out.w);
 			KERNEL_CHECK("conv_pool_fwd");
 			break;
 		}
 		LAUNCH_IDX(k_conv_scatter, (size_t)F * N, blocks_for((size_t)F * N), GPU_THREADS, s,
-			   out, g->ws, p + (size_t)F * (size_t)R, F, hw, n, relu);
+			   out, g->ws, p + (size_t)F * (size_t)R, F, hw, n, fs, is, relu);
 		KERNEL_CHECK("conv_scatter");
 		break;
 	}
@@ -1794,18 +1961,24 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, float *dy, 
 		const int F = l->out.c, R = l->in.c * l->k * l->k;
 		const size_t hw = (size_t)l->in.h * (size_t)l->in.w, N = (size_t)n * hw;
 		float *col = g->layer[li].col, *t = g->ws;
+		const int dnn = g->layer[li].conv_dnn;   /* as the forward went */
+		const size_t fs = dnn ? hw : N, is = dnn ? (size_t)F * hw : hw;
 
 		if (fused == 2) {   /* from the pool's gradient */
 			const struct dlt_layer *pl = &g->net.layer[li + 2];
 
 			LAUNCH_IDX(k_pool_conv_gather, (size_t)F * N, blocks_for((size_t)F * N),
 				   GPU_THREADS, s, t, dy, g->layer[li + 2].arg, g->layer[li + 2].act, F,
-				   l->out.h, l->out.w, n, pl->k, pl->out.h, pl->out.w);
+				   l->out.h, l->out.w, n, fs, is, pl->k, pl->out.h, pl->out.w);
 			KERNEL_CHECK("pool_conv_gather");
 		} else {
 			LAUNCH_IDX(k_conv_gather, (size_t)F * N, blocks_for((size_t)F * N),
-				   GPU_THREADS, s, t, dy, mask, F, hw, n);
+				   GPU_THREADS, s, t, dy, mask, F, hw, n, fs, is);
 			KERNEL_CHECK("conv_gather");
+		}
+		if (dnn) {
+			TRY(conv_dnn_backward(g, li, x, t, dx, n, err, errlen));
+			break;
 		}
 		TRY(conv_grads(g, F, R, (int)N, t, col, gr, err, errlen));
 		if (!dx)

@@ -1,0 +1,395 @@
+/* dnn.cu - a conv layer's three products through cuDNN (dnn.h), opened at run time */
+#ifndef DLT_GPU_EMULATE
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <dlfcn.h>
+#endif
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/train/cuda/check.h"
+#include "engine/train/cuda/dnn.h"
+
+#define DNN_LIB "libcudnn.so.9"   /* the major version these headers are */
+#define DNN_ALGOS 8               /* Find's results asked for (each product has fewer) */
+
+/* The cuDNN calls made, by name: looked up in DNN_LIB (or, over the
+ * emulation, its functions). */
+#define DNN_API(X) \
+	X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnCreate) X(cudnnDestroy) \
+	X(cudnnSetStream) X(cudnnCreateTensorDescriptor) X(cudnnDestroyTensorDescriptor) \
+	X(cudnnSetTensor4dDescriptor) X(cudnnCreateFilterDescriptor) \
+	X(cudnnDestroyFilterDescriptor) X(cudnnSetFilter4dDescriptor) \
+	X(cudnnCreateConvolutionDescriptor) X(cudnnDestroyConvolutionDescriptor) \
+	X(cudnnSetConvolution2dDescriptor) X(cudnnSetConvolutionMathType) \
+	X(cudnnFindConvolutionForwardAlgorithmEx) X(cudnnFindConvolutionBackwardDataAlgorithmEx) \
+	X(cudnnFindConvolutionBackwardFilterAlgorithmEx) X(cudnnConvolutionForward) \
+	X(cudnnConvolutionBackwardData) X(cudnnConvolutionBackwardFilter)
+
+struct dnn_api {
+#define DNN_FN(f) decltype(&::f) f;
+	DNN_API(DNN_FN)
+#undef DNN_FN
+};
+
+/* One (layer, rows): its descriptors and the algorithm of each product,
+ * or why cuDNN has none. */
+struct dnn_plan {
+	int layer, rows;                           /* the key (rows 0: an empty slot) */
+	long age;                                  /* when it was made (the oldest goes) */
+	cudnnTensorDescriptor_t xd, yd;            /* NCHW input and product */
+	cudnnFilterDescriptor_t wd;                /* F x C x k x k */
+	cudnnConvolutionDescriptor_t cd;           /* same padding, stride 1, the math mode */
+	int fwd_ok, data_ok, filter_ok;            /* 1: planned; 0: not yet */
+	cudnnConvolutionFwdAlgo_t fwd;             /* the algorithm of each */
+	cudnnConvolutionBwdDataAlgo_t data;
+	cudnnConvolutionBwdFilterAlgo_t filter;
+	char why[160];                             /* a refusal ("": none) */
+};
+
+struct dnn {
+	void *lib;                        /* dlopen's handle (NULL over the emulation) */
+	struct dnn_api api;               /* the calls */
+	cudnnHandle_t h;                  /* bound to the stream */
+	cudaStream_t stream;              /* gpu.cu's */
+	void *ws;                         /* DNN_WS_BYTES of device memory */
+	int tf32;                         /* dnn_set_tf32 */
+	struct dnn_plan plan[DNN_PLANS];  /* the shapes asked for */
+	long made;                        /* plans made so far (their ages) */
+};
+
+#ifdef DLT_GPU_EMULATE
+/* The emulation's functions in place of the library's: DLT_EMU_CUDNN_NONE=lib
+ * plays a machine without it. */
+static int dnn_load(struct dnn *d, char *err, size_t errlen)
+{
+	const char *none = getenv("DLT_EMU_CUDNN_NONE");
+
+	if (none && !strcmp(none, "lib"))
+		return fail(-ENOTSUP, err, errlen, "cannot open %s: (emulated) no such file", DNN_LIB);
+#define DNN_FN(f) d->api.f = &::f;
+	DNN_API(DNN_FN)
+#undef DNN_FN
+	return 0;
+}
+#else
+/* Opens DNN_LIB and finds each call. Returns 0 or -ENOTSUP (why in err). */
+static int dnn_load(struct dnn *d, char *err, size_t errlen)
+{
+	d->lib = dlopen(DNN_LIB, RTLD_NOW | RTLD_LOCAL);
+	if (!d->lib)
+		return fail(-ENOTSUP, err, errlen, "cannot open %s: %s", DNN_LIB, dlerror());
+#define DNN_FN(f) \
+	if (!(d->api.f = (decltype(d->api.f))dlsym(d->lib, #f))) \
+		return fail(-ENOTSUP, err, errlen, "%s has no %s", DNN_LIB, #f);
+	DNN_API(DNN_FN)
+#undef DNN_FN
+	return 0;
+}
+#endif
+
+/* Returns 0, or from the calling function with rc and err set when the
+ * cuDNN call fails (d, err and errlen in scope). */
+#define DNN_CHECK(rc, call) do { cudnnStatus_t s_ = (call); if (s_ != CUDNN_STATUS_SUCCESS) \
+	return fail((rc), err, errlen, "cudnn: %s: %s", #call, d->api.cudnnGetErrorString(s_)); \
+	} while (0)
+
+int dnn_create(struct dnn **out, cudaStream_t stream, char *err, size_t errlen)
+{
+	struct dnn *d = (struct dnn *)calloc(1, sizeof *d);
+	cudaError_t e;
+	int rc;
+
+	*out = NULL;
+	if (!d)
+		return fail(-ENOMEM, err, errlen, "gpu: cannot allocate cuDNN's state");
+	d->stream = stream;
+	rc = dnn_load(d, err, errlen);
+	if (rc == 0) {
+		cudnnStatus_t s = d->api.cudnnCreate(&d->h);
+
+		if (s != CUDNN_STATUS_SUCCESS) {
+			d->h = NULL;
+			rc = fail(-ENOTSUP, err, errlen, "cudnnCreate: %s", d->api.cudnnGetErrorString(s));
+		} else if ((s = d->api.cudnnSetStream(d->h, stream)) != CUDNN_STATUS_SUCCESS) {
+			rc = fail(-EIO, err, errlen, "cudnnSetStream: %s", d->api.cudnnGetErrorString(s));
+		}
+	}
+	if (rc == 0 && (e = cudaMalloc(&d->ws, DNN_WS_BYTES)) != cudaSuccess) {
+		d->ws = NULL;
+		rc = fail(cuda_rc(e), err, errlen, "cuda: cudaMalloc(cuDNN workspace, %u bytes): %s",
+			  DNN_WS_BYTES, cudaGetErrorString(e));
+	}
+	if (rc < 0) {
+		dnn_destroy(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+/* Frees plan p's descriptors and empties it. */
+static void plan_free(struct dnn *d, struct dnn_plan *p)
+{
+	if (p->xd)
+		d->api.cudnnDestroyTensorDescriptor(p->xd);
+	if (p->yd)
+		d->api.cudnnDestroyTensorDescriptor(p->yd);
+	if (p->wd)
+		d->api.cudnnDestroyFilterDescriptor(p->wd);
+	if (p->cd)
+		d->api.cudnnDestroyConvolutionDescriptor(p->cd);
+	memset(p, 0, sizeof *p);
+}
+
+void dnn_destroy(struct dnn *d)
+{
+	if (!d)
+		return;
+	for (int i = 0; i < DNN_PLANS; i++)
+		plan_free(d, &d->plan[i]);
+	cudaFree(d->ws);
+	if (d->h)
+		d->api.cudnnDestroy(d->h);
+#ifndef DLT_GPU_EMULATE
+	if (d->lib)
+		dlclose(d->lib);
+#endif
+	free(d);
+}
+
+void dnn_version(const struct dnn *d, char *out, size_t len)
+{
+	const size_t v = d->api.cudnnGetVersion();   /* major * 10000 + minor * 100 + patch */
+
+	snprintf(out, len, "%zu.%zu.%zu", v / 10000, v / 100 % 100, v % 100);
+}
+
+void dnn_set_tf32(struct dnn *d, int tf32)
+{
+	for (int i = 0; i < DNN_PLANS; i++)
+		plan_free(d, &d->plan[i]);
+	d->tf32 = tf32;
+}
+
+/* The plan of (c->layer, rows): the one made, else an empty slot or the
+ * oldest, emptied, with *fresh 1. */
+static struct dnn_plan *plan_slot(struct dnn *d, const struct dnn_conv *c, int rows, int *fresh)
+{
+	struct dnn_plan *old = &d->plan[0];
+
+	*fresh = 0;
+	for (int i = 0; i < DNN_PLANS; i++) {
+		struct dnn_plan *p = &d->plan[i];
+
+		if (p->rows == rows && p->layer == c->layer)
+			return p;
+		if (!p->rows || (old->rows && p->age < old->age))
+			old = p;
+	}
+	plan_free(d, old);
+	*fresh = 1;
+	return old;
+}
+
+/* Plan p's descriptors for c at rows, in d's math mode. Returns 0 or
+ * -ENOTSUP (cuDNN refuses the shape). */
+static int plan_descs(struct dnn *d, struct dnn_plan *p, const struct dnn_conv *c, int rows,
+		      char *err, size_t errlen)
+{
+	const struct dnn_api *a = &d->api;
+	const int pad = c->k / 2;
+
+	DNN_CHECK(-ENOTSUP, a->cudnnCreateTensorDescriptor(&p->xd));
+	DNN_CHECK(-ENOTSUP, a->cudnnCreateTensorDescriptor(&p->yd));
+	DNN_CHECK(-ENOTSUP, a->cudnnCreateFilterDescriptor(&p->wd));
+	DNN_CHECK(-ENOTSUP, a->cudnnCreateConvolutionDescriptor(&p->cd));
+	DNN_CHECK(-ENOTSUP, a->cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+							    rows, c->c, c->h, c->w));
+	DNN_CHECK(-ENOTSUP, a->cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+							    rows, c->f, c->h, c->w));
+	DNN_CHECK(-ENOTSUP, a->cudnnSetFilter4dDescriptor(p->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+							    c->f, c->c, c->k, c->k));
+	DNN_CHECK(-ENOTSUP, a->cudnnSetConvolution2dDescriptor(p->cd, pad, pad, 1, 1, 1, 1,
+								 CUDNN_CROSS_CORRELATION,
+								 CUDNN_DATA_FLOAT));
+	/* FP32 as the CPU computes it, or tensor cores (TF32: cuDNN's default
+	 * math on FP32 data, what PyTorch's allow_tf32 asks for) */
+	DNN_CHECK(-ENOTSUP, a->cudnnSetConvolutionMathType(p->cd, d->tf32 ? CUDNN_DEFAULT_MATH :
+								CUDNN_FMA_MATH));
+	return 0;
+}
+
+/* The first of Find's n results (fastest first) that ran, is deterministic
+ * and fits the workspace: its index, or -1. */
+template <typename R>
+static int first_usable(const R *res, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (res[i].status == CUDNN_STATUS_SUCCESS && res[i].determinism == CUDNN_DETERMINISTIC &&
+		    res[i].memory <= DNN_WS_BYTES)
+			return i;
+	return -1;
+}
+
+/* Which product "what" of Find's n results to use into *algo: 0, or
+ * -ENOTSUP with why. */
+template <typename R, typename A>
+static int pick(const R *res, int n, A *algo, const char *what, char *err, size_t errlen)
+{
+	const int i = first_usable(res, n);
+
+	if (i < 0)
+		return fail(-ENOTSUP, err, errlen,
+			    "cudnn: no deterministic %s algorithm within %u MiB of workspace (%d tried)",
+			    what, DNN_WS_BYTES >> 20, n);
+	*algo = res[i].algo;
+	return 0;
+}
+
+/* Finds the algorithms of p that b asks for and p lacks. Returns 0 or
+ * -ENOTSUP. */
+static int plan_find(struct dnn *d, struct dnn_plan *p, const struct dnn_bufs *b, char *err,
+		     size_t errlen)
+{
+	const struct dnn_api *a = &d->api;
+	int n = 0;
+
+	if (!p->fwd_ok) {
+		cudnnConvolutionFwdAlgoPerf_t r[DNN_ALGOS];
+
+		DNN_CHECK(-ENOTSUP, a->cudnnFindConvolutionForwardAlgorithmEx(
+			d->h, p->xd, b->x, p->wd, b->w, p->cd, p->yd, b->y, DNN_ALGOS, &n, r, d->ws,
+			DNN_WS_BYTES));
+		TRY(pick(r, n, &p->fwd, "forward", err, errlen));
+		p->fwd_ok = 1;
+	}
+	if (b->dx && !p->data_ok) {
+		cudnnConvolutionBwdDataAlgoPerf_t r[DNN_ALGOS];
+
+		DNN_CHECK(-ENOTSUP, a->cudnnFindConvolutionBackwardDataAlgorithmEx(
+			d->h, p->wd, b->w, p->yd, b->dy, p->cd, p->xd, b->dx, DNN_ALGOS, &n, r, d->ws,
+			DNN_WS_BYTES));
+		TRY(pick(r, n, &p->data, "input-gradient", err, errlen));
+		p->data_ok = 1;
+	}
+	if (!p->filter_ok) {
+		cudnnConvolutionBwdFilterAlgoPerf_t r[DNN_ALGOS];
+
+		DNN_CHECK(-ENOTSUP, a->cudnnFindConvolutionBackwardFilterAlgorithmEx(
+			d->h, p->xd, b->x, p->yd, b->dy, p->cd, p->wd, b->dw, DNN_ALGOS, &n, r, d->ws,
+			DNN_WS_BYTES));
+		TRY(pick(r, n, &p->filter, "weight-gradient", err, errlen));
+		p->filter_ok = 1;
+	}
+	return 0;
+}
+
+int dnn_plan(struct dnn *d, const struct dnn_conv *c, int rows, const struct dnn_bufs *b,
+	     char *err, size_t errlen)
+{
+	cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+	struct dnn_plan *p;
+	int fresh, rc;
+
+	p = plan_slot(d, c, rows, &fresh);
+	if (!fresh) {
+		if (p->why[0])
+			return fail(-ENOTSUP, err, errlen, "%s", p->why);
+		if (p->fwd_ok && p->filter_ok && (p->data_ok || !b->dx))
+			return 0;
+	}
+	CUDA_CHECK(cudaStreamIsCapturing(d->stream, &cap));
+	if (cap != cudaStreamCaptureStatusNone) {   /* Find would end the capture */
+		if (fresh)
+			plan_free(d, p);
+		return fail(-ENOTSUP, err, errlen, "cudnn: layer %d at %d rows was not planned before "
+			    "the capture", c->layer + 1, rows);
+	}
+	if (fresh) {
+		p->layer = c->layer;
+		p->rows = rows;
+		p->age = ++d->made;
+		rc = plan_descs(d, p, c, rows, err, errlen);
+		if (rc < 0) {   /* the slot keeps the refusal, its descriptors go */
+			plan_free(d, p);
+			p->layer = c->layer;
+			p->rows = rows;
+			p->age = d->made;
+			snprintf(p->why, sizeof p->why, "%s", err);
+			return rc;
+		}
+	}
+	rc = plan_find(d, p, b, err, errlen);
+	if (rc == -ENOTSUP)
+		snprintf(p->why, sizeof p->why, "%s", err);
+	return rc;
+}
+
+enum dnn_product { DNN_FORWARD, DNN_DATA, DNN_FILTER };
+
+/* The plan of (c->layer, rows) with product what planned (dnn_plan), or
+ * NULL with -ENOTSUP in *rc and err. */
+static struct dnn_plan *planned(struct dnn *d, const struct dnn_conv *c, int rows,
+				enum dnn_product what, int *rc, char *err, size_t errlen)
+{
+	for (int i = 0; i < DNN_PLANS; i++) {
+		struct dnn_plan *p = &d->plan[i];
+		const int ok = what == DNN_FORWARD ? p->fwd_ok : what == DNN_DATA ? p->data_ok :
+			       p->filter_ok;
+
+		if (p->rows == rows && p->layer == c->layer && !p->why[0] && ok)
+			return p;
+	}
+	*rc = fail(-ENOTSUP, err, errlen, "cudnn: layer %d at %d rows is not planned", c->layer + 1,
+		   rows);
+	return NULL;
+}
+
+int dnn_forward(struct dnn *d, const struct dnn_conv *c, int rows, const struct dnn_bufs *b,
+		char *err, size_t errlen)
+{
+	const float one = 1.0f, zero = 0.0f;
+	int rc = 0;
+	struct dnn_plan *p = planned(d, c, rows, DNN_FORWARD, &rc, err, errlen);
+
+	if (!p)
+		return rc;
+	DNN_CHECK(-EIO, d->api.cudnnConvolutionForward(d->h, &one, p->xd, b->x, p->wd, b->w, p->cd,
+						       p->fwd, d->ws, DNN_WS_BYTES, &zero, p->yd,
+						       b->y));
+	return 0;
+}
+
+int dnn_backward_data(struct dnn *d, const struct dnn_conv *c, int rows, const struct dnn_bufs *b,
+		      char *err, size_t errlen)
+{
+	const float one = 1.0f, zero = 0.0f;
+	int rc = 0;
+	struct dnn_plan *p = planned(d, c, rows, DNN_DATA, &rc, err, errlen);
+
+	if (!p)
+		return rc;
+	DNN_CHECK(-EIO, d->api.cudnnConvolutionBackwardData(d->h, &one, p->wd, b->w, p->yd, b->dy,
+							    p->cd, p->data, d->ws, DNN_WS_BYTES,
+							    &zero, p->xd, b->dx));
+	return 0;
+}
+
+int dnn_backward_filter(struct dnn *d, const struct dnn_conv *c, int rows,
+			const struct dnn_bufs *b, char *err, size_t errlen)
+{
+	const float one = 1.0f, zero = 0.0f;
+	int rc = 0;
+	struct dnn_plan *p = planned(d, c, rows, DNN_FILTER, &rc, err, errlen);
+
+	if (!p)
+		return rc;
+	DNN_CHECK(-EIO, d->api.cudnnConvolutionBackwardFilter(d->h, &one, p->xd, b->x, p->yd, b->dy,
+							      p->cd, p->filter, d->ws, DNN_WS_BYTES,
+							      &zero, p->wd, b->dw));
+	return 0;
+}
