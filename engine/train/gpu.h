@@ -58,7 +58,11 @@ int dlt_gpu_count(char *err, size_t errlen);
  * read here and not kept) and allocates every buffer: parameters,
  * gradients (+ 2 floats: loss sum and correct count, as main.c's),
  * nstate optimizer arrays, activations and workspace. Dropout masks are
- * keyed by seed and rank exactly as on the CPU. Returns 0 with *out set. */
+ * keyed by seed and rank exactly as on the CPU. DLT_GPU_CONV=cudnn in the
+ * environment runs the convolutions' products through cuDNN
+ * (engine/train/cuda/dnn.h; in fp32 and tf32, where it opens and has an
+ * algorithm: dlt_gpu_describe says which), else im2col and cuBLAS (the
+ * default, which the estimator prices). Returns 0 with *out set. */
 int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int nstate,
 		   int device, uint64_t seed, int rank, char *err, size_t errlen);
 

@@ -1790,7 +1790,8 @@ extern long dlt_emu_cudnn_bad_calls(void) __attribute__((weak));
  * the im2col and its product become one call, and the input gradient's
  * product and col2im one call too). No call runs an algorithm Find listed
  * to be passed over (one summing with atomics, one whose workspace is too
- * big: the emulation lists them first, as the fastest). */
+ * big: the emulation lists them first, as the fastest). A net without
+ * convs opens no cuDNN. */
 TEST(gpu_convs_through_cudnn_match_the_cpu_and_the_own_path_in_fewer_nodes)
 {
 	const struct tol *tols[3] = { &tol_fp32, &tol_tf32, &tol_bf16 };
@@ -1801,6 +1802,19 @@ TEST(gpu_convs_through_cudnn_match_the_cpu_and_the_own_path_in_fewer_nodes)
 
 	if (!have_gpu)
 		SKIP(why);
+	{   /* a net without convs opens no handle, and the device line is silent */
+		struct pair p;
+
+		model_spec(&s, 0);
+		setenv("DLT_GPU_CONV", "cudnn", 1);
+		int rc = pair_open(&p, &s, 8, 1, 7);
+
+		unsetenv("DLT_GPU_CONV");
+		CHECK_MSG(rc == 0, "%s", p.err);
+		dlt_gpu_describe(p.gpu, name, sizeof name);
+		pair_close(&p);
+		CHECK_MSG(!strstr(name, "cuDNN"), "the MLP: %s", name);
+	}
 	model_spec(&s, 1);
 	for (int i = 0; i < 3; i++) {
 		const int on = tols[i]->prec != DLT_PRECISION_BF16;

@@ -1432,6 +1432,15 @@ static int open_device(struct dlt_gpu *g, char *err, size_t errlen)
 	return 0;
 }
 
+/* 1 when net n has a layer of kind. */
+static int has_layer(const struct dlt_net *n, int kind)
+{
+	for (int i = 0; i < n->nlayers; i++)
+		if (n->layer[i].kind == kind)
+			return 1;
+	return 0;
+}
+
 extern "C" int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int nstate,
 			      int device, uint64_t seed, int rank, char *err, size_t errlen)
 {
@@ -1472,7 +1481,8 @@ extern "C" int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int
 		g->splitk = !(sk && !strcmp(sk, "0"));
 		g->lt_want = !(lt && !strcmp(lt, "0"));
 		g->lt_one = one && !strcmp(one, "1");
-		g->dnn_want = conv && !strcmp(conv, "cudnn");
+		/* a net without convs opens no cuDNN handle */
+		g->dnn_want = conv && !strcmp(conv, "cudnn") && has_layer(n, DLT_LAYER_CONV);
 	}
 
 	rc = open_device(g, err, errlen);
