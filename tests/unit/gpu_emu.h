@@ -1163,7 +1163,8 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
  * any caller has, or one that sums with atomics), and the emulation counts
  * any call that runs them (dlt_emu_cudnn_bad_calls). DLT_EMU_CUDNN_NONE:
  * "lib" (dnn.cu finds no library), "1" (no algorithm for any product),
- * "rows=N" (none at N rows), "filter" (none for a weight gradient). */
+ * "rows=N" (none at N rows), "filter" (none for a weight gradient),
+ * "capture" (a product refused while the stream is captured). */
 
 typedef enum {
 	CUDNN_STATUS_SUCCESS = 0, CUDNN_STATUS_BAD_PARAM = 2000,
@@ -1381,8 +1382,9 @@ enum emu_dnn_op { EMU_DNN_FWD, EMU_DNN_DATA, EMU_DNN_FILTER };
 /* One product: y = alpha conv(x, w) + beta y (FWD), dx = alpha conv^T(w,
  * dy) + beta dx (DATA), dw = alpha corr(x, dy) + beta dw (FILTER), reading
  * the tensors now (at the node's run). Returns 0, or -1 when out of memory. */
-static inline int emu_dnn_run(enum emu_dnn_op op, struct emu_dnn_tensor xd, struct emu_dnn_tensor wd,
-			      struct emu_dnn_conv c, struct emu_dnn_tensor yd, float alpha,
+static inline int emu_dnn_run(enum emu_dnn_op op, struct emu_dnn_tensor xd,
+			      struct emu_dnn_tensor wd, struct emu_dnn_conv c,
+			      struct emu_dnn_tensor yd, float alpha,
 			      float beta, const float *x_in, const float *w_in, const float *dy_in,
 			      float *out)
 {
@@ -1472,6 +1474,10 @@ static inline cudnnStatus_t emu_dnn_queue(enum emu_dnn_op op, const struct emu_d
 		return st;
 	if (bad == 2 && ws_bytes < EMU_DNN_HUGE)
 		return CUDNN_STATUS_BAD_PARAM;   /* its workspace is not there */
+	const char *none = getenv("DLT_EMU_CUDNN_NONE");
+
+	if (emu_capture && none && !strcmp(none, "capture"))
+		return CUDNN_STATUS_NOT_SUPPORTED;   /* a call a capture cannot take */
 	emu_cudnn_bad += bad != 0;
 	const struct emu_dnn_tensor X = *xd, W = *wd, Y = *yd;
 	const struct emu_dnn_conv C = *c;

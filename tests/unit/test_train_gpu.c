@@ -1877,7 +1877,8 @@ TEST(gpu_convs_through_cudnn_match_the_cpu_and_the_own_path_in_fewer_nodes)
  * every conv on the own path, the device line saying why, the gradients the own path's bit for
  * bit; no algorithm at a batch of other rows, met in a pass, runs that
  * pass on the own path, and the next pass of planned rows through cuDNN
- * again. */
+ * again; a cuDNN call that a step's capture cannot take turns cuDNN off
+ * and the step is captured on the own path. */
 TEST(gpu_a_cudnn_that_cannot_leaves_the_convs_on_their_own_path)
 {
 	const struct {
@@ -1932,6 +1933,20 @@ TEST(gpu_a_cudnn_that_cannot_leaves_the_convs_on_their_own_path)
 	CHECK_MSG(!bad, "12 rows through cuDNN again, then the own path: %s", bad);
 	CHECK_MSG(e > 0, "12 rows: the own path's gradients bit for bit: not through cuDNN?");
 	CHECK_MSG(!dlt_emu_cudnn_bad_calls || dlt_emu_cudnn_bad_calls() == before, "bad algorithms");
+	/* a cuDNN call the step's capture cannot take: the capture again on
+	 * the own path, the same nodes, and the device line says why */
+	const struct dlt_optim o = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f };
+	long no = step_nodes(&p, p.gpu, &o), nc;
+
+	setenv("DLT_EMU_CUDNN_NONE", "capture", 1);
+	nc = step_nodes(&p, g, &o);
+	unsetenv("DLT_EMU_CUDNN_NONE");
+	CHECK_MSG(nc > 0 && no > 0, "%s", p.err);
+	CHECK_MSG(nc == no, "a step of %ld nodes after the failed capture, %ld on the own path", nc,
+		  no);
+	dlt_gpu_describe(g, name, sizeof name);
+	CHECK_MSG(strstr(name, "; convolutions through cuDNN off: the step's capture failed: cudnn: "
+			 "cudnnConvolutionForward"), "%s", name);
 	dlt_gpu_destroy(g);
 	pair_close(&p);
 }

@@ -91,10 +91,11 @@ static int dnn_load(struct dnn *d, char *err, size_t errlen)
 }
 #endif
 
-/* Returns 0, or from the calling function with rc and err set when the
- * cuDNN call fails (d, err and errlen in scope). */
-#define DNN_CHECK(rc, call) do { cudnnStatus_t s_ = (call); if (s_ != CUDNN_STATUS_SUCCESS) \
-	return fail((rc), err, errlen, "cudnn: %s: %s", #call, d->api.cudnnGetErrorString(s_)); \
+/* Calls cuDNN's f with the arguments; returns from the calling function
+ * with rc and err set when it fails (d, err and errlen in scope). */
+#define DNN_CALL(rc, f, ...) do { cudnnStatus_t s_ = d->api.f(__VA_ARGS__); \
+	if (s_ != CUDNN_STATUS_SUCCESS) \
+		return fail((rc), err, errlen, "cudnn: %s: %s", #f, d->api.cudnnGetErrorString(s_)); \
 	} while (0)
 
 int dnn_create(struct dnn **out, cudaStream_t stream, char *err, size_t errlen)
@@ -200,26 +201,24 @@ static struct dnn_plan *plan_slot(struct dnn *d, const struct dnn_conv *c, int r
 static int plan_descs(struct dnn *d, struct dnn_plan *p, const struct dnn_conv *c, int rows,
 		      char *err, size_t errlen)
 {
-	const struct dnn_api *a = &d->api;
 	const int pad = c->k / 2;
 
-	DNN_CHECK(-ENOTSUP, a->cudnnCreateTensorDescriptor(&p->xd));
-	DNN_CHECK(-ENOTSUP, a->cudnnCreateTensorDescriptor(&p->yd));
-	DNN_CHECK(-ENOTSUP, a->cudnnCreateFilterDescriptor(&p->wd));
-	DNN_CHECK(-ENOTSUP, a->cudnnCreateConvolutionDescriptor(&p->cd));
-	DNN_CHECK(-ENOTSUP, a->cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-							    rows, c->c, c->h, c->w));
-	DNN_CHECK(-ENOTSUP, a->cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-							    rows, c->f, c->h, c->w));
-	DNN_CHECK(-ENOTSUP, a->cudnnSetFilter4dDescriptor(p->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-							    c->f, c->c, c->k, c->k));
-	DNN_CHECK(-ENOTSUP, a->cudnnSetConvolution2dDescriptor(p->cd, pad, pad, 1, 1, 1, 1,
-								 CUDNN_CROSS_CORRELATION,
-								 CUDNN_DATA_FLOAT));
+	DNN_CALL(-ENOTSUP, cudnnCreateTensorDescriptor, &p->xd);
+	DNN_CALL(-ENOTSUP, cudnnCreateTensorDescriptor, &p->yd);
+	DNN_CALL(-ENOTSUP, cudnnCreateFilterDescriptor, &p->wd);
+	DNN_CALL(-ENOTSUP, cudnnCreateConvolutionDescriptor, &p->cd);
+	DNN_CALL(-ENOTSUP, cudnnSetTensor4dDescriptor, p->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+		 rows, c->c, c->h, c->w);
+	DNN_CALL(-ENOTSUP, cudnnSetTensor4dDescriptor, p->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+		 rows, c->f, c->h, c->w);
+	DNN_CALL(-ENOTSUP, cudnnSetFilter4dDescriptor, p->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+		 c->f, c->c, c->k, c->k);
+	DNN_CALL(-ENOTSUP, cudnnSetConvolution2dDescriptor, p->cd, pad, pad, 1, 1, 1, 1,
+		 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
 	/* FP32 as the CPU computes it, or tensor cores (TF32: cuDNN's default
 	 * math on FP32 data, what PyTorch's allow_tf32 asks for) */
-	DNN_CHECK(-ENOTSUP, a->cudnnSetConvolutionMathType(p->cd, d->tf32 ? CUDNN_DEFAULT_MATH :
-								CUDNN_FMA_MATH));
+	DNN_CALL(-ENOTSUP, cudnnSetConvolutionMathType, p->cd,
+		 d->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
 	return 0;
 }
 
@@ -255,33 +254,29 @@ static int pick(const R *res, int n, A *algo, const char *what, char *err, size_
 static int plan_find(struct dnn *d, struct dnn_plan *p, const struct dnn_bufs *b, char *err,
 		     size_t errlen)
 {
-	const struct dnn_api *a = &d->api;
 	int n = 0;
 
 	if (!p->fwd_ok) {
 		cudnnConvolutionFwdAlgoPerf_t r[DNN_ALGOS];
 
-		DNN_CHECK(-ENOTSUP, a->cudnnFindConvolutionForwardAlgorithmEx(
-			d->h, p->xd, b->x, p->wd, b->w, p->cd, p->yd, b->y, DNN_ALGOS, &n, r, d->ws,
-			DNN_WS_BYTES));
+		DNN_CALL(-ENOTSUP, cudnnFindConvolutionForwardAlgorithmEx, d->h, p->xd, b->x, p->wd,
+			 b->w, p->cd, p->yd, b->y, DNN_ALGOS, &n, r, d->ws, DNN_WS_BYTES);
 		TRY(pick(r, n, &p->fwd, "forward", err, errlen));
 		p->fwd_ok = 1;
 	}
 	if (b->dx && !p->data_ok) {
 		cudnnConvolutionBwdDataAlgoPerf_t r[DNN_ALGOS];
 
-		DNN_CHECK(-ENOTSUP, a->cudnnFindConvolutionBackwardDataAlgorithmEx(
-			d->h, p->wd, b->w, p->yd, b->dy, p->cd, p->xd, b->dx, DNN_ALGOS, &n, r, d->ws,
-			DNN_WS_BYTES));
+		DNN_CALL(-ENOTSUP, cudnnFindConvolutionBackwardDataAlgorithmEx, d->h, p->wd, b->w,
+			 p->yd, b->dy, p->cd, p->xd, b->dx, DNN_ALGOS, &n, r, d->ws, DNN_WS_BYTES);
 		TRY(pick(r, n, &p->data, "input-gradient", err, errlen));
 		p->data_ok = 1;
 	}
 	if (!p->filter_ok) {
 		cudnnConvolutionBwdFilterAlgoPerf_t r[DNN_ALGOS];
 
-		DNN_CHECK(-ENOTSUP, a->cudnnFindConvolutionBackwardFilterAlgorithmEx(
-			d->h, p->xd, b->x, p->yd, b->dy, p->cd, p->wd, b->dw, DNN_ALGOS, &n, r, d->ws,
-			DNN_WS_BYTES));
+		DNN_CALL(-ENOTSUP, cudnnFindConvolutionBackwardFilterAlgorithmEx, d->h, p->xd, b->x,
+			 p->yd, b->dy, p->cd, p->wd, b->dw, DNN_ALGOS, &n, r, d->ws, DNN_WS_BYTES);
 		TRY(pick(r, n, &p->filter, "weight-gradient", err, errlen));
 		p->filter_ok = 1;
 	}
@@ -358,9 +353,8 @@ int dnn_forward(struct dnn *d, const struct dnn_conv *c, int rows, const struct 
 
 	if (!p)
 		return rc;
-	DNN_CHECK(-EIO, d->api.cudnnConvolutionForward(d->h, &one, p->xd, b->x, p->wd, b->w, p->cd,
-						       p->fwd, d->ws, DNN_WS_BYTES, &zero, p->yd,
-						       b->y));
+	DNN_CALL(-EIO, cudnnConvolutionForward, d->h, &one, p->xd, b->x, p->wd, b->w, p->cd, p->fwd,
+		 d->ws, DNN_WS_BYTES, &zero, p->yd, b->y);
 	return 0;
 }
 
@@ -373,9 +367,8 @@ int dnn_backward_data(struct dnn *d, const struct dnn_conv *c, int rows, const s
 
 	if (!p)
 		return rc;
-	DNN_CHECK(-EIO, d->api.cudnnConvolutionBackwardData(d->h, &one, p->wd, b->w, p->yd, b->dy,
-							    p->cd, p->data, d->ws, DNN_WS_BYTES,
-							    &zero, p->xd, b->dx));
+	DNN_CALL(-EIO, cudnnConvolutionBackwardData, d->h, &one, p->wd, b->w, p->yd, b->dy, p->cd,
+		 p->data, d->ws, DNN_WS_BYTES, &zero, p->xd, b->dx);
 	return 0;
 }
 
@@ -388,8 +381,7 @@ int dnn_backward_filter(struct dnn *d, const struct dnn_conv *c, int rows,
 
 	if (!p)
 		return rc;
-	DNN_CHECK(-EIO, d->api.cudnnConvolutionBackwardFilter(d->h, &one, p->xd, b->x, p->yd, b->dy,
-							      p->cd, p->filter, d->ws, DNN_WS_BYTES,
-							      &zero, p->wd, b->dw));
+	DNN_CALL(-EIO, cudnnConvolutionBackwardFilter, d->h, &one, p->xd, b->x, p->yd, b->dy, p->cd,
+		 p->filter, d->ws, DNN_WS_BYTES, &zero, p->wd, b->dw);
 	return 0;
 }

@@ -2510,8 +2510,18 @@ static int capture(struct dlt_gpu *g, const struct gpu_graph_key *k, char *err, 
 	if (rc < 0 || e != cudaSuccess) {
 		if (graph)
 			cudaGraphDestroy(graph);
-		return rc < 0 ? rc : fail(cuda_rc(e), err, errlen, "cuda: cudaStreamEndCapture: %s (%s)",
-					  cudaGetErrorString(e), cudaGetErrorName(e));
+		if (rc == 0)
+			rc = fail(cuda_rc(e), err, errlen, "cuda: cudaStreamEndCapture: %s (%s)",
+				  cudaGetErrorString(e), cudaGetErrorName(e));
+		if (!g->dnn_on)
+			return rc;
+		/* a cuDNN whose calls will not be captured costs the convs' cuDNN
+		 * path, not the run: the capture again on the own path */
+		g->dnn_on = 0;
+		snprintf(g->dnn_off, sizeof g->dnn_off,
+			 "; convolutions through cuDNN off: the step's capture failed: %s", err);
+		cudaGetLastError();   /* a capture's error is not the next call's */
+		return capture(g, k, err, errlen);
 	}
 	e = cudaGraphGetNodes(graph, NULL, &nodes);
 	if (e == cudaSuccess && g->prof_ev)
