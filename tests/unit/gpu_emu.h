@@ -1489,14 +1489,31 @@ static inline cudnnStatus_t emu_dnn_queue(enum emu_dnn_op op, const struct emu_d
 	}, name) < 0 ? CUDNN_STATUS_EXECUTION_FAILED : CUDNN_STATUS_SUCCESS;
 }
 
+/* What Find lists for each product (enum emu_dnn_op): the algorithm to
+ * use, one that sums with atomics, one whose workspace nobody has. */
+static const int emu_dnn_algos[3][3] = {
+	{ CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+	  CUDNN_CONVOLUTION_FWD_ALGO_FFT },
+	{ CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, 5 },
+	{ CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
+	  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3 },
+};
+
+/* 0 for op's algorithm to use, 1 for the one that sums with atomics, 2
+ * for the one with a workspace nobody has. */
+static inline int emu_dnn_bad(enum emu_dnn_op op, int algo)
+{
+	return algo == emu_dnn_algos[op][0] ? 0 : algo == emu_dnn_algos[op][1] ? 1 : 2;
+}
+
 /* Find: the product run once, now, and the algorithms listed (see above). */
-template <typename R, typename A>
+template <typename R>
 static inline cudnnStatus_t emu_dnn_find(enum emu_dnn_op op, const struct emu_dnn_tensor *xd,
 					 const struct emu_dnn_tensor *wd,
 					 const struct emu_dnn_conv *c,
 					 const struct emu_dnn_tensor *yd, const void *x,
 					 const void *w, const void *dy, void *out, int requested,
-					 int *returned, R *res, A good, A atomics, A huge)
+					 int *returned, R *res)
 {
 	const float one = 1.0f, zero = 0.0f;
 	cudnnStatus_t st = emu_dnn_shape(xd, wd, c, yd);
@@ -1512,24 +1529,26 @@ static inline cudnnStatus_t emu_dnn_find(enum emu_dnn_op op, const struct emu_dn
 	    CUDNN_STATUS_SUCCESS || emu_wait() != cudaSuccess)
 		return CUDNN_STATUS_EXECUTION_FAILED;
 	const int refused = emu_dnn_refused(op, xd->n);
-	const R list[3] = {
-		{ huge, CUDNN_STATUS_SUCCESS, 0.01f, EMU_DNN_HUGE, CUDNN_DETERMINISTIC, c->math, {0} },
-		{ atomics, CUDNN_STATUS_SUCCESS, 0.02f, 0, CUDNN_NON_DETERMINISTIC, c->math, {0} },
-		{ good, refused ? CUDNN_STATUS_NOT_SUPPORTED : CUDNN_STATUS_SUCCESS, 0.03f, 0,
-		  CUDNN_DETERMINISTIC, c->math, {0} },
-	};
-	for (int i = 0; i < 3; i++)
-		res[i] = list[i];
+	const struct {
+		int which;                 /* of emu_dnn_algos[op] */
+		float time;                /* ms: the ones to pass over first */
+		size_t memory;
+		cudnnDeterminism_t det;
+	} list[3] = { { 2, 0.01f, EMU_DNN_HUGE, CUDNN_DETERMINISTIC },
+		      { 1, 0.02f, 0, CUDNN_NON_DETERMINISTIC },
+		      { 0, 0.03f, 0, CUDNN_DETERMINISTIC } };
+	for (int i = 0; i < 3; i++) {
+		memset(&res[i], 0, sizeof res[i]);
+		res[i].algo = (decltype(res[i].algo))emu_dnn_algos[op][list[i].which];
+		res[i].status = list[i].which == 0 && refused ? CUDNN_STATUS_NOT_SUPPORTED :
+				CUDNN_STATUS_SUCCESS;
+		res[i].time = list[i].time;
+		res[i].memory = list[i].memory;
+		res[i].determinism = list[i].det;
+		res[i].mathType = c->math;
+	}
 	*returned = 3;
 	return CUDNN_STATUS_SUCCESS;
-}
-
-/* 0 for the algorithm Find lists as the one to use, 1 for the one that
- * sums with atomics, 2 for the one with a workspace nobody has. */
-template <typename A>
-static inline int emu_dnn_bad(A algo, A good, A atomics)
-{
-	return algo == good ? 0 : algo == atomics ? 1 : 2;
 }
 
 static inline cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(
@@ -1540,9 +1559,7 @@ static inline cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(
 	(void)h;
 	(void)ws;
 	(void)wsn;
-	return emu_dnn_find(EMU_DNN_FWD, xd, wd, cd, yd, x, w, NULL, y, requested, returned, res,
-			    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
-			    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_FFT);
+	return emu_dnn_find(EMU_DNN_FWD, xd, wd, cd, yd, x, w, NULL, y, requested, returned, res);
 }
 static inline cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(
 	cudnnHandle_t h, cudnnFilterDescriptor_t wd, const void *w, cudnnTensorDescriptor_t dyd,
@@ -1552,9 +1569,7 @@ static inline cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(
 	(void)h;
 	(void)ws;
 	(void)wsn;
-	return emu_dnn_find(EMU_DNN_DATA, dxd, wd, cd, dyd, NULL, w, dy, dx, requested, returned,
-			    res, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
-			    (cudnnConvolutionBwdDataAlgo_t)5);
+	return emu_dnn_find(EMU_DNN_DATA, dxd, wd, cd, dyd, NULL, w, dy, dx, requested, returned, res);
 }
 static inline cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
 	cudnnHandle_t h, cudnnTensorDescriptor_t xd, const void *x, cudnnTensorDescriptor_t dyd,
@@ -1565,8 +1580,7 @@ static inline cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
 	(void)ws;
 	(void)wsn;
 	return emu_dnn_find(EMU_DNN_FILTER, xd, dwd, cd, dyd, x, NULL, dy, dw, requested, returned,
-			    res, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
-			    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3);
+			    res);
 }
 static inline cudnnStatus_t cudnnConvolutionForward(
 	cudnnHandle_t h, const void *alpha, cudnnTensorDescriptor_t xd, const void *x,
@@ -1577,9 +1591,7 @@ static inline cudnnStatus_t cudnnConvolutionForward(
 	(void)h;
 	(void)ws;
 	return emu_dnn_queue(EMU_DNN_FWD, xd, wd, cd, yd, alpha, beta, x, w, NULL, y, wsn,
-			     emu_dnn_bad(algo, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
-					 CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM),
-			     "cudnnConvolutionForward");
+			     emu_dnn_bad(EMU_DNN_FWD, algo), "cudnnConvolutionForward");
 }
 static inline cudnnStatus_t cudnnConvolutionBackwardData(
 	cudnnHandle_t h, const void *alpha, cudnnFilterDescriptor_t wd, const void *w,
@@ -1590,9 +1602,7 @@ static inline cudnnStatus_t cudnnConvolutionBackwardData(
 	(void)h;
 	(void)ws;
 	return emu_dnn_queue(EMU_DNN_DATA, dxd, wd, cd, dyd, alpha, beta, NULL, w, dy, dx, wsn,
-			     emu_dnn_bad(algo, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
-					 CUDNN_CONVOLUTION_BWD_DATA_ALGO_0),
-			     "cudnnConvolutionBackwardData");
+			     emu_dnn_bad(EMU_DNN_DATA, algo), "cudnnConvolutionBackwardData");
 }
 static inline cudnnStatus_t cudnnConvolutionBackwardFilter(
 	cudnnHandle_t h, const void *alpha, cudnnTensorDescriptor_t xd, const void *x,
@@ -1603,9 +1613,7 @@ static inline cudnnStatus_t cudnnConvolutionBackwardFilter(
 	(void)h;
 	(void)ws;
 	return emu_dnn_queue(EMU_DNN_FILTER, xd, dwd, cd, dyd, alpha, beta, x, NULL, dy, dw, wsn,
-			     emu_dnn_bad(algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
-					 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0),
-			     "cudnnConvolutionBackwardFilter");
+			     emu_dnn_bad(EMU_DNN_FILTER, algo), "cudnnConvolutionBackwardFilter");
 }
 
 /* ---- NCCL: one rank, or MPI_COMM_WORLD when MPI is running ---- */

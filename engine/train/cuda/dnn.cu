@@ -344,44 +344,47 @@ static struct dnn_plan *planned(struct dnn *d, const struct dnn_conv *c, int row
 	return NULL;
 }
 
-int dnn_forward(struct dnn *d, const struct dnn_conv *c, int rows, const struct dnn_bufs *b,
-		char *err, size_t errlen)
+/* Product what of c at rows, as planned. Returns 0 or -errno. */
+static int run(struct dnn *d, const struct dnn_conv *c, int rows, enum dnn_product what,
+	       const struct dnn_bufs *b, char *err, size_t errlen)
 {
 	const float one = 1.0f, zero = 0.0f;
 	int rc = 0;
-	struct dnn_plan *p = planned(d, c, rows, DNN_FORWARD, &rc, err, errlen);
+	struct dnn_plan *p = planned(d, c, rows, what, &rc, err, errlen);
 
 	if (!p)
 		return rc;
-	DNN_CALL(-EIO, cudnnConvolutionForward, d->h, &one, p->xd, b->x, p->wd, b->w, p->cd, p->fwd,
-		 d->ws, DNN_WS_BYTES, &zero, p->yd, b->y);
+	switch (what) {
+	case DNN_FORWARD:
+		DNN_CALL(-EIO, cudnnConvolutionForward, d->h, &one, p->xd, b->x, p->wd, b->w, p->cd,
+			 p->fwd, d->ws, DNN_WS_BYTES, &zero, p->yd, b->y);
+		break;
+	case DNN_DATA:
+		DNN_CALL(-EIO, cudnnConvolutionBackwardData, d->h, &one, p->wd, b->w, p->yd, b->dy,
+			 p->cd, p->data, d->ws, DNN_WS_BYTES, &zero, p->xd, b->dx);
+		break;
+	case DNN_FILTER:
+		DNN_CALL(-EIO, cudnnConvolutionBackwardFilter, d->h, &one, p->xd, b->x, p->yd, b->dy,
+			 p->cd, p->filter, d->ws, DNN_WS_BYTES, &zero, p->wd, b->dw);
+		break;
+	}
 	return 0;
+}
+
+int dnn_forward(struct dnn *d, const struct dnn_conv *c, int rows, const struct dnn_bufs *b,
+		char *err, size_t errlen)
+{
+	return run(d, c, rows, DNN_FORWARD, b, err, errlen);
 }
 
 int dnn_backward_data(struct dnn *d, const struct dnn_conv *c, int rows, const struct dnn_bufs *b,
 		      char *err, size_t errlen)
 {
-	const float one = 1.0f, zero = 0.0f;
-	int rc = 0;
-	struct dnn_plan *p = planned(d, c, rows, DNN_DATA, &rc, err, errlen);
-
-	if (!p)
-		return rc;
-	DNN_CALL(-EIO, cudnnConvolutionBackwardData, d->h, &one, p->wd, b->w, p->yd, b->dy, p->cd,
-		 p->data, d->ws, DNN_WS_BYTES, &zero, p->xd, b->dx);
-	return 0;
+	return run(d, c, rows, DNN_DATA, b, err, errlen);
 }
 
 int dnn_backward_filter(struct dnn *d, const struct dnn_conv *c, int rows,
 			const struct dnn_bufs *b, char *err, size_t errlen)
 {
-	const float one = 1.0f, zero = 0.0f;
-	int rc = 0;
-	struct dnn_plan *p = planned(d, c, rows, DNN_FILTER, &rc, err, errlen);
-
-	if (!p)
-		return rc;
-	DNN_CALL(-EIO, cudnnConvolutionBackwardFilter, d->h, &one, p->xd, b->x, p->yd, b->dy, p->cd,
-		 p->filter, d->ws, DNN_WS_BYTES, &zero, p->wd, b->dw);
-	return 0;
+	return run(d, c, rows, DNN_FILTER, b, err, errlen);
 }
