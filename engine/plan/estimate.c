@@ -40,6 +40,7 @@ struct rdev {
 				(kernel_s), or in a CUDA graph a node's (node_s) */
 	enum dlh_precision prec;   /* the GEMMs' arithmetic (a GPU's: the spec's) */
 	long *nodes;         /* not NULL: counts the GPU calls priced (a step's graph) */
+	struct dlh_estimate_parts *parts;   /* not NULL: a training pass's parts go there */
 };
 
 /* The shape of one layer, recovered from its costs. */
@@ -752,23 +753,37 @@ static double gpu_bwd_s(const struct rdev *rd, const struct lshape *ls, int nl, 
 static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, double n,
 			 double dim, int classes, int train, double *bwd)
 {
+	struct dlh_estimate_parts none, *p = train && rd->parts ? rd->parts : &none;
 	double t = train ? h2d_s(rd, n * 4.0) + gk_s(rd, 2.0 * n * dim * F4) :
 			   h2d_s(rd, n * dim * F4) + h2d_s(rd, n);
 	double b = 0.0;
-	for (int i = 0; i < nl; i++)
-		if (!gpu_fused_into(s, nl, i))
-			t += gpu_fwd_s(rd, s, nl, i, n);
+	p->input_s = t;
+	for (int i = 0; i < nl; i++) {
+		p->fwd_s[i] = gpu_fused_into(s, nl, i) ? 0.0 : gpu_fwd_s(rd, s, nl, i, n);
+		t += p->fwd_s[i];
+	}
 	/* the loss and its sums: one kernel (training: the last dense layer's
 	 * bias gradient too, its gradient read again) */
-	t += gk_s(rd, ((train && dlt_gpu_loss_bgrad(layer_kind(s, nl, nl - 1)) ? 3.0 : 2.0) *
-		       n * classes + n) * F4);
-	for (int i = nl - 1; train && i >= 0; i--)
-		if (!gpu_fused_into(s, nl, i))
-			b += gpu_bwd_s(rd, s, nl, i, n);
+	p->loss_s = gk_s(rd, ((train && dlt_gpu_loss_bgrad(layer_kind(s, nl, nl - 1)) ? 3.0 : 2.0) *
+			      n * classes + n) * F4);
+	t += p->loss_s;
+	for (int i = nl - 1; train && i >= 0; i--) {
+		p->bwd_s[i] = gpu_fused_into(s, nl, i) ? 0.0 : gpu_bwd_s(rd, s, nl, i, n);
+		b += p->bwd_s[i];
+	}
 	if (bwd)
 		*bwd = b;
 	/* the sums back; an evaluation batch waits for them */
 	return t + b + rd->d->h2d_s + (train ? 0.0 : rd->d->sync_s);
+}
+
+/* rd as a GPU rank's graphed training step prices it: the GPU's own
+ * speeds, its nodes back to back after one launch (the step's values and
+ * rows' numbers copied in before it). */
+static void graph_rdev(struct rdev *rd)
+{
+	rd->gemm_share = rd->bw_share = 1.0;
+	rd->floor_s = rd->d->node_s > 0 ? rd->d->node_s : DLH_EST_GRAPH_NODE_S;
 }
 
 /* Seconds of a training step on a GPU whose device work (its copies, its
@@ -925,7 +940,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	double busy[DLH_EST_RANKS];
 	for (int r = 0; r < in->ranks; r++) {
 		struct rdev rd = { in->dev[r], 1.0, 1.0, in->dev[r]->kernel_s,
-				   in->dev[r]->gpu > 0 ? spec->precision : DLH_PRECISION_FP32, NULL };
+				   in->dev[r]->gpu > 0 ? spec->precision : DLH_PRECISION_FP32, NULL, NULL };
 		double b = in->batch[r], first_bwd = 0.0;
 		/* the trainer's buffers hold its most rows; evaluation runs in chunks of them */
 		double rows = fmax(most_rows(in, r), cnn ? EST_CNN_EVAL_ROWS : EST_EVAL_ROWS);
@@ -937,10 +952,7 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		double comp, bwd, u;
 		if (rd.d->gpu > 0) {   /* measured on a GPU: the backend's step; the batch
 					  is gathered on the host behind it (prefetch) */
-			rd.gemm_share = rd.bw_share = 1.0;
-			/* the step's graph: its nodes back to back after one launch,
-			 * the step's values and rows' numbers copied in before it */
-			rd.floor_s = rd.d->node_s > 0 ? rd.d->node_s : DLH_EST_GRAPH_NODE_S;
+			graph_rdev(&rd);
 			first_bwd = gpu_bwd_s(&rd, s, nl, 0, b);
 			long nodes = 0;   /* the graph's, as gpu.cu captures them */
 			rd.nodes = &nodes;
@@ -1074,6 +1086,36 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		double b = fmin(busy[r] * compute_f + decode, out->total_s);
 		out->joules += in->watts_busy[r] * b + in->watts_idle[r] * (out->total_s - b);
 	}
+	return 0;
+}
+
+int dlh_estimate_parts(const struct dlh_estimate_in *in, const struct dlh_calib *cal, int r,
+		       struct dlh_estimate_parts *out, char *err, size_t errlen)
+{
+	const struct dlh_spec *spec = in->spec;
+	struct dlh_model_cost mc;
+	struct lshape s[DLH_COST_LAYERS];
+	int rc, nstate;
+
+	memset(out, 0, sizeof *out);
+	if ((rc = check_in(in, cal, err, errlen)) < 0)
+		return rc;
+	if (r < 0 || r >= in->ranks || in->dev[r]->gpu <= 0) {
+		snprintf(err, errlen, "estimate: rank %d is not a GPU's: no graphed step to price", r);
+		return -EINVAL;
+	}
+	if ((rc = dlh_model_cost(spec, in->c, in->h, in->w, in->classes, &mc, err, errlen)) < 0)
+		return rc;
+	const int nl = shapes(spec, &mc, s);
+	update_bytes(spec, &nstate);
+	struct rdev rd = { in->dev[r], 1.0, 1.0, 0.0, spec->precision, &out->nodes, out };
+	graph_rdev(&rd);
+	const double dev = gpu_pass_s(&rd, s, nl, in->batch[r], (double)mc.in, in->classes, 1, NULL);
+	out->update_s = gpu_update_s(&rd, (double)mc.params, nstate);
+	out->step_s = gpu_step_s(&rd, cal, dev + out->update_s);
+	out->nlayers = nl;
+	for (int i = 0; i < nl; i++)
+		out->kind[i] = mc.layer[i].kind;
 	return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "engine/plan/calib.h"
+#include "engine/plan/cost.h"
 #include "engine/util/util.h"
 #include "schema/spec.h"
 
@@ -82,6 +83,29 @@ struct dlh_estimate {
 int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 		 const struct dlh_correction *corr, struct dlh_estimate *out,
 		 char *err, size_t errlen);
+
+/* A GPU rank's training step as the estimate prices it, part by part, as
+ * dlh-train --gpu-profile measures a graphed step: to compare them. */
+struct dlh_estimate_parts {
+	int nlayers;                           /* the stack's layers */
+	const char *kind[DLH_COST_LAYERS];     /* "conv", "relu", ... */
+	double fwd_s[DLH_COST_LAYERS];         /* each layer's forward (0: run by an earlier
+						  layer's kernels, fused) */
+	double bwd_s[DLH_COST_LAYERS];         /* and backward */
+	double input_s;                        /* the step's values and rows copied in, the
+						  batch gathered */
+	double loss_s;                         /* the loss kernel */
+	double update_s;                       /* the optimizer (and bf16's weight cast) */
+	double step_s;                         /* the step (the parts' sum, at least the
+						  host's share) */
+	long nodes;                            /* the graph's nodes priced */
+};
+
+/* Fills out for rank r of in (a GPU's: its device's figures in cal), no
+ * correction. Returns 0, or -EINVAL with err (a CPU rank, a model the cost
+ * module refuses, no calibration for its device). */
+int dlh_estimate_parts(const struct dlh_estimate_in *in, const struct dlh_calib *cal, int r,
+		       struct dlh_estimate_parts *out, char *err, size_t errlen);
 
 /* Appends the text of jobs/<id>/estimate: key=value lines of pred; with
  * act (NULL before the run ends) each measured key also as actual_KEY= and

@@ -798,6 +798,46 @@ TEST(a_gpu_conv_is_rated_on_the_grids_large_dims)
 		  five.step_s, eight.step_s);
 }
 
+/* dlh_estimate_parts: a GPU step priced part by part, as dlh-train
+ * --gpu-profile measures it: the parts and the sums' copy back are the
+ * estimate's step (and its nodes the estimate's graph), a layer that runs
+ * in an earlier one's kernels (the conv's ReLU and pool, the dense layer's
+ * ReLU) costs nothing of its own, the first layer's backward is its
+ * weight gradient only; a CPU rank has no graphed step to price */
+TEST(a_gpu_steps_parts_add_up_to_the_estimates_step)
+{
+	struct dlh_calib c;
+	struct dlh_estimate e;
+	struct dlh_estimate_parts p;
+	char err[256];
+
+	gpu_calib(&c, 1e12, 1e12, 1e-7, 1e-7, 1e-5);
+	c.dev[1].node_s = 1e-6;
+	mlp(&c, 64, 128, 1, "H100");
+	as_cnn(32, 5);   /* conv relu pool dense relu dense */
+	CHECK(est(&c, NULL, &e) == 0);
+	CHECK_MSG(dlh_estimate_parts(&in, &c, 0, &p, err, sizeof err) == 0, "%s", err);
+	double sum = p.input_s + p.loss_s + p.update_s;
+	for (int i = 0; i < p.nlayers; i++)
+		sum += p.fwd_s[i] + p.bwd_s[i];
+	CHECK_MSG(p.nlayers == 6 && !strcmp(p.kind[0], "conv") && !strcmp(p.kind[3], "dense"),
+		  "%d layers, %s ... %s", p.nlayers, p.kind[0], p.kind[3]);
+	CHECK_MSG(fabs(p.step_s - (sum + c.dev[1].h2d_s)) < 1e-12, "step %g, its parts %g",
+		  p.step_s, sum + c.dev[1].h2d_s);
+	CHECK_MSG(fabs(p.step_s - e.step_s) < 1e-9 * e.step_s, "parts' step %g, the estimate's %g",
+		  p.step_s, e.step_s);
+	CHECK_MSG(p.nodes == e.step_nodes, "%ld nodes priced, the estimate's %ld", p.nodes,
+		  e.step_nodes);
+	CHECK(p.fwd_s[0] > 0 && p.bwd_s[0] > 0 && p.fwd_s[3] > 0 && p.bwd_s[3] > 0);
+	CHECK(p.fwd_s[1] == 0 && p.bwd_s[1] == 0 && p.fwd_s[2] == 0 && p.bwd_s[2] == 0 &&
+	      p.fwd_s[4] == 0 && p.bwd_s[4] == 0);
+	CHECK(p.input_s > 0 && p.loss_s > 0 && p.update_s > 0);
+	/* a CPU rank */
+	in.dev[0] = dlh_calib_dev(&c, "cpu");
+	CHECK(dlh_estimate_parts(&in, &c, 0, &p, err, sizeof err) == -EINVAL);
+	CHECK_MSG(strstr(err, "rank 0 is not a GPU's"), "%s", err);
+}
+
 /* an elementwise kernel smaller than the smallest pass timed costs what
  * that one did (a GPU's small kernel is bound by its latency) */
 TEST(a_gpu_kernel_below_the_smallest_pass_timed_costs_that_pass)
@@ -919,6 +959,7 @@ int main(void)
 	RUN(a_gpu_kernel_below_the_smallest_pass_timed_costs_that_pass);
 	RUN(a_gpu_gemm_between_the_grids_points_follows_its_rates_power_law);
 	RUN(a_gpu_conv_is_rated_on_the_grids_large_dims);
+	RUN(a_gpu_steps_parts_add_up_to_the_estimates_step);
 	RUN(each_gpu_figure_moves_the_estimate);
 	RUN(tf32_and_bf16_take_the_tensor_cores_grid_and_bf16_its_casts);
 	RUN(gpu_memory_is_the_context_cublas_nccl_and_the_backends_buffers);
