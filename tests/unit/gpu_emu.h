@@ -1161,7 +1161,8 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
  * writes its outputs) and lists algorithms fastest first: the first ones
  * listed are ones dnn.cu must pass over (one needing more workspace than
  * any caller has, or one that sums with atomics), and the emulation counts
- * any call that runs them (dlt_emu_cudnn_bad_calls). DLT_EMU_CUDNN_NONE:
+ * any call that runs them, or runs the right one in the default math
+ * where Find said it ran in tensor-op math (dlt_emu_cudnn_bad_calls). DLT_EMU_CUDNN_NONE:
  * "lib" (dnn.cu finds no library), "1" (no algorithm for any product),
  * "rows=N" (none at N rows), "filter" (none for a weight gradient),
  * "capture" (a product refused while the stream is captured). */
@@ -1499,11 +1500,14 @@ static const int emu_dnn_algos[3][3] = {
 	  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3 },
 };
 
-/* 0 for op's algorithm to use, 1 for the one that sums with atomics, 2
- * for the one with a workspace nobody has. */
-static inline int emu_dnn_bad(enum emu_dnn_op op, int algo)
+/* 0 for op's algorithm to use, run with the math Find found it with
+ * (cd's), 1 for the one that sums with atomics, 2 for the one with a
+ * workspace nobody has, 3 for the right one in the default math. */
+static inline int emu_dnn_bad(enum emu_dnn_op op, int algo, const struct emu_dnn_conv *cd)
 {
-	return algo == emu_dnn_algos[op][0] ? 0 : algo == emu_dnn_algos[op][1] ? 1 : 2;
+	if (algo == emu_dnn_algos[op][0])
+		return cd->math == CUDNN_DEFAULT_MATH ? 3 : 0;
+	return algo == emu_dnn_algos[op][1] ? 1 : 2;
 }
 
 /* Find: the product run once, now, and the algorithms listed (see above). */
@@ -1545,7 +1549,9 @@ static inline cudnnStatus_t emu_dnn_find(enum emu_dnn_op op, const struct emu_dn
 		res[i].time = list[i].time;
 		res[i].memory = list[i].memory;
 		res[i].determinism = list[i].det;
-		res[i].mathType = c->math;
+		/* what a tensor-core algorithm says it ran in when the default
+		 * math was asked (the caller runs it so: emu_dnn_bad) */
+		res[i].mathType = c->math == CUDNN_DEFAULT_MATH ? CUDNN_TENSOR_OP_MATH : c->math;
 	}
 	*returned = 3;
 	return CUDNN_STATUS_SUCCESS;
@@ -1591,7 +1597,7 @@ static inline cudnnStatus_t cudnnConvolutionForward(
 	(void)h;
 	(void)ws;
 	return emu_dnn_queue(EMU_DNN_FWD, xd, wd, cd, yd, alpha, beta, x, w, NULL, y, wsn,
-			     emu_dnn_bad(EMU_DNN_FWD, algo), "cudnnConvolutionForward");
+			     emu_dnn_bad(EMU_DNN_FWD, algo, cd), "cudnnConvolutionForward");
 }
 static inline cudnnStatus_t cudnnConvolutionBackwardData(
 	cudnnHandle_t h, const void *alpha, cudnnFilterDescriptor_t wd, const void *w,
@@ -1602,7 +1608,7 @@ static inline cudnnStatus_t cudnnConvolutionBackwardData(
 	(void)h;
 	(void)ws;
 	return emu_dnn_queue(EMU_DNN_DATA, dxd, wd, cd, dyd, alpha, beta, NULL, w, dy, dx, wsn,
-			     emu_dnn_bad(EMU_DNN_DATA, algo), "cudnnConvolutionBackwardData");
+			     emu_dnn_bad(EMU_DNN_DATA, algo, cd), "cudnnConvolutionBackwardData");
 }
 static inline cudnnStatus_t cudnnConvolutionBackwardFilter(
 	cudnnHandle_t h, const void *alpha, cudnnTensorDescriptor_t xd, const void *x,
@@ -1613,7 +1619,7 @@ static inline cudnnStatus_t cudnnConvolutionBackwardFilter(
 	(void)h;
 	(void)ws;
 	return emu_dnn_queue(EMU_DNN_FILTER, xd, dwd, cd, dyd, alpha, beta, x, NULL, dy, dw, wsn,
-			     emu_dnn_bad(EMU_DNN_FILTER, algo), "cudnnConvolutionBackwardFilter");
+			     emu_dnn_bad(EMU_DNN_FILTER, algo, cd), "cudnnConvolutionBackwardFilter");
 }
 
 /* ---- NCCL: one rank, or MPI_COMM_WORLD when MPI is running ---- */

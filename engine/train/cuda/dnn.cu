@@ -35,6 +35,9 @@ struct dnn_api {
 #undef DNN_FN
 };
 
+enum dnn_product { DNN_FORWARD, DNN_DATA, DNN_FILTER };
+#define DNN_PRODUCTS 3   /* the enum's values */
+
 /* One (layer, rows): its descriptors and the algorithm of each product,
  * or why cuDNN has none. */
 struct dnn_plan {
@@ -42,7 +45,9 @@ struct dnn_plan {
 	long age;                                  /* when it was made (the oldest goes) */
 	cudnnTensorDescriptor_t xd, yd;            /* NCHW input and product */
 	cudnnFilterDescriptor_t wd;                /* F x C x k x k */
-	cudnnConvolutionDescriptor_t cd;           /* same padding, stride 1, the math mode */
+	cudnnConvolutionDescriptor_t cd[DNN_PRODUCTS];   /* same padding, stride 1; each
+						    product's with the math its algorithm
+						    was found with (Find's mathType) */
 	int fwd_ok, data_ok, filter_ok;            /* 1: planned; 0: not yet */
 	cudnnConvolutionFwdAlgo_t fwd;             /* the algorithm of each */
 	cudnnConvolutionBwdDataAlgo_t data;
@@ -141,8 +146,9 @@ static void plan_free(struct dnn *d, struct dnn_plan *p)
 		d->api.cudnnDestroyTensorDescriptor(p->yd);
 	if (p->wd)
 		d->api.cudnnDestroyFilterDescriptor(p->wd);
-	if (p->cd)
-		d->api.cudnnDestroyConvolutionDescriptor(p->cd);
+	for (int i = 0; i < DNN_PRODUCTS; i++)
+		if (p->cd[i])
+			d->api.cudnnDestroyConvolutionDescriptor(p->cd[i]);
 	memset(p, 0, sizeof *p);
 }
 
@@ -206,19 +212,21 @@ static int plan_descs(struct dnn *d, struct dnn_plan *p, const struct dnn_conv *
 	DNN_CALL(-ENOTSUP, cudnnCreateTensorDescriptor, &p->xd);
 	DNN_CALL(-ENOTSUP, cudnnCreateTensorDescriptor, &p->yd);
 	DNN_CALL(-ENOTSUP, cudnnCreateFilterDescriptor, &p->wd);
-	DNN_CALL(-ENOTSUP, cudnnCreateConvolutionDescriptor, &p->cd);
 	DNN_CALL(-ENOTSUP, cudnnSetTensor4dDescriptor, p->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
 		 rows, c->c, c->h, c->w);
 	DNN_CALL(-ENOTSUP, cudnnSetTensor4dDescriptor, p->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
 		 rows, c->f, c->h, c->w);
 	DNN_CALL(-ENOTSUP, cudnnSetFilter4dDescriptor, p->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
 		 c->f, c->c, c->k, c->k);
-	DNN_CALL(-ENOTSUP, cudnnSetConvolution2dDescriptor, p->cd, pad, pad, 1, 1, 1, 1,
-		 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
-	/* FP32 as the CPU computes it, or tensor cores (TF32: cuDNN's default
-	 * math on FP32 data, what PyTorch's allow_tf32 asks for) */
-	DNN_CALL(-ENOTSUP, cudnnSetConvolutionMathType, p->cd,
-		 d->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+	for (int i = 0; i < DNN_PRODUCTS; i++) {
+		DNN_CALL(-ENOTSUP, cudnnCreateConvolutionDescriptor, &p->cd[i]);
+		DNN_CALL(-ENOTSUP, cudnnSetConvolution2dDescriptor, p->cd[i], pad, pad, 1, 1, 1, 1,
+			 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+		/* FP32 as the CPU computes it, or tensor cores (TF32: cuDNN's
+		 * default math on FP32 data, what PyTorch's allow_tf32 asks for) */
+		DNN_CALL(-ENOTSUP, cudnnSetConvolutionMathType, p->cd[i],
+			 d->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+	}
 	return 0;
 }
 
@@ -234,17 +242,23 @@ static int first_usable(const R *res, int n)
 	return -1;
 }
 
-/* Which product "what" of Find's n results to use into *algo: 0, or
+/* Which of Find's n results for product what of p to use: its algorithm
+ * into *algo, and the math it was found with into p's descriptor of what
+ * (as PyTorch does: an algorithm runs as it was timed). Returns 0, or
  * -ENOTSUP with why. */
 template <typename R, typename A>
-static int pick(const R *res, int n, A *algo, const char *what, char *err, size_t errlen)
+static int pick(struct dnn *d, struct dnn_plan *p, enum dnn_product what, const R *res, int n,
+		A *algo, char *err, size_t errlen)
 {
+	static const char *const name[DNN_PRODUCTS] = { "forward", "input-gradient",
+							"weight-gradient" };
 	const int i = first_usable(res, n);
 
 	if (i < 0)
 		return fail(-ENOTSUP, err, errlen,
 			    "cudnn: no deterministic %s algorithm within %u MiB of workspace (%d tried)",
-			    what, DNN_WS_BYTES >> 20, n);
+			    name[what], DNN_WS_BYTES >> 20, n);
+	DNN_CALL(-ENOTSUP, cudnnSetConvolutionMathType, p->cd[what], res[i].mathType);
 	*algo = res[i].algo;
 	return 0;
 }
@@ -260,24 +274,26 @@ static int plan_find(struct dnn *d, struct dnn_plan *p, const struct dnn_bufs *b
 		cudnnConvolutionFwdAlgoPerf_t r[DNN_ALGOS];
 
 		DNN_CALL(-ENOTSUP, cudnnFindConvolutionForwardAlgorithmEx, d->h, p->xd, b->x, p->wd,
-			 b->w, p->cd, p->yd, b->y, DNN_ALGOS, &n, r, d->ws, DNN_WS_BYTES);
-		TRY(pick(r, n, &p->fwd, "forward", err, errlen));
+			 b->w, p->cd[DNN_FORWARD], p->yd, b->y, DNN_ALGOS, &n, r, d->ws, DNN_WS_BYTES);
+		TRY(pick(d, p, DNN_FORWARD, r, n, &p->fwd, err, errlen));
 		p->fwd_ok = 1;
 	}
 	if (b->dx && !p->data_ok) {
 		cudnnConvolutionBwdDataAlgoPerf_t r[DNN_ALGOS];
 
 		DNN_CALL(-ENOTSUP, cudnnFindConvolutionBackwardDataAlgorithmEx, d->h, p->wd, b->w,
-			 p->yd, b->dy, p->cd, p->xd, b->dx, DNN_ALGOS, &n, r, d->ws, DNN_WS_BYTES);
-		TRY(pick(r, n, &p->data, "input-gradient", err, errlen));
+			 p->yd, b->dy, p->cd[DNN_DATA], p->xd, b->dx, DNN_ALGOS, &n, r, d->ws,
+			 DNN_WS_BYTES);
+		TRY(pick(d, p, DNN_DATA, r, n, &p->data, err, errlen));
 		p->data_ok = 1;
 	}
 	if (!p->filter_ok) {
 		cudnnConvolutionBwdFilterAlgoPerf_t r[DNN_ALGOS];
 
 		DNN_CALL(-ENOTSUP, cudnnFindConvolutionBackwardFilterAlgorithmEx, d->h, p->xd, b->x,
-			 p->yd, b->dy, p->cd, p->wd, b->dw, DNN_ALGOS, &n, r, d->ws, DNN_WS_BYTES);
-		TRY(pick(r, n, &p->filter, "weight-gradient", err, errlen));
+			 p->yd, b->dy, p->cd[DNN_FILTER], p->wd, b->dw, DNN_ALGOS, &n, r, d->ws,
+			 DNN_WS_BYTES);
+		TRY(pick(d, p, DNN_FILTER, r, n, &p->filter, err, errlen));
 		p->filter_ok = 1;
 	}
 	return 0;
@@ -324,8 +340,6 @@ int dnn_plan(struct dnn *d, const struct dnn_conv *c, int rows, const struct dnn
 	return rc;
 }
 
-enum dnn_product { DNN_FORWARD, DNN_DATA, DNN_FILTER };
-
 /* The plan of (c->layer, rows) with product what planned (dnn_plan), or
  * NULL with -ENOTSUP in *rc and err. */
 static struct dnn_plan *planned(struct dnn *d, const struct dnn_conv *c, int rows,
@@ -356,16 +370,16 @@ static int run(struct dnn *d, const struct dnn_conv *c, int rows, enum dnn_produ
 		return rc;
 	switch (what) {
 	case DNN_FORWARD:
-		DNN_CALL(-EIO, cudnnConvolutionForward, d->h, &one, p->xd, b->x, p->wd, b->w, p->cd,
-			 p->fwd, d->ws, DNN_WS_BYTES, &zero, p->yd, b->y);
+		DNN_CALL(-EIO, cudnnConvolutionForward, d->h, &one, p->xd, b->x, p->wd, b->w,
+			 p->cd[DNN_FORWARD], p->fwd, d->ws, DNN_WS_BYTES, &zero, p->yd, b->y);
 		break;
 	case DNN_DATA:
 		DNN_CALL(-EIO, cudnnConvolutionBackwardData, d->h, &one, p->wd, b->w, p->yd, b->dy,
-			 p->cd, p->data, d->ws, DNN_WS_BYTES, &zero, p->xd, b->dx);
+			 p->cd[DNN_DATA], p->data, d->ws, DNN_WS_BYTES, &zero, p->xd, b->dx);
 		break;
 	case DNN_FILTER:
 		DNN_CALL(-EIO, cudnnConvolutionBackwardFilter, d->h, &one, p->xd, b->x, p->yd, b->dy,
-			 p->cd, p->filter, d->ws, DNN_WS_BYTES, &zero, p->wd, b->dw);
+			 p->cd[DNN_FILTER], p->filter, d->ws, DNN_WS_BYTES, &zero, p->wd, b->dw);
 		break;
 	}
 	return 0;
