@@ -246,7 +246,6 @@ static const char *blas_text(cublasStatus_t s)
 #define NCCL_CHECK(call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) \
 	return fail(-EIO, err, errlen, "nccl: %s: %s", #call, ncclGetErrorString(r_)); } while (0)
 
-
 /* Blocks for n elements with GPU_THREADS threads, capped (grid-stride). */
 static unsigned blocks_for(size_t n)
 {
@@ -592,11 +591,10 @@ __global__ void k_pool_bwd(float *dx, const int32_t *arg, const float *dy, size_
 
 /* The pool of a conv's ReLU output, read from the conv's product t (in
  * its layout fs, is; plus bias b[f], then the ReLU, as k_conv_scatter
- * computes each value)
- * rather than from the ReLU's output in NCHW: y and arg as k_pool_fwd's
- * (dlt_pool_window's first maximum, its index in the plane), so the ReLU's
- * output is never written. One thread per pooled output (n x F planes of
- * oh x ow). */
+ * computes each value) rather than from the ReLU's output in NCHW: y and
+ * arg as k_pool_fwd's (dlt_pool_window's first maximum, its index in the
+ * plane), so the ReLU's output is never written. One thread per pooled
+ * output (n x F planes of oh x ow). */
 template <typename I>
 __global__ void k_conv_pool_fwd(float *y, int32_t *arg, const float *t, const float *b, int F,
 				int W, int n, size_t fs_, size_t is_, int k, int oh, int ow)
@@ -631,12 +629,12 @@ __global__ void k_conv_pool_fwd(float *y, int32_t *arg, const float *t, const fl
 
 /* t's (i, f) plane at p (layout fs, is) = the gradient of the conv's
  * product at pixel p of image i's plane f, from the pool's output gradient
- * dy: dy of the pooled output
- * whose window's maximum p is (arg), where that maximum (the pooled value
- * yp) is above 0 (the ReLU's mask), else 0 - what k_pool_bwd (after a
- * memset) and k_conv_gather with the ReLU's output as the mask write, in
- * one pass and without the NCHW gradient between them (pixels past the
- * last whole window get 0). One thread per element of t, in NCHW order. */
+ * dy: dy of the pooled output whose window's maximum p is (arg), where
+ * that maximum (the pooled value yp) is above 0 (the ReLU's mask), else 0 -
+ * what k_pool_bwd (after a memset) and k_conv_gather with the ReLU's
+ * output as the mask write, in one pass and without the NCHW gradient
+ * between them (pixels past the last whole window get 0). One thread per
+ * element of t, in NCHW order. */
 template <typename I>
 __global__ void k_pool_conv_gather(float *t, const float *dy, const int32_t *arg, const float *yp,
 				   int F, int H, int W, int n, size_t fs_, size_t is_, int k, int oh,
