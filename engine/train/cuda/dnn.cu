@@ -56,7 +56,8 @@ struct dnn_plan {
 };
 
 struct dnn {
-	void *lib;                        /* dlopen's handle (NULL over the emulation) */
+	void *lib;                        /* dlopen's handle (NULL over the emulation; never
+					     closed: dnn_destroy) */
 	struct dnn_api api;               /* the calls */
 	cudnnHandle_t h;                  /* bound to the stream */
 	cudaStream_t stream;              /* gpu.cu's */
@@ -161,10 +162,8 @@ void dnn_destroy(struct dnn *d)
 	cudaFree(d->ws);
 	if (d->h)
 		d->api.cudnnDestroy(d->h);
-#ifndef DLT_GPU_EMULATE
-	if (d->lib)
-		dlclose(d->lib);
-#endif
+	/* the library stays loaded (no dlclose): its kernels are registered
+	 * with the CUDA runtime, which unregisters them at the process's exit */
 	free(d);
 }
 
