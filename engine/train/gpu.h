@@ -369,6 +369,9 @@ struct dlt_gpu_profile {
 	double update_s;                   /* the optimizer (and bf16's cast) */
 	int fused[DLT_NET_MAX_LAYERS];     /* 0, or the number (1-based) of the layer in
 					      whose kernels this one runs (dlt_gpu_fused) */
+	char convs[768];                   /* through cuDNN: each conv's algorithms at the
+					      profiled rows ("layer 1: forward ... ms, ...;
+					      ..."), else "" */
 	char nodes[1024];                  /* the profiled graph's nodes by what they run,
 					      in the order each first appears in the
 					      graph's list of them: "3 x

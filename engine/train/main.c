@@ -1124,6 +1124,9 @@ static void log_profile(struct run *R)
 	if (p.nodes[0])
 		logline(R, "dlh-train: rank 0 GPU step graph (profiled: the events are nodes too): %s",
 			p.nodes);
+	if (p.convs[0])
+		logline(R, "dlh-train: rank 0 GPU convolutions through cuDNN (the algorithms Find chose, "
+			"and its times): %s", p.convs);
 }
 
 /* The training loop, from the step after R->st.step to the last; dies

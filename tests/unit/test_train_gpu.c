@@ -1790,8 +1790,9 @@ extern long dlt_emu_cudnn_bad_calls(void) __attribute__((weak));
  * the im2col and its product become one call, and the input gradient's
  * product and col2im one call too). No call runs an algorithm Find listed
  * to be passed over (one summing with atomics, one whose workspace is too
- * big: the emulation lists them first, as the fastest). A net without
- * convs opens no cuDNN. */
+ * big: the emulation lists them first, as the fastest), and a profiled
+ * step names each conv's algorithms and Find's times. A net without convs
+ * opens no cuDNN. */
 TEST(gpu_convs_through_cudnn_match_the_cpu_and_the_own_path_in_fewer_nodes)
 {
 	const struct tol *tols[3] = { &tol_fp32, &tol_tf32, &tol_bf16 };
@@ -1852,6 +1853,33 @@ TEST(gpu_convs_through_cudnn_match_the_cpu_and_the_own_path_in_fewer_nodes)
 		CHECK_MSG(!emulated(p.gpu) || nd == no - (on ? 3 : 0), "%s: a step of %ld nodes "
 			  "through cuDNN, %ld on the own path (want %d fewer)", tols[i]->name, nd, no,
 			  on ? 3 : 0);
+		{   /* a profiled step names each conv's algorithms (the own path: none) */
+			struct dlt_gpu_profile pr, po;
+			float sums[2];
+
+			CHECK_MSG(dlt_gpu_set_profile(p.gpu, 1, p.err, sizeof p.err) == 0 &&
+				  dlt_gpu_set_profile(own, 1, p.err, sizeof p.err) == 0, "%s", p.err);
+			for (int t = 4; t <= 6; t++)
+				CHECK_MSG(dlt_gpu_step(p.gpu, p.x, p.y, p.rows, 1.0f, (uint64_t)t, &o, 0.01f,
+						       (unsigned long)t, sums, p.err, sizeof p.err) == 0 &&
+					  dlt_gpu_step(own, p.x, p.y, p.rows, 1.0f, (uint64_t)t, &o, 0.01f,
+						       (unsigned long)t, sums, p.err, sizeof p.err) == 0,
+					  "%s", p.err);
+			dlt_gpu_profile(p.gpu, &pr);
+			dlt_gpu_profile(own, &po);
+			printf("measured: %s: cuDNN: %s\n", tols[i]->name, pr.convs);
+			CHECK_MSG(!on || (strstr(pr.convs, "layer 1: forward ") &&
+					  strstr(pr.convs, "input gradient none (the first layer)") &&
+					  strstr(pr.convs, "; layer 4: forward ") &&
+					  !strstr(strstr(pr.convs, "; layer 4"), "none")),
+				  "%s: the profile's convolutions: %s", tols[i]->name, pr.convs);
+			CHECK_MSG(on || !pr.convs[0], "bf16: %s", pr.convs);
+			CHECK_MSG(!po.convs[0], "the own path: %s", po.convs);
+			if (on && emulated(p.gpu))   /* the algorithms Find listed to be used */
+				CHECK_MSG(strstr(pr.convs, "forward IMPLICIT_PRECOMP_GEMM 0.030 ms") &&
+					  strstr(pr.convs, "weight gradient ALGO_1 0.030 ms"), "%s",
+					  pr.convs);
+		}
 		dlt_gpu_destroy(own);
 		pair_close(&p);
 	}

@@ -52,6 +52,7 @@ struct dnn_plan {
 	cudnnConvolutionFwdAlgo_t fwd;             /* the algorithm of each */
 	cudnnConvolutionBwdDataAlgo_t data;
 	cudnnConvolutionBwdFilterAlgo_t filter;
+	float ms[DNN_PRODUCTS];                    /* each algorithm's time in Find */
 	char why[160];                             /* a refusal ("": none) */
 };
 
@@ -259,6 +260,7 @@ static int pick(struct dnn *d, struct dnn_plan *p, enum dnn_product what, const 
 			    name[what], DNN_WS_BYTES >> 20, n);
 	DNN_CALL(-ENOTSUP, cudnnSetConvolutionMathType, p->cd[what], res[i].mathType);
 	*algo = res[i].algo;
+	p->ms[what] = res[i].time;
 	return 0;
 }
 
@@ -355,6 +357,35 @@ static struct dnn_plan *planned(struct dnn *d, const struct dnn_conv *c, int row
 	*rc = fail(-ENOTSUP, err, errlen, "cudnn: layer %d at %d rows is not planned", c->layer + 1,
 		   rows);
 	return NULL;
+}
+
+void dnn_describe(const struct dnn *d, const struct dnn_conv *c, int rows, char *out, size_t len)
+{
+	static const char *const fwd[] = { "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM",
+					   "DIRECT", "FFT", "FFT_TILING", "WINOGRAD",
+					   "WINOGRAD_NONFUSED" };
+	static const char *const data[] = { "ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD",
+					    "WINOGRAD_NONFUSED" };
+	static const char *const filter[] = { "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
+					      "WINOGRAD_NONFUSED", "FFT_TILING" };
+	const struct dnn_plan *p = NULL;
+
+	for (int i = 0; i < DNN_PLANS && !p; i++)
+		if (d->plan[i].rows == rows && d->plan[i].layer == c->layer)
+			p = &d->plan[i];
+	if (!p || p->why[0] || !p->fwd_ok) {
+		snprintf(out, len, "%s", p && p->why[0] ? p->why : "not planned");
+		return;
+	}
+#define DNN_NAME(t, a) ((unsigned)(a) < sizeof t / sizeof t[0] ? t[a] : "?")
+	char dx[80] = "none (the first layer)";
+
+	if (p->data_ok)
+		snprintf(dx, sizeof dx, "%s %.3f ms", DNN_NAME(data, p->data), p->ms[DNN_DATA]);
+	snprintf(out, len, "forward %s %.3f ms, input gradient %s, weight gradient %s %.3f ms",
+		 DNN_NAME(fwd, p->fwd), p->ms[DNN_FORWARD], dx, DNN_NAME(filter, p->filter),
+		 p->ms[DNN_FILTER]);
+#undef DNN_NAME
 }
 
 /* Product what of c at rows, as planned. Returns 0 or -errno. */

@@ -2491,6 +2491,27 @@ static void graph_census(struct dlt_gpu *g, cudaGraph_t graph, size_t n)
 }
 
 /* Captures step_work for key k into g->graph, replacing the graph there. */
+/* Fills g->prof.convs: the cuDNN algorithms of each conv the step's pass
+ * at rows ran through cuDNN (none: ""). */
+static void conv_census(struct dlt_gpu *g, int rows)
+{
+	size_t o = 0;
+
+	g->prof.convs[0] = '\0';
+	for (int i = 0; i < g->net.nlayers && o < sizeof g->prof.convs; i++) {
+		const struct dnn_conv c = conv_shape(g, i);
+		char what[256];
+		int w;
+
+		if (g->net.layer[i].kind != DLT_LAYER_CONV || !g->layer[i].conv_dnn)
+			continue;
+		dnn_describe(g->dnn, &c, rows, what, sizeof what);
+		w = snprintf(g->prof.convs + o, sizeof g->prof.convs - o, "%slayer %d: %s",
+			     o ? "; " : "", i + 1, what);
+		o += w > 0 ? (size_t)w : 0;
+	}
+}
+
 static int capture(struct dlt_gpu *g, const struct gpu_graph_key *k, char *err, size_t errlen)
 {
 	cudaGraph_t graph = NULL;
@@ -2522,8 +2543,10 @@ static int capture(struct dlt_gpu *g, const struct gpu_graph_key *k, char *err, 
 		return capture(g, k, err, errlen);
 	}
 	e = cudaGraphGetNodes(graph, NULL, &nodes);
-	if (e == cudaSuccess && g->prof_ev)
+	if (e == cudaSuccess && g->prof_ev) {
 		graph_census(g, graph, nodes);
+		conv_census(g, k->rows);
+	}
 	if (e == cudaSuccess)
 		e = cudaGraphInstantiate(&exec, graph, 0);
 	cudaGraphDestroy(graph);
