@@ -885,9 +885,11 @@ static const char *pick_factors(const struct dlh_correction *corr, const char *k
 	return "";
 }
 
-int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
-		 const struct dlh_correction *corr, struct dlh_estimate *out,
-		 char *err, size_t errlen)
+/* dlh_estimate, and with parts (not NULL) rank pr's training step priced
+ * part by part into it (pr a GPU's). */
+static int estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
+		    const struct dlh_correction *corr, struct dlh_estimate *out, int pr,
+		    struct dlh_estimate_parts *parts, char *err, size_t errlen)
 {
 	static const struct dlh_correction none = { .compute = 1.0, .comm = 1.0, .startup = 1.0 };
 	const struct dlh_spec *spec = in->spec;
@@ -904,6 +906,11 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	if (rc < 0)
 		return rc;
 	int nl = shapes(spec, &mc, s);
+	if (parts) {
+		parts->nlayers = nl;
+		for (int i = 0; i < nl; i++)
+			parts->kind[i] = mc.layer[i].kind;
+	}
 	const double np = (double)mc.params, grad_bytes = (np + 2) * F4;
 	update_bytes(spec, &nstate);
 	const int cnn = !strcmp(spec->model_type, "cnn");
@@ -940,7 +947,8 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	double busy[DLH_EST_RANKS];
 	for (int r = 0; r < in->ranks; r++) {
 		struct rdev rd = { in->dev[r], 1.0, 1.0, in->dev[r]->kernel_s,
-				   in->dev[r]->gpu > 0 ? spec->precision : DLH_PRECISION_FP32, NULL, NULL };
+				   in->dev[r]->gpu > 0 ? spec->precision : DLH_PRECISION_FP32, NULL,
+				   r == pr ? parts : NULL };
 		double b = in->batch[r], first_bwd = 0.0;
 		/* the trainer's buffers hold its most rows; evaluation runs in chunks of them */
 		double rows = fmax(most_rows(in, r), cnn ? EST_CNN_EVAL_ROWS : EST_EVAL_ROWS);
@@ -961,6 +969,11 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 			rd.nodes = NULL;
 			if (nodes > out->step_nodes)
 				out->step_nodes = nodes;
+			if (rd.parts) {
+				rd.parts->update_s = u;
+				rd.parts->step_s = gpu_step_s(&rd, cal, comp + u);
+				rd.parts->nodes = nodes;
+			}
 			/* the host's share, metrics row included, hides behind the
 			 * device's: what it adds to the step goes with the pass */
 			comp = fmax(0.0, gpu_step_s(&rd, cal, comp + u) - u - cal->metrics_s);
@@ -1089,34 +1102,24 @@ int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
 	return 0;
 }
 
+int dlh_estimate(const struct dlh_estimate_in *in, const struct dlh_calib *cal,
+		 const struct dlh_correction *corr, struct dlh_estimate *out,
+		 char *err, size_t errlen)
+{
+	return estimate(in, cal, corr, out, -1, NULL, err, errlen);
+}
+
 int dlh_estimate_parts(const struct dlh_estimate_in *in, const struct dlh_calib *cal, int r,
 		       struct dlh_estimate_parts *out, char *err, size_t errlen)
 {
-	const struct dlh_spec *spec = in->spec;
-	struct dlh_model_cost mc;
-	struct lshape s[DLH_COST_LAYERS];
-	int rc, nstate;
+	struct dlh_estimate e;
 
 	memset(out, 0, sizeof *out);
-	if ((rc = check_in(in, cal, err, errlen)) < 0)
-		return rc;
-	if (r < 0 || r >= in->ranks || in->dev[r]->gpu <= 0) {
+	if (r < 0 || r >= in->ranks || r >= DLH_EST_RANKS || !in->dev[r] || in->dev[r]->gpu <= 0) {
 		snprintf(err, errlen, "estimate: rank %d is not a GPU's: no graphed step to price", r);
 		return -EINVAL;
 	}
-	if ((rc = dlh_model_cost(spec, in->c, in->h, in->w, in->classes, &mc, err, errlen)) < 0)
-		return rc;
-	const int nl = shapes(spec, &mc, s);
-	update_bytes(spec, &nstate);
-	struct rdev rd = { in->dev[r], 1.0, 1.0, 0.0, spec->precision, &out->nodes, out };
-	graph_rdev(&rd);
-	const double dev = gpu_pass_s(&rd, s, nl, in->batch[r], (double)mc.in, in->classes, 1, NULL);
-	out->update_s = gpu_update_s(&rd, (double)mc.params, nstate);
-	out->step_s = gpu_step_s(&rd, cal, dev + out->update_s);
-	out->nlayers = nl;
-	for (int i = 0; i < nl; i++)
-		out->kind[i] = mc.layer[i].kind;
-	return 0;
+	return estimate(in, cal, NULL, &e, r, out, err, errlen);
 }
 
 /* ---- the estimate file ---- */
