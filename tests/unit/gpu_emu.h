@@ -1336,10 +1336,13 @@ static inline cudnnStatus_t emu_dnn_shape(const struct emu_dnn_tensor *x,
 	return CUDNN_STATUS_SUCCESS;
 }
 
-/* col (C k_h k_w x Ho Wo, row-major) of one image x (C x H x W). */
-static inline void emu_dnn_im2col(float *col, const float *x, const struct emu_dnn_tensor *xd,
-				  const struct emu_dnn_tensor *wd, const struct emu_dnn_conv *c,
-				  int ho, int wo)
+/* One image x (C x H x W) against its im2col matrix col (C k_h k_w x
+ * Ho Wo, row-major), tap by tap: with gather, col = the pixel each tap
+ * reads (0 in the padding); else each tap's col value is added to the
+ * pixel it read (col2im: x += the image of col). */
+static inline void emu_dnn_taps(float *col, float *x, const struct emu_dnn_tensor *xd,
+				const struct emu_dnn_tensor *wd, const struct emu_dnn_conv *c,
+				int ho, int wo, int gather)
 {
 	size_t r = 0;
 
@@ -1349,32 +1352,14 @@ static inline void emu_dnn_im2col(float *col, const float *x, const struct emu_d
 				for (int oy = 0; oy < ho; oy++)
 					for (int ox = 0; ox < wo; ox++) {
 						int sy = oy + ky - c->pad_h, sx = ox + kx - c->pad_w;
+						float *t = &col[r * (size_t)(ho * wo) + (size_t)(oy * wo + ox)];
+						float *px = sy >= 0 && sy < xd->h && sx >= 0 && sx < xd->w ?
+							&x[((size_t)ch * xd->h + sy) * xd->w + sx] : NULL;
 
-						col[r * (size_t)(ho * wo) + (size_t)(oy * wo + ox)] =
-							sy >= 0 && sy < xd->h && sx >= 0 && sx < xd->w ?
-							x[((size_t)ch * xd->h + sy) * xd->w + sx] : 0.0f;
-					}
-}
-
-/* x (one image) += the image of col under emu_dnn_im2col (each tap's
- * value added to the pixel it read). */
-static inline void emu_dnn_col2im(float *x, const float *col, const struct emu_dnn_tensor *xd,
-				  const struct emu_dnn_tensor *wd, const struct emu_dnn_conv *c,
-				  int ho, int wo)
-{
-	size_t r = 0;
-
-	for (int ch = 0; ch < xd->c; ch++)
-		for (int ky = 0; ky < wd->h; ky++)
-			for (int kx = 0; kx < wd->w; kx++, r++)
-				for (int oy = 0; oy < ho; oy++)
-					for (int ox = 0; ox < wo; ox++) {
-						int sy = oy + ky - c->pad_h, sx = ox + kx - c->pad_w;
-
-						if (sy >= 0 && sy < xd->h && sx >= 0 && sx < xd->w)
-							x[((size_t)ch * xd->h + sy) * xd->w + sx] +=
-								col[r * (size_t)(ho * wo) +
-								    (size_t)(oy * wo + ox)];
+						if (gather)
+							*t = px ? *px : 0.0f;
+						else if (px)
+							*px += *t;
 					}
 }
 
@@ -1413,7 +1398,7 @@ static inline int emu_dnn_run(enum emu_dnn_op op, struct emu_dnn_tensor xd,
 	for (int i = 0; i < xd.n; i++) {
 		switch (op) {
 		case EMU_DNN_FWD:
-			emu_dnn_im2col(col, x + i * xs, &xd, &wd, &c, ho, wo);
+			emu_dnn_taps(col, (float *)x + i * xs, &xd, &wd, &c, ho, wo, 1);
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, F, (int)P, (int)R, alpha,
 				    w, (int)R, col, (int)P, beta, out + i * ys, (int)P);
 			break;
@@ -1421,12 +1406,12 @@ static inline int emu_dnn_run(enum emu_dnn_op op, struct emu_dnn_tensor xd,
 			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)R, (int)P, F, 1.0f, w,
 				    (int)R, dy + i * ys, (int)P, 0.0f, col, (int)P);
 			memset(acc, 0, xs * sizeof(float));
-			emu_dnn_col2im(acc, col, &xd, &wd, &c, ho, wo);
+			emu_dnn_taps(col, acc, &xd, &wd, &c, ho, wo, 0);
 			for (size_t e = 0; e < xs; e++)
 				out[i * xs + e] = alpha * acc[e] + (beta != 0.0f ? beta * out[i * xs + e] : 0.0f);
 			break;
 		case EMU_DNN_FILTER:
-			emu_dnn_im2col(col, x + i * xs, &xd, &wd, &c, ho, wo);
+			emu_dnn_taps(col, (float *)x + i * xs, &xd, &wd, &c, ho, wo, 1);
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, F, (int)R, (int)P, 1.0f,
 				    dy + i * ys, (int)P, col, (int)P, 1.0f, acc, (int)R);
 			break;

@@ -48,11 +48,10 @@ struct dnn_plan {
 	cudnnConvolutionDescriptor_t cd[DNN_PRODUCTS];   /* same padding, stride 1; each
 						    product's with the math its algorithm
 						    was found with (Find's mathType) */
-	int fwd_ok, data_ok, filter_ok;            /* 1: planned; 0: not yet */
-	cudnnConvolutionFwdAlgo_t fwd;             /* the algorithm of each */
-	cudnnConvolutionBwdDataAlgo_t data;
-	cudnnConvolutionBwdFilterAlgo_t filter;
-	float ms[DNN_PRODUCTS];                    /* each algorithm's time in Find */
+	int ok[DNN_PRODUCTS];                      /* 1: planned; 0: not yet */
+	int algo[DNN_PRODUCTS];                    /* each product's algorithm (its cuDNN
+						      enum's value) */
+	float ms[DNN_PRODUCTS];                    /* and its time in Find */
 	char why[160];                             /* a refusal ("": none) */
 };
 
@@ -177,28 +176,36 @@ void dnn_version(const struct dnn *d, char *out, size_t len)
 
 void dnn_set_tf32(struct dnn *d, int tf32)
 {
+	if (tf32 == d->tf32)   /* the plans are this math's */
+		return;
 	for (int i = 0; i < DNN_PLANS; i++)
 		plan_free(d, &d->plan[i]);
 	d->tf32 = tf32;
+}
+
+/* The plan of (layer, rows) made (planned or refused), or NULL. */
+static struct dnn_plan *plan_of(const struct dnn *d, int layer, int rows)
+{
+	for (int i = 0; i < DNN_PLANS; i++)
+		if (d->plan[i].rows == rows && d->plan[i].layer == layer)
+			return (struct dnn_plan *)&d->plan[i];
+	return NULL;
 }
 
 /* The plan of (c->layer, rows): the one made, else an empty slot or the
  * oldest, emptied, with *fresh 1. */
 static struct dnn_plan *plan_slot(struct dnn *d, const struct dnn_conv *c, int rows, int *fresh)
 {
-	struct dnn_plan *old = &d->plan[0];
+	struct dnn_plan *old = plan_of(d, c->layer, rows);
 
-	*fresh = 0;
-	for (int i = 0; i < DNN_PLANS; i++) {
-		struct dnn_plan *p = &d->plan[i];
-
-		if (p->rows == rows && p->layer == c->layer)
-			return p;
-		if (!p->rows || (old->rows && p->age < old->age))
-			old = p;
-	}
+	*fresh = !old;
+	if (old)
+		return old;
+	old = &d->plan[0];
+	for (int i = 1; i < DNN_PLANS; i++)
+		if (old->rows && (!d->plan[i].rows || d->plan[i].age < old->age))
+			old = &d->plan[i];
 	plan_free(d, old);
-	*fresh = 1;
 	return old;
 }
 
@@ -243,12 +250,12 @@ static int first_usable(const R *res, int n)
 }
 
 /* Which of Find's n results for product what of p to use: its algorithm
- * into *algo, and the math it was found with into p's descriptor of what
- * (as PyTorch does: an algorithm runs as it was timed). Returns 0, or
- * -ENOTSUP with why. */
-template <typename R, typename A>
+ * and time into p, and the math it was found with into p's descriptor of
+ * what (as PyTorch does: an algorithm runs as it was timed); what planned.
+ * Returns 0, or -ENOTSUP with why. */
+template <typename R>
 static int pick(struct dnn *d, struct dnn_plan *p, enum dnn_product what, const R *res, int n,
-		A *algo, char *err, size_t errlen)
+		char *err, size_t errlen)
 {
 	static const char *const name[DNN_PRODUCTS] = { "forward", "input-gradient",
 							"weight-gradient" };
@@ -259,8 +266,9 @@ static int pick(struct dnn *d, struct dnn_plan *p, enum dnn_product what, const 
 			    "cudnn: no deterministic %s algorithm within %u MiB of workspace (%d tried)",
 			    name[what], DNN_WS_BYTES >> 20, n);
 	DNN_CALL(-ENOTSUP, cudnnSetConvolutionMathType, p->cd[what], res[i].mathType);
-	*algo = res[i].algo;
+	p->algo[what] = (int)res[i].algo;
 	p->ms[what] = res[i].time;
+	p->ok[what] = 1;
 	return 0;
 }
 
@@ -271,31 +279,28 @@ static int plan_find(struct dnn *d, struct dnn_plan *p, const struct dnn_bufs *b
 {
 	int n = 0;
 
-	if (!p->fwd_ok) {
+	if (!p->ok[DNN_FORWARD]) {
 		cudnnConvolutionFwdAlgoPerf_t r[DNN_ALGOS];
 
 		DNN_CALL(-ENOTSUP, cudnnFindConvolutionForwardAlgorithmEx, d->h, p->xd, b->x, p->wd,
 			 b->w, p->cd[DNN_FORWARD], p->yd, b->y, DNN_ALGOS, &n, r, d->ws, DNN_WS_BYTES);
-		TRY(pick(d, p, DNN_FORWARD, r, n, &p->fwd, err, errlen));
-		p->fwd_ok = 1;
+		TRY(pick(d, p, DNN_FORWARD, r, n, err, errlen));
 	}
-	if (b->dx && !p->data_ok) {
+	if (b->dx && !p->ok[DNN_DATA]) {
 		cudnnConvolutionBwdDataAlgoPerf_t r[DNN_ALGOS];
 
 		DNN_CALL(-ENOTSUP, cudnnFindConvolutionBackwardDataAlgorithmEx, d->h, p->wd, b->w,
 			 p->yd, b->dy, p->cd[DNN_DATA], p->xd, b->dx, DNN_ALGOS, &n, r, d->ws,
 			 DNN_WS_BYTES);
-		TRY(pick(d, p, DNN_DATA, r, n, &p->data, err, errlen));
-		p->data_ok = 1;
+		TRY(pick(d, p, DNN_DATA, r, n, err, errlen));
 	}
-	if (!p->filter_ok) {
+	if (!p->ok[DNN_FILTER]) {
 		cudnnConvolutionBwdFilterAlgoPerf_t r[DNN_ALGOS];
 
 		DNN_CALL(-ENOTSUP, cudnnFindConvolutionBackwardFilterAlgorithmEx, d->h, p->xd, b->x,
 			 p->yd, b->dy, p->cd[DNN_FILTER], p->wd, b->dw, DNN_ALGOS, &n, r, d->ws,
 			 DNN_WS_BYTES);
-		TRY(pick(d, p, DNN_FILTER, r, n, &p->filter, err, errlen));
-		p->filter_ok = 1;
+		TRY(pick(d, p, DNN_FILTER, r, n, err, errlen));
 	}
 	return 0;
 }
@@ -311,7 +316,7 @@ int dnn_plan(struct dnn *d, const struct dnn_conv *c, int rows, const struct dnn
 	if (!fresh) {
 		if (p->why[0])
 			return fail(-ENOTSUP, err, errlen, "%s", p->why);
-		if (p->fwd_ok && p->filter_ok && (p->data_ok || !b->dx))
+		if (p->ok[DNN_FORWARD] && p->ok[DNN_FILTER] && (p->ok[DNN_DATA] || !b->dx))
 			return 0;
 	}
 	CUDA_CHECK(cudaStreamIsCapturing(d->stream, &cap));
@@ -346,14 +351,10 @@ int dnn_plan(struct dnn *d, const struct dnn_conv *c, int rows, const struct dnn
 static struct dnn_plan *planned(struct dnn *d, const struct dnn_conv *c, int rows,
 				enum dnn_product what, int *rc, char *err, size_t errlen)
 {
-	for (int i = 0; i < DNN_PLANS; i++) {
-		struct dnn_plan *p = &d->plan[i];
-		const int ok = what == DNN_FORWARD ? p->fwd_ok : what == DNN_DATA ? p->data_ok :
-			       p->filter_ok;
+	struct dnn_plan *p = plan_of(d, c->layer, rows);
 
-		if (p->rows == rows && p->layer == c->layer && !p->why[0] && ok)
-			return p;
-	}
+	if (p && !p->why[0] && p->ok[what])
+		return p;
 	*rc = fail(-ENOTSUP, err, errlen, "cudnn: layer %d at %d rows is not planned", c->layer + 1,
 		   rows);
 	return NULL;
@@ -368,23 +369,21 @@ void dnn_describe(const struct dnn *d, const struct dnn_conv *c, int rows, char 
 					    "WINOGRAD_NONFUSED" };
 	static const char *const filter[] = { "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
 					      "WINOGRAD_NONFUSED", "FFT_TILING" };
-	const struct dnn_plan *p = NULL;
+	const struct dnn_plan *p = plan_of(d, c->layer, rows);
 
-	for (int i = 0; i < DNN_PLANS && !p; i++)
-		if (d->plan[i].rows == rows && d->plan[i].layer == c->layer)
-			p = &d->plan[i];
-	if (!p || p->why[0] || !p->fwd_ok) {
+	if (!p || p->why[0] || !p->ok[DNN_FORWARD]) {
 		snprintf(out, len, "%s", p && p->why[0] ? p->why : "not planned");
 		return;
 	}
 #define DNN_NAME(t, a) ((unsigned)(a) < sizeof t / sizeof t[0] ? t[a] : "?")
 	char dx[80] = "none (the first layer)";
 
-	if (p->data_ok)
-		snprintf(dx, sizeof dx, "%s %.3f ms", DNN_NAME(data, p->data), p->ms[DNN_DATA]);
+	if (p->ok[DNN_DATA])
+		snprintf(dx, sizeof dx, "%s %.3f ms", DNN_NAME(data, p->algo[DNN_DATA]),
+			 p->ms[DNN_DATA]);
 	snprintf(out, len, "forward %s %.3f ms, input gradient %s, weight gradient %s %.3f ms",
-		 DNN_NAME(fwd, p->fwd), p->ms[DNN_FORWARD], dx, DNN_NAME(filter, p->filter),
-		 p->ms[DNN_FILTER]);
+		 DNN_NAME(fwd, p->algo[DNN_FORWARD]), p->ms[DNN_FORWARD], dx,
+		 DNN_NAME(filter, p->algo[DNN_FILTER]), p->ms[DNN_FILTER]);
 #undef DNN_NAME
 }
 
@@ -401,15 +400,18 @@ static int run(struct dnn *d, const struct dnn_conv *c, int rows, enum dnn_produ
 	switch (what) {
 	case DNN_FORWARD:
 		DNN_CALL(-EIO, cudnnConvolutionForward, d->h, &one, p->xd, b->x, p->wd, b->w,
-			 p->cd[DNN_FORWARD], p->fwd, d->ws, DNN_WS_BYTES, &zero, p->yd, b->y);
+			 p->cd[DNN_FORWARD], (cudnnConvolutionFwdAlgo_t)p->algo[DNN_FORWARD], d->ws,
+			 DNN_WS_BYTES, &zero, p->yd, b->y);
 		break;
 	case DNN_DATA:
 		DNN_CALL(-EIO, cudnnConvolutionBackwardData, d->h, &one, p->wd, b->w, p->yd, b->dy,
-			 p->cd[DNN_DATA], p->data, d->ws, DNN_WS_BYTES, &zero, p->xd, b->dx);
+			 p->cd[DNN_DATA], (cudnnConvolutionBwdDataAlgo_t)p->algo[DNN_DATA], d->ws,
+			 DNN_WS_BYTES, &zero, p->xd, b->dx);
 		break;
 	case DNN_FILTER:
 		DNN_CALL(-EIO, cudnnConvolutionBackwardFilter, d->h, &one, p->xd, b->x, p->yd, b->dy,
-			 p->cd[DNN_FILTER], p->filter, d->ws, DNN_WS_BYTES, &zero, p->wd, b->dw);
+			 p->cd[DNN_FILTER], (cudnnConvolutionBwdFilterAlgo_t)p->algo[DNN_FILTER],
+			 d->ws, DNN_WS_BYTES, &zero, p->wd, b->dw);
 		break;
 	}
 	return 0;

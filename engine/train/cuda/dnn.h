@@ -58,7 +58,8 @@ void dnn_destroy(struct dnn *d);
 void dnn_version(const struct dnn *d, char *out, size_t len);
 
 /* tf32 1: the products on tensor cores (TF32), 0: FP32 FMA only, as the
- * CPU computes. Drops the plans (an algorithm is chosen per math mode). */
+ * CPU computes (the default). Drops the plans when that changes (an
+ * algorithm is chosen per math mode). */
 void dnn_set_tf32(struct dnn *d, int tf32);
 
 /* Plans c at rows (Find for each product b asks for), unless planned.

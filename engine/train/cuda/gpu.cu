@@ -1727,18 +1727,28 @@ static struct dnn_conv conv_shape(const struct dlt_gpu *g, int li)
 	return c;
 }
 
+/* Conv layer li (c) at n rows of x planned (dnn_plan) on buffers that
+ * hold nothing a later call reads: Find writes g->ws, a delta buffer and
+ * g->dnn_dw; into *b, with which the forward runs. Returns 0, -ENOTSUP
+ * (no plan: the own path runs), or -errno. */
+static int conv_dnn_plan(struct dlt_gpu *g, int li, const struct dnn_conv *c, const float *x,
+			 int n, struct dnn_bufs *b, char *err, size_t errlen)
+{
+	*b = (struct dnn_bufs){ x, g->params + g->net.layer[li].off, g->ws, g->ws,
+				li > 0 ? g->delta[0] : NULL, g->dnn_dw };
+	return dnn_plan(g->dnn, c, n, b, err, errlen);
+}
+
 /* Conv layer li's product on n rows of x through cuDNN into g->ws (NCHW),
- * planned first (Find writes g->ws, a delta buffer and g->dnn_dw, none of
- * which holds anything a later call reads). Returns 0, -ENOTSUP when
- * cuDNN has no plan for it (the caller's own path runs), or -errno. */
+ * planned first. Returns 0, -ENOTSUP when cuDNN has no plan for it (the
+ * caller's own path runs), or -errno. */
 static int conv_dnn_forward(struct dlt_gpu *g, int li, const float *x, int n, char *err,
 			    size_t errlen)
 {
 	const struct dnn_conv c = conv_shape(g, li);
-	const struct dnn_bufs b = { x, g->params + g->net.layer[li].off, g->ws, g->ws,
-				    li > 0 ? g->delta[0] : NULL, g->dnn_dw };
+	struct dnn_bufs b;
 
-	TRY(dnn_plan(g->dnn, &c, n, &b, err, errlen));
+	TRY(conv_dnn_plan(g, li, &c, x, n, &b, err, errlen));
 	return dnn_forward(g->dnn, &c, n, &b, err, errlen);
 }
 
@@ -1782,14 +1792,13 @@ static int dnn_setup(struct dlt_gpu *g, char *err, size_t errlen)
 	dnn_set_tf32(g->dnn, g->precision == DLT_PRECISION_TF32);
 	for (int i = 0; i < n->nlayers; i++) {
 		const struct dnn_conv c = conv_shape(g, i);
-		const struct dnn_bufs b = { i > 0 ? g->layer[i - 1].act : g->x,
-					    g->params + n->layer[i].off, g->ws, g->ws,
-					    i > 0 ? g->delta[0] : NULL, g->dnn_dw };
+		struct dnn_bufs b;
 		int rc;
 
 		if (n->layer[i].kind != DLT_LAYER_CONV)
 			continue;
-		rc = dnn_plan(g->dnn, &c, g->max_batch, &b, why, sizeof why);
+		rc = conv_dnn_plan(g, i, &c, i > 0 ? g->layer[i - 1].act : g->x, g->max_batch, &b,
+				   why, sizeof why);
 		if (rc < 0) {
 			snprintf(g->dnn_off, sizeof g->dnn_off,
 				 "; convolutions through cuDNN off: layer %d: %s", i + 1, why);
@@ -2499,12 +2508,13 @@ static void conv_census(struct dlt_gpu *g, int rows)
 
 	g->prof.convs[0] = '\0';
 	for (int i = 0; i < g->net.nlayers && o < sizeof g->prof.convs; i++) {
-		const struct dnn_conv c = conv_shape(g, i);
+		struct dnn_conv c;
 		char what[256];
 		int w;
 
 		if (g->net.layer[i].kind != DLT_LAYER_CONV || !g->layer[i].conv_dnn)
 			continue;
+		c = conv_shape(g, i);
 		dnn_describe(g->dnn, &c, rows, what, sizeof what);
 		w = snprintf(g->prof.convs + o, sizeof g->prof.convs - o, "%slayer %d: %s",
 			     o ? "; " : "", i + 1, what);
