@@ -330,6 +330,9 @@ struct dlt_gpu_graph_stats {
 			     (0 on a GPU) */
 	double graph_s;   /* seconds of the launched graphs on the GPU (CUDA events; the
 			     phases of dlt_gpu_times count the other steps only) */
+	char off[224];    /* "", or why graphs went off: a step whose capture failed
+			     (dlt_gpu_queue runs it, and the steps after it, launch by
+			     launch) */
 };
 
 /* With on (the default after dlt_gpu_create), dlt_gpu_step captures a

@@ -1454,8 +1454,8 @@ int main(int argc, char **argv)
 			logline(R, "dlh-train: rank 0 GPU time (CUDA events): %ld steps launch by "
 				"launch: forward %.2f s, backward %.2f s, ncclAllReduce %.2f s, "
 				"optimizer %.2f s; %ld steps as a CUDA graph (%ld captured, %ld nodes): "
-				"%.2f s", gs.eager, t[0], t[1], t[2], t[3], gs.launches, gs.captures,
-				gs.nodes, gs.graph_s);
+				"%.2f s%s%s", gs.eager, t[0], t[1], t[2], t[3], gs.launches, gs.captures,
+				gs.nodes, gs.graph_s, gs.off[0] ? "; graphs off: " : "", gs.off);
 			if (R->o.gpu_profile)
 				log_profile(R);
 		}

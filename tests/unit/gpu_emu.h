@@ -48,7 +48,9 @@
  * reaches the graph only through memory, and one baked into a kernel's
  * arguments replays as it was at capture. Calls a GPU refuses during
  * capture (cudaStreamSynchronize, cudaMalloc) fail here too.
- * emu_graph_stats counts what was captured and replayed.
+ * emu_graph_stats counts what was captured and replayed. DLT_EMU_CAPTURE=fail
+ * plays a runtime that takes no capture: cudaStreamEndCapture returns
+ * cudaErrorStreamCaptureInvalidated and no graph.
  *
  * Device memory is accounted as a GPU reports it (cudaMemGetInfo): the
  * bytes cudaMalloc holds, plus what the context, a cuBLAS handle and an
@@ -212,7 +214,8 @@ static void emu_kernel(const char *name, void (*k)(P...), unsigned blocks, unsig
 typedef enum {
 	cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1,
 	cudaErrorLaunchFailure = 719, cudaErrorStreamCaptureUnsupported = 900,
-	cudaErrorIllegalState = 401, cudaErrorNotReady = 600
+	cudaErrorStreamCaptureInvalidated = 901, cudaErrorIllegalState = 401,
+	cudaErrorNotReady = 600
 } cudaError_t;
 typedef enum {
 	cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice
@@ -257,6 +260,7 @@ static inline const char *cudaGetErrorString(cudaError_t e)
 	case cudaErrorInvalidValue: return "invalid argument";
 	case cudaErrorLaunchFailure: return "unspecified launch failure";
 	case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+	case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
 	case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
 	case cudaErrorNotReady: return "device not ready";
 	}
@@ -270,6 +274,7 @@ static inline const char *cudaGetErrorName(cudaError_t e)
 	case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
 	case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
 	case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+	case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
 	case cudaErrorIllegalState: return "cudaErrorIllegalState";
 	case cudaErrorNotReady: return "cudaErrorNotReady";
 	}
@@ -389,7 +394,10 @@ static inline cudaError_t cudaMalloc(void **p, size_t n)
 	if (emu_capture)
 		return cudaErrorStreamCaptureUnsupported;   /* not in ThreadLocal capture mode */
 	emu_context();
-	*p = malloc(n);
+	/* 256-byte aligned, as CUDA's allocations are (its Programming Guide:
+	 * "always aligned to at least 256 bytes") */
+	if (posix_memalign(p, 256, n ? n : 1))
+		*p = NULL;
 	if (*p)
 		emu_used += malloc_usable_size(*p);
 	return *p ? cudaSuccess : cudaErrorMemoryAllocation;
@@ -487,6 +495,13 @@ static inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
 		return cudaErrorIllegalState;
 	*g = emu_capture;
 	emu_capture = NULL;
+	const char *cap = getenv("DLT_EMU_CAPTURE");
+
+	if (cap && !strcmp(cap, "fail")) {
+		delete *g;
+		*g = NULL;
+		return cudaErrorStreamCaptureInvalidated;
+	}
 	return cudaSuccess;
 }
 typedef enum {
@@ -816,7 +831,14 @@ static inline cublasStatus_t cublasGemmStridedBatchedEx(
  * and "rows=N,aux", of those only the DRELU_BGRAD products, or only the
  * RELU_AUX_BIAS ones; "invalid", every product, the heuristic failing with
  * CUBLAS_STATUS_INVALID_VALUE (as a cuBLASLt that does not take a
- * descriptor's attribute). */
+ * descriptor's attribute).
+ * Alignment, as a GPU's kernels need it: the heuristic's algorithm assumes
+ * each of A, B, C and D aligned to the preference's MIN_ALIGNMENT (256
+ * bytes unless told; its vector loads need 16 of them at most) and the
+ * bias and aux pointers to 16 bytes (cuBLASLt's preferences do not cover
+ * them); a cublasLtMatmul on a pointer less aligned than its algorithm
+ * assumes is a misaligned address on a GPU: here it fails with
+ * CUBLAS_STATUS_EXECUTION_FAILED, counted (dlt_emu_lt_bad_calls). */
 typedef enum {
 	CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_RELU = 2, CUBLASLT_EPILOGUE_BIAS = 4,
 	CUBLASLT_EPILOGUE_RELU_BIAS = 6, CUBLASLT_EPILOGUE_RELU_AUX_BIAS = 134,
@@ -828,7 +850,9 @@ typedef enum {
 	CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12
 } cublasLtMatmulDescAttributes_t;
 typedef enum {
-	CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3
+	CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3,
+	CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+	CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8
 } cublasLtMatmulPreferenceAttributes_t;
 typedef enum { CUBLASLT_REDUCTION_SCHEME_NONE = 0, CUBLASLT_REDUCTION_SCHEME_INPLACE = 1 }
 	cublasLtReductionScheme_t;
@@ -850,6 +874,7 @@ struct emu_lt_layout {
 struct emu_lt_pref {
 	uint64_t ws;
 	uint32_t reduction;   /* a mask of cublasLtReductionScheme_t (one kernel: any) */
+	uint32_t align[4];    /* MIN_ALIGNMENT of A, B, C, D: 256 unless told */
 };
 typedef struct emu_lt *cublasLtHandle_t;
 typedef struct emu_lt_desc *cublasLtMatmulDesc_t;
@@ -953,7 +978,11 @@ static inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t 
 static inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
 {
 	*p = (struct emu_lt_pref *)calloc(1, sizeof **p);
-	return *p ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+	if (!*p)
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	for (int i = 0; i < 4; i++)
+		(*p)->align[i] = 256;
+	return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
 {
@@ -966,6 +995,18 @@ static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
 {
 	if (a == CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK && size == sizeof p->reduction) {
 		memcpy(&p->reduction, buf, size);
+		return CUBLAS_STATUS_SUCCESS;
+	}
+	if (a >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES &&
+	    a <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES) {
+		uint32_t v;
+
+		if (size != sizeof v)
+			return CUBLAS_STATUS_INVALID_VALUE;
+		memcpy(&v, buf, size);
+		if (!v || (v & (v - 1)))   /* a power of two */
+			return CUBLAS_STATUS_INVALID_VALUE;
+		p->align[a - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] = v;
 		return CUBLAS_STATUS_SUCCESS;
 	}
 	if (a != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES || size != sizeof p->ws)
@@ -1049,7 +1090,6 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
 	int m, n, k;
 
 	(void)h;
-	(void)p;
 	emu_lt_heuristic_calls++;
 	*found = 0;
 	if (requested < 1)
@@ -1061,6 +1101,8 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
 	if (!emu_lt_shape(d, a, b, c, dd, &m, &n, &k) || emu_lt_refused(n, d->epi))
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	memset(res, 0, sizeof *res);
+	for (int i = 0; i < 4; i++)   /* the alignment its loads assume */
+		res->algo.data[i] = p->align[i] < 16 ? p->align[i] : 16;
 	res->state = CUBLAS_STATUS_SUCCESS;
 	res->wavesCount = 1.0f;
 	*found = 1;
@@ -1114,8 +1156,25 @@ static inline void emu_lt_epilogue(const struct emu_lt_desc *d, float *D, int m,
 		}
 }
 
-/* cublasLtMatmul: checked now (as the heuristic), the product (TF32 by
- * the compute type) and its epilogue computed now or at replay. */
+/* cublasLtMatmul calls that ran an algorithm on a pointer less aligned
+ * than it assumes (a misaligned address on a GPU). Weak, as above. */
+extern "C" {
+__attribute__((weak)) long emu_lt_bad_calls = 0;
+__attribute__((weak)) long dlt_emu_lt_bad_calls(void)
+{
+	return emu_lt_bad_calls;
+}
+}
+
+/* 1 when p is aligned to at least want bytes. */
+static inline int emu_aligned(const void *p, uint64_t want)
+{
+	return want <= 1 || (uintptr_t)p % want == 0;
+}
+
+/* cublasLtMatmul: checked now (as the heuristic, and the pointers'
+ * alignment against the algorithm's), the product (TF32 by the compute
+ * type) and its epilogue computed now or at replay. */
 static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
 					    const void *alpha, const void *A,
 					    cublasLtMatrixLayout_t a, const void *B,
@@ -1127,12 +1186,17 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
 	int m, n, k;
 
 	(void)h;
-	(void)algo;
 	(void)ws;
 	(void)wsn;
 	(void)s;
 	if (!emu_lt_shape(d, a, b, c, dd, &m, &n, &k) || C != D)
 		return CUBLAS_STATUS_NOT_SUPPORTED;
+	if (!emu_aligned(A, algo->data[0]) || !emu_aligned(B, algo->data[1]) ||
+	    !emu_aligned(C, algo->data[2]) || !emu_aligned(D, algo->data[3]) ||
+	    !emu_aligned(d->bias, 16) || !emu_aligned(d->aux, 16)) {
+		emu_lt_bad_calls++;
+		return CUBLAS_STATUS_EXECUTION_FAILED;
+	}
 	const float al = *(const float *)alpha, be = *(const float *)beta;
 	const struct emu_lt_desc desc = *d;   /* the call's, as cuBLASLt reads it now */
 	const cublasMath_t math = d->comp == CUBLAS_COMPUTE_32F_FAST_TF32 ?

@@ -84,7 +84,7 @@ static double rel_l2(const float *a, const float *b, size_t n)
  * checked here. */
 static int emulated(struct dlt_gpu *g)
 {
-	char name[256];
+	char name[DLT_ERR_MAX];
 
 	dlt_gpu_describe(g, name, sizeof name);
 	return strstr(name, "host emulation") != NULL;
@@ -1233,6 +1233,79 @@ static long step_nodes(struct pair *p, struct dlt_gpu *g, const struct dlt_optim
 	return gs.nodes;
 }
 
+/* A step whose capture fails (DLT_EMU_CAPTURE=fail: a runtime that takes
+ * none; on a GPU the variable does nothing and the test is skipped) costs
+ * the graphs, not the run: that step and the ones after it run launch by
+ * launch, the sums and the parameters after those of a backend with
+ * graphs off bit for bit (the allreduces bucketed: a branch of the failed
+ * capture), and the graph counters say why (dlh-train's closing GPU line
+ * prints it); dlt_gpu_set_graph on tries the capture again. */
+TEST(gpu_a_step_that_cannot_be_captured_runs_launch_by_launch)
+{
+	const struct dlt_optim o = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f };
+	const size_t np_max = 1 << 20;
+	struct dlt_gpu_graph_stats gs;
+	struct dlt_net_spec s;
+	struct dlt_gpu *plain;
+	struct pair p;
+	float sa[2], sb[2];
+
+	if (!have_gpu)
+		SKIP(why);
+	model_spec(&s, 0);
+	CHECK_MSG(pair_open(&p, &s, 16, 1, 7) == 0, "%s", p.err);
+	if (!emulated(p.gpu)) {
+		pair_close(&p);
+		SKIP("DLT_EMU_CAPTURE is the emulation's");
+	}
+	plain = other_backend(&p, 7, NULL, NULL, DLT_PRECISION_FP32);
+	CHECK_MSG(plain && dlt_gpu_set_graph(plain, 0, p.err, sizeof p.err) == 0 &&
+		  graph_side(p.gpu, &p.net, 1, p.err, sizeof p.err) == 0 &&
+		  graph_side(plain, &p.net, 1, p.err, sizeof p.err) == 0, "%s", p.err);
+	for (int t = 1; t <= 4; t++) {
+		setenv("DLT_EMU_CAPTURE", "fail", 1);
+		int ra = dlt_gpu_step(p.gpu, p.x, p.y, p.rows, 1.0f, (uint64_t)t, &o, 0.01f,
+				      (unsigned long)t, sa, p.err, sizeof p.err);
+
+		unsetenv("DLT_EMU_CAPTURE");   /* (before a check may end the test) */
+		CHECK_MSG(ra == 0, "step %d, its capture failing: %s", t, p.err);
+		CHECK_MSG(dlt_gpu_step(plain, p.x, p.y, p.rows, 1.0f, (uint64_t)t, &o, 0.01f,
+				       (unsigned long)t, sb, p.err, sizeof p.err) == 0, "%s", p.err);
+		CHECK_MSG(!memcmp(sa, sb, sizeof sa), "step %d: sums %.9g %g, graphs off %.9g %g", t,
+			  (double)sa[0], (double)sa[1], (double)sb[0], (double)sb[1]);
+	}
+	dlt_gpu_graph_stats(p.gpu, &gs);
+	printf("measured: %ld launch by launch, %ld captures, %ld launches; off: %s\n", gs.eager,
+	       gs.captures, gs.launches, gs.off);
+	CHECK_MSG(gs.eager == 4 && gs.captures == 0 && gs.launches == 0 &&
+		  strstr(gs.off, "the step's capture failed: cuda: cudaStreamEndCapture: ") &&
+		  strstr(gs.off, "cudaErrorStreamCaptureInvalidated"),
+		  "%ld launch by launch, %ld captures, %ld launches; off: %s", gs.eager, gs.captures,
+		  gs.launches, gs.off);
+	{
+		const size_t np = p.net.nparams;
+		float *wa = malloc(np * sizeof(float)), *wb = malloc(np * sizeof(float));
+
+		CHECK_MSG(np < np_max && wa && wb &&
+			  dlt_gpu_download(p.gpu, wa, NULL, p.err, sizeof p.err) == 0 &&
+			  dlt_gpu_download(plain, wb, NULL, p.err, sizeof p.err) == 0, "%s", p.err);
+		CHECK_MSG(!memcmp(wa, wb, np * sizeof(float)), "the parameters after 4 steps differ");
+		free(wa);
+		free(wb);
+	}
+	/* on again: the capture tried again (a shape's second step) */
+	CHECK_MSG(dlt_gpu_set_graph(p.gpu, 1, p.err, sizeof p.err) == 0, "%s", p.err);
+	for (int t = 5; t <= 7; t++)
+		CHECK_MSG(dlt_gpu_step(p.gpu, p.x, p.y, p.rows, 1.0f, (uint64_t)t, &o, 0.01f,
+				       (unsigned long)t, sa, p.err, sizeof p.err) == 0, "%s", p.err);
+	dlt_gpu_graph_stats(p.gpu, &gs);
+	CHECK_MSG(gs.captures == 1 && gs.launches >= 1 && !gs.off[0],
+		  "graphs on again: %ld captures, %ld launches; off: %s", gs.captures, gs.launches,
+		  gs.off);
+	dlt_gpu_destroy(plain);
+	pair_close(&p);
+}
+
 /* A GEMM with a long k and a small output (a convolution's weight
  * gradient, summed over the batch's pixels) runs split in parts
  * (dlt_gpu_gemm_splits), the conv's bias gradient a column more of it
@@ -1547,7 +1620,7 @@ TEST(gpu_dense_epilogues_match_the_plain_path_in_fewer_nodes)
 	const struct tol *tols[3] = { &tol_fp32, &tol_tf32, &tol_bf16 };
 	const struct dlt_optim o = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f };
 	const int rows[2] = { 64, 16 };
-	char msg[DLT_ERR_MAX], name[256];
+	char msg[DLT_ERR_MAX], name[DLT_ERR_MAX];
 
 	if (!have_gpu)
 		SKIP(why);
@@ -1636,6 +1709,58 @@ TEST(gpu_dense_epilogues_match_the_plain_path_in_fewer_nodes)
 		}
 }
 
+/* The emulation's count of cublasLtMatmul calls on a pointer less aligned
+ * than their algorithm assumes (tests/unit/gpu_emu.h: a misaligned address
+ * on a GPU); NULL on a GPU. */
+extern long dlt_emu_lt_bad_calls(void) __attribute__((weak));
+
+/* A layer's weights and biases lie where the layers before end, in one
+ * buffer: in an MLP 29 -> 17 -> 6 -> 5, layer 1's biases 4 bytes past a
+ * 16-byte line (float 493), layer 5's weights 8 bytes past one (float
+ * 618). cuBLASLt is asked for algorithms for the operands as aligned as
+ * they lie, and layer 1, whose biases an epilogue would read 16 bytes at a
+ * time, keeps its own kernels, the device line naming it: in fp32 and tf32
+ * a batch within the tolerance of the CPU's, a step's graph and evaluations
+ * of new rows too, and (the emulation) no call on a pointer less aligned
+ * than its algorithm assumes. */
+TEST(gpu_dense_epilogues_take_weights_and_biases_as_aligned_as_they_lie)
+{
+	const struct tol *tols[2] = { &tol_fp32, &tol_tf32 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f };
+	const int hidden[2] = { 17, 6 };
+	char msg[DLT_ERR_MAX], name[DLT_ERR_MAX];
+	struct dlt_net_spec s;
+
+	if (!have_gpu)
+		SKIP(why);
+	mlp_spec(&s, 29, hidden, 2, 5);
+	for (int i = 0; i < 2; i++) {
+		long bad_before = dlt_emu_lt_bad_calls ? dlt_emu_lt_bad_calls() : 0;
+		struct pair p;
+		const char *bad;
+		double l = 0;
+		long h = 0;
+
+		CHECK_MSG(pair_open_prec(&p, &s, 12, 1, 23, tols[i]->prec) == 0, "%s", p.err);
+		CHECK_MSG(p.net.layer[0].off + 29 * 17 == 493 && p.net.layer[4].off == 618,
+			  "layer 1's biases at float %zu, layer 5's weights at %zu",
+			  p.net.layer[0].off + 29 * 17, p.net.layer[4].off);
+		dlt_gpu_describe(p.gpu, name, sizeof name);
+		CHECK_MSG(strstr(name, "; dense bias and ReLU in cuBLASLt epilogues (not layer 1: "
+				 "biases not 16-byte aligned)"), "%s: %s", tols[i]->name, name);
+		bad = compare_batch_tol(&p, 3, tols[i], NULL, msg, sizeof msg);
+		CHECK_MSG(!bad, "%s: against the CPU: %s", tols[i]->name, bad);
+		CHECK_MSG(step_nodes(&p, p.gpu, &o) > 0 &&
+			  dlt_gpu_eval_batch(p.gpu, p.x, p.y, p.rows - 5, &l, &h, p.err,
+					     sizeof p.err) == 0, "%s: %s", tols[i]->name, p.err);
+		if (dlt_emu_lt_bad_calls)
+			CHECK_MSG(dlt_emu_lt_bad_calls() == bad_before, "%s: %ld cublasLtMatmul calls "
+				  "on a pointer less aligned than their algorithm assumes",
+				  tols[i]->name, dlt_emu_lt_bad_calls() - bad_before);
+		pair_close(&p);
+	}
+}
+
 /* Opens p for s (9 rows, seed 19, precision prec) with the emulation's
  * DLT_EMU_LT_NONE=env while it opens, and a backend of DLT_GPU_LT=0 into
  * *plain; then p's device line must say want, and a training batch give
@@ -1645,7 +1770,7 @@ static const char *refused_open(struct pair *p, const struct dlt_net_spec *s, co
 				enum dlt_precision prec, const char *want, struct dlt_gpu **plain,
 				char *msg, size_t len)
 {
-	char name[256];
+	char name[DLT_ERR_MAX];
 	const char *bad;
 
 	*plain = NULL;
@@ -1690,7 +1815,7 @@ TEST(gpu_a_cublaslt_without_an_algorithm_leaves_the_plain_path)
 {
 	const int hidden[2] = { 24, 16 };
 	const struct dlt_optim o = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f };
-	char msg[DLT_ERR_MAX], name[256];
+	char msg[DLT_ERR_MAX], name[DLT_ERR_MAX];
 	struct dlt_net_spec s;
 	struct dlt_gpu *plain;
 	struct pair p;
@@ -1797,9 +1922,10 @@ TEST(gpu_convs_through_cudnn_match_the_cpu_and_the_own_path_in_fewer_nodes)
 {
 	const struct tol *tols[3] = { &tol_fp32, &tol_tf32, &tol_bf16 };
 	const struct dlt_optim o = { .kind = DLT_OPTIM_NESTEROV, .momentum = 0.9f };
-	char msg[DLT_ERR_MAX], name[256];
+	char msg[DLT_ERR_MAX], name[DLT_ERR_MAX];
 	struct dlt_net_spec s;
-	const char *bad;
+	const char *bad = NULL;
+	int emu = 0;
 
 	if (!have_gpu)
 		SKIP(why);
@@ -1828,6 +1954,7 @@ TEST(gpu_convs_through_cudnn_match_the_cpu_and_the_own_path_in_fewer_nodes)
 
 		unsetenv("DLT_GPU_CONV");
 		CHECK_MSG(rc == 0, "%s", p.err);
+		emu = emulated(p.gpu);
 		dlt_gpu_describe(p.gpu, name, sizeof name);
 		CHECK_MSG(strstr(name, on ? "; convolutions through cuDNN 9." :
 				 "; convolutions through cuDNN off in bf16"), "%s: %s", tols[i]->name,
@@ -1883,8 +2010,13 @@ TEST(gpu_convs_through_cudnn_match_the_cpu_and_the_own_path_in_fewer_nodes)
 		dlt_gpu_destroy(own);
 		pair_close(&p);
 	}
+	/* graphed and not are two backends, each with its own Find: on a GPU,
+	 * its timings may give them other algorithms (each deterministic, but
+	 * summing in other orders), the emulation's Find lists alike */
+	if (!emu)
+		printf("skipped on a GPU: graphed against ungraphed through cuDNN, bit for bit\n");
 	setenv("DLT_GPU_CONV", "cudnn", 1);
-	for (int i = 0; i < 2 && !bad; i++) {
+	for (int i = 0; i < 2 && emu && !bad; i++) {
 		const int f[2] = { 4, 6 }, k[2] = { 5, 3 };
 
 		cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 2, f, k, 2, 16, 0.25f, 10);
@@ -1919,7 +2051,7 @@ TEST(gpu_a_cudnn_that_cannot_leaves_the_convs_on_their_own_path)
 		{ "filter", "; convolutions through cuDNN off: layer 1: cudnn: no deterministic "
 			    "weight-gradient algorithm" },
 	};
-	char msg[DLT_ERR_MAX], name[256];
+	char msg[DLT_ERR_MAX], name[DLT_ERR_MAX];
 	struct dlt_net_spec s;
 	struct pair p;
 	struct dlt_gpu *g;
@@ -1997,6 +2129,8 @@ int main(void)
 	RUN(gpu_long_k_gemms_split_and_sum_like_one);
 	RUN(gpu_each_form_of_split_product_matches_the_unsplit);
 	RUN(gpu_dense_epilogues_match_the_plain_path_in_fewer_nodes);
+	RUN(gpu_a_step_that_cannot_be_captured_runs_launch_by_launch);
+	RUN(gpu_dense_epilogues_take_weights_and_biases_as_aligned_as_they_lie);
 	RUN(gpu_a_cublaslt_without_an_algorithm_leaves_the_plain_path);
 	RUN(gpu_convs_through_cudnn_match_the_cpu_and_the_own_path_in_fewer_nodes);
 	RUN(gpu_a_cudnn_that_cannot_leaves_the_convs_on_their_own_path);

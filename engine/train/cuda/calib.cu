@@ -160,6 +160,13 @@ static int graph_s(struct cal *x, F enqueue, double *out)
 	double best = INFINITY;
 	int rc = 0;
 
+	/* one call outside the capture first: a kernel's module loads lazily at
+	 * its first launch (CUDA_MODULE_LOADING=LAZY, the default), which a
+	 * capture takes only on drivers of CUDA 12.3 and later; and cuBLAS sets
+	 * up a shape's kernel then (a step's graph is captured likewise, after
+	 * a warm-up step) */
+	TRY(enqueue());
+	CUDA_CHECK(cudaStreamSynchronize(x->s));
 	CUDA_CHECK(cudaStreamBeginCapture(x->s, cudaStreamCaptureModeThreadLocal));
 	for (int i = 0; i < CAL_GRAPH_CALLS && !rc; i++)
 		rc = enqueue();

@@ -14,7 +14,8 @@
 #include "engine/train/cuda/dnn.h"
 
 #define DNN_LIB "libcudnn.so.9"   /* the major version these headers are */
-#define DNN_ALGOS 8               /* Find's results asked for (each product has fewer) */
+#define DNN_ALGOS 16              /* Find's results asked for: each product has 8
+				     algorithms or fewer, listed once a math mode */
 
 /* The cuDNN calls made, by name: looked up in DNN_LIB (or, over the
  * emulation, its functions). */
@@ -136,6 +137,15 @@ int dnn_create(struct dnn **out, cudaStream_t stream, char *err, size_t errlen)
 	}
 	*out = d;
 	return 0;
+}
+
+/* Find's failure f as an errno: a bad parameter or a shape cuDNN does not
+ * take (cuDNN 9's categories 2xxx and 3xxx) is a refusal, -ENOTSUP (the
+ * own path runs); an internal or execution failure (4xxx, 5xxx: a device
+ * fault may leave the context unusable) is the run's error, -EIO. */
+static int find_rc(cudnnStatus_t f)
+{
+	return (int)f / 1000 == 2 || (int)f / 1000 == 3 ? -ENOTSUP : -EIO;
 }
 
 /* Frees plan p's descriptors and empties it. */
@@ -272,8 +282,8 @@ static int pick(struct dnn *d, struct dnn_plan *p, enum dnn_product what, const 
 	return 0;
 }
 
-/* Finds the algorithms of p that b asks for and p lacks. Returns 0 or
- * -ENOTSUP. */
+/* Finds the algorithms of p that b asks for and p lacks (DNN_CALL's s_
+ * is each Find's status). Returns 0, -ENOTSUP or -EIO (find_rc). */
 static int plan_find(struct dnn *d, struct dnn_plan *p, const struct dnn_bufs *b, char *err,
 		     size_t errlen)
 {
@@ -282,14 +292,14 @@ static int plan_find(struct dnn *d, struct dnn_plan *p, const struct dnn_bufs *b
 	if (!p->ok[DNN_FORWARD]) {
 		cudnnConvolutionFwdAlgoPerf_t r[DNN_ALGOS];
 
-		DNN_CALL(-ENOTSUP, cudnnFindConvolutionForwardAlgorithmEx, d->h, p->xd, b->x, p->wd,
+		DNN_CALL(find_rc(s_), cudnnFindConvolutionForwardAlgorithmEx, d->h, p->xd, b->x, p->wd,
 			 b->w, p->cd[DNN_FORWARD], p->yd, b->y, DNN_ALGOS, &n, r, d->ws, DNN_WS_BYTES);
 		TRY(pick(d, p, DNN_FORWARD, r, n, err, errlen));
 	}
 	if (b->dx && !p->ok[DNN_DATA]) {
 		cudnnConvolutionBwdDataAlgoPerf_t r[DNN_ALGOS];
 
-		DNN_CALL(-ENOTSUP, cudnnFindConvolutionBackwardDataAlgorithmEx, d->h, p->wd, b->w,
+		DNN_CALL(find_rc(s_), cudnnFindConvolutionBackwardDataAlgorithmEx, d->h, p->wd, b->w,
 			 p->yd, b->dy, p->cd[DNN_DATA], p->xd, b->dx, DNN_ALGOS, &n, r, d->ws,
 			 DNN_WS_BYTES);
 		TRY(pick(d, p, DNN_DATA, r, n, err, errlen));
@@ -297,7 +307,7 @@ static int plan_find(struct dnn *d, struct dnn_plan *p, const struct dnn_bufs *b
 	if (!p->ok[DNN_FILTER]) {
 		cudnnConvolutionBwdFilterAlgoPerf_t r[DNN_ALGOS];
 
-		DNN_CALL(-ENOTSUP, cudnnFindConvolutionBackwardFilterAlgorithmEx, d->h, p->xd, b->x,
+		DNN_CALL(find_rc(s_), cudnnFindConvolutionBackwardFilterAlgorithmEx, d->h, p->xd, b->x,
 			 p->yd, b->dy, p->cd[DNN_FILTER], p->wd, b->dw, DNN_ALGOS, &n, r, d->ws,
 			 DNN_WS_BYTES);
 		TRY(pick(d, p, DNN_FILTER, r, n, err, errlen));

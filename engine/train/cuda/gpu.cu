@@ -173,8 +173,9 @@ struct dlt_gpu {
 	int dnn_want;                            /* 1: DLT_GPU_CONV=cudnn at dlt_gpu_create */
 	int dnn_on;                              /* 1: the convs go there now (dnn_setup) */
 	char dnn_off[256];                       /* what the device line says of it */
-	float *dnn_dw;                           /* the largest conv's weights: where a plan's
-						    Find writes a weight gradient */
+	float *dnn_dw;                           /* the largest conv's weights and 256 bytes:
+						    where a plan's Find writes a weight
+						    gradient (conv_dnn_plan) */
 	int precision;                           /* enum dlt_precision of the GEMMs */
 	uint16_t *params16;                      /* bf16: the parameters as BF16 bits */
 	uint16_t *op16[2];                       /* bf16: a GEMM's A and B operands as BF16 */
@@ -927,6 +928,7 @@ struct lt_key {
 	int epi, ta, tb, M, N, K, lda, ldb, ldc, precision;
 	const void *bias, *aux;
 	int64_t aux_ld;
+	uint32_t align[3];   /* cuBLASLt's A, B and C (= D): lt_align of each */
 };
 struct lt_plan {
 	struct lt_key key;
@@ -938,6 +940,21 @@ struct lt_plan {
 	cublasLtMatrixLayout_t la, lb, lc;
 	cublasLtMatmulAlgo_t algo;
 };
+
+/* The alignment of p that cuBLASLt may count on: the largest power of two
+ * up to 256 (its MIN_ALIGNMENT preferences' default, which an algorithm
+ * found without them assumes) dividing its address. A layer's weights and
+ * biases lie at the sums of the layer sizes before them in one buffer:
+ * often 4 bytes, as PyTorch's slices (its gemm_and_bias tells cuBLASLt the
+ * same). */
+static uint32_t lt_align(const void *p)
+{
+	uint32_t a = 256;
+
+	while (a > 4 && (uintptr_t)p % a)
+		a /= 2;
+	return a;
+}
 
 /* Frees plan p's descriptors. */
 static void lt_plan_free(struct lt_plan *p)
@@ -1009,6 +1026,15 @@ static void lt_plan_make(struct dlt_gpu *g, struct lt_plan *p, const struct lt_k
 	LT_STEP(cublasLtMatmulPreferenceCreate(&pref));
 	LT_STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
 						     &ws, sizeof ws));
+	/* an algorithm for the operands as aligned as they are */
+	LT_STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+						     &k->align[0], sizeof k->align[0]));
+	LT_STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+						     &k->align[1], sizeof k->align[1]));
+	LT_STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+						     &k->align[2], sizeof k->align[2]));
+	LT_STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+						     &k->align[2], sizeof k->align[2]));
 	/* no split k summed by a kernel of its own: one graph node a product */
 	if (g->lt_one)
 		LT_STEP(cublasLtMatmulPreferenceSetAttribute(pref,
@@ -1053,10 +1079,12 @@ static void lt_plans_drop(struct dlt_gpu *g)
  * aux (a bit mask, aux_ld bits a row) where the sum was above 0; and
  * LT_DRELU_BGRAD zeroes C where aux's bit is clear and writes the column
  * sums of that into bias. FP32 operands, FP32 or TF32 (g's precision)
- * compute; the plan of each product kept (lt_plan). With probe nothing
- * runs: the call only asks cuBLASLt for an algorithm. Returns 0, or
- * -ENOTSUP when cuBLASLt has none for the product or cannot plan it (err
- * says which), -EIO when cublasLtMatmul fails. */
+ * compute; the plan of each product kept (lt_plan), for A, B and C as
+ * aligned as they are (lt_align). With probe nothing runs: the call only
+ * asks cuBLASLt for an algorithm. Returns 0, or -ENOTSUP when cuBLASLt
+ * has none for the product or cannot plan it, or (a call that runs) its
+ * bias or aux is not 16-byte aligned (err says which), -EIO when
+ * cublasLtMatmul fails. */
 static int lt_gemm(struct dlt_gpu *g, enum lt_epi epi, int ta, int tb, int M, int N, int K,
 		   const float *A, int lda, const float *B, int ldb, float *C, int ldc,
 		   float *bias, uint8_t *aux, int64_t aux_ld, int probe, char *err, size_t errlen)
@@ -1080,6 +1108,17 @@ static int lt_gemm(struct dlt_gpu *g, enum lt_epi epi, int ta, int tb, int M, in
 	k.bias = bias;
 	k.aux = epi == LT_RELU_AUX_BIAS || epi == LT_DRELU_BGRAD ? aux : NULL;
 	k.aux_ld = k.aux ? aux_ld : 0;
+	k.align[0] = lt_align(B);   /* cuBLASLt's A is our B */
+	k.align[1] = lt_align(A);
+	k.align[2] = lt_align(C);
+	/* the alignment preferences do not cover the epilogue's vectors, which
+	 * its kernels read 16 bytes at a time (PyTorch's addmm falls back
+	 * likewise): an unaligned one is its layer's own kernels (open probes
+	 * the algorithms only: lt_setup says which layers) */
+	if (!probe && (lt_align(bias) < 16 || (k.aux && lt_align(k.aux) < 16)))
+		return fail(-ENOTSUP, err, errlen, "the %s of a %d x %d x %d product with epilogue %s "
+			    "is not 16-byte aligned", lt_align(bias) < 16 ? "bias" : "aux", M, N, K,
+			    names[epi]);
 	for (int i = 0; i < LT_PLANS && !p; i++)
 		if (g->lt_plan[i].used && !memcmp(&g->lt_plan[i].key, &k, sizeof k))
 			p = &g->lt_plan[i];
@@ -1344,8 +1383,8 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 	if (g->lt_want)
 		TRY(dalloc(&g->lt_ws, LT_WS_BYTES, "cuBLASLt workspace", err, errlen));
 	if (g->dnn)
-		TRY(dalloc((void **)&g->dnn_dw, wmax * sizeof(float), "cuDNN's weight scratch", err,
-			   errlen));
+		TRY(dalloc((void **)&g->dnn_dw, wmax * sizeof(float) + 256, "cuDNN's weight scratch",
+			   err, errlen));
 	TRY(dalloc((void **)&g->params, np * sizeof(float), "params", err, errlen));
 	TRY(dalloc((void **)&g->grads, (np + 2) * sizeof(float), "grads", err, errlen));
 	TRY(dalloc((void **)&g->state, (size_t)g->nstate * np * sizeof(float), "optimizer state",
@@ -1713,8 +1752,17 @@ static int lt_setup(struct dlt_gpu *g, char *err, size_t errlen)
 			return 0;
 		}
 	}
-	snprintf(g->lt_off, sizeof g->lt_off, "; dense bias and ReLU in cuBLASLt epilogues%s",
-		 g->lt_one ? " (one kernel each: DLT_GPU_LT_ONE=1)" : "");
+	/* layers whose biases lie off 16 bytes keep their own kernels (lt_gemm) */
+	char own[96] = "";
+	size_t at = 0;
+
+	for (int i = 0; i < n->nlayers && at < sizeof own; i++)
+		if (n->layer[i].kind == DLT_LAYER_DENSE &&
+		    lt_align(g->params + dense_bias(&n->layer[i])) < 16)
+			at += (size_t)snprintf(own + at, sizeof own - at, "%s%d", at ? ", " : "", i + 1);
+	snprintf(g->lt_off, sizeof g->lt_off, "; dense bias and ReLU in cuBLASLt epilogues%s%s%s%s",
+		 g->lt_one ? " (one kernel each: DLT_GPU_LT_ONE=1)" : "",
+		 own[0] ? " (not layer " : "", own, own[0] ? ": biases not 16-byte aligned)" : "");
 	return 0;
 }
 
@@ -1729,13 +1777,18 @@ static struct dnn_conv conv_shape(const struct dlt_gpu *g, int li)
 
 /* Conv layer li (c) at n rows of x planned (dnn_plan) on buffers that
  * hold nothing a later call reads: Find writes g->ws, a delta buffer and
- * g->dnn_dw; into *b, with which the forward runs. Returns 0, -ENOTSUP
- * (no plan: the own path runs), or -errno. */
+ * g->dnn_dw, at the offset from 256 bytes where the layer's weight
+ * gradient lies (an algorithm timed on an aligned buffer may need it:
+ * cuDNN picks its vector loads by the pointers it is given); into *b,
+ * with which the forward runs. Returns 0, -ENOTSUP (no plan: the own path
+ * runs), or -errno. */
 static int conv_dnn_plan(struct dlt_gpu *g, int li, const struct dnn_conv *c, const float *x,
 			 int n, struct dnn_bufs *b, char *err, size_t errlen)
 {
-	*b = (struct dnn_bufs){ x, g->params + g->net.layer[li].off, g->ws, g->ws,
-				li > 0 ? g->delta[0] : NULL, g->dnn_dw };
+	const size_t off = g->net.layer[li].off;
+	float *dw = g->dnn_dw + (uintptr_t)(g->grads + off) % 256 / sizeof(float);
+
+	*b = (struct dnn_bufs){ x, g->params + off, g->ws, g->ws, li > 0 ? g->delta[0] : NULL, dw };
 	return dnn_plan(g->dnn, c, n, b, err, errlen);
 }
 
@@ -2535,6 +2588,17 @@ static int capture(struct dlt_gpu *g, const struct gpu_graph_key *k, char *err, 
 	g->prof_rec = g->prof_ev != NULL;   /* the profile's marks, as nodes */
 	rc = step_work(g, k->rows, k->weight, &k->optim, k->gather, NULL, err, errlen);
 	g->prof_rec = 0;
+	if (rc < 0) {
+		/* a failure after the allreduces' branch forked (their stream in
+		 * the capture) and before it joined: joined now, so that ending
+		 * the capture ends it on that stream too */
+		cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+
+		if (cudaStreamIsCapturing(g->comm_stream, &cs) == cudaSuccess &&
+		    cs == cudaStreamCaptureStatusActive &&
+		    cudaEventRecord(g->comm_done, g->comm_stream) == cudaSuccess)
+			cudaStreamWaitEvent(g->stream, g->comm_done, 0);
+	}
 	e = cudaStreamEndCapture(g->stream, &graph);   /* ended whatever step_work did */
 	if (rc < 0 || e != cudaSuccess) {
 		if (graph)
@@ -2615,8 +2679,15 @@ static int queue_step(struct dlt_gpu *g, const float *x, const uint8_t *y, const
 	replay = g->graph_on && (ready || (g->have_last && same_key(&k, &g->last_key)));
 	g->last_key = k;
 	g->have_last = 1;
-	if (replay && !ready)
-		TRY(capture(g, &k, err, errlen));
+	if (replay && !ready && capture(g, &k, err, errlen) < 0) {
+		/* a step that cannot be captured costs the graphs, not the run:
+		 * this step and the ones after it launch by launch (a failure of
+		 * the step's own work fails there) */
+		snprintf(g->gstats.off, sizeof g->gstats.off, "the step's capture failed: %s", err);
+		cudaGetLastError();   /* a capture's error is not the next call's */
+		g->graph_on = 0;
+		replay = 0;
+	}
 	if (replay) {
 		CUDA_CHECK(cudaEventRecord(sl->ev[0], s));
 		CUDA_CHECK(cudaGraphLaunch(g->graph, s));
@@ -2797,6 +2868,8 @@ extern "C" int dlt_gpu_set_graph(struct dlt_gpu *g, int on, char *err, size_t er
 	(void)errlen;
 	if (!on)
 		drop_graph(g);
+	else
+		g->gstats.off[0] = '\0';   /* tried again */
 	g->graph_on = on != 0;
 	return 0;
 }
