@@ -1229,7 +1229,9 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
  * where Find said it ran in tensor-op math (dlt_emu_cudnn_bad_calls). DLT_EMU_CUDNN_NONE:
  * "lib" (dnn.cu finds no library), "1" (no algorithm for any product),
  * "rows=N" (none at N rows), "filter" (none for a weight gradient),
- * "capture" (a product refused while the stream is captured). */
+ * "capture" (a product refused while the stream is captured),
+ * "find=unsupported" (Find refuses the shape: CUDNN_STATUS_NOT_SUPPORTED),
+ * "find=fault" (Find meets a device fault: CUDNN_STATUS_EXECUTION_FAILED). */
 
 typedef enum {
 	CUDNN_STATUS_SUCCESS = 0, CUDNN_STATUS_BAD_PARAM = 2000,
@@ -1576,6 +1578,12 @@ static inline cudnnStatus_t emu_dnn_find(enum emu_dnn_op op, const struct emu_dn
 		return st;
 	if (requested < 3)
 		return CUDNN_STATUS_BAD_PARAM;
+	const char *how = getenv("DLT_EMU_CUDNN_NONE");
+
+	if (how && !strcmp(how, "find=unsupported"))
+		return CUDNN_STATUS_NOT_SUPPORTED;
+	if (how && !strcmp(how, "find=fault"))
+		return CUDNN_STATUS_EXECUTION_FAILED;
 	if (emu_capture || emu_wait() != cudaSuccess)
 		return CUDNN_STATUS_EXECUTION_FAILED;
 	if (emu_dnn_queue(op, xd, wd, c, yd, &one, &zero, x, w, dy, out, 0, 0, "cudnn find") !=

@@ -2044,8 +2044,10 @@ TEST(gpu_a_cudnn_that_cannot_leaves_the_convs_on_their_own_path)
 	const struct {
 		const char *none;   /* DLT_EMU_CUDNN_NONE */
 		const char *want;   /* in the device line */
-	} cases[3] = {
+	} cases[4] = {
 		{ "lib", "; convolutions through cuDNN off: cannot open libcudnn.so.9" },
+		{ "find=unsupported", "; convolutions through cuDNN off: layer 1: cudnn: "
+				      "cudnnFindConvolutionForwardAlgorithmEx: CUDNN_STATUS_NOT_SUPPORTED" },
 		{ "1", "; convolutions through cuDNN off: layer 1: cudnn: no deterministic forward "
 		       "algorithm within 64 MiB of workspace (3 tried)" },
 		{ "filter", "; convolutions through cuDNN off: layer 1: cudnn: no deterministic "
@@ -2060,7 +2062,7 @@ TEST(gpu_a_cudnn_that_cannot_leaves_the_convs_on_their_own_path)
 
 	if (!have_gpu)
 		SKIP(why);
-	for (int c = 0; c < 3; c++) {
+	for (int c = 0; c < 4; c++) {
 		const int f[2] = { 4, 6 }, k[2] = { 5, 3 };
 
 		cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 2, f, k, 2, 16, 0.0f, 10);
@@ -2078,6 +2080,14 @@ TEST(gpu_a_cudnn_that_cannot_leaves_the_convs_on_their_own_path)
 		dlt_gpu_destroy(g);
 		pair_close(&p);
 	}
+	/* a Find that meets a device fault is the run's error, not a refusal
+	 * that would run on over a broken context */
+	CHECK_MSG(two_conv_pair(&p, DLT_PRECISION_FP32) == 0, "%s", p.err);
+	g = cudnn_backend(&p, 5, "find=fault", DLT_PRECISION_FP32);
+	CHECK_MSG(!g && strstr(p.err, "cudnnFindConvolutionForwardAlgorithmEx: "
+			       "CUDNN_STATUS_EXECUTION_FAILED"), "a device fault in Find: %s",
+		  g ? "the backend opened" : p.err);
+	pair_close(&p);
 	/* at 7 rows of a backend opened for 9 */
 	CHECK_MSG(two_conv_pair(&p, DLT_PRECISION_FP32) == 0, "%s", p.err);
 	g = cudnn_backend(&p, 5, NULL, DLT_PRECISION_FP32);
