@@ -1561,6 +1561,16 @@ static inline int emu_dnn_bad(enum emu_dnn_op op, int algo, const struct emu_dnn
 	return algo == emu_dnn_algos[op][1] ? 1 : 2;
 }
 
+/* Find calls so far (a test sees which products a pass plans). Weak, as
+ * the counts above. */
+extern "C" {
+__attribute__((weak)) long emu_cudnn_finds = 0;
+__attribute__((weak)) long dlt_emu_cudnn_finds(void)
+{
+	return emu_cudnn_finds;
+}
+}
+
 /* Find: the product run once, now, and the algorithms listed (see above). */
 template <typename R>
 static inline cudnnStatus_t emu_dnn_find(enum emu_dnn_op op, const struct emu_dnn_tensor *xd,
@@ -1574,6 +1584,7 @@ static inline cudnnStatus_t emu_dnn_find(enum emu_dnn_op op, const struct emu_dn
 	cudnnStatus_t st = emu_dnn_shape(xd, wd, c, yd);
 
 	*returned = 0;
+	emu_cudnn_finds++;
 	if (st != CUDNN_STATUS_SUCCESS)
 		return st;
 	if (requested < 3)

@@ -1902,6 +1902,7 @@ static struct dlt_gpu *cudnn_backend(struct pair *p, uint64_t seed, const char *
 }
 
 extern long dlt_emu_cudnn_bad_calls(void) __attribute__((weak));
+extern long dlt_emu_cudnn_finds(void) __attribute__((weak));
 
 /* DLT_GPU_CONV=cudnn: each conv's forward, input and weight gradients are
  * cuDNN calls on NCHW tensors (dnn.cu) where the own path is an im2col
@@ -1969,9 +1970,23 @@ TEST(gpu_convs_through_cudnn_match_the_cpu_and_the_own_path_in_fewer_nodes)
 		printf("measured: %s: gradients %.2g from the own path's (relative L2)\n",
 		       tols[i]->name, e);
 		CHECK_MSG(!bad, "%s: through cuDNN, then the own path: %s", tols[i]->name, bad);
-		p.rows = 11;   /* rows it has not planned */
+		p.rows = 11;   /* rows it has not planned: an evaluation plans the forwards, */
+		long finds[3] = { dlt_emu_cudnn_finds ? dlt_emu_cudnn_finds() : 0, 0, 0 };
+		double l = 0;
+		long h = 0;
+
+		CHECK_MSG(dlt_gpu_eval_batch(p.gpu, p.x, p.y, p.rows, &l, &h, p.err,
+					     sizeof p.err) == 0, "%s", p.err);
+		finds[1] = dlt_emu_cudnn_finds ? dlt_emu_cudnn_finds() : 0;
+		/* a training pass the gradients' (the first conv has no input gradient) */
 		bad = two_backends(&p, p.gpu, own, on ? tols[i]->grad : 0, &e, msg, sizeof msg);
 		CHECK_MSG(!bad, "%s: 11 rows through cuDNN, then the own path: %s", tols[i]->name, bad);
+		finds[2] = dlt_emu_cudnn_finds ? dlt_emu_cudnn_finds() : 0;
+		CHECK_MSG(!on || !dlt_emu_cudnn_finds ||
+			  (finds[1] - finds[0] == 2 && finds[2] - finds[1] == 3),
+			  "%s: Find ran %ld times for an evaluation of new rows, %ld for training "
+			  "at them (want 2, 3)", tols[i]->name, finds[1] - finds[0],
+			  finds[2] - finds[1]);
 		p.rows = 16;
 		long nd = step_nodes(&p, p.gpu, &o), no = step_nodes(&p, own, &o);
 		CHECK_MSG(nd > 0 && no > 0, "%s", p.err);

@@ -304,7 +304,7 @@ static int plan_find(struct dnn *d, struct dnn_plan *p, const struct dnn_bufs *b
 			 DNN_WS_BYTES);
 		TRY(pick(d, p, DNN_DATA, r, n, err, errlen));
 	}
-	if (!p->ok[DNN_FILTER]) {
+	if (b->dw && !p->ok[DNN_FILTER]) {
 		cudnnConvolutionBwdFilterAlgoPerf_t r[DNN_ALGOS];
 
 		DNN_CALL(find_rc(s_), cudnnFindConvolutionBackwardFilterAlgorithmEx, d->h, p->xd, b->x,
@@ -326,7 +326,7 @@ int dnn_plan(struct dnn *d, const struct dnn_conv *c, int rows, const struct dnn
 	if (!fresh) {
 		if (p->why[0])
 			return fail(-ENOTSUP, err, errlen, "%s", p->why);
-		if (p->ok[DNN_FORWARD] && p->ok[DNN_FILTER] && (p->ok[DNN_DATA] || !b->dx))
+		if (p->ok[DNN_FORWARD] && (p->ok[DNN_FILTER] || !b->dw) && (p->ok[DNN_DATA] || !b->dx))
 			return 0;
 	}
 	CUDA_CHECK(cudaStreamIsCapturing(d->stream, &cap));
@@ -386,14 +386,16 @@ void dnn_describe(const struct dnn *d, const struct dnn_conv *c, int rows, char 
 		return;
 	}
 #define DNN_NAME(t, a) ((unsigned)(a) < sizeof t / sizeof t[0] ? t[a] : "?")
-	char dx[80] = "none (the first layer)";
+	char dx[80] = "none (the first layer)", dw[80] = "not planned (evaluations only)";
 
 	if (p->ok[DNN_DATA])
 		snprintf(dx, sizeof dx, "%s %.3f ms", DNN_NAME(data, p->algo[DNN_DATA]),
 			 p->ms[DNN_DATA]);
-	snprintf(out, len, "forward %s %.3f ms, input gradient %s, weight gradient %s %.3f ms",
-		 DNN_NAME(fwd, p->algo[DNN_FORWARD]), p->ms[DNN_FORWARD], dx,
-		 DNN_NAME(filter, p->algo[DNN_FILTER]), p->ms[DNN_FILTER]);
+	if (p->ok[DNN_FILTER])
+		snprintf(dw, sizeof dw, "%s %.3f ms", DNN_NAME(filter, p->algo[DNN_FILTER]),
+			 p->ms[DNN_FILTER]);
+	snprintf(out, len, "forward %s %.3f ms, input gradient %s, weight gradient %s",
+		 DNN_NAME(fwd, p->algo[DNN_FORWARD]), p->ms[DNN_FORWARD], dx, dw);
 #undef DNN_NAME
 }
 

@@ -42,7 +42,8 @@ struct dnn_bufs {
 	float *y;         /* rows x F x H x W: the product (no bias) */
 	const float *dy;  /* rows x F x H x W: the product's gradient */
 	float *dx;        /* rows x C x H x W: the input gradient (NULL: never asked) */
-	float *dw;        /* F x C x k x k: the weight gradient */
+	float *dw;        /* F x C x k x k: the weight gradient (NULL in dnn_plan: not
+			     asked now, an evaluation's rows) */
 };
 
 /* Opens libcudnn.so.9, makes a handle on stream and a workspace. Returns

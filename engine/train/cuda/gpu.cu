@@ -1779,29 +1779,33 @@ static struct dnn_conv conv_shape(const struct dlt_gpu *g, int li)
  * hold nothing a later call reads: Find writes g->ws, a delta buffer and
  * g->dnn_dw, at the offset from 256 bytes where the layer's weight
  * gradient lies (an algorithm timed on an aligned buffer may need it:
- * cuDNN picks its vector loads by the pointers it is given); into *b,
- * with which the forward runs. Returns 0, -ENOTSUP (no plan: the own path
- * runs), or -errno. */
+ * cuDNN picks its vector loads by the pointers it is given); the
+ * gradients' products only for train (an evaluation's rows plan the
+ * forward: a training pass at them plans the rest). Into *b, with which
+ * the forward runs. Returns 0, -ENOTSUP (no plan: the own path runs), or
+ * -errno. */
 static int conv_dnn_plan(struct dlt_gpu *g, int li, const struct dnn_conv *c, const float *x,
-			 int n, struct dnn_bufs *b, char *err, size_t errlen)
+			 int n, int train, struct dnn_bufs *b, char *err, size_t errlen)
 {
 	const size_t off = g->net.layer[li].off;
 	float *dw = g->dnn_dw + (uintptr_t)(g->grads + off) % 256 / sizeof(float);
 
-	*b = (struct dnn_bufs){ x, g->params + off, g->ws, g->ws, li > 0 ? g->delta[0] : NULL, dw };
+	*b = (struct dnn_bufs){ x, g->params + off, g->ws, g->ws,
+				train && li > 0 ? g->delta[0] : NULL, train ? dw : NULL };
 	return dnn_plan(g->dnn, c, n, b, err, errlen);
 }
 
 /* Conv layer li's product on n rows of x through cuDNN into g->ws (NCHW),
- * planned first. Returns 0, -ENOTSUP when cuDNN has no plan for it (the
- * caller's own path runs), or -errno. */
-static int conv_dnn_forward(struct dlt_gpu *g, int li, const float *x, int n, char *err,
-			    size_t errlen)
+ * planned first (the gradients' products too for train). Returns 0,
+ * -ENOTSUP when cuDNN has no plan for it (the caller's own path runs), or
+ * -errno. */
+static int conv_dnn_forward(struct dlt_gpu *g, int li, const float *x, int n, int train,
+			    char *err, size_t errlen)
 {
 	const struct dnn_conv c = conv_shape(g, li);
 	struct dnn_bufs b;
 
-	TRY(conv_dnn_plan(g, li, &c, x, n, &b, err, errlen));
+	TRY(conv_dnn_plan(g, li, &c, x, n, train, &b, err, errlen));
 	return dnn_forward(g->dnn, &c, n, &b, err, errlen);
 }
 
@@ -1850,8 +1854,8 @@ static int dnn_setup(struct dlt_gpu *g, char *err, size_t errlen)
 
 		if (n->layer[i].kind != DLT_LAYER_CONV)
 			continue;
-		rc = conv_dnn_plan(g, i, &c, i > 0 ? g->layer[i - 1].act : g->x, g->max_batch, &b,
-				   why, sizeof why);
+		rc = conv_dnn_plan(g, i, &c, i > 0 ? g->layer[i - 1].act : g->x, g->max_batch, 1,
+				   &b, why, sizeof why);
 		if (rc < 0) {
 			snprintf(g->dnn_off, sizeof g->dnn_off,
 				 "; convolutions through cuDNN off: layer %d: %s", i + 1, why);
@@ -1913,7 +1917,7 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 
 		g->layer[li].conv_dnn = 0;
 		if (g->dnn_on) {   /* through cuDNN: the product NCHW, into g->ws */
-			int rc = conv_dnn_forward(g, li, x, n, err, errlen);
+			int rc = conv_dnn_forward(g, li, x, n, train, err, errlen);
 
 			if (rc != -ENOTSUP) {
 				TRY(rc);
