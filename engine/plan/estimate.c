@@ -49,6 +49,7 @@ struct lshape {
 	double in, out;      /* floats per sample */
 	double k, o;         /* dense: inputs, outputs */
 	double F, R, HW;     /* conv: filters, C k k, output pixels (same padding) */
+	double boff;         /* dense: the float offset of its biases in the parameters */
 	int ksize;           /* conv kernel side (1: no im2col) */
 	int first;           /* the first layer with parameters: no input gradient */
 };
@@ -212,7 +213,7 @@ static double gather_s(const struct rdev *rd, double bytes, double shard)
 static int shapes(const struct dlh_spec *spec, const struct dlh_model_cost *mc,
 		  struct lshape *s)
 {
-	double in = (double)mc->in;
+	double in = (double)mc->in, off = 0.0;   /* the parameters before layer i */
 	int conv = 0, seen_params = 0;
 	for (int i = 0; i < mc->nlayers; i++) {
 		const struct dlh_layer_cost *l = &mc->layer[i];
@@ -226,6 +227,7 @@ static int shapes(const struct dlh_spec *spec, const struct dlh_model_cost *mc,
 		if (!strcmp(l->kind, "dense")) {
 			x->o = (double)l->out;
 			x->k = in;
+			x->boff = off + x->o * x->k;   /* (its weights first, as net.c) */
 		} else if (!strcmp(l->kind, "conv")) {
 			x->F = spec->conv_filters[conv];
 			x->ksize = spec->conv_kernel[conv++];
@@ -233,6 +235,7 @@ static int shapes(const struct dlh_spec *spec, const struct dlh_model_cost *mc,
 			x->HW = (double)l->out / x->F;
 		}
 		in = (double)l->out;
+		off += (double)l->params;
 	}
 	return mc->nlayers;
 }
@@ -658,12 +661,20 @@ static int gpu_fused_into(const struct lshape *s, int nl, int i)
 	return (i >= 1 && gpu_fused(s, nl, i - 1) >= 1) || (i >= 2 && gpu_fused(s, nl, i - 2) == 2);
 }
 
+/* 1 when dense layer i of s has its bias in cuBLASLt's epilogues: a
+ * precision with them (dlt_gpu_dense_epilogue), its biases aligned for
+ * them (dlt_gpu_bias_aligned). */
+static int gpu_epilogue(const struct rdev *rd, const struct lshape *s)
+{
+	return dlt_gpu_dense_epilogue(rd->prec) && dlt_gpu_bias_aligned(s->boff);
+}
+
 /* 1 when dense layer i of s has its ReLU mask and bias gradient made by
- * the input-gradient product of layer i + 2 (dlt_gpu_dgrad_fused), in a
- * precision with the dense epilogues (dlt_gpu_dense_epilogue). */
+ * the input-gradient product of layer i + 2 (dlt_gpu_dgrad_fused), its
+ * bias in the epilogues (gpu_epilogue). */
 static int gpu_dgrad(const struct rdev *rd, const struct lshape *s, int nl, int i)
 {
-	return dlt_gpu_dense_epilogue(rd->prec) &&
+	return gpu_epilogue(rd, &s[i]) &&
 	       dlt_gpu_dgrad_fused(layer_kind(s, nl, i), layer_kind(s, nl, i + 1),
 				   layer_kind(s, nl, i + 2));
 }
@@ -679,7 +690,7 @@ static double gpu_fwd_s(const struct rdev *rd, const struct lshape *ls, int nl, 
 	const struct lshape *s = &ls[i], *pool = gpu_fused(ls, nl, i) == 2 ? &ls[i + 2] : NULL;
 	double m = n * s->in;
 	if (!strcmp(s->kind, "dense"))
-		return dlt_gpu_dense_epilogue(rd->prec) ? gl_s(rd, NT, n, s->o, s->k) :
+		return gpu_epilogue(rd, s) ? gl_s(rd, NT, n, s->o, s->k) :
 		       gg_s(rd, NT, n, s->o, s->k, ACT_A) + gk_s(rd, 2.0 * n * s->o * F4);
 	if (!strcmp(s->kind, "conv")) {
 		/* im2col writes the matrix the product reads: in bf16 as BF16 */

@@ -120,6 +120,15 @@ static inline int dlt_gpu_dgrad_fused(int kind, int next, int next2)
 {
 	return kind == DLT_LAYER_DENSE && next == DLT_LAYER_RELU && next2 == DLT_LAYER_DENSE;
 }
+/* 1 when a dense layer whose biases start at float off of the parameters
+ * has them 16-byte aligned on the device (its buffers are 256-byte
+ * aligned), as an epilogue reads them; else that layer's bias (forward
+ * and gradient, and the mask of dlt_gpu_dgrad_fused) runs in the plain
+ * path's kernels (gpu.cu finds the same from the pointer). */
+static inline int dlt_gpu_bias_aligned(double off)
+{
+	return off == 4.0 * (double)(long long)(off / 4.0);
+}
 
 /* 1 when the loss kernel sums the last layer's bias gradient (the column
  * sums of the logits' gradient it writes): the last layer is dense (as a

@@ -156,6 +156,18 @@ test_a_gpu_run_reports_its_device_memory_and_the_estimate_matches_it() {
 		exit !(a > b && e < 0.15 && e > -0.15) }' ||
 		die "the bf16 CNN's buffers: estimate $pred bytes against $act on the device"
 	echo "measured: bf16 CNN device memory estimated $pred, reported $act bytes"
+	# and an MLP whose last layer's biases lie off a 16-byte line (784-50-10:
+	# at float 39750): that layer's bias runs in its own kernel, as estimated
+	gpu_spec g3 | sed -e '/^dry_run/d' -e 's/^train_limit = .*/train_limit = 512/' \
+		-e 's/^test_limit = .*/test_limit = 128/' -e 's/^epochs = .*/epochs = 1/' \
+		-e 's/^layers = .*/layers = 50/' > "$STATE/g3.ini"
+	cp "$STATE/g3.ini" "$MNT/jobs/new" || die "submit failed: $(tail -3 "$MNT/jobs/errors")"
+	wait_for 120 job_terminal 3
+	expect_eq "$(cat "$MNT/jobs/3/status")" succeeded "status: $(tail -3 "$MNT/jobs/3/log")"
+	grep -q 'cuBLASLt epilogues (not layer 3: biases not 16-byte aligned)' "$MNT/jobs/3/log" ||
+		die "the device line: $(grep 'device gpu' "$MNT/jobs/3/log")"
+	nodes=$(sed -n 's/.* steps as a CUDA graph (1 captured, \([0-9]*\) nodes).*/\1/p' "$MNT/jobs/3/log")
+	expect_eq "$(est 3 step_nodes)" "$nodes" "the 784-50-10 MLP's graph nodes, estimated and captured"
 	dlh_umount
 }
 
