@@ -209,6 +209,15 @@ static void emu_kernel(const char *name, void (*k)(P...), unsigned blocks, unsig
 #define LAUNCH_SYNC(k, blocks, threads, stream, ...) \
 	((void)(stream), (void)(threads), emu_kernel(#k, k, (blocks), 1, __VA_ARGS__))
 
+/* A count the emulation keeps (var) and the C function a test reads it by
+ * (reader): both weak, so every object including this header shares one
+ * (tests declare the reader weak: NULL on a GPU). */
+#define EMU_COUNTER(var, reader) \
+	extern "C" { \
+	__attribute__((weak)) long var = 0; \
+	__attribute__((weak)) long reader(void) { return var; } \
+	}
+
 /* ---- the CUDA runtime ---- */
 
 typedef enum {
@@ -1055,15 +1064,8 @@ static inline int emu_lt_shape(const struct emu_lt_desc *d, const struct emu_lt_
 }
 
 /* Heuristic queries so far: a test sees that the backend asks once for
- * each product (its plans kept). Weak: one for every object including
- * this header. */
-extern "C" {
-__attribute__((weak)) long emu_lt_heuristic_calls = 0;
-__attribute__((weak)) long dlt_emu_lt_heuristics(void)
-{
-	return emu_lt_heuristic_calls;
-}
-}
+ * each product (its plans kept). */
+EMU_COUNTER(emu_lt_heuristic_calls, dlt_emu_lt_heuristics)
 
 /* 1 when DLT_EMU_LT_NONE refuses a product of n columns with epilogue e. */
 static inline int emu_lt_refused(int n, cublasLtEpilogue_t e)
@@ -1157,14 +1159,8 @@ static inline void emu_lt_epilogue(const struct emu_lt_desc *d, float *D, int m,
 }
 
 /* cublasLtMatmul calls that ran an algorithm on a pointer less aligned
- * than it assumes (a misaligned address on a GPU). Weak, as above. */
-extern "C" {
-__attribute__((weak)) long emu_lt_bad_calls = 0;
-__attribute__((weak)) long dlt_emu_lt_bad_calls(void)
-{
-	return emu_lt_bad_calls;
-}
-}
+ * than it assumes (a misaligned address on a GPU). */
+EMU_COUNTER(emu_lt_bad_calls, dlt_emu_lt_bad_calls)
 
 /* 1 when p is aligned to at least want bytes. */
 static inline int emu_aligned(const void *p, uint64_t want)
@@ -1281,15 +1277,8 @@ typedef struct emu_dnn_conv *cudnnConvolutionDescriptor_t;
 #define EMU_DNN_BYTES (128ULL << 20)   /* a cuDNN handle's share of the device */
 #define EMU_DNN_HUGE ((size_t)1 << 40) /* the workspace of an algorithm nobody can run */
 
-/* Calls that ran an algorithm Find listed as one to pass over (weak: one
- * counter for every object including this header). */
-extern "C" {
-__attribute__((weak)) long emu_cudnn_bad = 0;
-__attribute__((weak)) long dlt_emu_cudnn_bad_calls(void)
-{
-	return emu_cudnn_bad;
-}
-}
+/* Calls that ran an algorithm Find listed as one to pass over. */
+EMU_COUNTER(emu_cudnn_bad, dlt_emu_cudnn_bad_calls)
 
 static inline size_t cudnnGetVersion(void) { return 91900; }
 static inline const char *cudnnGetErrorString(cudnnStatus_t s)
@@ -1561,15 +1550,8 @@ static inline int emu_dnn_bad(enum emu_dnn_op op, int algo, const struct emu_dnn
 	return algo == emu_dnn_algos[op][1] ? 1 : 2;
 }
 
-/* Find calls so far (a test sees which products a pass plans). Weak, as
- * the counts above. */
-extern "C" {
-__attribute__((weak)) long emu_cudnn_finds = 0;
-__attribute__((weak)) long dlt_emu_cudnn_finds(void)
-{
-	return emu_cudnn_finds;
-}
-}
+/* Find calls so far (a test sees which products a pass plans). */
+EMU_COUNTER(emu_cudnn_finds, dlt_emu_cudnn_finds)
 
 /* Find: the product run once, now, and the algorithms listed (see above). */
 template <typename R>

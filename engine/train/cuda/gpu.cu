@@ -2556,7 +2556,6 @@ static void graph_census(struct dlt_gpu *g, cudaGraph_t graph, size_t n)
 	}
 }
 
-/* Captures step_work for key k into g->graph, replacing the graph there. */
 /* Fills g->prof.convs: the cuDNN algorithms of each conv the step's pass
  * at rows ran through cuDNN (none: ""). */
 static void conv_census(struct dlt_gpu *g, int rows)
@@ -2579,6 +2578,7 @@ static void conv_census(struct dlt_gpu *g, int rows)
 	}
 }
 
+/* Captures step_work for key k into g->graph, replacing the graph there. */
 static int capture(struct dlt_gpu *g, const struct gpu_graph_key *k, char *err, size_t errlen)
 {
 	cudaGraph_t graph = NULL;
