@@ -90,6 +90,10 @@ struct dlh_calib_dev {
 	double kernel_s;                  /* one kernel launch, back to back (host side) */
 	double node_s;                    /* an empty kernel's node in a replayed CUDA graph
 					     (0: measured before graphs were; measured again) */
+	double direct_s;                  /* seconds per output and tap of a conv's direct
+					     product (engine/train/gpu.h's
+					     dlt_gpu_conv_direct), a node of a graph (0:
+					     measured before it was; priced at gemm_flops) */
 	double sync_s;                    /* one cudaStreamSynchronize after a kernel */
 	double h2d_s;                     /* a small host-to-device copy (pageable) */
 	double h2d_bw;                    /* bytes/s of a large one */

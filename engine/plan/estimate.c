@@ -622,6 +622,20 @@ static double gl_s(const struct rdev *rd, enum trans t, double m, double n, doub
 	return fmax(rd->floor_s, gemm_s(rd, t, m, n, k));
 }
 
+/* Seconds of a conv's direct product (gpu.cu's k_conv_direct,
+ * dlt_gpu_conv_direct) of outs outputs of taps taps each from m input
+ * floats: one node, at the kernel's calibrated speed per output and tap
+ * (direct_s; not measured: two FLOPs each at the GEMMs' best rate), at
+ * least the bytes it moves. */
+static double gd_s(const struct rdev *rd, double outs, double taps, double m)
+{
+	const struct dlh_calib_dev *d = rd->d;
+	double s = d->direct_s > 0 ? outs * taps * d->direct_s : 2.0 * outs * taps / d->gemm_flops;
+	if (rd->nodes)
+		(*rd->nodes)++;
+	return fmax(rd->floor_s, fmax(s, (outs + m) * F4 / bw_at(rd, (outs + m) * F4)));
+}
+
 /* A pageable host-to-device copy of bytes. */
 static double h2d_s(const struct rdev *rd, double bytes)
 {
@@ -679,13 +693,16 @@ static int gpu_dgrad(const struct rdev *rd, const struct lshape *s, int nl, int 
 				   layer_kind(s, nl, i + 2));
 }
 
-/* Forward seconds of layer i of s (nl layers) for n rows, as
- * layer_forward (a ReLU fused after it costs nothing more: the same
- * bytes): a dense layer's product with its bias in cuBLASLt's epilogue
- * (dlt_gpu_dense_epilogue), else with a bias kernel; with a ReLU and pool
- * fused after a conv, the pool reads the product and writes its output
- * and argmax. */
-static double gpu_fwd_s(const struct rdev *rd, const struct lshape *ls, int nl, int i, double n)
+/* Forward seconds of layer i of s (nl layers) for n rows (train: a
+ * training pass), as layer_forward (a ReLU fused after it costs nothing
+ * more: the same bytes): a dense layer's product with its bias in
+ * cuBLASLt's epilogue (dlt_gpu_dense_epilogue), else with a bias kernel; a
+ * conv's im2col product, or with few taps its direct product
+ * (dlt_gpu_conv_direct; im2col then only in training, for the weight
+ * gradient); with a ReLU and pool fused after a conv, the pool reads the
+ * product and writes its output and argmax. */
+static double gpu_fwd_s(const struct rdev *rd, const struct lshape *ls, int nl, int i, double n,
+			int train)
 {
 	const struct lshape *s = &ls[i], *pool = gpu_fused(ls, nl, i) == 2 ? &ls[i + 2] : NULL;
 	double m = n * s->in;
@@ -695,9 +712,11 @@ static double gpu_fwd_s(const struct rdev *rd, const struct lshape *ls, int nl, 
 	if (!strcmp(s->kind, "conv")) {
 		/* im2col writes the matrix the product reads: in bf16 as BF16 */
 		double N = n * s->HW, col = rd->prec == DLH_PRECISION_BF16 ? 2.0 : F4;
-		return gk_s(rd, (s->R + 1) * N * col + m * F4) + gg_s(rd, NN, s->F, N, s->R, 0) +
-		       gk_s(rd, pool ? s->F * N * F4 + 2.0 * n * pool->out * F4 :
-				       2.0 * s->F * N * F4);
+		const int direct = dlt_gpu_conv_direct(s->R);
+		double t = !direct || train ? gk_s(rd, (s->R + 1) * N * col + m * F4) : 0.0;
+		t += direct ? gd_s(rd, s->F * N, s->R, m) : gg_s(rd, NN, s->F, N, s->R, 0);
+		return t + gk_s(rd, pool ? s->F * N * F4 + 2.0 * n * pool->out * F4 :
+					   2.0 * s->F * N * F4);
 	}
 	if (!strcmp(s->kind, "pool"))
 		return gk_s(rd, m * F4 + 2.0 * n * s->out * F4);
@@ -770,7 +789,7 @@ static double gpu_pass_s(const struct rdev *rd, const struct lshape *s, int nl, 
 	double b = 0.0;
 	p->input_s = t;
 	for (int i = 0; i < nl; i++) {
-		p->fwd_s[i] = gpu_fused_into(s, nl, i) ? 0.0 : gpu_fwd_s(rd, s, nl, i, n);
+		p->fwd_s[i] = gpu_fused_into(s, nl, i) ? 0.0 : gpu_fwd_s(rd, s, nl, i, n, train);
 		t += p->fwd_s[i];
 	}
 	/* the loss and its sums: one kernel (training: the last dense layer's

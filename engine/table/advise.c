@@ -23,8 +23,9 @@ _Static_assert(DLH_JOB_RANKS == DLH_RANKS_MAX, "a job records every rank of a pl
 /* This node's GPU types into g (at most DLH_CALIB_DEVS), numbered as the
  * pool numbers them: in type order (dlh_plan_place). Only types missing
  * from have when have is not NULL, or measured there before the GEMMs and
- * passes were timed as a graph's nodes (no node_s) or before the GEMM grid
- * reached the convolutions' shapes (fewer than DLH_CALIB_GEMM_N dims).
+ * passes were timed as a graph's nodes (no node_s), before the GEMM grid
+ * reached the convolutions' shapes (fewer than DLH_CALIB_GEMM_N dims) or
+ * before the direct conv product was timed (no direct_s).
  * e->mu held or not needed. Returns how many. */
 static int local_gpus(const struct dlh_engine *e, const struct dlh_calib *have,
 		      struct dlh_calib_gpu *g)
@@ -40,7 +41,7 @@ static int local_gpus(const struct dlh_engine *e, const struct dlh_calib *have,
 		if (!p->type[t].gpu || count <= 0)
 			continue;
 		const struct dlh_calib_dev *d = have ? dlh_calib_dev(have, p->type[t].name) : NULL;
-		if (!have || !d || d->gpu <= 0 || d->node_s <= 0 ||
+		if (!have || !d || d->gpu <= 0 || d->node_s <= 0 || d->direct_s <= 0 ||
 		    dlh_calib_grid_n(d) < DLH_CALIB_GEMM_N) {
 			snprintf(g[n].type, sizeof g[n].type, "%s", p->type[t].name);
 			g[n].first = first;

@@ -34,7 +34,8 @@ extern "C" {
 struct dlt_gpu;   /* opaque: one rank's device, buffers, cuBLAS and NCCL handles */
 
 /* The arithmetic of the backend's GEMMs (dense layers and the im2col
- * products of the convolutions); everything else is FP32 in every mode. */
+ * products of the convolutions); everything else is FP32 in every mode,
+ * the direct products of convs of few taps (dlt_gpu_conv_direct) too. */
 enum dlt_precision {
 	DLT_PRECISION_FP32 = 0,   /* cublasSgemm, no TF32: the CPU trainer to float tolerance */
 	DLT_PRECISION_TF32 = 1,   /* cublasSgemm on tensor cores: inputs rounded to TF32
@@ -61,8 +62,10 @@ int dlt_gpu_count(char *err, size_t errlen);
  * keyed by seed and rank exactly as on the CPU. DLT_GPU_CONV=cudnn in the
  * environment runs the convolutions' products through cuDNN
  * (engine/train/cuda/dnn.h; in fp32 and tf32, where it opens and has an
- * algorithm: dlt_gpu_describe says which), else im2col and cuBLAS (the
- * default, which the estimator prices). Returns 0 with *out set. */
+ * algorithm: dlt_gpu_describe says which), else im2col and cuBLAS, a
+ * conv of few taps directly (dlt_gpu_conv_direct; DLT_GPU_CONV=gemm: not
+ * even those): the default, which the estimator prices. Returns 0 with
+ * *out set. */
 int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int nstate,
 		   int device, uint64_t seed, int rank, char *err, size_t errlen);
 
@@ -136,6 +139,28 @@ static inline int dlt_gpu_bias_aligned(double off)
 static inline int dlt_gpu_loss_bgrad(int last_kind)
 {
 	return last_kind == DLT_LAYER_DENSE;
+}
+
+/* A conv with few taps (C k^2: the first layer of a net on grey or RGB
+ * images, 25 for 1 x 5x5) makes its product F x N with a reduction of
+ * k = C k^2 for a GEMM: too short to fill a tile of cuBLAS's kernels (the
+ * H200's calibration interpolates the CNN's first forward product, 32 x
+ * 100352 x 25, at 149 us of a 576 us step), after an im2col matrix
+ * written and read for it. The backend computes such a product directly
+ * instead (engine/train/cuda/conv.cuh: a thread an output, its taps read
+ * from the input): one pass writing what the GEMM wrote, reading the
+ * input (a few hundred KB, cached) in place of the matrix. Its backward
+ * is unchanged (the weight gradient's long-k product, split, reads the
+ * im2col matrix, which a training pass still writes; an evaluation does
+ * not). Returns 1 for a conv of taps taps that runs so: at most
+ * DLT_GPU_DIRECT_TAPS; the estimator prices the same, at the kernel's
+ * calibrated speed (dlt_gpu_cal's direct_s). DLT_GPU_CONV=gemm in the
+ * environment at dlt_gpu_create keeps every conv on im2col and cuBLAS
+ * (to compare); DLT_GPU_CONV=cudnn takes every conv to cuDNN. */
+#define DLT_GPU_DIRECT_TAPS 32
+static inline int dlt_gpu_conv_direct(double taps)
+{
+	return taps <= DLT_GPU_DIRECT_TAPS;
 }
 
 /* A GEMM whose reduction is long and whose output is small (a
@@ -446,6 +471,9 @@ struct dlt_gpu_cal {
 	double nccl_bytes;         /* device memory it took on device 0 */
 	double kernel_s;           /* one kernel launch, back to back (host side) */
 	double node_s;             /* an empty kernel's node in a CUDA graph, replayed */
+	double direct_s;           /* seconds per output and tap of a conv's direct
+				      product (dlt_gpu_conv_direct), a node of a graph, at
+				      the shape of a CNN's first conv on 28 x 28 images */
 	double sync_s;             /* one cudaStreamSynchronize after a kernel, the
 				      launch not counted */
 	double h2d_s;              /* a host-to-device copy of 4 bytes (pageable) */

@@ -1359,6 +1359,85 @@ TEST(gpu_long_k_gemms_split_and_sum_like_one)
 	}
 }
 
+/* A conv of few taps (dlt_gpu_conv_direct: C k^2 at most 32) has its
+ * product computed directly, not as an im2col product (DLT_GPU_CONV=gemm
+ * keeps that): in each precision a training batch's loss and gradients
+ * within its tolerance of the CPU trainer's, in fp32 of the im2col
+ * product's too, an evaluation's logits within it of the im2col
+ * product's (the evaluation writes no im2col matrix for that conv),
+ * the device line naming the convs so computed, and a training step of as
+ * many graph nodes (im2col still runs for the weight gradient). Two nets:
+ * 1 x 14 x 14 images, convs 4 x 5x5 (25 taps: direct) and 6 x 3x3 on 4
+ * channels (36: im2col), each pooled; 3 x 9 x 9 images, convs 2 x 3x3 (27)
+ * and 3 x 3x3 on 2 channels (18: direct, and with an input gradient), no
+ * pool (conv and ReLU). */
+TEST(gpu_convs_of_few_taps_are_computed_directly_as_their_im2col_products)
+{
+	const struct tol *tols[3] = { &tol_fp32, &tol_tf32, &tol_bf16 };
+	const struct dlt_optim o = { .kind = DLT_OPTIM_SGD, .momentum = 0.9f };
+	const int f[2][2] = { { 4, 6 }, { 2, 3 } }, k[2] = { 5, 3 }, k2[2] = { 3, 3 };
+	const char *lines[2] = { "; conv products direct: layer 1 (25 taps)",
+				 "; conv products direct: layer 1 (27 taps), 3 (18 taps)" };
+	char msg[DLT_ERR_MAX], name[DLT_ERR_MAX];
+
+	if (!have_gpu)
+		SKIP(why);
+	CHECK(dlt_gpu_conv_direct(25) && dlt_gpu_conv_direct(32) && !dlt_gpu_conv_direct(36));
+	for (int net = 0; net < 2; net++)
+		for (int i = 0; i < 3; i++) {
+			struct dlt_net_spec s;
+			struct pair p;
+			struct dlt_gpu *gemm;
+			const char *bad;
+			const int rows = 6;
+			float *za = malloc((size_t)rows * 10 * sizeof(float));
+			float *zb = malloc((size_t)rows * 10 * sizeof(float));
+
+			CHECK(za && zb);
+			if (net == 0)
+				cnn_spec(&s, (struct dlt_shape){ 1, 14, 14 }, 2, f[0], k, 2, 16, 0.0f, 10);
+			else
+				cnn_spec(&s, (struct dlt_shape){ 3, 9, 9 }, 2, f[1], k2, 1, 8, 0.0f, 10);
+			CHECK_MSG(pair_open_prec(&p, &s, rows, 1, 17, tols[i]->prec) == 0, "%s", p.err);
+			dlt_gpu_describe(p.gpu, name, sizeof name);
+			CHECK_MSG(strstr(name, lines[net]), "net %d: %s", net, name);
+			struct seen m;
+
+			bad = compare_batch_tol(&p, 3, tols[i], &m, msg, sizeof msg);
+			CHECK_MSG(!bad, "net %d, %s: direct, against the CPU: %s", net, tols[i]->name, bad);
+			gemm = other_backend(&p, 17, "DLT_GPU_CONV", "gemm", tols[i]->prec);
+			CHECK_MSG(gemm, "%s", p.err);
+			dlt_gpu_describe(gemm, name, sizeof name);
+			CHECK_MSG(strstr(name, "; every conv an im2col product (DLT_GPU_CONV=gemm)") &&
+				  !strstr(name, "direct"), "net %d: %s", net, name);
+			double e = 0;
+
+			/* in fp32 the two differ by the order of their sums; the tensor
+			 * cores round the im2col product's operands, which a near tie
+			 * of a pool or ReLU may turn into another gradient (net 0 in
+			 * tf32: the im2col product's 0.043 from the CPU's, the direct
+			 * one's 7e-4) */
+			bad = two_backends(&p, p.gpu, gemm, i ? 1.0 : tols[i]->grad, &e, msg, sizeof msg);
+			printf("measured: net %d, %s: direct: gradients %.2g from the CPU's, %.2g from the "
+			       "im2col product's (relative L2)\n", net, tols[i]->name, m.grads, e);
+			CHECK_MSG(!bad, "net %d, %s: direct, then im2col: %s", net, tols[i]->name, bad);
+			CHECK_MSG(dlt_gpu_forward(p.gpu, p.x, rows, 0, 0, za, p.err, sizeof p.err) == 0 &&
+				  dlt_gpu_forward(gemm, p.x, rows, 0, 0, zb, p.err, sizeof p.err) == 0,
+				  "%s", p.err);
+			e = rel_l2(za, zb, (size_t)rows * 10);
+			CHECK_MSG(e < tols[i]->grad, "net %d, %s: evaluation logits %g apart", net,
+				  tols[i]->name, e);
+			long nd = step_nodes(&p, p.gpu, &o), ng = step_nodes(&p, gemm, &o);
+			CHECK_MSG(nd > 0 && ng > 0, "%s", p.err);
+			CHECK_MSG(!emulated(p.gpu) || nd == ng, "net %d, %s: a step of %ld nodes direct, "
+				  "%ld not", net, tols[i]->name, nd, ng);
+			free(za);
+			free(zb);
+			dlt_gpu_destroy(gemm);
+			pair_close(&p);
+		}
+}
+
 /* Every form of product splits alike (gemm_split's k offsets of a
  * transposed and an untransposed operand): a dense layer's forward (A x
  * B^T, k its 4612 inputs, a rest of k), input gradient (A x B, k its 4608
@@ -2152,6 +2231,7 @@ int main(void)
 	RUN(gpu_each_precision_batch_matches_cpu_within_its_tolerance);
 	RUN(gpu_each_precision_trains_like_cpu_within_its_tolerance);
 	RUN(gpu_long_k_gemms_split_and_sum_like_one);
+	RUN(gpu_convs_of_few_taps_are_computed_directly_as_their_im2col_products);
 	RUN(gpu_each_form_of_split_product_matches_the_unsplit);
 	RUN(gpu_dense_epilogues_match_the_plain_path_in_fewer_nodes);
 	RUN(gpu_a_step_that_cannot_be_captured_runs_launch_by_launch);

@@ -40,6 +40,11 @@
 #define CAL_GRAPH_REPLAYS 4      /* its replays queued back to back per wait */
 #define CAL_H2D_BIG (16L << 20)  /* bytes of the large host-to-device copy */
 #define CAL_AR_SIZES 5           /* allreduce sizes timed: 4 KiB to 64 MiB */
+/* the direct conv timed (direct_s): a CNN's first, 32 filters of 1 x 5x5 on
+ * 28 x 28 images, at a batch of CAL_DIRECT_N */
+#define CAL_DIRECT_F 32
+#define CAL_DIRECT_K 5
+#define CAL_DIRECT_HW 28
 #ifdef DLT_GPU_EMULATE
 /* the emulation's GEMMs run on one core: the grid's large shapes would take
  * minutes, and the emulated figures are for the tests, not for planning */
@@ -47,6 +52,7 @@
 #define CAL_MAX_OPERAND (1L << 22)   /* floats of an operand, at most (the large copy's) */
 #define CAL_MAX_DIM 2048             /* nor a side past the CPU's grid (its neighbours') */
 #define CAL_BW_MAX (4L << 20)    /* and its elementwise passes stop at 4 MiB */
+#define CAL_DIRECT_N 1           /* and its direct conv is one image's */
 #else
 /* larger shapes are not timed (they run at peak): the grid's every shape
  * (2048^3; an H200 record with 2^30 here rated a 512 x 4096 x 4096 GEMM by
@@ -58,6 +64,7 @@
 #define CAL_MAX_OPERAND (1L << 26)
 #define CAL_MAX_DIM (1L << 30)
 #define CAL_BW_MAX (1L << 40)
+#define CAL_DIRECT_N 128
 #endif
 
 #define BLAS_CHECK(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) \
@@ -104,6 +111,8 @@ static unsigned blocks_for(size_t n)
 
 	return (unsigned)(b < 1 ? 1 : b > CAL_MAX_BLOCKS ? CAL_MAX_BLOCKS : b);
 }
+
+#include "engine/train/cuda/conv.cuh"
 
 /* ---- what is measured ---- */
 
@@ -323,6 +332,31 @@ static int elementwise(struct cal *x, const struct dlt_gpu_cal_in *in, struct dl
 	return 0;
 }
 
+/* Seconds per output and tap of gpu.cu's direct conv product (conv.cuh),
+ * each call a node of a graph (graph_s), at a CNN's first conv: its
+ * operands in x->a (the images, then the weights) and its product in x->c. */
+static int direct(struct cal *x, struct dlt_gpu_cal *out)
+{
+	const int F = CAL_DIRECT_F, k = CAL_DIRECT_K, hw = CAL_DIRECT_HW, n = CAL_DIRECT_N;
+	const size_t outs = (size_t)F * (size_t)n * (size_t)(hw * hw);
+	const float *img = x->a, *w = x->a + (size_t)n * (size_t)(hw * hw);
+	char *err = x->err;
+	size_t errlen = x->errlen;
+	double best = INFINITY;
+
+	if (outs > x->mat || (size_t)n * (size_t)(hw * hw) + (size_t)F * (size_t)(k * k) > x->mat)
+		return fail(-EINVAL, err, errlen, "gpu calibration: the direct conv's %zu outputs "
+			    "past the operands' %zu floats", outs, x->mat);
+	TRY(graph_s(x, [&] {
+		LAUNCH(k_conv_direct<uint32_t>, blocks_for(outs), CAL_THREADS, x->s, x->c, img, w, 1, hw,
+		       hw, k, F, n);
+		return 0;
+	}, &best));
+	CUDA_CHECK(cudaGetLastError());
+	out->direct_s = best / ((double)outs * (double)(k * k));
+	return 0;
+}
+
 /* Host-to-device copies from pageable memory (the trainer's batches):
  * the latency of 4 bytes and the rate of CAL_H2D_BIG. */
 static int h2d(struct cal *x, struct dlt_gpu_cal *out)
@@ -511,6 +545,8 @@ extern "C" int dlt_gpu_calibrate(const struct dlt_gpu_cal_in *in, struct dlt_gpu
 		rc = h2d(&x, out);
 	if (!rc)
 		rc = elementwise(&x, in, out);
+	if (!rc)
+		rc = direct(&x, out);
 	if (!rc)
 		rc = gemm_grid(&x, in, out);
 	cublasDestroy(x.blas);

@@ -171,6 +171,8 @@ struct dlt_gpu {
 	int lt_next;                             /* the plan a new product takes next */
 	struct dnn *dnn;                         /* the convolutions through cuDNN (dnn.h), or NULL */
 	int dnn_want;                            /* 1: DLT_GPU_CONV=cudnn at dlt_gpu_create */
+	int direct;                              /* 1: convs of few taps computed directly
+						    (dlt_gpu_conv_direct); 0: DLT_GPU_CONV=gemm */
 	int dnn_on;                              /* 1: the convs go there now (dnn_setup) */
 	char dnn_off[256];                       /* what the device line says of it */
 	float *dnn_dw;                           /* the largest conv's weights and 256 bytes:
@@ -447,6 +449,10 @@ __global__ void k_col2im(float *dx, const float *col, int C, int H, int W, int k
 		dx[e] = s;
 	}
 }
+
+/* A conv of few taps: its product directly (conv.cuh: the kernel
+ * calib.cu times). */
+#include "engine/train/cuda/conv.cuh"
 
 /* A conv's product t holds image i's plane f at t + f fs + i is: the
  * F x N GEMM output (fs = N = n hw, is = hw) or NCHW (cuDNN's: fs = hw,
@@ -1520,6 +1526,7 @@ extern "C" int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int
 		g->lt_one = one && !strcmp(one, "1");
 		/* a net without convs opens no cuDNN handle */
 		g->dnn_want = conv && !strcmp(conv, "cudnn") && has_layer(n, DLT_LAYER_CONV);
+		g->direct = !(conv && !strcmp(conv, "gemm"));
 	}
 
 	rc = open_device(g, err, errlen);
@@ -1537,9 +1544,37 @@ extern "C" int dlt_gpu_create(struct dlt_gpu **out, const struct dlt_net *n, int
 	return 0;
 }
 
+/* What the device line says of g's convs on its own path (not through
+ * cuDNN): which are computed directly (dlt_gpu_conv_direct), into out
+ * ("" for none), or that DLT_GPU_CONV=gemm keeps them all on im2col. */
+static void direct_note(const struct dlt_gpu *g, char *out, size_t len)
+{
+	size_t o = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < g->net.nlayers && !g->dnn_on && o < len; i++) {
+		const struct dlt_layer *l = &g->net.layer[i];
+		const int R = l->in.c * l->k * l->k;
+		int w;
+
+		if (l->kind != DLT_LAYER_CONV || !dlt_gpu_conv_direct(R))
+			continue;
+		if (!g->direct) {
+			snprintf(out, len, "; every conv an im2col product (DLT_GPU_CONV=gemm)");
+			return;
+		}
+		w = snprintf(out + o, len - o, "%s%d (%d taps)", o ? ", " : "; conv products direct: layer ",
+			     i + 1, R);
+		o += w > 0 ? (size_t)w : 0;
+	}
+}
+
 extern "C" void dlt_gpu_describe(const struct dlt_gpu *g, char *out, size_t len)
 {
-	snprintf(out, len, "%s%s%s", g->name, g->lt_off, g->dnn_off);
+	char direct[160];
+
+	direct_note(g, direct, sizeof direct);
+	snprintf(out, len, "%s%s%s%s", g->name, g->lt_off, g->dnn_off, direct);
 }
 
 extern "C" int dlt_gpu_nccl_id(unsigned char *id, char *err, size_t errlen)
@@ -1927,16 +1962,30 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 			}
 		}
 		if (!g->layer[li].conv_dnn) {
-			/* (R + 1) x N: the row of ones under the taps' (conv_grads) */
-			if (g->precision == DLT_PRECISION_BF16)   /* bf16_operand reads it as col16 */
-				LAUNCH_IDX(k_im2col16, (R + 1) * N, blocks_for((R + 1) * N), GPU_THREADS,
-					   s, g->layer[li].col16, x, l->in.c, l->in.h, l->in.w, l->k, n);
-			else
-				LAUNCH_IDX(k_im2col, (R + 1) * N, blocks_for((R + 1) * N), GPU_THREADS,
-					   s, col, x, l->in.c, l->in.h, l->in.w, l->k, n);
-			KERNEL_CHECK("im2col");
-			TRY(gemm(g, 0, 0, F, (int)N, R, p, R, col, (int)N, g->ws, (int)N, err,
-				 errlen));
+			const int direct = g->direct && dlt_gpu_conv_direct(R);
+
+			/* (R + 1) x N: the row of ones under the taps' (conv_grads);
+			 * a direct product reads x, the weight gradient's the matrix */
+			if (!direct || train) {
+				if (g->precision == DLT_PRECISION_BF16)   /* bf16_operand reads col16 */
+					LAUNCH_IDX(k_im2col16, (R + 1) * N, blocks_for((R + 1) * N),
+						   GPU_THREADS, s, g->layer[li].col16, x, l->in.c, l->in.h,
+						   l->in.w, l->k, n);
+				else
+					LAUNCH_IDX(k_im2col, (R + 1) * N, blocks_for((R + 1) * N),
+						   GPU_THREADS, s, col, x, l->in.c, l->in.h, l->in.w, l->k,
+						   n);
+				KERNEL_CHECK("im2col");
+			}
+			if (direct) {   /* its largest index: t's (F x N) or x's */
+				LAUNCH_IDX(k_conv_direct, (size_t)F * N > m ? (size_t)F * N : m,
+					   blocks_for((size_t)F * N), GPU_THREADS, s, g->ws, x, p, l->in.c,
+					   l->in.h, l->in.w, l->k, F, n);
+				KERNEL_CHECK("conv_direct");
+			} else {
+				TRY(gemm(g, 0, 0, F, (int)N, R, p, R, col, (int)N, g->ws, (int)N, err,
+					 errlen));
+			}
 		}
 		if (fused == 2) {   /* the ReLU and the pool after it */
 			const struct dlt_layer *pl = &g->net.layer[li + 2];
