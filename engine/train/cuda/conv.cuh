@@ -15,10 +15,11 @@
  * grid-stride in index type I (gpu.cu's LAUNCH_IDX: every index of x and
  * t below I's range). The threads of a warp share f (its weights: one
  * broadcast read each) and read neighbouring pixels; the input, a few
- * hundred KB for a first layer, stays in the caches. */
+ * hundred KB for a first layer, stays in the caches (read-only: the
+ * pointers do not alias). */
 template <typename I>
-__global__ void k_conv_direct(float *t, const float *x, const float *w, int C, int H, int W, int k,
-			      int F, int n)
+__global__ void k_conv_direct(float *__restrict__ t, const float *__restrict__ x,
+			      const float *__restrict__ w, int C, int H, int W, int k, int F, int n)
 {
 	const int pad = k / 2, R = C * k * k;
 	const I hw = (I)H * (I)W, N = (I)n * hw;
