@@ -624,16 +624,17 @@ static double gl_s(const struct rdev *rd, enum trans t, double m, double n, doub
 
 /* Seconds of a conv's direct product (gpu.cu's k_conv_direct,
  * dlt_gpu_conv_direct) of outs outputs of taps taps each from m input
- * floats: one node, at the kernel's calibrated speed per output and tap
- * (direct_s; not measured: two FLOPs each at the GEMMs' best rate), at
- * least the bytes it moves. */
-static double gd_s(const struct rdev *rd, double outs, double taps, double m)
+ * floats, with its bias, ReLU and pool writing written floats: one node,
+ * at the kernel's calibrated speed per output and tap (direct_s; not
+ * measured: two FLOPs each at the GEMMs' best rate), at least the bytes
+ * it moves. */
+static double gd_s(const struct rdev *rd, double outs, double taps, double m, double written)
 {
 	const struct dlh_calib_dev *d = rd->d;
 	double s = d->direct_s > 0 ? outs * taps * d->direct_s : 2.0 * outs * taps / d->gemm_flops;
 	if (rd->nodes)
 		(*rd->nodes)++;
-	return fmax(rd->floor_s, fmax(s, (outs + m) * F4 / bw_at(rd, (outs + m) * F4)));
+	return fmax(rd->floor_s, fmax(s, (written + m) * F4 / bw_at(rd, (written + m) * F4)));
 }
 
 /* A pageable host-to-device copy of bytes. */
@@ -697,10 +698,11 @@ static int gpu_dgrad(const struct rdev *rd, const struct lshape *s, int nl, int 
  * training pass), as layer_forward (a ReLU fused after it costs nothing
  * more: the same bytes): a dense layer's product with its bias in
  * cuBLASLt's epilogue (dlt_gpu_dense_epilogue), else with a bias kernel; a
- * conv's im2col product, or with few taps its direct product
+ * conv's im2col product, its bias kernel or, with a ReLU and pool fused
+ * after it, the pool's (reading the product, writing its output and
+ * argmax); or with few taps its direct product, those in the same kernel
  * (dlt_gpu_conv_direct; im2col then only in training, for the weight
- * gradient); with a ReLU and pool fused after a conv, the pool reads the
- * product and writes its output and argmax. */
+ * gradient). */
 static double gpu_fwd_s(const struct rdev *rd, const struct lshape *ls, int nl, int i, double n,
 			int train)
 {
@@ -714,9 +716,11 @@ static double gpu_fwd_s(const struct rdev *rd, const struct lshape *ls, int nl, 
 		double N = n * s->HW, col = rd->prec == DLH_PRECISION_BF16 ? 2.0 : F4;
 		const int direct = dlt_gpu_conv_direct(s->R);
 		double t = !direct || train ? gk_s(rd, (s->R + 1) * N * col + m * F4) : 0.0;
-		t += direct ? gd_s(rd, s->F * N, s->R, m) : gg_s(rd, NN, s->F, N, s->R, 0);
-		return t + gk_s(rd, pool ? s->F * N * F4 + 2.0 * n * pool->out * F4 :
-					   2.0 * s->F * N * F4);
+		if (direct)   /* its bias, ReLU and pool in the same kernel */
+			return t + gd_s(rd, s->F * N, s->R, m, pool ? 2.0 * n * pool->out : s->F * N);
+		return t + gg_s(rd, NN, s->F, N, s->R, 0) +
+		       gk_s(rd, pool ? s->F * N * F4 + 2.0 * n * pool->out * F4 :
+				       2.0 * s->F * N * F4);
 	}
 	if (!strcmp(s->kind, "pool"))
 		return gk_s(rd, m * F4 + 2.0 * n * s->out * F4);

@@ -146,13 +146,14 @@ static inline int dlt_gpu_loss_bgrad(int last_kind)
  * k = C k^2 for a GEMM: too short to fill a tile of cuBLAS's kernels (the
  * H200's calibration interpolates the CNN's first forward product, 32 x
  * 100352 x 25, at 149 us of a 576 us step), after an im2col matrix
- * written and read for it. The backend computes such a product directly
- * instead (engine/train/cuda/conv.cuh: a thread an output, its taps read
- * from the input): one pass writing what the GEMM wrote, reading the
- * input (a few hundred KB, cached) in place of the matrix. Its backward
- * is unchanged (the weight gradient's long-k product, split, reads the
- * im2col matrix, which a training pass still writes; an evaluation does
- * not). Returns 1 for a conv of taps taps that runs so: at most
+ * written and read for it, and its output read again by the bias, ReLU
+ * and pool kernels after it. The backend computes such a product directly
+ * instead, with what dlt_gpu_fused runs after it (engine/train/cuda/conv.cuh:
+ * a thread an output of the pool, its taps read from the input): one
+ * kernel reading the input (a few hundred KB, cached) and writing the
+ * pool's output. Its backward is unchanged (the weight gradient's long-k
+ * product, split, reads the im2col matrix, which a training pass still
+ * writes; an evaluation does not). Returns 1 for a conv of taps taps that runs so: at most
  * DLT_GPU_DIRECT_TAPS; the estimator prices the same, at the kernel's
  * calibrated speed (dlt_gpu_cal's direct_s). DLT_GPU_CONV=gemm in the
  * environment at dlt_gpu_create keeps every conv on im2col and cuBLAS
@@ -472,8 +473,9 @@ struct dlt_gpu_cal {
 	double kernel_s;           /* one kernel launch, back to back (host side) */
 	double node_s;             /* an empty kernel's node in a CUDA graph, replayed */
 	double direct_s;           /* seconds per output and tap of a conv's direct
-				      product (dlt_gpu_conv_direct), a node of a graph, at
-				      the shape of a CNN's first conv on 28 x 28 images */
+				      product (dlt_gpu_conv_direct) with its bias, ReLU and
+				      pool, a node of a graph, at the shape of a CNN's
+				      first conv on 28 x 28 images */
 	double sync_s;             /* one cudaStreamSynchronize after a kernel, the
 				      launch not counted */
 	double h2d_s;              /* a host-to-device copy of 4 bytes (pageable) */

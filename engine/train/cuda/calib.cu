@@ -332,24 +332,27 @@ static int elementwise(struct cal *x, const struct dlt_gpu_cal_in *in, struct dl
 	return 0;
 }
 
-/* Seconds per output and tap of gpu.cu's direct conv product (conv.cuh),
- * each call a node of a graph (graph_s), at a CNN's first conv: its
- * operands in x->a (the images, then the weights) and its product in x->c. */
+/* Seconds per output and tap of gpu.cu's direct conv product (conv.cuh)
+ * with its bias, ReLU and 2 x 2 pool, each call a node of a graph
+ * (graph_s), at a CNN's first conv: the images, then the weights and
+ * biases in x->a, the pooled outputs in x->c, their argmax in x->b. */
 static int direct(struct cal *x, struct dlt_gpu_cal *out)
 {
 	const int F = CAL_DIRECT_F, k = CAL_DIRECT_K, hw = CAL_DIRECT_HW, n = CAL_DIRECT_N;
-	const size_t outs = (size_t)F * (size_t)n * (size_t)(hw * hw);
-	const float *img = x->a, *w = x->a + (size_t)n * (size_t)(hw * hw);
+	const size_t outs = (size_t)F * (size_t)n * (size_t)(hw * hw), pooled = outs / 4;
+	const size_t in = (size_t)n * (size_t)(hw * hw);
+	const float *img = x->a, *w = x->a + in;
 	char *err = x->err;
 	size_t errlen = x->errlen;
 	double best = INFINITY;
 
-	if (outs > x->mat || (size_t)n * (size_t)(hw * hw) + (size_t)F * (size_t)(k * k) > x->mat)
+	if (pooled > x->mat || in + (size_t)F * (size_t)(k * k + 1) > x->mat)
 		return fail(-EINVAL, err, errlen, "gpu calibration: the direct conv's %zu outputs "
-			    "past the operands' %zu floats", outs, x->mat);
+			    "past the operands' %zu floats", pooled, x->mat);
 	TRY(graph_s(x, [&] {
-		LAUNCH(k_conv_direct<uint32_t>, blocks_for(outs), CAL_THREADS, x->s, x->c, img, w, 1, hw,
-		       hw, k, F, n);
+		LAUNCH(k_conv_direct<uint32_t>, blocks_for(pooled), CAL_THREADS, x->s, x->c,
+		       (int32_t *)x->b, img, w, w + (size_t)F * (size_t)(k * k), 1, hw, hw, k, F, n, 1, 2,
+		       hw / 2, hw / 2);
 		return 0;
 	}, &best));
 	CUDA_CHECK(cudaGetLastError());

@@ -450,8 +450,8 @@ __global__ void k_col2im(float *dx, const float *col, int C, int H, int W, int k
 	}
 }
 
-/* A conv of few taps: its product directly (conv.cuh: the kernel
- * calib.cu times). */
+/* A conv of few taps: its product directly, with what is fused after it
+ * (conv.cuh: the kernel calib.cu times). */
 #include "engine/train/cuda/conv.cuh"
 
 /* A conv's product t holds image i's plane f at t + f fs + i is: the
@@ -1977,15 +1977,20 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 						   n);
 				KERNEL_CHECK("im2col");
 			}
-			if (direct) {   /* its largest index: t's (F x N) or x's */
-				LAUNCH_IDX(k_conv_direct, (size_t)F * N > m ? (size_t)F * N : m,
-					   blocks_for((size_t)F * N), GPU_THREADS, s, g->ws, x, p, l->in.c,
-					   l->in.h, l->in.w, l->k, F, n);
+			if (direct) {   /* with its bias, and the ReLU and pool fused after it */
+				const struct dlt_layer *pl = fused == 2 ? &g->net.layer[li + 2] : NULL;
+				const int oh = pl ? pl->out.h : l->out.h, ow = pl ? pl->out.w : l->out.w;
+				const size_t outs = (size_t)n * (size_t)F * (size_t)oh * (size_t)ow;
+
+				/* its largest index: y's or x's */
+				LAUNCH_IDX(k_conv_direct, outs > m ? outs : m, blocks_for(outs), GPU_THREADS, s,
+					   pl ? g->layer[li + 2].act : out, pl ? g->layer[li + 2].arg : NULL,
+					   x, p, p + (size_t)F * (size_t)R, l->in.c, l->in.h, l->in.w, l->k, F,
+					   n, relu, pl ? pl->k : 1, oh, ow);
 				KERNEL_CHECK("conv_direct");
-			} else {
-				TRY(gemm(g, 0, 0, F, (int)N, R, p, R, col, (int)N, g->ws, (int)N, err,
-					 errlen));
+				break;
 			}
+			TRY(gemm(g, 0, 0, F, (int)N, R, p, R, col, (int)N, g->ws, (int)N, err, errlen));
 		}
 		if (fused == 2) {   /* the ReLU and the pool after it */
 			const struct dlt_layer *pl = &g->net.layer[li + 2];
