@@ -952,7 +952,8 @@ static void phase_gpu(const char *name, int gpus)
 	       inner_ratio_f(c.gemm[2], c.gemm[0]));
 	fprintf(fig, "%s.kernel_s=%.4g\n%s.sync_s=%.4g\n%s.h2d_s=%.4g\n%s.h2d_bw=%.4g\n", n, c.kernel_s,
 	       n, c.sync_s, n, c.h2d_s, n, c.h2d_bw);
-	fprintf(fig, "%s.node_s=%.4g\n%s.direct_s=%.4g\n", n, c.node_s, n, c.direct_s);
+	fprintf(fig, "%s.node_s=%.4g\n%s.direct_s=%.4g\n%s.direct_dw_s=%.4g\n", n, c.node_s, n,
+		c.direct_s, n, c.direct_dw_s);
 	fprintf(fig, "%s.ctx_s=%.4g\n%s.blas_s=%.4g\n%s.nccl_s=%.4g\n", n, c.ctx_s, n, c.blas_s, n,
 	       c.nccl_s);
 	fprintf(fig, "%s.ctx_bytes=%.4g\n%s.blas_bytes=%.4g\n%s.nccl_bytes=%.4g\n%s.total_bytes=%.4g\n",

@@ -91,6 +91,7 @@ static const struct field gpu_fields[] = {
 	{ "kernel_s", offsetof(struct dlh_calib_dev, kernel_s) },
 	{ "node_s", offsetof(struct dlh_calib_dev, node_s) },
 	{ "direct_s", offsetof(struct dlh_calib_dev, direct_s) },
+	{ "direct_dw_s", offsetof(struct dlh_calib_dev, direct_dw_s) },
 	{ "sync_s", offsetof(struct dlh_calib_dev, sync_s) },
 	{ "h2d_s", offsetof(struct dlh_calib_dev, h2d_s) },
 	{ "h2d_bw", offsetof(struct dlh_calib_dev, h2d_bw) },

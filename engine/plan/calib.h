@@ -92,8 +92,12 @@ struct dlh_calib_dev {
 					     (0: measured before graphs were; measured again) */
 	double direct_s;                  /* seconds per output and tap of a conv's direct
 					     product (engine/train/gpu.h's
-					     dlt_gpu_conv_direct), a node of a graph (0:
-					     measured before it was; priced at gemm_flops) */
+					     dlt_gpu_conv_direct) with its bias, ReLU and
+					     pool, a node of a graph (0: measured before it
+					     was; priced at gemm_flops) */
+	double direct_dw_s;               /* seconds per pooled output and tap (and bias)
+					     of its direct weight gradient
+					     (dlt_gpu_conv_dw_direct), likewise */
 	double sync_s;                    /* one cudaStreamSynchronize after a kernel */
 	double h2d_s;                     /* a small host-to-device copy (pageable) */
 	double h2d_bw;                    /* bytes/s of a large one */

@@ -637,6 +637,26 @@ static double gd_s(const struct rdev *rd, double outs, double taps, double m, do
 	return fmax(rd->floor_s, fmax(s, (written + m) * F4 / bw_at(rd, (written + m) * F4)));
 }
 
+/* Seconds of a conv's direct weight gradient (gpu.cu's k_conv_pool_dw,
+ * dlt_gpu_conv_dw_direct) from pooled outputs of taps taps (and the bias)
+ * each, reading the pool's gradient, argmax and output and m input
+ * floats: one node, at its calibrated speed per pooled output and tap
+ * (direct_dw_s; not measured: two FLOPs each at the GEMMs' best rate), at
+ * least its bytes; then the parts' sum, a kernel (parts of f x (taps + 1)
+ * each). */
+static double gdw_s(const struct rdev *rd, double pooled, double taps, double m, int parts,
+		    double f)
+{
+	const struct dlh_calib_dev *d = rd->d;
+	double w = pooled * (taps + 1);
+	double s = d->direct_dw_s > 0 ? w * d->direct_dw_s : 2.0 * w / d->gemm_flops;
+	double bytes = (3.0 * pooled + m) * F4;
+	if (rd->nodes)
+		(*rd->nodes)++;
+	s = fmax(rd->floor_s, fmax(s, bytes / bw_at(rd, bytes)));
+	return s + gk_s(rd, (parts + 1.0) * f * (taps + 1) * F4);
+}
+
 /* A pageable host-to-device copy of bytes. */
 static double h2d_s(const struct rdev *rd, double bytes)
 {
@@ -668,6 +688,13 @@ static int gpu_fused(const struct lshape *s, int nl, int i)
 {
 	return dlt_gpu_fused(layer_kind(s, nl, i), layer_kind(s, nl, i + 1),
 			     layer_kind(s, nl, i + 2));
+}
+
+/* 1 when conv layer i of s has its weight and bias gradients computed
+ * directly (dlt_gpu_conv_dw_direct): no im2col matrix in its pass. */
+static int gpu_conv_dw_direct(const struct lshape *s, int nl, int i)
+{
+	return !strcmp(s[i].kind, "conv") && dlt_gpu_conv_dw_direct(s[i].R, i, gpu_fused(s, nl, i));
 }
 
 /* 1 when gpu.cu runs layer i of s inside an earlier layer's kernels. */
@@ -715,7 +742,8 @@ static double gpu_fwd_s(const struct rdev *rd, const struct lshape *ls, int nl, 
 		/* im2col writes the matrix the product reads: in bf16 as BF16 */
 		double N = n * s->HW, col = rd->prec == DLH_PRECISION_BF16 ? 2.0 : F4;
 		const int direct = dlt_gpu_conv_direct(s->R);
-		double t = !direct || train ? gk_s(rd, (s->R + 1) * N * col + m * F4) : 0.0;
+		const int im2col = !direct || (train && !gpu_conv_dw_direct(ls, nl, i));
+		double t = im2col ? gk_s(rd, (s->R + 1) * N * col + m * F4) : 0.0;
 		if (direct)   /* its bias, ReLU and pool in the same kernel */
 			return t + gd_s(rd, s->F * N, s->R, m, pool ? 2.0 * n * pool->out : s->F * N);
 		return t + gg_s(rd, NN, s->F, N, s->R, 0) +
@@ -751,6 +779,8 @@ static double gpu_bwd_s(const struct rdev *rd, const struct lshape *ls, int nl, 
 			t += gg_s(rd, NN, n, s->k, s->o, ACT_A);
 		return t;
 	}
+	if (!strcmp(s->kind, "conv") && gpu_conv_dw_direct(ls, nl, i))
+		return gdw_s(rd, n * pool->out, s->R, m, dlt_gpu_dw_parts(n, s->F), s->F);
 	if (!strcmp(s->kind, "conv")) {
 		double N = n * s->HW;
 		/* the product's gradient from the pool's (its gradient, argmax
@@ -857,7 +887,12 @@ static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, dou
 			lt += dlt_gpu_lt_mask_bytes(rows, s[i].o);
 		act += s[i].out;
 		widest = fmax(widest, s[i].out);
-		if (!strcmp(s[i].kind, "conv")) {
+		if (!strcmp(s[i].kind, "conv") && gpu_conv_dw_direct(s, nl, i)) {
+			/* no im2col: k_conv_pool_dw's parts */
+			ws = fmax(ws, s[i].F * s[i].HW);
+			op16 = fmax(op16, s[i].F * rows * s[i].HW);
+			parts = fmax(parts, dlt_gpu_dw_part_floats(rows, s[i].F, s[i].R));
+		} else if (!strcmp(s[i].kind, "conv")) {
 			const double N = rows * s[i].HW;
 			extra += (s[i].R + 1) * s[i].HW;         /* im2col, its row of ones */
 			ws = fmax(ws, s[i].F * s[i].HW);

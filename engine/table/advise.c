@@ -25,7 +25,7 @@ _Static_assert(DLH_JOB_RANKS == DLH_RANKS_MAX, "a job records every rank of a pl
  * from have when have is not NULL, or measured there before the GEMMs and
  * passes were timed as a graph's nodes (no node_s), before the GEMM grid
  * reached the convolutions' shapes (fewer than DLH_CALIB_GEMM_N dims) or
- * before the direct conv product was timed (no direct_s).
+ * before the direct conv products were timed (no direct_s, direct_dw_s).
  * e->mu held or not needed. Returns how many. */
 static int local_gpus(const struct dlh_engine *e, const struct dlh_calib *have,
 		      struct dlh_calib_gpu *g)
@@ -42,6 +42,7 @@ static int local_gpus(const struct dlh_engine *e, const struct dlh_calib *have,
 			continue;
 		const struct dlh_calib_dev *d = have ? dlh_calib_dev(have, p->type[t].name) : NULL;
 		if (!have || !d || d->gpu <= 0 || d->node_s <= 0 || d->direct_s <= 0 ||
+		    d->direct_dw_s <= 0 ||
 		    dlh_calib_grid_n(d) < DLH_CALIB_GEMM_N) {
 			snprintf(g[n].type, sizeof g[n].type, "%s", p->type[t].name);
 			g[n].first = first;

@@ -164,6 +164,40 @@ static inline int dlt_gpu_conv_direct(double taps)
 	return taps <= DLT_GPU_DIRECT_TAPS;
 }
 
+/* Such a conv that is a net's first layer (layer index li 0: its backward
+ * is its weight and bias gradients only) with a ReLU and a pool fused
+ * after it (dlt_gpu_fused's 2) has those gradients computed directly too
+ * (conv.cuh's k_conv_pool_dw): from the pool's output gradient, argmax and
+ * output and the conv's input, the pooled outputs the ReLU passed (the
+ * product's gradient is 0 but at their argmax) each adding dy times its
+ * taps' inputs, in dlt_gpu_dw_parts parts summed in order by a kernel
+ * more. Its pass then writes no im2col matrix (none is allocated), nor
+ * the product's gradient: the weight gradient's long-k product, split,
+ * read the matrix and that gradient, three quarters zeros. Returns 1 for
+ * a conv of taps taps at layer index li with fused fused after it that
+ * runs so (with dlt_gpu_conv_direct's switches); the estimator prices the
+ * same at dlt_gpu_cal's direct_dw_s. */
+static inline int dlt_gpu_conv_dw_direct(double taps, int li, int fused)
+{
+	return dlt_gpu_conv_direct(taps) && li == 0 && fused == 2;
+}
+/* The parts of k_conv_pool_dw for rows rows and f filters: chunks of
+ * images, f times them blocks, up to DLT_GPU_DW_BLOCKS (a few per SM),
+ * at most one image a chunk. */
+#define DLT_GPU_DW_BLOCKS 512
+static inline int dlt_gpu_dw_parts(double rows, double f)
+{
+	const double s = f < DLT_GPU_DW_BLOCKS ? (double)(long)(DLT_GPU_DW_BLOCKS / f) : 1.0;
+
+	return (int)(rows < s ? rows : s);
+}
+/* Floats of those parts for any batch of 1 to rows rows, a conv of f
+ * filters over r taps (the parts grow with the rows). */
+static inline double dlt_gpu_dw_part_floats(double rows, double f, double r)
+{
+	return dlt_gpu_dw_parts(rows, f) * f * (r + 1);
+}
+
 /* A GEMM whose reduction is long and whose output is small (a
  * convolution's weight gradient: F x C k k outputs summed over the batch's
  * rows x pixels, 100352 for the CNN's first at batch 128) leaves most of a
@@ -476,6 +510,10 @@ struct dlt_gpu_cal {
 				      product (dlt_gpu_conv_direct) with its bias, ReLU and
 				      pool, a node of a graph, at the shape of a CNN's
 				      first conv on 28 x 28 images */
+	double direct_dw_s;        /* seconds per pooled output and tap (the bias one
+				      more) of its direct weight gradient
+				      (dlt_gpu_conv_dw_direct), every output passed by
+				      the ReLU, the parts' sum not counted */
 	double sync_s;             /* one cudaStreamSynchronize after a kernel, the
 				      launch not counted */
 	double h2d_s;              /* a host-to-device copy of 4 bytes (pageable) */

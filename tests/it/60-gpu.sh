@@ -190,8 +190,9 @@ test_gpu_profile_on_the_host_emulation_logs_each_layers_time() {
 	grep -q 'GPU step profile: layer 3 maxpool .* (fused into layer 1)$' "$d/p.out" ||
 		die "the fused pool's line: $(grep 'layer 3 ' "$d/p.out")"
 	# the graph's nodes by what they run: the conv blocks' fused kernels (the
-	# first conv's product computed directly with its ReLU and pool), no ReLU's
-	grep -q 'GPU step graph (profiled: the events are nodes too): [0-9]* x event record, .*1 x k_gather_rows, .*1 x k_conv_direct, .*1 x k_conv_pool_fwd, .*2 x k_pool_conv_gather' "$d/p.out" ||
+	# first conv's product computed directly with its ReLU and pool, and its
+	# weight gradient from the pool's), no ReLU's
+	grep -q 'GPU step graph (profiled: the events are nodes too): [0-9]* x event record, .*1 x k_gather_rows, .*1 x k_conv_direct, .*1 x k_im2col, .*1 x k_conv_pool_fwd, .*1 x k_pool_conv_gather, .*1 x k_conv_pool_dw' "$d/p.out" ||
 		die "the graph's census: $(grep 'step graph' "$d/p.out")"
 	! grep 'step graph' "$d/p.out" | grep -q k_relu || die "a ReLU kernel in the graph: $(grep 'step graph' "$d/p.out")"
 	echo "measured: $(grep -o '[0-9.]* us a step' "$d/p.out") on the emulation"

@@ -63,7 +63,7 @@ test_mount_measures_the_nodes_gpus_and_the_estimate_uses_them() {
 	gpu_mount 2
 	wait_for 120 gpu_measured || die "no GPU figures: $(grep -v gemm "$MNT/pool/calibration")"
 	local k
-	for k in gpu kernel_s node_s direct_s sync_s h2d_s h2d_bw ctx_s blas_s nccl_s ctx_bytes blas_bytes nccl_bytes \
+	for k in gpu kernel_s node_s direct_s direct_dw_s sync_s h2d_s h2d_bw ctx_s blas_s nccl_s ctx_bytes blas_bytes nccl_bytes \
 		 nccl_alpha nccl_beta nccl_gpus gemm_flops mem_bw; do
 		grep -q "^H100\.$k=[0-9]" "$STATE/calibration" || die "cache lacks H100.$k: $(grep '^H100' "$STATE/calibration" | grep -v gemm)"
 	done
@@ -173,8 +173,8 @@ test_a_gpu_run_reports_its_device_memory_and_the_estimate_matches_it() {
 
 # a cache whose GPU figures were measured before dlh-calib timed GEMMs and
 # passes as a graph's nodes (no node_s), before its GEMM grid reached the
-# convolutions' products, or before it timed the direct conv product (no
-# direct_s), is measured again at mount
+# convolutions' products, or before it timed the direct conv products (no
+# direct_s, or no direct_dw_s), is measured again at mount
 test_a_gpu_measured_before_graphs_were_timed_is_measured_again() {
 	need_emu
 	gpu_mount 1
@@ -200,12 +200,15 @@ test_a_gpu_measured_before_graphs_were_timed_is_measured_again() {
 		die "a 5-dim grid not measured again: $(grep '^H100\.gemm_8x' "$MNT/pool/calibration" | head -3)"
 	! grep -q '^H100\.kernel_s=9$' "$STATE/calibration" || die "the old figures stayed (5-dim grid)"
 	dlh_umount
-	sed -i -e '/^H100\.direct_s=/d' -e 's/^H100\.kernel_s=.*/H100.kernel_s=9/' "$STATE/calibration"
-	remount
-	wait_for 120 grep -q '^H100\.direct_s=[0-9]' "$MNT/pool/calibration" ||
-		die "no direct_s: not measured again: $(grep '^H100' "$MNT/pool/calibration" | grep -v gemm)"
-	! grep -q '^H100\.kernel_s=9$' "$STATE/calibration" || die "the old figures stayed (no direct_s)"
-	dlh_umount
+	local key
+	for key in direct_s direct_dw_s; do
+		sed -i -e "/^H100\.$key=/d" -e 's/^H100\.kernel_s=.*/H100.kernel_s=9/' "$STATE/calibration"
+		remount
+		wait_for 120 grep -q "^H100\.$key=[0-9]" "$MNT/pool/calibration" ||
+			die "no $key: not measured again: $(grep '^H100' "$MNT/pool/calibration" | grep -v gemm)"
+		! grep -q '^H100\.kernel_s=9$' "$STATE/calibration" || die "the old figures stayed (no $key)"
+		dlh_umount
+	done
 }
 
 test_recalibrate_measures_the_gpus_again() {

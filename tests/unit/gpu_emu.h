@@ -8,7 +8,9 @@
  * and a kernel launch runs every (block, thread) of its grid in turn. The
  * kernels that use __syncthreads are launched through LAUNCH_SYNC, which
  * runs them with one thread per block (they are written for any
- * power-of-two block size). So test_train_gpu checks the backend's
+ * power-of-two block size), or with DLT_EMU_THREADS=1 each block's
+ * threads at once as host threads, __syncthreads a barrier (their sums in
+ * a GPU's order; emu_launch_threads). So test_train_gpu checks the backend's
  * indexing, GEMM operand mapping, loss and optimizer arithmetic here, and
  * under `make asan` every out-of-bounds access of a kernel is reported.
  * The tensor-core precisions are emulated by their rounding: in TF32 math
@@ -60,11 +62,14 @@
 #ifndef DLT_GPU_EMU_H
 #define DLT_GPU_EMU_H
 
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -89,10 +94,38 @@ struct emu_dim3 {
 	unsigned x, y, z;   /* as CUDA's uint3/dim3 */
 };
 
-static struct emu_dim3 blockIdx, threadIdx, blockDim, gridDim;   /* of the running "thread" */
+/* of the running "thread" (a host thread's own: emu_launch_threads) */
+static thread_local struct emu_dim3 blockIdx, threadIdx, blockDim, gridDim;
 
+/* The threads of a block run at once (emu_launch_threads) meet here. */
+struct emu_barrier {
+	std::mutex m;
+	std::condition_variable cv;
+	unsigned n;                /* the block's threads */
+	unsigned waiting;          /* arrived at this round */
+	unsigned long round;       /* rounds completed */
+};
+static thread_local struct emu_barrier *emu_block_barrier;   /* the running block's, or NULL */
+
+/* Nothing where a block is one thread at a time (every launch but
+ * emu_launch_threads's); there, every thread of the block waits for the
+ * others to arrive, as on a GPU. */
 static inline void __syncthreads(void)
 {
+	struct emu_barrier *b = emu_block_barrier;
+
+	if (!b)
+		return;
+	std::unique_lock<std::mutex> lock(b->m);
+	const unsigned long round = b->round;
+
+	if (++b->waiting == b->n) {
+		b->waiting = 0;
+		b->round++;
+		b->cv.notify_all();
+		return;
+	}
+	b->cv.wait(lock, [&] { return b->round != round; });
 }
 
 /* ---- graph capture: the work queued while a capture is open ---- */
@@ -188,27 +221,6 @@ static void emu_launch(unsigned blocks, unsigned threads, F body)
 		}
 }
 
-/* k<<<blocks, threads>>>(args): the arguments converted to k's parameter
- * types now (a kernel's arguments are copied at launch, or at capture),
- * the grid run now or at replay. */
-template <typename... P, typename... A>
-static void emu_kernel(const char *name, void (*k)(P...), unsigned blocks, unsigned threads,
-		       A... args)
-{
-	std::tuple<P...> params(args...);
-
-	emu_queue([=]() {
-		emu_launch(blocks, threads, [&]() { std::apply(k, params); });
-		return 0;
-	}, name);
-}
-
-/* (a graph's kernel node is named as the kernel is written at its launch) */
-#define LAUNCH(k, blocks, threads, stream, ...) \
-	((void)(stream), emu_kernel(#k, k, (blocks), (threads), __VA_ARGS__))
-#define LAUNCH_SYNC(k, blocks, threads, stream, ...) \
-	((void)(stream), (void)(threads), emu_kernel(#k, k, (blocks), 1, __VA_ARGS__))
-
 /* A count the emulation keeps (var) and the C function a test reads it by
  * (reader): both weak, so every object including this header shares one
  * (tests declare the reader weak: NULL on a GPU). */
@@ -217,6 +229,79 @@ static void emu_kernel(const char *name, void (*k)(P...), unsigned blocks, unsig
 	__attribute__((weak)) long var = 0; \
 	__attribute__((weak)) long reader(void) { return var; } \
 	}
+
+/* Blocks run with their threads at once (emu_launch_threads). */
+EMU_COUNTER(emu_threaded_blocks, dlt_emu_threaded_blocks)
+
+/* The same grid with the threads of each block run at once, a host thread
+ * each, __syncthreads a barrier among them (emu_block_barrier); the
+ * blocks one after another. */
+template <typename F>
+static void emu_launch_threads(unsigned blocks, unsigned threads, F body)
+{
+	for (unsigned b = 0; b < blocks; b++) {
+		struct emu_barrier bar;
+		std::vector<std::thread> run;
+
+		bar.n = threads;
+		bar.waiting = 0;
+		bar.round = 0;
+		run.reserve(threads);
+		for (unsigned t = 0; t < threads; t++)
+			run.emplace_back([&, b, t]() {
+				gridDim = { blocks, 1, 1 };
+				blockDim = { threads, 1, 1 };
+				blockIdx = { b, 0, 0 };
+				threadIdx = { t, 0, 0 };
+				emu_block_barrier = &bar;
+				body();
+				emu_block_barrier = NULL;
+			});
+		for (std::thread &t : run)
+			t.join();
+		emu_threaded_blocks++;
+	}
+}
+
+/* k<<<blocks, threads>>>(args): the arguments converted to k's parameter
+ * types now (a kernel's arguments are copied at launch, or at capture),
+ * the grid run now or at replay; with threaded, each block's threads at
+ * once (emu_launch_threads). */
+template <typename... P, typename... A>
+static void emu_kernel(const char *name, void (*k)(P...), unsigned blocks, unsigned threads,
+		       int threaded, A... args)
+{
+	std::tuple<P...> params(args...);
+
+	emu_queue([=]() {
+		if (threaded)
+			emu_launch_threads(blocks, threads, [&]() { std::apply(k, params); });
+		else
+			emu_launch(blocks, threads, [&]() { std::apply(k, params); });
+		return 0;
+	}, name);
+}
+
+/* 1 when DLT_EMU_THREADS=1 is in the environment now: the kernels that
+ * use __syncthreads (LAUNCH_SYNC) then run with the block size asked for,
+ * its threads at once (emu_launch_threads), as on a GPU: their tree sums
+ * in the GPU's order, a missing barrier a race; else one thread a block
+ * (the sums of one thread's loop: quick, and what ASan checks). Read at
+ * each launch or capture. */
+static inline int emu_threads(void)
+{
+	const char *v = getenv("DLT_EMU_THREADS");
+
+	return v && !strcmp(v, "1");
+}
+
+/* (a graph's kernel node is named as the kernel is written at its launch) */
+#define LAUNCH(k, blocks, threads, stream, ...) \
+	((void)(stream), emu_kernel(#k, k, (blocks), (threads), 0, __VA_ARGS__))
+#define LAUNCH_SYNC(k, blocks, threads, stream, ...) \
+	((void)(stream), emu_threads() ? emu_kernel(#k, k, (blocks), (threads), 1, __VA_ARGS__) : \
+	 emu_kernel(#k, k, (blocks), 1, 0, __VA_ARGS__))
+
 
 /* ---- the CUDA runtime ---- */
 

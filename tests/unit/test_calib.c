@@ -262,6 +262,7 @@ static void sample_gpu(struct dlh_calib *c)
 	g->kernel_s = 2.5e-6;
 	g->node_s = 1.25e-6;
 	g->direct_s = 3.125e-12;
+	g->direct_dw_s = 6.25e-12;
 	g->sync_s = 6e-6;
 	g->h2d_s = 9e-6;
 	g->h2d_bw = 1.2e10;
@@ -313,7 +314,8 @@ TEST(gpu_figures_round_trip_and_a_cpu_type_writes_none)
 	CHECK(near(g->nccl_alpha, 2e-5) && near(g->nccl_beta, 4e-12) && g->nccl_gpus == 2);
 	CHECK(near(g->gemm_tr[1][4][3][2], c.dev[1].gemm_tr[1][4][3][2]));
 	CHECK(g->grid_tf32 && near(g->gemm_tf32[4][3][2], c.dev[1].gemm_tf32[4][3][2]));
-	CHECK(near(g->node_s, 1.25e-6) && near(g->direct_s, 3.125e-12));
+	CHECK(near(g->node_s, 1.25e-6) && near(g->direct_s, 3.125e-12) &&
+	      near(g->direct_dw_s, 6.25e-12));
 	/* a GPU's grid reaches the convolutions' products: 8 dims to 131072 */
 	CHECK(g->grid_n == DLH_CALIB_GEMM_N && dlh_calib_grid_n(g) == 8);
 	CHECK(near(g->gemm[7][6][5], c.dev[1].gemm[7][6][5]) &&
@@ -401,14 +403,15 @@ TEST(the_gpu_phase_runs_on_the_emulation_and_replaces_its_type_alone)
 	CHECK(c.ndev == 2 && h && cpu && cpu->gpu == 0 && near(cpu->gemm_all, 0.875));
 	printf("    gpu phase took %.1f s: gemm %.3g FLOP/s, launch %.3g s, sync %.3g s, "
 	       "h2d %.3g s + %.3g B/s, bw %.3g B/s, context %.0f MiB, cuBLAS %.0f MiB, "
-	       "NCCL %.0f MiB, allreduce %.3g s + %.3g s/B, direct conv %.3g s an output and tap\n",
+	       "NCCL %.0f MiB, allreduce %.3g s + %.3g s/B, direct conv %.3g s an output and tap, "
+	       "its weight gradient %.3g s a pooled output and tap\n",
 	       took, h->gemm_flops, h->kernel_s,
 	       h->sync_s, h->h2d_s, h->h2d_bw, h->mem_bw, h->ctx_bytes / 1048576,
 	       h->blas_bytes / 1048576, h->nccl_bytes / 1048576, h->nccl_alpha, h->nccl_beta,
-	       h->direct_s);
+	       h->direct_s, h->direct_dw_s);
 	CHECK(h->gpu == 1 && h->grid && h->grid_tr[0] && h->grid_tr[1] && h->grid_tf32);
 	CHECK(h->gemm_flops > 1e8 && h->gemm[2][2][2] > 0 && h->gemm_tr[1][2][2][2] > 0);
-	CHECK(h->gemm_tf32[2][2][2] > 0 && h->node_s > 0 && h->direct_s > 0);
+	CHECK(h->gemm_tf32[2][2][2] > 0 && h->node_s > 0 && h->direct_s > 0 && h->direct_dw_s > 0);
 	CHECK(h->kernel_s > 0 && h->sync_s >= 0 && h->h2d_s > 0 && h->h2d_bw > 0);
 	CHECK(h->mem_bw > 0 && h->bw[0] > 0 && h->gemm_all == 1);
 	/* the emulation's context, cuBLAS handle and communicator (gpu_emu.h) */

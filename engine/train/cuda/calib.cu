@@ -15,6 +15,7 @@
 #include <nccl.h>
 
 #define LAUNCH(k, blocks, threads, stream, ...) k<<<(blocks), (threads), 0, (stream)>>>(__VA_ARGS__)
+#define LAUNCH_SYNC LAUNCH
 #endif
 
 #include <errno.h>
@@ -333,30 +334,43 @@ static int elementwise(struct cal *x, const struct dlt_gpu_cal_in *in, struct dl
 }
 
 /* Seconds per output and tap of gpu.cu's direct conv product (conv.cuh)
- * with its bias, ReLU and 2 x 2 pool, each call a node of a graph
+ * with its bias, ReLU and 2 x 2 pool, and per pooled output and tap (and
+ * bias) of its direct weight gradient, each call a node of a graph
  * (graph_s), at a CNN's first conv: the images, then the weights and
- * biases in x->a, the pooled outputs in x->c, their argmax in x->b. */
+ * biases in x->a; the pooled outputs (also their gradient) in x->c, their
+ * argmax in x->b and the gradient's parts after it. The operands are
+ * positive, so every output passes the ReLU: the gradient's most work. */
 static int direct(struct cal *x, struct dlt_gpu_cal *out)
 {
 	const int F = CAL_DIRECT_F, k = CAL_DIRECT_K, hw = CAL_DIRECT_HW, n = CAL_DIRECT_N;
+	const int R = k * k, S = dlt_gpu_dw_parts(n, F), oh = hw / 2;
 	const size_t outs = (size_t)F * (size_t)n * (size_t)(hw * hw), pooled = outs / 4;
 	const size_t in = (size_t)n * (size_t)(hw * hw);
 	const float *img = x->a, *w = x->a + in;
+	int32_t *arg = (int32_t *)x->b;
+	float *part = x->b + pooled;
 	char *err = x->err;
 	size_t errlen = x->errlen;
 	double best = INFINITY;
 
-	if (pooled > x->mat || in + (size_t)F * (size_t)(k * k + 1) > x->mat)
+	if (pooled + (size_t)S * (size_t)F * (size_t)(R + 1) > x->mat ||
+	    in + (size_t)F * (size_t)(R + 1) > x->mat)
 		return fail(-EINVAL, err, errlen, "gpu calibration: the direct conv's %zu outputs "
 			    "past the operands' %zu floats", pooled, x->mat);
 	TRY(graph_s(x, [&] {
-		LAUNCH(k_conv_direct<uint32_t>, blocks_for(pooled), CAL_THREADS, x->s, x->c,
-		       (int32_t *)x->b, img, w, w + (size_t)F * (size_t)(k * k), 1, hw, hw, k, F, n, 1, 2,
-		       hw / 2, hw / 2);
+		LAUNCH(k_conv_direct<uint32_t>, blocks_for(pooled), CAL_THREADS, x->s, x->c, arg, img, w,
+		       w + (size_t)F * (size_t)R, 1, hw, hw, k, F, n, 1, 2, oh, oh);
 		return 0;
 	}, &best));
 	CUDA_CHECK(cudaGetLastError());
-	out->direct_s = best / ((double)outs * (double)(k * k));
+	out->direct_s = best / ((double)outs * (double)R);
+	TRY(graph_s(x, [&] {
+		LAUNCH_SYNC(k_conv_pool_dw<uint32_t>, (unsigned)(S * F), DLT_CONV_DW_THREADS, x->s, part,
+			    x->c, arg, x->c, img, 1, hw, hw, k, F, n, S, oh, oh);
+		return 0;
+	}, &best));
+	CUDA_CHECK(cudaGetLastError());
+	out->direct_dw_s = best / ((double)pooled * (double)(R + 1));
 	return 0;
 }
 

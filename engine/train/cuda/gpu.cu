@@ -276,6 +276,10 @@ static unsigned blocks_for(size_t n)
 	((size_t)(span) < g->idx32_below ? \
 	 LAUNCH(k<uint32_t>, blocks, threads, stream, __VA_ARGS__) : \
 	 LAUNCH(k<size_t>, blocks, threads, stream, __VA_ARGS__))
+#define LAUNCH_SYNC_IDX(k, span, blocks, threads, stream, ...) \
+	((size_t)(span) < g->idx32_below ? \
+	 LAUNCH_SYNC(k<uint32_t>, blocks, threads, stream, __VA_ARGS__) : \
+	 LAUNCH_SYNC(k<size_t>, blocks, threads, stream, __VA_ARGS__))
 
 /* ---- kernels: BF16 ---- */
 
@@ -1210,6 +1214,18 @@ static int lt_dense_dgrad(struct dlt_gpu *g, int li, int rows, const float *dy, 
 
 static int lt_setup(struct dlt_gpu *g, char *err, size_t errlen);
 static int dnn_setup(struct dlt_gpu *g, char *err, size_t errlen);
+static int fused_after(const struct dlt_gpu *g, int li);
+
+/* 1 when conv layer li of g's net has its weight and bias gradients
+ * computed directly (dlt_gpu_conv_dw_direct, on the own path): its pass
+ * writes no im2col matrix, and none is allocated. */
+static int conv_dw_direct(const struct dlt_gpu *g, int li)
+{
+	const struct dlt_layer *l = &g->net.layer[li];
+
+	return g->direct && l->kind == DLT_LAYER_CONV &&
+	       dlt_gpu_conv_dw_direct((double)l->in.c * l->k * l->k, li, fused_after(g, li));
+}
 
 /* A conv's weight gradient gr (F x R) and bias gradient (F, after it)
  * from t (F x N: its product's gradient) and its im2col matrix col, whose
@@ -1370,8 +1386,9 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 			size_t r = (size_t)l->in.c * (size_t)l->k * (size_t)l->k;
 			size_t N = mb * (size_t)l->in.h * (size_t)l->in.w;
 
-			TRY(dalloc((void **)&g->layer[i].col, (r + 1) * N * sizeof(float), "im2col",
-				   err, errlen));
+			if (!conv_dw_direct(g, i))
+				TRY(dalloc((void **)&g->layer[i].col, (r + 1) * N * sizeof(float),
+					   "im2col", err, errlen));
 			if ((size_t)l->out.c * N > ws)
 				ws = (size_t)l->out.c * N;
 			if ((size_t)l->out.c * r > wmax)
@@ -1401,9 +1418,13 @@ static int alloc_all(struct dlt_gpu *g, char *err, size_t errlen)
 	TRY(dalloc((void **)&g->delta[0], mb * widest * sizeof(float), "deltas", err, errlen));
 	TRY(dalloc((void **)&g->delta[1], mb * widest * sizeof(float), "deltas", err, errlen));
 	TRY(dalloc((void **)&g->ws, ws * sizeof(float), "conv workspace", err, errlen));
-	for (int i = 0; g->splitk && i < n->nlayers; i++) {
-		size_t f = layer_part_floats(&n->layer[i], (double)mb);
+	for (int i = 0; i < n->nlayers; i++) {
+		const struct dlt_layer *l = &n->layer[i];
+		size_t f = g->splitk ? layer_part_floats(l, (double)mb) : 0;
 
+		if (conv_dw_direct(g, i))   /* k_conv_pool_dw's parts */
+			f = (size_t)dlt_gpu_dw_part_floats((double)mb, l->out.c,
+							   (double)l->in.c * l->k * l->k);
 		g->part_n = f > g->part_n ? f : g->part_n;
 	}
 	if (g->part_n)
@@ -1646,7 +1667,8 @@ static int bf16_alloc(struct dlt_gpu *g, char *err, size_t errlen)
 			const size_t N = mb * (size_t)l->in.h * (size_t)l->in.w;
 			const size_t R = (size_t)l->in.c * (size_t)l->k * (size_t)l->k;
 
-			if (!g->layer[i].col16)   /* (made by a call that failed later) */
+			if (!g->layer[i].col16 && !conv_dw_direct(g, i))   /* (or made by a call
+									     that failed later) */
 				TRY(dalloc((void **)&g->layer[i].col16, (R + 1) * N * sizeof(uint16_t),
 					   "bf16 im2col", err, errlen));
 			b = (size_t)l->out.c * N;
@@ -1965,8 +1987,9 @@ static int layer_forward(struct dlt_gpu *g, int li, const float *x, int n, int t
 			const int direct = g->direct && dlt_gpu_conv_direct(R);
 
 			/* (R + 1) x N: the row of ones under the taps' (conv_grads);
-			 * a direct product reads x, the weight gradient's the matrix */
-			if (!direct || train) {
+			 * a direct product reads x, the weight gradient's product the
+			 * matrix, but where that is direct too */
+			if (!direct || (train && !conv_dw_direct(g, li))) {
 				if (g->precision == DLT_PRECISION_BF16)   /* bf16_operand reads col16 */
 					LAUNCH_IDX(k_im2col16, (R + 1) * N, blocks_for((R + 1) * N),
 						   GPU_THREADS, s, g->layer[li].col16, x, l->in.c, l->in.h,
@@ -2092,6 +2115,21 @@ static int layer_backward(struct dlt_gpu *g, int li, const float *x, float *dy, 
 		const int dnn = g->layer[li].conv_dnn;   /* as the forward went */
 		const size_t fs = dnn ? hw : N, is = dnn ? (size_t)F * hw : hw;
 
+		if (!dnn && conv_dw_direct(g, li)) {   /* from the pool's gradient: parts, their sum */
+			const struct dlt_layer *pl = &g->net.layer[li + 2];
+			const int S = dlt_gpu_dw_parts(n, F);
+			const size_t outs = (size_t)n * dlt_shape_size(pl->out);
+
+			LAUNCH_SYNC_IDX(k_conv_pool_dw, outs > m ? outs : m, (unsigned)(S * F),
+					DLT_CONV_DW_THREADS, s, g->part, dy, g->layer[li + 2].arg,
+					g->layer[li + 2].act, x, l->in.c, l->in.h, l->in.w, l->k, F, n, S,
+					pl->out.h, pl->out.w);
+			KERNEL_CHECK("conv_pool_dw");
+			LAUNCH(k_sum_parts, blocks_for((size_t)F * (size_t)(R + 1)), GPU_THREADS, s, gr, R,
+			       g->part, S, F, R + 1, gr + (size_t)F * (size_t)R);
+			KERNEL_CHECK("sum_parts");
+			break;
+		}
 		if (fused == 2) {   /* from the pool's gradient */
 			const struct dlt_layer *pl = &g->net.layer[li + 2];
 
