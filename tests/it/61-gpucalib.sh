@@ -179,14 +179,17 @@ test_a_gpu_measured_before_graphs_were_timed_is_measured_again() {
 	need_emu
 	gpu_mount 1
 	wait_for 120 gpu_measured || die "no GPU figures: $(grep -v gemm "$MNT/pool/calibration")"
-	grep -q '^H100\.node_s=[0-9]' "$STATE/calibration" || die "no node_s: $(grep '^H100' "$STATE/calibration" | grep -v gemm)"
 	dlh_umount
-	sed -i -e '/^H100\.node_s=/d' -e 's/^H100\.kernel_s=.*/H100.kernel_s=9/' "$STATE/calibration"
-	remount
-	wait_for 120 grep -q '^H100\.node_s=[0-9]' "$MNT/pool/calibration" ||
-		die "not measured again: $(grep '^H100' "$MNT/pool/calibration" | grep -v gemm)"
-	! grep -q '^H100\.kernel_s=9$' "$STATE/calibration" || die "the old figures stayed"
-	dlh_umount
+	local key
+	for key in node_s direct_s direct_dw_s; do
+		grep -q "^H100\.$key=[0-9]" "$STATE/calibration" || die "no $key: $(grep '^H100' "$STATE/calibration" | grep -v gemm)"
+		sed -i -e "/^H100\.$key=/d" -e 's/^H100\.kernel_s=.*/H100.kernel_s=9/' "$STATE/calibration"
+		remount
+		wait_for 120 grep -q "^H100\.$key=[0-9]" "$MNT/pool/calibration" ||
+			die "no $key: not measured again: $(grep '^H100' "$MNT/pool/calibration" | grep -v gemm)"
+		! grep -q '^H100\.kernel_s=9$' "$STATE/calibration" || die "the old figures stayed (no $key)"
+		dlh_umount
+	done
 	# and one whose GEMM grid stops at 2048 a side (5 dims, as before it
 	# reached the convolutions' products): its lines cut to that grid
 	grep -q '^H100\.gemm_8x131072=\([0-9.e+-]* \)\{7\}[0-9.e+-]*$' "$STATE/calibration" ||
@@ -200,15 +203,6 @@ test_a_gpu_measured_before_graphs_were_timed_is_measured_again() {
 		die "a 5-dim grid not measured again: $(grep '^H100\.gemm_8x' "$MNT/pool/calibration" | head -3)"
 	! grep -q '^H100\.kernel_s=9$' "$STATE/calibration" || die "the old figures stayed (5-dim grid)"
 	dlh_umount
-	local key
-	for key in direct_s direct_dw_s; do
-		sed -i -e "/^H100\.$key=/d" -e 's/^H100\.kernel_s=.*/H100.kernel_s=9/' "$STATE/calibration"
-		remount
-		wait_for 120 grep -q "^H100\.$key=[0-9]" "$MNT/pool/calibration" ||
-			die "no $key: not measured again: $(grep '^H100' "$MNT/pool/calibration" | grep -v gemm)"
-		! grep -q '^H100\.kernel_s=9$' "$STATE/calibration" || die "the old figures stayed (no $key)"
-		dlh_umount
-	done
 }
 
 test_recalibrate_measures_the_gpus_again() {

@@ -115,7 +115,8 @@ __global__ void k_conv_direct(float *__restrict__ y, int32_t *__restrict__ arg,
  * emulation). Each thread sums a stride of the chunk's outputs into
  * registers (the taps unrolled up to DLT_GPU_DIRECT_TAPS), then the block
  * adds the threads' sums in a tree in shared memory: the same order
- * whatever the timing. Index type I as k_conv_direct's. */
+ * whatever the timing. Index type I as k_conv_direct's; R at most
+ * DLT_GPU_DIRECT_TAPS (the caller's dlt_gpu_conv_dw_direct). */
 template <typename I>
 __global__ void k_conv_pool_dw(float *__restrict__ part, const float *__restrict__ dy,
 			       const int32_t *__restrict__ arg, const float *__restrict__ yp,
