@@ -151,11 +151,12 @@ static inline int dlt_gpu_loss_bgrad(int last_kind)
  * instead, with what dlt_gpu_fused runs after it (engine/train/cuda/conv.cuh:
  * a thread an output of the pool, its taps read from the input): one
  * kernel reading the input (a few hundred KB, cached) and writing the
- * pool's output. Its backward is unchanged (the weight gradient's long-k
- * product, split, reads the im2col matrix, which a training pass still
- * writes; an evaluation does not). Returns 1 for a conv of taps taps that runs so: at most
- * DLT_GPU_DIRECT_TAPS; the estimator prices the same, at the kernel's
- * calibrated speed (dlt_gpu_cal's direct_s). DLT_GPU_CONV=gemm in the
+ * pool's output. Its backward keeps the weight gradient's long-k product
+ * over the im2col matrix, which a training pass still writes (an
+ * evaluation does not), but where dlt_gpu_conv_dw_direct says. Returns 1
+ * for a conv of taps taps that runs so: at most DLT_GPU_DIRECT_TAPS; the
+ * estimator prices the same, at the kernel's calibrated speed
+ * (dlt_gpu_cal's direct_s). DLT_GPU_CONV=gemm in the
  * environment at dlt_gpu_create keeps every conv on im2col and cuBLAS
  * (to compare); DLT_GPU_CONV=cudnn takes every conv to cuDNN. */
 #define DLT_GPU_DIRECT_TAPS 32
@@ -182,8 +183,10 @@ static inline int dlt_gpu_conv_dw_direct(double taps, int li, int fused)
 	return dlt_gpu_conv_direct(taps) && li == 0 && fused == 2;
 }
 /* The parts of k_conv_pool_dw for rows rows and f filters: chunks of
- * images, f times them blocks, up to DLT_GPU_DW_BLOCKS (a few per SM),
- * at most one image a chunk. */
+ * images, f times them blocks, up to DLT_GPU_DW_BLOCKS, at least one
+ * image a chunk. (nvcc gives the kernel 156-160 registers a thread, no
+ * spills: one block of 256 threads an SM, so 512 blocks are about four
+ * waves on an H100 or H200; the calibration times it so.) */
 #define DLT_GPU_DW_BLOCKS 512
 static inline int dlt_gpu_dw_parts(double rows, double f)
 {

@@ -355,8 +355,10 @@ static int direct(struct cal *x, struct dlt_gpu_cal *out)
 
 	if (pooled + (size_t)S * (size_t)F * (size_t)(R + 1) > x->mat ||
 	    in + (size_t)F * (size_t)(R + 1) > x->mat)
-		return fail(-EINVAL, err, errlen, "gpu calibration: the direct conv's %zu outputs "
-			    "past the operands' %zu floats", pooled, x->mat);
+		return fail(-EINVAL, err, errlen, "gpu calibration: the direct conv's %zu outputs and "
+			    "parts, or its %zu inputs and weights, past the operands' %zu floats",
+			    pooled + (size_t)S * (size_t)F * (size_t)(R + 1),
+			    in + (size_t)F * (size_t)(R + 1), x->mat);
 	TRY(graph_s(x, [&] {
 		LAUNCH(k_conv_direct<uint32_t>, blocks_for(pooled), CAL_THREADS, x->s, x->c, arg, img, w,
 		       w + (size_t)F * (size_t)R, 1, hw, hw, k, F, n, 1, 2, oh, oh);
