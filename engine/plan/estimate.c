@@ -887,18 +887,17 @@ static double gpu_mem(const struct lshape *s, int nl, double np, int nstate, dou
 			lt += dlt_gpu_lt_mask_bytes(rows, s[i].o);
 		act += s[i].out;
 		widest = fmax(widest, s[i].out);
-		if (!strcmp(s[i].kind, "conv") && gpu_conv_dw_direct(s, nl, i)) {
-			/* no im2col: k_conv_pool_dw's parts */
-			ws = fmax(ws, s[i].F * s[i].HW);
-			op16 = fmax(op16, s[i].F * rows * s[i].HW);
-			parts = fmax(parts, dlt_gpu_dw_part_floats(rows, s[i].F, s[i].R));
-		} else if (!strcmp(s[i].kind, "conv")) {
+		if (!strcmp(s[i].kind, "conv")) {
 			const double N = rows * s[i].HW;
-			extra += (s[i].R + 1) * s[i].HW;         /* im2col, its row of ones */
 			ws = fmax(ws, s[i].F * s[i].HW);
-			col16 += (s[i].R + 1) * N;
 			op16 = fmax(op16, s[i].F * N);
-			parts = fmax(parts, dlt_gpu_part_floats(rows, 0, 0, s[i].F, s[i].R, s[i].HW));
+			if (gpu_conv_dw_direct(s, nl, i)) {   /* no im2col: k_conv_pool_dw's parts */
+				parts = fmax(parts, dlt_gpu_dw_part_floats(rows, s[i].F, s[i].R));
+			} else {
+				extra += (s[i].R + 1) * s[i].HW;   /* im2col, its row of ones */
+				col16 += (s[i].R + 1) * N;
+				parts = fmax(parts, dlt_gpu_part_floats(rows, 0, 0, s[i].F, s[i].R, s[i].HW));
+			}
 		} else if (!strcmp(s[i].kind, "pool")) {
 			extra += s[i].out;                       /* argmax */
 		} else if (!strcmp(s[i].kind, "dense")) {
